@@ -1,0 +1,3 @@
+from cafleet.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,115 @@
+"""Fleets: bootstrap with the root Director, listing, soft deletion."""
+
+from __future__ import annotations
+
+from cafleet import clock
+from cafleet.errors import Conflict, NotFound, UsageError
+
+DIRECTOR_NAME = "Director"
+DIRECTOR_DESCRIPTION = "Root Director of the fleet"
+
+_FLEET_COLUMNS = (
+    "f.fleet_id, f.name, f.director_member_id, "
+    "(SELECT count(*) FROM members m WHERE m.fleet_id = f.fleet_id AND m.status = 'active'), "
+    "f.created_at, f.deleted_at"
+)
+
+
+def _fleet_record(row) -> dict:
+    return {
+        "fleet_id": row[0],
+        "name": row[1],
+        "director_member_id": row[2],
+        "active_members": row[3],
+        "created_at": row[4],
+        "deleted_at": row[5],
+    }
+
+
+def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: str, window_id: str, pane_id: str) -> dict:
+    """Insert fleet, Director, the Director's placement and the back-filled reference in one commit."""
+    if not name.strip():
+        raise UsageError("--name must not be blank.")
+    now = clock.now()
+    with store.write():
+        fleet_id = store.execute(
+            "INSERT INTO fleets (name, created_at, deleted_at, director_member_id) VALUES (?, ?, NULL, NULL)",
+            (name, now),
+        ).lastrowid
+        member_id = store.execute(
+            "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at) "
+            "VALUES (?, ?, ?, 'active', ?, NULL)",
+            (fleet_id, DIRECTOR_NAME, DIRECTOR_DESCRIPTION, now),
+        ).lastrowid
+        store.execute(
+            "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (member_id, session, window_id, pane_id, backend, coding_agent, now),
+        )
+        store.execute("UPDATE fleets SET director_member_id = ? WHERE fleet_id = ?", (member_id, fleet_id))
+    return {"fleet_id": fleet_id, "name": name, "director_member_id": member_id, "created_at": now}
+
+
+def list_fleets(store) -> list[dict]:
+    rows = store.execute(
+        f"SELECT {_FLEET_COLUMNS} FROM fleets f WHERE f.deleted_at IS NULL ORDER BY f.fleet_id"
+    ).fetchall()
+    result = []
+    for row in rows:
+        record = _fleet_record(row)
+        del record["deleted_at"]
+        result.append(record)
+    return result
+
+
+def get_fleet(store, fleet_id: int) -> dict:
+    """One fleet, soft-deleted included."""
+    row = store.execute(f"SELECT {_FLEET_COLUMNS} FROM fleets f WHERE f.fleet_id = ?", (fleet_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"fleet {fleet_id} not found; `cafleet fleet list` shows the live fleets.")
+    return _fleet_record(row)
+
+
+def require_live(store, fleet_id: int) -> dict:
+    fleet = get_fleet(store, fleet_id)
+    if fleet["deleted_at"] is not None:
+        raise Conflict(f"fleet {fleet_id} was deleted at {fleet['deleted_at']}; create a new fleet.")
+    return fleet
+
+
+def fleet_placements(store, fleet_id: int) -> list[dict]:
+    """Placements of the fleet's active members other than the root Director (for closing panes)."""
+    rows = store.execute(
+        "SELECT p.member_id, p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent "
+        "FROM member_placements p JOIN members m ON m.member_id = p.member_id "
+        "JOIN fleets f ON f.fleet_id = m.fleet_id "
+        "WHERE m.fleet_id = ? AND m.status = 'active' AND m.member_id IS NOT f.director_member_id "
+        "ORDER BY p.member_id",
+        (fleet_id,),
+    ).fetchall()
+    keys = ("member_id", "backend", "session", "window_id", "pane_id", "coding_agent")
+    return [dict(zip(keys, row)) for row in rows]
+
+
+def delete_fleet(store, fleet_id: int) -> dict:
+    """Soft delete: stamp deleted_at, deregister every active member, drop their placements.
+
+    Messages are kept. Idempotent: deleting a deleted fleet deregisters nobody.
+    """
+    now = clock.now()
+    with store.write():
+        row = store.execute("SELECT deleted_at FROM fleets WHERE fleet_id = ?", (fleet_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"fleet {fleet_id} not found; `cafleet fleet list` shows the live fleets.")
+        if row[0] is None:
+            store.execute("UPDATE fleets SET deleted_at = ? WHERE fleet_id = ?", (now, fleet_id))
+        store.execute(
+            "DELETE FROM member_placements WHERE member_id IN "
+            "(SELECT member_id FROM members WHERE fleet_id = ? AND status = 'active')",
+            (fleet_id,),
+        )
+        count = store.execute(
+            "UPDATE members SET status = 'deregistered', deregistered_at = ? WHERE fleet_id = ? AND status = 'active'",
+            (now, fleet_id),
+        ).rowcount
+    return {"fleet_id": fleet_id, "deregistered_count": count}

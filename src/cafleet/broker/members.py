@@ -1,0 +1,154 @@
+"""Members: registration (pending or concrete placement), pane-id patch, deregistration,
+roster and detail views."""
+
+from __future__ import annotations
+
+from cafleet import clock
+from cafleet.broker import activity, fleets, records
+from cafleet.errors import Conflict, NotFound, UsageError
+
+_MEMBER_SQL = (
+    "SELECT m.member_id, m.fleet_id, m.name, m.description, m.status, m.registered_at, m.deregistered_at, "
+    "f.director_member_id, f.deleted_at, "
+    "p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, p.created_at "
+    "FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
+    "LEFT JOIN member_placements p ON p.member_id = m.member_id "
+)
+
+
+def _decode(store, row, detail: bool) -> dict:
+    (member_id, fleet_id, name, description, status, registered_at, deregistered_at,
+     director_id, _fleet_deleted_at, backend, session, window_id, pane_id, coding_agent, placed_at) = row
+    last = activity.last_activity(store, member_id)
+    record = {
+        "member_id": member_id,
+        "name": name,
+        "kind": "director" if director_id == member_id else "member",
+        "status": records.member_status(member_id, status),
+        "backend": backend,
+        "coding_agent": coding_agent,
+        "pane_id": pane_id,
+        "last_activity_at": last,
+        "idle_seconds": clock.idle_seconds(last),
+    }
+    if detail:
+        record.update(
+            description=description,
+            registered_at=registered_at,
+            deregistered_at=deregistered_at,
+            fleet_id=fleet_id,
+            placement=None if backend is None else {
+                "backend": backend,
+                "session": session,
+                "window_id": window_id,
+                "pane_id": pane_id,
+                "coding_agent": coding_agent,
+                "created_at": placed_at,
+            },
+        )
+    return record
+
+
+def _row(store, member_id: int):
+    row = store.execute(_MEMBER_SQL + "WHERE m.member_id = ?", (member_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"member {member_id} not found.")
+    return row
+
+
+def get_member(store, member_id: int) -> dict:
+    """Detail view of one member, deregistered included."""
+    return _decode(store, _row(store, member_id), detail=True)
+
+
+def roster(store, fleet_id: int) -> list[dict]:
+    """Active members of a live fleet, Director first, then by id."""
+    fleets.require_live(store, fleet_id)
+    rows = store.execute(
+        _MEMBER_SQL + "WHERE m.fleet_id = ? AND m.status = 'active' ORDER BY m.member_id", (fleet_id,)
+    ).fetchall()
+    return [_decode(store, row, detail=False) for row in rows]
+
+
+def register_member(
+    store,
+    *,
+    fleet_id: int,
+    name: str,
+    description: str,
+    backend: str,
+    session: str,
+    window_id: str,
+    coding_agent: str,
+    pane_id: str | None = None,
+) -> int:
+    """Insert an active member and its placement (pending when ``pane_id`` is None)."""
+    if not name.strip():
+        raise UsageError("--name must not be blank.")
+    with store.write():
+        now = clock.now()
+        fleets.require_live(store, fleet_id)
+        member_id = store.execute(
+            "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at) "
+            "VALUES (?, ?, ?, 'active', ?, NULL)",
+            (fleet_id, name, description, now),
+        ).lastrowid
+        store.execute(
+            "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (member_id, session, window_id, pane_id, backend, coding_agent, now),
+        )
+    return member_id
+
+
+def set_pane_id(store, member_id: int, pane_id: str) -> None:
+    """Patch a pending placement with its concrete pane (the caller holds the pane lock)."""
+    with store.write():
+        updated = store.execute(
+            "UPDATE member_placements SET mux_pane_id = ? WHERE member_id = ? AND member_id IN "
+            "(SELECT member_id FROM members WHERE status = 'active')",
+            (pane_id, member_id),
+        ).rowcount
+    if not updated:
+        raise Conflict(f"member {member_id} is no longer active; its pane was not recorded.")
+
+
+def check_deletable(store, member_id: int) -> dict:
+    """The member's detail, refusing the root Director and inactive members."""
+    member = get_member(store, member_id)
+    if member["kind"] == "director":
+        raise Conflict(
+            f"member {member_id} is the root Director of fleet {member['fleet_id']}; "
+            f"use `cafleet fleet delete {member['fleet_id']}`."
+        )
+    if member["status"] != "active":
+        raise Conflict(f"member {member_id} is already deregistered (at {member['deregistered_at']}).")
+    return member
+
+
+def deregister_member(store, member_id: int) -> bool:
+    """Deregister and drop the placement; messages stay. The root Director is protected.
+
+    Returns False when the member was already deregistered (idempotent for compensation).
+    """
+    with store.write():
+        row = store.execute(
+            "SELECT m.status, f.director_member_id, m.fleet_id FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
+            "WHERE m.member_id = ?",
+            (member_id,),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"member {member_id} not found.")
+        status, director_id, fleet_id = row
+        if director_id == member_id:
+            raise Conflict(
+                f"member {member_id} is the root Director of fleet {fleet_id}; use `cafleet fleet delete {fleet_id}`."
+            )
+        if records.member_status(member_id, status) != "active":
+            return False
+        store.execute("DELETE FROM member_placements WHERE member_id = ?", (member_id,))
+        store.execute(
+            "UPDATE members SET status = 'deregistered', deregistered_at = ? WHERE member_id = ?",
+            (clock.now(), member_id),
+        )
+    return True

@@ -1,0 +1,240 @@
+"""Messages: send (with the self-send rule), broadcast, poll, show, ACK, and the
+notification bookkeeping the delivery layer needs (pending selection, conditional stamp).
+"""
+
+from __future__ import annotations
+
+from cafleet import clock
+from cafleet.broker import records
+from cafleet.errors import CafleetError, Conflict, NotFound, UsageError
+
+_SELECT = f"SELECT {records.MESSAGE_COLUMNS} FROM messages "
+
+
+def validate_text(text: str) -> str:
+    if not text.strip():
+        raise UsageError("message text is blank; give a non-empty TEXT or --file.")
+    return text
+
+
+def _sender_and_recipient(store, from_id: int, to_id: int) -> int:
+    """Check the send rules inside the write transaction; return the fleet id."""
+    rows = {
+        row[0]: row[1:]
+        for row in store.execute(
+            "SELECT m.member_id, m.fleet_id, m.status, f.deleted_at FROM members m "
+            "JOIN fleets f ON f.fleet_id = m.fleet_id WHERE m.member_id IN (?, ?)",
+            (from_id, to_id),
+        ).fetchall()
+    }
+    for role, member_id in (("sender", from_id), ("recipient", to_id)):
+        if member_id not in rows:
+            raise NotFound(f"{role} member {member_id} not found.")
+    fleet_id, sender_status, deleted_at = rows[from_id]
+    if rows[to_id][0] != fleet_id:
+        raise Conflict(f"members {from_id} and {to_id} are not in the same fleet; messages never cross fleets.")
+    if deleted_at is not None:
+        raise Conflict(f"fleet {fleet_id} was deleted at {deleted_at}; it accepts no new messages.")
+    for role, member_id, status in (("sender", from_id, sender_status), ("recipient", to_id, rows[to_id][1])):
+        if records.member_status(member_id, status) != "active":
+            raise Conflict(f"{role} member {member_id} is deregistered; it can no longer send or receive messages.")
+    return fleet_id
+
+
+def send(store, from_id: int, to_id: int, text: str) -> dict:
+    """Persist one message with the exact body and return its public record.
+
+    A self-send is stamped notified on insert: it produces no pane input and stays
+    pending until ACKed.
+    """
+    validate_text(text)
+    with store.write():
+        _sender_and_recipient(store, from_id, to_id)
+        now = clock.now()  # taken under the write lock, so created_at follows message_id
+        message_id = store.execute(
+            "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text, notified_at) "
+            "VALUES (?, ?, ?, 'input_required', ?, ?, ?)",
+            (from_id, to_id, now, now, text, now if from_id == to_id else None),
+        ).lastrowid
+    return {
+        "message_id": message_id,
+        "from_member_id": from_id,
+        "to_member_id": to_id,
+        "created_at": now,
+        "status_state": "input_required",
+        "status_timestamp": now,
+        "text": text,
+    }
+
+
+def broadcast_recipients(store, director_id: int) -> list[int]:
+    """Every other active member of the Director's live fleet; only the root Director may broadcast."""
+    row = store.execute(
+        "SELECT m.fleet_id, m.status, f.director_member_id, f.deleted_at FROM members m "
+        "JOIN fleets f ON f.fleet_id = m.fleet_id WHERE m.member_id = ?",
+        (director_id,),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"sender member {director_id} not found.")
+    fleet_id, status, fleet_director, deleted_at = row
+    if deleted_at is not None:
+        raise Conflict(f"fleet {fleet_id} was deleted at {deleted_at}; it accepts no new messages.")
+    if fleet_director != director_id:
+        raise Conflict(f"member {director_id} is not the Director of fleet {fleet_id}; only the Director broadcasts.")
+    if records.member_status(director_id, status) != "active":
+        raise Conflict(f"sender member {director_id} is deregistered.")
+    return [
+        r[0]
+        for r in store.execute(
+            "SELECT member_id FROM members WHERE fleet_id = ? AND status = 'active' AND member_id != ? ORDER BY member_id",
+            (fleet_id, director_id),
+        ).fetchall()
+    ]
+
+
+def broadcast(store, director_id: int, text: str) -> dict:
+    """Fan-out: one ordinary message per recipient, each committed on its own."""
+    validate_text(text)
+    sent, failed = [], []
+    for to_id in broadcast_recipients(store, director_id):
+        try:
+            sent.append(send(store, director_id, to_id, text))
+        except CafleetError as error:
+            failed.append({"to_member_id": to_id, "error": str(error)})
+    return {"sent": sent, "failed": failed}
+
+
+def require_member(store, member_id: int) -> None:
+    if store.execute("SELECT 1 FROM members WHERE member_id = ?", (member_id,)).fetchone() is None:
+        raise NotFound(f"member {member_id} not found.")
+
+
+def poll(store, member_id: int) -> list[dict]:
+    """Unacknowledged incoming messages, newest status_timestamp first, then highest id."""
+    require_member(store, member_id)
+    rows = store.execute(
+        _SELECT + "WHERE to_member_id = ? AND status_state = 'input_required' "
+        "ORDER BY status_timestamp DESC, message_id DESC",
+        (member_id,),
+    ).fetchall()
+    return [records.message(row) for row in rows]
+
+
+def show(store, message_id: int) -> dict:
+    row = store.execute(_SELECT + "WHERE message_id = ?", (message_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"message {message_id} not found.")
+    return records.message(row)
+
+
+def ack(store, message_id: int) -> dict:
+    """input_required → completed, stamping status_timestamp; a second ACK is refused."""
+    with store.write():
+        now = clock.now()
+        updated = store.execute(
+            "UPDATE messages SET status_state = 'completed', status_timestamp = ? "
+            "WHERE message_id = ? AND status_state = 'input_required'",
+            (now, message_id),
+        ).rowcount
+        record = show(store, message_id)
+    if not updated:
+        raise Conflict(
+            f"message {message_id} is already acknowledged (at {record['status_timestamp']})."
+            if record["status_state"] == "completed"
+            else f"message {message_id} cannot be acknowledged."
+        )
+    return record
+
+
+def member_state(store, member_id: int) -> tuple[str, int | None]:
+    """('active' | 'deregistered' | 'fleet-deleted', fleet_id) for long-running streams."""
+    row = store.execute(
+        "SELECT m.status, f.deleted_at, m.fleet_id FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
+        "WHERE m.member_id = ?",
+        (member_id,),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"member {member_id} not found.")
+    status, deleted_at, fleet_id = row
+    if deleted_at is not None:
+        return "fleet-deleted", fleet_id
+    return records.member_status(member_id, status), fleet_id
+
+
+def pending_after(store, member_id: int, after_id: int) -> list[dict]:
+    """Unacknowledged incoming messages with id > after_id, oldest first (for listen)."""
+    rows = store.execute(
+        _SELECT + "WHERE to_member_id = ? AND status_state = 'input_required' AND message_id > ? "
+        "ORDER BY created_at, message_id",
+        (member_id, after_id),
+    ).fetchall()
+    return [records.message(row) for row in rows]
+
+
+# --- notification bookkeeping (used by the delivery layer) -------------------------------
+
+def notification_target(store, member_id: int) -> dict | None:
+    """The recipient's concrete placement if it is eligible for pane notification.
+
+    Eligible: active member of a live fleet, not the fleet's root Director, with a
+    placement whose pane is concrete. None otherwise.
+    """
+    row = store.execute(
+        "SELECT p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, m.fleet_id "
+        "FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
+        "JOIN member_placements p ON p.member_id = m.member_id "
+        "WHERE m.member_id = ? AND m.status = 'active' AND f.deleted_at IS NULL "
+        "AND m.member_id IS NOT f.director_member_id AND p.mux_pane_id IS NOT NULL",
+        (member_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    keys = ("backend", "session", "window_id", "pane_id", "coding_agent", "fleet_id")
+    return dict(zip(keys, row))
+
+
+def next_pending_notification(store, member_id: int, attempted) -> dict | None:
+    """The oldest message owed a preview for this recipient, skipping ``attempted`` ids."""
+    rows = store.execute(
+        "SELECT message_id, from_member_id, created_at, text FROM messages "
+        "WHERE to_member_id = ? AND status_state = 'input_required' AND notified_at IS NULL "
+        "AND from_member_id != to_member_id ORDER BY created_at, message_id",
+        (member_id,),
+    )
+    for message_id, from_id, created_at, text in rows:
+        if message_id not in attempted:
+            rows.close()
+            return {"message_id": message_id, "from_member_id": from_id, "created_at": created_at, "text": text}
+    return None
+
+
+def still_pending_notification(store, message_id: int) -> bool:
+    row = store.execute(
+        "SELECT 1 FROM messages WHERE message_id = ? AND status_state = 'input_required' AND notified_at IS NULL",
+        (message_id,),
+    ).fetchone()
+    return row is not None
+
+
+def stamp_notified(store, message_id: int) -> bool:
+    """Record a completed submission; does nothing when the row was ACKed meanwhile."""
+    with store.write():
+        updated = store.execute(
+            "UPDATE messages SET notified_at = ? WHERE message_id = ? AND notified_at IS NULL "
+            "AND status_state = 'input_required'",
+            (clock.now(), message_id),
+        ).rowcount
+    return bool(updated)
+
+
+def recipients_owed_notifications(store, fleet_id: int) -> list[int]:
+    """Members of the fleet that have messages owed a preview (for wait's retry pass)."""
+    return [
+        row[0]
+        for row in store.execute(
+            "SELECT DISTINCT msg.to_member_id FROM messages msg JOIN members m ON m.member_id = msg.to_member_id "
+            "WHERE m.fleet_id = ? AND m.status = 'active' AND msg.status_state = 'input_required' "
+            "AND msg.notified_at IS NULL AND msg.from_member_id != msg.to_member_id ORDER BY msg.to_member_id",
+            (fleet_id,),
+        ).fetchall()
+    ]

@@ -1,0 +1,65 @@
+"""The environment a command runs in: variables, streams, the validated store.
+
+Injectable so tests run commands in-process against temporary paths and never touch the
+real home, terminal or tmux server.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from cafleet import config
+
+
+class Context:
+    def __init__(self, environ=None, stdin=None, stdout=None, stderr=None, json_output: bool = False) -> None:
+        self.environ = os.environ if environ is None else environ
+        self.stdin = stdin if stdin is not None else sys.stdin.buffer
+        self.stdout = stdout if stdout is not None else sys.stdout.buffer
+        self.stderr = stderr if stderr is not None else sys.stderr.buffer
+        self.json = json_output
+        self._store = None
+        self._db_path = None
+
+    @property
+    def db_path(self) -> str:
+        if self._db_path is None:
+            self._db_path = config.database_path(self.environ)
+        return self._db_path
+
+    def store(self):
+        """The database connection, diagnosed on first use (§2.1) and reused after."""
+        if self._store is None:
+            from cafleet.store.connection import open_store
+
+            self._store = open_store(self.db_path)
+        return self._store
+
+    @property
+    def max_text_len(self) -> int:
+        return config.max_text_len(self.environ)
+
+    def out(self, text: str) -> None:
+        self.stdout.write(text.encode("utf-8", "surrogateescape") + b"\n")
+        self.stdout.flush()
+
+    def err(self, text: str) -> None:
+        self.stderr.write(text.encode("utf-8", "surrogateescape") + b"\n")
+        self.stderr.flush()
+
+    def emit(self, value, text) -> None:
+        """Print ``value`` as JSON under --json, else ``text`` (a string or a callable)."""
+        if self.json:
+            from cafleet.render import to_json
+
+            self.out(to_json(value))
+        else:
+            rendered = text() if callable(text) else text
+            if rendered:
+                self.out(rendered)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None

@@ -1,0 +1,64 @@
+"""Entry point: parse, dispatch to the one handler module needed, map errors to exit codes."""
+
+from __future__ import annotations
+
+import sys
+
+from cafleet.errors import CafleetError, ExitCode
+
+
+def main(argv: list[str] | None = None, context=None) -> int:
+    from cafleet.cli import parser
+    from cafleet.cli.context import Context
+
+    args = sys.argv[1:] if argv is None else argv
+    ctx = context if context is not None else Context()
+    try:
+        if args[:1] == ["--version"]:
+            from cafleet import __version__
+
+            ctx.out(f"cafleet {__version__}")
+            return ExitCode.OK
+        parsed = parser.parse(args)
+        if parsed.help is not None:
+            ctx.out(parsed.help)
+            return ExitCode.OK
+        ctx.json = parsed.json
+        module_name, _, function_name = parsed.command.handler.partition(":")
+        module = __import__(module_name, fromlist=[function_name])
+        result = getattr(module, function_name)(ctx, **parsed.values)
+        return ExitCode.OK if result is None else int(result)
+    except CafleetError as error:
+        _report(ctx, str(error))
+        return error.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        return ExitCode.OK
+    except Exception as error:  # a bug: say so in one line; CAFLEET_DEBUG=1 shows the traceback
+        if ctx.environ.get("CAFLEET_DEBUG"):
+            raise
+        _report(ctx, f"internal error ({type(error).__name__}: {error}); rerun with CAFLEET_DEBUG=1 and report it.")
+        return ExitCode.FAILURE
+    finally:
+        ctx.close()
+
+
+def _report(ctx, message: str) -> None:
+    line = " ".join(message.split("\n"))
+    try:
+        ctx.err(f"Error: {line}")
+    except (BrokenPipeError, ValueError):
+        pass
+
+
+def _silence_stdout() -> None:
+    """After a closed pipe, point stdout at /dev/null so interpreter shutdown stays quiet."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

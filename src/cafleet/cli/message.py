@@ -1,0 +1,92 @@
+"""`cafleet message ...`: send, broadcast, poll, wait, listen, show, ack."""
+
+from __future__ import annotations
+
+from cafleet import render
+from cafleet.broker import messages
+from cafleet.cli.body import read_body
+from cafleet.errors import ExitCode
+
+
+def send(ctx, from_id, to_id, text, file):
+    body = read_body(ctx, text, file)
+    store = ctx.store()
+    record = messages.send(store, from_id, to_id, body)
+    outcome = _notify(ctx, to_id, record)
+    ctx.emit(dict(record, notified=outcome.notified), lambda: f"sent message {record['message_id']} to member {to_id}")
+    _diagnose(ctx, outcome)
+
+
+def broadcast(ctx, from_id, text, file):
+    body = read_body(ctx, text, file)
+    store = ctx.store()
+    result = messages.broadcast(store, from_id, body)
+    outcomes = [_notify(ctx, record["to_member_id"], record) for record in result["sent"]]
+
+    def text_form():
+        lines = [f"sent message {r['message_id']} to member {r['to_member_id']}" for r in result["sent"]]
+        lines += [f"failed to send to member {f['to_member_id']}: {f['error']}" for f in result["failed"]]
+        return "\n".join(lines) if lines else "no other active members to send to"
+
+    ctx.emit(result, text_form)
+    for outcome in outcomes:
+        _diagnose(ctx, outcome)
+    return ExitCode.FAILURE if result["failed"] else ExitCode.OK
+
+
+def poll(ctx, member_id):
+    records = messages.poll(ctx.store(), member_id)
+    ctx.emit(records, lambda: render.messages_text(records, ctx.max_text_len) if records else "no pending messages")
+
+
+def show(ctx, message_id):
+    record = messages.show(ctx.store(), message_id)
+    ctx.emit(record, lambda: render.message_text(record, ctx.max_text_len))
+
+
+def ack(ctx, message_id):
+    record = messages.ack(ctx.store(), message_id)
+    ctx.emit(record, lambda: f"acknowledged message {message_id}")
+
+
+def wait(ctx, member_id, timeout):
+    from cafleet.delivery import inbox
+
+    store = ctx.store()
+    messages.require_member(store, member_id)
+    _retry_fleet_notifications(ctx, member_id)
+    records = inbox.wait_for_messages(store, member_id, timeout)
+    if not records:
+        return ExitCode.WAIT_TIMEOUT
+    ctx.emit(records, lambda: render.messages_text(records, ctx.max_text_len))
+
+
+def listen(ctx, member_id):
+    from cafleet.delivery import inbox
+
+    def line(record):
+        return render.to_json(record) if ctx.json else render.message_line(record, ctx.max_text_len)
+
+    reason = inbox.listen(ctx.store(), member_id, lambda record: ctx.out(line(record)))
+    if reason:
+        ctx.out(render.to_json({"event": "end", "reason": reason}) if ctx.json else f"listen ended: {reason}")
+
+
+# --- notification (the caller delivers; the broker only persists) -----------------------
+
+def _notify(ctx, recipient_id, record):
+    from cafleet.delivery import drain
+
+    return drain.notify_after_send(ctx.store(), ctx.environ, ctx.db_path, recipient_id, record)
+
+
+def _retry_fleet_notifications(ctx, member_id):
+    from cafleet.delivery import drain
+
+    for outcome in drain.retry_fleet(ctx.store(), ctx.environ, ctx.db_path, member_id):
+        _diagnose(ctx, outcome)
+
+
+def _diagnose(ctx, outcome):
+    if outcome.failure:
+        ctx.err(outcome.failure)

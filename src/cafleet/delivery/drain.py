@@ -1,0 +1,107 @@
+"""The notification drain (§4.2): at-least-once pane previews for one recipient.
+
+For each message owed a preview (oldest first, each at most once per invocation): take
+the recipient's pane-input lock, re-check eligibility and placement under it, type the
+preview and submit it, and only then stamp ``notified_at`` with a conditional update (an
+ACK that came first counts as notified). No database transaction is open while typing.
+Any per-attempt failure leaves ``notified_at`` NULL and ends the drain with a diagnostic;
+the next send to that recipient or a later ``message wait`` retries.
+
+Imports of the multiplexer and typing code happen only when there is a pane to type into,
+so a send to the Director or a self-send costs nothing here.
+"""
+
+from __future__ import annotations
+
+from cafleet.broker import messages
+from cafleet.errors import CafleetError
+
+DEFAULT_LOCK_TIMEOUT = 15.0
+
+
+class Outcome:
+    """What one drain did for one message of interest."""
+
+    __slots__ = ("notified", "failure")
+
+    def __init__(self, notified: bool, failure: str | None = None) -> None:
+        self.notified = notified
+        self.failure = failure
+
+
+def notify_after_send(store, environ, db_path: str, recipient_id: int, record: dict) -> Outcome:
+    """Run the drain after ``record`` was committed; report whether it was notified."""
+    if record["from_member_id"] == record["to_member_id"]:
+        return Outcome(True)  # self-sends are stamped on insert and type nothing
+    if messages.notification_target(store, recipient_id) is None:
+        return Outcome(False)  # the root Director and pending placements poll/listen instead
+    attempted: set[int] = set()
+    stamped: set[int] = set()
+    failure = drain(store, environ, db_path, recipient_id, attempted, stamped)
+    message_id = record["message_id"]
+    notified = message_id in stamped or not messages.still_pending_notification(store, message_id)
+    if failure is None and not notified:
+        failure = f"member {recipient_id}'s placement changed before message {message_id} could be typed"
+    if failure is None:
+        return Outcome(notified)
+    return Outcome(notified, None if notified else not_notified(message_id, recipient_id, failure))
+
+
+def retry_fleet(store, environ, db_path: str, member_id: int) -> list[Outcome]:
+    """``message wait``'s first step: retry every preview owed in the member's fleet."""
+    _state, fleet_id = messages.member_state(store, member_id)
+    outcomes = []
+    attempted: set[int] = set()
+    for recipient_id in messages.recipients_owed_notifications(store, fleet_id):
+        if messages.notification_target(store, recipient_id) is None:
+            continue
+        failure = drain(store, environ, db_path, recipient_id, attempted, set())
+        if failure:
+            outcomes.append(Outcome(False, f"Warning: member {recipient_id} was not notified: {failure}; "
+                                           "a later `cafleet message wait` retries. Do not resend."))
+    return outcomes
+
+
+def not_notified(message_id: int, recipient_id: int, reason: str) -> str:
+    return (
+        f"Warning: message {message_id} is stored but member {recipient_id} was not notified: {reason}. "
+        f"The preview will be retried by the next send to member {recipient_id} or a later "
+        "`cafleet message wait`. Do not resend."
+    )
+
+
+def drain(store, environ, db_path: str, recipient_id: int, attempted: set, stamped: set) -> str | None:
+    """Deliver owed previews to one recipient; return a failure reason or None."""
+    from cafleet import config
+    from cafleet.delivery import lock, preview, submit
+    from cafleet.mux import detect
+
+    lock_dir = config.lock_dir(db_path)
+    lock_timeout = config.positive_float_env(environ, "CAFLEET_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT)
+    settle = submit.settle_delay(environ)
+    max_len = config.max_text_len(environ)
+    while True:
+        pending = messages.next_pending_notification(store, recipient_id, attempted)
+        if pending is None:
+            return None
+        message_id = pending["message_id"]
+        attempted.add(message_id)
+        target = messages.notification_target(store, recipient_id)
+        if target is None:
+            return None
+        try:
+            with lock.pane_lock(lock_dir, target["backend"], target["session"], target["pane_id"], lock_timeout):
+                current = messages.notification_target(store, recipient_id)
+                if current != target:
+                    return f"member {recipient_id}'s placement changed during delivery"
+                if not messages.still_pending_notification(store, message_id):
+                    continue  # ACKed or notified by another process meanwhile
+                text = preview.render_preview(
+                    message_id, pending["from_member_id"], pending["created_at"], pending["text"], max_len
+                )
+                mux = detect.multiplexer_for_placement(target["backend"], target["session"])
+                submit.submit_preview(mux, target["pane_id"], text, target["coding_agent"], settle=settle)
+                if messages.stamp_notified(store, message_id):
+                    stamped.add(message_id)
+        except CafleetError as error:
+            return f"{error}".rstrip(".") + f" (pane {target['pane_id']})"

@@ -1,0 +1,95 @@
+"""Blocking reads of a member's inbox: ``message wait`` and ``message listen``.
+
+Neither spins: between checks the process sleeps, and a check is one ``PRAGMA
+data_version`` read (it changes only when another connection commits), so a waiting
+process costs a few microseconds of CPU per check. The check interval bounds how soon a
+message from another process is seen (default 0.05 s, ``CAFLEET_WAIT_INTERVAL``).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from cafleet.broker import messages
+
+DEFAULT_INTERVAL = 0.05
+
+
+class _Stop(Exception):
+    pass
+
+
+def _interval(store) -> float:
+    import os
+
+    from cafleet.config import positive_float_env
+
+    value = positive_float_env(os.environ, "CAFLEET_WAIT_INTERVAL", DEFAULT_INTERVAL)
+    return min(max(value, 0.005), 5.0)
+
+
+def _data_version(store) -> int:
+    return store.execute("PRAGMA data_version").fetchone()[0]
+
+
+def _changes(store, interval: float, deadline: float | None):
+    """Yield each time another connection has committed; stop at the deadline."""
+    version = _data_version(store)
+    while True:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            time.sleep(min(interval, remaining))
+        else:
+            time.sleep(interval)
+        current = _data_version(store)
+        if current != version:
+            version = current
+            yield
+
+
+def wait_for_messages(store, member_id: int, timeout: float | None) -> list[dict]:
+    """Unacknowledged incoming messages as soon as there is one; [] after ``timeout``."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    records = messages.poll(store, member_id)
+    if records:
+        return records
+    for _ in _changes(store, _interval(store), deadline):
+        records = messages.poll(store, member_id)
+        if records:
+            return records
+    return []
+
+
+def listen(store, member_id: int, emit) -> str | None:
+    """Emit each pending incoming message once, oldest first, then new ones as they come.
+
+    Read-only. Returns why the stream ended (member deregistered, fleet deleted) or None
+    when stopped by SIGINT/SIGTERM.
+    """
+
+    def stop(signum, frame):
+        raise _Stop()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        last_id = 0
+        interval = _interval(store)
+        changes = _changes(store, interval, None)
+        while True:
+            state, fleet_id = messages.member_state(store, member_id)
+            if state == "deregistered":
+                return f"member {member_id} was deregistered"
+            if state == "fleet-deleted":
+                return f"fleet {fleet_id} was deleted"
+            for record in messages.pending_after(store, member_id, last_id):
+                emit(record)
+                last_id = max(last_id, record["message_id"])
+            next(changes)
+    except _Stop:
+        return None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

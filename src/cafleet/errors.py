@@ -1,0 +1,71 @@
+"""Error types and the process exit codes they map to.
+
+Every foreseeable failure is raised as a :class:`CafleetError` subclass whose message is
+one sentence saying what is wrong and what to do. The command line prints it as
+``Error: <message>`` on stderr and exits with ``exit_code``; nothing else is printed.
+"""
+
+from __future__ import annotations
+
+
+class ExitCode:
+    OK = 0
+    FAILURE = 1
+    USAGE = 2
+    WAIT_TIMEOUT = 3
+
+
+class CafleetError(Exception):
+    """A failure the user can act on. ``str(error)`` is the one-line message."""
+
+    exit_code = ExitCode.FAILURE
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(CafleetError):
+    """Bad flags, bad ids, empty text: exit 2."""
+
+    exit_code = ExitCode.USAGE
+
+
+class ConfigError(CafleetError):
+    """A bad environment value or database location."""
+
+
+class DatabaseError(CafleetError):
+    """The database file cannot be used (diagnosis refused it, it is locked, unreadable)."""
+
+
+class NotFound(CafleetError):
+    """An id that names nothing."""
+
+
+class Conflict(CafleetError):
+    """The request is valid but the current state forbids it (inactive member, deleted
+    fleet, cross-fleet send, acking a completed message, deleting the root Director)."""
+
+
+class CorruptRow(CafleetError):
+    """A stored value that this version cannot decode (unknown status, ...)."""
+
+
+class MuxError(CafleetError):
+    """A multiplexer call failed, timed out, or named a pane that is gone."""
+
+
+class PaneGone(MuxError):
+    """The target pane no longer exists."""
+
+
+class LockTimeout(CafleetError):
+    """The pane-input lock could not be taken within its bounded wait."""
+
+
+class AgentError(CafleetError):
+    """A coding-agent backend problem (missing binary, bad model/effort)."""

@@ -1,0 +1,1 @@
+"""Terminal multiplexers (tmux, herdr) behind one small protocol."""
