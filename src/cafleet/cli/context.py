@@ -33,8 +33,12 @@ class Context:
         if self._store is None:
             from cafleet.store.connection import open_store
 
-            self._store = open_store(self.db_path)
+            self._store = open_store(self.db_path, self.busy_timeout)
         return self._store
+
+    @property
+    def busy_timeout(self) -> float:
+        return config.positive_float_env(self.environ, "CAFLEET_BUSY_TIMEOUT", 5.0)
 
     @property
     def max_text_len(self) -> int:

@@ -55,7 +55,7 @@ def wait(ctx, member_id, timeout):
     store = ctx.store()
     messages.require_member(store, member_id)
     _retry_fleet_notifications(ctx, member_id)
-    records = inbox.wait_for_messages(store, member_id, timeout)
+    records = inbox.wait_for_messages(store, member_id, timeout, inbox.check_interval(ctx.environ))
     if not records:
         return ExitCode.WAIT_TIMEOUT
     ctx.emit(records, lambda: render.messages_text(records, ctx.max_text_len))
@@ -67,7 +67,7 @@ def listen(ctx, member_id):
     def line(record):
         return render.to_json(record) if ctx.json else render.message_line(record, ctx.max_text_len)
 
-    reason = inbox.listen(ctx.store(), member_id, lambda record: ctx.out(line(record)))
+    reason = inbox.listen(ctx.store(), member_id, lambda record: ctx.out(line(record)), inbox.check_interval(ctx.environ))
     if reason:
         ctx.out(render.to_json({"event": "end", "reason": reason}) if ctx.json else f"listen ended: {reason}")
 

@@ -20,12 +20,10 @@ class _Stop(Exception):
     pass
 
 
-def _interval(store) -> float:
-    import os
-
+def check_interval(environ) -> float:
     from cafleet.config import positive_float_env
 
-    value = positive_float_env(os.environ, "CAFLEET_WAIT_INTERVAL", DEFAULT_INTERVAL)
+    value = positive_float_env(environ, "CAFLEET_WAIT_INTERVAL", DEFAULT_INTERVAL)
     return min(max(value, 0.005), 5.0)
 
 
@@ -50,20 +48,20 @@ def _changes(store, interval: float, deadline: float | None):
             yield
 
 
-def wait_for_messages(store, member_id: int, timeout: float | None) -> list[dict]:
+def wait_for_messages(store, member_id: int, timeout: float | None, interval: float = DEFAULT_INTERVAL) -> list[dict]:
     """Unacknowledged incoming messages as soon as there is one; [] after ``timeout``."""
     deadline = None if timeout is None else time.monotonic() + timeout
     records = messages.poll(store, member_id)
     if records:
         return records
-    for _ in _changes(store, _interval(store), deadline):
+    for _ in _changes(store, interval, deadline):
         records = messages.poll(store, member_id)
         if records:
             return records
     return []
 
 
-def listen(store, member_id: int, emit) -> str | None:
+def listen(store, member_id: int, emit, interval: float = DEFAULT_INTERVAL) -> str | None:
     """Emit each pending incoming message once, oldest first, then new ones as they come.
 
     Read-only. Returns why the stream ended (member deregistered, fleet deleted) or None
@@ -76,7 +74,6 @@ def listen(store, member_id: int, emit) -> str | None:
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         last_id = 0
-        interval = _interval(store)
         changes = _changes(store, interval, None)
         while True:
             state, fleet_id = messages.member_state(store, member_id)

@@ -20,17 +20,18 @@ from cafleet import clock
 from cafleet.errors import DatabaseError
 from cafleet.store import diagnosis, schema
 
-BUSY_TIMEOUT_SECONDS = 5.0
+DEFAULT_BUSY_TIMEOUT = 5.0
 
 
 class Store:
     """A validated connection plus the write-transaction discipline (BEGIN IMMEDIATE)."""
 
-    __slots__ = ("conn", "path")
+    __slots__ = ("conn", "path", "busy_timeout")
 
-    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: str, busy_timeout: float) -> None:
         self.conn = conn
         self.path = path
+        self.busy_timeout = busy_timeout
 
     def write(self) -> "_WriteTransaction":
         """``with store.write(): ...`` runs the block in one BEGIN IMMEDIATE transaction."""
@@ -40,7 +41,7 @@ class Store:
         try:
             return self.conn.execute(sql, params)
         except sqlite3.OperationalError as exc:
-            raise translate(exc, self.path) from None
+            raise translate(exc, self.path, self.busy_timeout) from None
 
     def close(self) -> None:
         self.conn.close()
@@ -63,17 +64,17 @@ class _WriteTransaction:
                 conn.execute("COMMIT")
             except sqlite3.OperationalError as error:
                 conn.execute("ROLLBACK")
-                raise translate(error, self.store.path) from None
+                raise translate(error, self.store.path, self.store.busy_timeout) from None
         elif conn.in_transaction:
             conn.execute("ROLLBACK")
         return False
 
 
-def translate(exc: sqlite3.Error, path: str) -> DatabaseError:
+def translate(exc: sqlite3.Error, path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> DatabaseError:
     message = str(exc)
     if "locked" in message or "busy" in message:
         return DatabaseError(
-            f"database {path} is locked by another process (waited {BUSY_TIMEOUT_SECONDS:g} s); try again."
+            f"database {path} is locked by another process (waited {busy_timeout:g} s); try again."
         )
     if "readonly" in message or "read-only" in message:
         return DatabaseError(f"database {path} is read-only; check the file and folder permissions.")
@@ -84,34 +85,34 @@ def translate(exc: sqlite3.Error, path: str) -> DatabaseError:
     return DatabaseError(f"database {path} failed: {message}.")
 
 
-def _connect(path: str, uri: bool = False) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, uri=uri, check_same_thread=False)
+def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA foreign_keys=ON")
     return conn
 
 
-def open_store(path: str) -> Store:
+def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> Store:
     """Diagnose ``path`` and return a Store ready for use, initialising it if new/empty."""
     state = diagnosis.read_header_state(path)
     if state == diagnosis.MISSING:
         _make_parent(path)
     elif state == diagnosis.ZERO_IDENTITY:
-        state = _look_inside_zero_identity(path)
+        state = _look_inside_zero_identity(path, busy_timeout)
     try:
-        conn = _connect(path)
+        conn = _connect(path, busy_timeout)
     except sqlite3.Error as exc:
-        raise translate(exc, path) from None
+        raise translate(exc, path, busy_timeout) from None
     try:
         if state in (diagnosis.MISSING, diagnosis.EMPTY):
-            _initialise(conn, path)
-        diagnose_open(conn, path)
+            _initialise(conn, path, busy_timeout)
+        diagnose_open(conn, path, busy_timeout)
     except BaseException:
         conn.close()
         raise
-    return Store(conn, path)
+    return Store(conn, path, busy_timeout)
 
 
-def diagnose_open(conn: sqlite3.Connection, path: str) -> None:
+def diagnose_open(conn: sqlite3.Connection, path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
     """The identity/ledger/shape checks on an open connection (no writes)."""
     try:
         application_id = conn.execute("PRAGMA application_id").fetchone()[0]
@@ -121,18 +122,18 @@ def diagnose_open(conn: sqlite3.Connection, path: str) -> None:
         diagnosis.check_shape(conn, path)
     except sqlite3.DatabaseError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
-            raise translate(exc, path) from None
+            raise translate(exc, path, busy_timeout) from None
         raise diagnosis.Refused(f"{path} cannot be read as a cafleet database ({exc}); it was left unchanged.") from None
 
 
-def _look_inside_zero_identity(path: str) -> str:
+def _look_inside_zero_identity(path: str, busy_timeout: float) -> str:
     """A zero-identity file is either empty (initialise) or foreign (refuse).
 
     Looked at through a read-only connection so that a foreign file is never written.
     A WAL may hold another process's initialisation that the raw header does not show.
     """
     try:
-        conn = sqlite3.connect(f"file:{_uri_path(path)}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_SECONDS)
+        conn = sqlite3.connect(f"file:{_uri_path(path)}?mode=ro", uri=True, timeout=busy_timeout)
         try:
             application_id = conn.execute("PRAGMA application_id").fetchone()[0]
             count = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
@@ -140,7 +141,7 @@ def _look_inside_zero_identity(path: str) -> str:
             conn.close()
     except sqlite3.DatabaseError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
-            raise translate(exc, path) from None
+            raise translate(exc, path, busy_timeout) from None
         raise diagnosis.Refused(f"{path} cannot be read as a SQLite database ({exc}); it was left unchanged.") from None
     if application_id == schema.APPLICATION_ID:
         return diagnosis.CAFLEET
@@ -165,7 +166,7 @@ def _make_parent(path: str) -> None:
         raise DatabaseError(f"the database folder {parent} is not writable; choose another CAFLEET_DATABASE_URL.")
 
 
-def _initialise(conn: sqlite3.Connection, path: str) -> None:
+def _initialise(conn: sqlite3.Connection, path: str, busy_timeout: float) -> None:
     """Create the baseline in one transaction, unless another process already did."""
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -189,4 +190,4 @@ def _initialise(conn: sqlite3.Connection, path: str) -> None:
                 conn.execute("ROLLBACK")
             raise
     except sqlite3.OperationalError as exc:
-        raise translate(exc, path) from None
+        raise translate(exc, path, busy_timeout) from None

@@ -1,0 +1,137 @@
+"""Shared fixtures: an isolated environment per test, in-process and subprocess CLI runners,
+and a fleet built directly through the broker (no panes) for message tests."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cafleet.broker import fleets, members
+from cafleet.cli.context import Context
+from cafleet.cli.main import main
+from cafleet.store.connection import open_store
+
+pytest_plugins = [p for p in ["tests.support.tmux_fixtures"] if __import__("importlib.util").util.find_spec(p)]
+
+ISOLATED_PREFIXES = ("CAFLEET_", "TMUX", "HERDR", "XDG_", "CLAUDE_", "CODEX_", "OPENCODE_")
+
+
+class Result:
+    def __init__(self, code: int, out: bytes, err: bytes) -> None:
+        self.code = code
+        self.out_bytes = out
+        self.err_bytes = err
+        self.out = out.decode("utf-8")
+        self.err = err.decode("utf-8")
+
+    def json(self):
+        import json
+
+        return json.loads(self.out)
+
+    def __repr__(self) -> str:
+        return f"Result(code={self.code}, out={self.out!r}, err={self.err!r})"
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch) -> dict:
+    """A clean environment rooted in tmp_path; also applied to os.environ for the test."""
+    home = tmp_path / "home"
+    home.mkdir()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(ISOLATED_PREFIXES)}
+    clean.update(
+        HOME=str(home),
+        XDG_DATA_HOME=str(home / ".local" / "share"),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_STATE_HOME=str(home / ".local" / "state"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        CAFLEET_DATABASE_URL=str(tmp_path / "db" / "cafleet.db"),
+        CAFLEET_WAIT_INTERVAL="0.02",
+        LANG="C.UTF-8",
+        LC_ALL="C.UTF-8",
+    )
+    for key in list(os.environ):
+        if key not in clean:
+            monkeypatch.delenv(key)
+    for key, value in clean.items():
+        monkeypatch.setenv(key, value)
+    return clean
+
+
+@pytest.fixture
+def db_path(env) -> str:
+    return env["CAFLEET_DATABASE_URL"]
+
+
+@pytest.fixture
+def cli(env):
+    """Run a command in-process: cli("message", "poll", "3", input=b"...")."""
+
+    def run(*args: str, input: bytes = b"", environ: dict | None = None) -> Result:
+        out, err = io.BytesIO(), io.BytesIO()
+        ctx = Context(environ=dict(environ or env), stdin=io.BytesIO(input), stdout=out, stderr=err)
+        code = main(list(args), ctx)
+        return Result(code, out.getvalue(), err.getvalue())
+
+    return run
+
+
+@pytest.fixture
+def run_cli(env):
+    """Run a command in a real subprocess (`python -m cafleet`)."""
+
+    def run(*args: str, input: bytes = b"", environ: dict | None = None, timeout: float = 60) -> Result:
+        proc = subprocess.run(
+            [sys.executable, "-m", "cafleet", *args],
+            input=input,
+            capture_output=True,
+            env=environ or env,
+            timeout=timeout,
+        )
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    return run
+
+
+@pytest.fixture
+def store(db_path):
+    s = open_store(db_path)
+    yield s
+    s.close()
+
+
+class FleetBuilder:
+    """Fleets and members made through the broker with pending placements (no panes)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def fleet(self, name: str = "alpha", members_count: int = 2):
+        record = fleets.create_fleet(
+            self.store, name=name, coding_agent="claude", backend="tmux",
+            session="$0@/nonexistent/socket", window_id="@0", pane_id="%0",
+        )
+        ids = [self.member(record["fleet_id"], f"m{i + 1}") for i in range(members_count)]
+        return record["fleet_id"], record["director_member_id"], ids
+
+    def member(self, fleet_id: int, name: str, pane_id: str | None = None) -> int:
+        return members.register_member(
+            self.store, fleet_id=fleet_id, name=name, description=f"{name} worker", backend="tmux",
+            session="$0@/nonexistent/socket", window_id="@0", coding_agent="claude", pane_id=pane_id,
+        )
+
+
+@pytest.fixture
+def build(store) -> FleetBuilder:
+    return FleetBuilder(store)
+
+
+def file_digest(path: str | Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
