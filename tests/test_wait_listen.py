@@ -1,0 +1,161 @@
+"""`message wait` and `message listen` across real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+@pytest.fixture
+def trio(build):
+    return build.fleet()
+
+
+def spawn(env, *args, **kwargs):
+    return subprocess.Popen([sys.executable, "-m", "cafleet", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, **kwargs)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def messages_dump(store):
+    return store.conn.execute("SELECT * FROM messages ORDER BY message_id").fetchall()
+
+
+def test_wait_returns_at_once_when_messages_are_pending(cli, trio):
+    _, _, (m1, m2) = trio
+    cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "ready")
+    result = cli("message", "wait", str(m2), "--timeout", "5", "--json")
+    assert result.code == 0
+    assert [r["text"] for r in result.json()] == ["ready"]
+
+
+def test_wait_timeout_prints_nothing_and_exits_3(cli, trio):
+    _, _, (m1, m2) = trio
+    started = time.monotonic()
+    result = cli("message", "wait", str(m2), "--timeout", "0.3")
+    assert (result.code, result.out, result.err) == (3, "", "")
+    assert 0.3 <= time.monotonic() - started < 3
+
+
+def test_wait_wakes_promptly_without_spinning(env, cli, trio):
+    _, _, (m1, m2) = trio
+    quiet_env = {k: v for k, v in env.items() if k != "CAFLEET_WAIT_INTERVAL"}  # default interval
+    waiter = spawn(quiet_env, "message", "wait", str(m2), "--timeout", "30", "--json")
+    try:
+        time.sleep(1.0)  # let it start and settle into waiting
+        assert waiter.poll() is None
+        cpu_before, t_before = cpu_seconds(waiter.pid), time.monotonic()
+        time.sleep(2.0)
+        cpu_used = cpu_seconds(waiter.pid) - cpu_before
+        share = cpu_used / (time.monotonic() - t_before)
+        assert share < 0.01, f"waiting used {share:.2%} of a core"
+        sent = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "wake up", "--json").json()
+        t_sent = time.monotonic()
+        out, err = waiter.communicate(timeout=10)
+        latency = time.monotonic() - t_sent
+        assert waiter.returncode == 0, err
+        assert [r["message_id"] for r in json.loads(out)] == [sent["message_id"]]
+        assert latency < 0.5, f"wait woke {latency:.3f}s after the send"
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.wait()
+
+
+def test_wait_unknown_member(cli):
+    result = cli("message", "wait", "77", "--timeout", "0.1")
+    assert (result.code, result.err) == (1, "Error: member 77 not found.\n")
+
+
+def test_listen_streams_oldest_first_then_new_and_changes_nothing(env, cli, trio, store):
+    fleet_id, director, (m1, m2) = trio
+    first = [cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), f"old {i}", "--json").json()
+             for i in range(2)]
+    acked = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "done", "--json").json()
+    cli("message", "ack", str(acked["message_id"]))
+    before = messages_dump(store)
+    listener = spawn(env, "message", "listen", str(m2), "--json")
+    try:
+        lines = [json.loads(listener.stdout.readline()) for _ in range(2)]
+        assert [r["message_id"] for r in lines] == [r["message_id"] for r in first]
+        assert "notified_at" not in lines[0]
+        assert messages_dump(store) == before  # read-only
+        new = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(m2), "new one", "--json").json()
+        line = json.loads(listener.stdout.readline())
+        assert line["message_id"] == new["message_id"] and line["text"] == "new one"
+        cli("message", "ack", str(first[0]["message_id"]))  # an ACK is not a new line
+        cli("fleet", "delete", str(fleet_id))
+        final = json.loads(listener.stdout.readline())
+        assert final == {"event": "end", "reason": f"fleet {fleet_id} was deleted"}
+        assert listener.wait(timeout=10) == 0
+        assert listener.stderr.read() == b""
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
+
+
+def test_listen_text_lines_and_deregistration(env, cli, trio, store):
+    _, _, (m1, m2) = trio
+    listener = spawn(env, "message", "listen", str(m2))
+    try:
+        sent = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "two\nlines", "--json").json()
+        line = listener.stdout.readline().decode()
+        assert line == f"[msg {sent['message_id']} | from:{m1} | {sent['status_timestamp']}] two⏎lines\n"
+        from cafleet.broker import members
+
+        members.deregister_member(store, m2)
+        assert listener.stdout.readline() == f"listen ended: member {m2} was deregistered\n".encode()
+        assert listener.wait(timeout=10) == 0
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_listen_ends_cleanly_on_signals(env, trio, sig):
+    _, _, (m1, m2) = trio
+    listener = spawn(env, "message", "listen", str(m2))
+    time.sleep(0.8)
+    listener.send_signal(sig)
+    out, err = listener.communicate(timeout=10)
+    assert (listener.returncode, out, err) == (0, b"", b"")
+
+
+def test_listen_ends_cleanly_when_stdout_closes(env, cli, trio):
+    _, _, (m1, m2) = trio
+    read_fd, write_fd = os.pipe()
+    listener = subprocess.Popen([sys.executable, "-m", "cafleet", "message", "listen", str(m2)], env=env,
+                                stdout=write_fd, stderr=subprocess.PIPE)
+    os.close(write_fd)
+    try:
+        cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "first")
+        assert os.read(read_fd, 1000).startswith(b"[msg ")
+        os.close(read_fd)
+        cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "into the void")
+        assert listener.wait(timeout=10) == 0
+        assert listener.stderr.read() == b""
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
