@@ -14,11 +14,10 @@ power loss, not only a process crash.
 from __future__ import annotations
 
 import os
-import sqlite3
 
 from cafleet import clock
 from cafleet.errors import DatabaseError
-from cafleet.store import diagnosis, schema
+from cafleet.store import diagnosis, schema, sqlite as sqlite3
 
 DEFAULT_BUSY_TIMEOUT = 5.0
 
@@ -105,21 +104,24 @@ def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> Store:
     try:
         if state in (diagnosis.MISSING, diagnosis.EMPTY):
             _initialise(conn, path, busy_timeout)
-        diagnose_open(conn, path, busy_timeout)
+        diagnose_open(conn, path, busy_timeout, identity_checked=state == diagnosis.CAFLEET)
     except BaseException:
         conn.close()
         raise
     return Store(conn, path, busy_timeout)
 
 
-def diagnose_open(conn: sqlite3.Connection, path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
-    """The identity/ledger/shape checks on an open connection (no writes)."""
+def diagnose_open(
+    conn: sqlite3.Connection, path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, identity_checked: bool = False
+) -> None:
+    """The identity/ledger/shape checks on an open connection (no writes).
+
+    ``identity_checked``: the file header already carried cafleet's application_id.
+    """
     try:
-        application_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        if application_id != schema.APPLICATION_ID:
+        if not identity_checked and conn.execute("PRAGMA application_id").fetchone()[0] != schema.APPLICATION_ID:
             raise diagnosis.not_cafleet(path)
-        diagnosis.check_ledger(conn, path)
-        diagnosis.check_shape(conn, path)
+        diagnosis.check_ledger_and_shape(conn, path)
     except sqlite3.DatabaseError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
             raise translate(exc, path, busy_timeout) from None

@@ -60,13 +60,36 @@ def not_cafleet(path: str) -> Refused:
     )
 
 
+def check_ledger_and_shape(conn, path: str) -> None:
+    """The common case in one query: the ledger version and the stored DDL of every
+    required object; anything unexpected falls back to the step-by-step checks."""
+    from cafleet.store.sqlite import OperationalError
+
+    required = (*schema.TABLES.items(), *schema.INDEXES.items())
+    names = tuple(name for name, _ in required)
+    try:
+        rows = conn.execute(
+            f"SELECT name, sql, (SELECT max(version) FROM {schema.LEDGER_TABLE}) FROM sqlite_master "
+            f"WHERE name IN ({','.join('?' * len(names))})",
+            names,
+        ).fetchall()
+    except OperationalError:
+        rows = []
+    if len(rows) == len(required) and rows[0][2] == schema.HEAD_VERSION:
+        stored = {name: sql for name, sql, _ in rows}
+        if all(stored.get(name) == sql for name, sql in required):
+            return
+    check_ledger(conn, path)
+    check_shape(conn, path)
+
+
 def check_ledger(conn, path: str) -> int:
     """Return the ledger version; refuse a newer or missing ledger before any shape check."""
-    import sqlite3
+    from cafleet.store.sqlite import OperationalError
 
     try:
         row = conn.execute(f"SELECT max(version) FROM {schema.LEDGER_TABLE}").fetchone()
-    except sqlite3.OperationalError:
+    except OperationalError:
         raise Refused(
             f"database {path} has cafleet's identity but its schema ledger "
             f"{schema.LEDGER_TABLE} is missing or damaged; it was left unchanged."
@@ -82,20 +105,7 @@ def check_ledger(conn, path: str) -> int:
 
 
 def check_shape(conn, path: str) -> None:
-    """Verify every required table, column, index and foreign key.
-
-    Fast path: one query comparing the stored DDL text with the baseline text. Only when
-    that differs (an equivalent schema written differently, or a damaged one) does the
-    structural comparison run, naming the first broken part.
-    """
-    required = (*schema.TABLES.items(), *schema.INDEXES.items())
-    names = tuple(name for name, _ in required)
-    placeholders = ",".join("?" * len(names))
-    stored = dict(
-        conn.execute(f"SELECT name, sql FROM sqlite_master WHERE name IN ({placeholders})", names).fetchall()
-    )
-    if all(stored.get(name) == sql for name, sql in required):
-        return
+    """Verify every required table, column, index and foreign key structurally."""
     problem = first_shape_problem(conn)
     if problem:
         raise Refused(f"database {path} has an incompatible schema: {problem}; it was left unchanged.")
