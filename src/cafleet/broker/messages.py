@@ -238,3 +238,20 @@ def recipients_owed_notifications(store, fleet_id: int) -> list[int]:
             (fleet_id,),
         ).fetchall()
     ]
+
+
+def fleet_timeline(store, fleet_id: int, *, limit: int = 50, before_id: int | None = None) -> list[dict]:
+    """A fleet's messages, newest first, paged by message id; each record adds whether a
+    preview was typed (``notified``) — an admin view, not the public message record."""
+    rows = store.execute(
+        f"SELECT {', '.join('msg.' + c for c in records.MESSAGE_KEYS)}, msg.notified_at IS NOT NULL FROM messages msg "
+        "WHERE msg.from_member_id IN (SELECT member_id FROM members WHERE fleet_id = ?) "
+        "AND (? IS NULL OR msg.message_id < ?) ORDER BY msg.message_id DESC LIMIT ?",
+        (fleet_id, before_id, before_id, limit),
+    ).fetchall()
+    out = []
+    for row in rows:
+        record = records.message(row[:-1])
+        record["notified"] = bool(row[-1])
+        out.append(record)
+    return out

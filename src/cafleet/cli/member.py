@@ -44,3 +44,61 @@ def show(ctx, member_id):
         return "\n".join(lines)
 
     ctx.emit(record, text)
+
+
+def create(ctx, fleet_id, name, description, coding_agent, model, effort, text, file):
+    from cafleet.cli.body import read_body
+    from cafleet.delivery import panes
+
+    prompt = read_body(ctx, text, file)
+    record = panes.create_member(
+        ctx.store(), ctx.environ, ctx.db_path, fleet_id=fleet_id, name=name, description=description,
+        coding_agent=coding_agent, model=model, effort=effort, prompt=prompt,
+    )
+    ctx.emit(record, lambda: f"created member {record['member_id']} ({name}, {record['coding_agent']}) in pane {record['pane_id']}")
+
+
+def delete(ctx, member_id):
+    from cafleet.delivery import panes
+
+    status = panes.delete_member(ctx.store(), ctx.environ, ctx.db_path, member_id)
+    ctx.emit({"member_id": member_id, "pane_status": status}, lambda: f"deleted member {member_id}; pane {status}")
+
+
+def _live_placement(ctx, member_id):
+    from cafleet.errors import Conflict
+
+    record = members.get_member(ctx.store(), member_id)
+    placement = record["placement"]
+    if record["status"] != "active" or placement is None:
+        raise Conflict(f"member {member_id} is deregistered; it has no pane.")
+    if placement["pane_id"] is None:
+        raise Conflict(f"member {member_id} has no pane yet (its creation is pending).")
+    return record, placement
+
+
+def capture(ctx, member_id, lines, ansi):
+    from cafleet.mux.detect import multiplexer_for_placement
+
+    _, placement = _live_placement(ctx, member_id)
+    mux = multiplexer_for_placement(placement["backend"], placement["session"])
+    screen = mux.capture(placement["pane_id"], lines or 40, ansi=ansi)
+    ctx.emit({"member_id": member_id, "pane_id": placement["pane_id"], "text": screen}, screen)
+
+
+def prompt(ctx, member_id, text):
+    from cafleet import config
+    from cafleet.delivery import lock, submit
+    from cafleet.delivery.panes import lock_timeout
+    from cafleet.errors import UsageError
+    from cafleet.mux.detect import multiplexer_for_placement
+
+    if not text.strip() or "\n" in text or "\r" in text:
+        raise UsageError("the prompt must be one non-blank line.")
+    _, placement = _live_placement(ctx, member_id)
+    mux = multiplexer_for_placement(placement["backend"], placement["session"])
+    with lock.pane_lock(config.lock_dir(ctx.db_path), placement["backend"], placement["session"],
+                        placement["pane_id"], lock_timeout(ctx.environ)):
+        submit.type_prompt(mux, placement["pane_id"], text, placement["coding_agent"], settle=submit.settle_delay(ctx.environ))
+    ctx.emit({"member_id": member_id, "pane_id": placement["pane_id"], "submitted": True},
+             lambda: f"prompt submitted to member {member_id} (pane {placement['pane_id']})")

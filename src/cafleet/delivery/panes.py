@@ -19,7 +19,7 @@ PANE_ALREADY_GONE = "already gone"
 PANE_NONE = "none"  # pending placement: no pane was ever recorded
 
 
-def _lock_timeout(environ) -> float:
+def lock_timeout(environ) -> float:
     from cafleet.delivery.drain import DEFAULT_LOCK_TIMEOUT
 
     return config.positive_float_env(environ, "CAFLEET_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT)
@@ -45,7 +45,7 @@ def delete_fleet(store, environ, db_path: str, fleet_id: int):
         if concrete:
             from cafleet.delivery.lock import pane_lock
 
-            lock_dir, timeout = config.lock_dir(db_path), _lock_timeout(environ)
+            lock_dir, timeout = config.lock_dir(db_path), lock_timeout(environ)
             keys = sorted({(p["backend"], p["session"], p["pane_id"]) for p in concrete})
             for backend, session, pane_id in keys:  # sorted: no deadlock with other multi-lock holders
                 try:
@@ -68,7 +68,7 @@ def delete_member(store, environ, db_path: str, member_id: int) -> str:
     from cafleet.delivery.lock import pane_lock
 
     with pane_lock(config.lock_dir(db_path), placement["backend"], placement["session"], placement["pane_id"],
-                   _lock_timeout(environ)):
+                   lock_timeout(environ)):
         status = _kill(placement)
         if status.startswith("not closed"):
             raise CafleetError(f"member {member_id} was not deleted: its pane {placement['pane_id']} {status}.")
@@ -81,5 +81,74 @@ def record_pane(store, environ, db_path: str, member_id: int, placement: dict, p
     from cafleet.delivery.lock import pane_lock
 
     with pane_lock(config.lock_dir(db_path), placement["backend"], placement["session"], pane_id,
-                   _lock_timeout(environ)):
+                   lock_timeout(environ)):
         members.set_pane_id(store, member_id, pane_id)
+
+
+class CreateFailed(CafleetError):
+    """Member creation failed after the registry write; the message says what was undone."""
+
+
+def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, description: str, coding_agent: str | None,
+                  model: str | None, effort: str | None, prompt: str) -> dict:
+    """§5.1: pending registration, spawn prompt, split a pane, record it under the lock.
+
+    Every check that can fail without side effects runs first; any failure after the
+    registry write is compensated (pane killed, member deregistered) and reported.
+    """
+    import os
+
+    from cafleet.agents import backends
+    from cafleet.agents.prompt import check_template, render_spawn_prompt
+    from cafleet.mux.detect import multiplexer_for_environment, multiplexer_for_placement
+
+    fleet = fleets.require_live(store, fleet_id)
+    director = members.get_member(store, fleet["director_member_id"])
+    placement = director["placement"]
+    if placement is None or placement["pane_id"] is None:
+        raise CafleetError(f"fleet {fleet_id}'s Director has no pane; recreate the fleet from a pane.")
+    caller = multiplexer_for_environment(environ).current_pane()
+    if (caller.backend, caller.pane_id) != (placement["backend"], placement["pane_id"]):
+        raise CafleetError(
+            f"only fleet {fleet_id}'s Director (pane {placement['pane_id']}) can create members; "
+            f"this command runs in pane {caller.pane_id}."
+        )
+    agent = coding_agent or placement["coding_agent"]
+    backends.validate(agent, model, effort)
+    check_template(prompt)
+    backends.find_binary(agent, environ)
+
+    member_id = members.register_member(
+        store, fleet_id=fleet_id, name=name, description=description, backend=placement["backend"],
+        session=placement["session"], window_id=placement["window_id"], coding_agent=agent,
+    )
+    mux = multiplexer_for_placement(placement["backend"], placement["session"])
+    pane_id = None
+    try:
+        text = render_spawn_prompt(prompt, fleet_id=fleet_id, member_id=member_id,
+                                   director_member_id=director["member_id"], coding_agent=agent)
+        argv = backends.build_argv(agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id)
+        pane_env = {"CAFLEET_DATABASE_URL": db_path, "CAFLEET_MEMBER_ID": str(member_id), "CAFLEET_FLEET_ID": str(fleet_id)}
+        pane_id = mux.split(placement["window_id"], argv, cwd=os.getcwd(), env=pane_env, target_pane=placement["pane_id"])
+        record_pane(store, environ, db_path, member_id, placement, pane_id)
+    except BaseException as error:
+        raise CreateFailed(_compensate(store, mux, member_id, pane_id, error)) from None
+    return {"member_id": member_id, "fleet_id": fleet_id, "name": name, "coding_agent": agent,
+            "backend": placement["backend"], "pane_id": pane_id}
+
+
+def _compensate(store, mux, member_id: int, pane_id: str | None, error: BaseException) -> str:
+    reason = str(error).rstrip(".") if isinstance(error, CafleetError) else f"{type(error).__name__}: {error}"
+    undone = []
+    if pane_id is not None:
+        try:
+            mux.kill(pane_id)
+            undone.append(f"closed pane {pane_id}")
+        except CafleetError as kill_error:
+            undone.append(f"could not confirm pane {pane_id} closed ({kill_error})")
+    try:
+        members.deregister_member(store, member_id)
+        undone.append(f"deregistered member {member_id}")
+    except CafleetError as db_error:
+        undone.append(f"could not deregister member {member_id} ({db_error})")
+    return f"member creation failed: {reason}; cleaned up: {', '.join(undone)}."

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs cafleet into ./.venv, plus the system packages it needs (tmux).
+# Usage: bash scripts/install.sh [--test]   (--test also installs the test dependencies
+# and Debian's chromium for the WebUI browser tests)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+with_tests=0
+[ "${1:-}" = "--test" ] && with_tests=1
+
+apt_packages=()
+command -v tmux >/dev/null 2>&1 || apt_packages+=(tmux)
+if [ "$with_tests" = 1 ]; then
+  command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)
+fi
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  apt_packages+=(python3-venv)
+fi
+
+if [ "${#apt_packages[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then sudo=""; elif command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+    echo "cafleet needs these Debian packages: ${apt_packages[*]}; install them (as root) and rerun." >&2
+    exit 1
+  fi
+  echo "installing Debian packages: ${apt_packages[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null
+fi
+
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+  echo "cafleet needs Python 3.11 or newer; set PYTHON=/path/to/python3.11" >&2
+  exit 1
+}
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+if [ "$with_tests" = 1 ]; then
+  .venv/bin/python -m pip install -q -e '.[test]'
+else
+  .venv/bin/python -m pip install -q .
+fi
+echo "cafleet installed: $(.venv/bin/cafleet --version) at $(pwd)/.venv/bin/cafleet"
