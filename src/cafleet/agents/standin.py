@@ -1,0 +1,317 @@
+"""A stand-in coding agent: a tiny full-screen program that behaves like an agent's input
+box, for tests and demos that need a real pane without a real agent.
+
+    python -m cafleet.agents.standin --member-id N [--record FILE] [--auto-reply]
+                                     [--permission-prompt] [--enter-guard SECONDS]
+                                     [--prompt TEXT]
+
+It puts its terminal in raw mode and draws a banner, the lines it received (``• …``), a
+rule and the input line ``> `` (the "standin" cues of cafleet.delivery.screen). Printable
+keys are echoed into the input line; Enter (CR or LF) submits it: the line moves into the
+scrollback and is appended to ``--record`` as one JSON object per line,
+``{"ts", "kind": "submit", "text"}``, text exact. Backspace and Ctrl-U edit; Ctrl-C and
+Ctrl-D quit, restoring the terminal. Every other control key or escape sequence (a lone
+Escape, arrows, ESC [200~ ...) is not acted on but recorded as ``{"kind": "key", "key"}``,
+so a test can prove that none reached the pane.
+
+``--permission-prompt`` starts with a claude-like question ("Do you want to proceed?",
+``❯ 1. Yes`` / ``2. No``): keys are collected without echo and each Enter records
+``{"kind": "permission", "text"}``; the answer ``1`` or ``2`` dismisses it.
+
+``--prompt "❯ "`` draws claude's composer instead of ``> `` (for tests that use the claude
+cues). ``--enter-guard S`` ignores (and records as the key ``enter-too-soon``) an Enter that
+arrives less than S seconds after typed text, as codex turns such an Enter into a newline:
+it lets tests exercise the settle delay and the Enter retries.
+
+``--auto-reply``: when a submitted line holds a cafleet preview header ``[cafleet msg <id>
+from <sender> …``, the stand-in shows ``working… (esc to interrupt)`` and runs the real
+command line, ``$CAFLEET_BIN`` (default ``python -m cafleet``): ``message poll <me>
+--json``, then for each message ``message send --from-member-id <me> --to-member-id
+<sender> "ack: <first 40 characters of its body>"`` and ``message ack <id>``, recording
+``{"kind": "reply"}`` or ``{"kind": "reply-error"}``.
+
+Standard library only (termios, tty, select, os, sys).
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import json
+import os
+import select
+import signal
+import sys
+import termios
+import time
+import tty
+from datetime import datetime, timezone
+
+BANNER = "cafleet stand-in agent"
+PROMPT = "> "
+RULE = "─" * 24
+WORKING = "working… (esc to interrupt)"
+QUESTION = ("Do you want to proceed?", "❯ 1. Yes", "  2. No")
+HEADER_START = "[cafleet msg "
+_ESC_WAIT = 0.05  # how long a lone ESC waits for the rest of a sequence
+_COMMAND_TIMEOUT = 30.0
+
+
+class StandIn:
+    """The stand-in's state and screen; ``feed`` takes decoded input, ``draw`` paints."""
+
+    def __init__(
+        self,
+        member_id: int,
+        record: str | None,
+        auto_reply: bool,
+        ask: bool,
+        enter_guard: float,
+        prompt: str = PROMPT,
+    ) -> None:
+        self.member_id = member_id
+        self.prompt = prompt
+        self.record_path = record
+        self.auto_reply = auto_reply
+        self.asking = ask
+        self.enter_guard = enter_guard
+        self.last_typed = 0.0
+        self.buffer = ""
+        self.scrollback: list[str] = []
+        self.working = False
+        self.pending = ""  # an escape sequence cut by a read
+        self.done = False
+
+    # -- input --------------------------------------------------------------------------
+    def feed(self, chars: str) -> None:
+        text = self.pending + chars
+        self.pending = ""
+        i = 0
+        while i < len(text) and not self.done:
+            ch = text[i]
+            if ch == "\x1b":
+                end = _sequence_end(text, i)
+                if end is None:  # incomplete: keep it for the next read
+                    self.pending = text[i:]
+                    return
+                self.record("key", key=_key_name(text[i:end]))
+                i = end
+                continue
+            self.key(ch)
+            i += 1
+
+    def flush_escape(self) -> None:
+        """Nothing followed an ESC in time: it was the Escape key itself."""
+        if self.pending:
+            self.record("key", key=_key_name(self.pending))
+            self.pending = ""
+
+    def key(self, ch: str) -> None:
+        if ch in "\x03\x04":
+            self.record("exit", key="ctrl-c" if ch == "\x03" else "ctrl-d")
+            self.done = True
+        elif ch in "\r\n":
+            if time.monotonic() - self.last_typed < self.enter_guard:
+                self.record("key", key="enter-too-soon")
+            else:
+                self.enter()
+        elif ch in "\x7f\x08":
+            self.buffer = self.buffer[:-1]
+        elif ch == "\x15":
+            self.buffer = ""
+        elif ch < " " or "\x7f" <= ch <= "\x9f":
+            self.record("key", key=_control_name(ch))
+        else:
+            self.buffer += ch
+            self.last_typed = time.monotonic()
+
+    def enter(self) -> None:
+        line, self.buffer = self.buffer, ""
+        if self.asking:
+            self.record("permission", text=line)
+            self.asking = line.strip() not in ("1", "2")
+            return
+        self.record("submit", text=line)
+        self.scrollback.append(line)
+        if self.auto_reply and HEADER_START in line:
+            self.working = True
+            self.draw()
+            try:
+                self.reply()
+            finally:
+                self.working = False
+
+    # -- the real command line --------------------------------------------------------------
+    def reply(self) -> None:
+        import shlex
+        import subprocess
+
+        base = shlex.split(os.environ.get("CAFLEET_BIN", "")) or [sys.executable, "-m", "cafleet"]
+        me = str(self.member_id)
+
+        def run(*args: str) -> str:
+            done = subprocess.run(
+                [*base, *args], capture_output=True, text=True, timeout=_COMMAND_TIMEOUT
+            )
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise RuntimeError(f"cafleet {args[0]} {args[1]} exited {done.returncode}: {last}")
+            return done.stdout
+
+        try:
+            for message in json.loads(run("message", "poll", me, "--json")):
+                sender = str(message["from_member_id"])
+                run("message", "send", "--from-member-id", me, "--to-member-id", sender,
+                    "ack: " + message["text"][:40])
+                run("message", "ack", str(message["message_id"]))
+                self.record("reply", message_id=message["message_id"], to=message["from_member_id"])
+                self.scrollback.append(f"(replied to msg {message['message_id']})")
+        except (RuntimeError, OSError, ValueError, KeyError, TypeError,
+                subprocess.TimeoutExpired) as error:
+            self.record("reply-error", error=str(error))
+            self.scrollback.append(f"(auto-reply failed: {error})")
+
+    # -- output ------------------------------------------------------------------------
+    def record(self, kind: str, **fields: object) -> None:
+        if not self.record_path:
+            return
+        entry = {"ts": datetime.now(timezone.utc).isoformat(), "kind": kind, **fields}
+        data = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
+        fd = os.open(self.record_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def draw(self) -> None:
+        size = os.get_terminal_size(sys.stdout.fileno())
+        bottom = list(QUESTION) if self.asking else [RULE, self.prompt + _visible(self.buffer)]
+        if self.working:
+            bottom.insert(0, WORKING)
+        rows_left = size.lines - 1 - sum(_rows(line, size.columns) for line in bottom)
+        shown: list[str] = []
+        for entry in reversed(self.scrollback):
+            line = "• " + _visible(entry)
+            rows_left -= _rows(line, size.columns)
+            if rows_left < 0:
+                break
+            shown.insert(0, line)
+        screen = [f"{BANNER} · member {self.member_id} · Ctrl-C quits", *shown, *bottom]
+        # Overwrite in place, clearing each row's rest and what is below; a whole-screen
+        # clear would push every old frame into tmux's history (scroll-on-clear), where
+        # a stale prompt would still be read as the pane's state.
+        sys.stdout.write("\x1b[H" + "\x1b[K\r\n".join(screen) + "\x1b[K\x1b[J")
+        sys.stdout.flush()
+
+
+def _sequence_end(text: str, i: int) -> int | None:
+    """Index after the escape sequence at ``text[i]`` (an ESC); None while it may still
+    be arriving. A malformed sequence ends before the first byte that cannot belong."""
+    n = len(text)
+    if i + 1 == n:
+        return None
+    kind = text[i + 1]
+    if kind == "\x1b":
+        return i + 1  # the Escape key, followed by another sequence
+    if kind == "O":  # SS3: ESC O <key>
+        return i + 3 if i + 2 < n else None
+    if kind != "[":
+        return i + 2  # Alt-<key>
+    j = i + 2
+    while j < n and " " <= text[j] <= "?":  # parameters and intermediates
+        j += 1
+    if j == n:
+        return None
+    return j + 1 if "@" <= text[j] <= "~" else j
+
+
+def _key_name(sequence: str) -> str:
+    if sequence == "\x1b":
+        return "escape"
+    return "esc" + "".join(ch if " " <= ch <= "~" else f"\\x{ord(ch):02x}" for ch in sequence[1:])
+
+
+def _control_name(ch: str) -> str:
+    if ch == "\t":
+        return "tab"
+    if ch < " ":
+        return "ctrl-" + chr(ord(ch) + 0x40).lower()
+    return f"U+{ord(ch):04X}"
+
+
+def _visible(text: str) -> str:
+    """``text`` with control characters shown in caret notation, so that echoing it can
+    never drive this terminal."""
+    return "".join(
+        f"^{chr(ord(ch) ^ 0x40)}" if ch < " " or ch == "\x7f"
+        else f"<U+{ord(ch):04X}>" if "\x80" <= ch <= "\x9f" else ch
+        for ch in text
+    )
+
+
+def _rows(line: str, columns: int) -> int:
+    import unicodedata
+
+    width = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in line)
+    return max(1, -(-width // max(columns, 1)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cafleet.agents.standin")
+    parser.add_argument("--member-id", type=int, required=True)
+    parser.add_argument("--record", help="append what arrives here, one JSON object a line")
+    parser.add_argument("--auto-reply", action="store_true")
+    parser.add_argument("--permission-prompt", action="store_true")
+    parser.add_argument("--prompt", default=PROMPT,
+                        help='the input line\'s prompt (default "> "; "❯ " looks like claude)')
+    parser.add_argument("--enter-guard", type=float, default=0.0, metavar="SECONDS",
+                        help="ignore an Enter arriving this soon after typed text")
+    args = parser.parse_args(argv)
+    fd = sys.stdin.fileno()
+    if not os.isatty(fd):
+        print("Error: the stand-in agent needs a terminal on its standard input.", file=sys.stderr)
+        return 2
+    agent = StandIn(
+        args.member_id, args.record, args.auto_reply, args.permission_prompt, args.enter_guard,
+        args.prompt,
+    )
+    saved = termios.tcgetattr(fd)
+    signal.signal(signal.SIGTERM, _quit)
+    signal.signal(signal.SIGHUP, _quit)
+    signal.signal(signal.SIGINT, _quit)
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    try:
+        tty.setraw(fd)
+        agent.draw()
+        while not agent.done:
+            ready, _, _ = select.select([fd], [], [], _ESC_WAIT if agent.pending else None)
+            if not ready:
+                agent.flush_escape()
+                continue
+            try:
+                data = os.read(fd, 4096)
+            except OSError:  # the terminal went away
+                break
+            if not data:
+                break
+            agent.feed(decoder.decode(data))
+            if not agent.done:
+                agent.draw()
+    except SystemExit:
+        pass
+    finally:
+        try:
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+            sys.stdout.write("\r\n")
+            sys.stdout.flush()
+        except (termios.error, OSError):
+            pass  # the terminal is gone: nothing left to restore
+    return 0
+
+
+def _quit(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,74 @@
+"""The pane-input lock (§4.6): one exclusive lock per concrete placement key
+``(backend, session, pane)``, held across processes for a whole batch of keystrokes and for
+placement changes.
+
+It is an ``flock`` on a small file in ``lock_dir`` (kept beside the database by the
+caller). ``flock`` belongs to the open file, so the operating system releases it when the
+holder exits or is killed: a crashed sender can never wedge a pane. The file name is a
+hash of the key, so equal keys from any number of placements meet on the same file and
+no session or pane string ever becomes a path. Lock files are never deleted: removing one
+while another process waits on its descriptor would let two holders in at once (the
+classic unlink race), and a file per pane ever used costs nothing.
+
+The wait is bounded: a non-blocking attempt is retried with short sleeps (10-50 ms)
+until ``timeout``, then :class:`~cafleet.errors.LockTimeout` is raised. The lock is not
+re-entrant: taking it twice in one process waits for itself and times out.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from cafleet.errors import LockTimeout
+
+_MIN_SLEEP = 0.01
+_MAX_SLEEP = 0.05
+
+
+def lock_path(lock_dir: str | os.PathLike[str], backend: str, session: str, pane_id: str) -> Path:
+    """The lock file for a placement key (pure: nothing is created)."""
+    import hashlib
+
+    key = "\0".join((backend, session, pane_id)).encode("utf-8", "surrogatepass")
+    return Path(lock_dir) / f"pane-{hashlib.sha256(key).hexdigest()[:32]}.lock"
+
+
+@contextmanager
+def pane_lock(
+    lock_dir: str | os.PathLike[str], backend: str, session: str, pane_id: str, timeout: float
+) -> Iterator[None]:
+    """Hold the pane-input lock for the key while the ``with`` body runs."""
+    if timeout < 0:
+        raise ValueError("timeout must not be negative")
+    path = lock_path(lock_dir, backend, session, pane_id)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        _acquire(fd, pane_id, timeout)
+        yield
+    finally:
+        os.close(fd)  # closing the only descriptor releases the flock
+
+
+def _acquire(fd: int, pane_id: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    pause = _MIN_SLEEP
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise LockTimeout(
+                f"the pane-input lock for pane {pane_id} is still held by another cafleet "
+                f"process after {timeout:g} s; try again when that delivery has finished"
+            )
+        time.sleep(max(_MIN_SLEEP, min(pause, remaining)))
+        pause = min(pause * 2, _MAX_SLEEP)

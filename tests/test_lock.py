@@ -1,0 +1,149 @@
+"""The pane-input lock (§4.6) across real processes: a holder makes others time out within
+the bound, a killed holder frees it, equal keys share it and different keys do not."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from cafleet.delivery.lock import lock_path, pane_lock
+from cafleet.errors import LockTimeout
+from cafleet.mux.base import PaneContext
+
+SESSION = "$1@/tmp/tmux-1000/default"
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from cafleet.delivery.lock import pane_lock
+    lock_dir, backend, session, pane = sys.argv[1:5]
+    with pane_lock(lock_dir, backend, session, pane, timeout=5):
+        print("held", flush=True)
+        time.sleep(60)
+    """
+)
+
+
+@pytest.fixture
+def lock_dir(tmp_path):
+    return tmp_path / "state" / "locks"
+
+
+@pytest.fixture
+def holder(lock_dir, env):
+    """Start a child process holding the lock for a key; stop it by its own pid."""
+    children: list[subprocess.Popen] = []
+
+    def start(backend: str = "tmux", session: str = SESSION, pane: str = "%3") -> subprocess.Popen:
+        child = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(lock_dir), backend, session, pane],
+            stdout=subprocess.PIPE, text=True, env=env,
+        )
+        children.append(child)
+        assert child.stdout.readline() == "held\n"
+        return child
+
+    yield start
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+        child.wait(timeout=10)
+
+
+def test_held_lock_times_out_within_the_bound(holder, lock_dir):
+    holder()
+    started = time.monotonic()
+    with pytest.raises(LockTimeout) as caught:
+        with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=0.3):
+            pytest.fail("the lock was taken while another process holds it")
+    waited = time.monotonic() - started
+    assert 0.3 <= waited < 1.0
+    assert str(caught.value) == (
+        "the pane-input lock for pane %3 is still held by another cafleet process after 0.3 s; "
+        "try again when that delivery has finished"
+    )
+
+
+def test_waiting_sleeps_instead_of_spinning(holder, lock_dir):
+    holder()
+    cpu = time.process_time()
+    with pytest.raises(LockTimeout):
+        with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=0.5):
+            pass
+    assert time.process_time() - cpu < 0.1
+
+
+def test_killed_holder_frees_the_lock(holder, lock_dir):
+    child = holder()
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=10)
+    started = time.monotonic()
+    with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=2):
+        assert time.monotonic() - started < 0.5
+
+
+def test_waiter_gets_the_lock_when_the_holder_dies_mid_wait(holder, lock_dir):
+    child = holder()
+    killer = subprocess.Popen(["sh", "-c", f"sleep 0.3 && kill -KILL {child.pid}"])
+    started = time.monotonic()
+    with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=5):
+        waited = time.monotonic() - started
+    killer.wait(timeout=10)
+    assert 0.25 <= waited < 1.5
+
+
+def test_same_key_from_two_placements_shares_one_lock(holder, lock_dir):
+    first = PaneContext(backend="tmux", session="$1@" + "/tmp/tmux-1000/default", window_id="@1", pane_id="%3")
+    second = PaneContext(backend="tmux", session="".join(["$1@/tmp/", "tmux-1000/default"]), window_id="@2",
+                         pane_id="%3")
+    assert lock_path(lock_dir, first.backend, first.session, first.pane_id) == lock_path(
+        lock_dir, second.backend, second.session, second.pane_id
+    )
+    holder(first.backend, first.session, first.pane_id)
+    with pytest.raises(LockTimeout):
+        with pane_lock(lock_dir, second.backend, second.session, second.pane_id, timeout=0.1):
+            pass
+
+
+@pytest.mark.parametrize(
+    ("backend", "session", "pane"),
+    [("tmux", SESSION, "%4"), ("tmux", "$2@/tmp/tmux-1000/default", "%3"), ("herdr", SESSION, "%3")],
+)
+def test_different_keys_do_not_block_each_other(holder, lock_dir, backend, session, pane):
+    holder()
+    started = time.monotonic()
+    with pane_lock(lock_dir, backend, session, pane, timeout=2):
+        assert time.monotonic() - started < 0.5
+
+
+def test_key_parts_cannot_run_together(lock_dir):
+    assert lock_path(lock_dir, "tmux", "a", "b%1") != lock_path(lock_dir, "tmux", "ab", "%1")
+
+
+def test_release_on_exit_and_on_error_keeps_the_file(lock_dir):
+    with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=1):
+        pass
+    with pytest.raises(RuntimeError):
+        with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=1):
+            raise RuntimeError("boom")
+    with pane_lock(str(lock_dir), "tmux", SESSION, "%3", timeout=0):
+        pass
+    path = lock_path(lock_dir, "tmux", SESSION, "%3")
+    assert path.exists()  # never deleted: another process may be waiting on it
+    assert stat.S_IMODE(lock_dir.stat().st_mode) == 0o700
+    assert [p.name for p in lock_dir.iterdir()] == [path.name]
+    assert path.name.startswith("pane-") and "%" not in path.name and "/" not in path.name
+
+
+def test_not_reentrant_within_one_process(lock_dir):
+    with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=1):
+        with pytest.raises(LockTimeout):
+            with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=0.05):
+                pass
