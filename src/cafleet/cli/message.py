@@ -9,19 +9,19 @@ from cafleet.errors import ExitCode
 
 
 def send(ctx, from_id, to_id, text, file):
+    from cafleet.delivery import drain
+
     body = read_body(ctx, text, file)
-    store = ctx.store()
-    record = messages.send(store, from_id, to_id, body)
-    outcome = _notify(ctx, to_id, record)
+    record, outcome = drain.send(ctx.store(), ctx.environ, ctx.db_path, from_id, to_id, body)
     ctx.emit(dict(record, notified=outcome.notified), lambda: f"sent message {record['message_id']} to member {to_id}")
     _diagnose(ctx, outcome)
 
 
 def broadcast(ctx, from_id, text, file):
+    from cafleet.delivery import drain
+
     body = read_body(ctx, text, file)
-    store = ctx.store()
-    result = messages.broadcast(store, from_id, body)
-    outcomes = [_notify(ctx, record["to_member_id"], record) for record in result["sent"]]
+    result, outcomes = drain.broadcast(ctx.store(), ctx.environ, ctx.db_path, from_id, body)
 
     def text_form():
         lines = [f"sent message {r['message_id']} to member {r['to_member_id']}" for r in result["sent"]]
@@ -73,12 +73,6 @@ def listen(ctx, member_id):
 
 
 # --- notification (the caller delivers; the broker only persists) -----------------------
-
-def _notify(ctx, recipient_id, record):
-    from cafleet.delivery import drain
-
-    return drain.notify_after_send(ctx.store(), ctx.environ, ctx.db_path, recipient_id, record)
-
 
 def _retry_fleet_notifications(ctx, member_id):
     from cafleet.delivery import drain

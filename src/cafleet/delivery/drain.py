@@ -29,6 +29,19 @@ class Outcome:
         self.failure = failure
 
 
+def send(store, environ, db_path: str, from_id: int, to_id: int, text: str) -> tuple[dict, Outcome]:
+    """The one send path (CLI and WebUI): persist, then run the drain for the recipient."""
+    record = messages.send(store, from_id, to_id, text)
+    return record, notify_after_send(store, environ, db_path, to_id, record)
+
+
+def broadcast(store, environ, db_path: str, director_id: int, text: str) -> tuple[dict, list[Outcome]]:
+    """Fan-out: every committed message is notified like a single send."""
+    result = messages.broadcast(store, director_id, text)
+    outcomes = [notify_after_send(store, environ, db_path, r["to_member_id"], r) for r in result["sent"]]
+    return result, outcomes
+
+
 def notify_after_send(store, environ, db_path: str, recipient_id: int, record: dict) -> Outcome:
     """Run the drain after ``record`` was committed; report whether it was notified."""
     if record["from_member_id"] == record["to_member_id"]:
