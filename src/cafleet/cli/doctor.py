@@ -1,4 +1,5 @@
-"""`cafleet doctor`: one section per concern, each ✓/✗ with a one-line fix."""
+"""`cafleet doctor`: four sections — multiplexer, database, coding agents, assets — each
+✓/✗ with a one-line fix. Exit 0 when every section is healthy, 1 otherwise."""
 
 from __future__ import annotations
 
@@ -24,30 +25,80 @@ def database_section(ctx) -> dict:
     try:
         ctx.store()
     except CafleetError as error:
-        return {"ok": False, "path": path, "error": str(error), "fix": "point CAFLEET_DATABASE_URL at a cafleet database or move the file away"}
+        return {"ok": False, "path": path, "error": str(error),
+                "fix": "point CAFLEET_DATABASE_URL at a cafleet database, or move this file away"}
     return {"ok": True, "path": path, "diagnosis": "current format (schema 1)"}
 
 
-def _line(ok: bool, title: str, detail: str, fix: str | None = None) -> str:
-    text = f"{'✓' if ok else '✗'} {title}: {detail}"
-    if not ok and fix:
-        text += f"\n    fix: {fix}"
-    return text
+def coding_agents_section(environ) -> dict:
+    from cafleet.agents.backends import AGENTS, binary_version, find_binary
+
+    agents = {}
+    for agent in AGENTS:
+        try:
+            path = find_binary(agent, environ)
+        except CafleetError as error:
+            agents[agent] = {"found": False, "error": str(error)}
+            continue
+        agents[agent] = {"found": True, "path": path, "version": binary_version(agent, environ)}
+    ok = any(entry["found"] for entry in agents.values())
+    section = {"ok": ok, "agents": agents}
+    if not ok:
+        section["fix"] = "install Claude Code, Codex CLI or opencode so that its command is on PATH"
+    return section
+
+
+def assets_section(environ, agents_found: list[str]) -> dict:
+    from cafleet import __version__
+    from cafleet.agents.install import asset_targets, installed_version
+
+    targets = []
+    try:
+        for agent in agents_found:
+            for target in asset_targets(agent, environ):
+                version = installed_version(target.path)
+                targets.append({"coding_agent": agent, "path": str(target.path), "installed_version": version,
+                                "current": version == __version__})
+    except CafleetError as error:
+        return {"ok": False, "error": str(error), "targets": targets, "fix": "fix the variable named above"}
+    ok = all(t["current"] for t in targets)
+    section = {"ok": ok, "cafleet_version": __version__, "targets": targets}
+    if not ok:
+        section["fix"] = "run `cafleet setup` to install the current skill and presets"
+    return section
+
+
+def _mark(ok: bool) -> str:
+    return "✓" if ok else "✗"
 
 
 def doctor(ctx):
-    report = {
-        "multiplexer": multiplexer_section(ctx.environ),
-        "database": database_section(ctx),
-    }
+    mux = multiplexer_section(ctx.environ)
+    db = database_section(ctx)
+    agents = coding_agents_section(ctx.environ)
+    found = [name for name, entry in agents["agents"].items() if entry["found"]]
+    assets = assets_section(ctx.environ, found)
+    report = {"multiplexer": mux, "database": db, "coding_agents": agents, "assets": assets}
 
     def text():
-        mux, db = report["multiplexer"], report["database"]
-        lines = [
-            _line(mux["ok"], "multiplexer",
-                  f"{mux['backend']} pane {mux['pane_id']}" if mux["ok"] else mux["error"], mux.get("fix")),
-            _line(db["ok"], "database", f"{db['path']} ({db['diagnosis']})" if db["ok"] else db["error"], db.get("fix")),
-        ]
+        lines = [f"{_mark(mux['ok'])} multiplexer: " + (f"{mux['backend']}, calling pane {mux['pane_id']}" if mux["ok"] else mux["error"])]
+        lines.append(f"{_mark(db['ok'])} database: " + (f"{db['path']} ({db['diagnosis']})" if db["ok"] else db["error"]))
+        lines.append(f"{_mark(agents['ok'])} coding agents:")
+        for name, entry in agents["agents"].items():
+            detail = f"{entry['path']} ({entry['version'] or 'version unknown'})" if entry["found"] else "not found on PATH"
+            lines.append(f"    {_mark(entry['found'])} {name}: {detail}")
+        if "error" in assets:
+            lines.append(f"✗ assets: {assets['error']}")
+        elif not assets["targets"]:
+            lines.append(f"{_mark(assets['ok'])} assets: no coding agent found, nothing to check")
+        else:
+            lines.append(f"{_mark(assets['ok'])} assets (cafleet {assets['cafleet_version']}):")
+            for target in assets["targets"]:
+                state = "current" if target["current"] else f"installed {target['installed_version'] or 'nothing'}"
+                lines.append(f"    {_mark(target['current'])} {target['coding_agent']}: {target['path']} ({state})")
+        for section in (mux, db, agents, assets):
+            if not section["ok"] and section.get("fix"):
+                lines.append(f"fix: {section['fix']}")
         return "\n".join(lines)
 
     ctx.emit(report, text)

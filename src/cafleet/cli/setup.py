@@ -1,9 +1,32 @@
-"""`cafleet setup`: initialise/upgrade the database, install the embedded assets."""
+"""`cafleet setup`: initialise (and, when there are any, upgrade) the database, then install
+the embedded skill and presets for each coding agent, offline, recording each install."""
 
 from __future__ import annotations
 
+from cafleet.errors import UsageError
+
 
 def setup(ctx, coding_agents):
-    store = ctx.store()  # diagnosis + baseline initialisation (upgrades would run here)
-    result = {"database": {"path": ctx.db_path, "ok": True}}
-    ctx.emit(result, lambda: f"database ready: {ctx.db_path}")
+    from cafleet import __version__
+    from cafleet.agents.backends import AGENTS
+    from cafleet.agents.install import install
+    from cafleet.broker.assets import record_install
+
+    for agent in coding_agents:
+        if agent not in AGENTS:
+            raise UsageError(f"unknown coding agent {agent!r} for --coding-agent; choose {', '.join(AGENTS)}.")
+    agents = list(dict.fromkeys(coding_agents)) or list(AGENTS)
+    store = ctx.store()  # diagnosis, and baseline initialisation of a new file
+    installed = []
+    for agent in agents:
+        for result in install(agent, ctx.environ):
+            record_install(store, result.coding_agent, str(result.path), __version__)
+            installed.append({"coding_agent": result.coding_agent, "path": str(result.path), "status": result.status})
+    report = {"database": {"path": ctx.db_path, "ok": True}, "assets": installed, "cafleet_version": __version__}
+
+    def text():
+        lines = [f"database ready: {ctx.db_path}"]
+        lines += [f"{item['coding_agent']}: {item['path']} ({item['status']})" for item in installed]
+        return "\n".join(lines)
+
+    ctx.emit(report, text)
