@@ -1,0 +1,299 @@
+"""The herdr backend: drives herdr's ``herdr pane ...`` command line.
+
+What this module relies on, from herdr's CLI reference and its source:
+
+* Success: exit 0. ``pane current|get|list|split|close|process-info`` print one compact JSON
+  envelope ``{"id": ..., "result": {"type": ..., ...}}`` on stdout; the pane is at
+  ``result.pane`` (``PaneInfo``: ``pane_id``, ``terminal_id``, ``workspace_id``, ``tab_id``,
+  ``focused``, ...), a list at ``result.panes``. ``pane send-text|send-keys|run`` print
+  nothing. ``pane read`` prints the pane's text itself, not JSON.
+* Server-side failure: exit 1 and ``{"id": ..., "error": {"code": ..., "message": ...}}``
+  on stderr; a missing pane is code ``pane_not_found``. Usage errors: exit 2, plain text.
+* ``pane split`` cannot run a command: it opens a shell pane (``--env``/``--cwd`` apply
+  to that shell) and ``pane run`` types a command line plus Enter into it. The argv is
+  therefore quoted for a POSIX shell (``shlex``) and prefixed with ``exec`` so the program
+  replaces the shell and the pane ends with it; a leading space keeps it out of the
+  history of shells that ignore space-prefixed lines. A fish user's shell would read
+  ``\\\\`` inside single quotes as one backslash; nothing else in a quoted word differs.
+* ``HERDR_PANE_ID`` and ``HERDR_SOCKET_PATH`` are set in every herdr pane; the CLI honours
+  ``HERDR_SOCKET_PATH`` to select the server.
+
+Choices where herdr's documentation is silent or that are ours:
+
+* ``session`` is ``<workspace_id>@<socket_path>`` (just ``<workspace_id>`` when the socket
+  is unknown), so that a process outside the pane (WebUI, tests) reaches the same server;
+  ``window_id`` is herdr's ``tab_id``.
+* New panes split ``down`` (like tmux's default ``split-window``) with ``--no-focus``.
+* :meth:`Herdr.capture` reads ``--source visible`` (passive: ``recent`` reads may scroll a
+  full-screen agent's viewport) and keeps the last ``lines`` non-trailing-blank lines.
+* :meth:`Herdr.current_pane` insists on ``HERDR_PANE_ID``: without it herdr would answer
+  with the *focused* pane, which need not be the caller's.
+"""
+
+from __future__ import annotations
+
+from cafleet.errors import MuxError, PaneGone
+from cafleet.mux.tmux import first_line, tail_lines, text_chunks
+
+TYPE_CHECKING = False  # typing (and base's dataclasses) cost milliseconds on every command
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
+    from cafleet.mux.base import PaneContext
+
+_SPLIT_DIRECTION = "down"
+# Error codes meaning the pane no longer exists: closed, or its whole server has stopped.
+_GONE_CODES = ("pane_not_found", "server_not_running")
+
+
+def _error_of(stderr: str) -> tuple[str, str]:
+    """(code, message) from herdr's JSON error envelope, or ("", first line) otherwise."""
+    import json
+
+    for line in stderr.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            error = json.loads(line).get("error")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(error, dict):
+            return str(error.get("code", "")), str(error.get("message", ""))[:200]
+    return "", first_line(stderr)
+
+
+class _Failure(Exception):
+    """A herdr call that exited non-zero; turned into a MuxError by the caller."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Herdr:
+    """A herdr server reached through ``HERDR_SOCKET_PATH`` (herdr's default when None)."""
+
+    name = "herdr"
+
+    def __init__(
+        self,
+        socket: str | None = None,
+        timeout: float = 5.0,
+        *,
+        pane: str | None = None,
+        workspace: str | None = None,
+        binary: str | None = None,
+    ) -> None:
+        import os
+
+        self.socket = socket
+        self.timeout = timeout
+        self.pane = pane
+        self.workspace = workspace
+        self.binary = binary or os.environ.get("CAFLEET_HERDR_BIN") or "herdr"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], timeout: float = 5.0) -> Herdr:
+        """The server and pane this process runs in."""
+        return cls(
+            environ.get("HERDR_SOCKET_PATH") or None,
+            timeout,
+            pane=environ.get("HERDR_PANE_ID") or None,
+            workspace=environ.get("HERDR_WORKSPACE_ID") or None,
+            binary=environ.get("CAFLEET_HERDR_BIN") or "herdr",
+        )
+
+    @classmethod
+    def from_session(cls, session: str, timeout: float = 5.0) -> Herdr:
+        """Reach the server named by a stored ``<workspace_id>[@<socket_path>]`` string."""
+        workspace, _, socket = session.partition("@")
+        if not workspace:
+            raise MuxError(f"the stored herdr session {session!r} names no workspace.")
+        return cls(socket or None, timeout, workspace=workspace)
+
+    # -- subprocess plumbing -------------------------------------------------------------
+
+    def _call(self, args: Sequence[str]) -> str:
+        """Run ``herdr <args>``; return stdout, raise _Failure on a non-zero exit."""
+        import os
+        import subprocess
+
+        env = None
+        if self.socket:
+            env = dict(os.environ, HERDR_SOCKET_PATH=self.socket)
+        try:
+            done = subprocess.run(
+                [self.binary, *args],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=self.timeout,
+                env=env,
+            )
+        except FileNotFoundError:
+            raise MuxError(
+                f"{self.binary} is not installed or not on PATH; install herdr or set "
+                "CAFLEET_HERDR_BIN."
+            ) from None
+        except subprocess.TimeoutExpired:
+            raise MuxError(
+                f"herdr {' '.join(args[:2])} did not answer within {self.timeout:g} s; "
+                "check that the herdr server is responsive."
+            ) from None
+        except (ValueError, OSError) as error:  # NUL in an argument, unusable binary
+            raise MuxError(f"herdr {' '.join(args[:2])} could not be run: {error}.") from None
+        if done.returncode != 0:
+            code, message = _error_of(done.stderr.decode("utf-8", "replace"))
+            raise _Failure(code, message or f"exit status {done.returncode}")
+        return done.stdout.decode("utf-8", "replace")
+
+    def _result(self, args: Sequence[str]) -> dict[str, Any]:
+        """Run a JSON-printing command and return its ``result`` object."""
+        import json
+
+        out = self._call(args)
+        try:
+            result = json.loads(out)["result"]
+        except (ValueError, KeyError, TypeError):
+            raise MuxError(
+                f"herdr {' '.join(args[:2])} printed no JSON result (got {out.strip()[:60]!r})."
+            ) from None
+        if not isinstance(result, dict):
+            raise MuxError(f"herdr {' '.join(args[:2])} printed a malformed result.")
+        return result
+
+    @staticmethod
+    def _failed(args: Sequence[str], failure: _Failure, pane_id: str | None = None) -> MuxError:
+        reason = f"{failure.message} ({failure.code})" if failure.code else failure.message
+        if pane_id is not None and failure.code in _GONE_CODES:
+            return PaneGone(f"herdr pane {pane_id} is gone ({reason}).")
+        return MuxError(f"herdr {' '.join(args[:2])} failed: {reason}.")
+
+    def _on_pane(self, pane_id: str, args: Sequence[str], *, json_result: bool = False) -> Any:
+        try:
+            return self._result(args) if json_result else self._call(args)
+        except _Failure as failure:
+            raise self._failed(args, failure, pane_id) from None
+
+    def _pane_in_tab(self, tab_id: str) -> str:
+        """A pane of ``tab_id`` to split: its focused pane, else its first one."""
+        args = ["pane", "list"] + (["--workspace", self.workspace] if self.workspace else [])
+        try:
+            panes = self._result(args).get("panes") or []
+        except _Failure as failure:
+            raise self._failed(args, failure) from None
+        in_tab = [p for p in panes if isinstance(p, dict) and p.get("tab_id") == tab_id]
+        if not in_tab:
+            raise MuxError(f"herdr tab {tab_id} has no pane to split; it may have been closed.")
+        return str(next((p for p in in_tab if p.get("focused")), in_tab[0])["pane_id"])
+
+    # -- the Multiplexer protocol --------------------------------------------------------
+
+    def current_pane(self) -> PaneContext:
+        from cafleet.mux.base import PaneContext
+
+        if not self.pane:
+            raise MuxError(
+                "HERDR_PANE_ID is not set, so the calling herdr pane is unknown; "
+                "run inside a herdr pane."
+            )
+        args = ["pane", "current", "--pane", self.pane]
+        pane = self._on_pane(self.pane, args, json_result=True).get("pane") or {}
+        try:
+            workspace, tab, pane_id = pane["workspace_id"], pane["tab_id"], pane["pane_id"]
+        except (KeyError, TypeError):
+            raise MuxError("herdr pane current printed a pane without its ids.") from None
+        return PaneContext(
+            backend="herdr",
+            session=f"{workspace}@{self.socket}" if self.socket else str(workspace),
+            window_id=str(tab),
+            pane_id=str(pane_id),
+        )
+
+    def split(
+        self,
+        window_id: str,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        target_pane: str | None = None,
+    ) -> str:
+        import os
+        import shlex
+
+        if not argv:
+            raise MuxError("cannot open a pane without a command to run.")
+        if cwd is not None and not os.path.isdir(cwd):
+            raise MuxError(f"the working directory {cwd} does not exist.")
+        target = target_pane or self._pane_in_tab(window_id)
+        args = ["pane", "split", "--pane", target, "--direction", _SPLIT_DIRECTION, "--no-focus"]
+        if cwd is not None:
+            args += ["--cwd", cwd]
+        for key, value in (env or {}).items():
+            if not key or "=" in key:
+                raise MuxError(f"{key!r} is not a valid environment variable name.")
+            args += ["--env", f"{key}={value}"]
+        pane = self._on_pane(target, args, json_result=True).get("pane") or {}
+        new_pane = pane.get("pane_id") if isinstance(pane, dict) else None
+        if not new_pane:
+            raise MuxError("herdr pane split did not report the new pane id.")
+        new_pane = str(new_pane)
+        try:
+            self._on_pane(new_pane, ["pane", "run", new_pane, " exec " + shlex.join(argv)])
+        except MuxError:
+            try:  # do not leave an idle shell pane behind
+                self.kill(new_pane)
+            except MuxError:
+                pass
+            raise
+        return new_pane
+
+    def capture(self, pane_id: str, lines: int = 50, ansi: bool = False) -> str:
+        args = ["pane", "read", pane_id, "--source", "visible"]
+        if ansi:
+            args += ["--format", "ansi"]
+        return tail_lines(self._on_pane(pane_id, args), lines)
+
+    def kill(self, pane_id: str) -> bool:
+        args = ["pane", "close", pane_id]
+        try:
+            self._call(args)
+        except _Failure as failure:
+            if failure.code in _GONE_CODES:
+                return False
+            raise self._failed(args, failure) from None
+        return True
+
+    def pane_exists(self, pane_id: str) -> bool:
+        try:
+            self._on_pane(pane_id, ["pane", "get", pane_id], json_result=True)
+        except PaneGone:
+            return False
+        return True
+
+    def type_text(self, pane_id: str, text: str) -> None:
+        for chunk in text_chunks(text):
+            self._on_pane(pane_id, ["pane", "send-text", pane_id, chunk])
+
+    def press_enter(self, pane_id: str) -> None:
+        self._on_pane(pane_id, ["pane", "send-keys", pane_id, "enter"])
+
+    # -- supervision ---------------------------------------------------------------------
+
+    def _process_info(self, pane_id: str) -> dict[str, Any]:
+        args = ["pane", "process-info", "--pane", pane_id]
+        info = self._on_pane(pane_id, args, json_result=True).get("process_info")
+        return info if isinstance(info, dict) else {}
+
+    def pane_dead(self, pane_id: str) -> bool:
+        """Whether the pane is still there but its process has exited (no shell pid)."""
+        return not self._process_info(pane_id).get("shell_pid")
+
+    def pane_current_command(self, pane_id: str) -> str:
+        """The name of the pane's foreground program ("" when herdr does not know it)."""
+        processes = self._process_info(pane_id).get("foreground_processes") or []
+        first = processes[0] if processes and isinstance(processes[0], dict) else {}
+        return str(first.get("name", ""))

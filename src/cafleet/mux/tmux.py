@@ -1,0 +1,262 @@
+"""The tmux backend: every operation is one ``tmux`` client call with an argv and a timeout.
+
+Facts about tmux (checked against tmux 3.3a) that shape this module:
+
+* tmux re-parses its own argv: an argument ending in ``;`` ends the command (the rest of
+  the argv becomes a second command), and a trailing ``\\;`` becomes ``;``. Every argument
+  is therefore passed through :func:`_protect`, which turns a final ``;`` into ``\\;`` so the
+  argument arrives exactly as given.
+* ``split-window`` runs a command given as several arguments directly (no shell), but a
+  single argument through ``sh -c``; a one-element argv is therefore quoted and prefixed
+  with ``exec`` so that it, too, runs exactly.
+* ``-c start-directory`` is format-expanded (``#{...}``), so ``#`` is doubled there.
+* One client command must fit in a 16 KiB message ("command too long"), so text is typed
+  in chunks of at most :data:`_CHUNK_BYTES` UTF-8 bytes, never splitting a character.
+* ``display-message -t <missing pane>`` succeeds with empty output, so existence checks
+  compare the printed pane id instead of relying on the exit status.
+"""
+
+from __future__ import annotations
+
+from cafleet.errors import MuxError, PaneGone
+
+TYPE_CHECKING = False  # typing (and base's dataclasses) cost milliseconds on every command
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from cafleet.mux.base import PaneContext
+
+_CHUNK_BYTES = 8192
+# stderr fragments meaning "the target, or the whole server, no longer exists".
+_GONE = (
+    "can't find pane",
+    "can't find window",
+    "can't find session",
+    "no server running",
+    "error connecting to",
+    "server exited unexpectedly",
+)
+
+
+def _protect(arg: str) -> str:
+    """Escape a final ``;`` so tmux keeps it as text instead of splitting the command."""
+    return arg[:-1] + "\\;" if arg.endswith(";") else arg
+
+
+def first_line(text: str) -> str:
+    """The first non-blank line of a tool's stderr, cut short for a one-line error."""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line[:200]
+
+
+def _is_gone(stderr: str) -> bool:
+    return any(marker in stderr for marker in _GONE)
+
+
+def text_chunks(text: str, limit: int = _CHUNK_BYTES) -> list[str]:
+    """Split ``text`` into pieces of at most ``limit`` UTF-8 bytes on character boundaries.
+
+    Lone surrogates cannot be encoded (nor typed) and become ``?``.
+    """
+    data = text.encode("utf-8", "replace")
+    chunks = []
+    start = 0
+    while start < len(data):
+        end = min(start + limit, len(data))
+        while end < len(data) and data[end] & 0xC0 == 0x80:  # inside a multi-byte character
+            end -= 1
+        chunks.append(data[start:end].decode("utf-8"))
+        start = end
+    return chunks
+
+
+def tail_lines(text: str, lines: int) -> str:
+    """The last ``lines`` lines of a screen dump, after dropping trailing blank lines."""
+    rows = text.split("\n")
+    while rows and not rows[-1].strip():
+        rows.pop()
+    return "\n".join(rows[-max(1, lines) :])
+
+
+class Tmux:
+    """A tmux server reached through its socket (or tmux's default when ``socket`` is None).
+
+    ``pane`` is the calling pane (``TMUX_PANE``), needed only by :meth:`current_pane`.
+    """
+
+    name = "tmux"
+
+    def __init__(
+        self,
+        socket: str | None = None,
+        timeout: float = 5.0,
+        *,
+        pane: str | None = None,
+        binary: str = "tmux",
+    ) -> None:
+        self.socket = socket
+        self.timeout = timeout
+        self.pane = pane
+        self.binary = binary
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], timeout: float = 5.0) -> Tmux:
+        """The server and pane this process runs in: ``TMUX`` is ``<socket>,<pid>,<index>``."""
+        socket = environ.get("TMUX", "").split(",")[0] or None
+        return cls(socket, timeout, pane=environ.get("TMUX_PANE") or None)
+
+    @classmethod
+    def from_session(cls, session: str, timeout: float = 5.0) -> Tmux:
+        """Reach the server named by a stored ``<session_id>@<socket_path>`` string."""
+        session_id, sep, socket = session.partition("@")
+        if not (sep and session_id and socket):
+            raise MuxError(
+                f"the stored tmux session {session!r} is not of the form "
+                "<session_id>@<socket_path>."
+            )
+        return cls(socket, timeout)
+
+    # -- subprocess plumbing -------------------------------------------------------------
+
+    def _call(self, args: Sequence[str]) -> tuple[int, str, str]:
+        import subprocess
+
+        argv = [self.binary]
+        if self.socket:
+            argv += ["-S", self.socket]
+        argv += [_protect(arg) for arg in args]
+        try:
+            done = subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=self.timeout,
+            )
+        except FileNotFoundError:
+            raise MuxError(
+                f"{self.binary} is not installed or not on PATH; install tmux to use this backend."
+            ) from None
+        except subprocess.TimeoutExpired:
+            raise MuxError(
+                f"tmux {args[0]} did not answer within {self.timeout:g} s; "
+                "check that the tmux server is responsive."
+            ) from None
+        except ValueError:  # an embedded NUL character
+            raise MuxError(f"tmux {args[0]} was given text containing a NUL character.") from None
+        return (
+            done.returncode,
+            done.stdout.decode("utf-8", "replace"),
+            done.stderr.decode("utf-8", "replace"),
+        )
+
+    def _run(self, args: Sequence[str]) -> str:
+        """Run a command that does not target a pane; any failure is a MuxError."""
+        code, out, err = self._call(args)
+        if code != 0:
+            raise MuxError(f"tmux {args[0]} failed: {first_line(err) or f'exit status {code}'}.")
+        return out
+
+    def _run_on_pane(self, pane_id: str, args: Sequence[str]) -> str:
+        """Run a command that targets ``pane_id``; a missing pane is PaneGone."""
+        code, out, err = self._call(args)
+        if code != 0:
+            reason = first_line(err) or f"exit status {code}"
+            if _is_gone(err):
+                raise PaneGone(f"tmux pane {pane_id} is gone ({reason}).")
+            raise MuxError(f"tmux {args[0]} on pane {pane_id} failed: {reason}.")
+        return out
+
+    def _pane_format(self, pane_id: str, fmt: str) -> str:
+        """Expand ``fmt`` for ``pane_id``; PaneGone when tmux does not know the pane."""
+        args = ["display-message", "-p", "-t", pane_id, f"#{{pane_id}}\t{fmt}"]
+        out = self._run_on_pane(pane_id, args)
+        found, _, value = out.rstrip("\n").partition("\t")
+        if found != pane_id:
+            raise PaneGone(f"tmux pane {pane_id} is gone.")
+        return value
+
+    # -- the Multiplexer protocol --------------------------------------------------------
+
+    def current_pane(self) -> PaneContext:
+        from cafleet.mux.base import PaneContext
+
+        if not self.pane:
+            raise MuxError(
+                "TMUX_PANE is not set, so the calling tmux pane is unknown; run inside a tmux pane."
+            )
+        fields = self._pane_format(self.pane, "#{session_id}\t#{window_id}\t#{socket_path}")
+        session_id, window_id, socket = fields.split("\t", 2)
+        return PaneContext(
+            backend="tmux",
+            session=f"{session_id}@{socket}",
+            window_id=window_id,
+            pane_id=self.pane,
+        )
+
+    def split(
+        self,
+        window_id: str,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        target_pane: str | None = None,
+    ) -> str:
+        import os
+        import shlex
+
+        if not argv:
+            raise MuxError("cannot open a pane without a command to run.")
+        args = ["split-window", "-d", "-P", "-F", "#{pane_id}", "-t", target_pane or window_id]
+        if cwd is not None:
+            if not os.path.isdir(cwd):
+                raise MuxError(f"the working directory {cwd} does not exist.")
+            args += ["-c", cwd.replace("#", "##")]
+        for key, value in (env or {}).items():
+            if not key or "=" in key:
+                raise MuxError(f"{key!r} is not a valid environment variable name.")
+            args += ["-e", f"{key}={value}"]
+        command = list(argv) if len(argv) > 1 else [f"exec {shlex.quote(argv[0])}"]
+        out = self._run([*args, "--", *command]).strip()
+        if not out.startswith("%"):
+            raise MuxError(f"tmux split-window did not report a pane id (got {out[:40]!r}).")
+        return out
+
+    def capture(self, pane_id: str, lines: int = 50, ansi: bool = False) -> str:
+        args = ["capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{max(1, lines)}"]
+        if ansi:
+            args.insert(1, "-e")
+        return tail_lines(self._run_on_pane(pane_id, args), lines)
+
+    def kill(self, pane_id: str) -> bool:
+        code, _, err = self._call(["kill-pane", "-t", pane_id])
+        if code == 0:
+            return True
+        if _is_gone(err):
+            return False
+        reason = first_line(err) or f"exit status {code}"
+        raise MuxError(f"tmux kill-pane on pane {pane_id} failed: {reason}.")
+
+    def pane_exists(self, pane_id: str) -> bool:
+        try:
+            self._pane_format(pane_id, "")
+        except PaneGone:
+            return False
+        return True
+
+    def type_text(self, pane_id: str, text: str) -> None:
+        for chunk in text_chunks(text):
+            self._run_on_pane(pane_id, ["send-keys", "-l", "-t", pane_id, "--", chunk])
+
+    def press_enter(self, pane_id: str) -> None:
+        self._run_on_pane(pane_id, ["send-keys", "-t", pane_id, "Enter"])
+
+    # -- supervision ---------------------------------------------------------------------
+
+    def pane_dead(self, pane_id: str) -> bool:
+        """Whether the pane's program has exited while the pane stays (``remain-on-exit``)."""
+        return self._pane_format(pane_id, "#{pane_dead}") == "1"
+
+    def pane_current_command(self, pane_id: str) -> str:
+        """The name of the program in the pane's foreground."""
+        return self._pane_format(pane_id, "#{pane_current_command}")

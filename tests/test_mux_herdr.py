@@ -1,0 +1,293 @@
+"""The herdr backend, driven through the herdr stand-in (a real CLI over a private tmux)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import pytest
+
+from cafleet.errors import MuxError, PaneGone
+from cafleet.mux.base import PaneContext
+from cafleet.mux.herdr import Herdr
+from tests.support.recorder import READY
+from tests.support.tmux_fixtures import RECORDER, wait_for
+from tests.test_mux_tmux import ARGV_DUMPER, HOSTILE_ARGS, HOSTILE_TEXT
+
+
+@pytest.fixture
+def herdr(herdr_env) -> Herdr:
+    return Herdr.from_env(herdr_env.environ)
+
+
+def read_json_when_present(path) -> dict:
+    wait_for(path.exists, what=f"{path.name} to be written")
+    return json.loads(path.read_text())
+
+
+def recorded(path) -> bytes:
+    return path.read_bytes() if path.exists() else b""
+
+
+def start_recorder(herdr_env, herdr: Herdr, path) -> str:
+    pane = herdr_env.new_pane([sys.executable, str(RECORDER), str(path)])
+    wait_for(lambda: READY in herdr.capture(pane, 5), what="the recorder to start")
+    return pane
+
+
+def envelope(raw: bytes) -> dict:
+    lines = raw.decode().splitlines()
+    assert len(lines) == 1, raw
+    return json.loads(lines[0])
+
+
+# -- the stand-in's command-line contract ----------------------------------------------------
+
+
+def test_standin_prints_herdr_json_envelopes(herdr_env):
+    done = herdr_env.run("pane", "current")
+    assert done.returncode == 0 and done.stderr == b""
+    current = envelope(done.stdout)
+    assert current["id"] == "cli:pane:current"
+    assert current["result"]["type"] == "pane_current"
+    pane = current["result"]["pane"]
+    assert {k: pane[k] for k in ("pane_id", "workspace_id", "tab_id", "focused")} == {
+        "pane_id": "w1:p1",
+        "workspace_id": "w1",
+        "tab_id": "w1:t1",
+        "focused": True,
+    }
+    listed = envelope(herdr_env.run("pane", "list").stdout)["result"]
+    assert listed["type"] == "pane_list"
+    assert [p["pane_id"] for p in listed["panes"]] == ["w1:p1"]
+
+
+def test_standin_reports_errors_as_envelopes_on_stderr(herdr_env):
+    done = herdr_env.run("pane", "get", "w1:p99")
+    assert (done.returncode, done.stdout) == (1, b"")
+    assert envelope(done.stderr) == {
+        "id": "cli:pane:get",
+        "error": {"code": "pane_not_found", "message": "pane w1:p99 not found"},
+    }
+    done = herdr_env.run("pane", "send-keys", "w1:p1", "enter", "no-such-key")
+    assert done.returncode == 1
+    assert envelope(done.stderr)["error"]["code"] == "invalid_params"
+    usage = herdr_env.run("pane", "split", "w1:p1")
+    assert usage.returncode == 2 and usage.stderr.startswith(b"usage: herdr pane split")
+
+
+def test_standin_without_a_server_says_server_not_running(herdr_env, tmp_path):
+    environ = dict(herdr_env.environ, HERDR_SOCKET_PATH=str(tmp_path / "none.sock"))
+    done = herdr_env.run("pane", "list", environ=environ)
+    assert done.returncode == 1
+    assert envelope(done.stderr)["error"]["code"] == "server_not_running"
+
+
+# -- current pane and sessions ---------------------------------------------------------------
+
+
+def test_current_pane_names_workspace_tab_and_socket(herdr_env, herdr):
+    assert herdr.current_pane() == PaneContext(
+        backend="herdr",
+        session=f"w1@{herdr_env.socket}",
+        window_id="w1:t1",
+        pane_id="w1:p1",
+    )
+
+
+def test_stored_session_reaches_the_same_server(herdr_env, herdr, monkeypatch):
+    monkeypatch.delenv("HERDR_STANDIN_TMUX_SOCKET")  # only the stored socket can lead there
+    again = Herdr.from_session(herdr.current_pane().session)
+    assert (again.socket, again.workspace) == (herdr_env.socket, "w1")
+    assert again.pane_exists("w1:p1")
+    assert not again.pane_exists("w1:p99")
+
+
+def test_current_pane_needs_herdr_pane_id(herdr_env):
+    environ = {k: v for k, v in herdr_env.environ.items() if k != "HERDR_PANE_ID"}
+    with pytest.raises(MuxError, match="HERDR_PANE_ID is not set"):
+        Herdr.from_env(environ).current_pane()
+
+
+def test_current_pane_of_a_closed_pane_is_gone(herdr_env):
+    with pytest.raises(PaneGone, match="w1:p99"):
+        Herdr.from_env(dict(herdr_env.environ, HERDR_PANE_ID="w1:p99")).current_pane()
+
+
+# -- split ---------------------------------------------------------------------------------
+
+
+def test_split_runs_argv_exactly_with_cwd_and_env(herdr_env, herdr, tmp_path):
+    out = tmp_path / "argv.json"
+    workdir = tmp_path / "dir with space #{pane_id};"
+    workdir.mkdir()
+    env = {"CFT_A": "value with spaces; $HOME `x`", "CFT_B": "#{session_name};"}
+    pane = herdr.split(
+        "w1:t1",
+        [sys.executable, "-c", ARGV_DUMPER, str(out), *HOSTILE_ARGS],
+        cwd=str(workdir),
+        env=env,
+    )
+    assert pane == "w1:p2"
+    assert read_json_when_present(out) == {"argv": HOSTILE_ARGS, "cwd": str(workdir), "env": env}
+    assert not (workdir / "pwned").exists()
+    info = envelope(herdr_env.run("pane", "process-info", "--pane", pane).stdout)
+    process = info["result"]["process_info"]  # exec: the program replaced the pane's shell
+    assert process["foreground_processes"][0]["pid"] == process["shell_pid"]
+
+
+def test_split_keeps_focus_and_splits_the_tabs_focused_pane(herdr_env, herdr):
+    new = herdr.split("w1:t1", ["sleep", "60"])
+    panes = envelope(herdr_env.run("pane", "list").stdout)["result"]["panes"]
+    assert [(p["pane_id"], p["tab_id"], p["focused"]) for p in panes] == [
+        ("w1:p1", "w1:t1", True),
+        (new, "w1:t1", False),
+    ]
+    root = herdr_env.tmux_pane("w1:p1")
+    assert herdr_env.tmux("display-message", "-p", "-t", "w1", "#{pane_id}").strip() == root
+
+
+def test_split_of_a_missing_tab_pane_or_directory_fails_clearly(herdr, tmp_path):
+    with pytest.raises(MuxError, match="herdr tab w1:t9 has no pane to split"):
+        herdr.split("w1:t9", ["true"])
+    with pytest.raises(PaneGone, match="w1:p99"):
+        herdr.split("w1:t1", ["true"], target_pane="w1:p99")
+    with pytest.raises(MuxError, match="without a command"):
+        herdr.split("w1:t1", [])
+    with pytest.raises(MuxError, match="does not exist"):
+        herdr.split("w1:t1", ["true"], cwd=str(tmp_path / "missing"))
+
+
+# -- capture -------------------------------------------------------------------------------
+
+
+def test_capture_returns_what_the_program_printed(herdr_env, herdr):
+    script = (
+        "import time\n"
+        "for i in range(1, 21): print(f'row {i}')\n"
+        "print('ünïcødé 中文')\n"
+        "print('\\x1b[31mred\\x1b[0m')\n"
+        "time.sleep(60)\n"
+    )
+    pane = herdr_env.new_pane([sys.executable, "-c", script])
+    expected = "row 19\nrow 20\nünïcødé 中文\nred"
+    wait_for(lambda: herdr.capture(pane, 4) == expected, what="the printed rows")
+    assert herdr.capture(pane, 1) == "red"
+    assert herdr.capture(pane, 1, ansi=True) == "\x1b[31mred"
+
+
+def test_capture_of_a_gone_pane_is_pane_gone(herdr):
+    with pytest.raises(PaneGone, match="herdr pane w1:p99 is gone"):
+        herdr.capture("w1:p99")
+
+
+# -- typing --------------------------------------------------------------------------------
+
+
+def test_type_text_types_hostile_strings_literally(herdr_env, herdr, tmp_path):
+    out = tmp_path / "typed.bin"
+    pane = start_recorder(herdr_env, herdr, out)
+    expected = b""
+    for text in [*HOSTILE_TEXT, "--help", "-h", "enter"]:
+        herdr.type_text(pane, text)
+        expected += text.encode()
+        wait_for(lambda want=expected: recorded(out) == want, what=f"{text!r} to arrive")
+    herdr.press_enter(pane)
+    wait_for(lambda: recorded(out) == expected + b"\r", what="Enter to arrive")
+    assert not (tmp_path / "x").exists()
+
+
+def test_type_text_sends_long_text_exactly(herdr_env, herdr, tmp_path):
+    out = tmp_path / "typed.bin"
+    pane = start_recorder(herdr_env, herdr, out)
+    text = "".join(f"{i:05d};中🙂-" for i in range(1500))
+    herdr.type_text(pane, text)
+    wait_for(lambda: len(recorded(out)) >= len(text.encode()), timeout=20, what="all text")
+    assert recorded(out) == text.encode()
+
+
+def test_typing_into_a_gone_pane_is_pane_gone(herdr):
+    with pytest.raises(PaneGone):
+        herdr.type_text("w1:p99", "hello")
+    with pytest.raises(PaneGone):
+        herdr.press_enter("w1:p99")
+
+
+# -- kill, existence, supervision ------------------------------------------------------------
+
+
+def test_kill_closes_the_pane_and_tolerates_a_gone_one(herdr_env, herdr):
+    pane = herdr_env.new_pane(["sleep", "60"])
+    backing = herdr_env.tmux_pane(pane)
+    assert herdr.pane_exists(pane)
+    assert herdr.kill(pane) is True
+    assert not herdr.pane_exists(pane)
+    assert backing not in herdr_env.tmux("list-panes", "-a", "-F", "#{pane_id}").split()
+    assert herdr.kill(pane) is False
+
+
+def test_a_pane_whose_program_exits_is_gone(herdr_env, herdr):
+    pane = herdr_env.new_pane(["sleep", "0.3"])
+    wait_for(lambda: not herdr.pane_exists(pane), what="the pane to close")
+    with pytest.raises(PaneGone):
+        herdr.pane_dead(pane)
+
+
+def test_pane_current_command_and_dead(herdr_env, herdr):
+    pane = herdr_env.new_pane(["cat"])
+    wait_for(lambda: herdr.pane_current_command(pane) == "cat", what="cat to run")
+    assert herdr.pane_dead(pane) is False
+
+
+def test_a_stopped_server_has_no_panes(herdr_env, tmp_path):
+    stopped = Herdr(str(tmp_path / "none.sock"), binary=herdr_env.binary)
+    assert stopped.kill("w1:p1") is False
+    assert stopped.pane_exists("w1:p1") is False
+    with pytest.raises(PaneGone, match=r"herdr pane w1:p1 is gone \(herdr server is not running"):
+        stopped.type_text("w1:p1", "x")
+
+
+def test_other_herdr_errors_are_one_line_mux_errors(tmp_path):
+    failing = tmp_path / "herdr"
+    envelope_line = '{"id":"cli:pane:close","error":{"code":"internal_error","message":"boom"}}'
+    failing.write_text(f"#!/bin/sh\necho '{envelope_line}' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    herdr = Herdr(binary=str(failing))
+    with pytest.raises(MuxError) as caught:
+        herdr.kill("w1:p1")
+    assert str(caught.value) == "herdr pane close failed: boom (internal_error)."
+    with pytest.raises(MuxError) as caught:
+        herdr.type_text("w1:p1", "x")
+    assert type(caught.value) is MuxError
+    assert str(caught.value) == "herdr pane send-text failed: boom (internal_error)."
+
+
+# -- failures of herdr itself ----------------------------------------------------------------
+
+
+def test_a_herdr_that_never_answers_times_out_as_mux_error(tmp_path):
+    slow = tmp_path / "herdr"
+    slow.write_text("#!/bin/sh\nexec sleep 30\n")
+    slow.chmod(0o755)
+    herdr = Herdr(timeout=0.3, binary=str(slow))
+    started = time.monotonic()
+    with pytest.raises(MuxError, match=r"herdr pane get did not answer within 0\.3 s"):
+        herdr.pane_exists("w1:p1")
+    assert time.monotonic() - started < 5
+
+
+def test_binary_comes_from_cafleet_herdr_bin(herdr_env):
+    environ = dict(herdr_env.environ, CAFLEET_HERDR_BIN="/nonexistent/herdr")
+    with pytest.raises(MuxError, match="/nonexistent/herdr is not installed or not on PATH"):
+        Herdr.from_env(environ).current_pane()
+    environ["CAFLEET_HERDR_BIN"] = herdr_env.binary
+    assert Herdr.from_env(environ).current_pane().pane_id == "w1:p1"
+
+
+def test_unparseable_output_is_a_mux_error(tmp_path):
+    odd = tmp_path / "herdr"
+    odd.write_text("#!/bin/sh\necho not json\n")
+    odd.chmod(0o755)
+    with pytest.raises(MuxError, match="herdr pane current printed no JSON result"):
+        Herdr(binary=str(odd), pane="w1:p1").current_pane()

@@ -1,0 +1,318 @@
+"""The tmux backend against a real private tmux server."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+
+import pytest
+
+from cafleet.errors import MuxError, PaneGone
+from cafleet.mux.base import PaneContext
+from cafleet.mux.tmux import Tmux, tail_lines, text_chunks
+from tests.support.recorder import READY
+from tests.support.tmux_fixtures import RECORDER, wait_for
+
+# Arguments a shell or tmux would mangle; each must reach the program unchanged.
+HOSTILE_ARGS = [
+    "two words",
+    "'single'",
+    '"double"',
+    "$HOME",
+    "$(touch pwned)",
+    "`touch pwned`",
+    "x;",
+    ";",
+    "\\;",
+    "a\\\\;",
+    "#{pane_id}",
+    "-l",
+    "--",
+    "* ?",
+    "ünïcødé 中文 🙂",
+    "line1\nline2",
+    "{ a }",
+    "~",
+    "",
+]
+# Text that tmux could read as key names, options or command separators.
+HOSTILE_TEXT = [
+    "C-c",
+    "Enter",
+    "-l",
+    "--",
+    ";",
+    "\\;",
+    "end;",
+    "a\\\\;",
+    "$(rm -rf x)",
+    "#{pane_id}",
+    "ünïcødé 中文 🙂",
+    "Escape",
+    " leading and trailing ",
+    "{",
+    "}",
+]
+ARGV_DUMPER = (
+    "import json, os, sys, time\n"
+    "json.dump({'argv': sys.argv[2:], 'cwd': os.getcwd(),"
+    " 'env': {k: os.environ.get(k) for k in ('CFT_A', 'CFT_B')}},"
+    " open(sys.argv[1] + '.tmp', 'w'))\n"
+    "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n"
+    "time.sleep(60)\n"
+)
+
+
+@pytest.fixture
+def tmux(tmux_server) -> Tmux:
+    return Tmux.from_env(tmux_server.environ_for(tmux_server.main_pane()))
+
+
+def read_json_when_present(path) -> dict:
+    wait_for(path.exists, what=f"{path.name} to be written")
+    return json.loads(path.read_text())
+
+
+def start_recorder(tmux_server, tmux: Tmux, path) -> str:
+    pane = tmux_server.new_pane([sys.executable, str(RECORDER), str(path)])
+    wait_for(lambda: READY in tmux.capture(pane, 5), what="the recorder to start")
+    return pane
+
+
+def recorded(path) -> bytes:
+    return path.read_bytes() if path.exists() else b""
+
+
+# -- current pane and sessions ---------------------------------------------------------------
+
+
+def test_current_pane_names_session_window_and_socket(tmux_server, tmux):
+    pane = tmux_server.main_pane()
+    session_id, window_id = tmux_server.run(
+        "display-message", "-p", "-t", pane, "#{session_id} #{window_id}"
+    ).split()
+    assert tmux.current_pane() == PaneContext(
+        backend="tmux",
+        session=f"{session_id}@{tmux_server.socket}",
+        window_id=window_id,
+        pane_id=pane,
+    )
+
+
+def test_stored_session_reaches_the_same_server(tmux_server, tmux):
+    context = tmux.current_pane()
+    again = Tmux.from_session(context.session)
+    assert again.socket == tmux_server.socket
+    assert again.pane_exists(context.pane_id)
+    assert not again.pane_exists("%999")
+
+
+def test_current_pane_needs_tmux_pane():
+    with pytest.raises(MuxError, match="TMUX_PANE is not set"):
+        Tmux.from_env({"TMUX": "/tmp/x,1,0"}).current_pane()
+
+
+def test_current_pane_unknown_to_the_server_is_gone(tmux_server):
+    with pytest.raises(PaneGone):
+        Tmux.from_env(tmux_server.environ_for("%999")).current_pane()
+
+
+@pytest.mark.parametrize("session", ["", "$1", "@/tmp/sock", "$1@"])
+def test_malformed_stored_session_is_refused(session):
+    with pytest.raises(MuxError, match="<session_id>@<socket_path>"):
+        Tmux.from_session(session)
+
+
+# -- split ---------------------------------------------------------------------------------
+
+
+def test_split_runs_argv_exactly_with_cwd_and_env(tmux_server, tmux, tmp_path):
+    out = tmp_path / "argv.json"
+    workdir = tmp_path / "dir with space #{pane_id};"
+    workdir.mkdir()
+    env = {"CFT_A": "value with spaces; $HOME `x`", "CFT_B": "#{session_name};"}
+    context = tmux.current_pane()
+    pane = tmux.split(
+        context.window_id,
+        [sys.executable, "-c", ARGV_DUMPER, str(out), *HOSTILE_ARGS],
+        cwd=str(workdir),
+        env=env,
+    )
+    assert pane.startswith("%") and pane != context.pane_id
+    assert read_json_when_present(out) == {"argv": HOSTILE_ARGS, "cwd": str(workdir), "env": env}
+    assert not (workdir / "pwned").exists()
+
+
+def test_split_of_a_single_word_command_runs_it_without_shell_parsing(tmux_server, tmux, tmp_path):
+    marker = tmp_path / "ran"
+    script = tmp_path / "my prog; $HOME"
+    script.write_text(f"#!/bin/sh\necho ok > '{marker}'\nsleep 60\n")
+    script.chmod(0o755)
+    tmux.split(tmux.current_pane().window_id, [str(script)])
+    wait_for(marker.exists, what="the single-word command to run")
+    assert marker.read_text() == "ok\n"
+
+
+def test_split_keeps_focus_on_the_calling_pane(tmux_server, tmux):
+    context = tmux.current_pane()
+    before = tmux_server.run("display-message", "-p", "-t", "main", "#{window_id} #{pane_id}")
+    new = tmux.split(context.window_id, ["sleep", "60"], target_pane=context.pane_id)
+    after = tmux_server.run("display-message", "-p", "-t", "main", "#{window_id} #{pane_id}")
+    assert after == before == f"{context.window_id} {context.pane_id}\n"
+    panes = tmux_server.run("list-panes", "-t", context.window_id, "-F", "#{pane_id}").split()
+    assert panes == [context.pane_id, new]
+
+
+def test_split_refuses_a_missing_directory_and_an_empty_command(tmux, tmp_path):
+    window = tmux.current_pane().window_id
+    with pytest.raises(MuxError, match="does not exist"):
+        tmux.split(window, ["true"], cwd=str(tmp_path / "missing"))
+    with pytest.raises(MuxError, match="without a command"):
+        tmux.split(window, [])
+
+
+def test_split_into_a_missing_window_fails_in_one_line(tmux):
+    with pytest.raises(MuxError) as caught:
+        tmux.split("@999", ["true"])
+    assert str(caught.value).startswith("tmux split-window failed: ")
+    assert "\n" not in str(caught.value)
+
+
+# -- capture -------------------------------------------------------------------------------
+
+
+def test_capture_returns_what_the_program_printed(tmux_server, tmux):
+    script = (
+        "import time\n"
+        "for i in range(1, 81): print(f'row {i}')\n"
+        "print('ünïcødé 中文  ')\n"
+        "print('\\x1b[31mred\\x1b[0m')\n"
+        "time.sleep(60)\n"
+    )
+    pane = tmux_server.new_pane([sys.executable, "-c", script])
+    expected = "row 78\nrow 79\nrow 80\nünïcødé 中文  \nred"
+    wait_for(lambda: tmux.capture(pane, 5) == expected, what="the printed rows")
+    assert tmux.capture(pane, 1) == "red"
+    assert tmux.capture(pane, 100).split("\n") == [f"row {i}" for i in range(1, 81)] + [
+        "ünïcødé 中文  ",
+        "red",
+    ]
+    assert tmux.capture(pane, 1, ansi=True) == "\x1b[31mred"
+
+
+def test_capture_of_a_gone_pane_is_pane_gone(tmux):
+    with pytest.raises(PaneGone, match="%999"):
+        tmux.capture("%999")
+
+
+def test_tail_lines_drops_trailing_blank_lines_only():
+    assert tail_lines("a\n\nb  \n   \n\n", 2) == "\nb  "
+    assert tail_lines("\n\n", 3) == ""
+
+
+# -- typing --------------------------------------------------------------------------------
+
+
+def test_type_text_types_hostile_strings_literally(tmux_server, tmux, tmp_path):
+    out = tmp_path / "typed.bin"
+    pane = start_recorder(tmux_server, tmux, out)
+    expected = b""
+    for text in HOSTILE_TEXT:
+        tmux.type_text(pane, text)
+        expected += text.encode()
+        wait_for(lambda want=expected: recorded(out) == want, what=f"{text!r} to arrive")
+    tmux.press_enter(pane)
+    wait_for(lambda: recorded(out) == expected + b"\r", what="Enter to arrive")
+    assert not (tmp_path / "x").exists()
+
+
+def test_type_text_sends_long_text_in_chunks_exactly(tmux_server, tmux, tmp_path):
+    out = tmp_path / "typed.bin"
+    pane = start_recorder(tmux_server, tmux, out)
+    text = "".join(f"{i:05d};中🙂-" for i in range(3000))  # ~48 kB of UTF-8
+    assert len(text_chunks(text)) > 4
+    tmux.type_text(pane, text)
+    wait_for(lambda: len(recorded(out)) >= len(text.encode()), timeout=20, what="all text")
+    assert recorded(out) == text.encode()
+
+
+def test_text_chunks_respect_the_byte_limit_and_characters():
+    text = "a" * 5 + "中" * 10 + "🙂" * 3
+    chunks = text_chunks(text, limit=7)
+    assert "".join(chunks) == text
+    assert all(len(chunk.encode()) <= 7 for chunk in chunks)
+    assert chunks[:3] == ["aaaaa", "中中", "中中"]
+    assert text_chunks("") == []
+    assert text_chunks("x\ud800y") == ["x?y"]
+
+
+def test_typing_into_a_gone_pane_is_pane_gone(tmux):
+    with pytest.raises(PaneGone):
+        tmux.type_text("%999", "hello")
+    with pytest.raises(PaneGone):
+        tmux.press_enter("%999")
+
+
+# -- kill, existence, supervision ------------------------------------------------------------
+
+
+def test_kill_closes_the_pane_and_tolerates_a_gone_one(tmux_server, tmux):
+    pane = tmux_server.new_pane(["sleep", "60"])
+    assert tmux.pane_exists(pane)
+    assert tmux.kill(pane) is True
+    assert not tmux.pane_exists(pane)
+    assert pane not in tmux_server.run("list-panes", "-a", "-F", "#{pane_id}").split()
+    assert tmux.kill(pane) is False
+
+
+def test_kill_after_the_server_is_gone_is_not_an_error(tmux_server, tmux):
+    pane = tmux_server.main_pane()
+    tmux_server.kill()
+    assert not os.path.exists(tmux_server.socket)
+    assert tmux.kill(pane) is False
+    assert not tmux.pane_exists(pane)
+    with pytest.raises(PaneGone, match="is gone"):
+        tmux.type_text(pane, "x")
+
+
+def test_pane_dead_and_current_command(tmux_server, tmux):
+    pane = tmux_server.new_pane(["cat"])
+    tmux_server.run("set-option", "-w", "-t", pane, "remain-on-exit", "on")
+    wait_for(lambda: tmux.pane_current_command(pane) == "cat", what="cat to run")
+    assert tmux.pane_dead(pane) is False
+    tmux_server.run("send-keys", "-t", pane, "C-d")
+    wait_for(lambda: tmux.pane_dead(pane), what="cat to exit")
+    assert tmux.pane_exists(pane)
+    with pytest.raises(PaneGone):
+        tmux.pane_dead("%999")
+    with pytest.raises(PaneGone):
+        tmux.pane_current_command("%999")
+
+
+# -- failures of tmux itself -----------------------------------------------------------------
+
+
+def test_a_server_that_never_answers_times_out_as_mux_error(tmp_path):
+    path = f"/tmp/cft-hang-{os.getpid()}-{time.monotonic_ns()}.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen(8)
+    try:
+        tmux = Tmux(path, timeout=0.3)
+        started = time.monotonic()
+        with pytest.raises(MuxError, match=r"did not answer within 0\.3 s"):
+            tmux.capture("%0")
+        with pytest.raises(MuxError, match="did not answer"):
+            tmux.kill("%0")
+        assert time.monotonic() - started < 5
+    finally:
+        listener.close()
+        os.unlink(path)
+
+
+def test_a_missing_tmux_binary_is_a_mux_error():
+    with pytest.raises(MuxError, match="not installed or not on PATH"):
+        Tmux("/tmp/none.sock", binary="/nonexistent/tmux").pane_exists("%1")
