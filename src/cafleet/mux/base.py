@@ -3,7 +3,7 @@
 Pane ids are opaque strings (``%7`` for tmux, ``w1:p1`` for herdr). ``session`` is the
 backend's own opaque session string as stored in ``member_placements.mux_session``: for
 tmux it is ``<session_id>@<socket_path>`` so that any process (WebUI, a member's pane, a
-test) reaches the right tmux server; for herdr it is herdr's session/workspace id.
+test) reaches the right tmux server; for herdr it is ``<workspace_id>[@<socket_path>]``.
 
 Every implementation runs its subprocesses with an argv (never a shell) and a timeout,
 and raises :class:`cafleet.errors.MuxError` (or :class:`cafleet.errors.PaneGone`) with one
@@ -12,21 +12,37 @@ clear line on failure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, Sequence
+# Plain classes on purpose: `dataclasses` and `typing` cost more to import than a whole
+# cafleet command, and this module is on the send path.
 
 
-@dataclass(frozen=True)
 class PaneContext:
     """Where a pane lives: enough to store a placement and to reach the pane again."""
 
-    backend: str  # "tmux" | "herdr"
-    session: str  # opaque, stored in member_placements.mux_session
-    window_id: str  # stored in member_placements.mux_window_id
-    pane_id: str  # stored in member_placements.mux_pane_id
+    __slots__ = ("backend", "session", "window_id", "pane_id")
+
+    def __init__(self, backend: str, session: str, window_id: str, pane_id: str) -> None:
+        self.backend = backend  # "tmux" | "herdr"
+        self.session = session  # opaque, stored in member_placements.mux_session
+        self.window_id = window_id  # stored in member_placements.mux_window_id
+        self.pane_id = pane_id  # stored in member_placements.mux_pane_id
+
+    def _key(self) -> tuple:
+        return (self.backend, self.session, self.window_id, self.pane_id)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, PaneContext) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return "PaneContext(backend={!r}, session={!r}, window_id={!r}, pane_id={!r})".format(*self._key())
 
 
-class Multiplexer(Protocol):
+class Multiplexer:
+    """The interface every backend provides (structural: backends do not inherit it)."""
+
     name: str  # "tmux" | "herdr"
 
     def current_pane(self) -> PaneContext:
@@ -35,7 +51,7 @@ class Multiplexer(Protocol):
     def split(
         self,
         window_id: str,
-        argv: Sequence[str],
+        argv: list[str],
         *,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
@@ -58,3 +74,9 @@ class Multiplexer(Protocol):
 
     def press_enter(self, pane_id: str) -> None:
         """Send one Enter key press."""
+
+    def pane_dead(self, pane_id: str) -> bool:
+        """Whether the pane still exists but its program has exited."""
+
+    def pane_current_command(self, pane_id: str) -> str:
+        """The name of the program in the pane's foreground (a shell once the agent exits)."""

@@ -71,7 +71,7 @@ class _WriteTransaction:
 
 def translate(exc: sqlite3.Error, path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> DatabaseError:
     message = str(exc)
-    if "locked" in message or "busy" in message:
+    if diagnosis.is_busy(exc):
         return DatabaseError(
             f"database {path} is locked by another process (waited {busy_timeout:g} s); try again."
         )
@@ -123,7 +123,7 @@ def diagnose_open(
             raise diagnosis.not_cafleet(path)
         diagnosis.check_ledger_and_shape(conn, path)
     except sqlite3.DatabaseError as exc:
-        if "locked" in str(exc) or "busy" in str(exc):
+        if diagnosis.is_busy(exc):
             raise translate(exc, path, busy_timeout) from None
         raise diagnosis.Refused(f"{path} cannot be read as a cafleet database ({exc}); it was left unchanged.") from None
 
@@ -142,7 +142,7 @@ def _look_inside_zero_identity(path: str, busy_timeout: float) -> str:
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
-        if "locked" in str(exc) or "busy" in str(exc):
+        if diagnosis.is_busy(exc):
             raise translate(exc, path, busy_timeout) from None
         raise diagnosis.Refused(f"{path} cannot be read as a SQLite database ({exc}); it was left unchanged.") from None
     if application_id == schema.APPLICATION_ID:

@@ -60,6 +60,12 @@ def not_cafleet(path: str) -> Refused:
     )
 
 
+def is_busy(exc: Exception) -> bool:
+    """SQLite's "database is locked"/"busy": another process holds the file, not damage."""
+    message = str(exc)
+    return "locked" in message or "busy" in message
+
+
 def check_ledger_and_shape(conn, path: str) -> None:
     """The common case in one query: the ledger version and the stored DDL of every
     required object; anything unexpected falls back to the step-by-step checks."""
@@ -73,7 +79,9 @@ def check_ledger_and_shape(conn, path: str) -> None:
             f"WHERE name IN ({','.join('?' * len(names))})",
             names,
         ).fetchall()
-    except OperationalError:
+    except OperationalError as exc:
+        if is_busy(exc):
+            raise
         rows = []
     if len(rows) == len(required) and rows[0][2] == schema.HEAD_VERSION:
         stored = {name: sql for name, sql, _ in rows}
@@ -89,7 +97,9 @@ def check_ledger(conn, path: str) -> int:
 
     try:
         row = conn.execute(f"SELECT max(version) FROM {schema.LEDGER_TABLE}").fetchone()
-    except OperationalError:
+    except OperationalError as exc:
+        if is_busy(exc):
+            raise
         raise Refused(
             f"database {path} has cafleet's identity but its schema ledger "
             f"{schema.LEDGER_TABLE} is missing or damaged; it was left unchanged."
