@@ -23,6 +23,10 @@ cues). ``--enter-guard S`` ignores (and records as the key ``enter-too-soon``) a
 arrives less than S seconds after typed text, as codex turns such an Enter into a newline:
 it lets tests exercise the settle delay and the Enter retries.
 
+Environment (for panes started by ``cafleet member create``, which passes only
+``--member-id``): ``CAFLEET_STANDIN_RECORD_DIR`` records into ``<dir>/member-<id>.jsonl``
+and ``CAFLEET_STANDIN_AUTO_REPLY=1`` turns on ``--auto-reply``.
+
 ``--auto-reply``: when a submitted line holds a cafleet preview header ``[cafleet msg <id>
 from <sender> …``, the stand-in shows ``working… (esc to interrupt)`` and runs the real
 command line, ``$CAFLEET_BIN`` (default ``python -m cafleet``): ``message poll <me>
@@ -267,6 +271,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--enter-guard", type=float, default=0.0, metavar="SECONDS",
                         help="ignore an Enter arriving this soon after typed text")
     args = parser.parse_args(argv)
+    # `cafleet member create` starts the stand-in with only --member-id; the demo and the
+    # tests choose the rest through the pane's environment.
+    record_dir = os.environ.get("CAFLEET_STANDIN_RECORD_DIR")
+    if args.record is None and record_dir:
+        args.record = os.path.join(record_dir, f"member-{args.member_id}.jsonl")
+    if os.environ.get("CAFLEET_STANDIN_AUTO_REPLY") == "1":
+        args.auto_reply = True
     fd = sys.stdin.fileno()
     if not os.isatty(fd):
         print("Error: the stand-in agent needs a terminal on its standard input.", file=sys.stderr)

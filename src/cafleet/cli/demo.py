@@ -88,11 +88,14 @@ class _Demo:
             self.cafleet("message", "ack", str(record["message_id"]))
         self.say("")
         self.say("timeline (oldest first):")
-        self._timeline(fleet_id, director, member_ids)
+        records = self._timeline(fleet_id, director, member_ids)
+        tasks = [r for r in records if r["from_member_id"] == director]
+        if not all(r["notified"] for r in tasks) or not all(r["status_state"] == "completed" for r in records):
+            raise CafleetError("the exchange did not complete: see the timeline above.")
         self.say("")
         self.say("alice's pane:")
         for line in self.cafleet("member", "capture", str(member_ids["alice"]), "--lines", "12", show=False).splitlines():
-            self.say("  | " + line)
+            self.say(("  | " + line).rstrip())
         self.say("")
         self.cafleet("fleet", "delete", str(fleet_id))
 
@@ -124,7 +127,7 @@ class _Demo:
                 time.sleep(0.2)
         return sorted(seen.values(), key=lambda r: r["message_id"])
 
-    def _timeline(self, fleet_id: int, director: int, member_ids: dict) -> None:
+    def _timeline(self, fleet_id: int, director: int, member_ids: dict) -> list[dict]:
         from cafleet.broker.messages import fleet_timeline
         from cafleet.store.connection import open_store
 
@@ -138,6 +141,7 @@ class _Demo:
             woke = "preview typed" if record["notified"] else "no preview (the Director waits)"
             self.say(f"  #{record['message_id']} {names[record['from_member_id']]} -> {names[record['to_member_id']]}: "
                      f"{record['status_state']}, {woke}: {record['text']}")
+        return records
 
 
 def demo(ctx, keep):
@@ -148,7 +152,7 @@ def demo(ctx, keep):
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         demo.run()
-        ctx.out("demo finished: messages went both ways, previews woke each member once, every message was ACKed.")
+        ctx.out("demo finished: messages went both ways, every task's preview woke its member, every message was ACKed.")
     except KeyboardInterrupt:
         ctx.err("demo interrupted; tearing down.")
         return 130
