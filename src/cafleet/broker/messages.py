@@ -255,3 +255,68 @@ def fleet_timeline(store, fleet_id: int, *, limit: int = 50, before_id: int | No
         record["notified"] = bool(row[-1])
         out.append(record)
     return out
+
+
+# --- admin reads for the WebUI's live stream ----------------------------------------------
+
+_ADMIN_SELECT = (
+    f"SELECT {', '.join('msg.' + c for c in records.MESSAGE_KEYS)}, msg.notified_at IS NOT NULL FROM messages msg "
+)
+
+
+def _admin_record(row) -> dict:
+    record = records.message(row[:-1])
+    record["notified"] = bool(row[-1])
+    return record
+
+
+def fleet_messages_after(store, fleet_id: int, after_id: int, *, limit: int = 500) -> list[dict]:
+    """The fleet's messages with id > ``after_id``, oldest first, as in ``fleet_timeline``.
+
+    Lets a watcher pick up exactly the rows committed since its last look.
+    """
+    rows = store.execute(
+        _ADMIN_SELECT + "WHERE msg.from_member_id IN (SELECT member_id FROM members WHERE fleet_id = ?) "
+        "AND msg.message_id > ? ORDER BY msg.message_id LIMIT ?",
+        (fleet_id, after_id, limit),
+    ).fetchall()
+    return [_admin_record(row) for row in rows]
+
+
+def fleet_message(store, fleet_id: int, message_id: int) -> dict | None:
+    """One message of the fleet as in ``fleet_timeline``; None when it belongs elsewhere."""
+    row = store.execute(
+        _ADMIN_SELECT + "WHERE msg.message_id = ? "
+        "AND msg.from_member_id IN (SELECT member_id FROM members WHERE fleet_id = ?)",
+        (message_id, fleet_id),
+    ).fetchone()
+    return None if row is None else _admin_record(row)
+
+
+def fleet_open_messages(store, fleet_id: int) -> dict[int, bool]:
+    """``{message_id: notified}`` for the fleet's unacknowledged messages.
+
+    These are the only rows whose visible state can still change (an ACK, a notification
+    stamp): a completed row is never stamped or re-opened, so a watcher that diffs this
+    map sees every state change without rereading the whole history.
+    """
+    rows = store.execute(
+        "SELECT msg.message_id, msg.notified_at IS NOT NULL FROM messages msg "
+        "WHERE msg.to_member_id IN (SELECT member_id FROM members WHERE fleet_id = ?) "
+        "AND msg.status_state = 'input_required'",
+        (fleet_id,),
+    ).fetchall()
+    return {message_id: bool(notified) for message_id, notified in rows}
+
+
+def stale_notifications(store, fleet_id: int, created_before: str) -> list[tuple[int, int]]:
+    """(message_id, recipient) of previews owed since before ``created_before`` to the
+    fleet's eligible members, oldest first (for supervision's retries)."""
+    return store.execute(
+        "SELECT msg.message_id, msg.to_member_id FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
+        "JOIN messages msg ON msg.to_member_id = m.member_id "
+        "WHERE m.fleet_id = ? AND m.status = 'active' AND m.member_id IS NOT f.director_member_id "
+        "AND msg.status_state = 'input_required' AND msg.notified_at IS NULL "
+        "AND msg.from_member_id != msg.to_member_id AND msg.created_at < ? ORDER BY msg.created_at, msg.message_id",
+        (fleet_id, created_before),
+    ).fetchall()

@@ -6,16 +6,24 @@ from cafleet import render
 from cafleet.broker import members
 
 
-def list_(ctx, fleet_id):
+def list_(ctx, fleet_id, state, idle_after):
     records = members.roster(ctx.store(), fleet_id)
+    if state:
+        from cafleet.delivery import supervision
+
+        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(),
+                                          supervision.DEFAULT_IDLE_AFTER if idle_after is None else idle_after)
+        for record in records:
+            record["state"], record["state_detail"] = states.get(record["member_id"], ("director", ""))
 
     def text():
         rows = [
             [r["member_id"], r["name"], r["kind"], r["backend"] or "-", r["coding_agent"] or "-",
-             r["pane_id"] or "pending", render.dash(r["idle_seconds"])]
+             r["pane_id"] or "pending", render.dash(r["idle_seconds"])] + ([r["state"]] if state else [])
             for r in records
         ]
-        return render.table(rows, ["MEMBER", "NAME", "KIND", "BACKEND", "AGENT", "PANE", "IDLE_S"])
+        headers = ["MEMBER", "NAME", "KIND", "BACKEND", "AGENT", "PANE", "IDLE_S"] + (["STATE"] if state else [])
+        return render.table(rows, headers)
 
     ctx.emit(records, text)
 

@@ -80,3 +80,7 @@ class Multiplexer:
 
     def pane_current_command(self, pane_id: str) -> str:
         """The name of the program in the pane's foreground (a shell once the agent exits)."""
+
+    def inspect(self, pane_id: str, lines: int = 30) -> tuple[bool, bool, str, str]:
+        """(exists, dead, foreground command, screen tail) with as few calls as the backend
+        allows; a gone pane is (False, False, "", ""), not an error."""

@@ -292,6 +292,18 @@ class Herdr:
         """Whether the pane is still there but its process has exited (no shell pid)."""
         return not self._process_info(pane_id).get("shell_pid")
 
+    def inspect(self, pane_id: str, lines: int = 30) -> tuple[bool, bool, str, str]:
+        """(exists, dead, foreground command, screen tail): two herdr calls (process-info
+        and read), as herdr has no combined query."""
+        try:
+            info = self._process_info(pane_id)
+            screen = self.capture(pane_id, lines)
+        except PaneGone:
+            return False, False, "", ""
+        processes = info.get("foreground_processes") or []
+        first = processes[0] if processes and isinstance(processes[0], dict) else {}
+        return True, not info.get("shell_pid"), str(first.get("name", "")), screen
+
     def pane_current_command(self, pane_id: str) -> str:
         """The name of the pane's foreground program ("" when herdr does not know it)."""
         processes = self._process_info(pane_id).get("foreground_processes") or []

@@ -1,0 +1,36 @@
+"""`cafleet fleet watch`: print one line per event, flushed at once."""
+
+from __future__ import annotations
+
+from cafleet import render
+from cafleet.errors import UsageError
+
+
+def _line(item: dict, ctx) -> str:
+    if ctx.json:
+        return render.to_json(item)
+    where = f"fleet={item['fleet_id']}"
+    if item["member_id"] is not None:
+        where += f" member={item['member_id']}"
+    if item["message_id"] is not None:
+        where += f" message={item['message_id']}"
+    text = f"{item['event']} {where}: {item['detail']}"
+    if "message" in item:
+        text += " | " + render.message_line(item["message"], ctx.max_text_len)
+    if item["command"]:
+        text += f"  ->  {item['command']}"
+    return text
+
+
+def watch(ctx, fleet_id, interval, idle_after):
+    from cafleet.delivery import supervision
+    from cafleet.delivery.watch import Watcher, event
+
+    interval = 5.0 if interval is None else interval
+    idle_after = supervision.DEFAULT_IDLE_AFTER if idle_after is None else idle_after
+    if interval < 0.2:
+        raise UsageError("--interval must be at least 0.2 seconds.")
+    watcher = Watcher(ctx.store(), ctx.environ, ctx.db_path, fleet_id, interval, idle_after,
+                      lambda item: ctx.out(_line(item, ctx)))
+    reason = watcher.run()
+    ctx.out(_line(event("end", fleet_id, detail=f"watch ended: {reason}"), ctx))

@@ -1,0 +1,83 @@
+"""Member states for supervision: alive, idle, blocked, dead (and pending).
+
+One function computes them for `cafleet fleet watch`, `cafleet member list --state` and
+the WebUI roster, so the three always agree. Each member costs one multiplexer inspection
+(``Multiplexer.inspect``: one tmux call; two for herdr).
+
+- pending: the placement has no pane yet (creation in progress);
+- dead: the pane is gone, its program exited, or it is back at a plain shell;
+- blocked: the pane shows a permission prompt or a question for its user;
+- idle: no activity (§6) and no "working" cue on screen for longer than ``idle_after``;
+- alive: anything else.
+"""
+
+from __future__ import annotations
+
+from cafleet import clock
+from cafleet.errors import CafleetError
+
+ALIVE, IDLE, BLOCKED, DEAD, PENDING = "alive", "idle", "blocked", "dead", "pending"
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "tcsh", "csh", "-bash", "-zsh", "-sh"})
+DEFAULT_IDLE_AFTER = 600.0
+SCREEN_LINES = 30
+
+
+class MuxPool:
+    """One multiplexer client per stored (backend, session), reused across rounds."""
+
+    def __init__(self) -> None:
+        self._clients: dict[tuple[str, str], object] = {}
+
+    def get(self, backend: str, session: str):
+        from cafleet.mux.detect import multiplexer_for_placement
+
+        key = (backend, session)
+        if key not in self._clients:
+            self._clients[key] = multiplexer_for_placement(backend, session)
+        return self._clients[key]
+
+
+def member_state(member: dict, pool: MuxPool, idle_after: float, now: float | None = None) -> tuple[str, str]:
+    """(state, one-line detail) for a member record from ``broker.members.get_member``."""
+    from cafleet.delivery import screen
+
+    placement = member["placement"]
+    if placement is None or placement["pane_id"] is None:
+        return PENDING, "its pane is being created"
+    pane = placement["pane_id"]
+    try:
+        exists, dead, command, text = pool.get(placement["backend"], placement["session"]).inspect(pane, SCREEN_LINES)
+    except CafleetError as error:
+        return DEAD, f"pane {pane} cannot be inspected ({str(error).rstrip('.')})"
+    if not exists:
+        return DEAD, f"pane {pane} is gone"
+    if dead:
+        return DEAD, f"the coding agent in pane {pane} exited"
+    if command in SHELLS:
+        return DEAD, f"pane {pane} is back at a {command} prompt: the coding agent exited"
+    seen = screen.classify(placement["coding_agent"], text)
+    if seen == screen.PaneState.AWAITING_USER:
+        return BLOCKED, f"pane {pane} shows a prompt awaiting its user"
+    since = member["last_activity_at"] or member["registered_at"]
+    quiet = (now if now is not None else _now()) - clock.to_epoch(since)
+    if seen != screen.PaneState.WORKING and quiet > idle_after:
+        return IDLE, f"no activity for {int(quiet)} s"
+    return ALIVE, "working" if seen == screen.PaneState.WORKING else "ok"
+
+
+def fleet_states(store, fleet_id: int, pool: MuxPool, idle_after: float = DEFAULT_IDLE_AFTER) -> dict[int, tuple[str, str]]:
+    """States of the fleet's active members other than the root Director."""
+    from cafleet.broker import members
+
+    states = {}
+    for entry in members.roster(store, fleet_id):
+        if entry["kind"] == "director":
+            continue
+        states[entry["member_id"]] = member_state(members.get_member(store, entry["member_id"]), pool, idle_after)
+    return states
+
+
+def _now() -> float:
+    import time
+
+    return time.time()

@@ -1,0 +1,136 @@
+"""`cafleet fleet watch`: one stream of what needs the Director's attention.
+
+Stateless by design: no table or column is added; what was already reported lives in
+this process, so a restart may repeat the current state once but never invents an event.
+Each round (every ``interval`` seconds) inspects every member once (one multiplexer call
+per member for tmux) and retries previews owed for longer than one interval (each message
+at most once per interval). Between rounds, new messages for the Director are picked up
+within a fraction of a second by watching ``PRAGMA data_version`` (no busy loop).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from cafleet import clock
+from cafleet.broker import fleets, messages
+from cafleet.delivery import supervision
+from cafleet.errors import CafleetError, DatabaseError
+
+MESSAGE_CHECK = 0.25  # seconds between data_version checks for new Director messages
+
+
+class _Stop(Exception):
+    pass
+
+
+def event(kind: str, fleet_id: int, *, member_id=None, message_id=None, detail: str = "", command: str | None = None,
+          record: dict | None = None) -> dict:
+    out = {"event": kind, "fleet_id": fleet_id, "member_id": member_id, "message_id": message_id,
+           "detail": detail, "command": command, "at": clock.now()}
+    if record is not None:
+        out["message"] = record
+    return out
+
+
+ACTIONS = {
+    supervision.DEAD: "cafleet member delete {member_id}",
+    supervision.BLOCKED: "cafleet member capture {member_id}",
+    supervision.IDLE: "cafleet member capture {member_id}",
+}
+
+
+class Watcher:
+    def __init__(self, store, environ, db_path: str, fleet_id: int, interval: float, idle_after: float, emit) -> None:
+        self.store = store
+        self.environ = environ
+        self.db_path = db_path
+        self.fleet_id = fleet_id
+        self.interval = interval
+        self.idle_after = idle_after
+        self.emit = emit
+        self.pool = supervision.MuxPool()
+        self.last_state: dict[int, str] = {}
+        self.retried_at: dict[int, float] = {}
+        self.last_message_id = 0
+        self.director = fleets.get_fleet(store, fleet_id)["director_member_id"]
+
+    def run(self) -> str:
+        """Stream until the fleet is deleted (returns why) or a signal stops it."""
+
+        def stop(signum, frame):
+            raise _Stop()
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            next_round = 0.0
+            version = None
+            while True:
+                try:
+                    if fleets.get_fleet(self.store, self.fleet_id)["deleted_at"] is not None:
+                        return f"fleet {self.fleet_id} was deleted"
+                    current = self.store.execute("PRAGMA data_version").fetchone()[0]
+                    if current != version:
+                        version = current
+                        self.director_messages()
+                    if time.monotonic() >= next_round:
+                        self.members_round()
+                        self.retry_stale()
+                        next_round = time.monotonic() + self.interval
+                except DatabaseError:
+                    pass  # busy database: try again next tick, never end the stream for it
+                time.sleep(MESSAGE_CHECK)
+        except _Stop:
+            return "stopped"
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def director_messages(self) -> None:
+        for record in messages.pending_after(self.store, self.director, self.last_message_id):
+            self.last_message_id = max(self.last_message_id, record["message_id"])
+            self.emit(event("message", self.fleet_id, member_id=record["from_member_id"], message_id=record["message_id"],
+                            detail=f"message for the Director from member {record['from_member_id']}",
+                            command=f"cafleet message show {record['message_id']}", record=record))
+
+    def members_round(self) -> None:
+        states = supervision.fleet_states(self.store, self.fleet_id, self.pool, self.idle_after)
+        for member_id, (state, detail) in states.items():
+            if state in ACTIONS and self.last_state.get(member_id) != state:
+                self.emit(event(state, self.fleet_id, member_id=member_id, detail=detail,
+                                command=ACTIONS[state].format(member_id=member_id)))
+            self.last_state[member_id] = state
+        for gone in set(self.last_state) - set(states):
+            del self.last_state[gone]  # deregistered meanwhile: nothing more to report
+
+    def retry_stale(self) -> None:
+        from cafleet.delivery import drain
+
+        now = time.monotonic()
+        cutoff = _iso_seconds_ago(self.interval)
+        owed: dict[int, list[int]] = {}
+        for message_id, recipient in messages.stale_notifications(self.store, self.fleet_id, cutoff):
+            if now - self.retried_at.get(message_id, -1e9) >= self.interval:
+                owed.setdefault(recipient, []).append(message_id)
+        for recipient, message_ids in owed.items():
+            if messages.notification_target(self.store, recipient) is None:
+                continue
+            stamped: set[int] = set()
+            try:
+                failure = drain.drain(self.store, self.environ, self.db_path, recipient, set(), stamped)
+            except CafleetError as error:
+                failure = str(error)
+            for message_id in message_ids:
+                self.retried_at[message_id] = now
+                delivered = message_id in stamped or not messages.still_pending_notification(self.store, message_id)
+                detail = (f"preview of message {message_id} delivered on retry" if delivered
+                          else f"preview of message {message_id} still not delivered: {failure or 'not attempted'}")
+                self.emit(event("notify", self.fleet_id, member_id=recipient, message_id=message_id, detail=detail,
+                                command=None if delivered else f"cafleet member capture {recipient}"))
+
+
+def _iso_seconds_ago(seconds: float) -> str:
+    ns = time.time_ns() - int(seconds * 1e9)
+    whole, rest = divmod(ns, 1_000_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + ".%06d+00:00" % (rest // 1000)

@@ -1,0 +1,222 @@
+"""`cafleet fleet watch` with real panes: dead, idle, blocked, stuck previews, a busy
+database and a member deleted mid-watch."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cafleet.broker import members
+from tests.support.tmux_fixtures import wait_for
+
+STANDIN = [sys.executable, "-m", "cafleet.agents.standin"]
+
+
+class Stream:
+    """A running `fleet watch --json`, read line by line with deadlines."""
+
+    def __init__(self, env, fleet_id, *extra):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cafleet", "fleet", "watch", str(fleet_id), "--json", *extra],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.events: list[dict] = []
+        self._buffer = b""
+
+    def _read(self, timeout):
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            return False
+        chunk = os.read(self.proc.stdout.fileno(), 65536)
+        if not chunk:
+            return False
+        self._buffer += chunk
+        while b"\n" in self._buffer:
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            self.events.append(json.loads(line))
+        return True
+
+    def wait_event(self, predicate, timeout=15.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            for item in self.events:
+                if predicate(item):
+                    return item
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                pytest.fail(f"no matching event within {timeout}s; got {self.events}")
+            self._read(remaining)
+
+    def drain_for(self, seconds):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self._read(max(0.0, deadline - time.monotonic()))
+
+    def count(self, kind, member_id):
+        return sum(1 for e in self.events if e["event"] == kind and e["member_id"] == member_id)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        rest = self.proc.stdout.read()
+        for line in rest.splitlines():
+            self.events.append(json.loads(line))
+        return self.proc.returncode
+
+
+@pytest.fixture
+def fleet(env, cli, tmux_server, tmp_path):
+    """A fleet whose Director is the tmux server's main pane, plus a helper to add members
+    whose panes run the stand-in agent (registered through the broker)."""
+    director_pane = tmux_server.main_pane()
+    environ = dict(env, **tmux_server.environ_for(director_pane), CAFLEET_SUBMIT_SETTLE="0.1")
+    created = cli("fleet", "create", "--name", "watched", "--coding-agent", "standin", "--json", environ=environ).json()
+    fleet_id = created["fleet_id"]
+    session = f"{tmux_server.run('display-message', '-p', '-t', director_pane, '#{session_id}').strip()}@{tmux_server.socket}"
+
+    def add(name, *standin_args, store):
+        member_id = members.register_member(store, fleet_id=fleet_id, name=name, description=name, backend="tmux",
+                                            session=session, window_id="@0", coding_agent="standin")
+        record = tmp_path / f"{name}.jsonl"
+        pane = tmux_server.new_pane([*STANDIN, "--member-id", str(member_id), "--record", str(record), *standin_args])
+        members.set_pane_id(store, member_id, pane)
+        def ready():
+            screen = tmux_server.run("capture-pane", "-p", "-t", pane)
+            return "1. Yes" in screen or any(line.startswith(">") for line in screen.splitlines())
+
+        wait_for(ready, what="stand-in ready")
+        return member_id, pane, record
+
+    return fleet_id, created["director_member_id"], environ, add
+
+
+def test_dead_member_reported_within_two_intervals_and_once(fleet, store, tmux_server):
+    fleet_id, director, environ, add = fleet
+    member_id, pane, _ = add("doomed", store=store)
+    stream = Stream(environ, fleet_id, "--interval", "0.5", "--idle-after", "600")
+    try:
+        stream.drain_for(1.2)
+        assert stream.count("dead", member_id) == 0
+        tmux_server.run("kill-pane", "-t", pane)
+        killed = time.monotonic()
+        dead = stream.wait_event(lambda e: e["event"] == "dead" and e["member_id"] == member_id, timeout=5)
+        assert time.monotonic() - killed <= 2 * 0.5 + 1.0  # two intervals plus process overhead
+        assert dead["fleet_id"] == fleet_id and dead["command"] == f"cafleet member delete {member_id}"
+        assert dead["detail"] == f"pane {pane} is gone"
+        stream.drain_for(1.5)
+        assert stream.count("dead", member_id) == 1
+    finally:
+        assert stream.stop() == 0
+    assert stream.events[-1]["event"] == "end" and stream.events[-1]["detail"] == "watch ended: stopped"
+
+
+def test_idle_once_per_episode(fleet, store, cli):
+    fleet_id, director, environ, add = fleet
+    member_id, _, _ = add("sleepy", store=store)
+    stream = Stream(environ, fleet_id, "--interval", "0.3", "--idle-after", "1.5")
+    try:
+        first = stream.wait_event(lambda e: e["event"] == "idle" and e["member_id"] == member_id, timeout=10)
+        assert first["command"] == f"cafleet member capture {member_id}"
+        stream.drain_for(1.0)
+        assert stream.count("idle", member_id) == 1
+        # activity ends the episode: the member sends a message
+        cli("message", "send", "--from-member-id", str(member_id), "--to-member-id", str(director), "back at work",
+            environ=environ)
+        stream.wait_event(lambda e: e["event"] == "message" and e["member_id"] == member_id)
+        stream.wait_event(lambda e: e["event"] == "idle" and e["member_id"] == member_id and e is not first
+                          and e["at"] > first["at"], timeout=10)
+        assert stream.count("idle", member_id) == 2
+    finally:
+        stream.stop()
+
+
+def test_blocked_pane_reported(fleet, store, tmux_server):
+    fleet_id, director, environ, add = fleet
+    member_id, pane, _ = add("asking", "--permission-prompt", store=store)
+    stream = Stream(environ, fleet_id, "--interval", "0.3", "--idle-after", "600")
+    try:
+        blocked = stream.wait_event(lambda e: e["event"] == "blocked" and e["member_id"] == member_id)
+        assert blocked["detail"] == f"pane {pane} shows a prompt awaiting its user"
+        stream.drain_for(0.8)
+        assert stream.count("blocked", member_id) == 1
+    finally:
+        stream.stop()
+
+
+def test_stuck_notification_is_retried_and_stamped(fleet, store, tmux_server, cli):
+    fleet_id, director, environ, add = fleet
+    member_id, pane, record = add("stuck", "--permission-prompt", store=store)
+    sent = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member_id), "please do X",
+               "--json", environ=environ)
+    assert sent.code == 0 and sent.json()["notified"] is False
+    assert "awaiting its user" in sent.err or "awaits" in sent.err or "prompt" in sent.err
+    message_id = sent.json()["message_id"]
+    stream = Stream(environ, fleet_id, "--interval", "0.4", "--idle-after", "600")
+    try:
+        failed = stream.wait_event(lambda e: e["event"] == "notify" and e["message_id"] == message_id)
+        assert failed["detail"].startswith(f"preview of message {message_id} still not delivered")
+        tmux_server.run("send-keys", "-t", pane, "1", "Enter")  # the user answers the prompt
+        delivered = stream.wait_event(lambda e: e["event"] == "notify" and e["message_id"] == message_id
+                                      and "delivered on retry" in e["detail"], timeout=15)
+        assert delivered["command"] is None
+    finally:
+        stream.stop()
+    row = store.conn.execute("SELECT notified_at FROM messages WHERE message_id = ?", (message_id,)).fetchone()
+    assert row[0] is not None
+    submits = [json.loads(line) for line in record.read_text().splitlines()]
+    previews = [s for s in submits if s["kind"] == "submit" and f"[cafleet msg {message_id} " in s["text"]]
+    assert len(previews) == 1
+
+
+def test_survives_busy_database_and_member_deleted(fleet, store, cli, db_path, tmux_server):
+    """A writer holds the database while watch retries a stuck preview: the stamp fails
+    as busy, the stream goes on, and a later round delivers (at least once)."""
+    fleet_id, director, environ, add = fleet
+    member_id, pane, record = add("leaving", "--permission-prompt", store=store)
+    sent = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member_id), "stuck",
+               "--json", environ=environ).json()
+    assert sent["notified"] is False
+    tmux_server.run("send-keys", "-t", pane, "1", "Enter")  # healthy again, preview still owed
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sqlite3,time\n"
+         f"c=sqlite3.connect({db_path!r}, isolation_level=None)\n"
+         "c.execute('BEGIN IMMEDIATE')\n"
+         "print('held', flush=True); time.sleep(3)\n"],
+        stdout=subprocess.PIPE)
+    assert holder.stdout.readline() == b"held\n"
+    stream = Stream(dict(environ, CAFLEET_BUSY_TIMEOUT="0.3"), fleet_id, "--interval", "0.5", "--idle-after", "600")
+    try:
+        busy = stream.wait_event(lambda e: e["event"] == "notify" and e["message_id"] == sent["message_id"])
+        assert "locked by another process" in busy["detail"]
+        holder.wait(timeout=20)
+        stream.wait_event(lambda e: e["event"] == "notify" and "delivered on retry" in e["detail"], timeout=15)
+        assert stream.proc.poll() is None
+        assert cli("member", "delete", str(member_id), environ=environ).code == 0
+        stream.drain_for(1.0)
+        assert stream.count("dead", member_id) == 0  # a deleted member is not "dead"
+        note = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(director), "note",
+                   "--json", environ=environ).json()
+        stream.wait_event(lambda e: e["event"] == "message" and e["message_id"] == note["message_id"])
+        cli("fleet", "delete", str(fleet_id), environ=environ)
+        end = stream.wait_event(lambda e: e["event"] == "end")
+        assert end["detail"] == f"watch ended: fleet {fleet_id} was deleted"
+        assert stream.proc.wait(timeout=10) == 0
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        stream.stop()
+    typed = [json.loads(line) for line in record.read_text().splitlines()]
+    assert sum(1 for t in typed if t["kind"] == "submit" and f"[cafleet msg {sent['message_id']} " in t["text"]) >= 1
