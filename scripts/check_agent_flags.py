@@ -38,7 +38,13 @@ except ImportError:  # run with a Python that does not have cafleet installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from cafleet.agents import backends, install
 
-NPM_PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "opencode": "opencode-ai"}
+# Pinned: the versions whose argument parsers were last checked (docs/agents.md). Bump
+# them together with that page after running this script against the new releases.
+NPM_PACKAGES = {
+    "claude": "@anthropic-ai/claude-code@2.1.197",
+    "codex": "@openai/codex@0.171.0",
+    "opencode": "opencode-ai@1.18.33",
+}
 RUN_TIMEOUT = 90.0
 NPM_TIMEOUT = 900.0
 PROBE_PROMPT = "-probe prompt that starts with a dash"
@@ -299,7 +305,13 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--bin-dir", type=Path, help="use the agent programs already in this directory")
     where.add_argument("--use-path", action="store_true", help="use the agent programs on PATH")
     parser.add_argument("--agent", action="append", choices=sorted(CHECKERS), help="check only this agent (repeatable)")
+    parser.add_argument("--install-only", action="store_true", help="with --prefix: install and stop (for the test setup)")
     args = parser.parse_args(argv)
+    if args.install_only:
+        if args.prefix is None:
+            parser.error("--install-only needs --prefix")
+        npm_install(args.prefix.resolve(), args.agent or list(CHECKERS))
+        return 0
     agents = args.agent or list(CHECKERS)
 
     temp_prefix = None
