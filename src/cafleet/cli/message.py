@@ -12,8 +12,14 @@ def send(ctx, from_id, to_id, text, file):
     from cafleet.delivery import drain
 
     body = read_body(ctx, text, file)
-    record, outcome = drain.send(ctx.store(), ctx.environ, ctx.db_path, from_id, to_id, body)
-    ctx.emit(dict(record, notified=outcome.notified), lambda: f"sent message {record['message_id']} to member {to_id}")
+
+    def print_id(record):  # text form: the id is out before any pane input (§4.1 step 2)
+        if not ctx.json:
+            ctx.out(f"sent message {record['message_id']} to member {to_id}")
+
+    record, outcome = drain.send(ctx.store(), ctx.environ, ctx.db_path, from_id, to_id, body, on_stored=print_id)
+    if ctx.json:  # one document, so it waits for "notified"
+        ctx.emit(dict(record, notified=outcome.notified), None)
     _diagnose(ctx, outcome)
 
 

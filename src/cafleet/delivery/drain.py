@@ -29,9 +29,16 @@ class Outcome:
         self.failure = failure
 
 
-def send(store, environ, db_path: str, from_id: int, to_id: int, text: str) -> tuple[dict, Outcome]:
-    """The one send path (CLI and WebUI): persist, then run the drain for the recipient."""
+def send(store, environ, db_path: str, from_id: int, to_id: int, text: str,
+         on_stored=None) -> tuple[dict, Outcome]:
+    """The one send path (CLI and WebUI): persist, then run the drain for the recipient.
+
+    ``on_stored(record)`` runs between the two: the message is durable by then, so the
+    caller can print its id before any typing that might hang or be killed (§4.1).
+    """
     record = messages.send(store, from_id, to_id, text)
+    if on_stored is not None:
+        on_stored(record)
     return record, notify_after_send(store, environ, db_path, to_id, record)
 
 
@@ -117,4 +124,11 @@ def drain(store, environ, db_path: str, recipient_id: int, attempted: set, stamp
                 if messages.stamp_notified(store, message_id):
                     stamped.add(message_id)
         except CafleetError as error:
-            return f"{error}".rstrip(".") + f" (pane {target['pane_id']})"
+            return _with_pane(str(error).rstrip("."), target["pane_id"])
+
+
+def _with_pane(reason: str, pane_id: str) -> str:
+    """The reason, naming the pane once (most errors already do; a timeout may not)."""
+    if pane_id in {word.strip("().,;:'\"") for word in reason.split()}:
+        return reason
+    return f"{reason} (pane {pane_id})"

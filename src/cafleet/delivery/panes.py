@@ -117,6 +117,13 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
     backends.validate(agent, model, effort)
     check_template(prompt)
     backends.find_binary(agent, environ)
+    try:
+        cwd = os.getcwd()  # the new pane starts here; a deleted directory is refused before any write
+    except OSError:
+        raise CafleetError(
+            "the current directory no longer exists, so the new pane has nowhere to start; "
+            "cd to an existing directory and retry."
+        ) from None
 
     member_id = members.register_member(
         store, fleet_id=fleet_id, name=name, description=description, backend=placement["backend"],
@@ -129,7 +136,7 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
                                    director_member_id=director["member_id"], coding_agent=agent)
         argv = backends.build_argv(agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id)
         pane_env = {"CAFLEET_DATABASE_URL": db_path, "CAFLEET_MEMBER_ID": str(member_id), "CAFLEET_FLEET_ID": str(fleet_id)}
-        pane_id = mux.split(placement["window_id"], argv, cwd=os.getcwd(), env=pane_env, target_pane=placement["pane_id"])
+        pane_id = mux.split(placement["window_id"], argv, cwd=cwd, env=pane_env, target_pane=placement["pane_id"])
         record_pane(store, environ, db_path, member_id, placement, pane_id)
     except BaseException as error:
         raise CreateFailed(_compensate(store, mux, member_id, pane_id, error)) from None

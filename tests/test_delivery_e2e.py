@@ -1,0 +1,283 @@
+"""Pane delivery end to end (§4): real panes, the real command line, the stand-in agent.
+
+The Director sits in the first pane of a private tmux server (or in the herdr stand-in's
+root pane) and runs a byte recorder; members are created with ``cafleet member create
+--coding-agent standin`` and record every line submitted to them. Each test asserts what
+arrived in the member's input box (exact text, how many times, in which order), what the
+database says (``notified_at`` is read from the file) and what the sender printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from datetime import datetime
+
+import pytest
+
+from cafleet import config
+from cafleet.broker import members
+from cafleet.delivery.lock import pane_lock
+from cafleet.mux.tmux import text_chunks
+from cafleet.store.connection import open_store
+from tests.support.pane_fleet import herdr_fleet, preview_line, start, tmux_fleet
+from tests.support.tmux_fixtures import wait_for
+
+CONCURRENT_SENDERS = 12
+
+
+@pytest.fixture
+def fleet(env, tmp_path, monkeypatch):
+    with tmux_fleet(env, tmp_path, monkeypatch) as pane_fleet:
+        yield pane_fleet
+
+
+@pytest.fixture
+def herdr(env, tmp_path, monkeypatch):
+    with herdr_fleet(env, tmp_path, monkeypatch) as pane_fleet:
+        yield pane_fleet
+
+
+def when(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp)
+
+
+def not_notified(message_id: int, member_id: int, reason: str) -> str:
+    """The not-notified diagnostic (§4.1), around ``reason``."""
+    return (f"Warning: message {message_id} is stored but member {member_id} was not notified: {reason}. "
+            f"The preview will be retried by the next send to member {member_id} or a later "
+            "`cafleet message wait`. Do not resend.\n")
+
+
+def input_row(fleet, pane_id: str) -> str:
+    """The stand-in's input line as tmux shows it."""
+    rows = fleet.server.run("capture-pane", "-p", "-t", pane_id).rstrip("\n").splitlines()
+    return rows[-1] if rows else ""
+
+
+def attach_standin(fleet, name: str, *flags: str) -> dict:
+    """A member whose pane we open ourselves (the stand-in started with ``flags``),
+    registered through the broker like ``member create`` would register it."""
+    shown = fleet.cafleet("member", "show", str(fleet.director), "--json").json()["placement"]
+    store = open_store(fleet.db)
+    try:
+        member_id = members.register_member(
+            store, fleet_id=fleet.fleet_id, name=name, description=f"{name} stand-in", backend="tmux",
+            session=shown["session"], window_id=shown["window_id"], coding_agent="standin")
+        record = fleet.records_dir / f"member-{member_id}.jsonl"
+        pane_id = fleet.server.new_pane([sys.executable, "-m", "cafleet.agents.standin", "--member-id",
+                                         str(member_id), "--record", str(record), *flags])
+        members.set_pane_id(store, member_id, pane_id)
+    finally:
+        store.close()
+    return {"member_id": member_id, "pane_id": pane_id}
+
+
+# --- the preview ---------------------------------------------------------------------------
+
+def test_send_types_the_preview_once_and_stamps_notified_after_it(fleet):
+    alice = fleet.create("alice")["member_id"]
+    result = fleet.send(fleet.director, alice, "Review the parser.\nThen report back.")
+    assert (result.code, result.out, result.err) == (0, f"sent message 1 to member {alice}\n", "")
+    shown = fleet.cafleet("message", "show", "1", "--json").json()
+    assert fleet.submits(alice) == [
+        f"[cafleet msg 1 from {fleet.director} {shown['created_at']}]\u23ceReview the parser.\u23ceThen report back."]
+    [submitted] = fleet.records(alice)
+    stamped = fleet.notified_at(1)
+    assert stamped is not None and when(stamped) >= when(submitted["ts"]) >= when(shown["created_at"])
+    assert shown["status_state"] == "input_required"  # delivery never consumes a message
+
+    as_json = fleet.send(fleet.director, alice, "second task", "--json")
+    assert (as_json.code, as_json.err) == (0, "")
+    record = as_json.json()
+    assert record["notified"] is True and record["text"] == "second task"
+    assert fleet.submits(alice)[1:] == [preview_line(record)]
+    assert fleet.notified_at(record["message_id"]) is not None
+    assert [r["kind"] for r in fleet.records(alice)] == ["submit", "submit"]
+
+
+def test_dead_pane_leaves_the_message_stored_and_owed(fleet):
+    bob = fleet.create("bob")
+    fleet.server.run("kill-pane", "-t", bob["pane_id"])
+    member = bob["member_id"]
+    result = fleet.send(fleet.director, member, "are you there?")
+    gone = f"tmux pane {bob['pane_id']} is gone (can't find pane: {bob['pane_id']})"
+    assert (result.code, result.out) == (0, f"sent message 1 to member {member}\n")
+    assert result.err == not_notified(1, member, gone)
+    assert fleet.notified_at(1) is None
+
+    again = fleet.send(fleet.director, member, "hello?", "--json")
+    assert (again.code, again.json()["notified"]) == (0, False)
+    assert again.err == not_notified(2, member, gone)
+    assert fleet.query("SELECT message_id, notified_at, status_state FROM messages ORDER BY message_id") == [
+        (1, None, "input_required"), (2, None, "input_required")]
+    polled = fleet.cafleet("message", "poll", str(member), "--json").json()
+    assert [r["text"] for r in polled] == ["hello?", "are you there?"]
+
+
+@pytest.mark.parametrize("retry_by", ["send", "wait"])
+def test_permission_prompt_holds_the_preview_until_answered(fleet, retry_by):
+    asking = attach_standin(fleet, "asking", "--permission-prompt")
+    member, pane = asking["member_id"], asking["pane_id"]
+    wait_for(lambda: input_row(fleet, pane) == "  2. No", what="the permission prompt")
+
+    first = fleet.send(fleet.director, member, "first task", "--json")
+    assert (first.code, first.json()["notified"]) == (0, False)
+    reason = (f"pane {pane} shows a prompt awaiting its user, so nothing was typed; answer it in that pane "
+              "and the message will be retried")
+    assert first.err == not_notified(1, member, reason)
+    assert fleet.records(member) == []  # not a key reached the prompt
+    assert fleet.notified_at(1) is None
+
+    fleet.server.run("send-keys", "-t", pane, "1", "Enter")  # the user answers
+    wait_for(lambda: input_row(fleet, pane) == ">", what="the prompt to be answered")
+    assert [(r["kind"], r["text"]) for r in fleet.records(member)] == [("permission", "1")]
+
+    owed = preview_line(first.json())
+    if retry_by == "wait":
+        waited = fleet.cafleet("message", "wait", str(member), "--timeout", "5", "--json")
+        assert (waited.code, waited.err) == (0, "")
+        assert [r["message_id"] for r in waited.json()] == [1]
+        assert fleet.submits(member) == [owed]
+    second = fleet.send(fleet.director, member, "second task", "--json")
+    assert (second.code, second.err, second.json()["notified"]) == (0, "", True)
+    assert fleet.submits(member) == [owed, preview_line(second.json())]  # each once, oldest first
+    assert fleet.notified_at(1) is not None and fleet.notified_at(2) is not None
+
+
+def test_concurrent_senders_each_preview_arrives_once_and_whole(fleet):
+    carol = fleet.create("carol")["member_id"]
+    bodies = [f"task {i:02d}: " + "x" * (20 + 7 * i) + f" end {i:02d}" for i in range(CONCURRENT_SENDERS)]
+    procs = [start(["message", "send", "--from-member-id", str(fleet.director), "--to-member-id", str(carol),
+                    body, "--json"], fleet.environ) for body in bodies]
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * CONCURRENT_SENDERS, outputs
+    assert [err for _, err in outputs] == [b""] * CONCURRENT_SENDERS
+    records = sorted((json.loads(out) for out, _ in outputs), key=lambda r: r["message_id"])
+    assert sorted(r["text"] for r in records) == sorted(bodies)
+    assert all(r["notified"] for r in records)
+    # Exactly the twelve previews, each whole, in the order the messages were stored.
+    assert fleet.submits(carol) == [preview_line(r) for r in records]
+    assert [r["kind"] for r in fleet.records(carol)] == ["submit"] * CONCURRENT_SENDERS
+    assert fleet.query("SELECT COUNT(*) FROM messages WHERE notified_at IS NULL") == [(0,)]
+
+
+def test_sender_killed_while_typing_loses_nothing_and_frees_the_lock(fleet):
+    dave = fleet.create("dave")
+    member, pane = dave["member_id"], dave["pane_id"]
+    slow = dict(fleet.environ, CAFLEET_SUBMIT_SETTLE="3")  # typed, then a long pause before Enter
+    sender = start(["message", "send", "--from-member-id", str(fleet.director), "--to-member-id", str(member),
+                    "owed task"], slow)
+    stored = wait_for(lambda: fleet.query("SELECT created_at FROM messages WHERE message_id = 1"),
+                      what="message 1 to be stored")
+    owed = f"[cafleet msg 1 from {fleet.director} {stored[0][0]}]\u23ceowed task"
+    wait_for(lambda: input_row(fleet, pane) == "> " + owed, what="the preview to be typed")
+    os.kill(sender.pid, signal.SIGKILL)
+    out, err = sender.communicate(timeout=10)
+    assert sender.returncode == -signal.SIGKILL
+    assert out == f"sent message 1 to member {member}\n".encode()  # the id was printed before typing
+
+    session = fleet.cafleet("member", "show", str(member), "--json").json()["placement"]["session"]
+    started = time.monotonic()
+    with pane_lock(config.lock_dir(fleet.db), "tmux", session, pane, 0):  # free at once
+        pass
+    assert time.monotonic() - started < 0.5
+    assert fleet.notified_at(1) is None
+    assert fleet.submits(member) == []
+    assert fleet.cafleet("message", "show", "1", "--json").json()["text"] == "owed task"
+
+    nxt = fleet.send(fleet.director, member, "next task", "--json")
+    assert (nxt.code, nxt.err, nxt.json()["notified"]) == (0, "", True)
+    # The killed sender's typed copy was still in the input box: the retry's Enter submits
+    # both copies on one line (at-least-once; each copy names message 1), then the new one.
+    assert fleet.submits(member) == [owed + owed, preview_line(nxt.json())]
+    assert fleet.query("SELECT COUNT(*) FROM messages WHERE notified_at IS NULL") == [(0,)]
+
+
+def test_hostile_body_arrives_as_inert_text(fleet):
+    erin = fleet.create("erin")["member_id"]
+    body = ("A\x1b[2J\x1b[31mred\x1b[0m B\x03C C-c Enter ; Escape \x1b]0;pwned\x07D \u202eevil\u202c"
+            " \x9b1;2H E\x1bOA F\x85G\x7fH\tI\r\nJ \x90q\x9c\x1b[1mK C-m BSpace\x00Z;")
+    result = fleet.send(fleet.director, erin, body, "--json")
+    assert (result.code, result.err) == (0, "")
+    record = result.json()
+    assert record["text"] == body  # stored exactly
+    expected = (f"[cafleet msg {record['message_id']} from {fleet.director} {record['created_at']}]\u23ce"
+                "Ared BC C-c Enter ; Escape D evil  EA F\u23ceGH I\u23ceJ K C-m BSpaceZ;")
+    assert fleet.records(erin) == [{"ts": fleet.records(erin)[0]["ts"], "kind": "submit", "text": expected}]
+    assert record["notified"] is True
+
+
+def test_key_name_alone_in_a_typed_chunk_stays_text(fleet):
+    """Long text is typed in several tmux commands; a chunk that is exactly a key name
+    ("C-c") must still arrive as letters, not as Ctrl-C."""
+    fleet.server.run("resize-window", "-t", fleet.director_pane, "-x", "400", "-y", "100")  # room for 8 KiB
+    gina = fleet.create("gina")["member_id"]
+    chunk = len(text_chunks("y" * 100_000)[0])
+    header = len(f"[cafleet msg 1 from {fleet.director} 2000-01-01T00:00:00.000000+00:00]\u23ce".encode())
+    body = "y" * (chunk - header) + "C-c"
+    long_text = dict(fleet.environ, CAFLEET_MAX_TEXT_LEN="20000")
+    result = fleet.send(fleet.director, gina, body, "--json", environ=long_text)
+    assert (result.code, result.err) == (0, "")
+    line = preview_line(result.json())
+    assert text_chunks(line)[-1] == "C-c"  # the case under test really happened
+    assert fleet.submits(gina) == [line]
+    assert [r["kind"] for r in fleet.records(gina)] == ["submit"]
+    assert result.json()["notified"] is True
+
+
+def test_messages_to_the_director_are_never_typed(fleet):
+    alice = fleet.create("alice")["member_id"]
+    plain = fleet.send(alice, fleet.director, "result: 42\nplease ack")
+    assert (plain.code, plain.out, plain.err) == (0, f"sent message 1 to member {fleet.director}\n", "")
+    as_json = fleet.send(alice, fleet.director, "\x1b[2J C-c Enter", "--json")
+    assert (as_json.code, as_json.err, as_json.json()["notified"]) == (0, "", False)
+    waited = fleet.cafleet("message", "wait", str(fleet.director), "--timeout", "2", "--json")
+    assert (waited.code, waited.err) == (0, "")
+    assert [r["message_id"] for r in waited.json()] == [2, 1]
+    assert fleet.query("SELECT notified_at FROM messages") == [(None,), (None,)]
+    assert fleet.director_bytes.read_bytes() == b""
+
+
+def test_member_prompt_and_capture(fleet):
+    frank = fleet.create("frank")
+    member, pane = frank["member_id"], frank["pane_id"]
+    result = fleet.cafleet("member", "prompt", str(member), "please run the tests")
+    assert (result.code, result.out, result.err) == (0, f"prompt submitted to member {member} (pane {pane})\n", "")
+    assert [(r["kind"], r["text"]) for r in fleet.records(member)] == [("submit", "please run the tests")]
+
+    # tmux keeps the blanks of cleared cells at a row's end (capture -J): compare rows without them.
+    shown = fleet.cafleet("member", "capture", str(member), "--lines", "3")
+    assert (shown.code, shown.err) == (0, "")
+    assert [row.rstrip() for row in shown.out.split("\n")] == ["• please run the tests", "─" * 24, ">", ""]
+    as_json = fleet.cafleet("member", "capture", str(member), "--json").json()
+    assert (as_json["member_id"], as_json["pane_id"]) == (member, pane)
+    assert [row.rstrip() for row in as_json["text"].split("\n")] == [
+        f"cafleet stand-in agent · member {member} · Ctrl-C quits", "• please run the tests", "─" * 24, ">"]
+
+    refused = fleet.cafleet("member", "prompt", str(member), "two\nlines")
+    assert (refused.code, refused.err) == (2, "Error: the prompt must be one non-blank line.\n")
+    assert len(fleet.records(member)) == 1
+
+
+# --- the same delivery through herdr ------------------------------------------------------
+
+def test_herdr_send_then_dead_pane(herdr):
+    created = herdr.create("henry")
+    member, pane = created["member_id"], created["pane_id"]
+    assert (created["backend"], pane.startswith("w1:p")) == ("herdr", True)
+    sent = herdr.send(herdr.director, member, "hello over herdr\nline two", "--json")
+    assert (sent.code, sent.err, sent.json()["notified"]) == (0, "", True)
+    assert herdr.submits(member) == [preview_line(sent.json())]
+    assert herdr.notified_at(1) is not None
+
+    closed = herdr.server.run("pane", "close", pane)
+    assert closed.returncode == 0, closed.stderr
+    lost = herdr.send(herdr.director, member, "still there?", "--json")
+    assert (lost.code, lost.json()["notified"]) == (0, False)
+    assert lost.err == not_notified(2, member, f"herdr pane {pane} is gone (pane {pane} not found (pane_not_found))")
+    assert herdr.notified_at(2) is None
+    assert herdr.submits(member) == [preview_line(sent.json())]
