@@ -27,14 +27,17 @@ def broadcast(ctx, from_id, text, file):
     from cafleet.delivery import drain
 
     body = read_body(ctx, text, file)
-    result, outcomes = drain.broadcast(ctx.store(), ctx.environ, ctx.db_path, from_id, body)
 
-    def text_form():
+    def print_ids(result):  # text form: every committed id is out before any pane input
+        if ctx.json:
+            return
         lines = [f"sent message {r['message_id']} to member {r['to_member_id']}" for r in result["sent"]]
         lines += [f"failed to send to member {f['to_member_id']}: {f['error']}" for f in result["failed"]]
-        return "\n".join(lines) if lines else "no other active members to send to"
+        ctx.out("\n".join(lines) if lines else "no other active members to send to")
 
-    ctx.emit(result, text_form)
+    result, outcomes = drain.broadcast(ctx.store(), ctx.environ, ctx.db_path, from_id, body, on_stored=print_ids)
+    if ctx.json:
+        ctx.emit(result, None)
     for outcome in outcomes:
         _diagnose(ctx, outcome)
     return ExitCode.FAILURE if result["failed"] else ExitCode.OK

@@ -42,9 +42,13 @@ def send(store, environ, db_path: str, from_id: int, to_id: int, text: str,
     return record, notify_after_send(store, environ, db_path, to_id, record)
 
 
-def broadcast(store, environ, db_path: str, director_id: int, text: str) -> tuple[dict, list[Outcome]]:
-    """Fan-out: every committed message is notified like a single send."""
+def broadcast(store, environ, db_path: str, director_id: int, text: str,
+              on_stored=None) -> tuple[dict, list[Outcome]]:
+    """Fan-out: every committed message is notified like a single send (``on_stored``
+    as in :func:`send`, with the whole result)."""
     result = messages.broadcast(store, director_id, text)
+    if on_stored is not None:
+        on_stored(result)
     outcomes = [notify_after_send(store, environ, db_path, r["to_member_id"], r) for r in result["sent"]]
     return result, outcomes
 
