@@ -372,3 +372,36 @@ def test_open_store_error_type(tmp_path):
     path.write_bytes(b"nope" * 100)
     with pytest.raises(DatabaseError):
         open_store(str(path))
+
+
+REOPEN_SCRIPT = r"""
+import subprocess, sys
+from cafleet.broker import fleets, members, messages
+from cafleet.store.connection import open_store
+from cafleet.store.diagnosis import read_header_state
+
+path = sys.argv[1]
+store = open_store(path)
+fleets.create_fleet(store, name="a", coding_agent="claude", backend="tmux", session="s", window_id="@0", pane_id="%0")
+member = members.register_member(store, fleet_id=1, name="m", description="d", backend="tmux", session="s",
+                                 window_id="@0", coding_agent="claude")
+store.execute("SELECT count(*) FROM messages").fetchone()
+read_header_state(path)  # what every further open_store in this process does first
+writer = "from cafleet.store.connection import open_store; from cafleet.broker import messages; import sys\n" \
+         "s = open_store(sys.argv[1]); messages.send(s, 1, 2, sys.argv[2]); s.close()"
+seen = []
+for body in ("first", "second"):
+    subprocess.run([sys.executable, "-c", writer, path, body], check=True)
+    seen.append(",".join(r[0] for r in store.execute("SELECT text FROM messages ORDER BY message_id")))
+print(" ".join(seen))
+"""
+
+
+def test_reopening_in_one_process_keeps_its_connections_current(tmp_path):
+    """Reading the header again in a process that has a connection open must not drop that
+    connection's locks (POSIX close semantics); otherwise another process deletes the WAL
+    under it and it stops seeing new commits."""
+    done = subprocess.run([sys.executable, "-c", REOPEN_SCRIPT, str(tmp_path / "x.db")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "first first,second\n"

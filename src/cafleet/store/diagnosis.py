@@ -30,8 +30,7 @@ class Refused(DatabaseError):
 def read_header_state(path: str) -> str:
     """Classify the file from its header alone. Raises :class:`Refused`."""
     try:
-        with open(path, "rb") as handle:
-            header = handle.read(100)
+        header = _read_header(path)
     except FileNotFoundError:
         return MISSING
     except IsADirectoryError:
@@ -51,6 +50,26 @@ def read_header_state(path: str) -> str:
             "point CAFLEET_DATABASE_URL at a cafleet database file."
         )
     return ZERO_IDENTITY
+
+
+# One read-only descriptor per database path, kept open for the life of the process.
+# Closing any descriptor of a file drops every POSIX lock this process holds on it,
+# including the locks of its own open SQLite connections: another process could then
+# believe it is the last user, checkpoint and delete the WAL under those connections,
+# and they would silently stop seeing new commits. Never closing avoids that.
+_HEADER_FDS: dict[str, int] = {}
+
+
+def _read_header(path: str) -> bytes:
+    fd = _HEADER_FDS.get(path)
+    if fd is not None:
+        current, kept = os.stat(path), os.fstat(fd)
+        if (current.st_dev, current.st_ino) != (kept.st_dev, kept.st_ino):
+            fd = None  # the file was replaced; the old descriptor stays open (see above)
+    if fd is None:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        _HEADER_FDS[path] = fd
+    return os.pread(fd, 100, 0)
 
 
 def not_cafleet(path: str) -> Refused:
