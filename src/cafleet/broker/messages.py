@@ -228,13 +228,27 @@ def stamp_notified(store, message_id: int) -> bool:
 
 
 def recipients_owed_notifications(store, fleet_id: int) -> list[int]:
-    """Members of the fleet that have messages owed a preview (for wait's retry pass)."""
+    """Members of the fleet eligible for a preview (active, not the root Director, with a
+    concrete pane) that have messages owed one (for wait's retry pass).
+
+    No index tells a pending row from an ACKed one, so every message the eligible members
+    received is read. The inner select takes their ids from the recipient index alone (an
+    index entry carries the message id); the outer one then reads those rows in id order,
+    so each table page is read once for the whole fleet instead of once per member (their
+    messages are interleaved). CROSS JOIN keeps the fleet's members the outer loop whatever
+    statistics SQLite holds. The Director is left out in SQL: the drain would skip it
+    anyway, and in a busy fleet it receives the most messages.
+    """
     return [
         row[0]
         for row in store.execute(
-            "SELECT DISTINCT msg.to_member_id FROM messages msg JOIN members m ON m.member_id = msg.to_member_id "
-            "WHERE m.fleet_id = ? AND m.status = 'active' AND msg.status_state = 'input_required' "
-            "AND msg.notified_at IS NULL AND msg.from_member_id != msg.to_member_id ORDER BY msg.to_member_id",
+            "SELECT DISTINCT msg.to_member_id FROM messages msg WHERE msg.message_id IN ("
+            "SELECT received.message_id FROM messages received WHERE received.to_member_id IN ("
+            "SELECT m.member_id FROM members m CROSS JOIN fleets f CROSS JOIN member_placements p "
+            "WHERE m.fleet_id = ? AND m.status = 'active' AND f.fleet_id = m.fleet_id "
+            "AND m.member_id IS NOT f.director_member_id AND p.member_id = m.member_id AND p.mux_pane_id IS NOT NULL)) "
+            "AND msg.status_state = 'input_required' AND msg.notified_at IS NULL "
+            "AND msg.from_member_id != msg.to_member_id ORDER BY msg.to_member_id",
             (fleet_id,),
         ).fetchall()
     ]
@@ -242,11 +256,17 @@ def recipients_owed_notifications(store, fleet_id: int) -> list[int]:
 
 def fleet_timeline(store, fleet_id: int, *, limit: int = 50, before_id: int | None = None) -> list[dict]:
     """A fleet's messages, newest first, paged by message id; each record adds whether a
-    preview was typed (``notified``) — an admin view, not the public message record."""
+    preview was typed (``notified``) — an admin view, not the public message record.
+
+    CROSS JOIN makes the fleet's members the outer loop, and the unary ``+`` keeps the page
+    bound off the primary key: each member's messages come from the sender index. Left to
+    itself, SQLite may instead walk the whole table backwards by id hoping to meet the
+    LIMIT soon, which reads every message in the database for a quiet or new fleet.
+    """
     rows = store.execute(
-        f"SELECT {', '.join('msg.' + c for c in records.MESSAGE_KEYS)}, msg.notified_at IS NOT NULL FROM messages msg "
-        "WHERE msg.from_member_id IN (SELECT member_id FROM members WHERE fleet_id = ?) "
-        "AND (? IS NULL OR msg.message_id < ?) ORDER BY msg.message_id DESC LIMIT ?",
+        f"SELECT {', '.join('msg.' + c for c in records.MESSAGE_KEYS)}, msg.notified_at IS NOT NULL "
+        "FROM members m CROSS JOIN messages msg ON msg.from_member_id = m.member_id "
+        "WHERE m.fleet_id = ? AND (? IS NULL OR +msg.message_id < ?) ORDER BY msg.message_id DESC LIMIT ?",
         (fleet_id, before_id, before_id, limit),
     ).fetchall()
     out = []

@@ -1,0 +1,194 @@
+"""The JSON API under ``/api/``: fleets, roster, timeline, inbox, and sending as the Director.
+
+Every view is scoped by the id in its path: a fleet's timeline holds only messages between
+that fleet's members, an inbox only the messages addressed to that member. Reads and the
+send run in worker threads (plain ``def`` handlers); the send is the same path as
+``cafleet message send`` (persist, then the notification drain).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from cafleet.broker import fleets, members, messages
+from cafleet.errors import Conflict
+
+MAX_ID = 2**63 - 1
+DEFAULT_PAGE = 50
+MAX_PAGE = 200
+MAX_BODY_BYTES = 1024 * 1024
+SEND_FIELDS = ("from_member_id", "to_member_id", "text")
+
+
+class ApiError(Exception):
+    """A request the API refuses before it reaches the broker (bad id, bad body)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def parse_id(raw: str | None, what: str) -> int:
+    """A positive integer id from a path or query string (400 otherwise)."""
+    if raw is None or raw == "":
+        raise ApiError(400, f"{what} is required")
+    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) <= MAX_ID:
+        raise ApiError(400, f"{what} must be a positive integer, got {raw[:40]!r}")
+    return int(raw)
+
+
+def _page_size(raw: str | None) -> int:
+    if raw is None:
+        return DEFAULT_PAGE
+    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) <= MAX_PAGE:
+        raise ApiError(400, f"limit must be an integer from 1 to {MAX_PAGE}, got {raw[:40]!r}")
+    return int(raw)
+
+
+@contextmanager
+def read_snapshot(store):
+    """One read transaction, so the fleet, roster and activity agree with each other.
+
+    A read transaction under WAL never blocks writers; it is always closed before the
+    handler returns.
+    """
+    store.execute("BEGIN")
+    try:
+        yield store
+    finally:
+        if store.conn.in_transaction:
+            store.execute("ROLLBACK")
+
+
+def fleet_view(store, fleet_id: int) -> dict:
+    """The fleet (deleted ones too) and its roster; a deleted fleet has no active members."""
+    fleet = fleets.get_fleet(store, fleet_id)
+    if fleet["deleted_at"] is not None:
+        return {"fleet": fleet, "members": []}
+    try:
+        roster = members.roster(store, fleet_id)
+    except Conflict:  # deleted between the two reads
+        roster = []
+    return {"fleet": fleet, "members": roster}
+
+
+def list_fleets(request: Request) -> JSONResponse:
+    with request.app.state.pool.borrow() as store:
+        return JSONResponse(fleets.list_fleets(store))
+
+
+def fleet_detail(request: Request) -> JSONResponse:
+    fleet_id = parse_id(request.path_params["fleet_id"], "fleet id")
+    with request.app.state.pool.borrow() as store, read_snapshot(store):
+        return JSONResponse(fleet_view(store, fleet_id))
+
+
+def fleet_messages(request: Request) -> JSONResponse:
+    """Newest first; ``?before=ID`` continues below the last id of the previous page."""
+    fleet_id = parse_id(request.path_params["fleet_id"], "fleet id")
+    limit = _page_size(request.query_params.get("limit"))
+    before = request.query_params.get("before")
+    before_id = None if before is None else parse_id(before, "before")
+    with request.app.state.pool.borrow() as store:
+        fleets.get_fleet(store, fleet_id)
+        page = messages.fleet_timeline(store, fleet_id, limit=limit, before_id=before_id)
+    next_before = page[-1]["message_id"] if len(page) == limit else None
+    return JSONResponse({"fleet_id": fleet_id, "messages": page, "next_before": next_before})
+
+
+def member_inbox(request: Request) -> JSONResponse:
+    """Pending incoming messages in poll order; ``?fleet_id=`` refuses a member of another fleet."""
+    member_id = parse_id(request.path_params["member_id"], "member id")
+    scope = request.query_params.get("fleet_id")
+    fleet_id = None if scope is None else parse_id(scope, "fleet_id")
+    with request.app.state.pool.borrow() as store:
+        member = members.get_member(store, member_id)
+        if fleet_id is not None and member["fleet_id"] != fleet_id:
+            raise ApiError(404, f"member {member_id} is not in fleet {fleet_id}")
+        pending = messages.poll(store, member_id)
+    summary = {key: member[key] for key in ("member_id", "fleet_id", "name", "kind", "status")}
+    return JSONResponse({"member": summary, "messages": pending})
+
+
+async def send_message(request: Request) -> JSONResponse:
+    """``{"from_member_id", "to_member_id", "text"}`` → 201 with the record and ``notified``.
+
+    The sender must be its fleet's root Director: the dashboard speaks for the Director,
+    never for a member.
+    """
+    payload = _json_object(await _read_body(request))
+    from_id, to_id, text = _send_fields(payload)
+    return await run_in_threadpool(_send, request.app.state, from_id, to_id, text)
+
+
+def _send(state, from_id: int, to_id: int, text: str) -> JSONResponse:
+    from cafleet.delivery import drain
+
+    config = state.config
+    with state.pool.borrow() as store:
+        sender = members.get_member(store, from_id)
+        if sender["kind"] != "director":
+            raise ApiError(
+                422, f"member {from_id} is not the Director of fleet {sender['fleet_id']}; "
+                     "the WebUI sends only as a fleet's Director")
+        record, outcome = drain.send(store, config.environ, config.db_path, from_id, to_id, text)
+    body = dict(record, notified=outcome.notified)
+    if outcome.failure:
+        body["warning"] = outcome.failure
+    return JSONResponse(body, status_code=201)
+
+
+async def _read_body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise ApiError(413, f"request body is larger than {MAX_BODY_BYTES} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ApiError(413, f"request body is larger than {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json_object(raw: bytes) -> dict:
+    import json
+
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ApiError(400, "request body is not valid UTF-8 JSON") from None
+    if not isinstance(value, dict):
+        raise ApiError(422, "request body must be a JSON object")
+    return value
+
+
+def _send_fields(payload: dict) -> tuple[int, int, str]:
+    unexpected = sorted(set(payload) - set(SEND_FIELDS))
+    if unexpected:
+        raise ApiError(422, f"unexpected field {unexpected[0]!r}; expected {', '.join(SEND_FIELDS)}")
+    missing = [name for name in SEND_FIELDS if name not in payload]
+    if missing:
+        raise ApiError(422, f"missing field {missing[0]!r}")
+    ids = []
+    for name in SEND_FIELDS[:2]:
+        value = payload[name]
+        if type(value) is not int or not 0 < value <= MAX_ID:
+            raise ApiError(422, f"{name} must be a positive integer")
+        ids.append(value)
+    text = payload["text"]
+    if not isinstance(text, str):
+        raise ApiError(422, "text must be a string")
+    if not text.strip():
+        raise ApiError(422, "text is blank; write a message")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(422, "text is not valid Unicode (lone surrogate)") from None
+    return ids[0], ids[1], text
+

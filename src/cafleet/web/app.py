@@ -1,0 +1,223 @@
+"""The WebUI application: routes, database connections, and JSON errors for everything.
+
+Handlers that touch the database are plain functions, so Starlette runs them in its
+worker threads and a slow SQLite call (busy timeout, a pane notification after a send)
+never blocks the event loop. Each request borrows one validated connection from a small
+pool and gives it back with no transaction open: nothing holds a write lock across an
+``await``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from cafleet import errors
+from cafleet.store import sqlite as sqlite3
+from cafleet.store.connection import DEFAULT_BUSY_TIMEOUT, Store, diagnose_open, translate
+from cafleet.web import api, events, security
+
+STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
+
+
+@dataclass
+class WebConfig:
+    """Everything the application needs to know about where it runs."""
+
+    db_path: str
+    allowed_hosts: frozenset[str]
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+    stopping: Callable[[], bool] = lambda: False  # the server is shutting down: end event streams
+    poll_interval: float = 0.25  # how often an event stream looks at PRAGMA data_version
+    keepalive_interval: float = 15.0  # a comment line on an idle event stream
+
+
+class StorePool:
+    """A few validated connections reused across requests (diagnosis runs once per connection)."""
+
+    def __init__(self, db_path: str, busy_timeout: float, keep: int = 4) -> None:
+        self.db_path = db_path
+        self.busy_timeout = busy_timeout
+        self.keep = keep
+        self._idle: list[Store] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def open(self) -> Store:
+        """Another connection to the file that ``cafleet server`` diagnosed at start-up.
+
+        Not :func:`open_store`: its header check reads the file with a plain
+        ``open()``/``close()``, and closing any descriptor of a file drops every POSIX lock
+        this process holds on it, the other connections' SQLite locks included. Another
+        process may then checkpoint and delete the WAL under those connections, which stop
+        seeing commits. The same identity/ledger/shape checks run through SQLite instead.
+        """
+        try:
+            conn = sqlite3.connect(self.db_path, timeout=self.busy_timeout, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            raise translate(exc, self.db_path, self.busy_timeout) from None
+        try:
+            diagnose_open(conn, self.db_path, self.busy_timeout)
+        except BaseException:
+            conn.close()
+            raise
+        return Store(conn, self.db_path, self.busy_timeout)
+
+    @contextmanager
+    def borrow(self) -> Iterator[Store]:
+        with self._lock:
+            store = self._idle.pop() if self._idle else None
+        if store is None:
+            store = self.open()
+        healthy = False
+        try:
+            yield store
+            healthy = True
+        except errors.CafleetError as error:
+            healthy = not isinstance(error, errors.DatabaseError)  # a 404 or 409 leaves the connection fine
+            raise
+        finally:
+            if store.conn.in_transaction:
+                store.conn.execute("ROLLBACK")
+            self._give_back(store, healthy)
+
+    def _give_back(self, store: Store, healthy: bool) -> None:
+        with self._lock:
+            if healthy and not self._closed and len(self._idle) < self.keep:
+                self._idle.append(store)
+                return
+        store.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for store in idle:
+            store.close()
+
+
+_STATUS = (
+    (errors.NotFound, 404),
+    (errors.Conflict, 409),
+    (errors.UsageError, 422),
+    (errors.DatabaseError, 503),
+)
+
+
+def status_for(error: errors.CafleetError) -> int:
+    for kind, status in _STATUS:
+        if isinstance(error, kind):
+            return status
+    return 500
+
+
+async def _cafleet_error(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, api.ApiError):
+        return JSONResponse({"error": exc.message}, status_code=exc.status)
+    assert isinstance(exc, errors.CafleetError)
+    return JSONResponse({"error": str(exc)}, status_code=status_for(exc))
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    return JSONResponse({"error": str(exc.detail).lower().rstrip(".")}, status_code=exc.status_code,
+                        headers=exc.headers)
+
+
+class ErrorBoundary:
+    """Turns an unexpected exception into a JSON 500 and one log line, never a traceback
+    in the response (``CAFLEET_DEBUG=1`` logs the traceback too)."""
+
+    def __init__(self, app, debug: bool) -> None:
+        self.app = app
+        self.debug = debug
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:  # the boundary: anything not handled above is a bug
+            line = f"cafleet server: internal error on {scope.get('method')} {scope.get('path')}: " \
+                   f"{type(exc).__name__}: {exc}"
+            print(line, file=sys.stderr, flush=True)
+            if self.debug:
+                import traceback
+
+                traceback.print_exc()
+            if started:
+                return
+            status, headers, body = security.json_error(
+                500, f"internal error ({type(exc).__name__}); see the server log")
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+
+async def _index(request: Request) -> FileResponse:
+    return FileResponse(os.path.join(STATIC_DIR, "index.html"), headers={"cache-control": "no-cache"})
+
+
+async def _no_icon(request: Request) -> Response:
+    return Response(status_code=204)  # browsers ask for one; an empty answer keeps the log clean
+
+
+def create_app(config: WebConfig) -> Starlette:
+    """The ASGI application over ``config.db_path``, which the caller has diagnosed with
+    ``open_store`` before any connection of this process was open (see ``StorePool.open``)."""
+    pool = StorePool(config.db_path, config.busy_timeout)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        try:
+            yield
+        finally:
+            pool.close()
+
+    app = Starlette(
+        routes=[
+            Route("/", _index),
+            Route("/favicon.ico", _no_icon),
+            Route("/api/fleets", api.list_fleets),
+            Route("/api/fleets/{fleet_id}", api.fleet_detail),
+            Route("/api/fleets/{fleet_id}/messages", api.fleet_messages),
+            Route("/api/members/{member_id}/inbox", api.member_inbox),
+            Route("/api/messages", api.send_message, methods=["POST"]),
+            Route("/api/events", events.stream),
+            Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+        ],
+        middleware=[
+            Middleware(security.SecurityMiddleware, allowed=config.allowed_hosts),
+            Middleware(ErrorBoundary, debug=bool(config.environ.get("CAFLEET_DEBUG"))),
+        ],
+        exception_handlers={errors.CafleetError: _cafleet_error, api.ApiError: _cafleet_error,
+                            HTTPException: _http_error},
+        lifespan=lifespan,
+    )
+    app.state.config = config
+    app.state.pool = pool
+    return app
+
