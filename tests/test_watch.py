@@ -220,3 +220,22 @@ def test_survives_busy_database_and_member_deleted(fleet, store, cli, db_path, t
         stream.stop()
     typed = [json.loads(line) for line in record.read_text().splitlines()]
     assert sum(1 for t in typed if t["kind"] == "submit" and f"[cafleet msg {sent['message_id']} " in t["text"]) >= 1
+
+
+def test_member_list_and_webui_show_the_same_states(fleet, store, tmux_server, cli):
+    from cafleet.web.api import fleet_view, member_states
+
+    fleet_id, director, environ, add = fleet
+    alive_id, _, _ = add("alive", store=store)
+    blocked_id, _, _ = add("asking", "--permission-prompt", store=store)
+    dead_id, dead_pane, _ = add("dead", store=store)
+    tmux_server.run("kill-pane", "-t", dead_pane)
+    listed = {r["member_id"]: r for r in cli("member", "list", str(fleet_id), "--state", "--json", environ=environ).json()}
+    web = {m["member_id"]: m for m in fleet_view(store, fleet_id, member_states(store, fleet_id))["members"]}
+    expected = {director: "director", alive_id: "alive", blocked_id: "blocked", dead_id: "dead"}
+    assert {k: v["state"] for k, v in listed.items()} == expected
+    assert {k: v["state"] for k, v in web.items()} == expected
+    assert listed[dead_id]["state_detail"] == web[dead_id]["state_detail"] == f"pane {dead_pane} is gone"
+    text = cli("member", "list", str(fleet_id), "--state", environ=environ).out.splitlines()
+    assert text[0].split()[-1] == "STATE"
+    assert [line.split()[-1] for line in text[1:]] == ["director", "alive", "blocked", "dead"]

@@ -235,9 +235,11 @@ def test_fleet_detail_has_the_fleet_and_its_roster(client, trio, store):
     assert body["members"][0] == {
         "member_id": director, "name": "Director", "kind": "director", "status": "active", "backend": "tmux",
         "coding_agent": "claude", "pane_id": "%0", "last_activity_at": None, "idle_seconds": None,
+        "state": "director", "state_detail": "",
     }
     first, second = body["members"][1:]
     assert (first["member_id"], first["name"], first["kind"], first["pane_id"]) == (m1, "m1", "member", None)
+    assert (first["state"], first["state_detail"]) == ("pending", "its pane is being created")
     assert (second["member_id"], second["name"]) == (m2, "m2")
     assert first["last_activity_at"] == second["last_activity_at"] == sent["created_at"]
     assert first["idle_seconds"] in (0, 1)
@@ -500,9 +502,9 @@ def watch_for(db_path, store):
 
 
 def roster_view(store, fleet_id):
-    from cafleet.web.api import fleet_view
+    from cafleet.web.api import fleet_view, member_states
 
-    return fleet_view(store, fleet_id)
+    return fleet_view(store, fleet_id, member_states(store, fleet_id))
 
 
 def without_idle(event):

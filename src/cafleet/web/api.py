@@ -65,8 +65,13 @@ def read_snapshot(store):
             store.execute("ROLLBACK")
 
 
-def fleet_view(store, fleet_id: int) -> dict:
-    """The fleet (deleted ones too) and its roster; a deleted fleet has no active members."""
+def fleet_view(store, fleet_id: int, states: dict | None = None) -> dict:
+    """The fleet (deleted ones too) and its roster; a deleted fleet has no active members.
+
+    ``states``: supervision states by member id (``delivery.supervision.fleet_states``,
+    the same as `fleet watch` and `member list --state`), added as ``state`` and
+    ``state_detail``; the root Director's state is ``director``.
+    """
     fleet = fleets.get_fleet(store, fleet_id)
     if fleet["deleted_at"] is not None:
         return {"fleet": fleet, "members": []}
@@ -74,7 +79,20 @@ def fleet_view(store, fleet_id: int) -> dict:
         roster = members.roster(store, fleet_id)
     except Conflict:  # deleted between the two reads
         roster = []
+    if states is not None:
+        for member in roster:
+            member["state"], member["state_detail"] = states.get(member["member_id"], ("director", ""))
     return {"fleet": fleet, "members": roster}
+
+
+def member_states(store, fleet_id: int) -> dict:
+    """Inspect every member pane now (one multiplexer call each); {} for a deleted fleet."""
+    from cafleet.delivery import supervision
+
+    try:
+        return supervision.fleet_states(store, fleet_id, supervision.MuxPool())
+    except Conflict:
+        return {}
 
 
 def list_fleets(request: Request) -> JSONResponse:
@@ -85,7 +103,7 @@ def list_fleets(request: Request) -> JSONResponse:
 def fleet_detail(request: Request) -> JSONResponse:
     fleet_id = parse_id(request.path_params["fleet_id"], "fleet id")
     with request.app.state.pool.borrow() as store, read_snapshot(store):
-        return JSONResponse(fleet_view(store, fleet_id))
+        return JSONResponse(fleet_view(store, fleet_id, member_states(store, fleet_id)))
 
 
 def fleet_messages(request: Request) -> JSONResponse:

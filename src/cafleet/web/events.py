@@ -10,7 +10,9 @@ diffs a cheap snapshot of the fleet:
 - the highest message id seen → ``message`` events for every newer row;
 - the unacknowledged messages and whether each was notified → ``ack`` when one left the
   set, ``notified`` when its stamp appeared (completed rows never change again);
-- the roster without ``idle_seconds`` (which ticks by itself) → ``roster``.
+- the roster without ``idle_seconds`` (which ticks by itself) → ``roster``; member states
+  (alive, idle, blocked, dead: a pane can die without any write) are re-inspected every
+  ``STATE_INTERVAL`` seconds as well, one multiplexer call per member.
 
 Each event's data is JSON: a message event carries the timeline record (with
 ``notified``), a roster event the same ``{"fleet", "members"}`` as ``GET /api/fleets/ID``.
@@ -33,6 +35,7 @@ from cafleet.errors import CafleetError
 from cafleet.web import api
 
 BATCH = 500
+STATE_INTERVAL = 5.0
 
 
 class FleetWatch:
@@ -46,17 +49,24 @@ class FleetWatch:
             newest = messages.fleet_timeline(store, fleet_id, limit=1)
             self.last_id = newest[0]["message_id"] if newest else 0
             self.open = messages.fleet_open_messages(store, fleet_id)
-            self.roster_key = _roster_key(api.fleet_view(store, fleet_id))
+            self.states = api.member_states(store, fleet_id)
+            self.states_at = time.monotonic()
+            self.roster_key = _roster_key(api.fleet_view(store, fleet_id, self.states))
 
     def _data_version(self) -> int:
         return self.store.execute("PRAGMA data_version").fetchone()[0]
 
     def poll(self) -> list[tuple[str, dict]]:
-        """Events since the last call; [] at once when nobody has committed meanwhile."""
-        if self._data_version() == self.version:
+        """Events since the last call; [] at once when nobody has committed meanwhile and
+        the member states are not due for another look."""
+        states_due = time.monotonic() - self.states_at >= STATE_INTERVAL
+        if self._data_version() == self.version and not states_due:
             return []
         with api.read_snapshot(self.store):
             self.version = self._data_version()
+            if states_due:
+                self.states = api.member_states(self.store, self.fleet_id)
+                self.states_at = time.monotonic()
             return self._changes()
 
     def _changes(self) -> list[tuple[str, dict]]:
@@ -77,7 +87,7 @@ class FleetWatch:
                 if record is not None:
                     events.append(("ack" if now_notified is None else "notified", record))
         self.open = still_open
-        view = api.fleet_view(store, fleet_id)
+        view = api.fleet_view(store, fleet_id, self.states)
         key = _roster_key(view)
         if key != self.roster_key:
             self.roster_key = key

@@ -213,6 +213,7 @@ function renderRoster() {
       el("td", null, member.backend ?? "—"),
       el("td", null, member.coding_agent ?? "—"),
       el("td", null, member.pane_id ?? "pending"),
+      stateCell(member),
       el("td", "idle", ""),
     );
     row.addEventListener("click", () => selectMember(member.member_id));
@@ -220,6 +221,19 @@ function renderRoster() {
   }
   $("roster-count").textContent = `(${state.members.length})`;
   tickIdle();
+}
+
+function stateCell(member) {
+  // alive, idle, blocked, dead, pending (the same states as `cafleet fleet watch`)
+  const cell = el("td");
+  if (!member.state || member.state === "director") {
+    cell.textContent = "—";
+    return cell;
+  }
+  const badge = el("span", `badge state-${member.state}`, member.state);
+  badge.title = member.state_detail || "";
+  cell.append(badge);
+  return cell;
 }
 
 function tickIdle() {
