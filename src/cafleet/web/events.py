@@ -88,6 +88,10 @@ class FleetWatch:
                     events.append(("ack" if now_notified is None else "notified", record))
         self.open = still_open
         view = api.fleet_view(store, fleet_id, self.states)
+        if any(m["kind"] != "director" and m["member_id"] not in self.states for m in view["members"]):
+            self.states = api.member_states(store, fleet_id)  # someone joined: look at the new pane now
+            self.states_at = time.monotonic()
+            view = api.fleet_view(store, fleet_id, self.states)
         key = _roster_key(view)
         if key != self.roster_key:
             self.roster_key = key
