@@ -1,5 +1,9 @@
 """Messages: send (with the self-send rule), broadcast, poll, show, ACK, and the
 notification bookkeeping the delivery layer needs (pending selection, conditional stamp).
+
+The ``pause_point`` calls are test-only fault-injection hooks (:mod:`cafleet.faults`):
+without ``CAFLEET_TEST_PAUSE_AT`` each is one dictionary lookup and does nothing, so the
+broker's only I/O stays the database's.
 """
 
 from __future__ import annotations
@@ -7,6 +11,7 @@ from __future__ import annotations
 from cafleet import clock
 from cafleet.broker import records
 from cafleet.errors import CafleetError, Conflict, NotFound, UsageError
+from cafleet.faults import pause_point
 
 _SELECT = f"SELECT {records.MESSAGE_COLUMNS} FROM messages "
 
@@ -56,6 +61,7 @@ def send(store, from_id: int, to_id: int, text: str) -> dict:
             "VALUES (?, ?, ?, 'input_required', ?, ?, ?)",
             (from_id, to_id, now, now, text, now if from_id == to_id else None),
         ).lastrowid
+        pause_point("send.before_commit")
     return {
         "message_id": message_id,
         "from_member_id": from_id,
@@ -137,6 +143,8 @@ def ack(store, message_id: int) -> dict:
             (now, message_id),
         ).rowcount
         record = show(store, message_id)
+        pause_point("ack.before_commit")
+    pause_point("ack.after_commit")
     if not updated:
         raise Conflict(
             f"message {message_id} is already acknowledged (at {record['status_timestamp']})."

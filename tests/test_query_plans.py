@@ -1,0 +1,256 @@
+"""Every query the hot commands run reaches ``messages`` and ``members`` through an index
+or the primary key, never a full-table scan, on the baseline schema as it is.
+
+The SQL is not copied here: each scenario runs the real command (in-process CLI, or the
+real delivery/broker function for the long-running streams and the WebUI) while
+``Store.execute`` is recorded, and each recorded statement is then explained with its
+own parameters. Two databases of the same realistic shape (old deleted fleets plus one
+busy live fleet) are checked: one as cafleet leaves it, without statistics, and one after
+``ANALYZE`` (a user or a tool may run it), where SQLite weighs real statistics and is
+tempted to walk a whole table, e.g. backwards by id in the hope of meeting a LIMIT soon.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+
+import pytest
+
+from cafleet.broker import fleets, members, messages
+from cafleet.delivery import inbox
+from cafleet.delivery.watch import Watcher
+from cafleet.store import connection, schema
+from cafleet.store.connection import open_store
+
+SESSION = "$0@/nonexistent/cafleet-plans-socket"  # panes that do not exist: delivery fails fast
+OLD_FLEETS, OLD_MESSAGES_EACH, HOT_MESSAGES = 30, 1000, 3000
+
+# The names the queries give their tables.
+TABLES = {"messages": "messages", "msg": "messages", "received": "messages", "members": "members", "m": "members",
+          "fleets": "fleets", "f": "fleets", "member_placements": "member_placements", "p": "member_placements"}
+# Where a plan may read something other than one row or one index slice by equality:
+ALLOWED = {
+    # `fleet list` shows every live fleet: fleets has no index on deleted_at (the schema is
+    # fixed) and holds one row per fleet ever created, a table tiny next to messages.
+    ("list_fleets", "SCAN f"),
+    # The WebUI stream's cursor: messages committed after the newest id it has seen, a
+    # range at the end of the primary key.
+    ("fleet_messages_after", "SEARCH msg USING INTEGER PRIMARY KEY (rowid>?)"),
+}
+
+
+def ts(seconds: int) -> str:
+    return "2025-01-%02dT%02d:%02d:%02d.000000+00:00" % (1 + seconds // 86400, seconds // 3600 % 24,
+                                                        seconds // 60 % 60, seconds % 60)
+
+
+def build_database(path: str, analyze: bool) -> dict:
+    """Old fleets of ten (deleted), then a busy fleet: a Director, five members in (absent)
+    panes and one still pending, with ACKed history, a pending message for the Director
+    and one preview owed to a member."""
+    store = open_store(path)
+    rows = []
+    for f in range(OLD_FLEETS):
+        fleet = fleets.create_fleet(store, name=f"old{f}", coding_agent="claude", backend="tmux", session=SESSION,
+                                    window_id="@0", pane_id="%0")
+        crew = [fleet["director_member_id"]] + [
+            members.register_member(store, fleet_id=fleet["fleet_id"], name=f"o{i}", description="old", backend="tmux",
+                                    session=SESSION, window_id="@0", coding_agent="claude", pane_id=f"%{i + 1}")
+            for i in range(9)]
+        for n in range(OLD_MESSAGES_EACH):
+            t = f * OLD_MESSAGES_EACH + n
+            rows.append((crew[n % 10], crew[(n + 1) % 10], ts(t), ts(t + 30), f"old {t}", ts(t + 1)))
+        fleets.delete_fleet(store, fleet["fleet_id"])
+    hot = fleets.create_fleet(store, name="hot", coding_agent="claude", backend="tmux", session=SESSION,
+                              window_id="@0", pane_id="%0")
+    fleet_id, director = hot["fleet_id"], hot["director_member_id"]
+    crew = [members.register_member(store, fleet_id=fleet_id, name=f"w{i}", description="busy", backend="tmux",
+                                    session=SESSION, window_id="@0", coding_agent="claude", pane_id=f"%{i + 1}")
+            for i in range(5)]
+    pending_member = members.register_member(store, fleet_id=fleet_id, name="new", description="being created",
+                                             backend="tmux", session=SESSION, window_id="@0", coding_agent="claude")
+    base = OLD_FLEETS * OLD_MESSAGES_EACH
+    for n in range(HOT_MESSAGES):
+        worker = crew[n % len(crew)]
+        sender, recipient = (director, worker) if n % 2 == 0 else (worker, director)
+        rows.append((sender, recipient, ts(base + n), ts(base + n + 30), f"hot {n}",
+                     None if recipient == director else ts(base + n + 1)))
+    with store.write():
+        store.conn.executemany(
+            "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text,"
+            " notified_at) VALUES (?, ?, ?, 'completed', ?, ?, ?)", rows)
+    for_director = messages.send(store, crew[0], director, "done, please review")["message_id"]
+    owed = messages.send(store, director, crew[1], "next task")["message_id"]  # no preview typed: owed
+    to_ack = [messages.send(store, director, pending_member, f"ack me {i}")["message_id"] for i in range(4)]
+    if analyze:
+        store.execute("ANALYZE")
+    store.close()
+    return {"fleet": fleet_id, "old_fleet": 1, "director": director, "crew": crew, "pending_member": pending_member,
+            "for_director": for_director, "owed": owed, "to_ack": to_ack}
+
+
+@pytest.fixture(scope="module", params=["fresh", "analyzed"])
+def database(request, tmp_path_factory) -> tuple[str, dict]:
+    path = str(tmp_path_factory.mktemp(request.param) / "cafleet.db")
+    ids = build_database(path, analyze=request.param == "analyzed")
+    conn = sqlite3.connect(path)
+    has_stats = conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_stat1'").fetchone()[0]
+    conn.close()
+    assert has_stats == (request.param == "analyzed")
+    return path, ids
+
+
+class Recorder:
+    """Every statement a broker function sends through ``Store.execute``, with its
+    parameters and the name of that function."""
+
+    def __init__(self) -> None:
+        self.statements: list[tuple[str, str, tuple]] = []
+
+    def install(self, monkeypatch) -> None:
+        original = connection.Store.execute
+        recorder = self
+
+        def execute(store, sql, params=()):
+            caller = sys._getframe(1).f_code.co_name
+            recorder.statements.append((caller, sql, tuple(params)))
+            return original(store, sql, params)
+
+        monkeypatch.setattr(connection.Store, "execute", execute)
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    recorder = Recorder()
+    recorder.install(monkeypatch)
+    return recorder
+
+
+def plan_problems(path: str, statements) -> list[str]:
+    """Plan lines that read messages, members or placements other than by equality on the
+    primary key or on an index's leading column(s), unless listed in ALLOWED."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    problems = []
+    try:
+        for caller, sql, params in statements:
+            if sql.split(None, 1)[0].upper() not in ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH"):
+                continue
+            for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params):
+                detail = row[3]
+                words = detail.split()
+                if words[0] not in ("SCAN", "SEARCH"):
+                    continue  # subquery headers, temp b-trees, bloom filters
+                table = TABLES.get(words[1])
+                assert table is not None, f"unknown table name in plan of {caller}: {detail}"
+                by_equality = words[0] == "SEARCH" and (
+                    "INTEGER PRIMARY KEY (rowid=?)" in detail or ("INDEX" in detail and "=?" in detail)
+                )
+                if not by_equality and (caller, detail) not in ALLOWED:
+                    problems.append(f"{caller}: {detail}\n    {sql}")
+    finally:
+        conn.close()
+    return problems
+
+
+def callers(recorder) -> set[str]:
+    return {caller for caller, _, _ in recorder.statements}
+
+
+def env_for(env: dict, path: str) -> dict:
+    return dict(env, CAFLEET_DATABASE_URL=path, CAFLEET_LOCK_TIMEOUT="1", CAFLEET_SUBMIT_SETTLE="0")
+
+
+class _First(Exception):
+    pass
+
+
+def listen_until_first_line(store, member_id: int) -> dict:
+    """`message listen`'s own loop, stopped at its first line (it would run forever)."""
+    lines = []
+
+    def emit(record):
+        lines.append(record)
+        raise _First()
+
+    with pytest.raises(_First):
+        inbox.listen(store, member_id, emit, 0.01)
+    return lines[0]
+
+
+def test_schema_is_exactly_the_baseline(database):
+    """The plans below rely on the seed's three indexes and nothing added for them."""
+    path, _ = database
+    conn = sqlite3.connect(path)
+    found = {(name, sql) for name, sql in conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'index') AND sql IS NOT NULL "
+        "AND name NOT IN ('sqlite_sequence', 'sqlite_stat1')")}
+    conn.close()
+    assert found == {*schema.TABLES.items(), *schema.INDEXES.items()}
+
+
+def test_message_commands_use_indexes(cli, env, database, recorded):
+    path, ids = database
+    environ = env_for(env, path)
+    director, (w1, w2, *_) = ids["director"], ids["crew"]
+    polled = cli("message", "poll", str(director), "--json", environ=environ).json()
+    assert polled[0]["message_id"] == ids["for_director"]
+    waited = cli("message", "wait", str(director), "--timeout", "0", "--json", environ=environ)
+    assert waited.code == 0 and waited.json()[0]["message_id"] == ids["for_director"]
+    # wait's retry pass tried the owed preview (the pane does not exist) and said so
+    assert f"member {w2} was not notified" in waited.err
+    assert cli("message", "show", str(ids["for_director"]), environ=environ).code == 0
+    assert cli("message", "ack", str(ids["to_ack"].pop()), environ=environ).code == 0
+    sent = cli("message", "send", "--from-member-id", str(w1), "--to-member-id", str(director), "status?",
+               environ=environ)
+    assert sent.code == 0
+    sent = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(w1), "go on",
+               environ=environ)
+    assert sent.code == 0 and "was not notified" in sent.err  # the drain ran for a paned member
+    store = open_store(path)
+    try:
+        assert listen_until_first_line(store, director)["message_id"] == ids["for_director"]
+        messages.stamp_notified(store, ids["owed"])
+    finally:
+        store.close()
+    assert {"require_member", "poll", "member_state", "recipients_owed_notifications", "notification_target",
+            "next_pending_notification", "still_pending_notification", "show", "ack", "_sender_and_recipient",
+            "send", "pending_after", "stamp_notified"} <= callers(recorded)
+    assert plan_problems(path, recorded.statements) == []
+
+
+def test_member_and_fleet_commands_use_indexes(cli, env, database, recorded):
+    path, ids = database
+    environ = env_for(env, path)
+    listed = cli("member", "list", str(ids["fleet"]), "--json", environ=environ).json()
+    assert [m["member_id"] for m in listed] == [ids["director"], *ids["crew"], ids["pending_member"]]
+    assert cli("member", "show", str(ids["crew"][0]), environ=environ).code == 0
+    assert [f["fleet_id"] for f in cli("fleet", "list", "--json", environ=environ).json()] == [ids["fleet"]]
+    assert cli("fleet", "show", str(ids["old_fleet"]), environ=environ).code == 0
+    assert {"roster", "get_fleet", "last_activity", "_row", "list_fleets"} <= callers(recorded)
+    assert plan_problems(path, recorded.statements) == []
+
+
+def test_watch_and_webui_reads_use_indexes(env, database, recorded):
+    path, ids = database
+    store = open_store(path)
+    try:
+        events = []
+        watcher = Watcher(store, env_for(env, path), path, ids["fleet"], 0.0, 600.0, events.append)
+        watcher.director_messages()  # new messages for the Director (pending_after)
+        watcher.members_round()  # roster, member details, activity (panes cannot be inspected)
+        watcher.retry_stale()  # previews owed for longer than the interval (stale_notifications)
+        assert {e["event"] for e in events} >= {"message", "dead"}
+        page = messages.fleet_timeline(store, ids["fleet"], limit=20)
+        older = messages.fleet_timeline(store, ids["fleet"], limit=20, before_id=page[-1]["message_id"])
+        assert older[0]["message_id"] < page[-1]["message_id"]
+        assert messages.fleet_timeline(store, ids["old_fleet"], limit=1)[0]["text"].startswith("old ")
+        newest = page[0]["message_id"]
+        assert messages.fleet_messages_after(store, ids["fleet"], newest) == []
+        assert messages.fleet_message(store, ids["fleet"], newest)["message_id"] == newest
+        assert messages.fleet_open_messages(store, ids["fleet"])
+    finally:
+        store.close()
+    assert {"pending_after", "stale_notifications", "roster", "last_activity", "fleet_timeline",
+            "fleet_messages_after", "fleet_message", "fleet_open_messages"} <= callers(recorded)
+    assert plan_problems(path, recorded.statements) == []
