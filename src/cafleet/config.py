@@ -73,3 +73,15 @@ def positive_float_env(environ, name: str, default: float) -> float:
 
 def max_text_len(environ) -> int:
     return positive_int_env(environ, "CAFLEET_MAX_TEXT_LEN", DEFAULT_MAX_TEXT_LEN)
+
+
+DEFAULT_SUBMIT_SETTLE = 0.3  # seconds; see delivery/submit.py for why
+DEFAULT_LOCK_TIMEOUT = 15.0  # seconds; many senders may queue behind one pane
+
+
+def submit_settle(environ) -> float:
+    return positive_float_env(environ, "CAFLEET_SUBMIT_SETTLE", DEFAULT_SUBMIT_SETTLE)
+
+
+def lock_timeout(environ) -> float:
+    return positive_float_env(environ, "CAFLEET_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT)

@@ -97,7 +97,6 @@ def capture(ctx, member_id, lines, ansi):
 def prompt(ctx, member_id, text):
     from cafleet import config
     from cafleet.delivery import lock, submit
-    from cafleet.delivery.panes import lock_timeout
     from cafleet.errors import UsageError
     from cafleet.mux.detect import multiplexer_for_placement
 
@@ -106,7 +105,7 @@ def prompt(ctx, member_id, text):
     _, placement = _live_placement(ctx, member_id)
     mux = multiplexer_for_placement(placement["backend"], placement["session"])
     with lock.pane_lock(config.lock_dir(ctx.db_path), placement["backend"], placement["session"],
-                        placement["pane_id"], lock_timeout(ctx.environ)):
+                        placement["pane_id"], config.lock_timeout(ctx.environ)):
         submit.type_prompt(mux, placement["pane_id"], text, placement["coding_agent"], settle=submit.settle_delay(ctx.environ))
     ctx.emit({"member_id": member_id, "pane_id": placement["pane_id"], "submitted": True},
              lambda: f"prompt submitted to member {member_id} (pane {placement['pane_id']})")

@@ -17,7 +17,8 @@ def send(ctx, from_id, to_id, text, file):
         if not ctx.json:
             ctx.out(f"sent message {record['message_id']} to member {to_id}")
 
-    record, outcome = drain.send(ctx.store(), ctx.environ, ctx.db_path, from_id, to_id, body, on_stored=print_id)
+    settings = drain.Settings(ctx.environ, ctx.db_path)
+    record, outcome = drain.send(ctx.store(), settings, from_id, to_id, body, on_stored=print_id)
     if ctx.json:  # one document, so it waits for "notified"
         ctx.emit(dict(record, notified=outcome.notified), None)
     _diagnose(ctx, outcome)
@@ -35,7 +36,8 @@ def broadcast(ctx, from_id, text, file):
         lines += [f"failed to send to member {f['to_member_id']}: {f['error']}" for f in result["failed"]]
         ctx.out("\n".join(lines) if lines else "no other active members to send to")
 
-    result, outcomes = drain.broadcast(ctx.store(), ctx.environ, ctx.db_path, from_id, body, on_stored=print_ids)
+    settings = drain.Settings(ctx.environ, ctx.db_path)
+    result, outcomes = drain.broadcast(ctx.store(), settings, from_id, body, on_stored=print_ids)
     if ctx.json:
         ctx.emit(result, None)
     for outcome in outcomes:
@@ -59,12 +61,15 @@ def ack(ctx, message_id):
 
 
 def wait(ctx, member_id, timeout):
-    from cafleet.delivery import inbox
+    from cafleet.delivery import drain, inbox
 
+    interval = inbox.check_interval(ctx.environ)  # every setting is checked before any typing
+    settings = drain.Settings(ctx.environ, ctx.db_path)
     store = ctx.store()
     messages.require_member(store, member_id)
-    _retry_fleet_notifications(ctx, member_id)
-    records = inbox.wait_for_messages(store, member_id, timeout, inbox.check_interval(ctx.environ))
+    for outcome in drain.retry_fleet(store, settings, member_id):
+        _diagnose(ctx, outcome)
+    records = inbox.wait_for_messages(store, member_id, timeout, interval)
     if not records:
         return ExitCode.WAIT_TIMEOUT
     ctx.emit(records, lambda: render.messages_text(records, ctx.max_text_len))
@@ -76,18 +81,10 @@ def listen(ctx, member_id):
     def line(record):
         return render.to_json(record) if ctx.json else render.message_line(record, ctx.max_text_len)
 
-    reason = inbox.listen(ctx.store(), member_id, lambda record: ctx.out(line(record)), inbox.check_interval(ctx.environ))
+    interval = inbox.check_interval(ctx.environ)
+    reason = inbox.listen(ctx.store(), member_id, lambda record: ctx.out(line(record)), interval)
     if reason:
         ctx.out(render.to_json({"event": "end", "reason": reason}) if ctx.json else f"listen ended: {reason}")
-
-
-# --- notification (the caller delivers; the broker only persists) -----------------------
-
-def _retry_fleet_notifications(ctx, member_id):
-    from cafleet.delivery import drain
-
-    for outcome in drain.retry_fleet(ctx.store(), ctx.environ, ctx.db_path, member_id):
-        _diagnose(ctx, outcome)
 
 
 def _diagnose(ctx, outcome):

@@ -7,16 +7,32 @@ ACK that came first counts as notified). No database transaction is open while t
 Any per-attempt failure leaves ``notified_at`` NULL and ends the drain with a diagnostic;
 the next send to that recipient or a later ``message wait`` retries.
 
+``pause_point`` calls are test-only fault-injection hooks (:mod:`cafleet.faults`).
+
 Imports of the multiplexer and typing code happen only when there is a pane to type into,
 so a send to the Director or a self-send costs nothing here.
 """
 
 from __future__ import annotations
 
+from cafleet import config
 from cafleet.broker import messages
 from cafleet.errors import CafleetError
+from cafleet.faults import pause_point
 
-DEFAULT_LOCK_TIMEOUT = 15.0
+
+class Settings:
+    """Everything the drain reads from the environment, validated up front: a bad value
+    must refuse the command before a message is stored, never after its id was printed
+    (an agent trusting the exit code would resend)."""
+
+    __slots__ = ("lock_dir", "lock_timeout", "settle", "max_len")
+
+    def __init__(self, environ, db_path: str) -> None:
+        self.lock_dir = config.lock_dir(db_path)
+        self.lock_timeout = config.lock_timeout(environ)
+        self.settle = config.submit_settle(environ)
+        self.max_len = config.max_text_len(environ)
 
 
 class Outcome:
@@ -29,7 +45,7 @@ class Outcome:
         self.failure = failure
 
 
-def send(store, environ, db_path: str, from_id: int, to_id: int, text: str,
+def send(store, settings: Settings, from_id: int, to_id: int, text: str,
          on_stored=None) -> tuple[dict, Outcome]:
     """The one send path (CLI and WebUI): persist, then run the drain for the recipient.
 
@@ -37,23 +53,24 @@ def send(store, environ, db_path: str, from_id: int, to_id: int, text: str,
     caller can print its id before any typing that might hang or be killed (§4.1).
     """
     record = messages.send(store, from_id, to_id, text)
+    pause_point("send.after_commit")
     if on_stored is not None:
         on_stored(record)
-    return record, notify_after_send(store, environ, db_path, to_id, record)
+    return record, notify_after_send(store, settings, to_id, record)
 
 
-def broadcast(store, environ, db_path: str, director_id: int, text: str,
+def broadcast(store, settings: Settings, director_id: int, text: str,
               on_stored=None) -> tuple[dict, list[Outcome]]:
     """Fan-out: every committed message is notified like a single send (``on_stored``
     as in :func:`send`, with the whole result)."""
     result = messages.broadcast(store, director_id, text)
     if on_stored is not None:
         on_stored(result)
-    outcomes = [notify_after_send(store, environ, db_path, r["to_member_id"], r) for r in result["sent"]]
+    outcomes = [notify_after_send(store, settings, r["to_member_id"], r) for r in result["sent"]]
     return result, outcomes
 
 
-def notify_after_send(store, environ, db_path: str, recipient_id: int, record: dict) -> Outcome:
+def notify_after_send(store, settings: Settings, recipient_id: int, record: dict) -> Outcome:
     """Run the drain after ``record`` was committed; report whether it was notified."""
     if record["from_member_id"] == record["to_member_id"]:
         return Outcome(True)  # self-sends are stamped on insert and type nothing
@@ -61,7 +78,7 @@ def notify_after_send(store, environ, db_path: str, recipient_id: int, record: d
         return Outcome(False)  # the root Director and pending placements poll/listen instead
     attempted: set[int] = set()
     stamped: set[int] = set()
-    failure = drain(store, environ, db_path, recipient_id, attempted, stamped)
+    failure = drain(store, settings, recipient_id, attempted, stamped)
     message_id = record["message_id"]
     notified = message_id in stamped or not messages.still_pending_notification(store, message_id)
     if failure is None and not notified:
@@ -71,7 +88,7 @@ def notify_after_send(store, environ, db_path: str, recipient_id: int, record: d
     return Outcome(notified, None if notified else not_notified(message_id, recipient_id, failure))
 
 
-def retry_fleet(store, environ, db_path: str, member_id: int) -> list[Outcome]:
+def retry_fleet(store, settings: Settings, member_id: int) -> list[Outcome]:
     """``message wait``'s first step: retry every preview owed in the member's fleet."""
     _state, fleet_id = messages.member_state(store, member_id)
     outcomes = []
@@ -79,7 +96,7 @@ def retry_fleet(store, environ, db_path: str, member_id: int) -> list[Outcome]:
     for recipient_id in messages.recipients_owed_notifications(store, fleet_id):
         if messages.notification_target(store, recipient_id) is None:
             continue
-        failure = drain(store, environ, db_path, recipient_id, attempted, set())
+        failure = drain(store, settings, recipient_id, attempted, set())
         if failure:
             outcomes.append(Outcome(False, f"Warning: member {recipient_id} was not notified: {failure}; "
                                            "a later `cafleet message wait` retries. Do not resend."))
@@ -94,16 +111,11 @@ def not_notified(message_id: int, recipient_id: int, reason: str) -> str:
     )
 
 
-def drain(store, environ, db_path: str, recipient_id: int, attempted: set, stamped: set) -> str | None:
+def drain(store, settings: Settings, recipient_id: int, attempted: set, stamped: set) -> str | None:
     """Deliver owed previews to one recipient; return a failure reason or None."""
-    from cafleet import config
     from cafleet.delivery import lock, preview, submit
     from cafleet.mux import detect
 
-    lock_dir = config.lock_dir(db_path)
-    lock_timeout = config.positive_float_env(environ, "CAFLEET_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT)
-    settle = submit.settle_delay(environ)
-    max_len = config.max_text_len(environ)
     while True:
         pending = messages.next_pending_notification(store, recipient_id, attempted)
         if pending is None:
@@ -114,19 +126,23 @@ def drain(store, environ, db_path: str, recipient_id: int, attempted: set, stamp
         if target is None:
             return None
         try:
-            with lock.pane_lock(lock_dir, target["backend"], target["session"], target["pane_id"], lock_timeout):
+            with lock.pane_lock(settings.lock_dir, target["backend"], target["session"], target["pane_id"],
+                                settings.lock_timeout):
                 current = messages.notification_target(store, recipient_id)
                 if current != target:
                     return f"member {recipient_id}'s placement changed during delivery"
                 if not messages.still_pending_notification(store, message_id):
                     continue  # ACKed or notified by another process meanwhile
+                pause_point("drain.locked")
                 text = preview.render_preview(
-                    message_id, pending["from_member_id"], pending["created_at"], pending["text"], max_len
+                    message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_len
                 )
                 mux = detect.multiplexer_for_placement(target["backend"], target["session"])
-                submit.submit_preview(mux, target["pane_id"], text, target["coding_agent"], settle=settle)
+                submit.submit_preview(mux, target["pane_id"], text, target["coding_agent"], settle=settings.settle)
+                pause_point("drain.submitted")
                 if messages.stamp_notified(store, message_id):
                     stamped.add(message_id)
+                pause_point("drain.stamped")
         except CafleetError as error:
             return _with_pane(str(error).rstrip("."), target["pane_id"])
 

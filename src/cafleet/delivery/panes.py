@@ -1,6 +1,8 @@
 """Placement mutations that touch panes, each under the pane-input lock (§4.6):
 fleet deletion closing member panes, member deletion, and the pane-id patch at creation.
 
+``pause_point`` calls are test-only fault-injection hooks (:mod:`cafleet.faults`).
+
 The registry change and the pane kill happen while the lock is held, so a concurrent
 drain that was waiting for the lock re-checks and finds the member gone instead of
 typing into a pane that is being closed.
@@ -13,16 +15,11 @@ from contextlib import ExitStack
 from cafleet import config
 from cafleet.broker import fleets, members
 from cafleet.errors import CafleetError
+from cafleet.faults import pause_point
 
 PANE_CLOSED = "closed"
 PANE_ALREADY_GONE = "already gone"
 PANE_NONE = "none"  # pending placement: no pane was ever recorded
-
-
-def lock_timeout(environ) -> float:
-    from cafleet.delivery.drain import DEFAULT_LOCK_TIMEOUT
-
-    return config.positive_float_env(environ, "CAFLEET_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT)
 
 
 def _kill(placement: dict) -> str:
@@ -45,7 +42,7 @@ def delete_fleet(store, environ, db_path: str, fleet_id: int):
         if concrete:
             from cafleet.delivery.lock import pane_lock
 
-            lock_dir, timeout = config.lock_dir(db_path), lock_timeout(environ)
+            lock_dir, timeout = config.lock_dir(db_path), config.lock_timeout(environ)
             keys = sorted({(p["backend"], p["session"], p["pane_id"]) for p in concrete})
             for backend, session, pane_id in keys:  # sorted: no deadlock with other multi-lock holders
                 try:
@@ -68,8 +65,9 @@ def delete_member(store, environ, db_path: str, member_id: int) -> str:
     from cafleet.delivery.lock import pane_lock
 
     with pane_lock(config.lock_dir(db_path), placement["backend"], placement["session"], placement["pane_id"],
-                   lock_timeout(environ)):
+                   config.lock_timeout(environ)):
         status = _kill(placement)
+        pause_point("delete.killed")
         if status.startswith("not closed"):
             raise CafleetError(f"member {member_id} was not deleted: its pane {placement['pane_id']} {status}.")
         members.deregister_member(store, member_id)
@@ -81,7 +79,7 @@ def record_pane(store, environ, db_path: str, member_id: int, placement: dict, p
     from cafleet.delivery.lock import pane_lock
 
     with pane_lock(config.lock_dir(db_path), placement["backend"], placement["session"], pane_id,
-                   lock_timeout(environ)):
+                   config.lock_timeout(environ)):
         members.set_pane_id(store, member_id, pane_id)
 
 
@@ -129,6 +127,7 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
         store, fleet_id=fleet_id, name=name, description=description, backend=placement["backend"],
         session=placement["session"], window_id=placement["window_id"], coding_agent=agent,
     )
+    pause_point("create.registered")
     mux = multiplexer_for_placement(placement["backend"], placement["session"])
     pane_id = None
     try:
@@ -137,7 +136,9 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
         argv = backends.build_argv(agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id)
         pane_env = {"CAFLEET_DATABASE_URL": db_path, "CAFLEET_MEMBER_ID": str(member_id), "CAFLEET_FLEET_ID": str(fleet_id)}
         pane_id = mux.split(placement["window_id"], argv, cwd=cwd, env=pane_env, target_pane=placement["pane_id"])
+        pause_point("create.split")
         record_pane(store, environ, db_path, member_id, placement, pane_id)
+        pause_point("create.patched")
     except BaseException as error:
         raise CreateFailed(_compensate(store, mux, member_id, pane_id, error)) from None
     return {"member_id": member_id, "fleet_id": fleet_id, "name": name, "coding_agent": agent,

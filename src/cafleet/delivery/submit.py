@@ -45,10 +45,9 @@ from typing import Callable, Mapping
 from cafleet.delivery import screen
 from cafleet.delivery.preview import flatten
 from cafleet.errors import CafleetError, UsageError
+from cafleet.faults import pause_point
 from cafleet.mux.base import Multiplexer
 
-SETTLE_ENV = "CAFLEET_SUBMIT_SETTLE"
-DEFAULT_SETTLE = 0.3
 DEFAULT_ECHO_TIMEOUT = 2.0
 DEFAULT_CONFIRM_TIMEOUT = 2.0
 CAPTURE_LINES = 50
@@ -68,9 +67,9 @@ class SubmissionNotConfirmed(CafleetError):
 
 def settle_delay(environ: Mapping[str, str]) -> float:
     """The settle delay: ``CAFLEET_SUBMIT_SETTLE`` seconds from ``environ``, else 0.3."""
-    from cafleet.config import positive_float_env
+    from cafleet.config import submit_settle
 
-    return positive_float_env(environ, SETTLE_ENV, DEFAULT_SETTLE)
+    return submit_settle(environ)
 
 
 def submit_preview(
@@ -138,6 +137,7 @@ def _submit(
         placeholder = None
 
     mux.type_text(pane_id, line)
+    pause_point("submit.typed")  # test-only hook (cafleet.faults): typed, Enter not pressed
     time.sleep(settle)
     seen, shown = _poll(
         mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder)

@@ -15,7 +15,7 @@ import time
 
 from cafleet import clock
 from cafleet.broker import fleets, messages
-from cafleet.delivery import supervision
+from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, DatabaseError
 
 MESSAGE_CHECK = 0.25  # seconds between data_version checks for new Director messages
@@ -44,8 +44,6 @@ ACTIONS = {
 class Watcher:
     def __init__(self, store, environ, db_path: str, fleet_id: int, interval: float, idle_after: float, emit) -> None:
         self.store = store
-        self.environ = environ
-        self.db_path = db_path
         self.fleet_id = fleet_id
         self.interval = interval
         self.idle_after = idle_after
@@ -55,6 +53,7 @@ class Watcher:
         self.retried_at: dict[int, float] = {}
         self.last_message_id = 0
         self.director = fleets.get_fleet(store, fleet_id)["director_member_id"]
+        self.settings = drain.Settings(environ, db_path)  # validated before the stream starts
 
     def run(self) -> str:
         """Stream until the fleet is deleted (returns why) or a signal stops it."""
@@ -105,8 +104,6 @@ class Watcher:
             del self.last_state[gone]  # deregistered meanwhile: nothing more to report
 
     def retry_stale(self) -> None:
-        from cafleet.delivery import drain
-
         now = time.monotonic()
         cutoff = _iso_seconds_ago(self.interval)
         owed: dict[int, list[int]] = {}
@@ -118,7 +115,7 @@ class Watcher:
                 continue
             stamped: set[int] = set()
             try:
-                failure = drain.drain(self.store, self.environ, self.db_path, recipient, set(), stamped)
+                failure = drain.drain(self.store, self.settings, recipient, set(), stamped)
             except CafleetError as error:
                 failure = str(error)
             for message_id in message_ids:

@@ -1,0 +1,60 @@
+"""A test-only fault-injection hook: stop a command at a named step so that a test can
+SIGKILL it exactly there, with no mocks and no timing guesses.
+
+``CAFLEET_TEST_PAUSE_AT=<point>`` makes the process that reaches :func:`pause_point` with
+that name write ``paused <point>`` (one line) to the file named by
+``CAFLEET_TEST_PAUSE_FILE`` (appended; stderr when unset) and then sleep until it is
+killed. It never returns, so nothing after the point runs. Without the variable a call
+is one dictionary lookup: the hook stays in production code at no cost.
+
+The points, in the order a command reaches them (tests/test_crash.py kills at each):
+
+=====================  =========================================================
+``send.before_commit``  inside the send's write transaction, row inserted, not committed
+``send.after_commit``   the row is committed, its id not printed yet
+``drain.locked``        pane-input lock taken and eligibility re-checked, nothing typed
+``submit.typed``        the line is typed into the pane, Enter not pressed yet (this one
+                        also fires for ``member prompt``, which types through the same code)
+``drain.submitted``     the submission is confirmed, ``notified_at`` not stamped yet
+``drain.stamped``       ``notified_at`` stamped, the lock not yet released
+``ack.before_commit``   inside the ACK's write transaction, row updated, not committed
+``ack.after_commit``    the ACK is committed, nothing printed yet
+``create.registered``   member and pending placement committed, no pane split yet
+``create.split``        the new pane runs the agent, its id not recorded yet
+``create.patched``      the pane id is recorded, the lock released, nothing printed yet
+``delete.killed``       under the pane lock, the pane is closed, the member not yet
+                        deregistered
+=====================  =========================================================
+
+Two of them sit inside the broker's write transactions (``send.before_commit``,
+``ack.before_commit``). The broker does no I/O but the database's, and this hook keeps
+that true in production: it only acts under the test variable, and then it announces
+itself once and sleeps, holding the transaction open the way a process descheduled at
+that instant would.
+"""
+
+from __future__ import annotations
+
+import os
+
+PAUSE_AT = "CAFLEET_TEST_PAUSE_AT"
+PAUSE_FILE = "CAFLEET_TEST_PAUSE_FILE"
+
+
+def pause_point(name: str) -> None:
+    """Stop here for good when ``CAFLEET_TEST_PAUSE_AT`` names this point; else return."""
+    if os.environ.get(PAUSE_AT) != name:
+        return
+    import sys
+    import time
+
+    line = f"paused {name}\n"
+    path = os.environ.get(PAUSE_FILE)
+    if path:
+        with open(path, "a", encoding="utf-8") as marker:
+            marker.write(line)
+    else:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+    while True:  # until SIGKILL (or any signal that ends the process)
+        time.sleep(3600)
