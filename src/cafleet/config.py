@@ -7,7 +7,13 @@ import os
 from cafleet.errors import ConfigError
 
 DATABASE_FILENAME = "cafleet_v8.db"
+SHOWN_CHARS = 60
 DEFAULT_MAX_TEXT_LEN = 200
+
+
+def shown(value: str) -> str:
+    """A bad value as quoted in an error: cut short, never echoed whole."""
+    return repr(value) if len(value) <= SHOWN_CHARS else repr(value[:SHOWN_CHARS]) + "…"
 
 
 def database_path(environ) -> str:
@@ -21,17 +27,17 @@ def database_path(environ) -> str:
             rest = url[len("sqlite:///"):]
             if not rest or "?" in rest:
                 raise ConfigError(
-                    f"CAFLEET_DATABASE_URL {url!r} must be sqlite:///ABS/PATH with a file path and no query string."
+                    f"CAFLEET_DATABASE_URL {shown(url)} must be sqlite:///ABS/PATH with a file path and no query string."
                 )
             return os.path.normpath("/" + rest.lstrip("/"))
         if os.path.isabs(url):
             return os.path.normpath(url)
         raise ConfigError(
-            f"CAFLEET_DATABASE_URL {url!r} is not supported; use sqlite:///ABS/PATH or an absolute file path."
+            f"CAFLEET_DATABASE_URL {shown(url)} is not supported; use sqlite:///ABS/PATH or an absolute file path."
         )
     data_home = environ.get("XDG_DATA_HOME", "")
     if data_home and not os.path.isabs(data_home):
-        raise ConfigError(f"XDG_DATA_HOME {data_home!r} must be an absolute path.")
+        raise ConfigError(f"XDG_DATA_HOME {shown(data_home)} must be an absolute path.")
     if not data_home:
         home = environ.get("HOME", "")
         if not home or not os.path.isabs(home):
@@ -54,7 +60,7 @@ def positive_int_env(environ, name: str, default: int) -> int:
     except ValueError:
         value = 0
     if value <= 0:
-        raise ConfigError(f"{name} must be a positive integer, got {raw!r}.")
+        raise ConfigError(f"{name} must be a positive integer, got {shown(raw)}.")
     return value
 
 
@@ -67,7 +73,7 @@ def positive_float_env(environ, name: str, default: float) -> float:
     except ValueError:
         value = -1.0
     if not value >= 0 or value == float("inf"):
-        raise ConfigError(f"{name} must be a non-negative number of seconds, got {raw!r}.")
+        raise ConfigError(f"{name} must be a non-negative number of seconds, got {shown(raw)}.")
     return value
 
 
