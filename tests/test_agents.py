@@ -162,7 +162,7 @@ def test_invalid_choices_are_usage_errors(agent, model, effort, message):
 def test_long_junk_is_not_echoed_whole():
     with pytest.raises(UsageError) as caught:
         validate("claude", "x" * 500 + " y", None)
-    assert str(caught.value) == f"invalid --model '{'x' * 40}…'; give a model name without spaces that does not start with -"
+    assert str(caught.value) == f"invalid --model '{'x' * 40}'…; give a model name without spaces that does not start with -"
 
 
 @pytest.mark.parametrize(

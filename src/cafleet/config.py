@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import os
 
-from cafleet.errors import ConfigError
+from cafleet.errors import ConfigError, shown
 
 DATABASE_FILENAME = "cafleet_v8.db"
-SHOWN_CHARS = 60
 DEFAULT_MAX_TEXT_LEN = 200
-
-
-def shown(value: str) -> str:
-    """A bad value as quoted in an error: cut short, never echoed whole."""
-    return repr(value) if len(value) <= SHOWN_CHARS else repr(value[:SHOWN_CHARS]) + "…"
 
 
 def database_path(environ) -> str:

@@ -8,6 +8,16 @@ one sentence saying what is wrong and what to do. The command line prints it as
 from __future__ import annotations
 
 
+SHOWN_CHARS = 40
+
+
+def shown(value: object) -> str:
+    """A user-supplied value as quoted in an error message: cut short (with …) so an
+    error never echoes a whole input."""
+    text = str(value)
+    return repr(text) if len(text) <= SHOWN_CHARS else repr(text[:SHOWN_CHARS]) + "…"
+
+
 class ExitCode:
     OK = 0
     FAILURE = 1

@@ -28,7 +28,7 @@ import os
 import sys
 from collections.abc import Mapping
 
-from cafleet.errors import AgentError, UsageError
+from cafleet.errors import AgentError, UsageError, shown
 
 AGENTS: tuple[str, ...] = ("claude", "codex", "opencode")
 """The public coding agents. ``standin`` (our test/demo program) is accepted but hidden."""
@@ -65,14 +65,6 @@ BACKENDS: dict[str, Backend] = {
 }
 
 
-def _shown(value: object) -> str:
-    """A value quoted for an error message, cut short so a message never echoes junk."""
-    text = str(value)
-    if len(text) > 40:
-        text = text[:40] + "…"
-    return repr(text)
-
-
 def _choices(values: tuple[str, ...]) -> str:
     return ", ".join(values[:-1]) + " or " + values[-1]
 
@@ -81,7 +73,7 @@ def backend(agent: str) -> Backend:
     """The backend named ``agent``; an unknown name is a usage error (exit 2)."""
     found = BACKENDS.get(agent) if isinstance(agent, str) else None
     if found is None:
-        raise UsageError(f"unknown coding agent {_shown(agent)}; choose {_choices(AGENTS)}")
+        raise UsageError(f"unknown coding agent {shown(agent)}; choose {_choices(AGENTS)}")
     return found
 
 
@@ -90,11 +82,11 @@ def _check_model(spec: Backend, model: str) -> None:
         raise UsageError("the standin agent takes no --model; leave it out")
     bad_char = any(ch.isspace() or not ch.isprintable() for ch in model)
     if not model or bad_char or model.startswith("-"):
-        raise UsageError(f"invalid --model {_shown(model)}; give a model name without spaces that does not start with -")
+        raise UsageError(f"invalid --model {shown(model)}; give a model name without spaces that does not start with -")
     if spec.provider_model:
         provider, _, name = model.partition("/")
         if not provider or not name:
-            raise UsageError(f"invalid --model {_shown(model)} for opencode; use the form provider/model (for example anthropic/claude-sonnet-4-5)")
+            raise UsageError(f"invalid --model {shown(model)} for opencode; use the form provider/model (for example anthropic/claude-sonnet-4-5)")
 
 
 def validate(agent: str, model: str | None, effort: str | None) -> None:
@@ -107,7 +99,7 @@ def validate(agent: str, model: str | None, effort: str | None) -> None:
         if not spec.efforts:
             raise UsageError(f"{spec.name} takes no --effort; leave it out")
         if effort not in spec.efforts:
-            raise UsageError(f"invalid --effort {_shown(effort)} for {spec.name}; choose {_choices(spec.efforts)}")
+            raise UsageError(f"invalid --effort {shown(effort)} for {spec.name}; choose {_choices(spec.efforts)}")
     if model is not None:
         _check_model(spec, model)
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cafleet.errors import ConfigError
+from cafleet.errors import ConfigError, shown
 
 VERSION_PLACEHOLDER = "@CAFLEET_VERSION@"
 VERSION_MARKER = "cafleet-version:"
@@ -71,17 +71,13 @@ class InstalledAsset:
     status: str
 
 
-def _shown(value: str) -> str:
-    return repr(value if len(value) <= 60 else value[:60] + "…")
-
-
 def _absolute(environ: Mapping[str, str], name: str) -> Path | None:
     """The directory in ``environ[name]``, None when unset or empty; relative is an error."""
     value = environ.get(name)
     if not value:
         return None
     if not os.path.isabs(value):
-        raise ConfigError(f"{name} must be an absolute path, got {_shown(value)}; fix it or unset it")
+        raise ConfigError(f"{name} must be an absolute path, got {shown(value)}; fix it or unset it")
     return Path(value)
 
 

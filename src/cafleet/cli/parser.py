@@ -8,10 +8,9 @@ of calls an agent makes in a session (see docs/performance.md).
 from __future__ import annotations
 
 from cafleet.cli.table import COMMANDS, GROUPS, Command
-from cafleet.errors import UsageError
+from cafleet.errors import UsageError, shown
 
 MAX_INTEGER = 2**63 - 1  # the largest SQLite INTEGER
-SHOWN_CHARS = 40  # how much of a bad argument an error message quotes
 
 
 class Parsed:
@@ -90,12 +89,12 @@ def _convert(param, raw: str, where: str):
         text = raw.strip()
         digits = text.lstrip("0")
         if not text.isdigit() or not text.isascii() or not digits:
-            raise UsageError(f"{where} must be a positive integer, got {_shown(raw)}.")
+            raise UsageError(f"{where} must be a positive integer, got {shown(raw)}.")
         # SQLite integers are signed 64-bit: a larger Python int cannot even be bound as a
         # query parameter (OverflowError) and names no row anyway. Comparing lengths first
         # keeps a 5,000-digit argument away from int()'s digit limit (ValueError).
         if len(digits) > len(str(MAX_INTEGER)) or int(digits) > MAX_INTEGER:
-            raise UsageError(f"{where} must be at most {MAX_INTEGER}, got {_shown(raw)}.")
+            raise UsageError(f"{where} must be at most {MAX_INTEGER}, got {shown(raw)}.")
         return int(digits)
     if kind == "seconds":
         try:
@@ -103,16 +102,11 @@ def _convert(param, raw: str, where: str):
         except ValueError:
             value = -1.0
         if not value >= 0 or value == float("inf"):
-            raise UsageError(f"{where} must be a non-negative number of seconds, got {_shown(raw)}.")
+            raise UsageError(f"{where} must be a non-negative number of seconds, got {shown(raw)}.")
         return value
     if param.choices and raw not in param.choices:
-        raise UsageError(f"{where} must be one of {', '.join(param.choices)}, got {_shown(raw)}.")
+        raise UsageError(f"{where} must be one of {', '.join(param.choices)}, got {shown(raw)}.")
     return raw
-
-
-def _shown(raw: str) -> str:
-    """The bad value as quoted in an error: a long argument is cut, never echoed whole."""
-    return repr(raw) if len(raw) <= SHOWN_CHARS else repr(raw[:SHOWN_CHARS]) + "…"
 
 
 def parse(argv: list[str]) -> Parsed:
@@ -121,7 +115,7 @@ def parse(argv: list[str]) -> Parsed:
         return Parsed(None, {}, False, top_help())
     group = argv[0]
     if group not in GROUPS:
-        raise UsageError(f"unknown command {_shown(group)}; run `cafleet --help` for the list.")
+        raise UsageError(f"unknown command {shown(group)}; run `cafleet --help` for the list.")
     rest = argv[1:]
     command = find_command(group, None)
     if command is None:
@@ -129,7 +123,7 @@ def parse(argv: list[str]) -> Parsed:
             return Parsed(None, {}, False, group_help(group))
         command = find_command(group, rest[0])
         if command is None:
-            raise UsageError(f"unknown command {group} {_shown(rest[0])}; run `cafleet {group} --help` for the list.")
+            raise UsageError(f"unknown command {group} {shown(rest[0])}; run `cafleet {group} --help` for the list.")
         rest = rest[1:]
     return _parse_params(command, rest)
 
@@ -161,7 +155,7 @@ def _parse_params(command: Command, args: list[str]) -> Parsed:
             continue
         param = options.get(flag)
         if param is None:
-            raise UsageError(f"unknown option {_shown(flag)} for `{name}`; see `{name} --help`.")
+            raise UsageError(f"unknown option {shown(flag)} for `{name}`; see `{name} --help`.")
         if param.kind == "flag":
             if has_value:
                 raise UsageError(f"option {flag} takes no value.")
@@ -184,7 +178,7 @@ def _parse_params(command: Command, args: list[str]) -> Parsed:
     if len(given_positionals) > len(positionals):
         extra = given_positionals[len(positionals)]
         hint = " (quote a message body so that it is one argument)" if command.body else ""
-        raise UsageError(f"unexpected argument {_shown(extra)} for `{name}`{hint}.")
+        raise UsageError(f"unexpected argument {shown(extra)} for `{name}`{hint}.")
     for param, raw in zip(positionals, given_positionals):
         values[param.dest] = _convert(param, raw, param.metavar)
     for param in command.params:
