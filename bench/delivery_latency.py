@@ -33,7 +33,7 @@ from datetime import datetime
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
-from cafleet.delivery.submit import DEFAULT_SETTLE, SETTLE_ENV  # noqa: E402
+from cafleet.config import submit_settle  # noqa: E402
 
 ISOLATED_PREFIXES = ("CAFLEET_", "TMUX", "HERDR", "XDG_")
 READY_TIMEOUT = 20.0
@@ -124,10 +124,9 @@ def report(label: str, values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sends", type=int, default=30, help="sends to the member (and as many to the Director)")
-    parser.add_argument("--settle", type=float, default=None, help=f"settle delay in seconds (default ${SETTLE_ENV} "
-                        f"or {DEFAULT_SETTLE})")
+    parser.add_argument("--settle", type=float, default=None, help="settle delay in seconds (default $CAFLEET_SUBMIT_SETTLE or 0.3)")
     args = parser.parse_args()
-    settle = args.settle if args.settle is not None else float(os.environ.get(SETTLE_ENV) or DEFAULT_SETTLE)
+    settle = args.settle if args.settle is not None else submit_settle(os.environ)
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is not installed")
     workdir = tempfile.mkdtemp(prefix="cafleet-bench-")

@@ -1,0 +1,375 @@
+"""Benchmark: sustained throughput and latency with many processes on one database.
+
+    python bench/load.py [--senders N] [--messages N] [--receivers N] [--pollers N]
+                         [--listeners N] [--pane-messages N] [--pane-gap S] [--spawn]
+
+One throw-away fleet in a private tmux server (its own socket in a temporary folder): a
+Director pane, one member running the stand-in agent in a real pane, and ``--receivers``
+members without a pane. All at once:
+
+* ``--senders`` processes each send ``--messages`` messages, round-robin over the
+  receivers (half of them from the Director, half member to member);
+* each receiver runs ``message wait`` + ``message ack`` until it has ACKed its share;
+* ``--pollers`` processes loop ``message poll`` on receivers' inboxes, ``--poll-gap``
+  seconds apart;
+* ``--listeners`` ``message listen`` processes stream an extra member nobody ACKs
+  (one message in ten goes there);
+* two processes send ``--pane-messages`` each to the stand-in's pane, ``--pane-gap``
+  seconds apart: every one of those sends types a preview (pane lock, settle delay,
+  confirmation), and every receiver's ``message wait`` also retries previews owed there.
+
+The workers are tests/support/load_workers.py: each command runs in-process with a fresh
+connection (open, diagnose, work, close: one invocation minus interpreter start-up), or
+as a real ``python -m cafleet`` process with ``--spawn``. Reported: messages stored per
+second over the run; per operation the count, rate and p50/p95/p99 latency; the delivery
+latencies (message stored -> returned by a wait, -> printed by a listen, send started ->
+preview submitted in the pane); and the checks: nothing lost or duplicated, no process
+wrote to stderr (so no "database is locked"), each listen got every message once, each
+pane message previewed exactly once. Nothing outside the temporary folder is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from datetime import datetime
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "src"))
+
+from cafleet.broker import members  # noqa: E402
+from cafleet.delivery.submit import settle_delay  # noqa: E402
+from cafleet.store.connection import open_store  # noqa: E402
+
+ISOLATED_PREFIXES = ("CAFLEET_", "TMUX", "HERDR", "XDG_")
+READY_TIMEOUT = 20.0
+
+
+def epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+class Bench:
+    """A private tmux server (socket in ``workdir``), an isolated environment, a database
+    and a stand-in record folder, all inside ``workdir``."""
+
+    def __init__(self, workdir: str) -> None:
+        self.workdir = workdir
+        self.socket = os.path.join(workdir, "tmux.sock")
+        self.records = os.path.join(workdir, "records")
+        home = os.path.join(workdir, "home")
+        os.mkdir(self.records)
+        os.mkdir(home)
+        base = {k: v for k, v in os.environ.items() if not k.startswith(ISOLATED_PREFIXES)}
+        keep = {k: os.environ[k] for k in ("CAFLEET_SUBMIT_SETTLE", "CAFLEET_LOCK_TIMEOUT") if k in os.environ}
+        self.env = dict(base, HOME=home, XDG_DATA_HOME=os.path.join(home, "data"),
+                        XDG_CONFIG_HOME=os.path.join(home, "config"),
+                        CAFLEET_DATABASE_URL=os.path.join(workdir, "load.db"),
+                        CAFLEET_STANDIN_RECORD_DIR=self.records, **keep)
+
+    def tmux(self, *args: str) -> str:
+        done = subprocess.run(["tmux", "-f", "/dev/null", "-S", self.socket, *args], capture_output=True,
+                              text=True, env=self.env, timeout=10, check=True)
+        return done.stdout.strip()
+
+    def run(self, *args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "cafleet", *args], capture_output=True, text=True,
+                              env=self.env, timeout=60)
+        if done.returncode != 0:
+            raise SystemExit(f"cafleet {' '.join(args[:2])} failed: {done.stderr.strip()}")
+        return done.stdout
+
+    def setup(self) -> tuple[int, int]:
+        """A Director pane, its fleet, one stand-in member ready at its input line."""
+        self.tmux("new-session", "-d", "-s", "load", "-x", "200", "-y", "50", "sleep", "86400")
+        director_pane = self.tmux("display-message", "-p", "-t", "load", "#{pane_id}")
+        self.env.update(TMUX=f"{self.socket},0,0", TMUX_PANE=director_pane)
+        fleet = json.loads(self.run("fleet", "create", "--name", "load", "--coding-agent", "standin", "--json"))
+        member = json.loads(self.run("member", "create", "--fleet-id", str(fleet["fleet_id"]), "--name", "pane",
+                                     "--description", "receives previews", "--coding-agent", "standin", "--json",
+                                     "Load target."))
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not self.tmux("capture-pane", "-p", "-t", member["pane_id"]).rstrip().endswith(">"):
+            if time.monotonic() > deadline:
+                raise SystemExit("the stand-in agent did not draw its input line in time")
+            time.sleep(0.05)
+        return fleet["director_member_id"], member["member_id"]
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, timeout=10)
+
+
+class Listener:
+    """``message listen --json``; each line kept with the time it was read."""
+
+    def __init__(self, env: dict, member: int) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "cafleet", "message", "listen", str(member), "--json"],
+                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lines: list[tuple[float, dict]] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append((time.time(), json.loads(line)))
+
+    def stop(self) -> bytes:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=10)
+        self.thread.join(timeout=10)
+        return self.proc.stderr.read()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Load:
+    def __init__(self, bench: Bench, args: argparse.Namespace) -> None:
+        self.bench = bench
+        self.args = args
+        self.env = dict(bench.env, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), ROOT]))
+        self.failures: list[str] = []
+        self.started = 0
+        self.processes: list[subprocess.Popen] = []  # everything started, for cleanup
+
+    def worker(self, *args: str) -> tuple[subprocess.Popen, str]:
+        """Start a load worker; its JSON lines go to a file (a pipe left unread would fill
+        up and stall it)."""
+        spawn = ["--spawn"] if self.args.spawn else []
+        self.started += 1
+        path = os.path.join(self.bench.workdir, f"worker-{self.started}.jsonl")
+        with open(path, "wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "tests.support.load_workers", *spawn, *args], cwd=ROOT,
+                                    env=self.env, stdout=out, stderr=subprocess.PIPE)
+        self.processes.append(proc)
+        return proc, path
+
+    def kill_all(self) -> None:
+        """Stop whatever is still running (after a failure or an interrupt), by pid."""
+        for proc in self.processes:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    def finish(self, name: str, started: tuple[subprocess.Popen, str]) -> list[dict]:
+        proc, path = started
+        _, err = proc.communicate(timeout=600)
+        if proc.returncode != 0 or err:
+            self.failures.append(f"{name} exited {proc.returncode}: {err.decode(errors='replace').strip()}")
+        with open(path, "rb") as handle:
+            return [json.loads(line) for line in handle]
+
+    def register(self, director: int, count: int) -> list[int]:
+        """Members without a pane (pending placements), in the Director's fleet."""
+        shown = json.loads(self.bench.run("member", "show", str(director), "--json"))
+        store = open_store(self.env["CAFLEET_DATABASE_URL"])
+        try:
+            return [members.register_member(
+                store, fleet_id=shown["fleet_id"], name=f"r{i}", description="load receiver", backend="tmux",
+                session=shown["placement"]["session"], window_id=shown["placement"]["window_id"],
+                coding_agent="standin") for i in range(count)]
+        finally:
+            store.close()
+
+    def run(self) -> dict:
+        args = self.args
+        director, pane_member = self.bench.setup()
+        receivers = self.register(director, args.receivers)
+        [listened] = self.register(director, 1)
+        stop_polling = os.path.join(self.bench.workdir, "stop-polling")
+
+        plan = {}
+        for i in range(args.senders):
+            sender = director if i % 2 == 0 else receivers[i % len(receivers)]
+            targets = [m for m in receivers if m != sender]
+            rotated = targets[i % len(targets):] + targets[:i % len(targets)]
+            to = [listened if k % 10 == 9 else rotated[k % len(rotated)] for k in range(args.messages)]
+            plan[f"s{i}"] = (sender, to)
+        share = Counter(m for _, to in plan.values() for m in to)
+
+        listeners = [Listener(self.env, listened) for _ in range(args.listeners)]
+        self.processes += [listener.proc for listener in listeners]
+        time.sleep(0.5)  # listeners up before the first send
+        started = time.time()
+        receiving = {m: self.worker("receive", str(m), str(share[m]), "--deadline", "300") for m in receivers}
+        polling = [self.worker("poll", str(receivers[i % len(receivers)]), stop_polling, "--gap", str(args.poll_gap))
+                   for i in range(args.pollers)]
+        # A sender's list of targets, one per message: "send" cycles through the list given.
+        sending = {tag: self.worker("send", str(sender), ",".join(map(str, to)), str(args.messages), tag)
+                   for tag, (sender, to) in plan.items()}
+        pane_sending = [self.worker("send", str(director), str(pane_member), str(args.pane_messages), f"p{i}",
+                                    "--gap", str(args.pane_gap)) for i in range(2)]
+        try:
+            sent = [r for tag, proc in sending.items() for r in self.finish(f"sender {tag}", proc)]
+            pane_sent = [r for i, proc in enumerate(pane_sending) for r in self.finish(f"pane sender {i}", proc)]
+            received = [r for m, proc in receiving.items() for r in self.finish(f"receiver {m}", proc)]
+            ended = time.time()
+            deadline = time.monotonic() + 30
+            while any(len(li.lines) < share[listened] for li in listeners) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            open(stop_polling, "w").close()
+            polled = [r for i, proc in enumerate(polling) for r in self.finish(f"poller {i}", proc)]
+            for i, listener in enumerate(listeners):
+                err = listener.stop()
+                if listener.proc.returncode != 0 or err:
+                    self.failures.append(f"listener {i} exited {listener.proc.returncode}: {err.decode().strip()}")
+        return {"started": started, "ended": ended, "sent": sent, "pane_sent": pane_sent, "received": received,
+                "polled": polled, "listeners": listeners, "listened": listened, "pane_member": pane_member,
+                "receivers": receivers, "plan": plan}
+
+    def check(self, result: dict) -> list[str]:
+        """Loss, duplicates, listens and previews; returns what is wrong (empty: all good)."""
+        problems = list(self.failures)
+        sent = result["sent"] + result["pane_sent"]
+        ids = [r["id"] for r in sent]
+        if len(ids) != len(set(ids)):
+            problems.append("a message id was printed twice")
+        store = open_store(self.env["CAFLEET_DATABASE_URL"])
+        try:
+            rows = store.conn.execute("SELECT message_id, to_member_id, text FROM messages").fetchall()
+            if store.conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+                problems.append("integrity_check failed")
+        finally:
+            store.close()
+        expected_texts = Counter(f"{tag}-{k}" for tag, (_, to) in result["plan"].items() for k in range(len(to)))
+        expected_texts.update(f"p{i}-{k}" for i in range(2) for k in range(self.args.pane_messages))
+        if Counter(r[2] for r in rows) != expected_texts or sorted(r[0] for r in rows) != sorted(ids):
+            problems.append("the stored messages differ from the ones sent")
+        acked = Counter(r["id"] for r in result["received"] if r["op"] == "ack")
+        waited = Counter(m[0] for r in result["received"] if r["op"] == "wait" for m in r["messages"])
+        to_receivers = Counter(r[0] for r in rows if r[1] in set(result["receivers"]))
+        if acked != to_receivers or waited != to_receivers:
+            problems.append("the waits/ACKs do not match the messages sent to the receivers one to one")
+        to_listened = sorted(r[0] for r in rows if r[1] == result["listened"])
+        for i, listener in enumerate(result["listeners"]):
+            if [line["message_id"] for _, line in listener.lines] != to_listened:
+                problems.append(f"listener {i} did not print every message once in order")
+        headers = Counter()
+        for record in self.bench_records(result["pane_member"]):
+            for r in result["pane_sent"]:
+                if f"[cafleet msg {r['id']} from " in record["text"]:
+                    headers[r["id"]] += 1
+        if headers != Counter({r["id"]: 1 for r in result["pane_sent"]}):
+            problems.append(f"pane previews not exactly once each: {len(headers)} of {len(result['pane_sent'])} "
+                            f"seen, {sum(1 for c in headers.values() if c > 1)} more than once")
+        return problems
+
+    def bench_records(self, member_id: int) -> list[dict]:
+        path = os.path.join(self.bench.records, f"member-{member_id}.jsonl")
+        if not os.path.exists(path):
+            return []
+        with open(path, encoding="utf-8") as handle:
+            return [r for r in map(json.loads, handle) if r["kind"] == "submit"]
+
+
+def line(label: str, values: list[float], span: float | None = None) -> str:
+    """Count, rate over ``span`` seconds (if given) and p50/p95/p99 of ``values``."""
+    if not values:
+        return f"  {label:<36} (none)"
+    rate = f"{len(values) / span:8.1f}/s" if span else " " * 10
+    return (f"  {label:<36} {len(values):6d} {rate}  p50 {percentile(values, 0.5) * 1000:7.1f}  "
+            f"p95 {percentile(values, 0.95) * 1000:7.1f}  p99 {percentile(values, 0.99) * 1000:7.1f} ms")
+
+
+def op_line(label: str, records: list[dict]) -> str:
+    """An operation's latencies, its rate taken over its own active span (first start to
+    last end), so a slow tail of other work does not dilute it."""
+    if not records:
+        return line(label, [])
+    span = max(r["end"] for r in records) - min(r["start"] for r in records)
+    return line(label, [r["end"] - r["start"] for r in records], span)
+
+
+def report(load: Load, result: dict, settle: float) -> None:
+    args = load.args
+    if load.failures:
+        raise SystemExit("load run failed:\n  " + "\n  ".join(load.failures))
+    sent, received, polled = result["sent"], result["received"], result["polled"]
+    acks = [r for r in received if r["op"] == "ack"]
+    send_span = max(r["end"] for r in sent) - min(r["start"] for r in sent)
+    mode = "a real process per command" if args.spawn else "in-process commands, fresh connection each"
+    print(f"load: {args.senders} senders x {args.messages}, {args.receivers} wait+ack receivers, {args.pollers} "
+          f"pollers ({args.poll_gap * 1000:.0f} ms apart), {args.listeners} listeners, 2 pane senders x "
+          f"{args.pane_messages} ({args.pane_gap * 1000:.0f} ms apart); {mode}; settle {settle * 1000:.0f} ms; "
+          f"{os.cpu_count()} CPUs")
+    print(f"  sustained: {len(sent)} messages stored in {send_span:.1f} s = {len(sent) / send_span:.0f} messages/s "
+          f"(whole run {result['ended'] - result['started']:.1f} s, {len(acks)} ACKs, {len(polled)} polls)")
+    print(f"  {'operation':<36} {'count':>6} {'rate':>10}  latency")
+    print(op_line("send (no pane)", sent))
+    print(op_line("send + preview typed (pane)", result["pane_sent"]))
+    print(op_line("ack", acks))
+    print(op_line("poll", polled))
+    print(op_line("wait (until it returned)", [r for r in received if r["op"] == "wait"]))
+    print("  delivery")
+    print(line("stored -> returned by a wait",
+               [r["end"] - epoch(m[2]) for r in received if r["op"] == "wait" for m in r["messages"]]))
+    store = open_store(load.env["CAFLEET_DATABASE_URL"])
+    try:
+        stamps = dict(store.conn.execute("SELECT message_id, created_at FROM messages").fetchall())
+    finally:
+        store.close()
+    print(line("stored -> printed by a listen",
+               [seen - epoch(stamps[rec["message_id"]]) for li in result["listeners"] for seen, rec in li.lines]))
+    submitted = {}
+    for record in load.bench_records(result["pane_member"]):
+        for r in result["pane_sent"]:
+            if f"[cafleet msg {r['id']} from " in record["text"]:
+                submitted.setdefault(r["id"], epoch(record["ts"]))
+    print(line("send started -> preview submitted",
+               [submitted[r["id"]] - r["start"] for r in result["pane_sent"] if r["id"] in submitted]))
+    problems = load.check(result)
+    print("  checks: " + ("nothing lost, nothing duplicated, no error output, every listen and preview exact"
+                          if not problems else "FAILED: " + "; ".join(problems)))
+    if problems:
+        raise SystemExit(1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--senders", type=int, default=8)
+    parser.add_argument("--messages", type=int, default=150, help="messages per sender")
+    parser.add_argument("--receivers", type=int, default=4)
+    parser.add_argument("--pollers", type=int, default=2)
+    parser.add_argument("--poll-gap", type=float, default=0.02, help="seconds between a poller's polls")
+    parser.add_argument("--listeners", type=int, default=2)
+    parser.add_argument("--pane-messages", type=int, default=10, help="messages per pane sender (two of them)")
+    parser.add_argument("--pane-gap", type=float, default=0.25, help="seconds between a pane sender's sends")
+    parser.add_argument("--spawn", action="store_true", help="run every command as a real process")
+    args = parser.parse_args()
+    if args.receivers < 2:
+        parser.error("--receivers must be at least 2")
+    if shutil.which("tmux") is None:
+        raise SystemExit("tmux is not installed")
+    workdir = tempfile.mkdtemp(prefix="cafleet-load-")
+    bench = Bench(workdir)
+    settle = settle_delay(bench.env)
+    load = Load(bench, args)
+    try:
+        result = load.run()
+        report(load, result, settle)
+    finally:
+        load.kill_all()
+        bench.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
