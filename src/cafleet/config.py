@@ -58,15 +58,21 @@ def positive_int_env(environ, name: str, default: int) -> int:
     return value
 
 
+def seconds(raw: str) -> float | None:
+    """A finite, non-negative number of seconds, or None when ``raw`` is not one."""
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if 0 <= value < float("inf") else None
+
+
 def positive_float_env(environ, name: str, default: float) -> float:
     raw = environ.get(name, "")
     if not raw:
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value >= 0 or value == float("inf"):
+    value = seconds(raw)
+    if value is None:
         raise ConfigError(f"{name} must be a non-negative number of seconds, got {shown(raw)}.")
     return value
 

@@ -28,24 +28,19 @@ def _fleet_record(row) -> dict:
 
 def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: str, window_id: str, pane_id: str) -> dict:
     """Insert fleet, Director, the Director's placement and the back-filled reference in one commit."""
+    from cafleet.broker import members  # members imports this module
+
     if not name.strip():
         raise UsageError("--name must not be blank.")
-    now = clock.now()
     with store.write():
+        now = clock.now()
         fleet_id = store.execute(
             "INSERT INTO fleets (name, created_at, deleted_at, director_member_id) VALUES (?, ?, NULL, NULL)",
             (name, now),
         ).lastrowid
-        member_id = store.execute(
-            "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at) "
-            "VALUES (?, ?, ?, 'active', ?, NULL)",
-            (fleet_id, DIRECTOR_NAME, DIRECTOR_DESCRIPTION, now),
-        ).lastrowid
-        store.execute(
-            "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (member_id, session, window_id, pane_id, backend, coding_agent, now),
-        )
+        member_id = members.insert_member(store, fleet_id, DIRECTOR_NAME, DIRECTOR_DESCRIPTION, now, backend=backend,
+                                          session=session, window_id=window_id, pane_id=pane_id,
+                                          coding_agent=coding_agent)
         store.execute("UPDATE fleets SET director_member_id = ? WHERE fleet_id = ?", (member_id, fleet_id))
     return {"fleet_id": fleet_id, "name": name, "director_member_id": member_id, "created_at": now}
 

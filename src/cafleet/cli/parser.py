@@ -97,11 +97,10 @@ def _convert(param, raw: str, where: str):
             raise UsageError(f"{where} must be at most {MAX_INTEGER}, got {shown(raw)}.")
         return int(digits)
     if kind == "seconds":
-        try:
-            value = float(raw)
-        except ValueError:
-            value = -1.0
-        if not value >= 0 or value == float("inf"):
+        from cafleet.config import seconds
+
+        value = seconds(raw)
+        if value is None:
             raise UsageError(f"{where} must be a non-negative number of seconds, got {shown(raw)}.")
         return value
     if param.choices and raw not in param.choices:
