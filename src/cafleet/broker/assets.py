@@ -15,9 +15,3 @@ def record_install(store, coding_agent: str, path: str, cafleet_version: str) ->
             (coding_agent, path, cafleet_version, clock.now()),
         )
 
-
-def list_installs(store) -> list[dict]:
-    rows = store.execute(
-        "SELECT coding_agent, path, cafleet_version, installed_at FROM asset_installs ORDER BY coding_agent, path"
-    ).fetchall()
-    return [dict(zip(("coding_agent", "path", "cafleet_version", "installed_at"), row)) for row in rows]

@@ -200,7 +200,3 @@ def _describe(column: tuple) -> str:
 def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
-
-def sidecar_files(path: str) -> list[str]:
-    """Journal/WAL files that exist beside ``path``."""
-    return [path + suffix for suffix in ("-journal", "-wal", "-shm") if os.path.exists(path + suffix)]
