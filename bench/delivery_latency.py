@@ -35,57 +35,12 @@ sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
 from cafleet.config import submit_settle  # noqa: E402
 
-ISOLATED_PREFIXES = ("CAFLEET_", "TMUX", "HERDR", "XDG_")
-READY_TIMEOUT = 20.0
+from _pane_fleet import PaneFleet  # noqa: E402
 
 
-def cafleet_argv() -> list[str]:
-    """The installed console script beside this interpreter, else ``python -m cafleet``."""
-    script = os.path.join(os.path.dirname(sys.executable), "cafleet")
-    return [script] if os.path.exists(script) else [sys.executable, "-m", "cafleet"]
-
-
-class Bench:
+class Bench(PaneFleet):
     def __init__(self, workdir: str, settle: float) -> None:
-        self.workdir = workdir
-        self.socket = os.path.join(workdir, "tmux.sock")
-        self.records = os.path.join(workdir, "records")
-        os.mkdir(self.records)
-        home = os.path.join(workdir, "home")
-        os.mkdir(home)
-        base = {k: v for k, v in os.environ.items() if not k.startswith(ISOLATED_PREFIXES)}
-        self.env = dict(base, HOME=home, XDG_DATA_HOME=os.path.join(home, "data"),
-                        XDG_CONFIG_HOME=os.path.join(home, "config"),
-                        CAFLEET_DATABASE_URL=os.path.join(workdir, "bench.db"),
-                        CAFLEET_STANDIN_RECORD_DIR=self.records, CAFLEET_SUBMIT_SETTLE=f"{settle}")
-        self.cafleet = cafleet_argv()
-
-    def tmux(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-f", "/dev/null", "-S", self.socket, *args], capture_output=True,
-                              text=True, env=self.env, timeout=10, check=True)
-        return done.stdout.strip()
-
-    def run(self, *args: str) -> str:
-        done = subprocess.run([*self.cafleet, *args], capture_output=True, text=True, env=self.env, timeout=60)
-        if done.returncode != 0:
-            raise SystemExit(f"cafleet {' '.join(args[:2])} failed: {done.stderr.strip()}")
-        return done.stdout
-
-    def setup(self) -> tuple[int, int]:
-        """Director pane, fleet, one stand-in member ready at its input line."""
-        self.tmux("new-session", "-d", "-s", "bench", "-x", "200", "-y", "50", "sleep", "86400")
-        director_pane = self.tmux("display-message", "-p", "-t", "bench", "#{pane_id}")
-        self.env.update(TMUX=f"{self.socket},0,0", TMUX_PANE=director_pane)
-        fleet = json.loads(self.run("fleet", "create", "--name", "bench", "--coding-agent", "standin", "--json"))
-        member = json.loads(self.run("member", "create", "--fleet-id", str(fleet["fleet_id"]), "--name", "target",
-                                     "--description", "latency target", "--coding-agent", "standin", "--json",
-                                     "Benchmark target."))
-        deadline = time.monotonic() + READY_TIMEOUT
-        while not self.tmux("capture-pane", "-p", "-t", member["pane_id"]).rstrip().endswith(">"):
-            if time.monotonic() > deadline:
-                raise SystemExit("the stand-in agent did not draw its input line in time")
-            time.sleep(0.05)
-        return fleet["director_member_id"], member["member_id"]
+        super().__init__(workdir, "bench", {"CAFLEET_SUBMIT_SETTLE": f"{settle}"})
 
     def send(self, from_id: int, to_id: int, text: str) -> tuple[float, float]:
         """Start one send; (wall-clock start, seconds until the process exited)."""

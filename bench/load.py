@@ -51,8 +51,7 @@ from cafleet.broker import members  # noqa: E402
 from cafleet.delivery.submit import settle_delay  # noqa: E402
 from cafleet.store.connection import open_store  # noqa: E402
 
-ISOLATED_PREFIXES = ("CAFLEET_", "TMUX", "HERDR", "XDG_")
-READY_TIMEOUT = 20.0
+from _pane_fleet import PaneFleet  # noqa: E402
 
 
 def epoch(stamp: str) -> float:
@@ -64,54 +63,14 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-class Bench:
-    """A private tmux server (socket in ``workdir``), an isolated environment, a database
-    and a stand-in record folder, all inside ``workdir``."""
+class Bench(PaneFleet):
+    """A private tmux server, an isolated environment, a database and a stand-in record
+    folder, all inside ``workdir`` (see _pane_fleet.py)."""
 
     def __init__(self, workdir: str) -> None:
-        self.workdir = workdir
-        self.socket = os.path.join(workdir, "tmux.sock")
-        self.records = os.path.join(workdir, "records")
-        home = os.path.join(workdir, "home")
-        os.mkdir(self.records)
-        os.mkdir(home)
-        base = {k: v for k, v in os.environ.items() if not k.startswith(ISOLATED_PREFIXES)}
         keep = {k: os.environ[k] for k in ("CAFLEET_SUBMIT_SETTLE", "CAFLEET_LOCK_TIMEOUT") if k in os.environ}
-        self.env = dict(base, HOME=home, XDG_DATA_HOME=os.path.join(home, "data"),
-                        XDG_CONFIG_HOME=os.path.join(home, "config"),
-                        CAFLEET_DATABASE_URL=os.path.join(workdir, "load.db"),
-                        CAFLEET_STANDIN_RECORD_DIR=self.records, **keep)
-
-    def tmux(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-f", "/dev/null", "-S", self.socket, *args], capture_output=True,
-                              text=True, env=self.env, timeout=10, check=True)
-        return done.stdout.strip()
-
-    def run(self, *args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "cafleet", *args], capture_output=True, text=True,
-                              env=self.env, timeout=60)
-        if done.returncode != 0:
-            raise SystemExit(f"cafleet {' '.join(args[:2])} failed: {done.stderr.strip()}")
-        return done.stdout
-
-    def setup(self) -> tuple[int, int]:
-        """A Director pane, its fleet, one stand-in member ready at its input line."""
-        self.tmux("new-session", "-d", "-s", "load", "-x", "200", "-y", "50", "sleep", "86400")
-        director_pane = self.tmux("display-message", "-p", "-t", "load", "#{pane_id}")
-        self.env.update(TMUX=f"{self.socket},0,0", TMUX_PANE=director_pane)
-        fleet = json.loads(self.run("fleet", "create", "--name", "load", "--coding-agent", "standin", "--json"))
-        member = json.loads(self.run("member", "create", "--fleet-id", str(fleet["fleet_id"]), "--name", "pane",
-                                     "--description", "receives previews", "--coding-agent", "standin", "--json",
-                                     "Load target."))
-        deadline = time.monotonic() + READY_TIMEOUT
-        while not self.tmux("capture-pane", "-p", "-t", member["pane_id"]).rstrip().endswith(">"):
-            if time.monotonic() > deadline:
-                raise SystemExit("the stand-in agent did not draw its input line in time")
-            time.sleep(0.05)
-        return fleet["director_member_id"], member["member_id"]
-
-    def kill(self) -> None:
-        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, timeout=10)
+        super().__init__(workdir, "load", keep)
+        self.cafleet = [sys.executable, "-m", "cafleet"]
 
 
 class Listener:
