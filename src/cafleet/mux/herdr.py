@@ -9,8 +9,9 @@ What this module relies on, from herdr's CLI reference and its source:
   nothing. ``pane read`` prints the pane's text itself, not JSON.
 * Server-side failure: exit 1 and ``{"id": ..., "error": {"code": ..., "message": ...}}``
   on stderr; a missing pane is code ``pane_not_found``. Usage errors: exit 2, plain text.
-* ``pane split`` cannot run a command: it opens a shell pane (``--env``/``--cwd`` apply
-  to that shell) and ``pane run`` types a command line plus Enter into it. The argv is
+* ``pane split`` cannot run a command: it opens a shell pane (``--cwd`` applies to that
+  shell) and ``pane run`` types a command line plus Enter into it; the member's variables
+  go on that command line as ``env K=V ...``, which every herdr version honours. The argv is
   therefore quoted for a POSIX shell (``shlex``) and prefixed with ``exec`` so the program
   replaces the shell and the pane ends with it; a leading space keeps it out of the
   history of shells that ignore space-prefixed lines. A fish user's shell would read
@@ -232,17 +233,21 @@ class Herdr:
         args = ["pane", "split", "--pane", target, "--direction", _SPLIT_DIRECTION, "--no-focus"]
         if cwd is not None:
             args += ["--cwd", cwd]
+        assignments = []
         for key, value in (env or {}).items():
             if not key or "=" in key:
                 raise MuxError(f"{key!r} is not a valid environment variable name.")
-            args += ["--env", f"{key}={value}"]
+            assignments.append(f"{key}={value}")
+        # The variables travel on the command line (`env K=V argv...`), not as a split
+        # option, so they reach the program whatever options a herdr version accepts.
+        command = ["env", *assignments, *argv] if assignments else list(argv)
         pane = self._on_pane(target, args, json_result=True).get("pane") or {}
         new_pane = pane.get("pane_id") if isinstance(pane, dict) else None
         if not new_pane:
             raise MuxError("herdr pane split did not report the new pane id.")
         new_pane = str(new_pane)
         try:
-            self._on_pane(new_pane, ["pane", "run", new_pane, " exec " + shlex.join(argv)])
+            self._on_pane(new_pane, ["pane", "run", new_pane, " exec " + shlex.join(command)])
         except MuxError:
             try:  # do not leave an idle shell pane behind
                 self.kill(new_pane)
