@@ -26,6 +26,7 @@ from cafleet.delivery.submit import (
 )
 from cafleet.errors import ConfigError, PaneGone, UsageError
 from cafleet.mux.tmux import Tmux
+from tests.support.tmux_fixtures import wait_for
 
 TS = "2025-06-01T12:34:56.789012+00:00"
 FAST = {"settle": 0.05, "confirm_timeout": 2.0, "echo_timeout": 2.0}
@@ -63,17 +64,6 @@ def server(env):
     private = PrivateTmux(env)
     yield private
     private.kill_server()
-
-
-def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def records(path) -> list[dict]:
