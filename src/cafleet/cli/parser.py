@@ -10,8 +10,6 @@ from __future__ import annotations
 from cafleet.cli.table import COMMANDS, GROUPS, Command
 from cafleet.errors import UsageError, shown
 
-MAX_INTEGER = 2**63 - 1  # the largest SQLite INTEGER
-
 
 class Parsed:
     __slots__ = ("command", "values", "json", "help")
@@ -85,24 +83,14 @@ def top_help() -> str:
 
 def _convert(param, raw: str, where: str):
     kind = param.kind
-    if kind in ("id", "count"):
-        text = raw.strip()
-        digits = text.lstrip("0")
-        if not text.isdigit() or not text.isascii() or not digits:
-            raise UsageError(f"{where} must be a positive integer, got {shown(raw)}.")
-        # SQLite integers are signed 64-bit: a larger Python int cannot even be bound as a
-        # query parameter (OverflowError) and names no row anyway. Comparing lengths first
-        # keeps a 5,000-digit argument away from int()'s digit limit (ValueError).
-        if len(digits) > len(str(MAX_INTEGER)) or int(digits) > MAX_INTEGER:
-            raise UsageError(f"{where} must be at most {MAX_INTEGER}, got {shown(raw)}.")
-        return int(digits)
-    if kind == "seconds":
-        from cafleet.config import seconds
+    if kind == "id":
+        from cafleet.validation import parse_id
 
-        value = seconds(raw)
-        if value is None:
-            raise UsageError(f"{where} must be a non-negative number of seconds, got {shown(raw)}.")
-        return value
+        return parse_id(raw, where)
+    if kind in ("count", "seconds"):  # bounded by its declaration in cafleet.config
+        from cafleet.config import option
+
+        return option(where, raw)
     if param.choices and raw not in param.choices:
         raise UsageError(f"{where} must be one of {', '.join(param.choices)}, got {shown(raw)}.")
     return raw

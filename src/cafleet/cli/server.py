@@ -14,13 +14,12 @@ import socket
 from cafleet.errors import CafleetError, ConfigError, UsageError
 
 DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
 WILDCARDS = ("0.0.0.0", "::")
 
 
 def server(ctx, host, port):
     bind_host = _host(ctx.environ, host)
-    bind_port = _port(ctx.environ, port)
+    bind_port = _port(ctx.settings, port)
     ctx.store()  # §2.1 diagnosis: a refused file is an error before binding
     ctx.close()
     sock, loopback = _listen(bind_host, bind_port)
@@ -46,18 +45,9 @@ def _host(environ, flag: str | None) -> str:
     return host
 
 
-def _port(environ, flag: int | None) -> int:
-    if flag is not None:
-        if flag > 65535:
-            raise UsageError(f"--port must be a port number from 1 to 65535, got {flag}.")
-        return flag
-    raw = environ.get("CAFLEET_BROKER_PORT", "")
-    if not raw:
-        return DEFAULT_PORT
-    text = raw.strip()
-    if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= 65535:
-        raise ConfigError(f"CAFLEET_BROKER_PORT must be a port number from 1 to 65535, got {raw!r}.")
-    return int(text)
+def _port(settings, flag: int | None) -> int:
+    """--port, else CAFLEET_BROKER_PORT (both bounded by their declarations in cafleet.config)."""
+    return settings.broker_port if flag is None else flag
 
 
 def _listen(host: str, port: int) -> tuple[socket.socket, bool]:

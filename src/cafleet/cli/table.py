@@ -7,8 +7,9 @@ from __future__ import annotations
 class Param:
     """A positional argument (``flag`` is None) or an option (``--flag``).
 
-    kind: "id" (positive integer), "count" (positive integer), "seconds" (non-negative
-    number), "text", "flag" (boolean switch), "multi" (repeatable text).
+    kind: "id" (positive integer, :func:`cafleet.validation.parse_id`), "count" (integer)
+    and "seconds" (number) bounded by the option's declaration in ``cafleet.config.OPTIONS``,
+    "text", "flag" (boolean switch), "multi" (repeatable text).
     """
 
     __slots__ = ("dest", "flag", "kind", "required", "metavar", "help", "choices")
