@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from cafleet import clock
-from cafleet.errors import Conflict, NotFound, UsageError
+from cafleet import clock, validation
+from cafleet.errors import Conflict, NotFound
 
 DIRECTOR_NAME = "Director"
 DIRECTOR_DESCRIPTION = "Root Director of the fleet"
+LIST_HINT = "`cafleet fleet list` shows the live fleets."
 
 _FLEET_COLUMNS = (
     "f.fleet_id, f.name, f.director_member_id, "
@@ -30,8 +31,7 @@ def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: 
     """Insert fleet, Director, the Director's placement and the back-filled reference in one commit."""
     from cafleet.broker import members  # members imports this module
 
-    if not name.strip():
-        raise UsageError("--name must not be blank.")
+    validation.name(name, "the fleet name")
     with store.write():
         now = clock.now()
         fleet_id = store.execute(
@@ -61,7 +61,7 @@ def get_fleet(store, fleet_id: int) -> dict:
     """One fleet, soft-deleted included."""
     row = store.execute(f"SELECT {_FLEET_COLUMNS} FROM fleets f WHERE f.fleet_id = ?", (fleet_id,)).fetchone()
     if row is None:
-        raise NotFound(f"fleet {fleet_id} not found; `cafleet fleet list` shows the live fleets.")
+        raise NotFound(f"fleet {fleet_id} not found.", LIST_HINT)
     return _fleet_record(row)
 
 
@@ -95,7 +95,7 @@ def delete_fleet(store, fleet_id: int) -> dict:
     with store.write():
         row = store.execute("SELECT deleted_at FROM fleets WHERE fleet_id = ?", (fleet_id,)).fetchone()
         if row is None:
-            raise NotFound(f"fleet {fleet_id} not found; `cafleet fleet list` shows the live fleets.")
+            raise NotFound(f"fleet {fleet_id} not found.", LIST_HINT)
         if row[0] is None:
             store.execute("UPDATE fleets SET deleted_at = ? WHERE fleet_id = ?", (now, fleet_id))
         store.execute(

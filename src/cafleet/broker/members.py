@@ -3,9 +3,9 @@ roster and detail views."""
 
 from __future__ import annotations
 
-from cafleet import clock
+from cafleet import clock, validation
 from cafleet.broker import activity, fleets, records
-from cafleet.errors import Conflict, NotFound, UsageError
+from cafleet.errors import Conflict, NotFound
 
 _MEMBER_SQL = (
     "SELECT m.member_id, m.fleet_id, m.name, m.description, m.status, m.registered_at, m.deregistered_at, "
@@ -83,8 +83,8 @@ def register_member(
     pane_id: str | None = None,
 ) -> int:
     """Insert an active member and its placement (pending when ``pane_id`` is None)."""
-    if not name.strip():
-        raise UsageError("--name must not be blank.")
+    validation.name(name, "the member name")
+    validation.description(description, "the member description")
     with store.write():
         now = clock.now()
         fleets.require_live(store, fleet_id)
@@ -124,10 +124,8 @@ def check_deletable(store, member_id: int) -> dict:
     """The member's detail, refusing the root Director and inactive members."""
     member = get_member(store, member_id)
     if member["kind"] == "director":
-        raise Conflict(
-            f"member {member_id} is the root Director of fleet {member['fleet_id']}; "
-            f"use `cafleet fleet delete {member['fleet_id']}`."
-        )
+        raise Conflict(f"member {member_id} is the root Director of fleet {member['fleet_id']}.",
+                       f"use `cafleet fleet delete {member['fleet_id']}`.")
     if member["status"] != "active":
         raise Conflict(f"member {member_id} is already deregistered (at {member['deregistered_at']}).")
     return member
@@ -148,9 +146,8 @@ def deregister_member(store, member_id: int) -> bool:
             raise NotFound(f"member {member_id} not found.")
         status, director_id, fleet_id = row
         if director_id == member_id:
-            raise Conflict(
-                f"member {member_id} is the root Director of fleet {fleet_id}; use `cafleet fleet delete {fleet_id}`."
-            )
+            raise Conflict(f"member {member_id} is the root Director of fleet {fleet_id}.",
+                           f"use `cafleet fleet delete {fleet_id}`.")
         if records.member_status(member_id, status) != "active":
             return False
         store.execute("DELETE FROM member_placements WHERE member_id = ?", (member_id,))

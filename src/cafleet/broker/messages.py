@@ -8,18 +8,16 @@ broker's only I/O stays the database's.
 
 from __future__ import annotations
 
-from cafleet import clock
+from cafleet import clock, validation
 from cafleet.broker import records
-from cafleet.errors import CafleetError, Conflict, NotFound, UsageError
+from cafleet.errors import CafleetError, Conflict, NotFound
 from cafleet.faults import pause_point
 
 _SELECT = f"SELECT {records.MESSAGE_COLUMNS} FROM messages "
 
 
 def validate_text(text: str) -> str:
-    if not text.strip():
-        raise UsageError("message text is blank; give a non-empty TEXT or --file.")
-    return text
+    return validation.body(text)
 
 
 def _sender_and_recipient(store, from_id: int, to_id: int) -> int:
