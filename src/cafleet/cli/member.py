@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cafleet import render
+from cafleet import render, validation
 from cafleet.broker import members
 
 
@@ -33,22 +33,23 @@ def show(ctx, member_id):
 
     def text():
         placement = record["placement"]
+        safe = render.inline
         lines = [
-            f"member {record['member_id']}: {record['name']} ({record['kind']}, {record['status']})",
+            f"member {record['member_id']}: {safe(record['name'])} ({record['kind']}, {safe(record['status'])})",
             f"fleet: {record['fleet_id']}",
-            f"description: {render.display_safe(record['description'])}",
-            f"registered: {record['registered_at']}",
+            f"description: {safe(record['description'])}",
+            f"registered: {safe(record['registered_at'])}",
         ]
         if record["deregistered_at"]:
-            lines.append(f"deregistered: {record['deregistered_at']}")
+            lines.append(f"deregistered: {safe(record['deregistered_at'])}")
         if placement:
             lines.append(
-                f"placement: {placement['backend']} pane {placement['pane_id'] or 'pending'} "
-                f"(window {placement['window_id']}), agent {placement['coding_agent']}"
+                f"placement: {safe(placement['backend'])} pane {safe(placement['pane_id'] or 'pending')} "
+                f"(window {safe(placement['window_id'])}), agent {safe(placement['coding_agent'])}"
             )
         else:
             lines.append("placement: none")
-        lines.append(f"last activity: {render.dash(record['last_activity_at'])} (idle {render.dash(record['idle_seconds'])} s)")
+        lines.append(f"last activity: {safe(record['last_activity_at'])} (idle {render.dash(record['idle_seconds'])} s)")
         return "\n".join(lines)
 
     ctx.emit(record, text)
@@ -58,12 +59,15 @@ def create(ctx, fleet_id, name, description, coding_agent, model, effort, text, 
     from cafleet.cli.body import read_body
     from cafleet.delivery import panes
 
+    validation.name(name, "--name")
+    validation.description(description, "--description")
     prompt = read_body(ctx, text, file)
     record = panes.create_member(
         ctx.store(), ctx.environ, ctx.db_path, fleet_id=fleet_id, name=name, description=description,
         coding_agent=coding_agent, model=model, effort=effort, prompt=prompt,
     )
-    ctx.emit(record, lambda: f"created member {record['member_id']} ({name}, {record['coding_agent']}) in pane {record['pane_id']}")
+    ctx.emit(record, lambda: f"created member {record['member_id']} ({render.inline(name)}, "
+                            f"{render.inline(record['coding_agent'])}) in pane {render.inline(record['pane_id'])}")
 
 
 def delete(ctx, member_id):
