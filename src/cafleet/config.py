@@ -231,11 +231,6 @@ def lock_dir(db_path: str) -> str:
     return os.path.join(os.path.dirname(db_path), "locks")
 
 
-def positive_int_env(environ, name: str, default: int | None = None) -> int:
-    """A declared integer variable (``default`` is the declaration's; kept for callers)."""
-    return _BY_NAME[name].read(environ)
-
-
 def positive_float_env(environ, name: str, default: float | None = None) -> float:
     """A declared seconds variable (``default`` is the declaration's; kept for callers)."""
     return _BY_NAME[name].read(environ)
