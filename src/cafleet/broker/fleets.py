@@ -82,8 +82,13 @@ def fleet_placements(store, fleet_id: int) -> list[dict]:
         "ORDER BY p.member_id",
         (fleet_id,),
     ).fetchall()
+    from cafleet.mux.base import decode_pane
+
     keys = ("member_id", "backend", "session", "window_id", "pane_id", "coding_agent")
-    return [dict(zip(keys, row)) for row in rows]
+    placements = [dict(zip(keys, row)) for row in rows]
+    for placement in placements:
+        placement["pane_id"], placement["identity"] = decode_pane(placement["pane_id"])
+    return placements
 
 
 def delete_fleet(store, fleet_id: int) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from cafleet import clock
 from cafleet.broker import activity, fleets, records
 from cafleet.errors import Conflict, NotFound, UsageError
+from cafleet.mux.base import decode_pane
 
 _MEMBER_SQL = (
     "SELECT m.member_id, m.fleet_id, m.name, m.description, m.status, m.registered_at, m.deregistered_at, "
@@ -18,7 +19,8 @@ _MEMBER_SQL = (
 
 def _decode(store, row, detail: bool) -> dict:
     (member_id, fleet_id, name, description, status, registered_at, deregistered_at,
-     director_id, _fleet_deleted_at, backend, session, window_id, pane_id, coding_agent, placed_at) = row
+     director_id, _fleet_deleted_at, backend, session, window_id, stored_pane, coding_agent, placed_at) = row
+    pane_id, identity = decode_pane(stored_pane)
     last = activity.last_activity(store, member_id)
     record = {
         "member_id": member_id,
@@ -42,6 +44,7 @@ def _decode(store, row, detail: bool) -> dict:
                 "session": session,
                 "window_id": window_id,
                 "pane_id": pane_id,
+                "identity": identity,
                 "coding_agent": coding_agent,
                 "created_at": placed_at,
             },

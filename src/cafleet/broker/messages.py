@@ -197,8 +197,12 @@ def notification_target(store, member_id: int) -> dict | None:
     ).fetchone()
     if row is None:
         return None
+    from cafleet.mux.base import decode_pane
+
     keys = ("backend", "session", "window_id", "pane_id", "coding_agent", "fleet_id")
-    return dict(zip(keys, row))
+    target = dict(zip(keys, row))
+    target["pane_id"], target["identity"] = decode_pane(target["pane_id"])
+    return target
 
 
 def next_pending_notification(store, member_id: int, attempted) -> dict | None:

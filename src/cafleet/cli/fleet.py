@@ -19,7 +19,7 @@ def create(ctx, name, coding_agent):
         backend=pane.backend,
         session=pane.session,
         window_id=pane.window_id,
-        pane_id=pane.pane_id,
+        pane_id=pane.stored_pane,
     )
     ctx.emit(
         record,
