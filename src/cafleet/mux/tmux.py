@@ -17,9 +17,13 @@ Facts about tmux (checked against tmux 3.3a) that shape this module:
 * A pane's identity is ``<server pid>:<server start time>:<pane pid>``
   (``#{pid}:#{start_time}:#{pane_pid}``). Pane ids restart at ``%0`` with a new server on
   the same socket; the server's pid and start time tell the servers apart, the pane's pid
-  the panes of one server. It is read in the same client call as whatever else is asked
-  of the pane (``display-message`` chained before ``capture-pane``), so checking it costs a
-  call of its own only before typing and before closing.
+  the panes of one server. It is checked in the same client call as whatever is done to
+  the pane: read with ``display-message`` chained before ``capture-pane``, and for input
+  and kills as the condition of ``if-shell -F`` whose command runs only when the pane still
+  has that identity (else it prints :data:`_MISMATCH`), so no keystroke can slip between
+  check and input. That command is a string tmux parses; single quotes keep everything in
+  it literal (no format, variable or ``~`` expansion, ``;`` included), and ``'`` itself is
+  written ``'\\''``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ if TYPE_CHECKING:
     from cafleet.mux.base import PaneContext
 
 _CHUNK_BYTES = 8192
+_GUARDED_CHUNK_BYTES = 2048  # quoted inside an if-shell command: up to 4x longer, still < 16 KiB
+_MISMATCH = "cafleet-pane-identity-mismatch"
 IDENTITY_FORMAT = "#{pid}:#{start_time}:#{pane_pid}"
 # stderr fragments meaning "the target, or the whole server, no longer exists".
 _GONE = (
@@ -78,6 +84,11 @@ def text_chunks(text: str, limit: int = _CHUNK_BYTES) -> list[str]:
         chunks.append(data[start:end].decode("utf-8"))
         start = end
     return chunks
+
+
+def quote_for_tmux(text: str) -> str:
+    """``text`` as one single-quoted word of a tmux command string, taken literally."""
+    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def stale(backend: str, pane_id: str, why: str) -> PaneStale:
@@ -211,10 +222,21 @@ class Tmux:
                else "the program cafleet started there was replaced")
         raise stale("tmux", pane_id, why)
 
-    def _verify(self, pane_id: str) -> None:
-        """One call checking the expected identity, before input or a kill."""
-        if self.expected.get(pane_id):
-            self._pane_format(pane_id, "")
+    def _guarded(self, pane_id: str, command: str, args: Sequence[str]) -> tuple[int, str, str]:
+        """Run ``command`` (a tmux command string) only if ``pane_id`` still has its expected
+        identity, in one client call; else run ``args`` as they are. PaneStale / PaneGone
+        when the check failed, so nothing was done."""
+        want = self.expected.get(pane_id)
+        if not want:
+            return self._call(args)
+        condition = f"#{{==:#{{pane_id}}/{IDENTITY_FORMAT},{pane_id}/{want}}}"
+        code, out, err = self._call(
+            ["if-shell", "-F", "-t", pane_id, condition, command, f"display-message -p {_MISMATCH}"]
+        )
+        if code == 0 and _MISMATCH in out:
+            self._pane_format(pane_id, "")  # PaneGone or PaneStale, naming why
+            raise MuxError(f"tmux pane {pane_id} changed while it was checked; nothing was sent to it.")
+        return code, out, err
 
     def expect(self, pane_id: str, identity: str | None) -> None:
         self.expected[pane_id] = identity
@@ -301,12 +323,11 @@ class Tmux:
 
     def kill(self, pane_id: str) -> bool:
         try:
-            self._verify(pane_id)
+            code, _, err = self._guarded(pane_id, f"kill-pane -t {quote_for_tmux(pane_id)}", ["kill-pane", "-t", pane_id])
         except PaneStale:
             raise
         except PaneGone:
             return False
-        code, _, err = self._call(["kill-pane", "-t", pane_id])
         if code == 0:
             return True
         if _is_gone(err):
@@ -322,13 +343,23 @@ class Tmux:
         return True
 
     def type_text(self, pane_id: str, text: str) -> None:
-        self._verify(pane_id)
-        for chunk in text_chunks(text):
-            self._run_on_pane(pane_id, ["send-keys", "-l", "-t", pane_id, "--", chunk])
+        guarded = bool(self.expected.get(pane_id))
+        for chunk in text_chunks(text, _GUARDED_CHUNK_BYTES if guarded else _CHUNK_BYTES):
+            args = ["send-keys", "-l", "-t", pane_id, "--", chunk]
+            self._on_pane_guarded(pane_id, args)
 
     def press_enter(self, pane_id: str) -> None:
-        self._verify(pane_id)
-        self._run_on_pane(pane_id, ["send-keys", "-t", pane_id, "Enter"])
+        self._on_pane_guarded(pane_id, ["send-keys", "-t", pane_id, "Enter"])
+
+    def _on_pane_guarded(self, pane_id: str, args: Sequence[str]) -> None:
+        """:meth:`_run_on_pane`, behind the identity check when one is expected."""
+        command = " ".join(quote_for_tmux(arg) for arg in args)
+        code, _, err = self._guarded(pane_id, command, args)
+        if code != 0:
+            reason = first_line(err) or f"exit status {code}"
+            if _is_gone(err):
+                raise PaneGone(f"tmux pane {pane_id} is gone ({reason}).")
+            raise MuxError(f"tmux {args[0]} on pane {pane_id} failed: {reason}.")
 
     # -- supervision ---------------------------------------------------------------------
 
