@@ -16,9 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from cafleet.store.connection import open_store
+from cafleet.web import api
 from tests.support import herdr_standin
 from tests.support.pane_fleet import herdr_fleet, tmux_fleet
 from tests.support.tmux_fixtures import running_tmux_server, wait_for
+from tests.test_watch import Stream
 
 PROMPT = "user$ "
 
@@ -142,6 +145,22 @@ def test_tmux_restart_capture_prompt_and_state_report_stale(fleet, markers):
         assert row["state"] == "dead" and "is stale" in row["state_detail"]
         text = fleet.cafleet("member", "list", str(fleet.fleet_id), "--state")
         assert [line.split()[-1] for line in text.out.splitlines()[1:]] == ["director", "dead"]
+
+        store = open_store(fleet.db)  # the WebUI roster
+        try:
+            view = api.fleet_view(store, fleet.fleet_id, api.member_states(store, fleet.fleet_id))
+        finally:
+            store.close()
+        shown = next(m for m in view["members"] if m["member_id"] == alice)
+        assert shown["state"] == "dead" and "tmux pane %1 is stale" in shown["state_detail"]
+
+        stream = Stream(fleet.environ, fleet.fleet_id, "--interval", "0.3", "--idle-after", "600")
+        try:
+            dead = stream.wait_event(lambda e: e["event"] == "dead" and e["member_id"] == alice)
+            assert dead["detail"].startswith("tmux pane %1 is stale: its tmux server was restarted")
+            assert dead["command"] == f"cafleet member delete {alice}"
+        finally:
+            assert stream.stop() == 0
 
         assert server.screen("%1") == before
         assert list(markers.iterdir()) == []
