@@ -12,10 +12,12 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from cafleet.clock import to_epoch
 from cafleet.store.connection import open_store
 from cafleet.web import api
 from tests.support import herdr_standin
@@ -239,6 +241,35 @@ def test_identity_is_recorded_in_the_pane_column_and_legacy_rows_still_deliver(f
     sent = fleet.send(fleet.director, alice["member_id"], "legacy still works", "--json")
     assert (sent.code, sent.err, sent.json()["notified"]) == (0, "", True)
     assert len(fleet.submits(alice["member_id"])) == 1
+
+
+def test_legacy_placement_is_stale_once_its_server_started_after_it_was_recorded(fleet, markers):
+    """A placement without identity (recorded by an earlier cafleet) is still refused after
+    a restart: the new tmux server started after the placement's ``created_at``."""
+    alice = fleet.create("alice")
+    conn = sqlite3.connect(fleet.db)
+    with conn:
+        conn.execute("UPDATE member_placements SET mux_pane_id = substr(mux_pane_id, 1, instr(mux_pane_id, ' ') - 1)")
+    recorded = conn.execute("SELECT MAX(created_at) FROM member_placements").fetchone()[0]
+    conn.close()
+    assert [p for (p,) in fleet.query("SELECT mux_pane_id FROM member_placements ORDER BY member_id")] == ["%0", "%1"]
+    wait_for(lambda: int(time.time()) > int(to_epoch(recorded)), what="the next second")
+    server = restart(fleet, markers, panes=2)
+    try:
+        before = server.screen("%1")
+        sent = fleet.send(fleet.director, alice["member_id"], hostile(markers), "--json")
+        assert sent.json()["notified"] is False
+        assert "tmux pane %1 is stale: its tmux server was started after this placement was recorded" in sent.err
+        caller = dict(fleet.environ, TMUX=f"{server.socket},{server.pid},0", TMUX_PANE="%0")
+        refused = fleet.cafleet("member", "create", "--fleet-id", str(fleet.fleet_id), "--name", "eve",
+                                "--description", "x", "--coding-agent", "standin", "Hi", environ=caller)
+        assert refused.code != 0 and "can create members" in refused.err
+        dropped = fleet.cafleet("fleet", "delete", str(fleet.fleet_id))
+        assert dropped.code == 0 and "stale" in dropped.out
+        assert server.panes() == ["%0", "%1"] and server.screen("%1") == before
+        assert list(markers.iterdir()) == []
+    finally:
+        server.kill()
 
 
 def test_a_replaced_pane_program_is_stale_too(fleet):

@@ -75,7 +75,7 @@ def require_live(store, fleet_id: int) -> dict:
 def fleet_placements(store, fleet_id: int) -> list[dict]:
     """Placements of the fleet's active members other than the root Director (for closing panes)."""
     rows = store.execute(
-        "SELECT p.member_id, p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent "
+        "SELECT p.member_id, p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, p.created_at "
         "FROM member_placements p JOIN members m ON m.member_id = p.member_id "
         "JOIN fleets f ON f.fleet_id = m.fleet_id "
         "WHERE m.fleet_id = ? AND m.status = 'active' AND m.member_id IS NOT f.director_member_id "
@@ -84,7 +84,7 @@ def fleet_placements(store, fleet_id: int) -> list[dict]:
     ).fetchall()
     from cafleet.mux.base import decode_pane
 
-    keys = ("member_id", "backend", "session", "window_id", "pane_id", "coding_agent")
+    keys = ("member_id", "backend", "session", "window_id", "pane_id", "coding_agent", "created_at")
     placements = [dict(zip(keys, row)) for row in rows]
     for placement in placements:
         placement["pane_id"], placement["identity"] = decode_pane(placement["pane_id"])

@@ -33,8 +33,16 @@ def reach(placement: dict):
     from cafleet.mux.detect import multiplexer_for_placement
 
     mux = multiplexer_for_placement(placement["backend"], placement["session"])
-    mux.expect(placement["pane_id"], placement.get("identity"))
+    mux.expect(placement["pane_id"], placement.get("identity"), recorded_at(placement))
     return mux
+
+
+def recorded_at(placement: dict) -> float | None:
+    """When the placement was written (epoch seconds), for legacy placements' check."""
+    from cafleet import clock
+
+    created = placement.get("created_at")
+    return clock.to_epoch(created) if created else None
 
 
 def _kill(placement: dict) -> str:
@@ -103,13 +111,17 @@ def record_pane(store, environ, db_path: str, member_id: int, placement: dict, p
 
 def _same_pane(caller, placement: dict) -> bool:
     """Whether the calling pane is the placement's: same backend and pane id, and the same
-    identity (server and pane). A legacy placement (no identity) also needs the same
-    server address, the part of the session after ``@``."""
+    identity (server and pane). A legacy placement (no identity) needs the same server
+    address (the part of the session after ``@``) and, for tmux, a server started no later
+    than the placement was recorded."""
     if (caller.backend, caller.pane_id) != (placement["backend"], placement["pane_id"]):
         return False
     if placement.get("identity"):
         return caller.identity == placement["identity"]
-    return caller.session.partition("@")[2] == placement["session"].partition("@")[2]
+    if caller.session.partition("@")[2] != placement["session"].partition("@")[2]:
+        return False
+    started, recorded = (caller.identity or "").split(":")[1:2], recorded_at(placement)
+    return caller.backend != "tmux" or not started or recorded is None or int(started[0]) <= int(recorded)
 
 
 class CreateFailed(CafleetError):

@@ -91,10 +91,12 @@ class Multiplexer:
     def identity(self, pane_id: str) -> str | None:
         """The pane's identity now; PaneGone when there is no such pane."""
 
-    def expect(self, pane_id: str, identity: str | None) -> None:
+    def expect(self, pane_id: str, identity: str | None, recorded_at: float | None = None) -> None:
         """From now on, every call of this client that targets ``pane_id`` first checks that
         the pane still has ``identity`` and raises PaneStale (touching nothing) if not.
-        None (a legacy placement) checks nothing beyond the pane id."""
+        None (a legacy placement) checks the pane id, and where the backend knows when its
+        server started (tmux) that it started before ``recorded_at`` (epoch seconds), the
+        placement's ``created_at``."""
 
     def capture(self, pane_id: str, lines: int = 50, ansi: bool = False) -> str:
         """The last ``lines`` lines of the pane's screen."""

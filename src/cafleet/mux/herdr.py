@@ -234,8 +234,8 @@ class Herdr:
             identity=self.identity(str(pane_id)) or None,
         )
 
-    def expect(self, pane_id: str, identity: str | None) -> None:
-        self.expected[pane_id] = identity
+    def expect(self, pane_id: str, identity: str | None, recorded_at: float | None = None) -> None:
+        self.expected[pane_id] = identity  # herdr tells nothing of a server's age: recorded_at unused
 
     def identity(self, pane_id: str) -> str:
         return _process_identity(self._process_info(pane_id))

@@ -128,6 +128,7 @@ class Tmux:
         self.pane = pane
         self.binary = binary
         self.expected: dict[str, str | None] = {}  # pane id -> identity it must still have
+        self.recorded: dict[str, float] = {}  # pane id -> when a legacy placement was recorded
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], timeout: float = 5.0) -> Tmux:
@@ -213,9 +214,16 @@ class Tmux:
         return value
 
     def _check(self, pane_id: str, identity: str) -> None:
-        """PaneStale when ``pane_id`` was expected to have another identity."""
+        """PaneStale when ``pane_id`` was expected to have another identity, or (a legacy
+        placement, no identity) when its server started after the placement was recorded."""
         want = self.expected.get(pane_id)
-        if not want or identity == want:
+        if not want:
+            recorded = self.recorded.get(pane_id)
+            started = identity.split(":")[1] if identity.count(":") == 2 else ""
+            if recorded is not None and started.isdigit() and int(started) > int(recorded):
+                raise stale("tmux", pane_id, "its tmux server was started after this placement was recorded")
+            return
+        if identity == want:
             return
         server_then, server_now = want.rsplit(":", 1)[0], identity.rsplit(":", 1)[0]
         why = ("its tmux server was restarted" if server_then != server_now
@@ -228,6 +236,8 @@ class Tmux:
         when the check failed, so nothing was done."""
         want = self.expected.get(pane_id)
         if not want:
+            if pane_id in self.recorded:  # legacy placement: its own check call first
+                self._pane_format(pane_id, "")
             return self._call(args)
         condition = f"#{{==:#{{pane_id}}/{IDENTITY_FORMAT},{pane_id}/{want}}}"
         code, out, err = self._call(
@@ -238,8 +248,10 @@ class Tmux:
             raise MuxError(f"tmux pane {pane_id} changed while it was checked; nothing was sent to it.")
         return code, out, err
 
-    def expect(self, pane_id: str, identity: str | None) -> None:
+    def expect(self, pane_id: str, identity: str | None, recorded_at: float | None = None) -> None:
         self.expected[pane_id] = identity
+        if recorded_at is not None:
+            self.recorded[pane_id] = recorded_at
 
     def identity(self, pane_id: str) -> str:
         return self._pane_fields(pane_id, "")[0]
@@ -309,7 +321,7 @@ class Tmux:
         args = ["capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{max(1, lines)}"]
         if ansi:
             args.insert(1, "-e")
-        if not self.expected.get(pane_id):
+        if not self.expected.get(pane_id) and pane_id not in self.recorded:
             return tail_lines(self._run_on_pane(pane_id, args), lines)
         # The identity check rides in the same client call, before the capture.
         head = ["display-message", "-p", "-t", pane_id, f"#{{pane_id}}\t{IDENTITY_FORMAT}"]
