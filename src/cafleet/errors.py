@@ -91,6 +91,11 @@ class PaneGone(MuxError):
     """The target pane no longer exists."""
 
 
+class PaneStale(PaneGone):
+    """The stored pane id now names another pane (its multiplexer server restarted): the
+    member's own pane is gone, and the one with its id must not be typed into or closed."""
+
+
 class LockTimeout(CafleetError):
     """The pane-input lock could not be taken within its bounded wait."""
 

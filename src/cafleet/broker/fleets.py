@@ -27,7 +27,8 @@ def _fleet_record(row) -> dict:
     }
 
 
-def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: str, window_id: str, pane_id: str) -> dict:
+def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: str, window_id: str, pane_id: str,
+                 identity: str | None = None) -> dict:
     """Insert fleet, Director, the Director's placement and the back-filled reference in one commit."""
     from cafleet.broker import members  # members imports this module
 
@@ -40,7 +41,7 @@ def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: 
         ).lastrowid
         member_id = members.insert_member(store, fleet_id, DIRECTOR_NAME, DIRECTOR_DESCRIPTION, now, backend=backend,
                                           session=session, window_id=window_id, pane_id=pane_id,
-                                          coding_agent=coding_agent)
+                                          coding_agent=coding_agent, identity=identity)
         store.execute("UPDATE fleets SET director_member_id = ? WHERE fleet_id = ?", (member_id, fleet_id))
     return {"fleet_id": fleet_id, "name": name, "director_member_id": member_id, "created_at": now}
 
@@ -75,15 +76,20 @@ def require_live(store, fleet_id: int) -> dict:
 def fleet_placements(store, fleet_id: int) -> list[dict]:
     """Placements of the fleet's active members other than the root Director (for closing panes)."""
     rows = store.execute(
-        "SELECT p.member_id, p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent "
+        "SELECT p.member_id, p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, p.created_at "
         "FROM member_placements p JOIN members m ON m.member_id = p.member_id "
         "JOIN fleets f ON f.fleet_id = m.fleet_id "
         "WHERE m.fleet_id = ? AND m.status = 'active' AND m.member_id IS NOT f.director_member_id "
         "ORDER BY p.member_id",
         (fleet_id,),
     ).fetchall()
-    keys = ("member_id", "backend", "session", "window_id", "pane_id", "coding_agent")
-    return [dict(zip(keys, row)) for row in rows]
+    from cafleet.broker.records import decode_pane
+
+    keys = ("member_id", "backend", "session", "window_id", "pane_id", "coding_agent", "created_at")
+    placements = [dict(zip(keys, row)) for row in rows]
+    for placement in placements:
+        placement["pane_id"], placement["identity"] = decode_pane(placement["pane_id"])
+    return placements
 
 
 def delete_fleet(store, fleet_id: int) -> dict:

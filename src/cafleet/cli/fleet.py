@@ -21,6 +21,7 @@ def create(ctx, name, coding_agent):
         session=pane.session,
         window_id=pane.window_id,
         pane_id=pane.pane_id,
+        identity=pane.identity,
     )
     ctx.emit(
         record,

@@ -90,10 +90,10 @@ def _live_placement(ctx, member_id):
 
 
 def capture(ctx, member_id, lines, ansi):
-    from cafleet.mux.detect import multiplexer_for_placement
+    from cafleet.delivery.panes import reach
 
     _, placement = _live_placement(ctx, member_id)
-    mux = multiplexer_for_placement(placement["backend"], placement["session"])
+    mux = reach(placement)
     screen = mux.capture(placement["pane_id"], lines or 40, ansi=ansi)
     ctx.emit({"member_id": member_id, "pane_id": placement["pane_id"], "text": screen}, screen)
 
@@ -101,13 +101,13 @@ def capture(ctx, member_id, lines, ansi):
 def prompt(ctx, member_id, text):
     from cafleet import config
     from cafleet.delivery import lock, submit
+    from cafleet.delivery.panes import reach
     from cafleet.errors import UsageError
-    from cafleet.mux.detect import multiplexer_for_placement
 
     if not text.strip() or "\n" in text or "\r" in text:
         raise UsageError("the prompt must be one non-blank line.")
     _, placement = _live_placement(ctx, member_id)
-    mux = multiplexer_for_placement(placement["backend"], placement["session"])
+    mux = reach(placement)
     with lock.pane_lock(config.lock_dir(ctx.db_path), placement["backend"], placement["session"],
                         placement["pane_id"], config.lock_timeout(ctx.environ)):
         submit.type_prompt(mux, placement["pane_id"], text, placement["coding_agent"], settle=submit.settle_delay(ctx.environ))
