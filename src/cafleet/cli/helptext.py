@@ -65,14 +65,22 @@ def _wrap_tokens(first: str, tokens: list[str], width: int) -> list[str]:
     return lines
 
 
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width``, never breaking an option or a word."""
+    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
+
+
 def _columns(rows: list[tuple[str, str]], width: int, labels: list[str] | None = None) -> list[str]:
     """Two columns, the second wrapped; a label too long for its column has its own line.
     ``labels``: every label of the screen, so that its sections line up."""
     column = min(LABEL_WIDTH, max(len(label) for label in (labels or [r[0] for r in rows]))) + 4
+    narrow = width - column < 24  # too narrow for two columns: each description under its label
+    if narrow:
+        column = 6
     lines = []
     for label, text in rows:
-        body = textwrap.wrap(text, max(width - column, 20)) or [""]
-        if len(label) + 4 > column:
+        body = _wrap(text, width - column) or [""]
+        if narrow or len(label) + 4 > column:
             lines.append(f"  {label}")
         else:
             lines.append(f"  {label:<{column - 2}}{body.pop(0)}")
@@ -123,7 +131,7 @@ def _label(param: Param) -> str:
 def command_help(command: Command, width: int | None = None) -> str:
     width = width or terminal_width()
     lines = _wrap_tokens("Usage:", usage_tokens(command) + ["[--json]"], width)
-    lines += [""] + textwrap.wrap(command.summary, width)
+    lines += [""] + _wrap(command.summary, width)
     arguments = [(_label(p), describe(p)) for p in command.params if p.flag is None]
     options = [(_label(p), describe(p)) for p in command.params if p.flag is not None]
     options += [("--json", JSON_HELP), ("-h, --help", HELP_HELP)]
@@ -136,18 +144,18 @@ def command_help(command: Command, width: int | None = None) -> str:
 
 def group_help(group: str, width: int | None = None) -> str:
     width = width or terminal_width()
-    lines = [f"Usage: cafleet {group} COMMAND [ARGS] [--json]", ""]
-    lines += textwrap.wrap(GROUPS[group][0].upper() + GROUPS[group][1:] + ".", width)
+    lines = _wrap_tokens("Usage:", ["cafleet", group, "COMMAND", "[ARGS]", "[--json]"], width) + [""]
+    lines += _wrap(GROUPS[group][0].upper() + GROUPS[group][1:] + ".", width)
     lines += ["", "Commands:"]
     lines += _columns([(c.name, c.summary) for c in COMMANDS if c.group == group], width)
-    lines += ["", f"Run `cafleet {group} COMMAND --help` for a command's parameters."]
+    lines += [""] + _wrap(f"Run `cafleet {group} COMMAND --help` for a command's parameters.", width)
     return "\n".join(lines)
 
 
 def top_help(width: int | None = None) -> str:
     width = width or terminal_width()
-    lines = ["Usage: cafleet GROUP [COMMAND] [ARGS] [--json]", ""]
-    lines += textwrap.wrap("Message broker and member registry for fleets of coding agents.", width)
+    lines = _wrap_tokens("Usage:", ["cafleet", "GROUP", "[COMMAND]", "[ARGS]", "[--json]"], width) + [""]
+    lines += _wrap("Message broker and member registry for fleets of coding agents.", width)
     lines += ["", "Groups and commands:"] + _columns(list(GROUPS.items()), width)
     lines += ["", "Options:"] + _columns([("--version", "print the version"),
                                          ("-h, --help", "show help (also after any group or command)")], width)
