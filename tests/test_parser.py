@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -54,15 +54,13 @@ PARSES = [
     ("message send --from-member-id 1 --to-member-id 2 -", {"text": "-"}, False),
     ("member create --fleet-id 1 --name n --description d go",
      {"coding_agent": None, "model": None, "effort": None, "text": "go", "file": None}, False),
-    ("fleet create --name=with space --coding-agent claude", {"name": "with space"}, False),
+    ("fleet create '--name=with space' --coding-agent claude", {"name": "with space"}, False),
 ]
 
 
 @pytest.mark.parametrize("argv, values, json_output", PARSES, ids=[p[0] for p in PARSES])
 def test_parse_values_and_defaults(argv, values, json_output):
-    args = argv.split(" ") if "=with space" not in argv else ["fleet", "create", "--name=with space",
-                                                              "--coding-agent", "claude"]
-    parsed = parser.parse(args)
+    parsed = parser.parse(shlex.split(argv))
     assert parsed.help is None
     assert {k: parsed.values[k] for k in values} == values
     assert parsed.json is json_output
