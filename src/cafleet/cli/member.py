@@ -11,8 +11,7 @@ def list_(ctx, fleet_id, state, idle_after):
     if state:
         from cafleet.delivery import supervision
 
-        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(),
-                                          supervision.DEFAULT_IDLE_AFTER if idle_after is None else idle_after)
+        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(), idle_after)
         for record in records:
             record["state"], record["state_detail"] = states.get(record["member_id"], ("director", ""))
 
@@ -94,7 +93,7 @@ def capture(ctx, member_id, lines, ansi):
 
     _, placement = _live_placement(ctx, member_id)
     mux = reach(placement)
-    screen = mux.capture(placement["pane_id"], lines or 40, ansi=ansi)
+    screen = mux.capture(placement["pane_id"], lines, ansi=ansi)
     ctx.emit({"member_id": member_id, "pane_id": placement["pane_id"], "text": screen}, screen)
 
 
