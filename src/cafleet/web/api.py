@@ -77,7 +77,9 @@ def fleet_view(store, fleet_id: int, states: dict | None = None) -> dict:
 
     ``states``: supervision states by member id (``delivery.supervision.fleet_states``,
     the same as `fleet watch` and `member list --state`), added as ``state`` and
-    ``state_detail``; the root Director's state is ``director``.
+    ``state_detail``; the root Director's state is ``director``. With states the view also
+    has ``attention``: what needs a person (``web.attention``), so every roster event
+    carries it.
     """
     fleet = fleets.get_fleet(store, fleet_id)
     if fleet["deleted_at"] is not None:
@@ -86,10 +88,13 @@ def fleet_view(store, fleet_id: int, states: dict | None = None) -> dict:
         roster = members.roster(store, fleet_id)
     except Conflict:  # deleted between the two reads
         roster = []
-    if states is not None:
-        for member in roster:
-            member["state"], member["state_detail"] = states.get(member["member_id"], ("director", ""))
-    return {"fleet": fleet, "members": roster}
+    if states is None:
+        return {"fleet": fleet, "members": roster}
+    from cafleet.web import attention
+
+    for member in roster:
+        member["state"], member["state_detail"] = states.get(member["member_id"], ("director", ""))
+    return {"fleet": fleet, "members": roster, "attention": attention.items(store, fleet_id, states)}
 
 
 def member_states(store, fleet_id: int) -> dict:

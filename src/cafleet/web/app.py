@@ -28,7 +28,7 @@ from cafleet import config as settings
 from cafleet import errors
 from cafleet.store import sqlite as sqlite3
 from cafleet.store.connection import DEFAULT_BUSY_TIMEOUT, Store, diagnose_open, translate
-from cafleet.web import api, events, security
+from cafleet.web import api, events, graph, screens, security
 
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
 
@@ -207,6 +207,8 @@ def create_app(config: WebConfig) -> Starlette:
             Route("/api/fleets/{fleet_id}/messages", api.fleet_messages),
             Route("/api/members/{member_id}/inbox", api.member_inbox),
             Route("/api/messages", api.send_message, methods=["POST"]),
+            Route("/api/fleets/{fleet_id}/screens", screens.fleet_screens),
+            Route("/api/fleets/{fleet_id}/graph", graph.graph),
             Route("/api/events", events.stream),
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
         ],
@@ -220,5 +222,7 @@ def create_app(config: WebConfig) -> Starlette:
     )
     app.state.config = config
     app.state.pool = pool
+    app.state.screens = screens.ScreenCache()
+    app.state.screen_rate = screens.RateLimit()
     return app
 

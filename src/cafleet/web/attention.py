@@ -1,0 +1,41 @@
+"""What needs a person, for the WebUI: the same conditions `cafleet fleet watch` reports.
+
+A member is *blocked* (its pane shows a permission prompt or a question) or *dead* (its
+pane is gone, its program exited, or the pane id is stale) by the states of
+``delivery.supervision`` — the function behind `fleet watch`, `member list --state` and
+the roster — and a preview is *owed* when a message to an eligible member stayed
+unnotified for longer than `fleet watch`'s default interval, found by the same query its
+retries use (``broker.messages.stale_notifications``). Each item carries the command
+`fleet watch` suggests for it.
+
+Items hold no timestamps, so the list only changes when the situation does; the event
+stream sends it with every roster update (``fleet_view``), and the page turns it into a
+banner, a count in the tab title and, when allowed, a desktop notification.
+"""
+
+from __future__ import annotations
+
+from cafleet import config
+from cafleet.broker import messages
+from cafleet.delivery import supervision
+
+OWED_AFTER = float(config.declared("--interval").default)  # `fleet watch`'s default interval
+MAX_OWED = 50  # owed previews listed; the rest are counted
+
+
+def items(store, fleet_id: int, states: dict[int, tuple[str, str]], owed_after: float = OWED_AFTER) -> dict:
+    """``{"items": [...], "owed_more": N}``; each item ``{"kind", "member_id", "message_id",
+    "detail", "command"}`` with ``kind`` one of ``blocked``, ``dead``, ``notify``."""
+    from cafleet.delivery import watch
+
+    out = []
+    for member_id, (state, detail) in sorted(states.items()):
+        if state in (supervision.BLOCKED, supervision.DEAD):
+            out.append({"kind": state, "member_id": member_id, "message_id": None, "detail": detail,
+                        "command": watch.ACTIONS[state].format(member_id=member_id)})
+    owed = messages.stale_notifications(store, fleet_id, watch._iso_seconds_ago(owed_after))
+    for message_id, recipient in owed[:MAX_OWED]:
+        out.append({"kind": "notify", "member_id": recipient, "message_id": message_id,
+                    "detail": f"preview of message {message_id} still not delivered after {owed_after:g} s",
+                    "command": f"cafleet member capture {recipient}"})
+    return {"items": out, "owed_more": max(0, len(owed) - MAX_OWED)}

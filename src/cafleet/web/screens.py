@@ -1,0 +1,229 @@
+"""Member screens for the WebUI: bounded captures, shared by every browser that watches.
+
+``GET /api/fleets/{id}/screens?members=1,2&lines=40`` answers the screens of the listed
+members of one fleet. The costs are bounded on three sides:
+
+- **one multiplexer call per member per interval**, however many pages watch: the
+  :class:`ScreenCache` keeps each member's last capture for ``interval`` seconds and
+  lets concurrent requests for the same member wait for one call instead of making their
+  own;
+- **lines and bytes**: every capture is ``MAX_LINES`` lines at most and each screen sent
+  is cut to its last ``MAX_SCREEN_BYTES`` bytes (at a line boundary); a request names at
+  most ``MAX_MEMBERS`` members;
+- **rate per client**: each client address gets ``RATE`` requests per second (a burst of
+  ``BURST``); beyond that it is answered 429, saying when to retry.
+
+A pane is reached only through :func:`cafleet.delivery.panes.reach`, which checks the
+placement's recorded identity in the same call: a pane whose id now names another pane
+is reported ``stale`` and never captured. The text keeps only the colour and style
+sequences (SGR) of the pane; every other escape or control sequence (cursor movement,
+OSC 52 clipboard writes, title changes, hyperlinks) is removed here, and the page draws
+what is left with ``textContent`` only.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from cafleet.broker import members as broker_members
+from cafleet.errors import CafleetError, Conflict, PaneGone, PaneStale
+
+INTERVAL = 1.0  # seconds a capture is reused: at most one multiplexer call per member per second
+MAX_LINES = 120  # lines captured per member (a request asks for at most this many)
+DEFAULT_LINES = 40
+MAX_SCREEN_BYTES = 32 * 1024  # bytes of one screen in an answer (UTF-8, escapes included)
+MAX_MEMBERS = 64  # members in one request
+RATE = 8.0  # requests per second per client address ...
+BURST = 16.0  # ... with this many at once
+
+# CSI: ESC [ parameters intermediates final; OSC/DCS/SOS/PM/APC: up to BEL or ST;
+# any other two-byte escape; C0 and C1 controls except newline and tab.
+_SEQUENCE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b[\]PX^_][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[ -/]*[0-~]?"
+    r"|[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f-\x9f]"
+)
+_SGR = re.compile(r"\x1b\[[0-9;:]*m\Z")
+
+
+def clean(text: str) -> str:
+    """The screen with only its SGR sequences (colours, bold, ...) and printable text."""
+    return _SEQUENCE.sub(lambda match: match.group(0) if _SGR.match(match.group(0)) else "", text)
+
+
+def bounded(text: str, lines: int, max_bytes: int = MAX_SCREEN_BYTES) -> tuple[str, bool]:
+    """The last ``lines`` lines of ``text``, then its last ``max_bytes`` UTF-8 bytes cut at a
+    line boundary; and whether anything was cut by the byte bound."""
+    rows = text.split("\n")[-lines:]
+    out = "\n".join(rows)
+    if len(out.encode("utf-8")) <= max_bytes:
+        return out, False
+    kept, size = [], 0
+    for row in reversed(rows):
+        size += len(row.encode("utf-8")) + 1
+        if size > max_bytes:
+            break
+        kept.append(row)
+    if not kept:  # one line longer than the bound: keep its tail
+        tail = rows[-1].encode("utf-8")[-max_bytes:].decode("utf-8", "ignore")
+        return clean(tail), True  # a cut through an escape sequence leaves no fragment
+    return "\n".join(reversed(kept)), True
+
+
+class ScreenCache:
+    """The last capture of each member, reused for ``interval`` seconds.
+
+    Keyed by member id and the placement's pane and identity, so a member whose pane was
+    recorded again is never answered with another pane's screen. ``calls`` counts
+    multiplexer calls made (for tests and the cost measurement).
+    """
+
+    def __init__(self, interval: float = INTERVAL, capture=None) -> None:
+        self.interval = interval
+        self.calls = 0
+        self._capture = capture or _capture
+        self._entries: dict[tuple, tuple[float, dict]] = {}
+        self._locks: dict[tuple, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def get(self, member_id: int, placement: dict) -> dict:
+        key = (member_id, placement["backend"], placement["session"], placement["pane_id"], placement.get("identity"))
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:  # a second request for the same member waits for the first one's call
+            entry = self._entries.get(key)
+            if entry is not None and time.monotonic() - entry[0] < self.interval:
+                return entry[1]
+            with self._lock:
+                self.calls += 1
+            screen = self._capture(placement)
+            with self._lock:
+                self._entries[key] = (time.monotonic(), screen)
+                self._forget_old()
+            return screen
+
+    def _forget_old(self) -> None:
+        """Drop entries nobody asked for lately (deleted members, panes recorded again)."""
+        if len(self._entries) < 256:
+            return
+        cutoff = time.monotonic() - 60 * self.interval
+        for key in [k for k, (at, _) in self._entries.items() if at < cutoff]:
+            del self._entries[key]
+            self._locks.pop(key, None)
+
+
+def _capture(placement: dict) -> dict:
+    """One multiplexer call: the pane's last ``MAX_LINES`` lines with colours, or why not."""
+    from cafleet.delivery.panes import reach
+
+    pane = placement["pane_id"]
+    try:
+        text = reach(placement).capture(pane, MAX_LINES, ansi=True)
+    except PaneStale as error:
+        return {"status": "stale", "error": str(error).rstrip("."), "text": ""}
+    except PaneGone as error:
+        return {"status": "gone", "error": str(error).rstrip("."), "text": ""}
+    except CafleetError as error:
+        return {"status": "error", "error": f"pane {pane} cannot be captured ({str(error).rstrip('.')})", "text": ""}
+    return {"status": "ok", "error": None, "text": clean(text)}
+
+
+class RateLimit:
+    """A token bucket per client address."""
+
+    def __init__(self, rate: float = RATE, burst: float = BURST) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, client: str) -> float:
+        """0 when the request may go ahead, else the seconds to wait."""
+        now = time.monotonic()
+        with self._lock:
+            tokens, at = self._buckets.get(client, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - at) * self.rate)
+            if tokens < 1.0:
+                self._buckets[client] = (tokens, now)
+                return (1.0 - tokens) / self.rate
+            self._buckets[client] = (tokens - 1.0, now)
+            if len(self._buckets) > 1024:  # forget clients whose bucket is full again
+                full = [c for c, (t, a) in self._buckets.items() if t + (now - a) * self.rate >= self.burst]
+                for stale in full:
+                    del self._buckets[stale]
+            return 0.0
+
+
+def _member_list(raw: str | None) -> list[int]:
+    from cafleet.web.api import ApiError, parse_id
+
+    if raw is None or not raw.strip():
+        raise ApiError(400, "members is required (comma-separated member ids)")
+    parts = raw.split(",")
+    if len(parts) > MAX_MEMBERS:
+        raise ApiError(400, f"at most {MAX_MEMBERS} members per request, got {len(parts)}")
+    ids = []
+    for part in parts:
+        member_id = parse_id(part.strip(), "member id")
+        if member_id not in ids:
+            ids.append(member_id)
+    return ids
+
+
+def _lines(raw: str | None) -> int:
+    from cafleet.web.api import ApiError
+
+    if raw is None:
+        return DEFAULT_LINES
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 4 or not 0 < int(text) <= MAX_LINES:
+        raise ApiError(400, f"lines must be an integer from 1 to {MAX_LINES}, got {raw[:20]!r}")
+    return int(text)
+
+
+def fleet_screens(request: Request) -> JSONResponse:
+    """``GET /api/fleets/{id}/screens?members=1,2&lines=N`` → ``{"fleet_id", "interval",
+    "screens": [{"member_id", "pane_id", "status", "error", "text", "truncated", "captured_at"}]}``.
+
+    ``status``: ``ok``; ``pending`` (no pane yet); ``gone`` (the pane closed); ``stale`` (its
+    id names another pane now; nothing was captured); ``error`` (the multiplexer failed).
+    A member of another fleet or a deregistered one is a 404/409 for the whole request.
+    """
+    from cafleet.web.api import ApiError, parse_id
+
+    state = request.app.state
+    client = request.client.host if request.client else "?"
+    wait = state.screen_rate.take(client)
+    if wait:
+        raise ApiError(429, f"too many screen requests; retry in {wait:.1f} s")
+    fleet_id = parse_id(request.path_params["fleet_id"], "fleet id")
+    wanted = _member_list(request.query_params.get("members"))
+    lines = _lines(request.query_params.get("lines"))
+    with state.pool.borrow() as store:
+        records = []
+        for member_id in wanted:
+            record = broker_members.get_member(store, member_id)
+            if record["fleet_id"] != fleet_id:
+                raise ApiError(404, f"member {member_id} is not in fleet {fleet_id}")
+            if record["status"] != "active":
+                raise Conflict(f"member {member_id} is deregistered; it has no pane.")
+            records.append(record)
+    cache: ScreenCache = state.screens
+    screens = []
+    for record in records:
+        placement = record["placement"]
+        entry = {"member_id": record["member_id"], "pane_id": placement["pane_id"] if placement else None}
+        if placement is None or placement["pane_id"] is None:
+            entry.update(status="pending", error="its pane is being created", text="", truncated=False)
+        else:
+            screen = cache.get(record["member_id"], placement)
+            text, truncated = bounded(screen["text"], lines, MAX_SCREEN_BYTES)
+            entry.update(status=screen["status"], error=screen["error"], text=text, truncated=truncated)
+        screens.append(entry)
+    return JSONResponse({"fleet_id": fleet_id, "interval": cache.interval, "screens": screens})

@@ -1,0 +1,222 @@
+"""Member screens, the fleet graph and attention items of the WebUI, against real panes
+(a private tmux server running the stand-in agent) and a real database.
+
+The browser side (tiles, graph, banner) is in test_web_browser.py.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import pytest
+
+from cafleet.broker import fleets, members, messages
+from cafleet.web import attention, screens
+from tests.support.tmux_fixtures import wait_for
+from tests.test_web_api import BASE, TestClient, make_app
+
+STANDIN = [sys.executable, "-m", "cafleet.agents.standin"]
+HOSTILE = (
+    "printf '\\033]52;c;cHduZWQ=\\007'; "             # OSC 52: write the clipboard
+    "printf '\\033]0;pwned title\\007'; "              # OSC 0: window title
+    "printf '\\033]8;;http://evil.example/\\033\\\\link\\033]8;;\\033\\\\\\n'; "  # OSC 8 hyperlink
+    "printf '<script>window.__pwned=1</script>\\n'; "
+    "printf '<img src=x onerror=\"window.__pwned=2\">\\n'; "
+    "printf '\\033[31mred alert\\033[0m plain\\n'; "
+    "printf '\\033Ptmux;evil\\033\\\\ after-dcs\\n'; "
+    "exec sleep 600"
+)
+
+
+@pytest.fixture
+def panes(env, tmux_server, store):
+    """A fleet on the private tmux server; ``add(name, argv, identity=True)`` makes a member
+    whose pane runs ``argv`` (the stand-in by default)."""
+    director_pane = tmux_server.main_pane()
+    session = f"{tmux_server.run('display-message', '-p', '-t', director_pane, '#{session_id}').strip()}" \
+              f"@{tmux_server.socket}"
+    record = fleets.create_fleet(store, name="screens", coding_agent="standin", backend="tmux", session=session,
+                                 window_id="@0", pane_id=director_pane)
+    fleet_id = record["fleet_id"]
+
+    def add(name, argv=None, identity=None, ready="cafleet stand-in agent"):
+        member_id = members.register_member(store, fleet_id=fleet_id, name=name, description=name, backend="tmux",
+                                            session=session, window_id="@0", coding_agent="standin")
+        pane = tmux_server.new_pane(argv or [*STANDIN, "--member-id", str(member_id)])
+        real = tmux_server.run("display-message", "-p", "-t", pane, "#{pid}:#{start_time}:#{pane_pid}").strip()
+        members.set_pane_id(store, member_id, pane, identity or real)
+        if ready:
+            wait_for(lambda: ready in tmux_server.run("capture-pane", "-p", "-t", pane), what=f"{name} ready")
+        return member_id, pane
+
+    return {"fleet_id": fleet_id, "director": record["director_member_id"], "add": add, "session": session}
+
+
+@pytest.fixture
+def app(db_path, env):
+    return make_app(db_path, env)
+
+
+@pytest.fixture
+def client(app, store):
+    with TestClient(app, base_url=BASE, raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+def screens_of(client, fleet_id, ids, **params):
+    query = "&".join([f"members={','.join(map(str, ids))}", *(f"{k}={v}" for k, v in params.items())])
+    response = client.get(f"/api/fleets/{fleet_id}/screens?{query}")
+    assert response.status_code == 200, response.text
+    return {entry["member_id"]: entry for entry in response.json()["screens"]}
+
+
+def test_typed_text_appears_in_the_member_screen(panes, app, client, tmux_server):
+    app.state.screens = screens.ScreenCache(interval=0.05)
+    member_id, pane = panes["add"]("typist")
+    tmux_server.run("send-keys", "-l", "-t", pane, "hello from the typist")
+    screen = wait_for(lambda: (s := screens_of(client, panes["fleet_id"], [member_id])[member_id])["text"].count(
+        "hello from the typist") and s, what="typed text in the screen")
+    assert (screen["status"], screen["error"], screen["pane_id"]) == ("ok", None, pane)
+    assert "cafleet stand-in agent" in screen["text"]
+
+
+def test_hostile_pane_keeps_only_colours_and_text(panes, client):
+    member_id, _ = panes["add"]("hostile", ["sh", "-c", HOSTILE], ready=None)
+    text = wait_for(lambda: (t := screens_of(client, panes["fleet_id"], [member_id])[member_id]["text"]).count(
+        "after-dcs") and t, what="hostile output")
+    assert "<script>window.__pwned=1</script>" in text
+    assert '<img src=x onerror="window.__pwned=2">' in text
+    assert "\x1b[31mred alert" in text  # colours stay, as SGR only
+    assert "\x1b]" not in text and "\x1bP" not in text and "\x07" not in text and "cHduZWQ" not in text
+    leftover = screens._SEQUENCE.findall(text)
+    assert leftover and all(screens._SGR.match(seq) for seq in leftover)
+
+
+def test_clean_removes_every_sequence_but_sgr():
+    raw = ("a\x1b[1;38;5;196mb\x1b[0m\x1b[2J\x1b[H\x1b]52;c;eA==\x07c\x1b]0;t\x1b\\d\x1bPq#0\x1b\\e"
+           "\x1b_apc\x1b\\f\x1b7g\x1b(Bh\x08\x0d\x9bi\x1b")
+    assert screens.clean(raw) == "a\x1b[1;38;5;196mb\x1b[0mcdefghi"
+
+
+def test_one_multiplexer_call_per_member_per_interval_however_many_clients(panes, app, client):
+    first, _ = panes["add"]("one")
+    second, _ = panes["add"]("two")
+    app.state.screens = cache = screens.ScreenCache(interval=600)
+    app.state.screen_rate = screens.RateLimit(rate=1000, burst=1000)
+    failures = []
+
+    def watcher():
+        for _ in range(5):
+            try:
+                got = screens_of(client, panes["fleet_id"], [first, second])
+                assert {s["status"] for s in got.values()} == {"ok"}
+            except BaseException as error:  # collected: an assert in a thread would be lost
+                failures.append(error)
+
+    threads = [threading.Thread(target=watcher) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert failures == []
+    assert cache.calls == 2  # 40 answers for two members, one capture each
+    cache.interval = 0  # due again: the next request captures again
+    screens_of(client, panes["fleet_id"], [first])
+    assert cache.calls == 3
+
+
+def test_screen_request_bounds(panes, app, client, build, monkeypatch):
+    member_id, pane = panes["add"]("bounded", ["sh", "-c", "seq 1 300 | sed 's/$/ xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx/'; "
+                                                             "exec sleep 600"], ready="300 x")
+    fleet_id = panes["fleet_id"]
+    got = screens_of(client, fleet_id, [member_id], lines=5)[member_id]
+    assert got["text"].split("\n")[-1].startswith("300 ") and len(got["text"].split("\n")) == 5
+    full = screens_of(client, fleet_id, [member_id], lines=screens.MAX_LINES)[member_id]["text"].split("\n")
+    assert len(full) <= screens.MAX_LINES
+    monkeypatch.setattr(screens, "MAX_SCREEN_BYTES", 200)
+    cut = screens_of(client, fleet_id, [member_id], lines=100)[member_id]
+    assert cut["truncated"] is True and len(cut["text"].encode()) <= 200 and cut["text"].endswith("300 " + "x" * 32)
+    for query, error in [
+        (f"members={member_id}&lines=0", "lines must be an integer from 1 to 120"),
+        (f"members={member_id}&lines={screens.MAX_LINES + 1}", "lines must be an integer from 1 to 120"),
+        ("members=" + ",".join(str(i) for i in range(1, 66)), "at most 64 members per request, got 65"),
+        ("members=", "members is required (comma-separated member ids)"),
+        ("members=1,x", "member id must be a positive integer"),
+    ]:
+        response = client.get(f"/api/fleets/{fleet_id}/screens?{query}")
+        assert response.status_code == 400 and response.json()["error"].startswith(error), (query, response.text)
+    other, _, (stranger,) = build.fleet("other", 1)
+    response = client.get(f"/api/fleets/{fleet_id}/screens?members={stranger}")
+    assert (response.status_code, response.json()) == (404, {"error": f"member {stranger} is not in fleet {fleet_id}"})
+
+
+def test_rate_limit_is_per_client(app, client, build):
+    fleet_id, _, (pending,) = build.fleet("limits", 1)
+    app.state.screen_rate = limit = screens.RateLimit(rate=0.001, burst=3)
+    answers = [client.get(f"/api/fleets/{fleet_id}/screens?members={pending}") for _ in range(4)]
+    assert [a.status_code for a in answers] == [200, 200, 200, 429]
+    assert answers[0].json()["screens"] == [{"member_id": pending, "pane_id": None, "status": "pending",
+                                              "error": "its pane is being created", "text": "", "truncated": False}]
+    assert answers[3].json()["error"].startswith("too many screen requests; retry in ")
+    assert limit.take("another-client") == 0.0  # the next client has its own bucket
+
+
+def test_stale_and_gone_panes_are_reported_never_captured(panes, client, tmux_server):
+    stale, _ = panes["add"]("stale", identity="1:1:1")
+    gone, gone_pane = panes["add"]("gone")
+    tmux_server.run("kill-pane", "-t", gone_pane)
+    got = screens_of(client, panes["fleet_id"], [stale, gone])
+    assert got[stale]["status"] == "stale" and got[stale]["text"] == ""
+    assert "is stale" in got[stale]["error"]
+    assert got[gone]["status"] == "gone" and got[gone]["text"] == ""
+
+
+def test_screens_honour_host_and_site_checks(panes, client):
+    member_id, _ = panes["add"]("guarded")
+    path = f"/api/fleets/{panes['fleet_id']}/screens?members={member_id}"
+    foreign = client.get(path, headers={"host": "evil.example:8000"})
+    assert foreign.status_code == 400 and "Host header" in foreign.json()["error"]
+    cross = client.get(path, headers={"sec-fetch-site": "cross-site"})
+    assert cross.status_code == 403
+    graph = client.get(f"/api/fleets/{panes['fleet_id']}/graph", headers={"host": "evil.example:8000"})
+    assert graph.status_code == 400
+
+
+def test_graph_counts_edges_pending_unnotified_and_activity(client, build, store):
+    fleet_id, director, (a, b) = build.fleet("graph", 2)
+    done = messages.send(store, a, b, "one")["message_id"]
+    messages.ack(store, done)
+    stamped = messages.send(store, a, b, "two")["message_id"]
+    messages.stamp_notified(store, stamped)
+    messages.send(store, a, b, "three")
+    messages.send(store, b, director, "report")
+    messages.send(store, a, a, "note")
+    body = client.get(f"/api/fleets/{fleet_id}/graph").json()
+    edges = {(e["from"], e["to"]): (e["count"], e["pending"], e["unnotified"]) for e in body["edges"]}
+    assert edges == {(a, b): (3, 2, 1), (b, director): (1, 1, 0), (a, a): (1, 1, 0)}
+    nodes = {n["member_id"]: n for n in body["nodes"]}
+    assert set(nodes) == {director, a, b}
+    assert (nodes[b]["pending"], nodes[b]["unnotified"], nodes[director]["pending"]) == (2, 1, 1)
+    assert len(nodes[a]["activity"]) == 60 and sum(nodes[a]["activity"]) == 4  # sent 3 to b, one to itself
+    assert nodes[a]["activity"][-1] == 4 and sum(nodes[b]["activity"]) == 4
+    assert client.get("/api/fleets/999/graph").status_code == 404
+
+
+def test_attention_lists_blocked_dead_and_owed_previews(panes, client, store, tmux_server):
+    asking, _ = panes["add"]("asking", [*STANDIN, "--member-id", "0", "--permission-prompt"], ready="1. Yes")
+    doomed, doomed_pane = panes["add"]("doomed")
+    fine, _ = panes["add"]("fine")
+    tmux_server.run("kill-pane", "-t", doomed_pane)
+    owed = messages.send(store, fine, asking, "are you there?")["message_id"]
+    detail = client.get(f"/api/fleets/{panes['fleet_id']}").json()
+    kinds = {(item["kind"], item["member_id"]) for item in detail["attention"]["items"]}
+    assert kinds == {("blocked", asking), ("dead", doomed)}  # the preview is not owed for long enough yet
+    blocked = next(i for i in detail["attention"]["items"] if i["kind"] == "blocked")
+    assert blocked["command"] == f"cafleet member capture {asking}"
+    states = {m["member_id"]: m["state"] for m in detail["members"]}
+    listed = attention.items(store, panes["fleet_id"], {asking: ("blocked", "x")}, owed_after=0)
+    assert [(i["kind"], i["member_id"], i["message_id"]) for i in listed["items"]] == [
+        ("blocked", asking, None), ("notify", asking, owed)]
+    assert states[fine] == "alive"
+
