@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -138,5 +139,150 @@ def test_dashboard_shows_the_fleet_sends_as_director_and_updates_live(browser, s
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if SCREENSHOT_TARGET:
         (ROOT / SCREENSHOT_TARGET).write_bytes(shot.read_bytes())
+    assert page_errors == []
+    page.close()
+
+
+# --- member screens, the graph and attention, against real panes -------------------------
+
+from tests.test_web_screens import HOSTILE, STANDIN, panes  # noqa: E402,F401  (panes is a fixture)
+
+COLOURED = (  # a pane with some colour, for the screenshot
+    "printf '\\033[1mcargo test\\033[0m\\n'; "
+    "for t in storage::wal storage::lock broker::send broker::ack drain::retry; do "
+    "printf 'test %s ... \\033[32mok\\033[0m\\n' $t; done; "
+    "printf 'test drain::stale ... \\033[31mFAILED\\033[0m\\n\\n\\033[33mwarning\\033[0m: 1 test failed\\n'; "
+    "exec sleep 600"
+)
+
+
+@pytest.fixture
+def pane_server(env, panes):
+    process = ServerProcess(env, "--port", str(free_port()))
+    yield process
+    code, out, err = process.stop(signal.SIGTERM)
+    assert (code, out, err) == (0, "", "")
+
+
+def open_page(browser, server, fleet_id, **options):
+    page = browser.new_page(viewport={"width": 1400, "height": 900}, **options)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{server.url}#fleet={fleet_id}")
+    return page, errors
+
+
+def test_member_screens_show_typed_text_and_render_hostile_panes_inert(browser, pane_server, panes, tmux_server):
+    from playwright.sync_api import expect
+
+    typist, typist_pane = panes["add"]("typist")
+    hostile, _ = panes["add"]("hostile", ["sh", "-c", HOSTILE], ready="after-dcs")
+    page, page_errors = open_page(browser, pane_server, panes["fleet_id"])
+    requests = []
+    page.on("request", lambda request: requests.append(request.url) if "/screens?" in request.url else None)
+
+    # A stand-in member's typed text appears in its tile.
+    tile = page.locator(f'.tile[data-member-id="{typist}"]')
+    expect(tile.locator(".badge")).to_have_text("alive", timeout=WAIT_MS)
+    expect(tile.locator("pre.screen")).to_contain_text("cafleet stand-in agent", timeout=WAIT_MS)
+    tmux_server.run("send-keys", "-l", "-t", typist_pane, "typed into the pane <b>bold?</b>")
+    expect(tile.locator("pre.screen")).to_contain_text("typed into the pane <b>bold?</b>", timeout=WAIT_MS)
+    expect(tile.locator(".tile-counts")).to_have_text("0 pending0 unnotified")
+
+    # The hostile pane: its markup is text, its colours are classes, its escapes are gone.
+    screen = page.locator(f'.tile[data-member-id="{hostile}"] pre.screen')
+    expect(screen).to_contain_text("after-dcs", timeout=WAIT_MS)
+    text = screen.text_content()
+    assert "<script>window.__pwned=1</script>" in text and '<img src=x onerror="window.__pwned=2">' in text
+    assert "\x1b" not in text and "\x07" not in text and "cHduZWQ" not in text and "evil.example" not in text
+    assert screen.locator("script, img, a, iframe, b").count() == 0
+    assert screen.locator("span.fg-1").first.text_content() == "red alert"
+    assert page.evaluate("window.__pwned") is None
+    assert page.title() == "cafleet"
+
+    # The large view of one member.
+    tile.click()
+    dialog = page.locator("#screen-dialog")
+    expect(dialog).to_be_visible()
+    expect(page.locator("#screen-dialog-title")).to_have_text(f"typist#{typist}")
+    expect(page.locator("#screen-dialog-text")).to_contain_text("typed into the pane", timeout=WAIT_MS)
+    page.click("#screen-dialog-close")
+    expect(dialog).to_be_hidden()
+
+    # A hidden tab stops asking for screens; showing it again resumes at once.
+    page.evaluate("""() => {
+        Object.defineProperty(document, "hidden", {configurable: true, get: () => true});
+        document.dispatchEvent(new Event("visibilitychange"));
+    }""")
+    page.wait_for_timeout(300)  # a request already on its way may still finish
+    asked = len(requests)
+    page.wait_for_timeout(3000)  # three intervals
+    assert len(requests) == asked
+    page.evaluate("""() => {
+        Object.defineProperty(document, "hidden", {configurable: true, get: () => false});
+        document.dispatchEvent(new Event("visibilitychange"));
+    }""")
+    deadline = page.evaluate("Date.now()") + WAIT_MS
+    while len(requests) == asked:
+        assert page.evaluate("Date.now()") < deadline, "screens did not resume after the tab was shown"
+        page.wait_for_timeout(50)
+    assert page_errors == []
+    page.close()
+
+
+def test_blocked_member_raises_attention_and_the_graph_shows_a_send(browser, pane_server, panes, tmux_server, store,
+                                                                      tmp_path):
+    from playwright.sync_api import expect
+
+    # The stand-in draws a permission prompt once its first run ends (Ctrl-D), in the same pane
+    # (a Python parent, not a shell, so the pane never looks like it is back at a prompt).
+    script = ("import os, subprocess, sys; standin = [sys.executable, '-m', 'cafleet.agents.standin', '--member-id', '0']; "
+              "subprocess.run(standin); os.execv(sys.executable, [*standin, '--permission-prompt'])")
+    asker, asker_pane = panes["add"]("asker", [sys.executable, "-c", script])
+    tests_id, _ = panes["add"]("tests", ["sh", "-c", COLOURED], ready="test failed")
+    writer, _ = panes["add"]("writer")
+    director = panes["director"]
+    for sender, recipient, text in [(director, asker, "Plan the migration"), (asker, director, "Plan ready"),
+                                    (director, writer, "Write step 1"), (writer, tests_id, "Run the suite"),
+                                    (tests_id, writer, "1 failure in drain::stale")]:
+        messages.ack(store, messages.send(store, sender, recipient, text)["message_id"])
+    page, page_errors = open_page(browser, pane_server, panes["fleet_id"])
+    expect(page.locator(f'.tile[data-member-id="{asker}"] .badge')).to_have_text("alive", timeout=WAIT_MS)
+    expect(page.locator(f'#graph g.edge[data-from="{writer}"][data-to="{tests_id}"]')).to_have_count(1, timeout=WAIT_MS)
+    assert page.locator("#attention").is_hidden() and page.title() == "cafleet"
+
+    # Made blocked: the banner and the title count, from the supervision states.
+    tmux_server.run("send-keys", "-t", asker_pane, "C-d")
+    expect(page.locator("#attention")).to_be_visible(timeout=20_000)
+    expect(page.locator(f'#attention-list li[data-kind="blocked"][data-member-id="{asker}"]')).to_contain_text(
+        f"asker#{asker} is blocked: pane {asker_pane} shows a prompt awaiting its user")
+    expect(page.locator("#attention-list code")).to_have_text([f"cafleet member capture {asker}"])
+    expect(page).to_have_title("(1) cafleet")
+    expect(page.locator(f'.tile[data-member-id="{asker}"]')).to_have_attribute("data-state", "blocked")
+    expect(page.locator(f'.tile[data-member-id="{asker}"] pre.screen')).to_contain_text("Do you want to proceed?",
+                                                                                       timeout=WAIT_MS)
+
+    # A send shows in the graph: a new edge, highlighted while its preview is owed.
+    edge = page.locator(f'#graph g.edge[data-from="{tests_id}"][data-to="{asker}"]')
+    assert edge.count() == 0
+    sent = time.monotonic()
+    messages.send(store, tests_id, asker, "Can you look at drain::stale?")
+    expect(edge).to_have_count(1, timeout=WAIT_MS)
+    shown = time.monotonic() - sent
+    assert edge.get_attribute("class") == "edge edge-unnotified"
+    assert (edge.get_attribute("data-count"), edge.get_attribute("data-unnotified")) == ("1", "1")
+    expect(page.locator(f'.tile[data-member-id="{asker}"] .tile-counts')).to_have_text("1 pending1 unnotified")
+    spark = page.locator(f'#sparklines tr[data-member-id="{tests_id}"] .spark-total')
+    expect(spark).to_have_text("3")
+    print(f"graph showed the send after {shown:.2f} s")
+
+    # Tiles below the fold are fetched once they scroll into view.
+    page.locator(f'.tile[data-member-id="{writer}"]').scroll_into_view_if_needed()
+    expect(page.locator(f'.tile[data-member-id="{writer}"] pre.screen')).to_contain_text("cafleet stand-in agent",
+                                                                                        timeout=WAIT_MS)
+    if SCREENSHOT_TARGET:
+        target = ROOT / SCREENSHOT_TARGET
+        page.locator(".screens-panel").screenshot(path=str(target.with_name("webui-screens.png")))
+        page.locator(".graph-panel").screenshot(path=str(target.with_name("webui-graph.png")))
     assert page_errors == []
     page.close()

@@ -1,4 +1,5 @@
-// cafleet WebUI: fleet picker, roster, live timeline, inbox and the Director's composer.
+// cafleet WebUI: fleet picker, roster, live timeline, inbox and the Director's composer
+// (member screens, the graph and attention are in fleetview.js, loaded first).
 // Plain DOM code, no framework, no build step. Message bodies and every other value from
 // the database are inserted with textContent only, never parsed as HTML.
 "use strict";
@@ -131,6 +132,7 @@ function selectFleet(fleetId) {
   history.replaceState(null, "", `#fleet=${fleetId}`);
   $("timeline").replaceChildren();
   renderInbox(null, []);
+  FleetView.reset(fleetId);
   connect();
 }
 
@@ -175,6 +177,7 @@ async function reload(generation) {
   for (const record of page.messages) upsertMessage(record, false);
   if (!state.pagedOlder) state.nextBefore = page.next_before;
   renderTimelineMeta();
+  FleetView.messagesChanged();
   if (state.selected !== null) refreshInbox();
 }
 
@@ -195,6 +198,7 @@ function applyFleet(detail) {
   }
   renderRoster();
   renderRecipients();
+  FleetView.fleet(detail);
 }
 
 function renderRoster() {
@@ -266,6 +270,7 @@ function renderRecipients() {
 function onMessageEvent(kind, record) {
   upsertMessage(record, kind === "message");
   renderTimelineMeta();
+  FleetView.messagesChanged();
   if (state.selected !== null && record.to_member_id === state.selected) refreshInbox();
 }
 
