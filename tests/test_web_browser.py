@@ -200,6 +200,21 @@ def test_member_screens_show_typed_text_and_render_hostile_panes_inert(browser, 
     assert page.evaluate("window.__pwned") is None
     assert page.title() == "cafleet"
 
+    # The page's own parser: colours become classes or computed rgb(), other sequences vanish,
+    # even when the server's filter is bypassed.
+    drawn = page.evaluate("""() => {
+        const pre = document.createElement("pre");
+        FleetView.renderAnsi(pre, "a\x1b[1;31mB\x1b[0m\x1b]52;c;eA==\x07c\x1b[38;5;196;48;2;1;2;300mD\x1b[7mE"
+            + "\x1b[2J<i>x</i>\x1b[999999999999m");
+        return {text: pre.textContent, html: [...pre.childNodes].map((n) => n.nodeType === 3 ? ["#text", n.data]
+            : [n.className, n.textContent, n.style.color, n.style.backgroundColor]), elements: pre.querySelectorAll("i").length};
+    }""")
+    assert drawn["text"] == "aBcDE<i>x</i>" and drawn["elements"] == 0
+    assert drawn["html"] == [
+        ["#text", "a"], ["ansi-bold fg-1", "B", "", ""], ["#text", "c"],
+        ["", "D", "rgb(255, 0, 0)", "rgb(1, 2, 255)"],
+        ["ansi-inverse", "E", "rgb(1, 2, 255)", "rgb(255, 0, 0)"], ["ansi-inverse", "<i>x</i>", "rgb(1, 2, 255)", "rgb(255, 0, 0)"]]
+
     # The large view of one member.
     tile.click()
     dialog = page.locator("#screen-dialog")
