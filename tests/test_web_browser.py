@@ -164,8 +164,18 @@ def pane_server(env, panes):
     assert (code, out, err) == (0, "", "")
 
 
-def open_page(browser, server, fleet_id, **options):
-    page = browser.new_page(viewport={"width": 1400, "height": 900}, **options)
+NOTIFICATION_RECORDER = """
+window.__notified = [];
+window.Notification = function (title, options) { window.__notified.push([title, options && options.body]); };
+window.Notification.permission = "granted";
+window.Notification.requestPermission = async () => "granted";
+"""
+
+
+def open_page(browser, server, fleet_id, init_script=None):
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    if init_script:
+        page.add_init_script(init_script)  # runs before the page's own scripts
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(f"{server.url}#fleet={fleet_id}")
@@ -261,8 +271,10 @@ def test_blocked_member_raises_attention_and_the_graph_shows_a_send(browser, pan
                                     (director, writer, "Write step 1"), (writer, tests_id, "Run the suite"),
                                     (tests_id, writer, "1 failure in drain::stale")]:
         messages.ack(store, messages.send(store, sender, recipient, text)["message_id"])
-    page, page_errors = open_page(browser, pane_server, panes["fleet_id"])
+    # Desktop notifications are allowed; the recorder stands in for the browser's pop-ups.
+    page, page_errors = open_page(browser, pane_server, panes["fleet_id"], init_script=NOTIFICATION_RECORDER)
     expect(page.locator(f'.tile[data-member-id="{asker}"] .badge')).to_have_text("alive", timeout=WAIT_MS)
+    expect(page.locator("#notify-enable")).to_be_hidden()
     expect(page.locator(f'#graph g.edge[data-from="{writer}"][data-to="{tests_id}"]')).to_have_count(1, timeout=WAIT_MS)
     assert page.locator("#attention").is_hidden() and page.title() == "cafleet"
 
@@ -276,6 +288,8 @@ def test_blocked_member_raises_attention_and_the_graph_shows_a_send(browser, pan
     expect(page.locator(f'.tile[data-member-id="{asker}"]')).to_have_attribute("data-state", "blocked")
     expect(page.locator(f'.tile[data-member-id="{asker}"] pre.screen')).to_contain_text("Do you want to proceed?",
                                                                                        timeout=WAIT_MS)
+    assert page.evaluate("window.__notified") == [
+        [f"cafleet: asker#{asker} is blocked", f"pane {asker_pane} shows a prompt awaiting its user"]]
 
     # A send shows in the graph: a new edge, highlighted while its preview is owed.
     edge = page.locator(f'#graph g.edge[data-from="{tests_id}"][data-to="{asker}"]')
@@ -290,6 +304,13 @@ def test_blocked_member_raises_attention_and_the_graph_shows_a_send(browser, pan
     spark = page.locator(f'#sparklines tr[data-member-id="{tests_id}"] .spark-total')
     expect(spark).to_have_text("3")
     print(f"graph showed the send after {shown:.2f} s")
+
+    # Nobody delivers that preview (the asker is blocked): once it is owed for longer than
+    # `fleet watch`'s interval it is a second item.
+    owed = page.locator(f'#attention-list li[data-kind="notify"][data-member-id="{asker}"]')
+    expect(owed).to_contain_text(f"asker#{asker} is owed a preview", timeout=30_000)
+    expect(page).to_have_title("(2) cafleet")
+    assert len(page.evaluate("window.__notified")) == 2
 
     # Tiles below the fold are fetched once they scroll into view.
     page.locator(f'.tile[data-member-id="{writer}"]').scroll_into_view_if_needed()

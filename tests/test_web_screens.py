@@ -220,3 +220,27 @@ def test_attention_lists_blocked_dead_and_owed_previews(panes, client, store, tm
         ("blocked", asking, None), ("notify", asking, owed)]
     assert states[fine] == "alive"
 
+
+
+def test_event_stream_reports_a_preview_that_becomes_owed_without_any_write(db_path, env, build, store,
+                                                                            monkeypatch):
+    """Nothing is committed when a preview becomes owed: time passes. The roster event still
+    comes, from the periodic state look, because the attention list is part of it."""
+    from cafleet.web import events
+    from tests.test_web_api import SSEReader, threaded_server
+
+    monkeypatch.setattr(attention, "OWED_AFTER", 1.0)
+    monkeypatch.setattr(events, "STATE_INTERVAL", 0.3)
+    fleet_id, _, (a, b) = build.fleet("owed", 2)
+    with threaded_server(db_path, env) as (url, _, _):
+        reader = SSEReader(f"{url}/api/events?fleet_id={fleet_id}")
+        sent = messages.send(store, a, b, "wake up")["message_id"]
+        kind, data = reader.next(10)
+        assert (kind, data["message_id"]) == ("message", sent)
+        kind, data = reader.next(10)  # the send moved both members' last activity: nothing owed yet
+        assert (kind, data["attention"]["items"]) == ("roster", [])
+        kind, data = reader.next(15)
+        assert kind == "roster"
+        assert data["attention"]["items"] == [{
+            "kind": "notify", "member_id": b, "message_id": sent, "command": f"cafleet member capture {b}",
+            "detail": f"preview of message {sent} still not delivered after 1 s"}]

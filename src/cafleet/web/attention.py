@@ -23,10 +23,12 @@ OWED_AFTER = float(config.declared("--interval").default)  # `fleet watch`'s def
 MAX_OWED = 50  # owed previews listed; the rest are counted
 
 
-def items(store, fleet_id: int, states: dict[int, tuple[str, str]], owed_after: float = OWED_AFTER) -> dict:
+def items(store, fleet_id: int, states: dict[int, tuple[str, str]], owed_after: float | None = None) -> dict:
     """``{"items": [...], "owed_more": N}``; each item ``{"kind", "member_id", "message_id",
     "detail", "command"}`` with ``kind`` one of ``blocked``, ``dead``, ``notify``."""
     from cafleet.delivery import watch
+
+    owed_after = OWED_AFTER if owed_after is None else owed_after
 
     out = []
     for member_id, (state, detail) in sorted(states.items()):

@@ -103,9 +103,10 @@ class FleetWatch:
 
 
 def _roster_key(view: dict) -> str:
-    """What a roster event is about: everything but the idle counter, which ticks by itself."""
+    """What a roster event is about: everything but the idle counter, which ticks by itself
+    (the attention list included: a preview becomes owed with no write at all)."""
     members = [{k: v for k, v in member.items() if k != "idle_seconds"} for member in view["members"]]
-    return json.dumps([view["fleet"], members], sort_keys=True)
+    return json.dumps([view["fleet"], members, view.get("attention")], sort_keys=True)
 
 
 def format_event(name: str, data: dict) -> str:
