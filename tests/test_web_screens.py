@@ -203,6 +203,36 @@ def test_graph_counts_edges_pending_unnotified_and_activity(client, build, store
     assert client.get("/api/fleets/999/graph").status_code == 404
 
 
+def test_graph_kept_up_to_date_matches_a_graph_built_from_scratch(app, client, build, store):
+    from cafleet.web import api, graph
+
+    fleet_id, director, (a, b, c) = build.fleet("tally", 3)
+    other, _, (x, y) = build.fleet("other", 2)
+    first = client.get(f"/api/fleets/{fleet_id}/graph").json()  # builds the tally
+    assert first["edges"] == []
+    steps = [
+        lambda: messages.send(store, a, b, "1"),
+        lambda: messages.send(store, x, y, "other fleet"),
+        lambda: messages.send(store, b, a, "2"),
+        lambda: messages.stamp_notified(store, 1),
+        lambda: messages.send(store, c, director, "3"),
+        lambda: messages.ack(store, 3),
+        lambda: messages.ack(store, 1),
+        lambda: build.member(fleet_id, "late"),
+        lambda: messages.send(store, a, a, "self"),
+    ]
+    for step in steps:
+        step()
+        kept = client.get(f"/api/fleets/{fleet_id}/graph").json()
+        with api.read_snapshot(store):
+            fresh = graph.fleet_graph(store, fleet_id, graph.GraphCache())
+        assert kept == fresh
+    assert {(e["from"], e["to"]): e["pending"] for e in kept["edges"]} == {(a, b): 0, (b, a): 0, (c, director): 1,
+                                                                           (a, a): 1}
+    assert client.get(f"/api/fleets/{other}/graph").json()["edges"] == [
+        {"from": x, "to": y, "count": 1, "pending": 1, "unnotified": 1}]
+
+
 def test_attention_lists_blocked_dead_and_owed_previews(panes, client, store, tmux_server):
     asking, _ = panes["add"]("asking", [*STANDIN, "--member-id", "0", "--permission-prompt"], ready="1. Yes")
     doomed, doomed_pane = panes["add"]("doomed")

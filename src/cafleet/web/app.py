@@ -224,5 +224,6 @@ def create_app(config: WebConfig) -> Starlette:
     app.state.pool = pool
     app.state.screens = screens.ScreenCache()
     app.state.screen_rate = screens.RateLimit()
+    app.state.graphs = graph.GraphCache()
     return app
 

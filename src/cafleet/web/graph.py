@@ -9,14 +9,20 @@
 - ``edges``: one per (sender, recipient) pair with ``count``, ``pending`` and
   ``unnotified``.
 
-Two aggregate reads in one read transaction, each walking the fleet's messages through
-the sender index (the same CROSS JOIN as the timeline). The page asks again when the
-event stream reports a message, an ACK or a stamp.
+The page asks again after every message, ACK or stamp, so the answer must not cost a walk
+over the fleet's whole history each time (about a second for 100,000 messages). The
+server keeps a tally per fleet (:class:`GraphCache`): built once with full aggregates,
+then brought up to date from the rows after the last message id it saw (a range of the
+primary key) and a look at the messages it knows are still open (by primary key). That is
+exact because a message row is never deleted, an ACK is final and a notification stamp is
+never removed: an open message can only close or be stamped, a closed one never changes.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -26,32 +32,106 @@ from cafleet.broker import fleets, members
 
 BUCKETS = 60  # one-minute buckets: the last hour
 BUCKET_SECONDS = 60
+_CHUNK = 500  # ids per IN (...) look-up
 
 
-def fleet_graph(store, fleet_id: int, now: float | None = None) -> dict:
+class FleetTally:
+    """Message counts of one fleet, kept up to date incrementally (see the module doc)."""
+
+    def __init__(self, fleet_id: int) -> None:
+        self.fleet_id = fleet_id
+        self.lock = threading.Lock()
+        self.ready = False
+        self.last_id = 0  # highest message id of the whole table already counted
+        self.totals: dict[tuple[int, int], int] = {}
+        self.open: dict[int, tuple[int, int, bool]] = {}  # message_id -> (from, to, unnotified)
+        self.recent: deque[tuple[float, int, int]] = deque()  # (created epoch, from, to), oldest first
+
+    def update(self, store, since: float) -> None:
+        """Bring the tally up to the store's read snapshot (the caller holds one open)."""
+        fleet_id = self.fleet_id
+        if not self.ready:
+            self.last_id = store.execute("SELECT coalesce(max(message_id), 0) FROM messages").fetchone()[0]
+            self.totals = {(f, t): n for f, t, n in store.execute(
+                "SELECT msg.from_member_id, msg.to_member_id, count(*) "
+                "FROM members m CROSS JOIN messages msg ON msg.from_member_id = m.member_id "
+                "WHERE m.fleet_id = ? AND +msg.message_id <= ? GROUP BY msg.from_member_id, msg.to_member_id",
+                (fleet_id, self.last_id))}
+            self.open = {i: (f, t, bool(u)) for i, f, t, u in store.execute(
+                "SELECT msg.message_id, msg.from_member_id, msg.to_member_id, msg.notified_at IS NULL FROM messages msg "
+                "WHERE msg.to_member_id IN (SELECT member_id FROM members WHERE fleet_id = ?) "
+                "AND msg.status_state = 'input_required' AND msg.message_id <= ?", (fleet_id, self.last_id))}
+            rows = store.execute(
+                "SELECT msg.created_at, msg.from_member_id, msg.to_member_id "
+                "FROM members m CROSS JOIN messages msg ON msg.from_member_id = m.member_id "
+                "WHERE m.fleet_id = ? AND +msg.message_id <= ? AND msg.created_at >= ?",
+                (fleet_id, self.last_id, _iso(since))).fetchall()
+            self.recent = deque(sorted((clock.to_epoch(c), f, t) for c, f, t in rows))
+            self.ready = True
+            return
+        ours = {row[0] for row in store.execute("SELECT member_id FROM members WHERE fleet_id = ?", (fleet_id,))}
+        delta = store.execute(
+            "SELECT message_id, from_member_id, to_member_id, created_at, status_state = 'input_required', "
+            "notified_at IS NULL FROM messages WHERE message_id > ? ORDER BY message_id", (self.last_id,)).fetchall()
+        still_open = [i for i in self.open]
+        for message_id, sender, recipient, created_at, is_open, unnotified in delta:
+            self.last_id = message_id
+            if sender not in ours:  # another fleet's message (a send never crosses fleets)
+                continue
+            self.totals[(sender, recipient)] = self.totals.get((sender, recipient), 0) + 1
+            self.recent.append((clock.to_epoch(created_at), sender, recipient))
+            if is_open:
+                self.open[message_id] = (sender, recipient, bool(unnotified))
+        for start in range(0, len(still_open), _CHUNK):
+            ids = still_open[start:start + _CHUNK]
+            marks = ",".join("?" * len(ids))
+            for message_id, is_open, unnotified in store.execute(
+                    f"SELECT message_id, status_state = 'input_required', notified_at IS NULL FROM messages "
+                    f"WHERE message_id IN ({marks})", ids):
+                if not is_open:
+                    del self.open[message_id]
+                else:
+                    sender, recipient, _ = self.open[message_id]
+                    self.open[message_id] = (sender, recipient, bool(unnotified))
+        # In id order, so nearly in time order; an entry behind a later one (a clock that
+        # stepped back) only leaves a little later, and buckets ignore what is out of range.
+        while self.recent and self.recent[0][0] < since:
+            self.recent.popleft()
+
+
+class GraphCache:
+    """One :class:`FleetTally` per fleet asked for, shared by every page."""
+
+    def __init__(self) -> None:
+        self._fleets: dict[int, FleetTally] = {}
+        self._lock = threading.Lock()
+
+    def tally(self, fleet_id: int) -> FleetTally:
+        with self._lock:
+            return self._fleets.setdefault(fleet_id, FleetTally(fleet_id))
+
+
+def fleet_graph(store, fleet_id: int, cache: GraphCache | None = None, now: float | None = None) -> dict:
+    """The graph of one fleet; the caller holds a read transaction (``api.read_snapshot``)."""
     fleet = fleets.get_fleet(store, fleet_id)
     director = fleet["director_member_id"]
     now = time.time() if now is None else now
-    rows = store.execute(
-        "SELECT msg.from_member_id, msg.to_member_id, count(*), "
-        "sum(msg.status_state = 'input_required'), "
-        "sum(msg.status_state = 'input_required' AND msg.notified_at IS NULL) "
-        "FROM members m CROSS JOIN messages msg ON msg.from_member_id = m.member_id "
-        "WHERE m.fleet_id = ? GROUP BY msg.from_member_id, msg.to_member_id",
-        (fleet_id,),
-    ).fetchall()
+    since = now - BUCKETS * BUCKET_SECONDS
+    tally = (cache or GraphCache()).tally(fleet_id)
+    with tally.lock:
+        tally.update(store, since)
+        totals = dict(tally.totals)
+        still_open = list(tally.open.values())
+        recent = list(tally.recent)
+    pending: dict[tuple[int, int], list[int]] = {}
+    for sender, recipient, unnotified in still_open:
+        counts = pending.setdefault((sender, recipient), [0, 0])
+        counts[0] += 1
+        counts[1] += unnotified and recipient != director and sender != recipient
     edges = []
-    for sender, recipient, count, pending, unnotified in rows:
-        owed = unnotified if recipient != director and sender != recipient else 0
-        edges.append({"from": sender, "to": recipient, "count": count, "pending": pending, "unnotified": owed})
-    since_epoch = now - BUCKETS * BUCKET_SECONDS
-    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(since_epoch)) + ".000000+00:00"
-    recent = store.execute(
-        "SELECT msg.from_member_id, msg.to_member_id, msg.created_at "
-        "FROM members m CROSS JOIN messages msg ON msg.from_member_id = m.member_id "
-        "WHERE m.fleet_id = ? AND msg.created_at >= ?",
-        (fleet_id, since),
-    ).fetchall()
+    for (sender, recipient), count in sorted(totals.items()):
+        open_count, owed = pending.get((sender, recipient), (0, 0))
+        edges.append({"from": sender, "to": recipient, "count": count, "pending": open_count, "unnotified": owed})
     roster = members.roster(store, fleet_id) if fleet["deleted_at"] is None else []
     nodes: dict[int, dict] = {}
 
@@ -68,12 +148,11 @@ def fleet_graph(store, fleet_id: int, now: float | None = None) -> dict:
         target = node(edge["to"])
         target["pending"] += edge["pending"]
         target["unnotified"] += edge["unnotified"]
-    missing = [member_id for member_id, entry in nodes.items() if entry["name"] is None]
-    for member_id in missing:  # deregistered members that still appear in the history
-        record = members.get_member(store, member_id)
+    for member_id in [member_id for member_id, entry in nodes.items() if entry["name"] is None]:
+        record = members.get_member(store, member_id)  # deregistered, still in the history
         nodes[member_id].update(name=record["name"], kind=record["kind"])
-    for sender, recipient, created_at in recent:
-        index = int((clock.to_epoch(created_at) - since_epoch) // BUCKET_SECONDS)
+    for created, sender, recipient in recent:
+        index = int((created - since) // BUCKET_SECONDS)
         if 0 <= index < BUCKETS:
             node(sender)["activity"][index] += 1
             if recipient != sender:
@@ -82,9 +161,14 @@ def fleet_graph(store, fleet_id: int, now: float | None = None) -> dict:
             "nodes": sorted(nodes.values(), key=lambda n: n["member_id"]), "edges": edges}
 
 
+def _iso(epoch: float) -> str:
+    whole = int(epoch)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + ".%06d+00:00" % int((epoch - whole) * 1e6)
+
+
 def graph(request: Request) -> JSONResponse:
     from cafleet.web.api import parse_id, read_snapshot
 
     fleet_id = parse_id(request.path_params["fleet_id"], "fleet id")
     with request.app.state.pool.borrow() as store, read_snapshot(store):
-        return JSONResponse(fleet_graph(store, fleet_id))
+        return JSONResponse(fleet_graph(store, fleet_id, request.app.state.graphs))
