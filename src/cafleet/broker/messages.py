@@ -9,7 +9,7 @@ broker's only I/O stays the database's.
 from __future__ import annotations
 
 from cafleet import clock
-from cafleet.broker import records
+from cafleet.broker import fleets, records
 from cafleet.errors import CafleetError, Conflict, NotFound, UsageError
 from cafleet.faults import pause_point
 
@@ -27,7 +27,7 @@ def _sender_and_recipient(store, from_id: int, to_id: int) -> int:
     rows = {
         row[0]: row[1:]
         for row in store.execute(
-            "SELECT m.member_id, m.fleet_id, m.status, f.deleted_at FROM members m "
+            "SELECT m.member_id, m.fleet_id, m.status, f.deleted_at, f.director_member_id FROM members m "
             "JOIN fleets f ON f.fleet_id = m.fleet_id WHERE m.member_id IN (?, ?)",
             (from_id, to_id),
         ).fetchall()
@@ -35,7 +35,7 @@ def _sender_and_recipient(store, from_id: int, to_id: int) -> int:
     for role, member_id in (("sender", from_id), ("recipient", to_id)):
         if member_id not in rows:
             raise NotFound(f"{role} member {member_id} not found.")
-    fleet_id, sender_status, deleted_at = rows[from_id]
+    fleet_id, sender_status, deleted_at, director_id = rows[from_id]
     if rows[to_id][0] != fleet_id:
         raise Conflict(f"members {from_id} and {to_id} are not in the same fleet; messages never cross fleets.")
     if deleted_at is not None:
@@ -43,6 +43,7 @@ def _sender_and_recipient(store, from_id: int, to_id: int) -> int:
     for role, member_id, status in (("sender", from_id, sender_status), ("recipient", to_id, rows[to_id][1])):
         if records.member_status(member_id, status) != "active":
             raise Conflict(f"{role} member {member_id} is deregistered; it can no longer send or receive messages.")
+    fleets.check_director(store, fleet_id, director_id)
     return fleet_id
 
 
@@ -85,17 +86,18 @@ def broadcast_recipients(store, director_id: int) -> list[int]:
     fleet_id, status, fleet_director, deleted_at = row
     if deleted_at is not None:
         raise Conflict(f"fleet {fleet_id} was deleted at {deleted_at}; it accepts no new messages.")
+    records.member_status(director_id, status)
+    fleets.check_director(store, fleet_id, fleet_director)  # the Director is active and placed
     if fleet_director != director_id:
         raise Conflict(f"member {director_id} is not the Director of fleet {fleet_id}; only the Director broadcasts.")
-    if records.member_status(director_id, status) != "active":
-        raise Conflict(f"sender member {director_id} is deregistered.")
-    return [
-        r[0]
-        for r in store.execute(
-            "SELECT member_id FROM members WHERE fleet_id = ? AND status = 'active' AND member_id != ? ORDER BY member_id",
-            (fleet_id, director_id),
-        ).fetchall()
-    ]
+    rows = store.execute(
+        f"SELECT member_id, status FROM members WHERE fleet_id = ? AND {records.NOT_DEREGISTERED} AND member_id != ? "
+        "ORDER BY member_id",
+        (fleet_id, director_id),
+    ).fetchall()
+    # Every recipient is decoded before anything is sent: a status this version does not know
+    # stops the whole fan-out rather than leaving that member out in silence.
+    return [member_id for member_id, status in rows if records.member_status(member_id, status)]
 
 
 def broadcast(store, director_id: int, text: str) -> dict:
@@ -116,10 +118,14 @@ def require_member(store, member_id: int) -> None:
 
 
 def poll(store, member_id: int) -> list[dict]:
-    """Unacknowledged incoming messages, newest status_timestamp first, then highest id."""
+    """Unacknowledged incoming messages, newest status_timestamp first, then highest id.
+
+    "Unacknowledged" is "not completed", so a row whose state this version does not know
+    is read and refused by decoding, never skipped.
+    """
     require_member(store, member_id)
     rows = store.execute(
-        _SELECT + "WHERE to_member_id = ? AND status_state = 'input_required' "
+        _SELECT + f"WHERE to_member_id = ? AND {records.UNACKED} "
         "ORDER BY status_timestamp DESC, message_id DESC",
         (member_id,),
     ).fetchall()
@@ -172,7 +178,7 @@ def member_state(store, member_id: int) -> tuple[str, int | None]:
 def pending_after(store, member_id: int, after_id: int) -> list[dict]:
     """Unacknowledged incoming messages with id > after_id, oldest first (for listen)."""
     rows = store.execute(
-        _SELECT + "WHERE to_member_id = ? AND status_state = 'input_required' AND message_id > ? "
+        _SELECT + f"WHERE to_member_id = ? AND {records.UNACKED} AND message_id > ? "
         "ORDER BY created_at, message_id",
         (member_id, after_id),
     ).fetchall()

@@ -59,7 +59,8 @@ def member_state(member: dict, pool: MuxPool, idle_after: float, now: float | No
     if seen == screen.PaneState.AWAITING_USER:
         return BLOCKED, f"pane {pane} shows a prompt awaiting its user"
     since = member["last_activity_at"] or member["registered_at"]
-    quiet = (now if now is not None else _now()) - clock.to_epoch(since)
+    since_epoch = clock.epoch_or_none(since)  # an unreadable stored time never counts as idle
+    quiet = 0.0 if since_epoch is None else (now if now is not None else _now()) - since_epoch
     if seen != screen.PaneState.WORKING and quiet > idle_after:
         return IDLE, f"no activity for {int(quiet)} s"
     return ALIVE, "working" if seen == screen.PaneState.WORKING else "ok"
