@@ -122,11 +122,13 @@ def fleet_placements(store, fleet_id: int) -> list[dict]:
     return placements
 
 
-def delete_fleet(store, fleet_id: int) -> dict:
+def delete_fleet(store, fleet_id: int, closing: list | None = None) -> dict:
     """Soft delete: stamp deleted_at, deregister every active member, drop their placements.
 
     Messages are kept. Idempotent: deleting a deleted fleet deregisters nobody. A member
     whose status this version does not know stops it before anything changes.
+    ``closing``, when given, receives the dropped placements of members other than the
+    root Director, read in the same transaction (so a member registered meanwhile is there).
     """
     now = clock.now()
     with store.write():
@@ -139,6 +141,8 @@ def delete_fleet(store, fleet_id: int) -> dict:
         ).fetchone()
         if unknown is not None:
             records.unknown_member_status(store, unknown[0])
+        if closing is not None:
+            closing.extend(fleet_placements(store, fleet_id))
         if row[0] is None:
             store.execute("UPDATE fleets SET deleted_at = ? WHERE fleet_id = ?", (now, fleet_id))
         store.execute(
