@@ -192,6 +192,11 @@ def create_app(config: WebConfig) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app):
+        import asyncio
+
+        from cafleet.web.connections import install_accept_error_log
+
+        install_accept_error_log(asyncio.get_running_loop())
         try:
             yield
         finally:
