@@ -107,7 +107,23 @@ def test_a_slow_body_is_closed_after_the_request_timeout_too(servers):
         answer = read_all(slow)
     assert answer == b"" or answer.startswith(b"HTTP/1.1 4"), answer
     code, out, err = server.stop()
-    assert code == 0
+    assert (code, err) == (0, "")
+
+
+@pytest.mark.parametrize("name,value", [
+    ("CAFLEET_SERVER_REQUEST_TIMEOUT", "0"), ("CAFLEET_SERVER_REQUEST_TIMEOUT", "1e10"),
+    ("CAFLEET_SERVER_REQUEST_TIMEOUT", "nan"), ("CAFLEET_SERVER_REQUEST_TIMEOUT", "soon"),
+    ("CAFLEET_SERVER_MAX_CONNECTIONS", "0"), ("CAFLEET_SERVER_MAX_CONNECTIONS", "-1"),
+    ("CAFLEET_SERVER_MAX_CONNECTIONS", "1e3"), ("CAFLEET_SERVER_MAX_CONNECTIONS", "9" * 5000),
+])
+def test_bad_limits_are_refused_before_listening(cli, env, store, name, value):
+    port = free_port()
+    result = cli("server", "--port", str(port), environ=dict(env, **{name: value}))
+    assert (result.code, result.out) == (1, "")
+    assert result.err.startswith(f"Error: {name} must be ") and result.err.count("\n") == 1, result.err
+    assert len(result.err) < 300
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))  # nothing was left listening
 
 
 def test_a_kept_alive_connection_is_closed_after_the_keepalive_timeout(servers):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -161,6 +161,8 @@ class ErrorBoundary:
 
         try:
             await self.app(scope, receive, tracking_send)
+        except ClientDisconnect:
+            return  # the client went away (or was closed by the request timeout): nobody to answer
         except Exception as exc:  # the boundary: anything not handled above is a bug
             line = f"cafleet server: internal error on {scope.get('method')} {scope.get('path')}: " \
                    f"{type(exc).__name__}: {exc}"
