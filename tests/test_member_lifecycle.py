@@ -91,6 +91,7 @@ def test_create_splits_a_pane_running_the_agent_and_keeps_the_directors_focus(fl
     record = fleet.cafleet("member", "show", "2", "--json").json()
     placement = dict(record["placement"])
     assert placement.pop("created_at") == record["registered_at"]
+    assert placement.pop("identity").count(":") == 2  # <server pid>:<server start>:<pane pid>
     assert placement == {"backend": "tmux", "session": director["session"], "window_id": director["window_id"],
                          "pane_id": pane_id, "coding_agent": "standin"}
     assert (record["status"], record["kind"], record["description"]) == ("active", "member", "alice worker")

@@ -119,7 +119,7 @@ def test_a_slow_body_is_closed_after_the_request_timeout_too(servers):
 def test_bad_limits_are_refused_before_listening(cli, env, store, name, value):
     port = free_port()
     result = cli("server", "--port", str(port), environ=dict(env, **{name: value}))
-    assert (result.code, result.out) == (1, "")
+    assert (result.code, result.out) == (2, "")
     assert result.err.startswith(f"Error: {name} must be ") and result.err.count("\n") == 1, result.err
     assert len(result.err) < 300
     with socket.socket() as sock:

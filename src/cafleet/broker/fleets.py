@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from cafleet import clock
+from cafleet import clock, validation
 from cafleet.broker import records
-from cafleet.errors import Conflict, NotFound, UsageError
+from cafleet.errors import Conflict, NotFound
 
 DIRECTOR_NAME = "Director"
 DIRECTOR_DESCRIPTION = "Root Director of the fleet"
+LIST_HINT = "`cafleet fleet list` shows the live fleets."
 
 _FLEET_COLUMNS = (
     "f.fleet_id, f.name, f.director_member_id, "
@@ -32,12 +33,12 @@ def _fleet_record(store, row) -> dict:
     }
 
 
-def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: str, window_id: str, pane_id: str) -> dict:
+def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: str, window_id: str, pane_id: str,
+                 identity: str | None = None) -> dict:
     """Insert fleet, Director, the Director's placement and the back-filled reference in one commit."""
     from cafleet.broker import members  # members imports this module
 
-    if not name.strip():
-        raise UsageError("--name must not be blank.")
+    validation.name(name, "the fleet name")
     with store.write():
         now = clock.now()
         fleet_id = store.execute(
@@ -46,7 +47,7 @@ def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: 
         ).lastrowid
         member_id = members.insert_member(store, fleet_id, DIRECTOR_NAME, DIRECTOR_DESCRIPTION, now, backend=backend,
                                           session=session, window_id=window_id, pane_id=pane_id,
-                                          coding_agent=coding_agent)
+                                          coding_agent=coding_agent, identity=identity)
         store.execute("UPDATE fleets SET director_member_id = ? WHERE fleet_id = ?", (member_id, fleet_id))
     return {"fleet_id": fleet_id, "name": name, "director_member_id": member_id, "created_at": now}
 
@@ -67,7 +68,7 @@ def get_fleet(store, fleet_id: int) -> dict:
     """One fleet, soft-deleted included."""
     row = store.execute(f"SELECT {_FLEET_COLUMNS} FROM fleets f WHERE f.fleet_id = ?", (fleet_id,)).fetchone()
     if row is None:
-        raise NotFound(f"fleet {fleet_id} not found; `cafleet fleet list` shows the live fleets.")
+        raise NotFound(f"fleet {fleet_id} not found.", LIST_HINT)
     return _fleet_record(store, row)
 
 
@@ -99,26 +100,28 @@ def check_director(store, fleet_id: int, director_id: int | None) -> None:
         elif row[2] is None:
             reason = f"its Director, member {director_id}, has no placement"
     if reason is not None:
-        raise Conflict(
-            f"fleet {fleet_id} is not live: {reason}; it accepts no messages or members, "
-            f"`cafleet fleet delete {fleet_id}` retires it."
-        )
+        raise Conflict(f"fleet {fleet_id} is not live: {reason}; it accepts no messages or members.",
+                       f"`cafleet fleet delete {fleet_id}` retires it.")
 
 
 def fleet_placements(store, fleet_id: int) -> list[dict]:
     """Placements of the fleet's active members other than the root Director (for closing panes)."""
     rows = store.execute(
-        "SELECT p.member_id, p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, m.status "
+        "SELECT p.member_id, p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, p.created_at, "
+        "m.status "
         "FROM member_placements p JOIN members m ON m.member_id = p.member_id "
         "JOIN fleets f ON f.fleet_id = m.fleet_id "
         f"WHERE m.fleet_id = ? AND m.{records.NOT_DEREGISTERED} AND m.member_id IS NOT f.director_member_id "
         "ORDER BY p.member_id",
         (fleet_id,),
     ).fetchall()
-    keys = ("member_id", "backend", "session", "window_id", "pane_id", "coding_agent", "status")
+    from cafleet.broker.records import decode_pane
+
+    keys = ("member_id", "backend", "session", "window_id", "pane_id", "coding_agent", "created_at", "status")
     placements = [dict(zip(keys, row)) for row in rows]
     for placement in placements:
         records.member_status(placement["member_id"], placement.pop("status"))
+        placement["pane_id"], placement["identity"] = decode_pane(placement["pane_id"])
     return placements
 
 
@@ -134,7 +137,7 @@ def delete_fleet(store, fleet_id: int, closing: list | None = None) -> dict:
     with store.write():
         row = store.execute("SELECT deleted_at FROM fleets WHERE fleet_id = ?", (fleet_id,)).fetchone()
         if row is None:
-            raise NotFound(f"fleet {fleet_id} not found; `cafleet fleet list` shows the live fleets.")
+            raise NotFound(f"fleet {fleet_id} not found.", LIST_HINT)
         unknown = store.execute(
             "SELECT member_id FROM members WHERE fleet_id = ? AND status NOT IN ('active', 'deregistered') LIMIT 1",
             (fleet_id,),

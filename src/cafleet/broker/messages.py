@@ -8,18 +8,16 @@ broker's only I/O stays the database's.
 
 from __future__ import annotations
 
-from cafleet import clock
+from cafleet import clock, validation
 from cafleet.broker import fleets, records
-from cafleet.errors import CafleetError, Conflict, NotFound, UsageError
+from cafleet.errors import CafleetError, Conflict, NotFound
 from cafleet.faults import pause_point
 
 _SELECT = f"SELECT {records.MESSAGE_COLUMNS} FROM messages "
 
 
 def validate_text(text: str) -> str:
-    if not text.strip():
-        raise UsageError("message text is blank; give a non-empty TEXT or --file.")
-    return text
+    return validation.body(text)
 
 
 def _sender_and_recipient(store, from_id: int, to_id: int) -> int:
@@ -194,7 +192,7 @@ def notification_target(store, member_id: int) -> dict | None:
     placement whose pane is concrete. None otherwise.
     """
     row = store.execute(
-        "SELECT p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, m.fleet_id "
+        "SELECT p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, m.fleet_id, p.created_at "
         "FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
         "JOIN member_placements p ON p.member_id = m.member_id "
         "WHERE m.member_id = ? AND m.status = 'active' AND f.deleted_at IS NULL "
@@ -203,8 +201,12 @@ def notification_target(store, member_id: int) -> dict | None:
     ).fetchone()
     if row is None:
         return None
-    keys = ("backend", "session", "window_id", "pane_id", "coding_agent", "fleet_id")
-    return dict(zip(keys, row))
+    from cafleet.broker.records import decode_pane
+
+    keys = ("backend", "session", "window_id", "pane_id", "coding_agent", "fleet_id", "created_at")
+    target = dict(zip(keys, row))
+    target["pane_id"], target["identity"] = decode_pane(target["pane_id"])
+    return target
 
 
 def next_pending_notification(store, member_id: int, attempted) -> dict | None:

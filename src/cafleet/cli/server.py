@@ -14,14 +14,13 @@ import socket
 from cafleet.errors import CafleetError, ConfigError, UsageError
 
 DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
 
 
-def server(ctx, host, port, allow_remote=False):
+def server(ctx, host, port, allow_remote):
     bind_host, where, error = _host(ctx.environ, host)
-    bind_port = _port(ctx.environ, port)
+    bind_port = _port(ctx.settings, port)
     target = _resolve(bind_host, bind_port, where, error, allow_remote)
-    limits = _limits(ctx.environ)
+    limits = _limits(ctx.settings)
     ctx.store()  # §2.1 diagnosis: a refused file is an error before binding
     ctx.close()
     sock = _listen(bind_host, bind_port, target)
@@ -94,18 +93,9 @@ def _resolve(host: str, port: int, where: str, error: type, allow_remote: bool) 
     return _Target(family, kind, proto, address, loopback)
 
 
-def _port(environ, flag: int | None) -> int:
-    if flag is not None:
-        if flag > 65535:
-            raise UsageError(f"--port must be a port number from 1 to 65535, got {flag}.")
-        return flag
-    raw = environ.get("CAFLEET_BROKER_PORT", "")
-    if not raw:
-        return DEFAULT_PORT
-    text = raw.strip()
-    if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= 65535:
-        raise ConfigError(f"CAFLEET_BROKER_PORT must be a port number from 1 to 65535, got {raw!r}.")
-    return int(text)
+def _port(settings, flag: int | None) -> int:
+    """--port, else CAFLEET_BROKER_PORT (both bounded by their declarations in cafleet.config)."""
+    return settings.broker_port if flag is None else flag
 
 
 def _listen(host: str, port: int, target: _Target) -> socket.socket:
@@ -124,30 +114,12 @@ def _listen(host: str, port: int, target: _Target) -> socket.socket:
     return sock
 
 
-def _limits(environ):
-    """Request timeout and connection limit, from CAFLEET_SERVER_REQUEST_TIMEOUT (seconds,
-    default 10) and CAFLEET_SERVER_MAX_CONNECTIONS (default 100, lowered to fit the
-    open-file limit)."""
-    from cafleet.web.connections import DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT, Limits
+def _limits(settings):
+    """The request timeout and connection limit (CAFLEET_SERVER_REQUEST_TIMEOUT,
+    CAFLEET_SERVER_MAX_CONNECTIONS; the limit is lowered to fit the open-file limit)."""
+    from cafleet.web.connections import Limits
 
-    raw = environ.get("CAFLEET_SERVER_REQUEST_TIMEOUT", "")
-    timeout = DEFAULT_REQUEST_TIMEOUT
-    if raw:
-        from cafleet.config import seconds
-
-        timeout = seconds(raw)
-        if timeout is None or not 0.05 <= timeout <= 3600:
-            raise ConfigError(f"CAFLEET_SERVER_REQUEST_TIMEOUT must be a number of seconds from 0.05 to 3600, "
-                              f"got {raw!r}."[:200])
-    raw = environ.get("CAFLEET_SERVER_MAX_CONNECTIONS", "")
-    count = DEFAULT_MAX_CONNECTIONS
-    if raw:
-        text = raw.strip()
-        if not (text.isascii() and text.isdigit() and len(text) <= 6) or not 1 <= int(text) <= 100000:
-            raise ConfigError(f"CAFLEET_SERVER_MAX_CONNECTIONS must be a whole number from 1 to 100000, "
-                              f"got {raw!r}."[:200])
-        count = int(text)
-    return Limits(request_timeout=timeout, max_connections=count)
+    return Limits(request_timeout=settings.server_request_timeout, max_connections=settings.server_max_connections)
 
 
 def _authority(host: str, port: int) -> str:

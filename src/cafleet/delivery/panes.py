@@ -1,6 +1,10 @@
 """Placement mutations that touch panes, each under the pane-input lock (§4.6):
 fleet deletion closing member panes, member deletion, and the pane-id patch at creation.
 
+Every pane is reached through :func:`reach`, which binds the placement's recorded
+identity to the multiplexer client: a pane whose id now names another pane (its server
+restarted) is *stale*, and nothing is typed into it or closed.
+
 ``pause_point`` calls are test-only fault-injection hooks (:mod:`cafleet.faults`).
 
 The registry change and the pane kill happen while the lock is held, so a concurrent
@@ -20,14 +24,34 @@ from cafleet.faults import pause_point
 PANE_CLOSED = "closed"
 PANE_ALREADY_GONE = "already gone"
 PANE_NONE = "none"  # pending placement: no pane was ever recorded
+PANE_STALE = "stale"  # prefix: the id names a pane cafleet did not create; left open
+
+
+def reach(placement: dict):
+    """The multiplexer client for a concrete placement, checking its recorded identity
+    before every call that targets the pane (PaneStale when it no longer matches)."""
+    from cafleet.mux.detect import multiplexer_for_placement
+
+    mux = multiplexer_for_placement(placement["backend"], placement["session"])
+    mux.expect(placement["pane_id"], placement.get("identity"), recorded_at(placement))
+    return mux
+
+
+def recorded_at(placement: dict) -> float | None:
+    """When the placement was written (epoch seconds), for legacy placements' check."""
+    from cafleet import clock
+
+    created = placement.get("created_at")
+    return clock.to_epoch(created) if created else None
 
 
 def _kill(placement: dict) -> str:
-    from cafleet.mux.detect import multiplexer_for_placement
+    from cafleet.errors import PaneStale
 
     try:
-        mux = multiplexer_for_placement(placement["backend"], placement["session"])
-        return PANE_CLOSED if mux.kill(placement["pane_id"]) else PANE_ALREADY_GONE
+        return PANE_CLOSED if reach(placement).kill(placement["pane_id"]) else PANE_ALREADY_GONE
+    except PaneStale as error:
+        return f"{PANE_STALE}, left open ({str(error).rstrip('.')})"
     except CafleetError as error:
         return f"not closed ({error})"
 
@@ -111,13 +135,29 @@ def delete_member(store, environ, db_path: str, member_id: int) -> str:
     return status
 
 
-def record_pane(store, environ, db_path: str, member_id: int, placement: dict, pane_id: str) -> None:
-    """The pane-id patch at member creation, under the new pane's lock."""
+def record_pane(store, environ, db_path: str, member_id: int, placement: dict, pane_id: str,
+                identity: str | None = None) -> None:
+    """The pane-id patch at member creation (with the pane's identity), under the new pane's lock."""
     from cafleet.delivery.lock import pane_lock
 
     with pane_lock(config.lock_dir(db_path), placement["backend"], placement["session"], pane_id,
                    config.lock_timeout(environ)):
-        members.set_pane_id(store, member_id, pane_id)
+        members.set_pane_id(store, member_id, pane_id, identity)
+
+
+def _same_pane(caller, placement: dict) -> bool:
+    """Whether the calling pane is the placement's: same backend and pane id, and the same
+    identity (server and pane). A legacy placement (no identity) needs the same server
+    address (the part of the session after ``@``) and, for tmux, a server started no later
+    than the placement was recorded."""
+    if (caller.backend, caller.pane_id) != (placement["backend"], placement["pane_id"]):
+        return False
+    if placement.get("identity"):
+        return caller.identity == placement["identity"]
+    if caller.session.partition("@")[2] != placement["session"].partition("@")[2]:
+        return False
+    started, recorded = (caller.identity or "").split(":")[1:2], recorded_at(placement)
+    return caller.backend != "tmux" or not started or recorded is None or int(started[0]) <= int(recorded)
 
 
 class CreateFailed(CafleetError):
@@ -143,10 +183,12 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
     if placement is None or placement["pane_id"] is None:
         raise CafleetError(f"fleet {fleet_id}'s Director has no pane; recreate the fleet from a pane.")
     caller = multiplexer_for_environment(environ).current_pane()
-    if (caller.backend, caller.pane_id) != (placement["backend"], placement["pane_id"]):
+    if not _same_pane(caller, placement):
         raise CafleetError(
             f"only fleet {fleet_id}'s Director (pane {placement['pane_id']}) can create members; "
-            f"this command runs in pane {caller.pane_id}."
+            f"this command runs in pane {caller.pane_id}"
+            + (" of another server or an earlier pane with that id." if caller.pane_id == placement["pane_id"]
+               else ".")
         )
     agent = coding_agent or placement["coding_agent"]
     backends.validate(agent, model, effort)
@@ -172,9 +214,10 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
                                    director_member_id=director["member_id"], coding_agent=agent)
         argv = backends.build_argv(agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id)
         pane_env = {"CAFLEET_DATABASE_URL": db_path, "CAFLEET_MEMBER_ID": str(member_id), "CAFLEET_FLEET_ID": str(fleet_id)}
-        pane_id = mux.split(placement["window_id"], argv, cwd=cwd, env=pane_env, target_pane=placement["pane_id"])
+        pane_id, identity = mux.split_identified(placement["window_id"], argv, cwd=cwd, env=pane_env,
+                                                 target_pane=placement["pane_id"])
         pause_point("create.split")
-        record_pane(store, environ, db_path, member_id, placement, pane_id)
+        record_pane(store, environ, db_path, member_id, placement, pane_id, identity)
         pause_point("create.patched")
     except BaseException as error:
         raise CreateFailed(_compensate(store, mux, member_id, pane_id, error)) from None

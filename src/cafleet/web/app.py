@@ -24,6 +24,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from cafleet import config as settings
 from cafleet import errors
 from cafleet.store import sqlite as sqlite3
 from cafleet.store.connection import DEFAULT_BUSY_TIMEOUT, Store, diagnose_open, translate
@@ -218,7 +219,7 @@ def create_app(config: WebConfig) -> Starlette:
         ],
         middleware=[
             Middleware(security.SecurityMiddleware, allowed=config.allowed_hosts),
-            Middleware(ErrorBoundary, debug=bool(config.environ.get("CAFLEET_DEBUG"))),
+            Middleware(ErrorBoundary, debug=settings.debug(config.environ)),
         ],
         exception_handlers={errors.CafleetError: _cafleet_error, api.ApiError: _cafleet_error,
                             HTTPException: _http_error},
