@@ -179,6 +179,7 @@ def accept_queue(port: int) -> int | None:
     return None
 
 
+@pytest.mark.slow  # a crowd of connections against a server process
 def test_connections_beyond_the_limit_are_refused_with_one_log_line(servers):
     nofile = 64
     server = servers(nofile=nofile, CAFLEET_SERVER_REQUEST_TIMEOUT="120")
