@@ -25,9 +25,25 @@ def database_section(ctx) -> dict:
     try:
         ctx.store()
     except CafleetError as error:
-        return {"ok": False, "path": path, "error": str(error),
-                "fix": "point CAFLEET_DATABASE_URL at a cafleet database, or move this file away"}
+        return {"ok": False, "path": path, "error": str(error), "fix": _database_fix(error)}
     return {"ok": True, "path": path, "diagnosis": "current format (schema 1)"}
+
+
+def _database_fix(error: CafleetError) -> str:
+    """Advice that fits the failure: a full disk or a read-only folder is not a reason to
+    move a healthy file away; only a file that is not (or no longer) cafleet's is."""
+    from cafleet.store.diagnosis import Refused
+
+    fix = getattr(error, "fix", None)
+    if fix:
+        return fix
+    if "newer than this cafleet" in str(error):
+        return "upgrade cafleet; the file was left unchanged"
+    if "hot journal" in str(error):
+        return "let the program that was writing it recover it; the files were left unchanged, do not move them"
+    if isinstance(error, Refused):
+        return "point CAFLEET_DATABASE_URL at a cafleet database, or move this file away"
+    return "the file was not changed; fix the cause above and run `cafleet doctor` again (do not move the file away)"
 
 
 def coding_agents_section(environ) -> dict:

@@ -17,7 +17,7 @@ import os
 
 from cafleet import clock
 from cafleet.errors import DatabaseError
-from cafleet.store import diagnosis, schema, sqlite as sqlite3
+from cafleet.store import diagnosis, faults, schema, sqlite as sqlite3
 
 DEFAULT_BUSY_TIMEOUT = 5.0
 
@@ -25,12 +25,13 @@ DEFAULT_BUSY_TIMEOUT = 5.0
 class Store:
     """A validated connection plus the write-transaction discipline (BEGIN IMMEDIATE)."""
 
-    __slots__ = ("conn", "path", "busy_timeout")
+    __slots__ = ("conn", "path", "busy_timeout", "identity")
 
-    def __init__(self, conn: sqlite3.Connection, path: str, busy_timeout: float) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None) -> None:
         self.conn = conn
         self.path = path
         self.busy_timeout = busy_timeout
+        self.identity = identity if identity is not None else file_identity(path)
 
     def write(self) -> "_WriteTransaction":
         """``with store.write(): ...`` runs the block in one BEGIN IMMEDIATE transaction."""
@@ -39,11 +40,40 @@ class Store:
     def execute(self, sql: str, params=()):
         try:
             return self.conn.execute(sql, params)
-        except sqlite3.OperationalError as exc:
+        except sqlite3.IntegrityError:
+            raise
+        except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, self.busy_timeout) from None
+
+    def file_replaced(self) -> bool:
+        """True when ``path`` no longer names the file this store opened (deleted, or
+        replaced by another file): one ``stat``, cheap enough for every few checks of a
+        waiting loop. The open connection keeps reading the old file, so a loop that sees
+        True must stop (see :meth:`check_file`) instead of serving a ghost."""
+        return file_identity(self.path) != self.identity
+
+    def check_file(self) -> None:
+        """Raise a one-line :class:`DatabaseError` when :meth:`file_replaced`."""
+        if self.file_replaced():
+            raise replaced_error(self.path)
 
     def close(self) -> None:
         self.conn.close()
+
+
+def file_identity(path: str):
+    """``(st_dev, st_ino)`` of the file at ``path``, or None when there is none."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino)
+
+
+def replaced_error(path: str) -> DatabaseError:
+    if file_identity(path) is None:
+        return DatabaseError(f"database {path} was deleted while this command was running; it stopped.")
+    return DatabaseError(f"database {path} was replaced by another file while this command was running; it stopped.")
 
 
 class _WriteTransaction:
@@ -61,27 +91,30 @@ class _WriteTransaction:
         if exc_type is None:
             try:
                 conn.execute("COMMIT")
-            except sqlite3.OperationalError as error:
-                conn.execute("ROLLBACK")
+            except sqlite3.DatabaseError as error:
+                # A COMMIT that failed on a full disk or an I/O error has already been
+                # rolled back by SQLite; only a transaction still open needs ROLLBACK.
+                _rollback_quietly(conn)
                 raise translate(error, self.store.path, self.store.busy_timeout) from None
-        elif conn.in_transaction:
-            conn.execute("ROLLBACK")
+        else:
+            _rollback_quietly(conn)
+            if exc_type is not None and issubclass(exc_type, sqlite3.DatabaseError) and not issubclass(
+                exc_type, sqlite3.IntegrityError
+            ):
+                raise translate(exc, self.store.path, self.store.busy_timeout) from None
         return False
 
 
+def _rollback_quietly(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.DatabaseError:
+            pass  # the original failure is the one worth reporting
+
+
 def translate(exc: sqlite3.Error, path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> DatabaseError:
-    message = str(exc)
-    if diagnosis.is_busy(exc):
-        return DatabaseError(
-            f"database {path} is locked by another process (waited {busy_timeout:g} s); try again."
-        )
-    if "readonly" in message or "read-only" in message:
-        return DatabaseError(f"database {path} is read-only; check the file and folder permissions.")
-    if "unable to open" in message:
-        return DatabaseError(f"cannot open database {path}; check that the folder exists and is writable.")
-    if "disk I/O" in message or "full" in message:
-        return DatabaseError(f"database {path} cannot be written ({message}); check free space and permissions.")
-    return DatabaseError(f"database {path} failed: {message}.")
+    return faults.translate(exc, path, busy_timeout)
 
 
 def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
@@ -91,12 +124,18 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
 
 
 def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> Store:
-    """Diagnose ``path`` and return a Store ready for use, initialising it if new/empty."""
+    """Diagnose ``path`` and return a Store ready for use, initialising it if new/empty.
+
+    An existing file is diagnosed through a connection that cannot write (see
+    :func:`_diagnose_read_only`); only a file that passed is opened for writing, so a
+    refused file and its ``-wal``, ``-shm`` and ``-journal`` stay byte-identical.
+    """
     state = diagnosis.read_header_state(path)
     if state == diagnosis.MISSING:
         _make_parent(path)
-    elif state == diagnosis.ZERO_IDENTITY:
-        state = _look_inside_zero_identity(path, busy_timeout)
+    elif state in (diagnosis.CAFLEET, diagnosis.ZERO_IDENTITY):
+        state = _diagnose_read_only(path, state, busy_timeout)
+    identity = file_identity(path)
     try:
         conn = _connect(path, busy_timeout)
     except sqlite3.Error as exc:
@@ -104,11 +143,19 @@ def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> Store:
     try:
         if state in (diagnosis.MISSING, diagnosis.EMPTY):
             _initialise(conn, path, busy_timeout)
-        diagnose_open(conn, path, busy_timeout, identity_checked=state == diagnosis.CAFLEET)
+            diagnose_open(conn, path, busy_timeout)
+            identity = file_identity(path)
+        else:
+            # One read opens the -wal and -shm: a full disk or a read-only folder shows
+            # here, at open, as what it is.
+            try:
+                conn.execute("PRAGMA schema_version").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise translate(exc, path, busy_timeout) from None
     except BaseException:
         conn.close()
         raise
-    return Store(conn, path, busy_timeout)
+    return Store(conn, path, busy_timeout, identity)
 
 
 def diagnose_open(
@@ -123,26 +170,68 @@ def diagnose_open(
             raise diagnosis.not_cafleet(path)
         diagnosis.check_ledger_and_shape(conn, path)
     except sqlite3.DatabaseError as exc:
-        if diagnosis.is_busy(exc):
+        if faults.errorname(exc) == "SQLITE_READONLY_ROLLBACK":
+            raise diagnosis.hot_journal(path) from None
+        if faults.is_environment(exc):
             raise translate(exc, path, busy_timeout) from None
         raise diagnosis.Refused(f"{path} cannot be read as a cafleet database ({exc}); it was left unchanged.") from None
 
 
-def _look_inside_zero_identity(path: str, busy_timeout: float) -> str:
+def _read_only_uri(path: str) -> str:
+    """A URI for a connection that cannot change ``path`` or its side files.
+
+    - no ``-wal``: ``immutable=1`` reads the main file alone (it is the whole database)
+      without creating a ``-wal`` or ``-shm``, unless a ``-journal`` is present: then
+      ``mode=ro``, which answers SQLITE_READONLY_ROLLBACK instead of rolling a hot
+      journal back;
+    - ``-wal`` and ``-shm``: ``mode=ro&readonly_shm=1`` reads the log without writing
+      the shared-memory index (a crashed writer's ``-shm`` keeps its bytes);
+    - ``-wal`` without ``-shm`` (rare: a crash, then the index was removed): ``mode=ro``,
+      which has to create the index file to read the log.
+    """
+    uri = f"file:{_uri_path(path)}?mode=ro"
+    if os.path.exists(path + "-wal"):
+        return uri + "&readonly_shm=1" if os.path.exists(path + "-shm") else uri
+    if os.path.exists(path + "-journal"):
+        return uri
+    return uri + "&immutable=1"
+
+
+def _diagnose_read_only(path: str, state: str, busy_timeout: float) -> str:
+    """Run the whole format diagnosis through a read-only connection.
+
+    Returns CAFLEET (accepted) or EMPTY (a zero-identity file with nothing in it: to be
+    initialised). Raises :class:`diagnosis.Refused` or a one-line storage fault. A
+    read-only connection never checkpoints, never rolls a journal back and never deletes
+    a side file when it closes.
+    """
+    try:
+        conn = sqlite3.connect(_read_only_uri(path), uri=True, timeout=busy_timeout, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise translate(exc, path, busy_timeout) from None
+    try:
+        if state == diagnosis.ZERO_IDENTITY:
+            state = _look_inside_zero_identity(conn, path, busy_timeout)
+            if state == diagnosis.EMPTY:
+                return state
+        diagnose_open(conn, path, busy_timeout, identity_checked=state == diagnosis.CAFLEET)
+        return diagnosis.CAFLEET
+    finally:
+        conn.close()
+
+
+def _look_inside_zero_identity(conn: sqlite3.Connection, path: str, busy_timeout: float) -> str:
     """A zero-identity file is either empty (initialise) or foreign (refuse).
 
-    Looked at through a read-only connection so that a foreign file is never written.
     A WAL may hold another process's initialisation that the raw header does not show.
     """
     try:
-        conn = sqlite3.connect(f"file:{_uri_path(path)}?mode=ro", uri=True, timeout=busy_timeout)
-        try:
-            application_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            count = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        finally:
-            conn.close()
+        application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        count = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     except sqlite3.DatabaseError as exc:
-        if diagnosis.is_busy(exc):
+        if faults.errorname(exc) == "SQLITE_READONLY_ROLLBACK":
+            raise diagnosis.hot_journal(path) from None
+        if faults.is_environment(exc):
             raise translate(exc, path, busy_timeout) from None
         raise diagnosis.Refused(f"{path} cannot be read as a SQLite database ({exc}); it was left unchanged.") from None
     if application_id == schema.APPLICATION_ID:
@@ -188,8 +277,7 @@ def _initialise(conn: sqlite3.Connection, path: str, busy_timeout: float) -> Non
             else:
                 conn.execute("ROLLBACK")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            _rollback_quietly(conn)
             raise
-    except sqlite3.OperationalError as exc:
+    except sqlite3.DatabaseError as exc:
         raise translate(exc, path, busy_timeout) from None
