@@ -326,3 +326,106 @@ def test_relative_sqlite_urls_are_refused(cli, env, url):
     result = cli("fleet", "list", environ=dict(env, CAFLEET_DATABASE_URL=url))
     one_line_error(result, "names a relative path")
     assert not os.path.exists("/" + name) and not os.path.exists("/" + name.lstrip("~/"))
+
+
+# --- the auxiliary pending index ----------------------------------------------------------
+
+
+AUX = "idx_cafleet_aux_messages_pending"
+
+
+def drop_aux(path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute(f"DROP INDEX {AUX}")
+    conn.commit()
+    conn.close()
+
+
+def test_file_without_the_auxiliary_index_works_and_setup_adds_it(cli, env, db_path):
+    store = open_store(db_path)
+    fleet_id, director, (m1, m2) = FleetBuilder(store).fleet()
+    store.close()
+    drop_aux(db_path)
+    sent = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "hi", "--json")
+    assert sent.code == 0, sent
+    polled = cli("message", "poll", str(m2), "--json")
+    assert [m["message_id"] for m in polled.json()] == [sent.json()["message_id"]]
+    doctor = cli("doctor", "--json").json()["database"]
+    assert doctor["ok"] is True and doctor["auxiliary_indexes"] == {AUX: "missing"}
+    assert "cafleet setup" in doctor["advice"]
+    text = cli("doctor").out
+    assert f"! index {AUX} is missing" in text and "cafleet setup" in text
+    setup = cli("setup", "--json", environ=dict(env, CAFLEET_AGENT_PREFIX=env.get("CAFLEET_AGENT_PREFIX", "")))
+    assert setup.code == 0, setup
+    assert setup.json()["database"]["indexes_added"] == [AUX]
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("SELECT version FROM refinery_schema_history").fetchall() == [(1,)]
+    conn.close()
+    assert cli("doctor", "--json").json()["database"]["auxiliary_indexes"] == {}
+
+
+def test_fast_diagnosis_accepts_a_file_with_the_auxiliary_index(db_path, monkeypatch):
+    from cafleet.store import diagnosis
+
+    open_store(db_path).close()
+
+    def slow_path(*args):
+        raise AssertionError("the fast path fell back to the detailed diagnosis")
+
+    monkeypatch.setattr(diagnosis, "check_ledger", slow_path)
+    open_store(db_path).close()
+
+
+def test_the_partial_index_never_stands_in_for_the_required_one(cli, env, tmp_path):
+    """A file that kept the auxiliary index but lost the required recipient index is
+    refused: the detailed diagnosis does not take a partial index for the required one."""
+    path = tmp_path / "lost.db"
+    open_store(str(path)).close()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX idx_messages_to_member_status_ts")
+    conn.commit()
+    conn.execute("PRAGMA journal_mode=DELETE")
+    conn.close()
+    result = cli("message", "poll", "1", environ=dict(env, CAFLEET_DATABASE_URL=str(path)))
+    one_line_error(result, "index idx_messages_to_member_status_ts")
+
+
+def test_activity_walk_is_bounded_with_equal_timestamps(store, build, monkeypatch):
+    """Sent messages sharing one status_timestamp (a bulk import) cost one step, and the
+    walk stays bounded; the answer is still the newest send."""
+    from cafleet.broker import activity
+    from cafleet.store import connection
+
+    fleet_id, director, (m1, m2) = build.fleet()
+    same = "2025-03-01T00:00:00.000000+00:00"
+    rows = [(m1, m2, "2025-02-01T00:00:%02d.000000+00:00" % (i % 60), "completed", same, f"t{i}") for i in range(3000)]
+    rows += [(m1, m2, "2025-01-01T00:00:00.000000+00:00", "completed", "2025-01-%02dT00:00:00.000000+00:00" % (2 + i % 27),
+              f"o{i}") for i in range(300)]
+    with store.write():
+        store.conn.executemany(
+            "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text)"
+            " VALUES (?, ?, ?, ?, ?, ?)", rows)
+    calls = []
+    original = connection.Store.execute
+
+    def counting(self, sql, params=()):
+        calls.append(sql)
+        return original(self, sql, params)
+
+    monkeypatch.setattr(connection.Store, "execute", counting)
+    steps = []  # SQLite virtual-machine work, in units of 100 instructions: counts rows read
+    store.conn.set_progress_handler(lambda: steps.append(1), 100)
+    assert activity.last_activity(store, m1) == "2025-02-01T00:00:59.000000+00:00"
+    store.conn.set_progress_handler(None, 0)
+    assert len(steps) < 30, len(steps)  # walking the 3,000 equal rows costs several hundred
+    assert len(calls) <= 3
+    # many distinct ACK instants after the last send: the walk stops at its bound
+    with store.write():
+        store.conn.executemany(
+            "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text)"
+            " VALUES (?, ?, ?, 'completed', ?, 'x')",
+            [(m2, m1, "2024-01-01T00:00:00.000000+00:00", "2026-01-01T00:%02d:%02d.000000+00:00" % (i // 60, i % 60))
+             for i in range(500)])
+    calls.clear()
+    activity.last_activity(store, m2)
+    assert len(calls) <= activity.WALK_LIMIT + 2

@@ -241,10 +241,22 @@ def _look_inside_zero_identity(conn: sqlite3.Connection, path: str, busy_timeout
     raise diagnosis.not_cafleet(path)
 
 
+def add_auxiliary_indexes(store: Store) -> list[str]:
+    """Create cafleet's auxiliary indexes that a file lacks (``cafleet setup``); returns
+    the names created. One write transaction; the ledger and required shape are unchanged."""
+    problems = diagnosis.auxiliary_problems(store.conn)
+    created = [name for name, problem in problems.items() if problem == "missing"]
+    if created:
+        with store.write():
+            for name in created:
+                store.execute(schema.create_if_missing(schema.AUX_INDEXES[name]))
+    return created
+
+
 def _uri_path(path: str) -> str:
     from urllib.parse import quote
 
-    return quote(path)
+    return quote(os.fsencode(path))  # bytes: a path that is not valid UTF-8 survives
 
 
 def _make_parent(path: str) -> None:
@@ -266,7 +278,7 @@ def _initialise(conn: sqlite3.Connection, path: str, busy_timeout: float) -> Non
                 conn.execute("PRAGMA application_id").fetchone()[0] == 0
             ):
                 conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
-                for sql in (*schema.TABLES.values(), *schema.INDEXES.values()):
+                for sql in (*schema.TABLES.values(), *schema.INDEXES.values(), *schema.AUX_INDEXES.values()):
                     conn.execute(sql)
                 conn.execute(
                     f"INSERT INTO {schema.LEDGER_TABLE} (version, name, applied_on, checksum) VALUES (?, ?, ?, ?)",

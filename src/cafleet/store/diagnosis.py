@@ -127,6 +127,22 @@ def check_ledger_and_shape(conn, path: str) -> None:
     check_shape(conn, path)
 
 
+def auxiliary_problems(conn) -> dict[str, str]:
+    """``{name: "missing" | "altered"}`` for cafleet's auxiliary indexes. They are never a
+    reason to refuse a file: without them commands work, only slower."""
+    names = tuple(schema.AUX_INDEXES)
+    stored = dict(conn.execute(
+        f"SELECT name, sql FROM sqlite_master WHERE type = 'index' AND name IN ({','.join('?' * len(names))})", names
+    ).fetchall())
+    problems = {}
+    for name, sql in schema.AUX_INDEXES.items():
+        if name not in stored:
+            problems[name] = "missing"
+        elif stored[name] != sql:
+            problems[name] = "altered"
+    return problems
+
+
 def check_ledger(conn, path: str) -> int:
     """Return the ledger version; refuse a newer or missing ledger before any shape check."""
     from cafleet.store.sqlite import OperationalError
