@@ -31,7 +31,8 @@ CORE = {
     "cafleet.store.schema", "cafleet.store.sqlite",
     "cafleet.broker", "cafleet.broker.records",
 }
-MESSAGE = CORE | {"cafleet.cli.message", "cafleet.cli.body", "cafleet.broker.messages", "cafleet.faults"}
+MESSAGE = CORE | {"cafleet.cli.message", "cafleet.cli.body", "cafleet.broker.messages", "cafleet.faults",
+                  "fcntl"}  # the writers' queue (store/connection.py)
 MEMBER = CORE | {"cafleet.cli.member", "cafleet.broker.members", "cafleet.broker.fleets", "cafleet.broker.activity"}
 FLEET = CORE | {"cafleet.cli.fleet", "cafleet.broker.fleets"}
 SEND = MESSAGE | {"cafleet.delivery", "cafleet.delivery.drain"}  # decides, per recipient, whether to notify

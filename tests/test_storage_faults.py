@@ -429,3 +429,58 @@ def test_activity_walk_is_bounded_with_equal_timestamps(store, build, monkeypatc
     calls.clear()
     activity.last_activity(store, m2)
     assert len(calls) <= activity.WALK_LIMIT + 2
+
+
+# --- the writers' queue ---------------------------------------------------------------------
+
+
+QUEUE_HOLDER = r"""
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1] + "-writers.lock", os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_writers_queue_is_bounded_and_freed_by_a_dying_holder(cli, env, db_path):
+    store = open_store(db_path)
+    fleet_id, director, (m1, m2) = FleetBuilder(store).fleet()
+    store.close()
+    holder = subprocess.Popen([sys.executable, "-c", QUEUE_HOLDER, db_path], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        args = ("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "queued")
+        result = cli(*args, environ=dict(env, CAFLEET_BUSY_TIMEOUT="0.3"))
+        assert result.code == 1
+        assert result.err == f"Error: database {db_path} is locked by another process (waited 0.3 s); try again.\n"
+    finally:
+        holder.kill()  # SIGKILL: the OS releases its lock
+        holder.wait()
+    sent = cli(*args, "--json")
+    assert sent.code == 0, sent
+    check = open_store(db_path)
+    assert [r[0] for r in check.execute("SELECT text FROM messages")] == ["queued"]
+    check.close()
+
+
+def test_writers_queue_serialises_concurrent_writers(env, db_path):
+    """Eight processes send at once through the queue: every send succeeds and is stored
+    exactly once, none reports a locked database."""
+    store = open_store(db_path)
+    fleet_id, director, (m1, m2) = FleetBuilder(store).fleet()
+    store.close()
+    script = (
+        "import sys\nfrom cafleet.store.connection import open_store\nfrom cafleet.broker import messages\n"
+        "s = open_store(sys.argv[1])\n"
+        "for i in range(20):\n    messages.send(s, int(sys.argv[2]), int(sys.argv[3]), f'{sys.argv[4]}-{i}')\n"
+        "s.close()\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, db_path, str(m1), str(m2), f"w{n}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for n in range(8)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, outputs
+    check = open_store(db_path)
+    texts = sorted(r[0] for r in check.execute("SELECT text FROM messages"))
+    check.close()
+    assert texts == sorted(f"w{n}-{i}" for n in range(8) for i in range(20))

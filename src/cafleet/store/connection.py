@@ -25,13 +25,20 @@ DEFAULT_BUSY_TIMEOUT = 5.0
 class Store:
     """A validated connection plus the write-transaction discipline (BEGIN IMMEDIATE)."""
 
-    __slots__ = ("conn", "path", "busy_timeout", "identity")
+    __slots__ = ("conn", "path", "busy_timeout", "identity", "_queue")
 
     def __init__(self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None) -> None:
         self.conn = conn
         self.path = path
         self.busy_timeout = busy_timeout
         self.identity = identity if identity is not None else file_identity(path)
+        self._queue = None
+
+    def write_queue(self) -> "_WriteQueue | None":
+        """The writers' queue beside the database, opened on the first write."""
+        if self._queue is None:
+            self._queue = _WriteQueue(self.path)
+        return self._queue if self._queue.fd >= 0 else None
 
     def write(self) -> "_WriteTransaction":
         """``with store.write(): ...`` runs the block in one BEGIN IMMEDIATE transaction."""
@@ -59,6 +66,8 @@ class Store:
 
     def close(self) -> None:
         self.conn.close()
+        if self._queue is not None:
+            self._queue.close()
 
 
 def file_identity(path: str):
@@ -76,17 +85,139 @@ def replaced_error(path: str) -> DatabaseError:
     return DatabaseError(f"database {path} was replaced by another file while this command was running; it stopped.")
 
 
+class _WriteQueue:
+    """Writers of one database queue on an ``flock`` of a small file beside it, taken just
+    before ``BEGIN IMMEDIATE`` and released after COMMIT or ROLLBACK.
+
+    SQLite's own busy handler has no queue: a writer that finds the lock taken sleeps (up
+    to 100 ms a round) and may lose several rounds to luckier ones, which makes the tail of
+    `message send` under contention. A writer blocked in ``flock`` is woken by the kernel
+    the moment the holder releases it. The OS releases the lock of a process that dies, so
+    a crash never leaves the queue stuck. The wait is bounded by the busy timeout, like
+    SQLite's. When the file cannot be opened (a read-only folder), writers fall back to
+    SQLite's busy handler alone; other programs writing the database never see the file.
+    """
+
+    __slots__ = ("fd",)
+    SUFFIX = "-writers.lock"
+
+    def __init__(self, path: str) -> None:
+        try:
+            self.fd = os.open(path + self.SUFFIX, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError:
+            self.fd = -1
+
+    def acquire(self, timeout: float) -> bool:
+        """Take the lock (True), or give up after ``timeout`` seconds (False)."""
+        import fcntl
+
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            pass
+        except OSError:
+            return True  # no queue on this file system: SQLite's busy handler still serialises
+        if timeout <= 0:
+            return False
+        try:
+            return _blocking_flock(self.fd, timeout)
+        except ValueError:  # not the main thread: no timer signal here, so poll
+            return _polling_flock(self.fd, timeout)
+
+    def release(self) -> None:
+        import fcntl
+
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class _QueueTimeout(Exception):
+    pass
+
+
+def _blocking_flock(fd: int, timeout: float) -> bool:
+    """A blocking ``flock`` cut short by a one-shot SIGALRM after ``timeout`` seconds
+    (main thread only: ``signal`` raises ValueError elsewhere)."""
+    import _signal
+    import fcntl
+
+    def expired(signum, frame):
+        raise _QueueTimeout()
+
+    previous = _signal.signal(_signal.SIGALRM, expired)
+    try:
+        _signal.setitimer(_signal.ITIMER_REAL, timeout)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            return True
+        except _QueueTimeout:
+            return False
+        finally:
+            _signal.setitimer(_signal.ITIMER_REAL, 0)
+    finally:
+        _signal.signal(_signal.SIGALRM, previous)
+
+
+def _polling_flock(fd: int, timeout: float) -> bool:
+    import fcntl
+    import time
+
+    deadline = time.monotonic() + timeout
+    pause = 0.0005
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 0.005)
+
+
 class _WriteTransaction:
-    __slots__ = ("store",)
+    __slots__ = ("store", "queued")
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.queued = False
 
     def __enter__(self) -> Store:
-        self.store.execute("BEGIN IMMEDIATE")
-        return self.store
+        store = self.store
+        queue = store.write_queue()
+        if queue is not None:
+            if not queue.acquire(store.busy_timeout):
+                raise DatabaseError(
+                    f"database {store.path} is locked by another process (waited {store.busy_timeout:g} s); try again."
+                )
+            self.queued = True
+        try:
+            store.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._release()
+            raise
+        return store
+
+    def _release(self) -> None:
+        if self.queued:
+            self.queued = False
+            self.store.write_queue().release()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            return self._finish(exc_type, exc)
+        finally:
+            self._release()
+
+    def _finish(self, exc_type, exc) -> bool:
         conn = self.store.conn
         if exc_type is None:
             try:
