@@ -208,10 +208,15 @@ def database_path(environ) -> str:
     url = environ.get("CAFLEET_DATABASE_URL", "")
     if url:
         if url.startswith("sqlite:///"):
-            rest = url[len("sqlite:///"):]
-            if not rest or "?" in rest:
+            rest = url[len("sqlite://"):]
+            if rest == "/" or "?" in rest:
                 raise ConfigError(
                     f"CAFLEET_DATABASE_URL {shown(url)} must be sqlite:///ABS/PATH with a file path and no query string."
+                )
+            if not rest.startswith("//"):  # sqlite:///relative.db, sqlite:///~/x.db
+                raise ConfigError(
+                    f"CAFLEET_DATABASE_URL {shown(url)} names a relative path; use sqlite:///ABS/PATH "
+                    "(for example sqlite:////home/me/cafleet.db) or an absolute file path."
                 )
             return os.path.normpath("/" + rest.lstrip("/"))
         if os.path.isabs(url):

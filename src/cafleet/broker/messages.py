@@ -213,7 +213,8 @@ def next_pending_notification(store, member_id: int, attempted) -> dict | None:
     """The oldest message owed a preview for this recipient, skipping ``attempted`` ids."""
     rows = store.execute(
         "SELECT message_id, from_member_id, created_at, text FROM messages "
-        "WHERE to_member_id = ? AND status_state = 'input_required' AND notified_at IS NULL "
+        "WHERE to_member_id = ? AND status_state != 'completed' AND status_state = 'input_required' "
+        "AND notified_at IS NULL "
         "AND from_member_id != to_member_id ORDER BY created_at, message_id",
         (member_id,),
     )
@@ -247,24 +248,28 @@ def recipients_owed_notifications(store, fleet_id: int) -> list[int]:
     """Members of the fleet eligible for a preview (active, not the root Director, with a
     concrete pane) that have messages owed one (for wait's retry pass).
 
-    No index tells a pending row from an ACKed one, so every message the eligible members
-    received is read. The inner select takes their ids from the recipient index alone (an
-    index entry carries the message id); the outer one then reads those rows in id order,
-    so each table page is read once for the whole fleet instead of once per member (their
-    messages are interleaved). CROSS JOIN keeps the fleet's members the outer loop whatever
-    statistics SQLite holds. The Director is left out in SQL: the drain would skip it
-    anyway, and in a busy fleet it receives the most messages.
+    The inner select takes the ids of the eligible members' pending messages from the
+    auxiliary index ``idx_cafleet_aux_messages_pending`` alone (an index entry carries the
+    message id; its ``status_state`` term is what lets SQLite use that partial index), so
+    the cost follows what is pending, not the members' history. On a file without that
+    index it reads every message they received from the recipient index instead: the
+    same answer, slower. The outer select then reads those rows in id order, so each
+    table page is read once for the whole fleet (it has no pending term of its own, which
+    would tempt SQLite to scan the whole partial index instead). CROSS JOIN keeps the fleet's members the
+    outer loop whatever statistics SQLite holds. The Director is left out in SQL: the
+    drain would skip it anyway, and in a busy fleet it receives the most messages.
     """
     return [
         row[0]
         for row in store.execute(
             "SELECT DISTINCT msg.to_member_id FROM messages msg WHERE msg.message_id IN ("
-            "SELECT received.message_id FROM messages received WHERE received.to_member_id IN ("
+            "SELECT received.message_id FROM messages received WHERE received.status_state != 'completed' "
+            "AND received.status_state = 'input_required' "
+            "AND received.to_member_id IN ("
             "SELECT m.member_id FROM members m CROSS JOIN fleets f CROSS JOIN member_placements p "
             "WHERE m.fleet_id = ? AND m.status = 'active' AND f.fleet_id = m.fleet_id "
             "AND m.member_id IS NOT f.director_member_id AND p.member_id = m.member_id AND p.mux_pane_id IS NOT NULL)) "
-            "AND msg.status_state = 'input_required' AND msg.notified_at IS NULL "
-            "AND msg.from_member_id != msg.to_member_id ORDER BY msg.to_member_id",
+            "AND msg.notified_at IS NULL AND msg.from_member_id != msg.to_member_id ORDER BY msg.to_member_id",
             (fleet_id,),
         ).fetchall()
     ]
@@ -347,12 +352,15 @@ def fleet_open_messages(store, fleet_id: int) -> dict[int, bool]:
 
 def stale_notifications(store, fleet_id: int, created_before: str) -> list[tuple[int, int]]:
     """(message_id, recipient) of previews owed since before ``created_before`` to the
-    fleet's eligible members, oldest first (for supervision's retries)."""
+    fleet's eligible members, oldest first (for supervision's retries).
+
+    CROSS JOIN keeps the fleet's members the outer loop: each member's pending rows are
+    then one slice of the auxiliary pending index, never a scan of every pending row."""
     return store.execute(
-        "SELECT msg.message_id, msg.to_member_id FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
-        "JOIN messages msg ON msg.to_member_id = m.member_id "
+        "SELECT msg.message_id, msg.to_member_id FROM members m CROSS JOIN fleets f ON f.fleet_id = m.fleet_id "
+        "CROSS JOIN messages msg ON msg.to_member_id = m.member_id "
         "WHERE m.fleet_id = ? AND m.status = 'active' AND m.member_id IS NOT f.director_member_id "
-        "AND msg.status_state = 'input_required' AND msg.notified_at IS NULL "
+        "AND msg.status_state != 'completed' AND msg.status_state = 'input_required' AND msg.notified_at IS NULL "
         "AND msg.from_member_id != msg.to_member_id AND msg.created_at < ? ORDER BY msg.created_at, msg.message_id",
         (fleet_id, created_before),
     ).fetchall()

@@ -113,7 +113,8 @@ def not_notified(message_id: int, recipient_id: int, reason: str) -> str:
 
 def drain(store, settings: Settings, recipient_id: int, attempted: set, stamped: set) -> str | None:
     """Deliver owed previews to one recipient; return a failure reason or None."""
-    from cafleet.delivery import lock, panes, preview, submit
+    from cafleet.delivery import lock, preview, submit
+    from cafleet.delivery.placement import reach
 
     while True:
         pending = messages.next_pending_notification(store, recipient_id, attempted)
@@ -136,7 +137,7 @@ def drain(store, settings: Settings, recipient_id: int, attempted: set, stamped:
                 text = preview.render_preview(
                     message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_len
                 )
-                mux = panes.reach(target)  # checks the pane's recorded identity before each keystroke
+                mux = reach(target)  # checks the pane's recorded identity before each keystroke
                 submit.submit_preview(mux, target["pane_id"], text, target["coding_agent"], settle=settings.settle)
                 pause_point("drain.submitted")
                 if messages.stamp_notified(store, message_id):

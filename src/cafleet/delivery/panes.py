@@ -18,6 +18,7 @@ from contextlib import ExitStack
 
 from cafleet import config
 from cafleet.broker import fleets, members
+from cafleet.delivery.placement import reach, recorded_at
 from cafleet.errors import CafleetError
 from cafleet.faults import pause_point
 
@@ -25,24 +26,6 @@ PANE_CLOSED = "closed"
 PANE_ALREADY_GONE = "already gone"
 PANE_NONE = "none"  # pending placement: no pane was ever recorded
 PANE_STALE = "stale"  # prefix: the id names a pane cafleet did not create; left open
-
-
-def reach(placement: dict):
-    """The multiplexer client for a concrete placement, checking its recorded identity
-    before every call that targets the pane (PaneStale when it no longer matches)."""
-    from cafleet.mux.detect import multiplexer_for_placement
-
-    mux = multiplexer_for_placement(placement["backend"], placement["session"])
-    mux.expect(placement["pane_id"], placement.get("identity"), recorded_at(placement))
-    return mux
-
-
-def recorded_at(placement: dict) -> float | None:
-    """When the placement was written (epoch seconds), for legacy placements' check."""
-    from cafleet import clock
-
-    created = placement.get("created_at")
-    return clock.to_epoch(created) if created else None
 
 
 def _kill(placement: dict) -> str:

@@ -92,6 +92,10 @@ class StorePool:
         except errors.CafleetError as error:
             healthy = not isinstance(error, errors.DatabaseError)  # a 404 or 409 leaves the connection fine
             raise
+        except sqlite3.DatabaseError as error:  # raised while a result was read: a damaged page, a full disk
+            if isinstance(error, sqlite3.IntegrityError):
+                raise
+            raise translate(error, self.db_path, self.busy_timeout) from None
         finally:
             if store.conn.in_transaction:
                 store.conn.execute("ROLLBACK")
