@@ -203,7 +203,7 @@ def test_unusable_lock_folder_is_a_one_line_lock_error(tmp_path):
 
 def test_zero_timeout_is_one_attempt(holder, lock_dir):
     holder()
-    cpu, started = time.process_time(), time.monotonic()
+    cpu = time.process_time()
     with pytest.raises(LockTimeout):
         with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=0):
             pass
