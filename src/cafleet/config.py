@@ -236,8 +236,10 @@ def database_path(environ) -> str:
 
 
 def lock_dir(db_path: str) -> str:
-    """Pane-input lock files live beside the database, shared by every process using it."""
-    return os.path.join(os.path.dirname(db_path), "locks")
+    """Pane-input lock files live beside the database, shared by every process using it:
+    beside the resolved file, so every spelling of one database (a symlink, ``..``) meets
+    on one lock per pane, as SQLite puts its own -wal/-shm beside the resolved file."""
+    return os.path.join(os.path.dirname(os.path.realpath(db_path)), "locks")
 
 
 def positive_float_env(environ, name: str, default: float | None = None) -> float:
