@@ -1,7 +1,8 @@
 """Benchmark: sustained throughput and latency with many processes on one database.
 
     python bench/load.py [--senders N] [--messages N] [--receivers N] [--pollers N]
-                         [--listeners N] [--pane-messages N] [--pane-gap S] [--spawn]
+                         [--listeners N] [--pane-messages N] [--pane-gap S]
+                         [--wait-probes N] [--probe-gap S] [--spawn]
 
 One throw-away fleet in a private tmux server (its own socket in a temporary folder): a
 Director pane, one member running the stand-in agent in a real pane, and ``--receivers``
@@ -17,6 +18,13 @@ members without a pane. All at once:
 * two processes send ``--pane-messages`` each to the stand-in's pane, ``--pane-gap``
   seconds apart: every one of those sends types a preview (pane lock, settle delay,
   confirmation), and every receiver's ``message wait`` also retries previews owed there.
+
+Then, unless ``--wait-probes 0``, a second phase measures ``message wait`` while another
+member's pane is being typed into: one process sends to the stand-in's pane back to back
+(so its pane-input lock is held almost all the time and a preview is owed there), one
+member loops ``message wait`` + ``message ack``, and a probe sender sends it
+``--wait-probes`` messages ``--probe-gap`` seconds apart. Reported: commit -> returned by
+that member's wait, for the probes committed while a pane send was in progress.
 
 The workers are tests/support/load_workers.py: each command runs in-process with a fresh
 connection (open, diagnose, work, close: one invocation minus interpreter start-up), or
@@ -191,8 +199,28 @@ class Load:
                 if listener.proc.returncode != 0 or err:
                     self.failures.append(f"listener {i} exited {listener.proc.returncode}: {err.decode().strip()}")
         return {"started": started, "ended": ended, "sent": sent, "pane_sent": pane_sent, "received": received,
+                "director": director,
                 "polled": polled, "listeners": listeners, "listened": listened, "pane_member": pane_member,
                 "receivers": receivers, "plan": plan}
+
+    def busy_wait(self, director: int, pane_member: int) -> dict:
+        """``message wait`` while another member's pane is being typed into (see above)."""
+        args = self.args
+        [waiter] = self.register(director, 1)
+        stop_busy = os.path.join(self.bench.workdir, "stop-busy")
+        busy = self.worker("send", str(director), str(pane_member), "1000000", "b", "--until", stop_busy)
+        time.sleep(1.0)  # the first pane send is under way
+        receiving = self.worker("receive", str(waiter), str(args.wait_probes), "--deadline", "300")
+        time.sleep(0.5)  # the waiter is blocked in its first wait
+        probing = self.worker("send", str(director), str(waiter), str(args.wait_probes), "w",
+                              "--gap", str(args.probe_gap))
+        try:
+            probes = self.finish("probe sender", probing)
+            received = self.finish("busy-pane waiter", receiving)
+        finally:
+            open(stop_busy, "w").close()
+            busy_sent = self.finish("busy pane sender", busy)
+        return {"probes": probes, "received": received, "busy": busy_sent}
 
     def check(self, result: dict) -> list[str]:
         """Loss, duplicates, listens and previews; returns what is wrong (empty: all good)."""
@@ -301,6 +329,36 @@ def report(load: Load, result: dict, settle: float) -> None:
         raise SystemExit(1)
 
 
+def report_busy_wait(load: Load, phase: dict) -> None:
+    """Commit -> returned by the waiter's wait, for probes committed during a pane send."""
+    if load.failures:
+        raise SystemExit("busy-pane wait phase failed:\n  " + "\n  ".join(load.failures))
+    store = open_store(load.env["CAFLEET_DATABASE_URL"])
+    try:
+        stamps = dict(store.conn.execute("SELECT message_id, created_at FROM messages").fetchall())
+    finally:
+        store.close()
+    busy = [(r["start"], r["end"]) for r in phase["busy"]]
+    returned = {m[0]: r["end"] for r in phase["received"] if r["op"] == "wait" for m in r["messages"]}
+    during, other = [], []
+    for probe in phase["probes"]:
+        committed = epoch(stamps[probe["id"]])
+        latency = returned[probe["id"]] - committed
+        (during if any(start <= committed <= end for start, end in busy) else other).append(latency)
+    waits = [r for r in phase["received"] if r["op"] == "wait"]
+    lost = sorted(set(p["id"] for p in phase["probes"]) - set(returned))
+    print(f"wait while another member's pane is being typed into: {len(phase['probes'])} probes "
+          f"{load.args.probe_gap * 1000:.0f} ms apart, {len(phase['busy'])} pane sends back to back "
+          f"(each, pane lock held while typing, took p50 {percentile([e - s for s, e in busy], 0.5) * 1000:.0f} ms)")
+    print(line("commit -> returned by a wait (pane busy)", during))
+    print(line("commit -> returned by a wait (pane idle)", other))
+    print(op_line("wait (until it returned)", waits))
+    print("  checks: " + ("every probe returned by a wait, no error output" if not lost
+                          else f"FAILED: probes never returned by a wait: {lost}"))
+    if lost:
+        raise SystemExit(1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--senders", type=int, default=8)
@@ -311,6 +369,9 @@ def main() -> None:
     parser.add_argument("--listeners", type=int, default=2)
     parser.add_argument("--pane-messages", type=int, default=10, help="messages per pane sender (two of them)")
     parser.add_argument("--pane-gap", type=float, default=0.25, help="seconds between a pane sender's sends")
+    parser.add_argument("--wait-probes", type=int, default=20,
+                        help="messages to a waiting member while another pane is busy (0: skip that phase)")
+    parser.add_argument("--probe-gap", type=float, default=0.35, help="seconds between probe messages")
     parser.add_argument("--spawn", action="store_true", help="run every command as a real process")
     args = parser.parse_args()
     if args.receivers < 2:
@@ -324,6 +385,8 @@ def main() -> None:
     try:
         result = load.run()
         report(load, result, settle)
+        if args.wait_probes > 0:
+            report_busy_wait(load, load.busy_wait(result["director"], result["pane_member"]))
     finally:
         load.kill_all()
         bench.kill()

@@ -197,6 +197,34 @@ def test_sender_killed_while_typing_loses_nothing_and_frees_the_lock(fleet):
     assert fleet.query("SELECT COUNT(*) FROM messages WHERE notified_at IS NULL") == [(0,)]
 
 
+def test_broadcast_with_one_broken_pane_lock_notifies_the_others_and_exits_0(fleet):
+    """A fan-out where one recipient's delivery fails with an OSError (its lock file is a
+    folder): every id is printed, that one failure is a warning, the others get their
+    preview, and a later wait retries the owed one once the lock works again."""
+    from cafleet.delivery.lock import lock_path
+
+    alice, bob = fleet.create("alice"), fleet.create("bob")
+    placement = fleet.cafleet("member", "show", str(bob["member_id"]), "--json").json()["placement"]
+    broken = lock_path(config.lock_dir(fleet.db), "tmux", placement["session"], bob["pane_id"])
+    broken.unlink()  # left by member create (the pane-id patch takes the lock); nobody holds it now
+    broken.mkdir()
+    result = fleet.cafleet("message", "broadcast", "--from-member-id", str(fleet.director), "all hands")
+    assert (result.code, result.out) == (
+        0, f"sent message 1 to member {alice['member_id']}\nsent message 2 to member {bob['member_id']}\n")
+    reason = (f"the pane-input lock for pane {bob['pane_id']} cannot be taken ([Errno 21] Is a directory: "
+              f"{str(broken)!r}); {config.lock_dir(fleet.db)} must be a folder this user can write")
+    assert result.err == not_notified(2, bob["member_id"], reason)
+    shown = fleet.cafleet("message", "show", "1", "--json").json()
+    assert fleet.submits(alice["member_id"]) == [preview_line(shown)]
+    assert (fleet.notified_at(1) is not None, fleet.notified_at(2)) == (True, None)
+
+    broken.rmdir()
+    waited = fleet.cafleet("message", "wait", str(alice["member_id"]), "--timeout", "0")
+    assert (waited.code, waited.err) == (0, "")
+    assert fleet.submits(bob["member_id"]) == [preview_line(fleet.cafleet("message", "show", "2", "--json").json())]
+    assert fleet.notified_at(2) is not None
+
+
 def test_hostile_body_arrives_as_inert_text(fleet):
     erin = fleet.create("erin")["member_id"]
     body = ("A\x1b[2J\x1b[31mred\x1b[0m B\x03C C-c Enter ; Escape \x1b]0;pwned\x07D \u202eevil\u202c"

@@ -147,3 +147,64 @@ def test_not_reentrant_within_one_process(lock_dir):
         with pytest.raises(LockTimeout):
             with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=0.05):
                 pass
+
+
+# --- one lock per pane whatever the database path spelling ----------------------------------
+
+def spellings(tmp_path, db_path: str) -> dict[str, str]:
+    """Other names of the database file at ``db_path``: through a symlinked folder, and
+    through a symlink to the file itself (in another folder)."""
+    folder = tmp_path / "alias-folder"
+    folder.symlink_to(os.path.dirname(db_path), target_is_directory=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "link.db").symlink_to(db_path)
+    return {"folder symlink": str(folder / os.path.basename(db_path)), "file symlink": str(elsewhere / "link.db")}
+
+
+@pytest.mark.parametrize("spelling", ["folder symlink", "file symlink"])
+def test_two_spellings_of_one_database_share_each_pane_lock(tmp_path, env, cli, build, store, db_path, spelling):
+    """A sender reaching the database through another name sees the lock the first holds:
+    it reports the busy lock instead of typing into the pane at the same time."""
+    from cafleet import config
+
+    fleet_id, director, _ = build.fleet(members_count=0)
+    member = build.member(fleet_id, "worker", pane_id="%5")
+    other = spellings(tmp_path, db_path)[spelling]
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, config.lock_dir(db_path), "tmux", "$0@/nonexistent/socket", "%5"],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert child.stdout.readline() == "held\n"
+        result = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member), "task",
+                     environ=dict(env, CAFLEET_DATABASE_URL=other, CAFLEET_LOCK_TIMEOUT="0.2"))
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+    assert (result.code, result.out) == (0, f"sent message 1 to member {member}\n")
+    assert "the pane-input lock for pane %5 is still held by another cafleet process after 0.2 s" in result.err
+
+
+def test_unusable_lock_folder_is_a_one_line_lock_error(tmp_path):
+    from cafleet.delivery.lock import LockUnavailable
+
+    blocked = tmp_path / "locks"
+    blocked.write_text("a file where the folder should be\n")
+    with pytest.raises(LockUnavailable) as caught:
+        with pane_lock(blocked, "tmux", SESSION, "%3", timeout=1):
+            pytest.fail("a lock was taken in a folder that is a file")
+    assert str(caught.value) == (
+        f"the pane-input lock for pane %3 cannot be taken ([Errno 17] File exists: {str(blocked)!r}); "
+        f"{blocked} must be a folder this user can write"
+    )
+
+
+def test_zero_timeout_is_one_attempt(holder, lock_dir):
+    holder()
+    cpu = time.process_time()
+    with pytest.raises(LockTimeout):
+        with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=0):
+            pass
+    assert time.process_time() - cpu < 0.1

@@ -47,6 +47,7 @@ def test_missing_file_gets_exact_baseline(store, db_path):
     expected = sorted(
         [("table", name, sql) for name, sql in schema.TABLES.items()]
         + [("index", name, sql) for name, sql in schema.INDEXES.items()]
+        + [("index", name, sql) for name, sql in schema.AUX_INDEXES.items()]
     )
     assert sorted(objects) == expected
     assert conn.execute("PRAGMA application_id").fetchone()[0] == 1128351288

@@ -143,6 +143,10 @@ ENVIRONMENT = (
     _s("CAFLEET_BROKER_HOST", "host", "127.0.0.1", "the address `cafleet server` listens on"),
     _s("CAFLEET_BROKER_PORT", "integer", 8000, "the port `cafleet server` listens on", low=1, high=65535,
        noun="a port number"),
+    _s("CAFLEET_SERVER_REQUEST_TIMEOUT", "seconds", 10.0,
+       "`cafleet server`: how long a connection has to deliver a whole request", low=0.05, high=HOUR),
+    _s("CAFLEET_SERVER_MAX_CONNECTIONS", "integer", 100,
+       "`cafleet server`: open connections at most (lowered to fit the open-file limit)", low=1, high=100_000),
     _s("CAFLEET_DEBUG", "switch", False, "show the traceback of an internal error"),
     _s("CAFLEET_MEMBER_ID", "text", None, "the member's own id, set in each member's pane", audience="pane"),
     _s("CAFLEET_FLEET_ID", "text", None, "the member's fleet id, set in each member's pane", audience="pane"),
@@ -204,10 +208,15 @@ def database_path(environ) -> str:
     url = environ.get("CAFLEET_DATABASE_URL", "")
     if url:
         if url.startswith("sqlite:///"):
-            rest = url[len("sqlite:///"):]
-            if not rest or "?" in rest:
+            rest = url[len("sqlite://"):]
+            if rest == "/" or "?" in rest:
                 raise ConfigError(
                     f"CAFLEET_DATABASE_URL {shown(url)} must be sqlite:///ABS/PATH with a file path and no query string."
+                )
+            if not rest.startswith("//"):  # sqlite:///relative.db, sqlite:///~/x.db
+                raise ConfigError(
+                    f"CAFLEET_DATABASE_URL {shown(url)} names a relative path; use sqlite:///ABS/PATH "
+                    "(for example sqlite:////home/me/cafleet.db) or an absolute file path."
                 )
             return os.path.normpath("/" + rest.lstrip("/"))
         if os.path.isabs(url):
@@ -227,8 +236,10 @@ def database_path(environ) -> str:
 
 
 def lock_dir(db_path: str) -> str:
-    """Pane-input lock files live beside the database, shared by every process using it."""
-    return os.path.join(os.path.dirname(db_path), "locks")
+    """Pane-input lock files live beside the database, shared by every process using it:
+    beside the resolved file, so every spelling of one database (a symlink, ``..``) meets
+    on one lock per pane, as SQLite puts its own -wal/-shm beside the resolved file."""
+    return os.path.join(os.path.dirname(os.path.realpath(db_path)), "locks")
 
 
 def positive_float_env(environ, name: str, default: float | None = None) -> float:

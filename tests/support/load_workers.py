@@ -1,12 +1,13 @@
 """Load workers: one role per process, each running real cafleet commands in a loop
 against one database, for tests/test_load.py and bench/load.py.
 
-    python -m tests.support.load_workers send FROM TO[,TO...] COUNT TAG [--gap S] [--spawn]
+    python -m tests.support.load_workers send FROM TO[,TO...] COUNT TAG [--gap S] [--until FILE] [--spawn]
     python -m tests.support.load_workers receive MEMBER EXPECTED [--deadline S] [--spawn]
     python -m tests.support.load_workers poll MEMBER STOP_FILE [--gap S] [--spawn]
 
 * ``send`` sends COUNT messages from FROM, the k-th to the (k mod n)-th of the TO list,
-  body ``<TAG>-<k>``, sleeping ``--gap`` seconds between sends;
+  body ``<TAG>-<k>``, sleeping ``--gap`` seconds between sends (and stopping early once
+  the file ``--until`` exists);
 * ``receive`` loops ``message wait MEMBER`` and ACKs every message each wait returned,
   until it has ACKed EXPECTED messages (or ``--deadline`` passed: exit 1);
 * ``poll`` loops ``message poll MEMBER`` until STOP_FILE exists, ``--gap`` seconds apart.
@@ -64,8 +65,11 @@ def emit(**record) -> None:
     sys.stdout.flush()
 
 
-def send(run: Runner, sender: str, targets: list[str], count: int, tag: str, gap: float) -> None:
+def send(run: Runner, sender: str, targets: list[str], count: int, tag: str, gap: float,
+         until: str | None = None) -> None:
     for k in range(count):
+        if until is not None and os.path.exists(until):
+            return
         to, text = targets[k % len(targets)], f"{tag}-{k}"
         start = time.time()
         _, out = run("message", "send", "--from-member-id", sender, "--to-member-id", to, text, "--json")
@@ -119,6 +123,7 @@ def main() -> None:
     p_send.add_argument("count", type=int)
     p_send.add_argument("tag")
     p_send.add_argument("--gap", type=float, default=0.0)
+    p_send.add_argument("--until", help="stop early once this file exists")
     p_receive = roles.add_parser("receive")
     p_receive.add_argument("member")
     p_receive.add_argument("expected", type=int)
@@ -130,7 +135,7 @@ def main() -> None:
     args = parser.parse_args()
     run = Runner(args.spawn)
     if args.role == "send":
-        send(run, args.sender, args.targets.split(","), args.count, args.tag, args.gap)
+        send(run, args.sender, args.targets.split(","), args.count, args.tag, args.gap, args.until)
     elif args.role == "receive":
         receive(run, args.member, args.expected, args.deadline)
     else:

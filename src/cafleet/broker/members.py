@@ -65,10 +65,14 @@ def get_member(store, member_id: int) -> dict:
 
 
 def roster(store, fleet_id: int) -> list[dict]:
-    """Active members of a live fleet, Director first, then by id."""
+    """Active members of a live fleet, Director first, then by id.
+
+    Rows with a status this version does not know are read too, so that decoding refuses
+    them instead of the roster leaving them out in silence.
+    """
     fleets.require_live(store, fleet_id)
     rows = store.execute(
-        _MEMBER_SQL + "WHERE m.fleet_id = ? AND m.status = 'active' ORDER BY m.member_id", (fleet_id,)
+        _MEMBER_SQL + f"WHERE m.fleet_id = ? AND m.{records.NOT_DEREGISTERED} ORDER BY m.member_id", (fleet_id,)
     ).fetchall()
     return [_decode(store, row, detail=False) for row in rows]
 

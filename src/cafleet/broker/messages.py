@@ -9,7 +9,7 @@ broker's only I/O stays the database's.
 from __future__ import annotations
 
 from cafleet import clock, validation
-from cafleet.broker import records
+from cafleet.broker import fleets, records
 from cafleet.errors import CafleetError, Conflict, NotFound
 from cafleet.faults import pause_point
 
@@ -25,7 +25,7 @@ def _sender_and_recipient(store, from_id: int, to_id: int) -> int:
     rows = {
         row[0]: row[1:]
         for row in store.execute(
-            "SELECT m.member_id, m.fleet_id, m.status, f.deleted_at FROM members m "
+            "SELECT m.member_id, m.fleet_id, m.status, f.deleted_at, f.director_member_id FROM members m "
             "JOIN fleets f ON f.fleet_id = m.fleet_id WHERE m.member_id IN (?, ?)",
             (from_id, to_id),
         ).fetchall()
@@ -33,7 +33,7 @@ def _sender_and_recipient(store, from_id: int, to_id: int) -> int:
     for role, member_id in (("sender", from_id), ("recipient", to_id)):
         if member_id not in rows:
             raise NotFound(f"{role} member {member_id} not found.")
-    fleet_id, sender_status, deleted_at = rows[from_id]
+    fleet_id, sender_status, deleted_at, director_id = rows[from_id]
     if rows[to_id][0] != fleet_id:
         raise Conflict(f"members {from_id} and {to_id} are not in the same fleet; messages never cross fleets.")
     if deleted_at is not None:
@@ -41,6 +41,7 @@ def _sender_and_recipient(store, from_id: int, to_id: int) -> int:
     for role, member_id, status in (("sender", from_id, sender_status), ("recipient", to_id, rows[to_id][1])):
         if records.member_status(member_id, status) != "active":
             raise Conflict(f"{role} member {member_id} is deregistered; it can no longer send or receive messages.")
+    fleets.check_director(store, fleet_id, director_id)
     return fleet_id
 
 
@@ -83,17 +84,18 @@ def broadcast_recipients(store, director_id: int) -> list[int]:
     fleet_id, status, fleet_director, deleted_at = row
     if deleted_at is not None:
         raise Conflict(f"fleet {fleet_id} was deleted at {deleted_at}; it accepts no new messages.")
+    records.member_status(director_id, status)
+    fleets.check_director(store, fleet_id, fleet_director)  # the Director is active and placed
     if fleet_director != director_id:
         raise Conflict(f"member {director_id} is not the Director of fleet {fleet_id}; only the Director broadcasts.")
-    if records.member_status(director_id, status) != "active":
-        raise Conflict(f"sender member {director_id} is deregistered.")
-    return [
-        r[0]
-        for r in store.execute(
-            "SELECT member_id FROM members WHERE fleet_id = ? AND status = 'active' AND member_id != ? ORDER BY member_id",
-            (fleet_id, director_id),
-        ).fetchall()
-    ]
+    rows = store.execute(
+        f"SELECT member_id, status FROM members WHERE fleet_id = ? AND {records.NOT_DEREGISTERED} AND member_id != ? "
+        "ORDER BY member_id",
+        (fleet_id, director_id),
+    ).fetchall()
+    # Every recipient is decoded before anything is sent: a status this version does not know
+    # stops the whole fan-out rather than leaving that member out in silence.
+    return [member_id for member_id, status in rows if records.member_status(member_id, status)]
 
 
 def broadcast(store, director_id: int, text: str) -> dict:
@@ -114,10 +116,14 @@ def require_member(store, member_id: int) -> None:
 
 
 def poll(store, member_id: int) -> list[dict]:
-    """Unacknowledged incoming messages, newest status_timestamp first, then highest id."""
+    """Unacknowledged incoming messages, newest status_timestamp first, then highest id.
+
+    "Unacknowledged" is "not completed", so a row whose state this version does not know
+    is read and refused by decoding, never skipped.
+    """
     require_member(store, member_id)
     rows = store.execute(
-        _SELECT + "WHERE to_member_id = ? AND status_state = 'input_required' "
+        _SELECT + f"WHERE to_member_id = ? AND {records.UNACKED} "
         "ORDER BY status_timestamp DESC, message_id DESC",
         (member_id,),
     ).fetchall()
@@ -170,7 +176,7 @@ def member_state(store, member_id: int) -> tuple[str, int | None]:
 def pending_after(store, member_id: int, after_id: int) -> list[dict]:
     """Unacknowledged incoming messages with id > after_id, oldest first (for listen)."""
     rows = store.execute(
-        _SELECT + "WHERE to_member_id = ? AND status_state = 'input_required' AND message_id > ? "
+        _SELECT + f"WHERE to_member_id = ? AND {records.UNACKED} AND message_id > ? "
         "ORDER BY created_at, message_id",
         (member_id, after_id),
     ).fetchall()
@@ -207,7 +213,8 @@ def next_pending_notification(store, member_id: int, attempted) -> dict | None:
     """The oldest message owed a preview for this recipient, skipping ``attempted`` ids."""
     rows = store.execute(
         "SELECT message_id, from_member_id, created_at, text FROM messages "
-        "WHERE to_member_id = ? AND status_state = 'input_required' AND notified_at IS NULL "
+        "WHERE to_member_id = ? AND status_state != 'completed' AND status_state = 'input_required' "
+        "AND notified_at IS NULL "
         "AND from_member_id != to_member_id ORDER BY created_at, message_id",
         (member_id,),
     )
@@ -241,24 +248,28 @@ def recipients_owed_notifications(store, fleet_id: int) -> list[int]:
     """Members of the fleet eligible for a preview (active, not the root Director, with a
     concrete pane) that have messages owed one (for wait's retry pass).
 
-    No index tells a pending row from an ACKed one, so every message the eligible members
-    received is read. The inner select takes their ids from the recipient index alone (an
-    index entry carries the message id); the outer one then reads those rows in id order,
-    so each table page is read once for the whole fleet instead of once per member (their
-    messages are interleaved). CROSS JOIN keeps the fleet's members the outer loop whatever
-    statistics SQLite holds. The Director is left out in SQL: the drain would skip it
-    anyway, and in a busy fleet it receives the most messages.
+    The inner select takes the ids of the eligible members' pending messages from the
+    auxiliary index ``idx_cafleet_aux_messages_pending`` alone (an index entry carries the
+    message id; its ``status_state`` term is what lets SQLite use that partial index), so
+    the cost follows what is pending, not the members' history. On a file without that
+    index it reads every message they received from the recipient index instead: the
+    same answer, slower. The outer select then reads those rows in id order, so each
+    table page is read once for the whole fleet (it has no pending term of its own, which
+    would tempt SQLite to scan the whole partial index instead). CROSS JOIN keeps the fleet's members the
+    outer loop whatever statistics SQLite holds. The Director is left out in SQL: the
+    drain would skip it anyway, and in a busy fleet it receives the most messages.
     """
     return [
         row[0]
         for row in store.execute(
             "SELECT DISTINCT msg.to_member_id FROM messages msg WHERE msg.message_id IN ("
-            "SELECT received.message_id FROM messages received WHERE received.to_member_id IN ("
+            "SELECT received.message_id FROM messages received WHERE received.status_state != 'completed' "
+            "AND received.status_state = 'input_required' "
+            "AND received.to_member_id IN ("
             "SELECT m.member_id FROM members m CROSS JOIN fleets f CROSS JOIN member_placements p "
             "WHERE m.fleet_id = ? AND m.status = 'active' AND f.fleet_id = m.fleet_id "
             "AND m.member_id IS NOT f.director_member_id AND p.member_id = m.member_id AND p.mux_pane_id IS NOT NULL)) "
-            "AND msg.status_state = 'input_required' AND msg.notified_at IS NULL "
-            "AND msg.from_member_id != msg.to_member_id ORDER BY msg.to_member_id",
+            "AND msg.notified_at IS NULL AND msg.from_member_id != msg.to_member_id ORDER BY msg.to_member_id",
             (fleet_id,),
         ).fetchall()
     ]
@@ -341,12 +352,15 @@ def fleet_open_messages(store, fleet_id: int) -> dict[int, bool]:
 
 def stale_notifications(store, fleet_id: int, created_before: str) -> list[tuple[int, int]]:
     """(message_id, recipient) of previews owed since before ``created_before`` to the
-    fleet's eligible members, oldest first (for supervision's retries)."""
+    fleet's eligible members, oldest first (for supervision's retries).
+
+    CROSS JOIN keeps the fleet's members the outer loop: each member's pending rows are
+    then one slice of the auxiliary pending index, never a scan of every pending row."""
     return store.execute(
-        "SELECT msg.message_id, msg.to_member_id FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
-        "JOIN messages msg ON msg.to_member_id = m.member_id "
+        "SELECT msg.message_id, msg.to_member_id FROM members m CROSS JOIN fleets f ON f.fleet_id = m.fleet_id "
+        "CROSS JOIN messages msg ON msg.to_member_id = m.member_id "
         "WHERE m.fleet_id = ? AND m.status = 'active' AND m.member_id IS NOT f.director_member_id "
-        "AND msg.status_state = 'input_required' AND msg.notified_at IS NULL "
+        "AND msg.status_state != 'completed' AND msg.status_state = 'input_required' AND msg.notified_at IS NULL "
         "AND msg.from_member_id != msg.to_member_id AND msg.created_at < ? ORDER BY msg.created_at, msg.message_id",
         (fleet_id, created_before),
     ).fetchall()

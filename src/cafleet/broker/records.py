@@ -7,6 +7,12 @@ from cafleet.errors import CorruptRow
 MEMBER_STATUSES = ("active", "deregistered")
 MESSAGE_STATES = ("input_required", "completed")
 
+# The one predicate for "not yet acknowledged". Written as "not completed" rather than
+# "is input_required" so that a row with a value this version does not know is selected,
+# then refused by :func:`message`, instead of being skipped in silence.
+UNACKED = "status_state != 'completed'"
+# Members that count as present: active ones, and any unknown value (refused on decoding).
+NOT_DEREGISTERED = "status != 'deregistered'"
 
 
 def encode_pane(pane_id: str | None, identity: str | None) -> str | None:
@@ -35,6 +41,12 @@ def member_status(member_id: int, value) -> str:
             f"(expected {' or '.join(MEMBER_STATUSES)}); repair the row or use a newer cafleet."
         )
     return value
+
+
+def unknown_member_status(store, member_id: int) -> None:
+    """Raise for a member already known to carry a status outside MEMBER_STATUSES."""
+    row = store.execute("SELECT status FROM members WHERE member_id = ?", (member_id,)).fetchone()
+    member_status(member_id, None if row is None else row[0])
 
 
 def message(row) -> dict:

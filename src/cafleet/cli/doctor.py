@@ -23,11 +23,36 @@ def database_section(ctx) -> dict:
     except CafleetError as error:
         return {"ok": False, "path": None, "error": str(error), "fix": "set CAFLEET_DATABASE_URL to an absolute path"}
     try:
-        ctx.store()
+        store = ctx.store()
     except CafleetError as error:
-        return {"ok": False, "path": path, "error": str(error),
-                "fix": "point CAFLEET_DATABASE_URL at a cafleet database, or move this file away"}
-    return {"ok": True, "path": path, "diagnosis": "current format (schema 1)"}
+        return {"ok": False, "path": path, "error": str(error), "fix": _database_fix(error)}
+    from cafleet.store.diagnosis import auxiliary_problems
+
+    section = {"ok": True, "path": path, "diagnosis": "current format (schema 1)",
+               "auxiliary_indexes": auxiliary_problems(store.conn)}
+    if section["auxiliary_indexes"]:
+        section["advice"] = ("commands work but read a member's whole history; run `cafleet setup` to add "
+                             "the missing index" if "missing" in section["auxiliary_indexes"].values() else
+                             "an index with cafleet's auxiliary name has another definition; drop it and run "
+                             "`cafleet setup`")
+    return section
+
+
+def _database_fix(error: CafleetError) -> str:
+    """Advice that fits the failure: a full disk or a read-only folder is not a reason to
+    move a healthy file away; only a file that is not (or no longer) cafleet's is."""
+    from cafleet.store.diagnosis import Refused
+
+    fix = getattr(error, "fix", None)
+    if fix:
+        return fix
+    if "newer than this cafleet" in str(error):
+        return "upgrade cafleet; the file was left unchanged"
+    if "hot journal" in str(error):
+        return "let the program that was writing it recover it; the files were left unchanged, do not move them"
+    if isinstance(error, Refused):
+        return "point CAFLEET_DATABASE_URL at a cafleet database, or move this file away"
+    return "the file was not changed; fix the cause above and run `cafleet doctor` again (do not move the file away)"
 
 
 def coding_agents_section(environ) -> dict:
@@ -83,6 +108,8 @@ def doctor(ctx):
     def text():
         lines = [f"{_mark(mux['ok'])} multiplexer: " + (f"{mux['backend']}, calling pane {mux['pane_id']}" if mux["ok"] else mux["error"])]
         lines.append(f"{_mark(db['ok'])} database: " + (f"{db['path']} ({db['diagnosis']})" if db["ok"] else db["error"]))
+        for name, problem in db.get("auxiliary_indexes", {}).items():
+            lines.append(f"    ! index {name} is {problem}: {db['advice']}")
         lines.append(f"{_mark(agents['ok'])} coding agents:")
         for name, entry in agents["agents"].items():
             detail = f"{entry['path']} ({entry['version'] or 'version unknown'})" if entry["found"] else "not found on PATH"

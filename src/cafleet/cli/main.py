@@ -38,6 +38,10 @@ def main(argv: list[str] | None = None, context=None) -> int:
         _silence_stdout()
         return ExitCode.OK
     except Exception as error:  # a bug: say so in one line; CAFLEET_DEBUG=1 shows the traceback
+        fault = _storage_fault(ctx, error)
+        if fault is not None:
+            _report(ctx, str(fault))
+            return fault.exit_code
         from cafleet.config import debug
 
         if debug(ctx.environ):
@@ -46,6 +50,16 @@ def main(argv: list[str] | None = None, context=None) -> int:
         return ExitCode.FAILURE
     finally:
         ctx.close()
+
+
+def _storage_fault(ctx, error: Exception):
+    """A SQLite error raised while a result was being read (outside the store's own
+    translation): a damaged page, a full disk. Told in one line like any other."""
+    if not hasattr(error, "sqlite_errorname"):
+        return None
+    from cafleet.store.faults import as_database_error
+
+    return as_database_error(error, getattr(ctx, "_db_path", None), ctx.busy_timeout if hasattr(ctx, "busy_timeout") else 5.0)
 
 
 def _report(ctx, message: str) -> None:

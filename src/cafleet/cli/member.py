@@ -89,7 +89,7 @@ def _live_placement(ctx, member_id):
 
 
 def capture(ctx, member_id, lines, ansi):
-    from cafleet.delivery.panes import reach
+    from cafleet.delivery.placement import reach
 
     _, placement = _live_placement(ctx, member_id)
     mux = reach(placement)
@@ -100,7 +100,7 @@ def capture(ctx, member_id, lines, ansi):
 def prompt(ctx, member_id, text):
     from cafleet import config
     from cafleet.delivery import lock, submit
-    from cafleet.delivery.panes import reach
+    from cafleet.delivery.placement import reach
     from cafleet.errors import UsageError
 
     if not text.strip() or "\n" in text or "\r" in text:

@@ -17,15 +17,20 @@ def setup(ctx, coding_agents):
             raise UsageError(f"unknown coding agent {agent!r} for --coding-agent; choose {', '.join(AGENTS)}.")
     agents = list(dict.fromkeys(coding_agents)) or list(AGENTS)
     store = ctx.store()  # diagnosis, and baseline initialisation of a new file
+    from cafleet.store.connection import add_auxiliary_indexes
+
+    indexes = add_auxiliary_indexes(store)  # a file made by an older cafleet gets them here
     installed = []
     for agent in agents:
         for result in install(agent, ctx.environ):
             record_install(store, result.coding_agent, str(result.path), __version__)
             installed.append({"coding_agent": result.coding_agent, "path": str(result.path), "status": result.status})
-    report = {"database": {"path": ctx.db_path, "ok": True}, "assets": installed, "cafleet_version": __version__}
+    report = {"database": {"path": ctx.db_path, "ok": True, "indexes_added": indexes}, "assets": installed,
+              "cafleet_version": __version__}
 
     def text():
         lines = [f"database ready: {ctx.db_path}"]
+        lines += [f"added index {name}" for name in indexes]
         lines += [f"{item['coding_agent']}: {item['path']} ({item['status']})" for item in installed]
         return "\n".join(lines)
 

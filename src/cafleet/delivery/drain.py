@@ -7,6 +7,16 @@ ACK that came first counts as notified). No database transaction is open while t
 Any per-attempt failure leaves ``notified_at`` NULL and ends the drain with a diagnostic;
 the next send to that recipient or a later ``message wait`` retries.
 
+A stored message is never reported as a failure: once a send has committed, every fault
+of the delivery path, an ``OSError`` of the lock folder or of the multiplexer client
+included, and even an unexpected exception, becomes that diagnostic (the caller exits 0
+with the id printed), never an error that would make an agent resend.
+
+``message wait``'s fleet-wide retry (:func:`retry_fleet`) never queues behind another
+process: it tries each pane's lock once without waiting and skips a busy pane, whose
+holder is delivering right now (its drain takes every owed preview of that recipient,
+oldest first); a preview still owed is retried by the next send, wait or ``fleet watch``.
+
 ``pause_point`` calls are test-only fault-injection hooks (:mod:`cafleet.faults`).
 
 Imports of the multiplexer and typing code happen only when there is a pane to type into,
@@ -74,13 +84,15 @@ def notify_after_send(store, settings: Settings, recipient_id: int, record: dict
     """Run the drain after ``record`` was committed; report whether it was notified."""
     if record["from_member_id"] == record["to_member_id"]:
         return Outcome(True)  # self-sends are stamped on insert and type nothing
-    if messages.notification_target(store, recipient_id) is None:
-        return Outcome(False)  # the root Director and pending placements poll/listen instead
-    attempted: set[int] = set()
-    stamped: set[int] = set()
-    failure = drain(store, settings, recipient_id, attempted, stamped)
     message_id = record["message_id"]
-    notified = message_id in stamped or not messages.still_pending_notification(store, message_id)
+    try:
+        if messages.notification_target(store, recipient_id) is None:
+            return Outcome(False)  # the root Director and pending placements poll/listen instead
+        stamped: set[int] = set()
+        failure = drain(store, settings, recipient_id, set(), stamped)
+        notified = message_id in stamped or not messages.still_pending_notification(store, message_id)
+    except Exception as error:  # the message is stored: a fault here is a warning, never a failure
+        return Outcome(False, not_notified(message_id, recipient_id, _unexpected(error)))
     if failure is None and not notified:
         failure = f"member {recipient_id}'s placement changed before message {message_id} could be typed"
     if failure is None:
@@ -89,18 +101,33 @@ def notify_after_send(store, settings: Settings, recipient_id: int, record: dict
 
 
 def retry_fleet(store, settings: Settings, member_id: int) -> list[Outcome]:
-    """``message wait``'s first step: retry every preview owed in the member's fleet."""
+    """``message wait``'s first step: retry every preview owed in the member's fleet.
+
+    Each pane's lock is tried once without waiting: a busy pane is skipped (its holder is
+    delivering), so the caller's own wake-up never queues behind another member's pane.
+    """
     _state, fleet_id = messages.member_state(store, member_id)
     outcomes = []
     attempted: set[int] = set()
     for recipient_id in messages.recipients_owed_notifications(store, fleet_id):
-        if messages.notification_target(store, recipient_id) is None:
-            continue
-        failure = drain(store, settings, recipient_id, attempted, set())
+        try:
+            if messages.notification_target(store, recipient_id) is None:
+                continue
+            failure = drain(store, settings, recipient_id, attempted, set(), wait_for_lock=False)
+        except Exception as error:  # nothing here may keep the caller from its own messages
+            failure = _unexpected(error)
         if failure:
             outcomes.append(Outcome(False, f"Warning: member {recipient_id} was not notified: {failure}; "
                                            "a later `cafleet message wait` retries. Do not resend."))
     return outcomes
+
+
+def _unexpected(error: Exception) -> str:
+    if isinstance(error, CafleetError):
+        return str(error).rstrip(".")
+    if isinstance(error, OSError):
+        return f"pane input failed with an operating-system error ({error})"
+    return f"delivery stopped by an internal error ({type(error).__name__}: {error})"
 
 
 def not_notified(message_id: int, recipient_id: int, reason: str) -> str:
@@ -111,9 +138,16 @@ def not_notified(message_id: int, recipient_id: int, reason: str) -> str:
     )
 
 
-def drain(store, settings: Settings, recipient_id: int, attempted: set, stamped: set) -> str | None:
-    """Deliver owed previews to one recipient; return a failure reason or None."""
-    from cafleet.delivery import lock, panes, preview, submit
+def drain(store, settings: Settings, recipient_id: int, attempted: set, stamped: set, *,
+          wait_for_lock: bool = True) -> str | None:
+    """Deliver owed previews to one recipient; return a failure reason or None.
+
+    ``wait_for_lock=False``: one attempt at the pane's lock; when another process holds
+    it, stop quietly (None): the holder is delivering and the previews stay owed.
+    """
+    from cafleet.delivery import lock, preview, submit
+    from cafleet.delivery.placement import reach
+    from cafleet.errors import LockTimeout
 
     while True:
         pending = messages.next_pending_notification(store, recipient_id, attempted)
@@ -126,7 +160,7 @@ def drain(store, settings: Settings, recipient_id: int, attempted: set, stamped:
             return None
         try:
             with lock.pane_lock(settings.lock_dir, target["backend"], target["session"], target["pane_id"],
-                                settings.lock_timeout):
+                                settings.lock_timeout if wait_for_lock else 0):
                 current = messages.notification_target(store, recipient_id)
                 if current != target:
                     return f"member {recipient_id}'s placement changed during delivery"
@@ -136,14 +170,18 @@ def drain(store, settings: Settings, recipient_id: int, attempted: set, stamped:
                 text = preview.render_preview(
                     message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_len
                 )
-                mux = panes.reach(target)  # checks the pane's recorded identity before each keystroke
+                mux = reach(target)  # checks the pane's recorded identity before each keystroke
                 submit.submit_preview(mux, target["pane_id"], text, target["coding_agent"], settle=settings.settle)
                 pause_point("drain.submitted")
                 if messages.stamp_notified(store, message_id):
                     stamped.add(message_id)
                 pause_point("drain.stamped")
-        except CafleetError as error:
+        except LockTimeout as error:
+            if not wait_for_lock:
+                return None  # busy: its holder is delivering; nothing is wrong
             return _with_pane(str(error).rstrip("."), target["pane_id"])
+        except (CafleetError, OSError) as error:  # OSError: the multiplexer client could not run
+            return _with_pane(_unexpected(error), target["pane_id"])
 
 
 def _with_pane(reason: str, pane_id: str) -> str:

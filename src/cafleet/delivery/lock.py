@@ -11,8 +11,17 @@ while another process waits on its descriptor would let two holders in at once (
 classic unlink race), and a file per pane ever used costs nothing.
 
 The wait is bounded: a non-blocking attempt is retried with short sleeps (10-50 ms)
-until ``timeout``, then :class:`~cafleet.errors.LockTimeout` is raised. The lock is not
-re-entrant: taking it twice in one process waits for itself and times out.
+until ``timeout``, then :class:`~cafleet.errors.LockTimeout` is raised; ``timeout=0`` is
+one attempt that never waits (``message wait`` probes other members' panes that way). The
+lock is not re-entrant: taking it twice in one process waits for itself and times out.
+
+A lock folder or file that cannot be used (the folder is a file, sits below one, is on a
+read-only mount or belongs to another user; the lock file is a folder) raises
+:class:`LockUnavailable`, a :class:`~cafleet.errors.CafleetError` with one line naming
+the path, never a bare ``OSError``: the drain turns it into the not-notified warning.
+
+The folder itself comes from :func:`cafleet.config.lock_dir`, beside the *resolved*
+database file, so every spelling of one database (a symlink, ``..``) meets on one lock.
 """
 
 from __future__ import annotations
@@ -24,10 +33,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from cafleet.errors import LockTimeout
+from cafleet.errors import CafleetError, LockTimeout
 
 _MIN_SLEEP = 0.01
 _MAX_SLEEP = 0.05
+
+
+class LockUnavailable(CafleetError):
+    """The lock folder or file cannot be created, opened or locked (an ``OSError``)."""
 
 
 def lock_path(lock_dir: str | os.PathLike[str], backend: str, session: str, pane_id: str) -> Path:
@@ -46,13 +59,26 @@ def pane_lock(
     if timeout < 0:
         raise ValueError("timeout must not be negative")
     path = lock_path(lock_dir, backend, session, pane_id)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        _acquire(fd, pane_id, timeout)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        raise _unavailable(error, lock_dir, pane_id) from None
+    try:
+        try:
+            _acquire(fd, pane_id, timeout)
+        except OSError as error:  # not BlockingIOError: that one is retried (ENOLCK, EBADF...)
+            raise _unavailable(error, lock_dir, pane_id) from None
         yield
     finally:
         os.close(fd)  # closing the only descriptor releases the flock
+
+
+def _unavailable(error: OSError, lock_dir, pane_id: str) -> LockUnavailable:
+    return LockUnavailable(
+        f"the pane-input lock for pane {pane_id} cannot be taken ({error}); "
+        f"{os.fspath(lock_dir)} must be a folder this user can write"
+    )
 
 
 def _acquire(fd: int, pane_id: str, timeout: float) -> None:

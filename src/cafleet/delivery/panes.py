@@ -18,6 +18,7 @@ from contextlib import ExitStack
 
 from cafleet import config
 from cafleet.broker import fleets, members
+from cafleet.delivery.placement import reach, recorded_at
 from cafleet.errors import CafleetError
 from cafleet.faults import pause_point
 
@@ -25,24 +26,6 @@ PANE_CLOSED = "closed"
 PANE_ALREADY_GONE = "already gone"
 PANE_NONE = "none"  # pending placement: no pane was ever recorded
 PANE_STALE = "stale"  # prefix: the id names a pane cafleet did not create; left open
-
-
-def reach(placement: dict):
-    """The multiplexer client for a concrete placement, checking its recorded identity
-    before every call that targets the pane (PaneStale when it no longer matches)."""
-    from cafleet.mux.detect import multiplexer_for_placement
-
-    mux = multiplexer_for_placement(placement["backend"], placement["session"])
-    mux.expect(placement["pane_id"], placement.get("identity"), recorded_at(placement))
-    return mux
-
-
-def recorded_at(placement: dict) -> float | None:
-    """When the placement was written (epoch seconds), for legacy placements' check."""
-    from cafleet import clock
-
-    created = placement.get("created_at")
-    return clock.to_epoch(created) if created else None
 
 
 def _kill(placement: dict) -> str:
@@ -57,26 +40,63 @@ def _kill(placement: dict) -> str:
 
 
 def delete_fleet(store, environ, db_path: str, fleet_id: int):
-    """Soft-delete the fleet and close its member panes (never the Director's), best effort."""
+    """Soft-delete the fleet and close its member panes (never the Director's), each under
+    its pane-input lock.
+
+    The locks of the panes listed beforehand are taken first (in key order); a pane whose
+    lock cannot be had within the lock timeout is left alone and reported, since someone
+    is typing into it. The panes actually closed are those whose placements the delete
+    removed, read in its own transaction: a member created after the listing is closed
+    too (under its own lock, taken afterwards), so it leaves no orphan pane.
+    """
+    from cafleet.errors import LockTimeout
+
     fleets.get_fleet(store, fleet_id)
-    placements = fleets.fleet_placements(store, fleet_id)
-    concrete = [p for p in placements if p["pane_id"]]
-    closed: list[tuple[int, str]] = []
+    listed = [p for p in fleets.fleet_placements(store, fleet_id) if p["pane_id"]]
+    lock_dir, timeout = config.lock_dir(db_path), config.lock_timeout(environ)
+    closed: dict[int, str] = {}
+    removed: list[dict] = []
+    late: list[dict] = []
     with ExitStack() as held:
-        if concrete:
+        locked, busy = set(), set()
+        if listed:
             from cafleet.delivery.lock import pane_lock
 
-            lock_dir, timeout = config.lock_dir(db_path), config.lock_timeout(environ)
-            keys = sorted({(p["backend"], p["session"], p["pane_id"]) for p in concrete})
-            for backend, session, pane_id in keys:  # sorted: no deadlock with other multi-lock holders
+            for key in sorted({_key(p) for p in listed}):  # sorted: no deadlock with other multi-lock holders
                 try:
-                    held.enter_context(pane_lock(lock_dir, backend, session, pane_id, timeout))
-                except CafleetError:
-                    pass  # best effort: the registry change must not depend on a busy pane
-        result = fleets.delete_fleet(store, fleet_id)
-        for placement in placements:
-            closed.append((placement["member_id"], _kill(placement) if placement["pane_id"] else PANE_NONE))
-    return result, closed
+                    held.enter_context(pane_lock(lock_dir, *key, timeout))
+                    locked.add(key)
+                except LockTimeout:
+                    busy.add(key)
+        result = fleets.delete_fleet(store, fleet_id, closing=removed)
+        for placement in removed:
+            key = _key(placement)
+            if not placement["pane_id"]:
+                closed[placement["member_id"]] = PANE_NONE
+            elif key in busy:
+                closed[placement["member_id"]] = _busy(placement)
+            elif key in locked:
+                closed[placement["member_id"]] = _kill(placement)
+            else:
+                late.append(placement)
+    for placement in late:  # registered after the listing: its own lock, alone, so no lock-order issue
+        from cafleet.delivery.lock import pane_lock
+
+        try:
+            with pane_lock(lock_dir, *_key(placement), timeout):
+                closed[placement["member_id"]] = _kill(placement)
+        except LockTimeout:
+            closed[placement["member_id"]] = _busy(placement)
+    return result, sorted(closed.items())
+
+
+def _key(placement: dict) -> tuple[str, str, str]:
+    return placement["backend"], placement["session"], placement["pane_id"]
+
+
+def _busy(placement: dict) -> str:
+    return (f"not closed (its pane-input lock is held by another cafleet process; "
+            f"close pane {placement['pane_id']} by hand when it is free)")
 
 
 def delete_member(store, environ, db_path: str, member_id: int) -> str:

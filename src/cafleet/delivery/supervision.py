@@ -41,7 +41,8 @@ class MuxPool:
 
 def member_state(member: dict, pool: MuxPool, idle_after: float, now: float | None = None) -> tuple[str, str]:
     """(state, one-line detail) for a member record from ``broker.members.get_member``."""
-    from cafleet.delivery import panes, screen
+    from cafleet.delivery import screen
+    from cafleet.delivery.placement import recorded_at
 
     placement = member["placement"]
     if placement is None or placement["pane_id"] is None:
@@ -49,7 +50,7 @@ def member_state(member: dict, pool: MuxPool, idle_after: float, now: float | No
     pane = placement["pane_id"]
     try:
         mux = pool.get(placement["backend"], placement["session"])
-        mux.expect(pane, placement.get("identity"), panes.recorded_at(placement))
+        mux.expect(pane, placement.get("identity"), recorded_at(placement))
         exists, dead, command, text = mux.inspect(pane, SCREEN_LINES)
     except PaneStale as error:
         return DEAD, str(error).rstrip(".")
@@ -65,7 +66,8 @@ def member_state(member: dict, pool: MuxPool, idle_after: float, now: float | No
     if seen == screen.PaneState.AWAITING_USER:
         return BLOCKED, f"pane {pane} shows a prompt awaiting its user"
     since = member["last_activity_at"] or member["registered_at"]
-    quiet = (now if now is not None else _now()) - clock.to_epoch(since)
+    since_epoch = clock.epoch_or_none(since)  # an unreadable stored time never counts as idle
+    quiet = 0.0 if since_epoch is None else (now if now is not None else _now()) - since_epoch
     if seen != screen.PaneState.WORKING and quiet > idle_after:
         return IDLE, f"no activity for {int(quiet)} s"
     return ALIVE, "working" if seen == screen.PaneState.WORKING else "ok"

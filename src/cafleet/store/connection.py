@@ -17,7 +17,7 @@ import os
 
 from cafleet import clock
 from cafleet.errors import DatabaseError
-from cafleet.store import diagnosis, schema, sqlite as sqlite3
+from cafleet.store import diagnosis, faults, schema, sqlite as sqlite3
 
 DEFAULT_BUSY_TIMEOUT = 5.0
 
@@ -25,12 +25,20 @@ DEFAULT_BUSY_TIMEOUT = 5.0
 class Store:
     """A validated connection plus the write-transaction discipline (BEGIN IMMEDIATE)."""
 
-    __slots__ = ("conn", "path", "busy_timeout")
+    __slots__ = ("conn", "path", "busy_timeout", "identity", "_queue")
 
-    def __init__(self, conn: sqlite3.Connection, path: str, busy_timeout: float) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None) -> None:
         self.conn = conn
         self.path = path
         self.busy_timeout = busy_timeout
+        self.identity = identity if identity is not None else file_identity(path)
+        self._queue = None
+
+    def write_queue(self) -> "_WriteQueue | None":
+        """The writers' queue beside the database, opened on the first write."""
+        if self._queue is None:
+            self._queue = _WriteQueue(self.path)
+        return self._queue if self._queue.fd >= 0 else None
 
     def write(self) -> "_WriteTransaction":
         """``with store.write(): ...`` runs the block in one BEGIN IMMEDIATE transaction."""
@@ -39,49 +47,205 @@ class Store:
     def execute(self, sql: str, params=()):
         try:
             return self.conn.execute(sql, params)
-        except sqlite3.OperationalError as exc:
+        except sqlite3.IntegrityError:
+            raise
+        except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, self.busy_timeout) from None
+
+    def file_replaced(self) -> bool:
+        """True when ``path`` no longer names the file this store opened (deleted, or
+        replaced by another file): one ``stat``, cheap enough for every few checks of a
+        waiting loop. The open connection keeps reading the old file, so a loop that sees
+        True must stop (see :meth:`check_file`) instead of serving a ghost."""
+        return file_identity(self.path) != self.identity
+
+    def check_file(self) -> None:
+        """Raise a one-line :class:`DatabaseError` when :meth:`file_replaced`."""
+        if self.file_replaced():
+            raise replaced_error(self.path)
 
     def close(self) -> None:
         self.conn.close()
+        if self._queue is not None:
+            self._queue.close()
+
+
+def file_identity(path: str):
+    """``(st_dev, st_ino)`` of the file at ``path``, or None when there is none."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino)
+
+
+def replaced_error(path: str) -> DatabaseError:
+    if file_identity(path) is None:
+        return DatabaseError(f"database {path} was deleted while this command was running; it stopped.")
+    return DatabaseError(f"database {path} was replaced by another file while this command was running; it stopped.")
+
+
+class _WriteQueue:
+    """Writers of one database queue on an ``flock`` of a small file beside it, taken just
+    before ``BEGIN IMMEDIATE`` and released after COMMIT or ROLLBACK.
+
+    SQLite's own busy handler has no queue: a writer that finds the lock taken sleeps (up
+    to 100 ms a round) and may lose several rounds to luckier ones, which makes the tail of
+    `message send` under contention. A writer blocked in ``flock`` is woken by the kernel
+    the moment the holder releases it. The OS releases the lock of a process that dies, so
+    a crash never leaves the queue stuck. The wait is bounded by the busy timeout, like
+    SQLite's. When the file cannot be opened (a read-only folder), writers fall back to
+    SQLite's busy handler alone; other programs writing the database never see the file.
+    """
+
+    __slots__ = ("fd",)
+    SUFFIX = "-writers.lock"
+
+    def __init__(self, path: str) -> None:
+        try:
+            self.fd = os.open(path + self.SUFFIX, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError:
+            self.fd = -1
+
+    def acquire(self, timeout: float) -> bool:
+        """Take the lock (True), or give up after ``timeout`` seconds (False)."""
+        import fcntl
+
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            pass
+        except OSError:
+            return True  # no queue on this file system: SQLite's busy handler still serialises
+        if timeout <= 0:
+            return False
+        try:
+            return _blocking_flock(self.fd, timeout)
+        except ValueError:  # not the main thread: no timer signal here, so poll
+            return _polling_flock(self.fd, timeout)
+
+    def release(self) -> None:
+        import fcntl
+
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class _QueueTimeout(Exception):
+    pass
+
+
+def _blocking_flock(fd: int, timeout: float) -> bool:
+    """A blocking ``flock`` cut short by a one-shot SIGALRM after ``timeout`` seconds
+    (main thread only: ``signal`` raises ValueError elsewhere)."""
+    import _signal
+    import fcntl
+
+    def expired(signum, frame):
+        raise _QueueTimeout()
+
+    previous = _signal.signal(_signal.SIGALRM, expired)
+    try:
+        _signal.setitimer(_signal.ITIMER_REAL, timeout)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            return True
+        except _QueueTimeout:
+            return False
+        finally:
+            _signal.setitimer(_signal.ITIMER_REAL, 0)
+    finally:
+        _signal.signal(_signal.SIGALRM, previous)
+
+
+def _polling_flock(fd: int, timeout: float) -> bool:
+    import fcntl
+    import time
+
+    deadline = time.monotonic() + timeout
+    pause = 0.0005
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 0.005)
 
 
 class _WriteTransaction:
-    __slots__ = ("store",)
+    __slots__ = ("store", "queued")
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.queued = False
 
     def __enter__(self) -> Store:
-        self.store.execute("BEGIN IMMEDIATE")
-        return self.store
+        store = self.store
+        queue = store.write_queue()
+        if queue is not None:
+            if not queue.acquire(store.busy_timeout):
+                raise DatabaseError(
+                    f"database {store.path} is locked by another process (waited {store.busy_timeout:g} s); try again."
+                )
+            self.queued = True
+        try:
+            store.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._release()
+            raise
+        return store
+
+    def _release(self) -> None:
+        if self.queued:
+            self.queued = False
+            self.store.write_queue().release()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            return self._finish(exc_type, exc)
+        finally:
+            self._release()
+
+    def _finish(self, exc_type, exc) -> bool:
         conn = self.store.conn
         if exc_type is None:
             try:
                 conn.execute("COMMIT")
-            except sqlite3.OperationalError as error:
-                conn.execute("ROLLBACK")
+            except sqlite3.DatabaseError as error:
+                # A COMMIT that failed on a full disk or an I/O error has already been
+                # rolled back by SQLite; only a transaction still open needs ROLLBACK.
+                _rollback_quietly(conn)
                 raise translate(error, self.store.path, self.store.busy_timeout) from None
-        elif conn.in_transaction:
-            conn.execute("ROLLBACK")
+        else:
+            _rollback_quietly(conn)
+            if exc_type is not None and issubclass(exc_type, sqlite3.DatabaseError) and not issubclass(
+                exc_type, sqlite3.IntegrityError
+            ):
+                raise translate(exc, self.store.path, self.store.busy_timeout) from None
         return False
 
 
+def _rollback_quietly(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.DatabaseError:
+            pass  # the original failure is the one worth reporting
+
+
 def translate(exc: sqlite3.Error, path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> DatabaseError:
-    message = str(exc)
-    if diagnosis.is_busy(exc):
-        return DatabaseError(
-            f"database {path} is locked by another process (waited {busy_timeout:g} s); try again."
-        )
-    if "readonly" in message or "read-only" in message:
-        return DatabaseError(f"database {path} is read-only; check the file and folder permissions.")
-    if "unable to open" in message:
-        return DatabaseError(f"cannot open database {path}; check that the folder exists and is writable.")
-    if "disk I/O" in message or "full" in message:
-        return DatabaseError(f"database {path} cannot be written ({message}); check free space and permissions.")
-    return DatabaseError(f"database {path} failed: {message}.")
+    return faults.translate(exc, path, busy_timeout)
 
 
 def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
@@ -91,12 +255,18 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
 
 
 def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> Store:
-    """Diagnose ``path`` and return a Store ready for use, initialising it if new/empty."""
+    """Diagnose ``path`` and return a Store ready for use, initialising it if new/empty.
+
+    An existing file is diagnosed through a connection that cannot write (see
+    :func:`_diagnose_read_only`); only a file that passed is opened for writing, so a
+    refused file and its ``-wal``, ``-shm`` and ``-journal`` stay byte-identical.
+    """
     state = diagnosis.read_header_state(path)
     if state == diagnosis.MISSING:
         _make_parent(path)
-    elif state == diagnosis.ZERO_IDENTITY:
-        state = _look_inside_zero_identity(path, busy_timeout)
+    elif state in (diagnosis.CAFLEET, diagnosis.ZERO_IDENTITY):
+        state = _diagnose_read_only(path, state, busy_timeout)
+    identity = file_identity(path)
     try:
         conn = _connect(path, busy_timeout)
     except sqlite3.Error as exc:
@@ -104,11 +274,19 @@ def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> Store:
     try:
         if state in (diagnosis.MISSING, diagnosis.EMPTY):
             _initialise(conn, path, busy_timeout)
-        diagnose_open(conn, path, busy_timeout, identity_checked=state == diagnosis.CAFLEET)
+            diagnose_open(conn, path, busy_timeout)
+            identity = file_identity(path)
+        else:
+            # One read opens the -wal and -shm: a full disk or a read-only folder shows
+            # here, at open, as what it is.
+            try:
+                conn.execute("PRAGMA schema_version").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise translate(exc, path, busy_timeout) from None
     except BaseException:
         conn.close()
         raise
-    return Store(conn, path, busy_timeout)
+    return Store(conn, path, busy_timeout, identity)
 
 
 def diagnose_open(
@@ -123,26 +301,68 @@ def diagnose_open(
             raise diagnosis.not_cafleet(path)
         diagnosis.check_ledger_and_shape(conn, path)
     except sqlite3.DatabaseError as exc:
-        if diagnosis.is_busy(exc):
+        if faults.errorname(exc) == "SQLITE_READONLY_ROLLBACK":
+            raise diagnosis.hot_journal(path) from None
+        if faults.is_environment(exc):
             raise translate(exc, path, busy_timeout) from None
         raise diagnosis.Refused(f"{path} cannot be read as a cafleet database ({exc}); it was left unchanged.") from None
 
 
-def _look_inside_zero_identity(path: str, busy_timeout: float) -> str:
+def _read_only_uri(path: str) -> str:
+    """A URI for a connection that cannot change ``path`` or its side files.
+
+    - no ``-wal``: ``immutable=1`` reads the main file alone (it is the whole database)
+      without creating a ``-wal`` or ``-shm``, unless a ``-journal`` is present: then
+      ``mode=ro``, which answers SQLITE_READONLY_ROLLBACK instead of rolling a hot
+      journal back;
+    - ``-wal`` and ``-shm``: ``mode=ro&readonly_shm=1`` reads the log without writing
+      the shared-memory index (a crashed writer's ``-shm`` keeps its bytes);
+    - ``-wal`` without ``-shm`` (rare: a crash, then the index was removed): ``mode=ro``,
+      which has to create the index file to read the log.
+    """
+    uri = f"file:{_uri_path(path)}?mode=ro"
+    if os.path.exists(path + "-wal"):
+        return uri + "&readonly_shm=1" if os.path.exists(path + "-shm") else uri
+    if os.path.exists(path + "-journal"):
+        return uri
+    return uri + "&immutable=1"
+
+
+def _diagnose_read_only(path: str, state: str, busy_timeout: float) -> str:
+    """Run the whole format diagnosis through a read-only connection.
+
+    Returns CAFLEET (accepted) or EMPTY (a zero-identity file with nothing in it: to be
+    initialised). Raises :class:`diagnosis.Refused` or a one-line storage fault. A
+    read-only connection never checkpoints, never rolls a journal back and never deletes
+    a side file when it closes.
+    """
+    try:
+        conn = sqlite3.connect(_read_only_uri(path), uri=True, timeout=busy_timeout, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise translate(exc, path, busy_timeout) from None
+    try:
+        if state == diagnosis.ZERO_IDENTITY:
+            state = _look_inside_zero_identity(conn, path, busy_timeout)
+            if state == diagnosis.EMPTY:
+                return state
+        diagnose_open(conn, path, busy_timeout, identity_checked=state == diagnosis.CAFLEET)
+        return diagnosis.CAFLEET
+    finally:
+        conn.close()
+
+
+def _look_inside_zero_identity(conn: sqlite3.Connection, path: str, busy_timeout: float) -> str:
     """A zero-identity file is either empty (initialise) or foreign (refuse).
 
-    Looked at through a read-only connection so that a foreign file is never written.
     A WAL may hold another process's initialisation that the raw header does not show.
     """
     try:
-        conn = sqlite3.connect(f"file:{_uri_path(path)}?mode=ro", uri=True, timeout=busy_timeout)
-        try:
-            application_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            count = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        finally:
-            conn.close()
+        application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        count = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     except sqlite3.DatabaseError as exc:
-        if diagnosis.is_busy(exc):
+        if faults.errorname(exc) == "SQLITE_READONLY_ROLLBACK":
+            raise diagnosis.hot_journal(path) from None
+        if faults.is_environment(exc):
             raise translate(exc, path, busy_timeout) from None
         raise diagnosis.Refused(f"{path} cannot be read as a SQLite database ({exc}); it was left unchanged.") from None
     if application_id == schema.APPLICATION_ID:
@@ -152,10 +372,26 @@ def _look_inside_zero_identity(path: str, busy_timeout: float) -> str:
     raise diagnosis.not_cafleet(path)
 
 
-def _uri_path(path: str) -> str:
-    from urllib.parse import quote
+def add_auxiliary_indexes(store: Store) -> list[str]:
+    """Create cafleet's auxiliary indexes that a file lacks (``cafleet setup``); returns
+    the names created. One write transaction; the ledger and required shape are unchanged."""
+    problems = diagnosis.auxiliary_problems(store.conn)
+    created = [name for name, problem in problems.items() if problem == "missing"]
+    if created:
+        with store.write():
+            for name in created:
+                store.execute(schema.create_if_missing(schema.AUX_INDEXES[name]))
+    return created
 
-    return quote(path)
+
+_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-~")
+
+
+def _uri_path(path: str) -> str:
+    """``path`` percent-encoded for a ``file:`` URI, byte by byte (a path that is not
+    valid UTF-8 survives). Written out rather than ``urllib.parse.quote``, whose import
+    would cost every command that opens the database."""
+    return "".join(chr(b) if b in _URI_SAFE else "%%%02X" % b for b in os.fsencode(path))
 
 
 def _make_parent(path: str) -> None:
@@ -177,7 +413,7 @@ def _initialise(conn: sqlite3.Connection, path: str, busy_timeout: float) -> Non
                 conn.execute("PRAGMA application_id").fetchone()[0] == 0
             ):
                 conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
-                for sql in (*schema.TABLES.values(), *schema.INDEXES.values()):
+                for sql in (*schema.TABLES.values(), *schema.INDEXES.values(), *schema.AUX_INDEXES.values()):
                     conn.execute(sql)
                 conn.execute(
                     f"INSERT INTO {schema.LEDGER_TABLE} (version, name, applied_on, checksum) VALUES (?, ?, ?, ?)",
@@ -188,8 +424,7 @@ def _initialise(conn: sqlite3.Connection, path: str, busy_timeout: float) -> Non
             else:
                 conn.execute("ROLLBACK")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            _rollback_quietly(conn)
             raise
-    except sqlite3.OperationalError as exc:
+    except sqlite3.DatabaseError as exc:
         raise translate(exc, path, busy_timeout) from None

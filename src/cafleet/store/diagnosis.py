@@ -81,8 +81,25 @@ def not_cafleet(path: str) -> Refused:
 
 def is_busy(exc: Exception) -> bool:
     """SQLite's "database is locked"/"busy": another process holds the file, not damage."""
-    message = str(exc)
-    return "locked" in message or "busy" in message
+    from cafleet.store.faults import is_busy as busy
+
+    return busy(exc)
+
+
+def hot_journal(path: str) -> Refused:
+    return Refused(
+        f"database {path} has a hot journal ({path}-journal) left by a writer that stopped mid-transaction; "
+        "cafleet left both files unchanged. Let the program that wrote it recover it (or open it once with the "
+        "sqlite3 shell), then try again."
+    )
+
+
+def _no_such_object(exc: Exception) -> bool:
+    """A query failed because the schema lacks what it names (SQLITE_ERROR: no such
+    table/column), as opposed to a fault of the file system or of the file itself."""
+    from cafleet.store.faults import errorname
+
+    return errorname(exc) == "SQLITE_ERROR"
 
 
 def check_ledger_and_shape(conn, path: str) -> None:
@@ -99,7 +116,7 @@ def check_ledger_and_shape(conn, path: str) -> None:
             names,
         ).fetchall()
     except OperationalError as exc:
-        if is_busy(exc):
+        if not _no_such_object(exc):
             raise
         rows = []
     if len(rows) == len(required) and rows[0][2] == schema.HEAD_VERSION:
@@ -110,6 +127,22 @@ def check_ledger_and_shape(conn, path: str) -> None:
     check_shape(conn, path)
 
 
+def auxiliary_problems(conn) -> dict[str, str]:
+    """``{name: "missing" | "altered"}`` for cafleet's auxiliary indexes. They are never a
+    reason to refuse a file: without them commands work, only slower."""
+    names = tuple(schema.AUX_INDEXES)
+    stored = dict(conn.execute(
+        f"SELECT name, sql FROM sqlite_master WHERE type = 'index' AND name IN ({','.join('?' * len(names))})", names
+    ).fetchall())
+    problems = {}
+    for name, sql in schema.AUX_INDEXES.items():
+        if name not in stored:
+            problems[name] = "missing"
+        elif stored[name] != sql:
+            problems[name] = "altered"
+    return problems
+
+
 def check_ledger(conn, path: str) -> int:
     """Return the ledger version; refuse a newer or missing ledger before any shape check."""
     from cafleet.store.sqlite import OperationalError
@@ -117,7 +150,7 @@ def check_ledger(conn, path: str) -> int:
     try:
         row = conn.execute(f"SELECT max(version) FROM {schema.LEDGER_TABLE}").fetchone()
     except OperationalError as exc:
-        if is_busy(exc):
+        if not _no_such_object(exc):
             raise
         raise Refused(
             f"database {path} has cafleet's identity but its schema ledger "
@@ -177,7 +210,7 @@ def first_shape_problem(conn) -> str | None:
         found = False
         for row in conn.execute(f"PRAGMA index_list({table})").fetchall():
             index_columns = tuple(r[2] for r in conn.execute(f"PRAGMA index_info({_quote(row[1])})").fetchall())
-            if index_columns == columns and not row[4]:
+            if index_columns == columns and not row[2] and not row[4]:  # neither UNIQUE nor partial
                 found = True
                 break
         if not found:

@@ -83,6 +83,30 @@ INDEXES: dict[str, str] = {
     ),
 }
 
+# cafleet's auxiliary indexes: not part of the format (the seed allows unrelated auxiliary
+# indexes beside the required definitions), so the ledger stays at version 1 and a file
+# without them is still accepted, only slower. Created with the baseline of a new file and
+# by `cafleet setup` on an existing one; `cafleet doctor` reports one that is missing.
+#
+# idx_cafleet_aux_messages_pending: the pending (unacknowledged) messages of each
+# recipient, newest status first. Its predicate is the inbox reads' own ("not completed",
+# so a row with an unknown state is read and refused, never skipped); a query for owed
+# previews repeats that term beside its `= 'input_required'` so SQLite can use the index. poll, listen, wait and the owed-preview search read
+# only these entries instead of every message the member ever received.
+AUX_INDEXES: dict[str, str] = {
+    "idx_cafleet_aux_messages_pending": (
+        "CREATE INDEX idx_cafleet_aux_messages_pending ON messages (to_member_id, status_timestamp) "
+        "WHERE status_state != 'completed'"
+    ),
+}
+
+
+def create_if_missing(sql: str) -> str:
+    """``CREATE INDEX name`` as ``CREATE INDEX IF NOT EXISTS name`` (the stored text of an
+    index created either way is the statement without IF NOT EXISTS)."""
+    return sql.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1)
+
+
 # Shapes for the detailed diagnosis (used when the fast text comparison does not match,
 # e.g. an equivalent schema written differently, or a damaged one whose first broken
 # part must be named).

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -92,6 +92,10 @@ class StorePool:
         except errors.CafleetError as error:
             healthy = not isinstance(error, errors.DatabaseError)  # a 404 or 409 leaves the connection fine
             raise
+        except sqlite3.DatabaseError as error:  # raised while a result was read: a damaged page, a full disk
+            if isinstance(error, sqlite3.IntegrityError):
+                raise
+            raise translate(error, self.db_path, self.busy_timeout) from None
         finally:
             if store.conn.in_transaction:
                 store.conn.execute("ROLLBACK")
@@ -162,6 +166,8 @@ class ErrorBoundary:
 
         try:
             await self.app(scope, receive, tracking_send)
+        except ClientDisconnect:
+            return  # the client went away (or was closed by the request timeout): nobody to answer
         except Exception as exc:  # the boundary: anything not handled above is a bug
             line = f"cafleet server: internal error on {scope.get('method')} {scope.get('path')}: " \
                    f"{type(exc).__name__}: {exc}"
@@ -193,6 +199,11 @@ def create_app(config: WebConfig) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app):
+        import asyncio
+
+        from cafleet.web.connections import install_accept_error_log
+
+        install_accept_error_log(asyncio.get_running_loop())
         try:
             yield
         finally:

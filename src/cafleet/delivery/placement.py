@@ -1,0 +1,25 @@
+"""Reaching a member's pane through its placement, with the pane's identity checked.
+
+Kept apart from :mod:`cafleet.delivery.panes` (member creation and deletion) so that the
+send path imports only what typing a preview needs.
+"""
+
+from __future__ import annotations
+
+
+def reach(placement: dict):
+    """The multiplexer client for a concrete placement, checking its recorded identity
+    before every call that targets the pane (PaneStale when it no longer matches)."""
+    from cafleet.mux.detect import multiplexer_for_placement
+
+    mux = multiplexer_for_placement(placement["backend"], placement["session"])
+    mux.expect(placement["pane_id"], placement.get("identity"), recorded_at(placement))
+    return mux
+
+
+def recorded_at(placement: dict) -> float | None:
+    """When the placement was written (epoch seconds), for legacy placements' check."""
+    from cafleet import clock
+
+    created = placement.get("created_at")
+    return clock.to_epoch(created) if created else None

@@ -1,0 +1,101 @@
+"""Start-up stays protected: each hot command, run in a fresh interpreter, loads only the
+modules listed here (beyond what a bare interpreter loads). A stray import (a web
+framework, ``urllib``, ``json`` where it is not needed...) would slow every call an agent
+makes; this test names it. Extend the lists only with a measurement in hand
+(bench/hot_commands.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+PROBE = r"""
+import os, sys
+from cafleet.cli.main import main
+code = main(sys.argv[1:])
+loaded = sorted(sys.modules)
+import json
+with open(os.environ["CAFLEET_TEST_MODULES_OUT"], "w") as handle:
+    json.dump({"code": code, "modules": loaded}, handle)
+"""
+
+# Every command that opens the database: parsing, the store and its diagnosis, rendering.
+CORE = {
+    "__future__", "_sqlite3",
+    "cafleet", "cafleet.cli", "cafleet.cli.main", "cafleet.cli.parser", "cafleet.cli.context", "cafleet.cli.table",
+    "cafleet.clock", "cafleet.config", "cafleet.errors", "cafleet.render", "cafleet.validation",
+    "cafleet.store", "cafleet.store.connection", "cafleet.store.diagnosis", "cafleet.store.faults",
+    "cafleet.store.schema", "cafleet.store.sqlite",
+    "cafleet.broker", "cafleet.broker.records",
+}
+MESSAGE = CORE | {"cafleet.cli.message", "cafleet.cli.body", "cafleet.broker.messages", "cafleet.faults",
+                  "cafleet.broker.fleets",  # a live fleet (its Director) is checked on reads too
+                  "fcntl"}  # the writers' queue (store/connection.py)
+MEMBER = CORE | {"cafleet.cli.member", "cafleet.broker.members", "cafleet.broker.fleets", "cafleet.broker.activity"}
+FLEET = CORE | {"cafleet.cli.fleet", "cafleet.broker.fleets"}
+SEND = MESSAGE | {"cafleet.delivery", "cafleet.delivery.drain"}  # decides, per recipient, whether to notify
+# A send to a member in a pane, and wait's retry of owed previews: the delivery path
+# (pane-input lock, the multiplexer subprocess, the preview's text handling).
+DELIVERY = SEND | {
+    "cafleet.delivery", "cafleet.delivery.drain", "cafleet.delivery.lock", "cafleet.delivery.placement",
+    "cafleet.delivery.preview",
+    "cafleet.delivery.screen", "cafleet.delivery.submit", "cafleet.mux", "cafleet.mux.base", "cafleet.mux.detect",
+    "cafleet.mux.tmux",
+    # standard library modules the delivery path uses today
+    "_ast", "_blake2", "_hashlib", "_locale", "_opcode", "_posixsubprocess", "_typing", "_weakrefset", "ast",
+    "collections.abc", "contextlib", "copy", "dataclasses", "dis", "errno", "fcntl", "fnmatch", "hashlib",
+    "importlib", "importlib._bootstrap", "importlib._bootstrap_external", "importlib.machinery", "inspect",
+    "linecache", "locale", "math", "ntpath", "opcode", "pathlib", "select", "selectors", "signal", "subprocess",
+    "threading", "token", "tokenize", "typing", "typing.io", "typing.re", "unicodedata", "warnings", "weakref",
+    "urllib", "urllib.parse", "ipaddress",  # imported by pathlib (delivery/lock.py)
+}
+WAIT = DELIVERY | {"cafleet.delivery.inbox"}
+
+
+def bare_modules(env) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", "import sys, json; print(json.dumps(sorted(sys.modules)))"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    return set(json.loads(out)) - {"json", "json.decoder", "json.scanner", "_json", "json.encoder"}
+
+
+@pytest.fixture
+def fleet(store, build):
+    fleet_id, director, (m1, m2) = build.fleet()
+    paned = build.member(fleet_id, "paned", pane_id="%5")  # on a tmux socket that does not exist
+    return {"fleet": fleet_id, "director": director, "m1": m1, "m2": m2, "paned": paned}
+
+
+def loaded_by(env, tmp_path, *args) -> set[str]:
+    out = tmp_path / "modules.json"
+    environ = dict(env, CAFLEET_TEST_MODULES_OUT=str(out), CAFLEET_LOCK_TIMEOUT="1", CAFLEET_SUBMIT_SETTLE="0")
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], env=environ, capture_output=True, text=True,
+                          timeout=60)
+    assert out.exists(), done.stderr
+    result = json.loads(out.read_text())
+    assert result["code"] == 0, (args, done.stderr)
+    return set(result["modules"])
+
+
+def test_hot_commands_import_only_their_allowlist(env, tmp_path, fleet):
+    bare = bare_modules(env)
+    f, d, m1, m2, paned = (str(fleet[k]) for k in ("fleet", "director", "m1", "m2", "paned"))
+    cases = [
+        (["message", "send", "--from-member-id", m1, "--to-member-id", m2, "hi"], SEND),
+        (["message", "send", "--from-member-id", d, "--to-member-id", paned, "hi"], DELIVERY),
+        (["message", "poll", m2], MESSAGE),
+        (["message", "show", "1"], MESSAGE),
+        (["message", "wait", m2, "--timeout", "0"], WAIT),
+        (["message", "ack", "1"], MESSAGE),
+        (["member", "list", f], MEMBER),
+        (["member", "show", m1], MEMBER),
+        (["fleet", "list"], FLEET),
+    ]
+    strays = {}
+    for args, allowed in cases:
+        extra = loaded_by(env, tmp_path, *args) - bare - allowed
+        if extra:
+            strays[" ".join(args)] = sorted(extra)
+    assert strays == {}
