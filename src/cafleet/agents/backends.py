@@ -131,7 +131,7 @@ def build_argv(
             argv += ["--effort", effort]
         return argv + ["--", prompt]
     if agent == "codex":
-        argv = ["codex", "--ask-for-approval", "never", "--sandbox", "workspace-write"]
+        argv = ["codex", "--no-daemon", "--ask-for-approval", "never", "--sandbox", "workspace-write"]
         if model is not None:
             argv += ["--model", model]
         if effort is not None:
