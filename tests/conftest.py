@@ -184,6 +184,8 @@ def test_tiers(item) -> set[str]:
         if function is not None:
             tiers |= {TIER_NAMES[name] for name in _called_names(function) & TIER_NAMES.keys()}
     tiers.update(TIER_MODULES.get(item.module.__name__.rpartition(".")[2], ()) if item.module else ())
+    if item.get_closest_marker("real_agent"):
+        tiers.add("slow")  # a real coding agent program
     return tiers
 
 
