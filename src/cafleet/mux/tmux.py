@@ -254,6 +254,10 @@ class Tmux:
     def press_enter(self, pane_id: str) -> None:
         self._run_on_pane(pane_id, ["send-keys", "-t", pane_id, "Enter"])
 
+    def press_backspace(self, pane_id: str, count: int) -> None:
+        for done in range(0, count, 200):
+            self._run_on_pane(pane_id, ["send-keys", "-t", pane_id, *["BSpace"] * min(200, count - done)])
+
     # -- supervision ---------------------------------------------------------------------
 
     def pane_dead(self, pane_id: str) -> bool:
