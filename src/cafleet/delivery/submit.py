@@ -340,9 +340,13 @@ def _box_holds(agent: str, shown: str, marker: str, placeholder: str | None) -> 
 
 
 def _holds(box: list[str], marker: str | None, placeholder: str | None) -> bool:
-    """Whether the box shows our text: its marker, or a collapsed-paste placeholder."""
-    if marker is not None and any(marker in row for row in box):
-        return True
+    """Whether the box shows our text: its marker (on one row, or across the rows of a
+    narrow box), or a collapsed-paste placeholder."""
+    if marker is not None:
+        if any(marker in row for row in box):
+            return True
+        if "".join(marker.split()) in "".join("".join(row.split()) for row in box):
+            return True
     if placeholder is None:
         return False
     import re
