@@ -447,3 +447,16 @@ def test_codex_waiting_for_startup():
     assert starting("codex", "› Ask Codex to do anything\n\n  Waiting for startup\n")
     assert not starting("codex", CODEX_IDLE)
     assert not starting("claude", screen)
+
+
+def test_a_dim_hint_the_table_does_not_know_is_an_empty_box():
+    from cafleet.delivery.screen import box_text
+
+    # A suggestion a later codex release may draw: dim, so a placeholder.
+    hint = "\x1b[1m›\x1b[0m \x1b[2mDraft the release notes\x1b[22m\n\n  100% context left\n"
+    assert box_text("codex", hint) == ""
+    # Typed text is drawn plain (or coloured, even with a 256-colour or RGB "2" inside).
+    assert box_text("codex", "› \x1b[38;2;2;2;2mDraft the release notes\x1b[0m\n") == "Draft the release notes"
+    assert box_text("codex", "› \x1b[38;5;2mhalf\x1b[2m typed\n") == "half typed"
+    assert box_text("claude", f"{RULE}\n\x1b[2m❯\x1b[0m fix the te\n{RULE}\n") == "fix the te"
+    assert box_text("opencode", "┃\n┃  \x1b[2mhint\x1b[0m\n┃\n┃  \x1b[1mBuild\x1b[0m · model\n") == ""

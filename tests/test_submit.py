@@ -289,6 +289,14 @@ def test_placeholder_hint_is_an_empty_box(server, standin, tmp_path):
     assert kinds_and_texts(record) == [("submit", f"[cafleet msg 21 from 3 {TS}]⏎go")]
 
 
+def test_a_dim_hint_the_table_does_not_know_is_an_empty_box(server, standin, tmp_path):
+    record = tmp_path / "record.jsonl"
+    pane = standin("--placeholder", "Ask me anything at all", record=record)
+    assert input_line(server, pane) == "> Ask me anything at all"
+    submit_preview(server.mux, pane, render_preview(30, 3, TS, "go", 200), "standin", **FAST)
+    assert kinds_and_texts(record) == [("submit", f"[cafleet msg 30 from 3 {TS}]⏎go")]
+
+
 def test_our_own_leftover_is_replaced_not_glued(server, standin, tmp_path):
     """A sender killed after typing leaves our own line in the box: the retry removes
     exactly those characters and types the line once (a partial copy too)."""

@@ -220,11 +220,20 @@ def input_box(agent: str, screen_text: str) -> list[str] | None:
 
 def box_text(agent: str, screen_text: str) -> str | None:
     """What is typed in the agent's input box, its rows joined by one space: ``""`` for an
-    empty box (nothing, or only the agent's placeholder hint), None when no box shows."""
+    empty box (nothing, or only the agent's placeholder hint), None when no box shows.
+
+    A capture with ANSI attributes (``capture(..., ansi=True)``) also tells a hint the
+    table does not know: text drawn only dim (SGR 2) is a placeholder, never typed text."""
     cues = CUES.get(agent)
-    rows = input_box(agent, screen_text)
-    if cues is None or rows is None:
+    if cues is None:
         return None
+    lines = screen_lines(screen_text)
+    span = _box_span(cues, lines)
+    if span is None:
+        return None
+    rows = lines[span[0]:span[1]]
+    if "\x1b" in screen_text and _dim_only(cues, rows, screen_text.splitlines()[span[0]:span[1]]):
+        return ""
     return _text_of(cues, rows)
 
 
@@ -279,6 +288,58 @@ def _text_of(cues: AgentCues, rows: list[str]) -> str:
     if any(_regex(hint).search(text) for hint in cues.empty):
         return ""
     return text
+
+
+def _dim_only(cues: AgentCues, rows: list[str], raw_rows: list[str]) -> bool:
+    """Whether every character typed in the box (after the prompt, outside the footer rows)
+    is drawn dim, and there is at least one."""
+    prompt = _regex(cues.prompt)
+    seen = False
+    content = [i for i, row in enumerate(rows) if row.strip()]
+    if cues.footer_rows:
+        content = content[:-cues.footer_rows]
+    for i in content:
+        row = rows[i]
+        skip = len(row) - len(prompt.sub("", row, count=1)) if i == 0 else len(row) - len(row.lstrip(" \t│▌┃"))
+        for ch, dim in _cells(raw_rows[i])[skip:]:
+            if ch.isspace() or ch in "│┃▌":
+                continue
+            if not dim:
+                return False
+            seen = True
+    return seen
+
+
+def _cells(raw: str) -> list[tuple[str, bool]]:
+    """The visible characters of a captured row with whether each is drawn dim."""
+    ansi = _regex(_ANSI)
+    cells: list[tuple[str, bool]] = []
+    dim = False
+    i = 0
+    while i < len(raw):
+        if raw[i] == "\x1b":
+            found = ansi.match(raw, i)
+            if found:
+                sequence = found.group(0)
+                if sequence.startswith("\x1b[") and sequence.endswith("m"):
+                    codes = (sequence[2:-1] or "0").replace(":", ";").split(";")
+                    k = 0
+                    while k < len(codes):
+                        code = codes[k]
+                        if code in ("38", "48", "58"):  # a colour: skip its parameters
+                            k += 2 if codes[k + 1:k + 2] == ["5"] else 4 if codes[k + 1:k + 2] == ["2"] else 0
+                        elif code in ("0", ""):
+                            dim = False
+                        elif code == "2":
+                            dim = True
+                        elif code == "22":
+                            dim = False
+                        k += 1
+                i = found.end()
+                continue
+        cells.append((raw[i], dim))
+        i += 1
+    return cells
 
 
 def _matches(table: tuple[Cue, ...], lines: list[str], box: tuple[int, int] | None,

@@ -160,7 +160,7 @@ def _submit(
     cues = screen.CUES.get(agent)
     placeholder = cues.placeholder if cues else None
 
-    before = _check_ready(mux, pane_id, agent, mux.capture(pane_id, CAPTURE_LINES), line)
+    before = _check_ready(mux, pane_id, agent, mux.capture(pane_id, CAPTURE_LINES, ansi=True), line)
     echoes = _echoes(agent, before, marker)
     # A placeholder already in the box before typing proves nothing about our text.
     box_before = screen.input_box(agent, before)
@@ -230,7 +230,8 @@ def _check_ready(mux: Multiplexer, pane_id: str, agent: str, shown: str, line: s
     count = _leftover_count(text, line)
     if count:
         mux.press_backspace(pane_id, count)
-        cleared, shown = _poll(mux, pane_id, DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "")
+        cleared, shown = _poll(mux, pane_id, DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "",
+                               ansi=True)
         if cleared:
             return shown
     raise PaneInputBusy(
@@ -271,7 +272,7 @@ def _erase_ours(mux: Multiplexer, pane_id: str, agent: str, shown: str, line: st
     if not text or "".join(text.split()) != "".join(line.split()):
         return False
     mux.press_backspace(pane_id, len(line))
-    return _poll(mux, pane_id, DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "")[0]
+    return _poll(mux, pane_id, DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "", ansi=True)[0]
 
 
 _ECHOED, _VANISHED, _IN_BOX = "echoed", "vanished", "in box"
@@ -320,12 +321,12 @@ def _marker(line: str) -> str:
 
 
 def _poll(
-    mux: Multiplexer, pane_id: str, timeout: float, check: Callable[[str], bool]
+    mux: Multiplexer, pane_id: str, timeout: float, check: Callable[[str], bool], ansi: bool = False
 ) -> tuple[bool, str]:
     """Capture until ``check`` holds or ``timeout`` passes; the last capture comes back."""
     deadline = time.monotonic() + timeout
     while True:
-        shown = mux.capture(pane_id, CAPTURE_LINES)
+        shown = mux.capture(pane_id, CAPTURE_LINES, ansi=ansi)
         if check(shown):
             return True, shown
         remaining = deadline - time.monotonic()
