@@ -460,3 +460,21 @@ def test_a_dim_hint_the_table_does_not_know_is_an_empty_box():
     assert box_text("codex", "› \x1b[38;5;2mhalf\x1b[2m typed\n") == "half typed"
     assert box_text("claude", f"{RULE}\n\x1b[2m❯\x1b[0m fix the te\n{RULE}\n") == "fix the te"
     assert box_text("opencode", "┃\n┃  \x1b[2mhint\x1b[0m\n┃\n┃  \x1b[1mBuild\x1b[0m · model\n") == ""
+
+
+def test_the_echo_of_a_submission_is_outside_the_box():
+    """Confirmation counts the preview's first characters outside the input box: claude's
+    transcript row, codex's queue row, opencode's user message, the stand-in's echo."""
+    from cafleet.delivery.screen import outside_box
+
+    marker = "[cafleet msg 7 from 3 20"
+    screens = {
+        "claude": f"❯ {HEADER}do it\n\n✶ Thinking… (esc to interrupt)\n\n{RULE}\n❯ {HEADER}next\n{RULE}\n",
+        "codex": f"• Working (3s • esc to interrupt)\n\n• Queued follow-up inputs\n  ↳ {HEADER}do it\n\n"
+                 f"› {HEADER}next\n\n  100% context left\n",
+        "opencode": f"┃  {HEADER}do it\n┃\n\n┃\n┃  {HEADER}next\n┃\n┃  Build · model\n",
+        "standin": f"• {HEADER}do it\n────────────────────────\n> {HEADER}next\n",
+    }
+    for agent, screen in screens.items():
+        assert sum(marker in row for row in outside_box(agent, screen)) == 1, agent
+        assert any(marker in row for row in input_box(agent, screen)), agent

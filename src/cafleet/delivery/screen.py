@@ -118,7 +118,7 @@ CUES: dict[str, AgentCues] = {
             (r"^\s*Enter to (select|continue) · .*Esc to cancel", 20),
         ),
         working=(
-            (r"^[·✢✳✶✻✽*]\s+\S[^()]*…\s*\((.*·\s*)?esc to interrupt\)\s*$", 10),
+            (r"(?i)^[·✢✳✶✻✽*]\s+\S[^()]*…\s*\([^()]*esc to interrupt[^()]*\)\s*$", 10),
             (r"(?i)esc to interrupt", 10, "below"),
         ),
         composer=r"^[\s│]*[>❯](\s|$)",
@@ -137,7 +137,7 @@ CUES: dict[str, AgentCues] = {
             (r"^\s*Question \d+/\d+", 20),
         ),
         working=(
-            (r"^[•◦]\s+\S[^()]*\(\d[^()]*esc to interrupt\)", 10),
+            (r"(?i)^[•◦]\s+\S[^()]*\(\d[^()]*esc to interrupt[^()]*\)", 10),
             (r"(?i)esc to interrupt", 10, "below"),
         ),
         composer=r"^[›▌](\s|$)",
