@@ -237,6 +237,7 @@ Do you want to proceed?
         ("opencode", OPENCODE_WORKING, WORKING),
         ("opencode", OPENCODE_PERMISSION, AWAITING),
         ("opencode", OPENCODE_QUESTION, AWAITING),
+        ("opencode", OPENCODE_PERMISSION.replace("△", " "), AWAITING),  # glyph left undrawn
         ("standin", STANDIN_IDLE, IDLE),
         ("standin", STANDIN_WORKING, WORKING),
         ("standin", STANDIN_PERMISSION, AWAITING),

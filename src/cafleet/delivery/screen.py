@@ -57,7 +57,8 @@ Sources of the cues (screen text read, never code copied):
 * opencode: its TUI source (anomalyco/opencode, routes/session/permission.tsx,
   question.tsx, component/prompt): the permission prompt ``△ Permission required`` with
   the buttons ``Allow once  Allow always  Reject`` and the follow-up ``Reject
-  permission``; the question dialog (``3. Type your own answer``, ``↑↓ select``); the
+  permission`` (the ``△`` is optional: it stays undrawn when keys reached opencode before
+  it started); the question dialog (``3. Type your own answer``, ``↑↓ select``); the
   busy hint ``esc interrupt`` / ``esc again to interrupt`` under the prompt; the prompt
   box drawn with a ``┃`` left border, a blank top row, the agent/model line at its
   bottom and the hints ``Ask anything... "…"`` / ``Run a command... "…"``.
@@ -151,9 +152,9 @@ CUES: dict[str, AgentCues] = {
     ),
     "opencode": AgentCues(
         awaiting=(
-            (r"^[\s┃]*△\s*Permission required", 30),
+            (r"^[\s┃]*(△\s*)?Permission required", 30),
             (r"^[\s┃]*Allow once\s+Allow always\s+Reject", 30),
-            (r"^[\s┃]*△\s*Reject permission", 30),
+            (r"^[\s┃]*(△\s*)?Reject permission", 30),
             (r"^[\s┃]*\d+\.\s+Type your own answer", 30),
             (r"^[\s┃]*↑↓\s+select", 30),
         ),
