@@ -282,15 +282,19 @@ def _await_outcome(mux: Multiplexer, pane_id: str, agent: str, marker: str, plac
                    echoes: int, timeout: float) -> tuple[str, str]:
     """After an Enter: watch until the marker shows outside the box more often than
     ``echoes`` (confirmed), or ``timeout`` passes. Then: still in the box, or vanished
-    (the box was seen without it, and it never reached the transcript or queue)."""
+    (the box was seen without it, and it never reached the transcript or queue). Only a
+    screen that shows the input box counts, so text in a hidden box is never taken for
+    an echo."""
     left = False
 
     def check(shown: str) -> bool:
         nonlocal left
+        box = screen.input_box(agent, shown)
+        if box is None:  # no box to tell our text's rows from the transcript's: look again
+            return False
         if _echoes(agent, shown, marker) > echoes:
             return True
-        box = screen.input_box(agent, shown)
-        if box is not None and not _holds(box, marker, placeholder):
+        if not _holds(box, marker, placeholder):
             left = True
         return False
 
