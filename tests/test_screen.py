@@ -399,6 +399,7 @@ def test_a_message_quoting_a_cue_does_not_change_the_state(agent, quoted):
         ("codex", "› Find and fix a bug in @filename\n\n  gpt-5 medium · 100% left\n"),
         ("codex", "› Implement {feature}\n"),
         ("codex", "› Run /review on my current changes\n"),
+        ("codex", "› How many files have been modified?\n"),
         ("opencode", OPENCODE_IDLE),
         ("opencode", OPENCODE_WORKING),
         ("opencode", '┃\n┃  Run a command... "ls -la"\n┃\n┃  Shell\n'),

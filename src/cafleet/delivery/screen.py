@@ -50,7 +50,8 @@ Sources of the cues (screen text read, never code copied):
   and ``Press enter to confirm or esc to cancel``), the user-input question overlay
   (``Question 1/2``, ``› 2. Option``, ``enter to submit answer``), the composer (``›``;
   ``▌`` on every row in older releases) and its suggestion hints (``Ask Codex to do
-  anything``, ``Explain this codebase``, ``Find and fix a bug in @filename`` …), the status
+  anything``, ``Explain this codebase``, ``Find and fix a bug in @filename`` …, and the side
+  conversation's ``How many files have been modified?`` …), the status
   row ``• Working (12s • esc to interrupt)``, the queue (``↳ …`` under ``Queued follow-up
   inputs``); ``Waiting for startup`` as codex-cli 0.171 draws it while starting;
   ``[y/n]`` from the spec.
@@ -107,7 +108,8 @@ _CODEX_HINTS = (
     "Ask Codex to do anything", "Explain this codebase", "Summarize recent commits",
     "Implement {feature}", "Find and fix a bug in @filename", "Write tests for @filename",
     "Improve documentation in @filename", "Run /review on my current changes",
-    "Use /skills to list available skills",
+    "Use /skills to list available skills", "Check recently modified functions for compatibility",
+    "How many files have been modified?", "Will this algorithm scale well?",
 )
 
 CUES: dict[str, AgentCues] = {
@@ -146,7 +148,7 @@ CUES: dict[str, AgentCues] = {
         continuation=r"^(\s{2}\S|▌)",
         composer_above=r"^(?!▌)",
         not_composer=r"^\s*[›▌]\s*\d+\.\s",
-        empty=tuple("^" + hint.replace("{", r"\{").replace("}", r"\}") + "$" for hint in _CODEX_HINTS),
+        empty=tuple("^" + "".join("\\" + ch if ch in "{}?" else ch for ch in hint) + "$" for hint in _CODEX_HINTS),
         starting=((r"^([•◦]\s+)?Waiting for startup\b", 10), (r"^\s*Waiting for startup\b", 10, "below")),
         placeholder=r"\[Pasted Content \d+ chars\]",
     ),
