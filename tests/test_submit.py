@@ -416,3 +416,21 @@ def test_with_terminator_only_where_a_completion_could_open():
     assert with_terminator("[m]⏎plain words") == "[m]⏎plain words"
     assert with_terminator("[m]⏎@x then words") == "[m]⏎@x then words"
     assert with_terminator("[m]⏎ends in a blank @x ") == "[m]⏎ends in a blank @x "
+
+
+def test_a_long_echo_is_recognised_by_its_end(server, standin, tmp_path):
+    """A preview as tall as the screen: after Enter only the end of its echo still shows
+    (its start scrolled away). That end confirms it: one Enter, no retry."""
+    record = tmp_path / "record.jsonl"
+    pane = standin(record=record)
+    columns, rows = (int(n) for n in server.tmux("display-message", "-p", "-t", pane,
+                                                 "#{pane_width} #{pane_height}").split())
+    header = f"[cafleet msg 31 from 3 {TS}]⏎"
+    # The stand-in wraps at columns - 1, after a two-column prompt or indent: the typed
+    # line fills every row under the banner and the rule, so its echo cannot show whole
+    # above the rule and the empty input line.
+    size = (rows - 2) * (columns - 3)
+    body = "".join(chr(ord("a") + i % 26) for i in range(size - len(header)))
+    submit_preview(server.mux, pane, render_preview(31, 3, TS, body, size), "standin", **FAST)
+    assert kinds_and_texts(record) == [("submit", header + body)]
+    assert f"[cafleet msg 31 from 3 {TS}]" not in server.mux.capture(pane)  # the start is gone

@@ -45,7 +45,11 @@ SIGUSR2 freezes the stand-in (it reads no input and draws nothing, like an agent
 with its own work; tmux resumes a stopped pane at once, so SIGSTOP cannot do this) and a
 second SIGUSR2 thaws it; each is recorded (``{"kind": "frozen"}``, ``{"kind": "thawed"}``).
 
-Every submitted line is echoed into the transcript (``• <text>``).
+Every submitted line is echoed into the transcript (``• <text>``). Like the real agents,
+the stand-in wraps long rows itself (continuation rows start with two blanks; never the
+terminal's auto-wrap, whose stale marks make tmux join unrelated rows), shows only the end
+of an input line or an echo taller than the screen, and draws the completion popup's rows
+with ``┊``.
 
 Environment (for panes started by ``cafleet member create``, which passes only
 ``--member-id``): ``CAFLEET_STANDIN_RECORD_DIR`` records into ``<dir>/member-<id>.jsonl``
@@ -255,30 +259,39 @@ class StandIn:
 
     def draw(self) -> None:
         size = os.get_terminal_size(sys.stdout.fileno())
+        width = max(size.columns - 1, 4)  # never the last column: no terminal auto-wrap
+        room = max(size.lines - 1, 1)  # under the banner
         if self.asking:
             bottom = list(QUESTION)
         else:
-            shown_input = _visible(self.buffer) or (f"\x1b[2m{self.placeholder}\x1b[22m" if self.placeholder else "")
-            bottom = [RULE, self.prompt + shown_input]
+            if self.buffer or not self.placeholder:
+                box = _wrap(self.prompt, _visible(self.buffer), width)
+            else:
+                box = [f"{self.prompt}\x1b[2m{self.placeholder}\x1b[22m"]
+            bottom = [RULE, *box]
             if self.waiting:
                 bottom.insert(0, STARTING)
             word = self.mention()
             if word is not None:
-                bottom += [f"  @ {_visible(word)}.txt", "  (enter accepts the completion)"]
+                bottom += [f"  ┊ @ {_visible(word)}.txt", "  ┊ enter accepts the completion"]
         if self.working:
             bottom.insert(0, WORKING)
-        rows_left = size.lines - 1 - sum(_rows(line, size.columns) for line in bottom)
+        bottom = bottom[-room:]  # a box taller than the screen shows its end
+        rows_left = room - len(bottom)
         shown: list[str] = []
         for entry in reversed(self.scrollback):
-            line = "• " + _visible(entry)
-            rows_left -= _rows(line, size.columns)
-            if rows_left < 0:
+            rows = _wrap("• ", _visible(entry), width)
+            if len(rows) > rows_left:
+                if rows_left > 0:  # its end still shows, as in a scrolled transcript
+                    shown[:0] = rows[-rows_left:]
                 break
-            shown.insert(0, line)
+            rows_left -= len(rows)
+            shown[:0] = rows
         screen = [f"{BANNER} · member {self.member_id} · Ctrl-C quits", *shown, *bottom]
         # Overwrite in place, clearing each row's rest and what is below; a whole-screen
         # clear would push every old frame into tmux's history (scroll-on-clear), where
-        # a stale prompt would still be read as the pane's state.
+        # a stale prompt would still be read as the pane's state. Rows are wrapped here,
+        # as the real agents do, never by the terminal.
         sys.stdout.write("\x1b[H" + "\x1b[K\r\n".join(screen) + "\x1b[K\x1b[J")
         sys.stdout.flush()
 
@@ -328,11 +341,27 @@ def _visible(text: str) -> str:
     )
 
 
-def _rows(line: str, columns: int) -> int:
+def _wrap(first: str, text: str, width: int) -> list[str]:
+    """``first`` + ``text`` cut into rows of at most ``width`` columns; rows after the
+    first start with two blanks (as claude and codex indent a wrapped message)."""
     import unicodedata
 
-    width = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in line)
-    return max(1, -(-width // max(columns, 1)))
+    rows, row, used = [], first, sum(_cells(ch, unicodedata) for ch in first)
+    for ch in text:
+        cells = _cells(ch, unicodedata)
+        if used + cells > width:
+            rows.append(row)
+            row, used = "  ", 2
+        row += ch
+        used += cells
+    rows.append(row)
+    return rows
+
+
+def _cells(ch: str, unicodedata) -> int:
+    if unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in "WF" else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ into the box — can never pass for a dialog or a status line:
   there, opencode's box starts a ``┃`` run); ``not_composer`` rejects dialog rows of the
   same shape (codex's ``› 1. Yes`` options). The box is the *last* such row, plus the
   ``continuation`` rows right under it (wrapped or further lines of the text).
-  The box must start within the last ``composer_window`` non-blank rows.
+  The box must end within the last ``composer_window`` non-blank rows.
 * ``prompt`` is cut from the start of the box's first row, ``footer_rows`` trailing
   non-blank rows of the box are not text (opencode's agent/model line), and a box whose
   remaining text matches one of ``empty`` shows only the agent's placeholder hint
@@ -101,7 +101,7 @@ class AgentCues:
     empty: tuple[str, ...] = ()  # what the box shows when nothing is typed
     starting: tuple[Cue, ...] = ()  # drawn but not taking input yet
     placeholder: str | None = None  # what the box shows instead of text it collapsed
-    composer_window: int = 12  # the box starts within the last N non-blank rows
+    composer_window: int = 12  # the box ends within the last N non-blank rows
 
 
 _CODEX_HINTS = (
@@ -174,7 +174,8 @@ CUES: dict[str, AgentCues] = {
         working=((r"^working… \(esc to interrupt\)$", 10),),
         composer=r"^>(\s|$)",
         prompt=r"^>\s?",
-        composer_above=r"^─{3,}$",
+        continuation=r"^  [^┊]",
+        composer_above=r"─{3,}$",  # a rule ends the row above (tmux may join a full row to it)
         empty=(r'^Try ".*"$',),
         starting=((r"^Waiting for startup$", 10),),
     ),
@@ -259,13 +260,13 @@ def screen_lines(screen_text: str) -> list[str]:
 
 def _box_span(cues: AgentCues, lines: list[str]) -> tuple[int, int] | None:
     """(first row, row after the last) of the input box: the last composer row, with the
-    continuation rows under it."""
+    continuation rows under it; its last row must be within ``composer_window`` non-blank
+    rows of the bottom."""
     composer = _regex(cues.composer)
     above = _regex(cues.composer_above) if cues.composer_above else None
     rejected = _regex(cues.not_composer) if cues.not_composer else None
     nonblank = [i for i, line in enumerate(lines) if line.strip()]
-    lowest = nonblank[-cues.composer_window] if len(nonblank) >= cues.composer_window else 0
-    for start in range(len(lines) - 1, lowest - 1, -1):
+    for start in range(len(lines) - 1, -1, -1):
         row = lines[start]
         if not composer.search(row) or (rejected is not None and rejected.search(row)):
             continue
@@ -276,6 +277,8 @@ def _box_span(cues: AgentCues, lines: list[str]) -> tuple[int, int] | None:
             more = _regex(cues.continuation)
             while end < len(lines) and lines[end].strip() and more.search(lines[end]):
                 end += 1
+        if sum(i >= end for i in nonblank) >= cues.composer_window:
+            return None  # scrolled up: history, not the live box
         return start, end
     return None
 

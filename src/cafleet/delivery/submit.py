@@ -161,7 +161,8 @@ def _submit(
     placeholder = cues.placeholder if cues else None
 
     before = _check_ready(mux, pane_id, agent, mux.capture(pane_id, CAPTURE_LINES, ansi=True), line)
-    echoes = _echoes(agent, before, marker)
+    ends = (marker, _tail_marker(line))
+    echoes = (_echoes(agent, before, ends[:1]), _echoes(agent, before, ends))
     # A placeholder already in the box before typing proves nothing about our text.
     box_before = screen.input_box(agent, before)
     if placeholder and box_before and _holds(box_before, None, placeholder):
@@ -189,7 +190,7 @@ def _submit(
                 "submission was confirmed; Enter was not pressed again."
             )
         mux.press_enter(pane_id)
-        outcome, shown = _await_outcome(mux, pane_id, agent, marker, placeholder, echoes, confirm_timeout)
+        outcome, shown = _await_outcome(mux, pane_id, agent, ends, placeholder, echoes, confirm_timeout)
         if outcome == _ECHOED:
             return
         if outcome == _VANISHED:
@@ -278,13 +279,16 @@ def _erase_ours(mux: Multiplexer, pane_id: str, agent: str, shown: str, line: st
 _ECHOED, _VANISHED, _IN_BOX = "echoed", "vanished", "in box"
 
 
-def _await_outcome(mux: Multiplexer, pane_id: str, agent: str, marker: str, placeholder: str | None,
-                   echoes: int, timeout: float) -> tuple[str, str]:
-    """After an Enter: watch until the marker shows outside the box more often than
-    ``echoes`` (confirmed), or ``timeout`` passes. Then: still in the box, or vanished
-    (the box was seen without it, and it never reached the transcript or queue). Only a
-    screen that shows the input box counts, so text in a hidden box is never taken for
-    an echo."""
+def _await_outcome(mux: Multiplexer, pane_id: str, agent: str, ends: tuple[str, str], placeholder: str | None,
+                   echoes: tuple[int, int], timeout: float) -> tuple[str, str]:
+    """After an Enter: watch until the line's first characters show outside the box more
+    often than before typing (``echoes[0]``), or — once the box no longer holds them — its
+    first or last characters do (``echoes[1]``: the start of a long echo may have scrolled
+    away); that is the confirmation. Otherwise, when ``timeout`` passes: still in the box,
+    or vanished (the box was seen without it, and it never reached the transcript or
+    queue). Only a screen that shows the input box counts, so text in a hidden box is never
+    taken for an echo."""
+    marker = ends[0]
     left = False
 
     def check(shown: str) -> bool:
@@ -292,11 +296,12 @@ def _await_outcome(mux: Multiplexer, pane_id: str, agent: str, marker: str, plac
         box = screen.input_box(agent, shown)
         if box is None:  # no box to tell our text's rows from the transcript's: look again
             return False
-        if _echoes(agent, shown, marker) > echoes:
+        if _echoes(agent, shown, ends[:1]) > echoes[0]:
             return True
-        if not _holds(box, marker, placeholder):
-            left = True
-        return False
+        if _holds(box, marker, placeholder):
+            return False
+        left = True
+        return _echoes(agent, shown, ends) > echoes[1]
 
     echoed, shown = _poll(mux, pane_id, timeout, check)
     if echoed:
@@ -306,9 +311,25 @@ def _await_outcome(mux: Multiplexer, pane_id: str, agent: str, marker: str, plac
     return (_VANISHED if left else _IN_BOX), shown
 
 
-def _echoes(agent: str, shown: str, marker: str) -> int:
-    """How many rows outside the input box show the marker (transcript and queue)."""
-    return sum(marker in row for row in screen.outside_box(agent, shown))
+def _echoes(agent: str, shown: str, pieces: tuple[str, ...]) -> int:
+    """How many rows outside the input box (transcript and queue) show one of ``pieces``."""
+    return sum(any(piece in row for piece in pieces) for row in screen.outside_box(agent, shown))
+
+
+def _tail_marker(line: str) -> str:
+    """The last characters of the typed line as a row would show them: at most
+    ``MARKER_LEN``, after any zero-width character, without edge blanks."""
+    import unicodedata
+
+    text = line.strip()
+    start = max(0, len(text) - MARKER_LEN)
+    for i in range(len(text) - 1, start - 1, -1):
+        if unicodedata.category(text[i]) in ("Mn", "Me", "Cf"):
+            start = i + 1
+            break
+    return text[start:].lstrip() or text[-MARKER_LEN:]
+
+
 def _marker(line: str) -> str:
     """The first characters of the typed line, as the input box will show them: at most
     ``MARKER_LEN``, cut before any zero-width character (ZWJ, combining mark), which a
