@@ -157,7 +157,7 @@ def test_half_typed_input_is_held_never_submitted(fleet):
     first = fleet.send(fleet.director, member, "first task", "--json")
     assert (first.code, first.json()["notified"]) == (0, False)
     reason = (f"held: input box has text in pane {pane} (someone is typing there), so nothing was typed "
-              "and that text was left as it is; the message will be retried")
+              "and that text was left as it is")
     assert first.err == not_notified(1, member, reason)
     assert input_row(fleet, pane) == "> fix the te" and fleet.records(member) == []
 
@@ -168,6 +168,17 @@ def test_half_typed_input_is_held_never_submitted(fleet):
     assert (waited.code, waited.err) == (0, "")
     assert fleet.submits(member) == ["fix the tests", preview_line(first.json())]
     assert fleet.notified_at(1) is not None
+
+
+def test_member_prompt_never_submits_half_typed_input(fleet):
+    typing = attach_standin(fleet, "typing", "--prefill", "my own dra")
+    member, pane = typing["member_id"], typing["pane_id"]
+    wait_for(lambda: input_row(fleet, pane) == "> my own dra", what="the half-typed text")
+    refused = fleet.cafleet("member", "prompt", str(member), "please run the tests")
+    assert (refused.code, refused.out) == (1, "")
+    assert refused.err == (f"Error: held: input box has text in pane {pane} (someone is typing there), so "
+                           "nothing was typed and that text was left as it is.\n")
+    assert input_row(fleet, pane) == "> my own dra" and fleet.records(member) == []
 
 
 def test_preview_cleared_by_a_starting_agent_is_owed_not_stamped(fleet):
@@ -193,8 +204,7 @@ def test_agent_still_starting_gets_nothing_typed(fleet):
     wait_for(lambda: input_row(fleet, pane) == ">", what="the stand-in to start")
     first = fleet.send(fleet.director, member, "early task", "--json")
     assert (first.code, first.json()["notified"]) == (0, False)
-    assert first.err == not_notified(1, member, f"pane {pane} shows standin still starting, so nothing was "
-                                                "typed; the message will be retried")
+    assert first.err == not_notified(1, member, f"pane {pane} shows standin still starting, so nothing was typed")
     assert input_row(fleet, pane) == ">" and fleet.records(member) == []
     pid = int(fleet.server.run("display-message", "-p", "-t", pane, "#{pane_pid}"))
     os.kill(pid, signal.SIGUSR1)

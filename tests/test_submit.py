@@ -154,7 +154,7 @@ def test_pane_without_input_box_gets_no_keystroke(server):
         submit_preview(server.mux, pane, preview, "standin", settle=0.05, echo_timeout=0.3, confirm_timeout=2)
     assert str(caught.value) == (
         f"pane {pane} does not show the standin input box (is that agent running there?), so nothing "
-        "was typed; the message will be retried."
+        "was typed."
     )
     # The terminal would have echoed anything typed: nothing was, not even an Enter.
     assert "cafleet msg" not in server.mux.capture(pane)
@@ -269,7 +269,7 @@ def test_half_typed_text_is_held_never_submitted_or_cleared(server, standin, tmp
             submit_preview(server.mux, pane, preview, "standin", **FAST)
         assert str(caught.value) == (
             f"held: input box has text in pane {pane} (someone is typing there), so nothing was typed "
-            "and that text was left as it is; the message will be retried.")
+            "and that text was left as it is.")
     assert input_line(server, pane) == "> fix the te"  # untouched
     assert records(record) == []  # not a key arrived: no Enter, no BackSpace, no Escape
     # The person finishes and submits their own text; the held preview then goes in alone.
@@ -371,7 +371,7 @@ def test_waiting_for_startup_holds_before_typing(server, standin, tmp_path):
     with pytest.raises(PaneNotReady) as caught:
         submit_preview(server.mux, pane, preview, "standin", **FAST)
     assert str(caught.value) == (
-        f"pane {pane} shows standin still starting, so nothing was typed; the message will be retried.")
+        f"pane {pane} shows standin still starting, so nothing was typed.")
     assert input_line(server, pane) == ">" and records(record) == []
     os.kill(pane_pid(server, pane), signals.SIGUSR1)
     wait_for(lambda: "Waiting for startup" not in server.mux.capture(pane), what="the start-up to end")

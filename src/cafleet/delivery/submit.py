@@ -217,14 +217,13 @@ def _check_ready(mux: Multiplexer, pane_id: str, agent: str, shown: str, line: s
         )
     if screen.starting(agent, shown):
         raise PaneNotReady(
-            f"pane {pane_id} shows {agent} still starting, so nothing was typed; "
-            "the message will be retried."
+            f"pane {pane_id} shows {agent} still starting, so nothing was typed."
         )
     text = screen.box_text(agent, shown)
     if text is None:
         raise PaneNotReady(
             f"pane {pane_id} does not show the {agent} input box (is that agent running "
-            "there?), so nothing was typed; the message will be retried."
+            "there?), so nothing was typed."
         )
     if not text:
         return shown
@@ -237,7 +236,7 @@ def _check_ready(mux: Multiplexer, pane_id: str, agent: str, shown: str, line: s
             return shown
     raise PaneInputBusy(
         f"held: input box has text in pane {pane_id} (someone is typing there), so nothing "
-        "was typed and that text was left as it is; the message will be retried."
+        "was typed and that text was left as it is."
     )
 
 
