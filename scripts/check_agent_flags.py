@@ -177,10 +177,29 @@ def check_claude(binary: str, version: str, home: Path) -> list[Check]:
     return checks
 
 
+def check_codex_in_process(binary: str, argv: list[str], help_text: str, env: dict[str, str], cwd: Path) -> list[Check]:
+    """Each codex member runs in its own process with its own environment.
+
+    Without ``--no-daemon`` the TUI hands its session to one shared ``codex app-server``
+    (per CODEX_HOME) that keeps the first member's environment; the flag must be in the
+    member argv, be a top-level switch, and mean that in codex's own help.
+    """
+    described = re.search(r"--no-daemon\s+Run without the shared background server", help_text) is not None
+    checks = [_check("member argv has --no-daemon, which --help describes as running without the shared "
+                     "background server", "--no-daemon" in argv[: argv.index("--")] and described)]
+    code, out, err = run([binary, "--no-daemon", "--help"], env, cwd)
+    checks.append(_check("--no-daemon accepted before the prompt (top-level switch)", code == 0 and "Usage:" in out, _short(err)))
+    code, out, err = run([binary, "--no-daemon=yes", "--help"], env, cwd)
+    checks.append(_check("probe self-test: --no-daemon takes no value (--no-daemon=yes refused)",
+                         code != 0 and "unexpected value" in out + err, _short(err)))
+    return checks
+
+
 def check_codex(binary: str, version: str, home: Path) -> list[Check]:
     env = tool_env(home, binary)
     argv = member_argv("codex", binary)
-    checks, _ = check_help(binary, argv, env, home)
+    checks, help_text = check_help(binary, argv, env, home)
+    checks += check_codex_in_process(binary, argv, help_text, env, home)
 
     # clap parses left to right and validates each value before it reaches --help
     flags_only = argv[: argv.index("--")]

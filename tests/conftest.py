@@ -135,3 +135,62 @@ def file_digest(path: str | Path) -> str:
     import hashlib
 
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+# --- test tiers ------------------------------------------------------------------------------
+# Markers come from what a test uses, found here at collection, so no test file has to
+# remember them (registered in pyproject.toml; the fast tier is
+# `pytest -m "not tmux and not browser and not slow"`):
+#   tmux     a real private tmux server (the herdr stand-in runs on one too)
+#   browser  headless Chromium through Playwright
+#   slow     many processes at once, kill-and-recover suites, the real agent programs
+
+TIER_FIXTURES = {"tmux_server": "tmux", "herdr_env": "tmux", "mux_environ": "tmux"}
+TIER_NAMES = {  # names a test or one of its fixtures calls (directly or in a nested function)
+    "running_tmux_server": "tmux", "running_herdr": "tmux", "tmux_fleet": "tmux", "herdr_fleet": "tmux",
+    "sync_playwright": "browser", "async_playwright": "browser",
+}
+TIER_MODULES = {  # whole modules whose multiplexer or load is their own
+    "test_submit": ("tmux",),  # its own private tmux server class
+    "test_demo": ("tmux", "slow"),  # `cafleet demo` starts a private tmux server
+    "test_crash": ("tmux", "slow"),
+    "test_load": ("slow",),
+    "test_storm": ("slow",),
+    "test_agent_flags_real": ("slow",),
+}
+
+
+def _called_names(function) -> set[str]:
+    import inspect
+
+    function = inspect.unwrap(getattr(getattr(function, "hypothesis", None), "inner_test", function))
+    code = getattr(function, "__code__", None)
+    names: set[str] = set()
+    stack = [code] if code is not None else []
+    while stack:
+        current = stack.pop()
+        names.update(current.co_names)
+        stack += [c for c in current.co_consts if hasattr(c, "co_names")]
+    return names
+
+
+def test_tiers(item) -> set[str]:
+    """The tier markers of one collected test."""
+    tiers = {TIER_FIXTURES[name] for name in item.fixturenames if name in TIER_FIXTURES}
+    functions = [getattr(item, "obj", None)]
+    for definitions in getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}).values():
+        functions += [definition.func for definition in definitions]
+    for function in functions:
+        if function is not None:
+            tiers |= {TIER_NAMES[name] for name in _called_names(function) & TIER_NAMES.keys()}
+    tiers.update(TIER_MODULES.get(item.module.__name__.rpartition(".")[2], ()) if item.module else ())
+    return tiers
+
+
+test_tiers.__test__ = False  # a helper, not a test
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for tier in sorted(test_tiers(item)):
+            item.add_marker(tier)

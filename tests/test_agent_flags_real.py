@@ -49,3 +49,22 @@ def test_real_agent_accepts_what_cafleet_passes(agent):
     assert version != "?", report
     assert [item.line() for item in checks if item.status == "FAIL"] == [], report
     assert sum(item.status == "PASS" for item in checks) >= 8, report
+
+
+def test_codex_members_run_in_process_not_in_a_shared_background_server(tmp_path):
+    """``--no-daemon`` is in every codex member's argv and is the real switch for it."""
+    binary = FOUND["codex"]
+    if binary is None:
+        pytest.skip(f"codex not found in {WHERE}")
+    from cafleet.agents import backends
+
+    argv = backends.build_argv("codex", member_name="m", prompt="hi")
+    assert argv[:2] == ["codex", "--no-daemon"]
+    env = check.tool_env(tmp_path, binary)
+    code, out, err = check.run([binary, "--help"], env, tmp_path)
+    assert code == 0, err
+    checks = check.check_codex_in_process(binary, [binary, *argv[1:]], out + err, env, tmp_path)
+    assert [item.line() for item in checks if item.status != "PASS"] == []
+    # The check fails for an argv without the switch.
+    without = [binary, *[a for a in argv[1:] if a != "--no-daemon"]]
+    assert check.check_codex_in_process(binary, without, out + err, env, tmp_path)[0].status == "FAIL"

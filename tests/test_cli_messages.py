@@ -169,7 +169,7 @@ def test_bad_flag_ids_are_usage_errors(cli, trio):
         (["   \n\t"], "the body is blank; a message needs a non-blank body."),
         (["--file", "/nonexistent/body.txt"], "file /nonexistent/body.txt does not exist."),
         (["one", "two"], "unexpected argument 'two' for `cafleet message send` (quote a message body so that it is one argument)."),
-        (["--frm", "1"], "unknown option '--frm' for `cafleet message send`; see `cafleet message send --help`."),
+        (["--frm", "1"], "unknown option '--frm' for `cafleet message send`; did you mean --from-member-id?"),
     ],
 )
 def test_body_and_usage_errors(cli, trio, args, message):

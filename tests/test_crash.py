@@ -289,7 +289,9 @@ def create_args(fleet, name: str) -> list[str]:
 
 
 def placement_of(fleet, member_id: int):
-    return fleet.query("SELECT mux_pane_id FROM member_placements WHERE member_id = ?", member_id)
+    """The recorded pane id (without the identity stored after it in the same column)."""
+    rows = fleet.query("SELECT mux_pane_id FROM member_placements WHERE member_id = ?", member_id)
+    return [(None if value is None else value.split(" ", 1)[0],) for (value,) in rows]
 
 
 def pane_environ(fleet, pane_id: str) -> dict[str, str]:

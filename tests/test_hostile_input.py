@@ -12,6 +12,7 @@ subprocesses, where argv and the environment are bytes.
 
 from __future__ import annotations
 
+import io
 import os
 import sqlite3
 import subprocess
@@ -24,8 +25,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cafleet import clock, config, render
+from cafleet.cli.context import Context
+from cafleet.cli.main import main
 from cafleet.delivery.preview import ELLIPSIS, flatten, render_preview
 from cafleet.errors import ConfigError
+from tests.support.pane_fleet import tmux_fleet
 
 # The suite's budget: enough examples to find the classic bugs, few enough to stay fast.
 # The cli/env fixtures are per test, not per example; each property tolerates what the
@@ -316,9 +320,9 @@ ID_SLOTS = [
 ]
 
 
-def valid_id(raw: str) -> bool:
+def valid_id(raw: str, high: int = MAX_ID) -> bool:
     digits = raw.strip().lstrip("0")
-    return raw.strip().isascii() and raw.strip().isdigit() and 0 < len(digits) <= 19 and int(digits) <= MAX_ID
+    return raw.strip().isascii() and raw.strip().isdigit() and 0 < len(digits) <= 19 and int(digits) <= high
 
 
 @settings(FAST, max_examples=120)
@@ -330,7 +334,7 @@ def test_any_id_is_a_usage_error_or_a_clean_not_found(cli, db_path, raw, slot):
     template, name = slot
     before = dump(db_path)
     result = cli(*[raw if part == "{id}" else part for part in template])
-    if valid_id(raw):
+    if valid_id(raw, config.declared(name).high if name == "--lines" else MAX_ID):
         message = assert_one_error_line(result, 1)
         assert "not found" in message
     else:
@@ -453,9 +457,9 @@ def test_any_environment_value_gives_success_or_one_error_line(cli, env, paned, 
     [
         ("CAFLEET_DATABASE_URL", b"relative/\xff.db", "is not supported; use sqlite:///ABS/PATH"),
         ("CAFLEET_DATABASE_URL", b"postgres://x", "is not supported; use sqlite:///ABS/PATH"),
-        ("CAFLEET_MAX_TEXT_LEN", b"\xff\xfe", "CAFLEET_MAX_TEXT_LEN must be a positive integer"),
-        ("CAFLEET_BUSY_TIMEOUT", b"nan", "CAFLEET_BUSY_TIMEOUT must be a non-negative number of seconds"),
-        ("CAFLEET_WAIT_INTERVAL", b"-1", "CAFLEET_WAIT_INTERVAL must be a non-negative number of seconds"),
+        ("CAFLEET_MAX_TEXT_LEN", b"\xff\xfe", "CAFLEET_MAX_TEXT_LEN must be an integer from 1 to 1000000"),
+        ("CAFLEET_BUSY_TIMEOUT", b"nan", "CAFLEET_BUSY_TIMEOUT must be a number of seconds from 0 to 3600, got 'nan'."),
+        ("CAFLEET_WAIT_INTERVAL", b"-1", "CAFLEET_WAIT_INTERVAL must be a number of seconds from 0.005 to 5"),
         ("XDG_DATA_HOME", b"rel\xc3", "XDG_DATA_HOME 'rel\\udcc3' must be an absolute path."),
     ],
 )
@@ -473,7 +477,8 @@ def test_bad_environment_bytes_in_a_real_process(cli, env, trio, name, value, me
         capture_output=True, env=environ, timeout=60,
     )
     err = proc.stderr.decode("utf-8", "surrogateescape")
-    assert (proc.returncode, proc.stdout) == (1, b"")
+    expected_code = 1 if name in ("CAFLEET_DATABASE_URL", "XDG_DATA_HOME") else 2  # a bad location or a bad value
+    assert (proc.returncode, proc.stdout) == (expected_code, b"")
     assert err.startswith("Error: ") and err.count("\n") == 1 and message in err, err
 
 
@@ -489,14 +494,92 @@ def test_a_send_that_stored_its_message_never_exits_nonzero(cli, env, paned, db_
     result = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "hi",
                  environ=dict(env, **{name: "-5"}))
     stored = dump(db_path) != before
-    assert (result.code == 0) if stored else (result.code == 1 and result.out == ""), result
+    assert not stored and result.code == 2 and result.out == "", result
 
 
 def test_wait_refuses_a_bad_interval_before_typing_any_preview(cli, env, paned):
     _, _, m1, m2 = paned
     assert cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "owed").code == 0
     result = cli("message", "wait", str(m1), "--timeout", "0", environ=dict(env, CAFLEET_WAIT_INTERVAL="x"))
-    assert assert_one_error_line(result, 1).startswith("Error: CAFLEET_WAIT_INTERVAL must be")
+    assert assert_one_error_line(result, 2).startswith("Error: CAFLEET_WAIT_INTERVAL must be")
+
+
+# --- settings: read and bounded before anything is stored (cafleet.config) ----------------
+
+@pytest.fixture
+def pane_fleet(env, tmp_path, monkeypatch):
+    with tmux_fleet(env, tmp_path, monkeypatch) as fleet:
+        yield fleet
+
+
+def test_submit_settle_beyond_its_bound_is_refused_before_the_message_is_stored(pane_fleet):
+    """`CAFLEET_SUBMIT_SETTLE=1e10` used to store the message, print its id, and then die
+    with an internal error in the sleep before Enter: the caller resends, a duplicate."""
+    fleet = pane_fleet
+    member = fleet.create("settle")["member_id"]
+    before = dump(fleet.db)
+    result = fleet.send(fleet.director, member, "once only", environ=dict(fleet.environ, CAFLEET_SUBMIT_SETTLE="1e10"))
+    assert (result.code, result.out) == (2, ""), result
+    assert result.err == "Error: CAFLEET_SUBMIT_SETTLE must be a number of seconds from 0 to 10, got '1e10'.\n"
+    assert dump(fleet.db) == before
+    assert fleet.submits(member) == []
+
+
+def test_busy_timeout_is_bounded_not_wrapped(cli, env, trio, db_path):
+    """SQLite keeps the busy timeout as an int of milliseconds: `CAFLEET_BUSY_TIMEOUT=3e6`
+    used to overflow it and silently mean "do not wait at all"."""
+    _, _, (m1, m2) = trio
+    before = dump(db_path)
+    result = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "hi",
+                 environ=dict(env, CAFLEET_BUSY_TIMEOUT="3e6"))
+    assert (result.code, result.out) == (2, "")
+    assert result.err == "Error: CAFLEET_BUSY_TIMEOUT must be a number of seconds from 0 to 3600, got '3e6'.\n"
+    assert dump(db_path) == before
+    ctx = Context(environ=dict(env, CAFLEET_BUSY_TIMEOUT="3600"))  # the bound itself is kept exactly
+    try:
+        assert ctx.store().execute("PRAGMA busy_timeout").fetchone()[0] == 3_600_000
+    finally:
+        ctx.close()
+
+
+def test_watch_interval_beyond_its_bound_is_a_usage_error(run_cli, trio, db_path):
+    """`fleet watch --interval 1e308` used to end in an internal error (sleep overflow)."""
+    fleet_id, _, _ = trio
+    before = dump(db_path)
+    result = run_cli("fleet", "watch", str(fleet_id), "--interval", "1e308", timeout=30)
+    assert (result.code, result.out) == (2, "")
+    assert result.err == "Error: --interval must be a number of seconds from 0.2 to 3600, got '1e308'.\n"
+    assert dump(db_path) == before
+
+
+class Exploding(io.BytesIO):
+    """A stdout whose first write fails with an unexpected error: the internal-error path."""
+
+    def write(self, data):
+        raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("value, on", [("1", True), ("true", True), ("YES", True), ("on", True),
+                                       ("0", False), ("false", False), ("No", False), ("off", False), ("", False)])
+def test_debug_switch_turns_on_only_for_yes_words(env, trio, value, on):
+    """`CAFLEET_DEBUG=0` used to turn debugging on (any non-empty value did)."""
+    fleet_id, _, _ = trio
+    err = io.BytesIO()
+    ctx = Context(environ=dict(env, CAFLEET_DEBUG=value), stdout=Exploding(), stderr=err)
+    if on:
+        with pytest.raises(RuntimeError, match="boom"):
+            main(["fleet", "show", str(fleet_id)], ctx)
+    else:
+        assert main(["fleet", "show", str(fleet_id)], ctx) == 1
+        assert err.getvalue().decode().startswith("Error: internal error (RuntimeError: boom)")
+
+
+@pytest.mark.parametrize("value", ["2", "maybe", "y", "enable"])
+def test_debug_switch_refuses_other_words(cli, env, value):
+    result = cli("fleet", "list", environ=dict(env, CAFLEET_DEBUG=value))
+    assert (result.code, result.out) == (2, "")
+    assert result.err == (f"Error: CAFLEET_DEBUG must be 1, true, yes or on (on); 0, false, no or off (off), "
+                          f"got {value!r}.\n")
 
 
 # --- every refusal: one line, the right exit code, nothing written -------------------------
@@ -532,8 +615,8 @@ REFUSALS = [
     ("message broadcast --from-member-id {m1} x", b"", 1, "only the Director broadcasts"),
     ("message ack {acked}", b"", 1, "already acknowledged"),
     ("message ack 999999", b"", 1, "message 999999 not found"),
-    ("message wait {m1} --timeout -1", b"", 2, "non-negative number of seconds"),
-    ("message wait {m1} --timeout nan", b"", 2, "non-negative number of seconds"),
+    ("message wait {m1} --timeout -1", b"", 2, "--timeout must be a number of seconds from 0 to 31536000, got '-1'."),
+    ("message wait {m1} --timeout nan", b"", 2, "--timeout must be a number of seconds from 0 to 31536000, got 'nan'."),
     ("message poll", b"", 2, "missing MEMBER_ID"),
     ("message poll {m1} --bogus", b"", 2, "unknown option '--bogus'"),
     ("message poll {m1} --json=yes", b"", 2, "unknown option '--json'"),
@@ -543,7 +626,7 @@ REFUSALS = [
     ("member list {dead_fleet}", b"", 1, "was deleted"),
     ("member create --fleet-id {dead_fleet} --name n --description d go", b"", 1, "was deleted"),
     ("member prompt {m1} two\nlines", b"", 2, "one non-blank line"),
-    ("member capture {m1} --lines 0", b"", 2, "--lines must be a positive integer"),
+    ("member capture {m1} --lines 0", b"", 2, "--lines must be an integer from 1 to 10000, got '0'."),
     ("member capture {gone}", b"", 1, "is deregistered"),
     ("fleet show 999999", b"", 1, "fleet 999999 not found"),
     ("fleet create --name x --coding-agent nope", b"", 2, "nope"),

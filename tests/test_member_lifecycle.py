@@ -91,6 +91,7 @@ def test_create_splits_a_pane_running_the_agent_and_keeps_the_directors_focus(fl
     record = fleet.cafleet("member", "show", "2", "--json").json()
     placement = dict(record["placement"])
     assert placement.pop("created_at") == record["registered_at"]
+    assert placement.pop("identity").count(":") == 2  # <server pid>:<server start>:<pane pid>
     assert placement == {"backend": "tmux", "session": director["session"], "window_id": director["window_id"],
                          "pane_id": pane_id, "coding_agent": "standin"}
     assert (record["status"], record["kind"], record["description"]) == ("active", "member", "alice worker")
@@ -302,3 +303,64 @@ def test_fleet_delete_closes_member_panes_but_never_the_directors(fleet):
     assert fleet.cafleet("message", "show", str(sent["message_id"]), "--json").json()["text"] == "hello"
     again = fleet.cafleet("fleet", "delete", str(fleet.fleet_id), "--json")
     assert (again.code, again.json()) == (0, {"fleet_id": fleet.fleet_id, "deregistered_count": 0, "panes": []})
+
+
+def holds_open(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` has ``path`` open (fleet delete opens a lock file just
+    before it starts waiting for that lock, after it has read the fleet's panes)."""
+    fd_dir = Path(f"/proc/{pid}/fd")
+    try:
+        return any(os.readlink(fd_dir / fd) == str(path) for fd in os.listdir(fd_dir))
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_fleet_delete_leaves_a_pane_whose_lock_is_held_alone_and_says_so(fleet):
+    """A pane somebody is typing into is not closed under them: it stays, and the output
+    says which one and why; the registry change still happens."""
+    from cafleet.delivery.lock import lock_path
+
+    alice, bob = fleet.create("alice"), fleet.create("bob")
+    session = director_placement(fleet)["session"]
+    environ = dict(fleet.environ, CAFLEET_LOCK_TIMEOUT="0.3")
+    with pane_lock(config.lock_dir(fleet.db), "tmux", session, alice["pane_id"], 5):
+        result = fleet.cafleet("fleet", "delete", str(fleet.fleet_id), environ=environ)
+        assert alice["pane_id"] in panes(fleet.server)  # still there while the holder works
+    assert (result.code, result.err) == (0, "")
+    assert result.out == (
+        f"deleted fleet {fleet.fleet_id}; deregistered 3 member(s)\n"
+        f"member {alice['member_id']}: pane not closed (its pane-input lock is held by another cafleet process; "
+        f"close pane {alice['pane_id']} by hand when it is free)\n"
+        f"member {bob['member_id']}: pane closed\n")
+    assert set(panes(fleet.server)) == {fleet.director_pane, alice["pane_id"]}
+    assert fleet.member_count("active") == 0
+    assert lock_path(config.lock_dir(fleet.db), "tmux", session, alice["pane_id"]).exists()
+
+
+def test_a_member_created_while_fleet_delete_runs_leaves_no_orphan_pane(fleet):
+    """fleet delete has listed the fleet's panes and waits for one of their locks; a member
+    created meanwhile is deregistered by the same delete, so its pane must be closed too."""
+    from cafleet.delivery.lock import lock_path
+    from tests.support.pane_fleet import start
+    from tests.support.tmux_fixtures import wait_for
+
+    alice = fleet.create("alice")
+    session = director_placement(fleet)["session"]
+    lock_dir = config.lock_dir(fleet.db)
+    with pane_lock(lock_dir, "tmux", session, alice["pane_id"], 5):
+        deleting = start(["fleet", "delete", str(fleet.fleet_id)], dict(fleet.environ, CAFLEET_LOCK_TIMEOUT="60"))
+        try:
+            wait_for(lambda: holds_open(deleting.pid, lock_path(lock_dir, "tmux", session, alice["pane_id"])),
+                     timeout=30, what="fleet delete waiting for alice's pane lock")
+            carol = fleet.create("carol")
+            assert carol["pane_id"] in panes(fleet.server)
+        except BaseException:
+            deleting.kill()
+            raise
+    out, err = deleting.communicate(timeout=60)
+    assert (deleting.returncode, err) == (0, b""), (out, err)
+    assert out.decode() == (
+        f"deleted fleet {fleet.fleet_id}; deregistered 3 member(s)\n"
+        f"member {alice['member_id']}: pane closed\nmember {carol['member_id']}: pane closed\n")
+    assert set(panes(fleet.server)) == {fleet.director_pane}
+    assert fleet.member_count("active") == 0

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from cafleet.errors import MuxError, PaneGone
+from cafleet.errors import MuxError, PaneGone, PaneStale
 from cafleet.mux.base import PaneContext
 from cafleet.mux.herdr import Herdr
 from tests.support.recorder import READY
@@ -215,6 +215,36 @@ def test_typing_into_a_gone_pane_is_pane_gone(herdr):
 
 
 # -- kill, existence, supervision ------------------------------------------------------------
+
+
+def test_identity_is_the_panes_shell_process_and_a_mismatch_touches_nothing(herdr_env, herdr, tmp_path):
+    out = tmp_path / "typed.bin"
+    pane = start_recorder(herdr_env, herdr, out)
+    identity = herdr.identity(pane)
+    pid = int(herdr_env.tmux("display-message", "-p", "-t", herdr_env.tmux_pane(pane), "#{pane_pid}"))
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+        started = handle.read().rsplit(")", 1)[1].split()[19]
+    assert identity == f"{pid}:{started}"  # the recorder exec'd in the pane's shell keeps both
+
+    herdr.expect(pane, f"{pid}:{int(started) + 1}")
+    for call in (lambda: herdr.type_text(pane, "typed"), lambda: herdr.press_enter(pane),
+                 lambda: herdr.press_backspace(pane, 3), lambda: herdr.kill(pane), lambda: herdr.capture(pane), lambda: herdr.inspect(pane)):
+        with pytest.raises(PaneStale, match=f"herdr pane {pane} is stale"):
+            call()
+    assert recorded(out) == b""
+    herdr.expect(pane, identity)
+    herdr.type_text(pane, "typed")
+    wait_for(lambda: recorded(out) == b"typed", what="the checked text")
+    assert herdr.inspect(pane)[0] is True
+    assert herdr.kill(pane) is True and herdr.kill(pane) is False
+
+
+def test_split_and_current_pane_report_the_identity(herdr_env, herdr):
+    pane, identity = herdr.split_identified(herdr_env.tab, ["sleep", "60"], target_pane=herdr_env.root_pane)
+    wait_for(lambda: herdr.pane_current_command(pane) == "sleep", what="sleep to replace the shell")
+    assert identity and herdr.identity(pane) == identity
+    here = herdr.current_pane()
+    assert here.identity == herdr.identity(herdr_env.root_pane) and here.pane_id == "w1:p1"
 
 
 def test_kill_closes_the_pane_and_tolerates_a_gone_one(herdr_env, herdr):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from cafleet.errors import MuxError, PaneGone
+from cafleet.errors import MuxError, PaneGone, PaneStale
 from cafleet.mux.base import PaneContext
 from cafleet.mux.tmux import Tmux, tail_lines, text_chunks
 from tests.support.recorder import READY
@@ -237,6 +237,54 @@ def test_type_text_sends_long_text_in_chunks_exactly(tmux_server, tmux, tmp_path
     tmux.type_text(pane, text)
     wait_for(lambda: len(recorded(out)) >= len(text.encode()), timeout=20, what="all text")
     assert recorded(out) == text.encode()
+
+
+def test_identity_checked_typing_types_hostile_strings_literally(tmux_server, tmux, tmp_path):
+    """With an expected identity, input goes through ``if-shell``'s command string: every
+    hostile text (quotes, ``;``, formats, variables, long text in chunks) still arrives
+    exactly, and nothing runs."""
+    out = tmp_path / "typed.bin"
+    pane = start_recorder(tmux_server, tmux, out)
+    tmux.expect(pane, tmux.identity(pane))
+    expected = b""
+    for text in [*HOSTILE_TEXT, *HOSTILE_ARGS, "it's", "'", "'\\''", "a\tb\x1b[31m", "x" * 5000 + "'" * 3000]:
+        tmux.type_text(pane, text)
+        expected += text.encode()
+        wait_for(lambda want=expected: recorded(out) == want, timeout=20, what=f"{text[:20]!r} to arrive")
+    tmux.press_enter(pane)
+    wait_for(lambda: recorded(out) == expected + b"\r", what="Enter to arrive")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "pwned").exists()
+
+
+def test_a_pane_with_another_identity_gets_no_input_and_is_not_killed(tmux_server, tmux, tmp_path):
+    out = tmp_path / "typed.bin"
+    pane = start_recorder(tmux_server, tmux, out)
+    identity = tmux.identity(pane)
+    server, start, pane_pid = identity.split(":")
+    assert (int(server), int(pane_pid)) == (tmux_server.pid, int(tmux_server.run(
+        "display-message", "-p", "-t", pane, "#{pane_pid}")))
+    for other, why in ((f"{int(server) + 1}:{start}:{pane_pid}", "its tmux server was restarted"),
+                       (f"{server}:{start}:{int(pane_pid) + 1}", "the program cafleet started there was replaced")):
+        tmux.expect(pane, other)
+        for call in (lambda: tmux.type_text(pane, "typed"), lambda: tmux.press_enter(pane),
+                     lambda: tmux.press_backspace(pane, 3), lambda: tmux.kill(pane), lambda: tmux.capture(pane), lambda: tmux.inspect(pane),
+                     lambda: tmux.pane_dead(pane)):
+            with pytest.raises(PaneStale, match=f"tmux pane {pane} is stale: {why}"):
+                call()
+        assert not tmux.pane_exists(pane)  # not *our* pane
+    assert recorded(out) == b""
+    assert pane in tmux_server.run("list-panes", "-a", "-F", "#{pane_id}").split()
+    tmux.expect(pane, identity)
+    assert tmux.pane_exists(pane) and tmux.kill(pane) is True
+    assert tmux.kill(pane) is False  # gone is not stale
+
+
+def test_split_and_current_pane_report_the_identity(tmux_server, tmux):
+    pane, identity = tmux.split_identified(tmux.current_pane().window_id, ["sleep", "60"])
+    assert identity == tmux.identity(pane) == tmux_server.run(
+        "display-message", "-p", "-t", pane, "#{pid}:#{start_time}:#{pane_pid}").strip()
+    here = tmux.current_pane()
+    assert here.identity == tmux.identity(here.pane_id)
 
 
 def test_text_chunks_respect_the_byte_limit_and_characters():

@@ -64,7 +64,7 @@ def test_loopback_spellings_are_answered(client, trio, host):
 @pytest.mark.parametrize(
     "host",
     ["attacker.example:8000", "attacker.example", "127.0.0.1:8001", "127.0.0.1", "localhost.attacker.example:8000",
-     "127.0.0.1:8000.attacker.example", "", "0.0.0.0:8000"],
+     "127.0.0.1:8000.attacker.example", "", "0.0.0.0:8000", "0:8000", "[::]:8000"],
 )
 @pytest.mark.parametrize("path", ["/", "/static/app.js", "/api/fleets", "/api/fleets/1", "/api/events?fleet_id=1"])
 def test_a_foreign_host_is_refused_400_everywhere(client, trio, host, path):
@@ -198,3 +198,98 @@ def test_the_page_loads_only_its_own_static_files(client):
     assert "http://" not in page and "https://" not in page and "<script>" not in page and "style=" not in page
     script = client.get("/static/app.js").text
     assert "innerHTML" not in script and "insertAdjacentHTML" not in script and "eval(" not in script
+
+
+# --- the address the server binds -----------------------------------------------------------
+
+WILDCARD_SPELLINGS = ["0", "0x0", "0.0", "000.000.000.000", "::0", "[::0]", "0:0:0:0:0:0:0:0", "0.0.0.0", "::",
+                      "::ffff:0.0.0.0"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def nothing_listens(port: int) -> bool:
+    import socket
+
+    for family, address in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+        with socket.socket(family) as sock:
+            try:
+                sock.bind((address, port))
+            except OSError:
+                return False
+    return True
+
+
+@pytest.mark.parametrize("host", WILDCARD_SPELLINGS)
+def test_every_spelling_of_every_interface_is_refused(run_cli, store, host):
+    """Judged by what the address resolves to: all of these mean 0.0.0.0 or ::. (In a
+    subprocess with a bound: before, the server started and answered `Host: 0:PORT`.)"""
+    port = free_port()
+    result = run_cli("server", "--host", host, "--port", str(port), timeout=30)
+    bare = host.strip("[]")
+    assert (result.code, result.out) == (2, "")
+    assert result.err.startswith(f"Error: --host {bare} is a wildcard address"), result.err
+    assert result.err.endswith("give the address or name that browsers will use "
+                               "(the server only answers requests addressed to it).\n")
+    assert result.err.count("\n") == 1
+    assert nothing_listens(port)
+
+
+@pytest.mark.parametrize("host", ["0", "::0"])
+def test_a_wildcard_from_the_environment_is_refused_too(run_cli, env, store, host):
+    result = run_cli("server", environ=dict(env, CAFLEET_BROKER_HOST=host, CAFLEET_BROKER_PORT=str(free_port())),
+                     timeout=30)
+    assert (result.code, result.out) == (1, "")
+    assert result.err.startswith(f"Error: CAFLEET_BROKER_HOST {host} is a wildcard address"), result.err
+
+
+def test_a_non_loopback_address_needs_the_explicit_opt_in(cli, store):
+    port = free_port()
+    refused = cli("server", "--host", "192.0.2.7", "--port", str(port))
+    assert (refused.code, refused.out) == (2, "")
+    assert refused.err == ("Error: --host 192.0.2.7 is not a loopback address (192.0.2.7); the WebUI has no login, "
+                           "so anyone who can reach it can read every fleet and send as any Director: add "
+                           "--allow-remote to serve it there anyway.\n")
+    # With the opt-in the address is tried (this machine does not own it, so the bind fails).
+    tried = cli("server", "--host", "192.0.2.7", "--port", str(port), "--allow-remote")
+    assert tried.code == 1 and tried.err.startswith(f"Error: cannot listen on 192.0.2.7:{port}: "), tried.err
+
+
+@pytest.mark.parametrize("host,address", [("localhost", "127.0.0.1"), ("127.1", "127.0.0.1"),
+                                          ("0x7f000001", "127.0.0.1"), ("0177.0.0.1", "127.0.0.1"),
+                                          ("127.0.0.2", "127.0.0.2"), ("::1", "::1"),
+                                          ("::ffff:127.0.0.1", "::ffff:127.0.0.1")])
+def test_names_and_spellings_of_loopback_are_accepted(host, address):
+    from cafleet.cli.server import _resolve
+    from cafleet.errors import UsageError
+
+    target = _resolve(host, 8000, "--host", UsageError, allow_remote=False)
+    assert target.loopback and target.address[0] == address
+
+
+def test_a_server_bound_by_another_spelling_of_loopback_answers_that_name(env, store):
+    """`--host 127.1` binds 127.0.0.1 and answers `Host: 127.1:PORT` and the loopback names."""
+    import signal
+
+    import httpx
+
+    from tests.test_web_api import ServerProcess
+
+    port = free_port()
+    server = ServerProcess(env, "--host", "127.1", "--port", str(port))
+    try:
+        assert server.first_line == f"serving the cafleet WebUI at http://127.1:{port}/"
+        for name in ("127.1", "127.0.0.1", "localhost"):
+            response = httpx.get(f"http://127.0.0.1:{port}/api/fleets", headers={"host": f"{name}:{port}"}, timeout=10)
+            assert response.status_code == 200, (name, response.text)
+        response = httpx.get(f"http://127.0.0.1:{port}/api/fleets", headers={"host": f"0:{port}"}, timeout=10)
+        assert response.status_code == 400
+    finally:
+        code, out, err = server.stop(signal.SIGTERM)
+    assert (code, out, err) == (0, "", "")

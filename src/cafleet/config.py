@@ -1,14 +1,204 @@
-"""Settings read from the environment, each validated with a one-line error."""
+"""Every setting cafleet reads: declared once, read and bounded in one place.
+
+Each :class:`Setting` names an environment variable (``CAFLEET_*``) or a numeric option
+(``--interval``), its kind, default, bounds and meaning; the README's configuration table
+is generated from these declarations (``python -m cafleet.config --markdown``).
+
+A command builds one :class:`Settings` from its environment before its handler runs, so a
+bad value is refused before anything is stored: a one-line usage error (exit 2) naming
+the variable, the value and the allowed range. An empty variable counts as unset.
+
+Plain classes and no imports beyond ``os`` and the error types: this module is on every
+command's path, and hot commands are measured against a bare interpreter start.
+"""
 
 from __future__ import annotations
 
 import os
 
-from cafleet.errors import ConfigError, shown
+from cafleet.errors import ConfigError, SettingError, shown
 
 DATABASE_FILENAME = "cafleet_v8.db"
 DEFAULT_MAX_TEXT_LEN = 200
+DEFAULT_SUBMIT_SETTLE = 0.3  # seconds; see delivery/submit.py for why
+DEFAULT_LOCK_TIMEOUT = 15.0  # seconds; many senders may queue behind one pane
 
+HOUR = 3600.0
+DAY = 24 * HOUR
+SWITCH_ON = ("1", "true", "yes", "on")
+SWITCH_OFF = ("0", "false", "no", "off")
+
+
+class Setting:
+    """One declared setting.
+
+    kind: "seconds" (a finite number, ``low``..``high``), "integer" (decimal digits,
+    ``low``..``high``), "switch" (on/off), "choice" (one of ``choices``), or a free text
+    kind ("location", "command", "host", "text") checked where it is used.
+    ``audience``: "user" (the README table), "pane" (set by cafleet in member panes for
+    the agent to read), "test" (test hooks and the stand-in agent).
+    """
+
+    __slots__ = ("name", "kind", "default", "low", "high", "meaning", "choices", "audience", "attr", "noun",
+                 "default_text")
+
+    def __init__(self, name, kind, default, meaning, *, low=None, high=None, choices=None, audience="user",
+                 noun=None, default_text=None):
+        self.name = name
+        self.kind = kind
+        self.default = default
+        self.low = low
+        self.high = high
+        self.meaning = meaning
+        self.choices = choices
+        self.audience = audience
+        self.attr = name.lower().removeprefix("cafleet_").lstrip("-").replace("-", "_")
+        self.noun = noun or ("a number of seconds" if kind == "seconds" else "an integer")
+        self.default_text = default_text  # how the README shows a default that is not a value
+
+    @property
+    def checked(self) -> bool:
+        return self.kind in ("seconds", "integer", "switch", "choice")
+
+    def allowed(self) -> str:
+        """The allowed values, as an error message and the README table say them."""
+        if self.kind == "seconds":
+            return f"{self.noun} from {_number(self.low)} to {_number(self.high)}"
+        if self.kind == "integer":
+            return f"{self.noun} from {self.low} to {self.high}"
+        if self.kind == "switch":
+            return f"{', '.join(SWITCH_ON[:-1])} or {SWITCH_ON[-1]} (on); {', '.join(SWITCH_OFF[:-1])} or {SWITCH_OFF[-1]} (off)"
+        if self.kind == "choice":
+            return f"one of {', '.join(self.choices)}"
+        return {"location": "sqlite:///ABS/PATH or an absolute path", "command": "a command name or path",
+                "host": "a host name or IP address"}.get(self.kind, "any text")
+
+    def parse(self, raw: str):
+        """The value of ``raw`` (an environment value or an option's argument), or
+        :class:`SettingError` naming this setting, the quoted value and the allowed range."""
+        kind = self.kind
+        if kind == "seconds":
+            text = raw.strip()
+            # float() also reads "nan", "inf", "1_0" and non-ASCII digits; only plain
+            # decimal numbers are seconds.
+            if text and text.isascii() and "_" not in text and text.lower().lstrip("+-")[:1] in "0123456789.":
+                try:
+                    value = float(text)
+                except ValueError:
+                    value = None
+                if value is not None and self.low <= value <= self.high:
+                    return value
+        elif kind == "integer":
+            text = raw.strip()
+            if text.isascii() and text.isdigit() and len(text.lstrip("0")) <= len(str(self.high)):
+                value = int(text)
+                if self.low <= value <= self.high:
+                    return value
+        elif kind == "switch":
+            text = raw.strip().lower()
+            if text in SWITCH_ON:
+                return True
+            if text in SWITCH_OFF or not text:
+                return False
+        elif kind == "choice":
+            if raw in self.choices:
+                return raw
+        else:
+            return raw
+        raise SettingError(f"{self.name} must be {self.allowed()}, got {shown(raw)}.")
+
+    def read(self, environ):
+        """This variable's value in ``environ``; the default when unset or empty."""
+        raw = environ.get(self.name, "")
+        return self.default if raw == "" else self.parse(raw)
+
+
+def _number(value: float) -> str:
+    """A bound as people write it: 3600, 0.005 (never 3.6e+03)."""
+    return str(int(value)) if value == int(value) else repr(value)
+
+
+def _s(*args, **kwargs) -> Setting:
+    return Setting(*args, **kwargs)
+
+
+# --- the environment ----------------------------------------------------------------------
+
+ENVIRONMENT = (
+    _s("CAFLEET_DATABASE_URL", "location", None, "the database file",
+       default_text="$XDG_DATA_HOME/cafleet/" + DATABASE_FILENAME),
+    _s("CAFLEET_MULTIPLEXER", "choice", None, "the multiplexer, overriding detection",
+       choices=("tmux", "herdr"), default_text="herdr inside herdr (HERDR_ENV), else tmux (TMUX)"),
+    _s("CAFLEET_HERDR_BIN", "command", "herdr", "the herdr command to run"),
+    _s("CAFLEET_BUSY_TIMEOUT", "seconds", 5.0, "how long a command waits for another process's write lock",
+       low=0.0, high=HOUR),
+    _s("CAFLEET_LOCK_TIMEOUT", "seconds", DEFAULT_LOCK_TIMEOUT, "how long a delivery waits for a pane's input lock",
+       low=0.0, high=HOUR),
+    _s("CAFLEET_SUBMIT_SETTLE", "seconds", DEFAULT_SUBMIT_SETTLE,
+       "pause between typing a line into an agent's input box and pressing Enter", low=0.0, high=10.0),
+    _s("CAFLEET_WAIT_INTERVAL", "seconds", 0.05,
+       "how often `message wait`/`listen` look for a commit by another process", low=0.005, high=5.0),
+    _s("CAFLEET_MAX_TEXT_LEN", "integer", DEFAULT_MAX_TEXT_LEN,
+       "code points of a body shown in text output and previews (JSON is never cut)", low=1, high=1_000_000),
+    _s("CAFLEET_BROKER_HOST", "host", "127.0.0.1", "the address `cafleet server` listens on"),
+    _s("CAFLEET_BROKER_PORT", "integer", 8000, "the port `cafleet server` listens on", low=1, high=65535,
+       noun="a port number"),
+    _s("CAFLEET_SERVER_REQUEST_TIMEOUT", "seconds", 10.0,
+       "`cafleet server`: how long a connection has to deliver a whole request", low=0.05, high=HOUR),
+    _s("CAFLEET_SERVER_MAX_CONNECTIONS", "integer", 100,
+       "`cafleet server`: open connections at most (lowered to fit the open-file limit)", low=1, high=100_000),
+    _s("CAFLEET_DEBUG", "switch", False, "show the traceback of an internal error"),
+    _s("CAFLEET_MEMBER_ID", "text", None, "the member's own id, set in each member's pane", audience="pane"),
+    _s("CAFLEET_FLEET_ID", "text", None, "the member's fleet id, set in each member's pane", audience="pane"),
+    _s("CAFLEET_TEST_PAUSE_AT", "text", None, "fault injection: stop at this named point", audience="test"),
+    _s("CAFLEET_TEST_PAUSE_FILE", "text", None, "fault injection: where the pause is announced", audience="test"),
+    _s("CAFLEET_STANDIN_RECORD_DIR", "text", None, "stand-in agent: where it records what it received",
+       audience="test"),
+    _s("CAFLEET_STANDIN_AUTO_REPLY", "text", None, "stand-in agent: 1 replies to every message", audience="test"),
+    _s("CAFLEET_BIN", "command", None, "stand-in agent: the cafleet command it runs", audience="test"),
+)
+
+# --- numeric options ----------------------------------------------------------------------
+
+OPTIONS = (
+    _s("--interval", "seconds", 5.0, "`fleet watch`: seconds between member checks", low=0.2, high=HOUR),
+    _s("--idle-after", "seconds", 600.0, "`fleet watch`, `member list --state`: idle after this many quiet seconds",
+       low=0.0, high=30 * DAY),
+    _s("--timeout", "seconds", None, "`message wait`: give up after this many seconds",
+       low=0.0, high=365 * DAY, default_text="wait forever"),
+    _s("--lines", "integer", 40, "`member capture`: lines of the pane to print", low=1, high=10_000),
+    _s("--port", "integer", 8000, "`cafleet server`: the port to listen on", low=1, high=65535,
+       noun="a port number"),
+)
+
+_BY_NAME = {setting.name: setting for setting in (*ENVIRONMENT, *OPTIONS)}
+
+
+def declared(name: str) -> Setting:
+    return _BY_NAME[name]
+
+
+def option(flag: str, raw: str):
+    """The value of a numeric option's argument, bounded by its declaration."""
+    return _BY_NAME[flag].parse(raw)
+
+
+class Settings:
+    """Every checked environment setting of one command, read and bounded at once.
+
+    Built before a command's handler runs (:meth:`cafleet.cli.context.Context.settings`), so
+    a bad value refuses the command before anything is stored or typed.
+    """
+
+    __slots__ = tuple(s.attr for s in ENVIRONMENT if s.checked)
+
+    def __init__(self, environ) -> None:
+        for setting in ENVIRONMENT:
+            if setting.checked:
+                setattr(self, setting.attr, setting.read(environ))
+
+
+# --- readers used by the library (each goes through the declarations above) ---------------
 
 def database_path(environ) -> str:
     """The database file chosen by ``CAFLEET_DATABASE_URL`` or the XDG default.
@@ -45,49 +235,98 @@ def lock_dir(db_path: str) -> str:
     return os.path.join(os.path.dirname(db_path), "locks")
 
 
-def positive_int_env(environ, name: str, default: int) -> int:
-    raw = environ.get(name, "")
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ConfigError(f"{name} must be a positive integer, got {shown(raw)}.")
-    return value
-
-
-def seconds(raw: str) -> float | None:
-    """A finite, non-negative number of seconds, or None when ``raw`` is not one."""
-    try:
-        value = float(raw)
-    except ValueError:
-        return None
-    return value if 0 <= value < float("inf") else None
-
-
-def positive_float_env(environ, name: str, default: float) -> float:
-    raw = environ.get(name, "")
-    if not raw:
-        return default
-    value = seconds(raw)
-    if value is None:
-        raise ConfigError(f"{name} must be a non-negative number of seconds, got {shown(raw)}.")
-    return value
+def positive_float_env(environ, name: str, default: float | None = None) -> float:
+    """A declared seconds variable (``default`` is the declaration's; kept for callers)."""
+    return _BY_NAME[name].read(environ)
 
 
 def max_text_len(environ) -> int:
-    return positive_int_env(environ, "CAFLEET_MAX_TEXT_LEN", DEFAULT_MAX_TEXT_LEN)
-
-
-DEFAULT_SUBMIT_SETTLE = 0.3  # seconds; see delivery/submit.py for why
-DEFAULT_LOCK_TIMEOUT = 15.0  # seconds; many senders may queue behind one pane
+    return _BY_NAME["CAFLEET_MAX_TEXT_LEN"].read(environ)
 
 
 def submit_settle(environ) -> float:
-    return positive_float_env(environ, "CAFLEET_SUBMIT_SETTLE", DEFAULT_SUBMIT_SETTLE)
+    return _BY_NAME["CAFLEET_SUBMIT_SETTLE"].read(environ)
 
 
 def lock_timeout(environ) -> float:
-    return positive_float_env(environ, "CAFLEET_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT)
+    return _BY_NAME["CAFLEET_LOCK_TIMEOUT"].read(environ)
+
+
+def busy_timeout(environ) -> float:
+    return _BY_NAME["CAFLEET_BUSY_TIMEOUT"].read(environ)
+
+
+def debug(environ) -> bool:
+    """``CAFLEET_DEBUG``; on an error path a bad value counts as off."""
+    try:
+        return _BY_NAME["CAFLEET_DEBUG"].read(environ)
+    except SettingError:
+        return False
+
+
+# --- the README table ---------------------------------------------------------------------
+
+TABLE_START = "<!-- configuration table: generated by `python -m cafleet.config --markdown`; do not edit -->"
+TABLE_END = "<!-- end of configuration table -->"
+
+
+def _default_text(setting: Setting) -> str:
+    if setting.default_text:
+        return setting.default_text
+    if setting.default is None:
+        return "-"
+    if setting.kind == "switch":
+        return "off"
+    if isinstance(setting.default, float):
+        return _number(setting.default)
+    return str(setting.default)
+
+
+def markdown() -> str:
+    """The configuration tables for the README (between TABLE_START and TABLE_END)."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["| Variable | Default | Allowed | Meaning |", "|---|---|---|---|"]
+    for s in ENVIRONMENT:
+        if s.audience == "user":
+            lines.append(f"| `{s.name}` | {cell(_default_text(s))} | {cell(s.allowed())} | {cell(s.meaning)} |")
+    lines += ["", "Set by cafleet in every member's pane, for the agent to read:", "",
+              "| Variable | Meaning |", "|---|---|"]
+    lines += [f"| `{s.name}` | {cell(s.meaning)} |" for s in ENVIRONMENT if s.audience == "pane"]
+    lines += ["", "Used only by the test suite and the stand-in agent:", "", "| Variable | Meaning |", "|---|---|"]
+    lines += [f"| `{s.name}` | {cell(s.meaning)} |" for s in ENVIRONMENT if s.audience == "test"]
+    lines += ["", "Numeric options, bounded the same way:", "",
+              "| Option | Default | Allowed | Meaning |", "|---|---|---|---|"]
+    lines += [f"| `{s.name}` | {cell(_default_text(s))} | {cell(s.allowed())} | {cell(s.meaning)} |" for s in OPTIONS]
+    return "\n".join(lines)
+
+
+def replace_table(readme: str) -> str:
+    """``readme`` with the text between the markers replaced by :func:`markdown`."""
+    start, end = readme.index(TABLE_START), readme.index(TABLE_END)
+    return readme[: start + len(TABLE_START)] + "\n\n" + markdown() + "\n\n" + readme[end:]
+
+
+def _main(argv: list[str]) -> int:
+    import sys
+
+    if argv == ["--markdown"]:
+        sys.stdout.write(markdown() + "\n")
+        return 0
+    if len(argv) == 2 and argv[0] == "--write-readme":
+        with open(argv[1], encoding="utf-8") as handle:
+            text = handle.read()
+        updated = replace_table(text)
+        if updated != text:
+            with open(argv[1], "w", encoding="utf-8") as handle:
+                handle.write(updated)
+        return 0
+    print("usage: python -m cafleet.config --markdown | --write-readme README.md", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(_main(sys.argv[1:]))

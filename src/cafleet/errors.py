@@ -1,8 +1,11 @@
 """Error types and the process exit codes they map to.
 
 Every foreseeable failure is raised as a :class:`CafleetError` subclass whose message is
-one sentence saying what is wrong and what to do. The command line prints it as
-``Error: <message>`` on stderr and exits with ``exit_code``; nothing else is printed.
+one sentence saying what is wrong. The library speaks of the domain (fleets, members,
+names, bodies), never of command-line flags: what to do at the command line goes in the
+optional ``hint``. The command line prints ``Error: <message>; <hint>`` (one line, see
+:meth:`CafleetError.with_hint`) on stderr and exits with ``exit_code``; the WebUI answers
+with the message alone.
 """
 
 from __future__ import annotations
@@ -30,12 +33,20 @@ class CafleetError(Exception):
 
     exit_code = ExitCode.FAILURE
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.hint = hint
 
     def __str__(self) -> str:
         return self.message
+
+    def with_hint(self) -> str:
+        """The message and the hint as one sentence: "fleet 9 not found; `cafleet fleet
+        list` shows the live fleets." (the message's final full stop becomes "; ")."""
+        if not self.hint:
+            return self.message
+        return f"{self.message.removesuffix('.')}; {self.hint}"
 
 
 class UsageError(CafleetError):
@@ -46,6 +57,13 @@ class UsageError(CafleetError):
 
 class ConfigError(CafleetError):
     """A bad environment value or database location."""
+
+
+class SettingError(ConfigError):
+    """A setting (an environment variable or a numeric option) that cannot be parsed or is
+    out of its declared range (:mod:`cafleet.config`): a usage error, exit 2."""
+
+    exit_code = ExitCode.USAGE
 
 
 class DatabaseError(CafleetError):
@@ -71,6 +89,11 @@ class MuxError(CafleetError):
 
 class PaneGone(MuxError):
     """The target pane no longer exists."""
+
+
+class PaneStale(PaneGone):
+    """The stored pane id now names another pane (its multiplexer server restarted): the
+    member's own pane is gone, and the one with its id must not be typed into or closed."""
 
 
 class LockTimeout(CafleetError):

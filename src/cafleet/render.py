@@ -12,6 +12,8 @@ ELLIPSIS = "…"
 
 # Control characters other than newline and tab become visible escapes in text output.
 _DISPLAY_SAFE = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0)) if c not in (0x09, 0x0A)}
+# In a one-line field (a name, a table cell) newline and tab are escaped too.
+_INLINE_SAFE = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
 
 
 def to_json(value) -> str:
@@ -26,6 +28,12 @@ def truncate(text: str, max_len: int) -> str:
 
 def display_safe(text: str) -> str:
     return text.translate(_DISPLAY_SAFE)
+
+
+def inline(value) -> str:
+    """A stored value (a name, a description, a pane id) as one display-safe line: every
+    control character, newline and tab included, shown as a ``\\xNN`` escape; None as -."""
+    return "-" if value is None else str(value).translate(_INLINE_SAFE)
 
 
 def message_header(record: dict) -> str:
@@ -48,8 +56,9 @@ def messages_text(records: list[dict], max_len: int) -> str:
 
 
 def table(rows: list[list[str]], headers: list[str]) -> str:
-    """A plain left-aligned table; the last column is not padded."""
-    cells = [headers, *rows]
+    """A plain left-aligned table; the last column is not padded. Every cell is shown
+    through :func:`inline`, so a stored value can neither drive the terminal nor break a row."""
+    cells = [headers, *([inline(value) for value in row] for row in rows)]
     widths = [max(len(str(row[i])) for row in cells) for i in range(len(headers))]
     lines = []
     for row in cells:

@@ -17,6 +17,11 @@ argument parsers by ``scripts/check_agent_flags.py``. Three details matter there
   the older ``Bash(cafleet message:*)`` form is deprecated) as one argv word per rule;
   codex reads the rules file and opencode the agent preset that ``cafleet setup``
   installs (see :mod:`cafleet.agents.install`).
+* codex gets ``--no-daemon``: by default its TUI hands the session to one background
+  ``codex app-server`` per ``CODEX_HOME``, started by the first codex member and kept
+  with that member's environment, so every later member's commands would run with the
+  first one's ``CAFLEET_MEMBER_ID`` and ``CAFLEET_DATABASE_URL``. In-process, each
+  member's commands see its own pane's environment.
 
 Imports stay light (no ``typing``/``dataclasses``/``subprocess`` at module level): the
 command line imports this module for ``fleet create`` and ``member create``.
@@ -131,7 +136,7 @@ def build_argv(
             argv += ["--effort", effort]
         return argv + ["--", prompt]
     if agent == "codex":
-        argv = ["codex", "--ask-for-approval", "never", "--sandbox", "workspace-write"]
+        argv = ["codex", "--no-daemon", "--ask-for-approval", "never", "--sandbox", "workspace-write"]
         if model is not None:
             argv += ["--model", model]
         if effort is not None:

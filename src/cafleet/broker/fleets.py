@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
-from cafleet import clock
-from cafleet.errors import Conflict, NotFound, UsageError
+from cafleet import clock, validation
+from cafleet.broker import records
+from cafleet.errors import Conflict, NotFound
 
 DIRECTOR_NAME = "Director"
 DIRECTOR_DESCRIPTION = "Root Director of the fleet"
+LIST_HINT = "`cafleet fleet list` shows the live fleets."
 
 _FLEET_COLUMNS = (
     "f.fleet_id, f.name, f.director_member_id, "
     "(SELECT count(*) FROM members m WHERE m.fleet_id = f.fleet_id AND m.status = 'active'), "
-    "f.created_at, f.deleted_at"
+    "f.created_at, f.deleted_at, "
+    # A member whose status this version does not know: one probe of idx_members_fleet_status.
+    "(SELECT m.member_id FROM members m WHERE m.fleet_id = f.fleet_id "
+    "AND m.status NOT IN ('active', 'deregistered') LIMIT 1)"
 )
 
 
-def _fleet_record(row) -> dict:
+def _fleet_record(store, row) -> dict:
+    if row[6] is not None:
+        records.unknown_member_status(store, row[6])
     return {
         "fleet_id": row[0],
         "name": row[1],
@@ -26,12 +33,12 @@ def _fleet_record(row) -> dict:
     }
 
 
-def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: str, window_id: str, pane_id: str) -> dict:
+def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: str, window_id: str, pane_id: str,
+                 identity: str | None = None) -> dict:
     """Insert fleet, Director, the Director's placement and the back-filled reference in one commit."""
     from cafleet.broker import members  # members imports this module
 
-    if not name.strip():
-        raise UsageError("--name must not be blank.")
+    validation.name(name, "the fleet name")
     with store.write():
         now = clock.now()
         fleet_id = store.execute(
@@ -40,7 +47,7 @@ def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: 
         ).lastrowid
         member_id = members.insert_member(store, fleet_id, DIRECTOR_NAME, DIRECTOR_DESCRIPTION, now, backend=backend,
                                           session=session, window_id=window_id, pane_id=pane_id,
-                                          coding_agent=coding_agent)
+                                          coding_agent=coding_agent, identity=identity)
         store.execute("UPDATE fleets SET director_member_id = ? WHERE fleet_id = ?", (member_id, fleet_id))
     return {"fleet_id": fleet_id, "name": name, "director_member_id": member_id, "created_at": now}
 
@@ -51,7 +58,7 @@ def list_fleets(store) -> list[dict]:
     ).fetchall()
     result = []
     for row in rows:
-        record = _fleet_record(row)
+        record = _fleet_record(store, row)
         del record["deleted_at"]
         result.append(record)
     return result
@@ -61,41 +68,84 @@ def get_fleet(store, fleet_id: int) -> dict:
     """One fleet, soft-deleted included."""
     row = store.execute(f"SELECT {_FLEET_COLUMNS} FROM fleets f WHERE f.fleet_id = ?", (fleet_id,)).fetchone()
     if row is None:
-        raise NotFound(f"fleet {fleet_id} not found; `cafleet fleet list` shows the live fleets.")
-    return _fleet_record(row)
+        raise NotFound(f"fleet {fleet_id} not found.", LIST_HINT)
+    return _fleet_record(store, row)
 
 
 def require_live(store, fleet_id: int) -> dict:
+    """The fleet if it is live: not deleted, and its Director is an active member of it
+    with a placement (the seed's definition). Conflict otherwise."""
     fleet = get_fleet(store, fleet_id)
     if fleet["deleted_at"] is not None:
         raise Conflict(f"fleet {fleet_id} was deleted at {fleet['deleted_at']}; create a new fleet.")
+    check_director(store, fleet_id, fleet["director_member_id"])
     return fleet
+
+
+def check_director(store, fleet_id: int, director_id: int | None) -> None:
+    """Conflict unless ``director_id`` is an active member of the fleet with a placement."""
+    reason = None
+    if director_id is None:
+        reason = "it has no Director"
+    else:
+        row = store.execute(
+            "SELECT m.fleet_id, m.status, p.member_id FROM members m "
+            "LEFT JOIN member_placements p ON p.member_id = m.member_id WHERE m.member_id = ?",
+            (director_id,),
+        ).fetchone()
+        if row is None or row[0] != fleet_id:
+            reason = f"its Director reference names member {director_id}, who is not in this fleet"
+        elif records.member_status(director_id, row[1]) != "active":
+            reason = f"its Director, member {director_id}, is deregistered"
+        elif row[2] is None:
+            reason = f"its Director, member {director_id}, has no placement"
+    if reason is not None:
+        raise Conflict(f"fleet {fleet_id} is not live: {reason}; it accepts no messages or members.",
+                       f"`cafleet fleet delete {fleet_id}` retires it.")
 
 
 def fleet_placements(store, fleet_id: int) -> list[dict]:
     """Placements of the fleet's active members other than the root Director (for closing panes)."""
     rows = store.execute(
-        "SELECT p.member_id, p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent "
+        "SELECT p.member_id, p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, p.created_at, "
+        "m.status "
         "FROM member_placements p JOIN members m ON m.member_id = p.member_id "
         "JOIN fleets f ON f.fleet_id = m.fleet_id "
-        "WHERE m.fleet_id = ? AND m.status = 'active' AND m.member_id IS NOT f.director_member_id "
+        f"WHERE m.fleet_id = ? AND m.{records.NOT_DEREGISTERED} AND m.member_id IS NOT f.director_member_id "
         "ORDER BY p.member_id",
         (fleet_id,),
     ).fetchall()
-    keys = ("member_id", "backend", "session", "window_id", "pane_id", "coding_agent")
-    return [dict(zip(keys, row)) for row in rows]
+    from cafleet.broker.records import decode_pane
+
+    keys = ("member_id", "backend", "session", "window_id", "pane_id", "coding_agent", "created_at", "status")
+    placements = [dict(zip(keys, row)) for row in rows]
+    for placement in placements:
+        records.member_status(placement["member_id"], placement.pop("status"))
+        placement["pane_id"], placement["identity"] = decode_pane(placement["pane_id"])
+    return placements
 
 
-def delete_fleet(store, fleet_id: int) -> dict:
+def delete_fleet(store, fleet_id: int, closing: list | None = None) -> dict:
     """Soft delete: stamp deleted_at, deregister every active member, drop their placements.
 
-    Messages are kept. Idempotent: deleting a deleted fleet deregisters nobody.
+    Messages are kept. Idempotent: deleting a deleted fleet deregisters nobody. A member
+    whose status this version does not know stops it before anything changes.
+    ``closing``, when given, receives the dropped placements of members other than the
+    root Director, read in the same transaction (so a member registered meanwhile is there).
     """
     now = clock.now()
     with store.write():
         row = store.execute("SELECT deleted_at FROM fleets WHERE fleet_id = ?", (fleet_id,)).fetchone()
         if row is None:
-            raise NotFound(f"fleet {fleet_id} not found; `cafleet fleet list` shows the live fleets.")
+            raise NotFound(f"fleet {fleet_id} not found.", LIST_HINT)
+        unknown = store.execute(
+            "SELECT member_id FROM members WHERE fleet_id = ? AND status NOT IN ('active', 'deregistered') LIMIT 1",
+            (fleet_id,),
+        ).fetchone()
+        if unknown is not None:
+            records.unknown_member_status(store, unknown[0])
+        if closing is not None:
+            closing.extend(fleet_placements(store, fleet_id))
         if row[0] is None:
             store.execute("UPDATE fleets SET deleted_at = ? WHERE fleet_id = ?", (now, fleet_id))
         store.execute(

@@ -3,9 +3,10 @@ roster and detail views."""
 
 from __future__ import annotations
 
-from cafleet import clock
+from cafleet import clock, validation
 from cafleet.broker import activity, fleets, records
-from cafleet.errors import Conflict, NotFound, UsageError
+from cafleet.broker.records import decode_pane, encode_pane
+from cafleet.errors import Conflict, NotFound
 
 _MEMBER_SQL = (
     "SELECT m.member_id, m.fleet_id, m.name, m.description, m.status, m.registered_at, m.deregistered_at, "
@@ -18,7 +19,8 @@ _MEMBER_SQL = (
 
 def _decode(store, row, detail: bool) -> dict:
     (member_id, fleet_id, name, description, status, registered_at, deregistered_at,
-     director_id, _fleet_deleted_at, backend, session, window_id, pane_id, coding_agent, placed_at) = row
+     director_id, _fleet_deleted_at, backend, session, window_id, stored_pane, coding_agent, placed_at) = row
+    pane_id, identity = decode_pane(stored_pane)
     last = activity.last_activity(store, member_id)
     record = {
         "member_id": member_id,
@@ -42,6 +44,7 @@ def _decode(store, row, detail: bool) -> dict:
                 "session": session,
                 "window_id": window_id,
                 "pane_id": pane_id,
+                "identity": identity,
                 "coding_agent": coding_agent,
                 "created_at": placed_at,
             },
@@ -62,10 +65,14 @@ def get_member(store, member_id: int) -> dict:
 
 
 def roster(store, fleet_id: int) -> list[dict]:
-    """Active members of a live fleet, Director first, then by id."""
+    """Active members of a live fleet, Director first, then by id.
+
+    Rows with a status this version does not know are read too, so that decoding refuses
+    them instead of the roster leaving them out in silence.
+    """
     fleets.require_live(store, fleet_id)
     rows = store.execute(
-        _MEMBER_SQL + "WHERE m.fleet_id = ? AND m.status = 'active' ORDER BY m.member_id", (fleet_id,)
+        _MEMBER_SQL + f"WHERE m.fleet_id = ? AND m.{records.NOT_DEREGISTERED} ORDER BY m.member_id", (fleet_id,)
     ).fetchall()
     return [_decode(store, row, detail=False) for row in rows]
 
@@ -83,8 +90,8 @@ def register_member(
     pane_id: str | None = None,
 ) -> int:
     """Insert an active member and its placement (pending when ``pane_id`` is None)."""
-    if not name.strip():
-        raise UsageError("--name must not be blank.")
+    validation.name(name, "the member name")
+    validation.description(description, "the member description")
     with store.write():
         now = clock.now()
         fleets.require_live(store, fleet_id)
@@ -93,7 +100,7 @@ def register_member(
 
 
 def insert_member(store, fleet_id: int, name: str, description: str, now: str, *, backend: str, session: str,
-                  window_id: str, pane_id: str | None, coding_agent: str) -> int:
+                  window_id: str, pane_id: str | None, coding_agent: str, identity: str | None = None) -> int:
     """Insert an active member and its placement; the caller holds the write transaction."""
     member_id = store.execute(
         "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at) "
@@ -103,18 +110,18 @@ def insert_member(store, fleet_id: int, name: str, description: str, now: str, *
     store.execute(
         "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, "
         "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (member_id, session, window_id, pane_id, backend, coding_agent, now),
+        (member_id, session, window_id, encode_pane(pane_id, identity), backend, coding_agent, now),
     )
     return member_id
 
 
-def set_pane_id(store, member_id: int, pane_id: str) -> None:
+def set_pane_id(store, member_id: int, pane_id: str, identity: str | None = None) -> None:
     """Patch a pending placement with its concrete pane (the caller holds the pane lock)."""
     with store.write():
         updated = store.execute(
             "UPDATE member_placements SET mux_pane_id = ? WHERE member_id = ? AND member_id IN "
             "(SELECT member_id FROM members WHERE status = 'active')",
-            (pane_id, member_id),
+            (encode_pane(pane_id, identity), member_id),
         ).rowcount
     if not updated:
         raise Conflict(f"member {member_id} is no longer active; its pane was not recorded.")
@@ -124,10 +131,8 @@ def check_deletable(store, member_id: int) -> dict:
     """The member's detail, refusing the root Director and inactive members."""
     member = get_member(store, member_id)
     if member["kind"] == "director":
-        raise Conflict(
-            f"member {member_id} is the root Director of fleet {member['fleet_id']}; "
-            f"use `cafleet fleet delete {member['fleet_id']}`."
-        )
+        raise Conflict(f"member {member_id} is the root Director of fleet {member['fleet_id']}.",
+                       f"use `cafleet fleet delete {member['fleet_id']}`.")
     if member["status"] != "active":
         raise Conflict(f"member {member_id} is already deregistered (at {member['deregistered_at']}).")
     return member
@@ -148,9 +153,8 @@ def deregister_member(store, member_id: int) -> bool:
             raise NotFound(f"member {member_id} not found.")
         status, director_id, fleet_id = row
         if director_id == member_id:
-            raise Conflict(
-                f"member {member_id} is the root Director of fleet {fleet_id}; use `cafleet fleet delete {fleet_id}`."
-            )
+            raise Conflict(f"member {member_id} is the root Director of fleet {fleet_id}.",
+                           f"use `cafleet fleet delete {fleet_id}`.")
         if records.member_status(member_id, status) != "active":
             return False
         store.execute("DELETE FROM member_placements WHERE member_id = ?", (member_id,))

@@ -8,18 +8,16 @@ broker's only I/O stays the database's.
 
 from __future__ import annotations
 
-from cafleet import clock
-from cafleet.broker import records
-from cafleet.errors import CafleetError, Conflict, NotFound, UsageError
+from cafleet import clock, validation
+from cafleet.broker import fleets, records
+from cafleet.errors import CafleetError, Conflict, NotFound
 from cafleet.faults import pause_point
 
 _SELECT = f"SELECT {records.MESSAGE_COLUMNS} FROM messages "
 
 
 def validate_text(text: str) -> str:
-    if not text.strip():
-        raise UsageError("message text is blank; give a non-empty TEXT or --file.")
-    return text
+    return validation.body(text)
 
 
 def _sender_and_recipient(store, from_id: int, to_id: int) -> int:
@@ -27,7 +25,7 @@ def _sender_and_recipient(store, from_id: int, to_id: int) -> int:
     rows = {
         row[0]: row[1:]
         for row in store.execute(
-            "SELECT m.member_id, m.fleet_id, m.status, f.deleted_at FROM members m "
+            "SELECT m.member_id, m.fleet_id, m.status, f.deleted_at, f.director_member_id FROM members m "
             "JOIN fleets f ON f.fleet_id = m.fleet_id WHERE m.member_id IN (?, ?)",
             (from_id, to_id),
         ).fetchall()
@@ -35,7 +33,7 @@ def _sender_and_recipient(store, from_id: int, to_id: int) -> int:
     for role, member_id in (("sender", from_id), ("recipient", to_id)):
         if member_id not in rows:
             raise NotFound(f"{role} member {member_id} not found.")
-    fleet_id, sender_status, deleted_at = rows[from_id]
+    fleet_id, sender_status, deleted_at, director_id = rows[from_id]
     if rows[to_id][0] != fleet_id:
         raise Conflict(f"members {from_id} and {to_id} are not in the same fleet; messages never cross fleets.")
     if deleted_at is not None:
@@ -43,6 +41,7 @@ def _sender_and_recipient(store, from_id: int, to_id: int) -> int:
     for role, member_id, status in (("sender", from_id, sender_status), ("recipient", to_id, rows[to_id][1])):
         if records.member_status(member_id, status) != "active":
             raise Conflict(f"{role} member {member_id} is deregistered; it can no longer send or receive messages.")
+    fleets.check_director(store, fleet_id, director_id)
     return fleet_id
 
 
@@ -85,17 +84,18 @@ def broadcast_recipients(store, director_id: int) -> list[int]:
     fleet_id, status, fleet_director, deleted_at = row
     if deleted_at is not None:
         raise Conflict(f"fleet {fleet_id} was deleted at {deleted_at}; it accepts no new messages.")
+    records.member_status(director_id, status)
+    fleets.check_director(store, fleet_id, fleet_director)  # the Director is active and placed
     if fleet_director != director_id:
         raise Conflict(f"member {director_id} is not the Director of fleet {fleet_id}; only the Director broadcasts.")
-    if records.member_status(director_id, status) != "active":
-        raise Conflict(f"sender member {director_id} is deregistered.")
-    return [
-        r[0]
-        for r in store.execute(
-            "SELECT member_id FROM members WHERE fleet_id = ? AND status = 'active' AND member_id != ? ORDER BY member_id",
-            (fleet_id, director_id),
-        ).fetchall()
-    ]
+    rows = store.execute(
+        f"SELECT member_id, status FROM members WHERE fleet_id = ? AND {records.NOT_DEREGISTERED} AND member_id != ? "
+        "ORDER BY member_id",
+        (fleet_id, director_id),
+    ).fetchall()
+    # Every recipient is decoded before anything is sent: a status this version does not know
+    # stops the whole fan-out rather than leaving that member out in silence.
+    return [member_id for member_id, status in rows if records.member_status(member_id, status)]
 
 
 def broadcast(store, director_id: int, text: str) -> dict:
@@ -116,10 +116,14 @@ def require_member(store, member_id: int) -> None:
 
 
 def poll(store, member_id: int) -> list[dict]:
-    """Unacknowledged incoming messages, newest status_timestamp first, then highest id."""
+    """Unacknowledged incoming messages, newest status_timestamp first, then highest id.
+
+    "Unacknowledged" is "not completed", so a row whose state this version does not know
+    is read and refused by decoding, never skipped.
+    """
     require_member(store, member_id)
     rows = store.execute(
-        _SELECT + "WHERE to_member_id = ? AND status_state = 'input_required' "
+        _SELECT + f"WHERE to_member_id = ? AND {records.UNACKED} "
         "ORDER BY status_timestamp DESC, message_id DESC",
         (member_id,),
     ).fetchall()
@@ -172,7 +176,7 @@ def member_state(store, member_id: int) -> tuple[str, int | None]:
 def pending_after(store, member_id: int, after_id: int) -> list[dict]:
     """Unacknowledged incoming messages with id > after_id, oldest first (for listen)."""
     rows = store.execute(
-        _SELECT + "WHERE to_member_id = ? AND status_state = 'input_required' AND message_id > ? "
+        _SELECT + f"WHERE to_member_id = ? AND {records.UNACKED} AND message_id > ? "
         "ORDER BY created_at, message_id",
         (member_id, after_id),
     ).fetchall()
@@ -188,7 +192,7 @@ def notification_target(store, member_id: int) -> dict | None:
     placement whose pane is concrete. None otherwise.
     """
     row = store.execute(
-        "SELECT p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, m.fleet_id "
+        "SELECT p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, m.fleet_id, p.created_at "
         "FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
         "JOIN member_placements p ON p.member_id = m.member_id "
         "WHERE m.member_id = ? AND m.status = 'active' AND f.deleted_at IS NULL "
@@ -197,8 +201,12 @@ def notification_target(store, member_id: int) -> dict | None:
     ).fetchone()
     if row is None:
         return None
-    keys = ("backend", "session", "window_id", "pane_id", "coding_agent", "fleet_id")
-    return dict(zip(keys, row))
+    from cafleet.broker.records import decode_pane
+
+    keys = ("backend", "session", "window_id", "pane_id", "coding_agent", "fleet_id", "created_at")
+    target = dict(zip(keys, row))
+    target["pane_id"], target["identity"] = decode_pane(target["pane_id"])
+    return target
 
 
 def next_pending_notification(store, member_id: int, attempted) -> dict | None:

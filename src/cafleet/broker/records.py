@@ -7,6 +7,29 @@ from cafleet.errors import CorruptRow
 MEMBER_STATUSES = ("active", "deregistered")
 MESSAGE_STATES = ("input_required", "completed")
 
+# The one predicate for "not yet acknowledged". Written as "not completed" rather than
+# "is input_required" so that a row with a value this version does not know is selected,
+# then refused by :func:`message`, instead of being skipped in silence.
+UNACKED = "status_state != 'completed'"
+# Members that count as present: active ones, and any unknown value (refused on decoding).
+NOT_DEREGISTERED = "status != 'deregistered'"
+
+
+def encode_pane(pane_id: str | None, identity: str | None) -> str | None:
+    """The ``mux_pane_id`` column value: ``<pane id> <identity>``, or the bare pane id when
+    the identity is unknown (pane ids never contain a space)."""
+    return f"{pane_id} {identity}" if pane_id is not None and identity else pane_id
+
+
+def decode_pane(value: str | None) -> tuple[str | None, str | None]:
+    """(pane id, identity or None) from a ``mux_pane_id`` column value (None stays None);
+    a value without a space is a placement recorded before identities existed."""
+    if value is None:
+        return None, None
+    pane_id, _, identity = value.partition(" ")
+    return pane_id, identity or None
+
+
 MESSAGE_COLUMNS = "message_id, from_member_id, to_member_id, created_at, status_state, status_timestamp, text"
 MESSAGE_KEYS = tuple(MESSAGE_COLUMNS.split(", "))
 
@@ -18,6 +41,12 @@ def member_status(member_id: int, value) -> str:
             f"(expected {' or '.join(MEMBER_STATUSES)}); repair the row or use a newer cafleet."
         )
     return value
+
+
+def unknown_member_status(store, member_id: int) -> None:
+    """Raise for a member already known to carry a status outside MEMBER_STATUSES."""
+    row = store.execute("SELECT status FROM members WHERE member_id = ?", (member_id,)).fetchone()
+    member_status(member_id, None if row is None else row[0])
 
 
 def message(row) -> dict:

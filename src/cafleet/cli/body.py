@@ -6,6 +6,7 @@ is exactly what was given. Problems with the body are usage errors (exit 2).
 
 from __future__ import annotations
 
+from cafleet import validation
 from cafleet.errors import UsageError
 
 
@@ -15,25 +16,18 @@ def read_body(ctx, text: str | None, file: str | None) -> str:
     if text is None and file is None:
         raise UsageError("missing the body: give TEXT or --file PATH (--file - reads stdin).")
     if text is not None:
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise UsageError("TEXT is not valid UTF-8; pass the body with --file instead.") from None
-        body = text
-    else:
-        data = _read_bytes(ctx, file)
-        where = "standard input" if file == "-" else f"file {file}"
-        try:
-            body = data.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise UsageError(
-                f"{where} is not valid UTF-8 (byte 0x{data[error.start]:02x} at offset {error.start})."
-            ) from None
-        if not body:
-            raise UsageError(f"{where} is empty; a message needs a non-blank body.")
-    if not body.strip():
-        raise UsageError("the body is blank; a message needs a non-blank body.")
-    return body
+        return validation.body(text, "TEXT", hint="pass the body with --file instead.")
+    data = _read_bytes(ctx, file)
+    where = "standard input" if file == "-" else f"file {file}"
+    try:
+        body = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UsageError(
+            f"{where} is not valid UTF-8 (byte 0x{data[error.start]:02x} at offset {error.start})."
+        ) from None
+    if not body:
+        raise UsageError(f"{where} is empty; a message needs a non-blank body.")
+    return validation.body(body)
 
 
 def _read_bytes(ctx, path: str) -> bytes:

@@ -21,6 +21,14 @@ class Context:
         self.json = json_output
         self._store = None
         self._db_path = None
+        self._settings = None
+
+    @property
+    def settings(self) -> config.Settings:
+        """Every checked environment setting, read and bounded once (:mod:`cafleet.config`)."""
+        if self._settings is None:
+            self._settings = config.Settings(self.environ)
+        return self._settings
 
     @property
     def db_path(self) -> str:
@@ -38,11 +46,11 @@ class Context:
 
     @property
     def busy_timeout(self) -> float:
-        return config.positive_float_env(self.environ, "CAFLEET_BUSY_TIMEOUT", 5.0)
+        return self.settings.busy_timeout
 
     @property
     def max_text_len(self) -> int:
-        return config.max_text_len(self.environ)
+        return self.settings.max_text_len
 
     def out(self, text: str) -> None:
         self.stdout.write(text.encode("utf-8", "surrogateescape") + b"\n")

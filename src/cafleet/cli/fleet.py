@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cafleet import render
+from cafleet import render, validation
 from cafleet.broker import fleets
 
 
@@ -10,6 +10,7 @@ def create(ctx, name, coding_agent):
     from cafleet.agents.backends import validate
     from cafleet.mux.detect import multiplexer_for_environment
 
+    validation.name(name, "--name")
     validate(coding_agent, None, None)
     pane = multiplexer_for_environment(ctx.environ).current_pane()
     record = fleets.create_fleet(
@@ -20,10 +21,12 @@ def create(ctx, name, coding_agent):
         session=pane.session,
         window_id=pane.window_id,
         pane_id=pane.pane_id,
+        identity=pane.identity,
     )
     ctx.emit(
         record,
-        lambda: f"created fleet {record['fleet_id']} ({name}); you are its Director, member {record['director_member_id']}",
+        lambda: f"created fleet {record['fleet_id']} ({render.inline(name)}); "
+                f"you are its Director, member {record['director_member_id']}",
     )
 
 
@@ -46,13 +49,13 @@ def show(ctx, fleet_id):
 
     def text():
         lines = [
-            f"fleet {record['fleet_id']}: {record['name'] or '-'}",
+            f"fleet {record['fleet_id']}: {render.inline(record['name'] or '-')}",
             f"director: member {render.dash(record['director_member_id'])}",
             f"active members: {record['active_members']}",
-            f"created: {record['created_at']}",
+            f"created: {render.inline(record['created_at'])}",
         ]
         if record["deleted_at"]:
-            lines.append(f"deleted: {record['deleted_at']}")
+            lines.append(f"deleted: {render.inline(record['deleted_at'])}")
         return "\n".join(lines)
 
     ctx.emit(record, text)

@@ -24,12 +24,13 @@ def main(argv: list[str] | None = None, context=None) -> int:
             ctx.out(parsed.help)
             return ExitCode.OK
         ctx.json = parsed.json
+        ctx.settings  # every setting is read and bounded before the handler stores anything
         module_name, _, function_name = parsed.command.handler.partition(":")
         module = __import__(module_name, fromlist=[function_name])
         result = getattr(module, function_name)(ctx, **parsed.values)
         return ExitCode.OK if result is None else int(result)
     except CafleetError as error:
-        _report(ctx, str(error))
+        _report(ctx, error.with_hint())
         return error.exit_code
     except KeyboardInterrupt:
         return 130
@@ -37,7 +38,9 @@ def main(argv: list[str] | None = None, context=None) -> int:
         _silence_stdout()
         return ExitCode.OK
     except Exception as error:  # a bug: say so in one line; CAFLEET_DEBUG=1 shows the traceback
-        if ctx.environ.get("CAFLEET_DEBUG"):
+        from cafleet.config import debug
+
+        if debug(ctx.environ):
             raise
         _report(ctx, f"internal error ({type(error).__name__}: {error}); rerun with CAFLEET_DEBUG=1 and report it.")
         return ExitCode.FAILURE

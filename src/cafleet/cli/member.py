@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cafleet import render
+from cafleet import render, validation
 from cafleet.broker import members
 
 
@@ -11,8 +11,7 @@ def list_(ctx, fleet_id, state, idle_after):
     if state:
         from cafleet.delivery import supervision
 
-        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(),
-                                          supervision.DEFAULT_IDLE_AFTER if idle_after is None else idle_after)
+        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(), idle_after)
         for record in records:
             record["state"], record["state_detail"] = states.get(record["member_id"], ("director", ""))
 
@@ -33,22 +32,23 @@ def show(ctx, member_id):
 
     def text():
         placement = record["placement"]
+        safe = render.inline
         lines = [
-            f"member {record['member_id']}: {record['name']} ({record['kind']}, {record['status']})",
+            f"member {record['member_id']}: {safe(record['name'])} ({record['kind']}, {safe(record['status'])})",
             f"fleet: {record['fleet_id']}",
-            f"description: {render.display_safe(record['description'])}",
-            f"registered: {record['registered_at']}",
+            f"description: {safe(record['description'])}",
+            f"registered: {safe(record['registered_at'])}",
         ]
         if record["deregistered_at"]:
-            lines.append(f"deregistered: {record['deregistered_at']}")
+            lines.append(f"deregistered: {safe(record['deregistered_at'])}")
         if placement:
             lines.append(
-                f"placement: {placement['backend']} pane {placement['pane_id'] or 'pending'} "
-                f"(window {placement['window_id']}), agent {placement['coding_agent']}"
+                f"placement: {safe(placement['backend'])} pane {safe(placement['pane_id'] or 'pending')} "
+                f"(window {safe(placement['window_id'])}), agent {safe(placement['coding_agent'])}"
             )
         else:
             lines.append("placement: none")
-        lines.append(f"last activity: {render.dash(record['last_activity_at'])} (idle {render.dash(record['idle_seconds'])} s)")
+        lines.append(f"last activity: {safe(record['last_activity_at'])} (idle {render.dash(record['idle_seconds'])} s)")
         return "\n".join(lines)
 
     ctx.emit(record, text)
@@ -58,12 +58,15 @@ def create(ctx, fleet_id, name, description, coding_agent, model, effort, text, 
     from cafleet.cli.body import read_body
     from cafleet.delivery import panes
 
+    validation.name(name, "--name")
+    validation.description(description, "--description")
     prompt = read_body(ctx, text, file)
     record = panes.create_member(
         ctx.store(), ctx.environ, ctx.db_path, fleet_id=fleet_id, name=name, description=description,
         coding_agent=coding_agent, model=model, effort=effort, prompt=prompt,
     )
-    ctx.emit(record, lambda: f"created member {record['member_id']} ({name}, {record['coding_agent']}) in pane {record['pane_id']}")
+    ctx.emit(record, lambda: f"created member {record['member_id']} ({render.inline(name)}, "
+                            f"{render.inline(record['coding_agent'])}) in pane {render.inline(record['pane_id'])}")
 
 
 def delete(ctx, member_id):
@@ -86,24 +89,24 @@ def _live_placement(ctx, member_id):
 
 
 def capture(ctx, member_id, lines, ansi):
-    from cafleet.mux.detect import multiplexer_for_placement
+    from cafleet.delivery.panes import reach
 
     _, placement = _live_placement(ctx, member_id)
-    mux = multiplexer_for_placement(placement["backend"], placement["session"])
-    screen = mux.capture(placement["pane_id"], lines or 40, ansi=ansi)
+    mux = reach(placement)
+    screen = mux.capture(placement["pane_id"], lines, ansi=ansi)
     ctx.emit({"member_id": member_id, "pane_id": placement["pane_id"], "text": screen}, screen)
 
 
 def prompt(ctx, member_id, text):
     from cafleet import config
     from cafleet.delivery import lock, submit
+    from cafleet.delivery.panes import reach
     from cafleet.errors import UsageError
-    from cafleet.mux.detect import multiplexer_for_placement
 
     if not text.strip() or "\n" in text or "\r" in text:
         raise UsageError("the prompt must be one non-blank line.")
     _, placement = _live_placement(ctx, member_id)
-    mux = multiplexer_for_placement(placement["backend"], placement["session"])
+    mux = reach(placement)
     with lock.pane_lock(config.lock_dir(ctx.db_path), placement["backend"], placement["session"],
                         placement["pane_id"], config.lock_timeout(ctx.environ)):
         submit.type_prompt(mux, placement["pane_id"], text, placement["coding_agent"], settle=submit.settle_delay(ctx.environ))

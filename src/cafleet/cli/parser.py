@@ -2,15 +2,23 @@
 
 Written for start-up time: it imports nothing beyond the command table, where a general
 CLI framework costs several times a bare interpreter's start on every one of the hundreds
-of calls an agent makes in a session (see docs/performance.md).
+of calls an agent makes in a session (see docs/performance.md). What a framework would add
+lives off the hot path: the help (:mod:`cafleet.cli.helptext`) is imported only for
+``--help``, and ``difflib`` only to suggest a spelling after an unknown command or option.
+
+Every parameter reaches its handler: a parameter not given gets the default declared in
+the table (a numeric option's comes from its declaration in :mod:`cafleet.config`).
+
+A token that starts with ``-`` is an option when the command knows it; otherwise it is the
+positional text when it contains whitespace (``"- item one"``, a Markdown list, cannot be
+an option), and an error that says how to pass such text (after ``--``, or with ``--file``)
+when it does not.
 """
 
 from __future__ import annotations
 
-from cafleet.cli.table import COMMANDS, GROUPS, Command
+from cafleet.cli.table import COMMANDS, FROM_SETTINGS, GROUPS, Command, Param
 from cafleet.errors import UsageError, shown
-
-MAX_INTEGER = 2**63 - 1  # the largest SQLite INTEGER
 
 
 class Parsed:
@@ -23,6 +31,9 @@ class Parsed:
         self.help = help_text
 
 
+HELP = ("-h", "--help")
+
+
 def find_command(group: str, name: str | None) -> Command | None:
     for command in COMMANDS:
         if command.group == group and command.name == name:
@@ -30,79 +41,35 @@ def find_command(group: str, name: str | None) -> Command | None:
     return None
 
 
-def usage_line(command: Command) -> str:
-    words = ["cafleet", command.group] + ([command.name] if command.name else [])
-    for param in command.params:
-        if param.flag is None:
-            if command.body and param.dest == "text":
-                words.append("(TEXT | --file PATH)")
-            else:
-                words.append(param.metavar if param.required else f"[{param.metavar}]")
-    for param in command.params:
-        if param.flag is None or (command.body and param.dest == "file"):
-            continue
-        token = param.flag if param.kind == "flag" else f"{param.flag} {param.metavar}"
-        words.append(token if param.required else f"[{token}]")
-    words.append("[--json]")
-    return " ".join(words)
+def default(param: Param):
+    """The value a handler gets for ``param`` when it was not given."""
+    if param.kind == "multi":
+        return []
+    if param.kind == "flag":
+        return False
+    if param.default == FROM_SETTINGS:
+        from cafleet.config import declared
+
+        return declared(param.flag).default
+    return param.default
 
 
-def command_help(command: Command) -> str:
-    lines = [f"Usage: {usage_line(command)}", "", command.summary]
-    described = [p for p in command.params if p.help]
-    if described:
-        lines.append("")
-        for param in described:
-            label = param.metavar if param.flag is None else param.flag
-            if param.flag and param.kind != "flag":
-                label += f" {param.metavar}"
-            lines.append(f"  {label:<24} {param.help}")
-    lines.append(f"  {'--json':<24} print one JSON document instead of text")
-    return "\n".join(lines)
+def _help(kind: str, *args) -> Parsed:
+    from cafleet.cli import helptext
 
-
-def group_help(group: str) -> str:
-    lines = [f"Usage: cafleet {group} COMMAND [ARGS] [--json]", "", GROUPS[group].capitalize() + ".", "", "Commands:"]
-    for command in COMMANDS:
-        if command.group == group:
-            lines.append(f"  {command.name:<10} {command.summary}")
-    return "\n".join(lines)
-
-
-def top_help() -> str:
-    lines = [
-        "Usage: cafleet GROUP [COMMAND] [ARGS] [--json]",
-        "",
-        "Message broker and member registry for fleets of coding agents.",
-        "",
-        "Groups and commands:",
-    ]
-    for group, summary in GROUPS.items():
-        lines.append(f"  {group:<10} {summary}")
-    lines += ["", "Options:", "  --version  print the version", "  --help     show help (also after any command)"]
-    return "\n".join(lines)
+    return Parsed(args[0] if kind == "command" else None, {}, False, getattr(helptext, kind + "_help")(*args))
 
 
 def _convert(param, raw: str, where: str):
     kind = param.kind
-    if kind in ("id", "count"):
-        text = raw.strip()
-        digits = text.lstrip("0")
-        if not text.isdigit() or not text.isascii() or not digits:
-            raise UsageError(f"{where} must be a positive integer, got {shown(raw)}.")
-        # SQLite integers are signed 64-bit: a larger Python int cannot even be bound as a
-        # query parameter (OverflowError) and names no row anyway. Comparing lengths first
-        # keeps a 5,000-digit argument away from int()'s digit limit (ValueError).
-        if len(digits) > len(str(MAX_INTEGER)) or int(digits) > MAX_INTEGER:
-            raise UsageError(f"{where} must be at most {MAX_INTEGER}, got {shown(raw)}.")
-        return int(digits)
-    if kind == "seconds":
-        from cafleet.config import seconds
+    if kind == "id":
+        from cafleet.validation import parse_id
 
-        value = seconds(raw)
-        if value is None:
-            raise UsageError(f"{where} must be a non-negative number of seconds, got {shown(raw)}.")
-        return value
+        return parse_id(raw, where)
+    if kind in ("count", "seconds"):  # bounded by its declaration in cafleet.config
+        from cafleet.config import option
+
+        return option(where, raw)
     if param.choices and raw not in param.choices:
         raise UsageError(f"{where} must be one of {', '.join(param.choices)}, got {shown(raw)}.")
     return raw
@@ -110,19 +77,23 @@ def _convert(param, raw: str, where: str):
 
 def parse(argv: list[str]) -> Parsed:
     """Parse argv (without the program name). Help requests return Parsed with .help set."""
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        return Parsed(None, {}, False, top_help())
+    if not argv or argv[0] in (*HELP, "help"):
+        return _help("top")
     group = argv[0]
     if group not in GROUPS:
-        raise UsageError(f"unknown command {shown(group)}; run `cafleet --help` for the list.")
+        raise UsageError(f"unknown command {shown(group)}; "
+                         + _did_you_mean(group, GROUPS, "`cafleet {}`", "run `cafleet --help` for the list."))
     rest = argv[1:]
     command = find_command(group, None)
     if command is None:
-        if not rest or rest[0] in ("-h", "--help"):
-            return Parsed(None, {}, False, group_help(group))
+        if not rest or rest[0] in HELP:
+            return _help("group", group)
         command = find_command(group, rest[0])
         if command is None:
-            raise UsageError(f"unknown command {group} {shown(rest[0])}; run `cafleet {group} --help` for the list.")
+            names = [c.name for c in COMMANDS if c.group == group]
+            raise UsageError(f"unknown command {group} {shown(rest[0])}; "
+                             + _did_you_mean(rest[0], names, f"`cafleet {group} {{}}`",
+                                             f"run `cafleet {group} --help` for the list."))
         rest = rest[1:]
     return _parse_params(command, rest)
 
@@ -130,10 +101,10 @@ def parse(argv: list[str]) -> Parsed:
 def _parse_params(command: Command, args: list[str]) -> Parsed:
     options = {p.flag: p for p in command.params if p.flag}
     positionals = [p for p in command.params if p.flag is None]
-    values: dict = {p.dest: ([] if p.kind == "multi" else (False if p.kind == "flag" else None)) for p in command.params}
+    values: dict = {p.dest: default(p) for p in command.params}
+    given: set[str] = set()
     json_output = False
     given_positionals: list[str] = []
-    seen_options: set[str] = set()
     name = f"cafleet {command.group}" + (f" {command.name}" if command.name else "")
     i = 0
     only_positionals = False
@@ -146,15 +117,18 @@ def _parse_params(command: Command, args: list[str]) -> Parsed:
         if token == "--":
             only_positionals = True
             continue
-        if token in ("-h", "--help"):
-            return Parsed(command, {}, False, command_help(command))
+        if token in HELP:
+            return _help("command", command)
         flag, has_value, inline = token.partition("=")
         if flag == "--json" and not has_value:
             json_output = True
             continue
         param = options.get(flag)
         if param is None:
-            raise UsageError(f"unknown option {shown(flag)} for `{name}`; see `{name} --help`.")
+            if any(c.isspace() for c in token):  # "- item one" cannot be an option: it is text
+                given_positionals.append(token)
+                continue
+            raise _unknown_option(command, name, flag)
         if param.kind == "flag":
             if has_value:
                 raise UsageError(f"option {flag} takes no value.")
@@ -170,9 +144,9 @@ def _parse_params(command: Command, args: list[str]) -> Parsed:
         if param.kind == "multi":
             values[param.dest].append(_convert(param, raw, flag))
             continue
-        if flag in seen_options:
+        if flag in given:
             raise UsageError(f"option {flag} was given more than once.")
-        seen_options.add(flag)
+        given.add(flag)
         values[param.dest] = _convert(param, raw, flag)
     if len(given_positionals) > len(positionals):
         extra = given_positionals[len(positionals)]
@@ -189,3 +163,51 @@ def _parse_params(command: Command, args: list[str]) -> Parsed:
 
 def _looks_negative_number(token: str) -> bool:
     return len(token) > 1 and token[0] == "-" and token[1:].replace(".", "", 1).isdigit()
+
+
+# --- the error path -------------------------------------------------------------------------
+
+def suggestions(word: str, candidates) -> list[str]:
+    """Known words close to ``word``, best first: those it begins (``--from`` ->
+    ``--from-member-id``), else those that hold its letters in order and start alike
+    (``msg`` -> ``message``, ``--frm`` -> ``--from-member-id``), else close spellings
+    (``sned`` -> ``send``)."""
+    candidates = list(candidates)
+    letters = word.lstrip("-")
+    if len(letters) >= 2:
+        started = [c for c in candidates if c.startswith(word)]
+        if started:
+            return started
+    if len(letters) >= 3:
+        held = [c for c in candidates if c.lstrip("-")[:1] == letters[0] and _holds(c.lstrip("-"), letters)]
+        if held:
+            return held
+    import difflib
+
+    return difflib.get_close_matches(word, candidates, n=3, cutoff=0.6)
+
+
+def _holds(text: str, letters: str) -> bool:
+    """Whether ``letters`` appear in ``text`` in order."""
+    rest = iter(text)
+    return all(letter in rest for letter in letters)
+
+
+def _did_you_mean(word: str, candidates, form: str, otherwise: str) -> str:
+    found = suggestions(word, candidates)
+    if not found:
+        return otherwise
+    return "did you mean " + " or ".join(form.format(c) for c in found) + "?"
+
+
+def _unknown_option(command: Command, name: str, flag: str) -> UsageError:
+    message = f"unknown option {shown(flag)} for `{name}`; "
+    known = [p.flag for p in command.params if p.flag] + ["--json", "--help"]
+    found = suggestions(flag, known)
+    if found:
+        return UsageError(message + "did you mean " + " or ".join(found) + "?")
+    text = [p for p in command.params if p.flag is None and p.kind == "text" and p.metavar == "TEXT"]
+    if not text:
+        return UsageError(message + f"see `{name} --help`.")
+    where = "after `--` (or in a file given with --file)" if command.body else "after `--`"
+    return UsageError(message + f"a TEXT that starts with '-' goes {where}, and `{name} --help` lists the options.")

@@ -14,21 +14,22 @@ import socket
 from cafleet.errors import CafleetError, ConfigError, UsageError
 
 DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
-WILDCARDS = ("0.0.0.0", "::")
 
 
-def server(ctx, host, port):
-    bind_host = _host(ctx.environ, host)
-    bind_port = _port(ctx.environ, port)
+def server(ctx, host, port, allow_remote):
+    bind_host, where, error = _host(ctx.environ, host)
+    bind_port = _port(ctx.settings, port)
+    target = _resolve(bind_host, bind_port, where, error, allow_remote)
+    limits = _limits(ctx.settings)
     ctx.store()  # §2.1 diagnosis: a refused file is an error before binding
     ctx.close()
-    sock, loopback = _listen(bind_host, bind_port)
+    sock = _listen(bind_host, bind_port, target)
     with sock:
-        _serve(ctx, sock, bind_host, bind_port, loopback)
+        _serve(ctx, sock, bind_host, bind_port, target.loopback, limits)
 
 
-def _host(environ, flag: str | None) -> str:
+def _host(environ, flag: str | None) -> tuple[str, str, type]:
+    """The host as given (brackets removed), where it came from, and the error type for it."""
     if flag is not None:
         raw, where, error = flag, "--host", UsageError
     else:
@@ -38,40 +39,71 @@ def _host(environ, flag: str | None) -> str:
         host = host[1:-1]
     if not host or any(c.isspace() or c in "/[]@?#" for c in host):
         raise error(f"{where} must be a host name or IP address, got {raw!r}.")
-    if host in WILDCARDS:
-        raise error(
-            f"{where} {host} is a wildcard address; give the address or name that browsers will use "
-            "(the server only answers requests addressed to it)."
-        )
-    return host
+    return host, where, error
 
 
-def _port(environ, flag: int | None) -> int:
-    if flag is not None:
-        if flag > 65535:
-            raise UsageError(f"--port must be a port number from 1 to 65535, got {flag}.")
-        return flag
-    raw = environ.get("CAFLEET_BROKER_PORT", "")
-    if not raw:
-        return DEFAULT_PORT
-    text = raw.strip()
-    if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= 65535:
-        raise ConfigError(f"CAFLEET_BROKER_PORT must be a port number from 1 to 65535, got {raw!r}.")
-    return int(text)
+class _Target:
+    """The address the server binds: getaddrinfo's first answer for the host."""
+
+    def __init__(self, family, kind, proto, address, loopback: bool) -> None:
+        self.family, self.kind, self.proto, self.address, self.loopback = family, kind, proto, address, loopback
 
 
-def _listen(host: str, port: int) -> tuple[socket.socket, bool]:
-    """A listening socket on the first address ``host`` resolves to, and whether it is loopback."""
+def _ip(text: str):
+    """The address ``getaddrinfo`` gave, as an ``ipaddress`` object (IPv4-mapped IPv6 as IPv4)."""
     import ipaddress
 
+    ip = ipaddress.ip_address(text.split("%", 1)[0])
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def _resolve(host: str, port: int, where: str, error: type, allow_remote: bool) -> _Target:
+    """Judge the host by what it resolves to, never by its spelling.
+
+    ``0``, ``0x0``, ``0.0``, ``::0`` and ``0:0:0:0:0:0:0:0`` all mean "every interface", like
+    ``0.0.0.0`` and ``::``: refused, since the server only answers requests that name it. An
+    address that is not loopback is refused unless ``--allow-remote`` says so: the WebUI has
+    no login. Numeric spellings are read without any lookup (AI_NUMERICHOST); anything else
+    is a name, resolved once, and the address it gives is the one bound.
+    """
     try:
-        family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+        except socket.gaierror:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         raise CafleetError(f"cannot resolve host {host!r} ({exc}); check --host or CAFLEET_BROKER_HOST.") from None
-    sock = socket.socket(family, kind, proto)
+    addresses = [_ip(info[4][0]) for info in infos]
+    for ip in addresses:
+        if ip.is_unspecified:
+            means = "" if host == str(ip) else f" (it means {ip}, every interface)"
+            raise error(
+                f"{where} {host} is a wildcard address{means}; give the address or name that browsers will use "
+                "(the server only answers requests addressed to it)."
+            )
+    family, kind, proto, _name, address = infos[0]
+    loopback = addresses[0].is_loopback
+    if not loopback and not allow_remote:
+        raise error(
+            f"{where} {host} is not a loopback address ({addresses[0]}); the WebUI has no login, so anyone who can "
+            "reach it can read every fleet and send as any Director: add --allow-remote to serve it there anyway."
+        )
+    return _Target(family, kind, proto, address, loopback)
+
+
+def _port(settings, flag: int | None) -> int:
+    """--port, else CAFLEET_BROKER_PORT (both bounded by their declarations in cafleet.config)."""
+    return settings.broker_port if flag is None else flag
+
+
+def _listen(host: str, port: int, target: _Target) -> socket.socket:
+    """A listening socket on the address ``host`` resolved to."""
+    sock = socket.socket(target.family, target.kind, target.proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
+        sock.bind(target.address)
         sock.listen(128)
     except OSError as exc:
         sock.close()
@@ -79,20 +111,29 @@ def _listen(host: str, port: int) -> tuple[socket.socket, bool]:
             f"cannot listen on {_authority(host, port)}: {exc.strerror or exc}; "
             "choose another --port or stop the program using it."
         ) from None
-    return sock, ipaddress.ip_address(address[0].split("%", 1)[0]).is_loopback
+    return sock
+
+
+def _limits(settings):
+    """The request timeout and connection limit (CAFLEET_SERVER_REQUEST_TIMEOUT,
+    CAFLEET_SERVER_MAX_CONNECTIONS; the limit is lowered to fit the open-file limit)."""
+    from cafleet.web.connections import Limits
+
+    return Limits(request_timeout=settings.server_request_timeout, max_connections=settings.server_max_connections)
 
 
 def _authority(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _serve(ctx, sock: socket.socket, host: str, port: int, loopback: bool) -> None:
+def _serve(ctx, sock: socket.socket, host: str, port: int, loopback: bool, limits) -> None:
     """Run uvicorn on ``sock`` until Ctrl-C or SIGTERM, then return normally (exit 0)."""
     import signal
 
     import uvicorn
 
     from cafleet.web.app import WebConfig, create_app
+    from cafleet.web.connections import protocol_class
     from cafleet.web.security import allowed_hosts
 
     config = WebConfig(
@@ -109,6 +150,9 @@ def _serve(ctx, sock: socket.socket, host: str, port: int, loopback: bool) -> No
             server_header=False,
             proxy_headers=False,
             ws="none",
+            http=protocol_class(limits),
+            timeout_keep_alive=limits.keepalive_timeout,
+            backlog=limits.backlog,
             lifespan="on",
             timeout_graceful_shutdown=5,
         )

@@ -1,19 +1,32 @@
-"""Every command, its parameters and help, as data. Importing this module is cheap: the
-handlers are named by "module:function" and imported only when their command runs."""
+"""Every command, its parameters, their defaults and help, as data. Importing this module
+is cheap: the handlers are named by "module:function" and imported only when their command
+runs. The parser passes every parameter to its handler, filled with the default declared
+here when it was not given, so a handler's signature is exactly its command's parameters
+and no handler restates a default (tests/test_parser.py checks both). The help, the shell
+completion scripts and the README's command reference are generated from this table.
+"""
 
 from __future__ import annotations
+
+# The default of a numeric option is its declaration in ``cafleet.config.OPTIONS`` (which
+# also bounds it); the parser looks it up only when the option was not given.
+FROM_SETTINGS = "from cafleet.config.OPTIONS"
 
 
 class Param:
     """A positional argument (``flag`` is None) or an option (``--flag``).
 
-    kind: "id" (positive integer), "count" (positive integer), "seconds" (non-negative
-    number), "text", "flag" (boolean switch), "multi" (repeatable text).
+    kind: "id" (positive integer, :func:`cafleet.validation.parse_id`), "count" (integer)
+    and "seconds" (number) bounded by the option's declaration in ``cafleet.config.OPTIONS``,
+    "text", "flag" (boolean switch), "multi" (repeatable text).
+    ``default`` is the value the handler gets when the parameter is not given (a flag:
+    False, a multi: []); ``default_text`` says in the help what a ``None`` default means.
     """
 
-    __slots__ = ("dest", "flag", "kind", "required", "metavar", "help", "choices")
+    __slots__ = ("dest", "flag", "kind", "required", "metavar", "help", "choices", "default", "default_text")
 
-    def __init__(self, dest, flag=None, kind="text", *, required=False, metavar=None, help="", choices=None):
+    def __init__(self, dest, flag=None, kind="text", *, required=False, metavar=None, help="", choices=None,
+                 default=None, default_text=None):
         self.dest = dest
         self.flag = flag
         self.kind = kind
@@ -21,6 +34,8 @@ class Param:
         self.metavar = metavar or dest.upper()
         self.help = help
         self.choices = choices
+        self.default = default
+        self.default_text = default_text
 
 
 class Command:
@@ -42,7 +57,12 @@ def _body_params(text_help: str) -> tuple:
     )
 
 
+def _id(dest: str, what: str) -> Param:
+    return Param(dest, None, "id", required=True, metavar=dest.upper(), help=what)
+
+
 AGENT_HELP = "coding agent: claude, codex or opencode"
+SHELLS = ("bash", "zsh", "fish")
 
 GROUPS = {
     "fleet": "create, list, show and delete fleets",
@@ -52,82 +72,99 @@ GROUPS = {
     "doctor": "diagnose multiplexer, database, coding agents and assets",
     "server": "serve the admin WebUI",
     "demo": "run a self-contained demo fleet in a private tmux server",
+    "completion": "print a shell completion script (bash, zsh or fish)",
 }
 
 COMMANDS = [
     Command("fleet", "create", "cafleet.cli.fleet:create",
             "Create a fleet with the calling pane as its root Director.",
             (Param("name", "--name", required=True, metavar="NAME", help="fleet name"),
-             Param("coding_agent", "--coding-agent", required=True, metavar="AGENT", help=AGENT_HELP))),
-    Command("fleet", "list", "cafleet.cli.fleet:list_", "List live fleets."),
+             Param("coding_agent", "--coding-agent", required=True, metavar="AGENT",
+                   help=AGENT_HELP + ", the Director's own"))),
+    Command("fleet", "list", "cafleet.cli.fleet:list_", "List live fleets with their Director and active-member count."),
     Command("fleet", "show", "cafleet.cli.fleet:show", "Show one fleet (deleted ones included).",
-            (Param("fleet_id", None, "id", required=True, metavar="FLEET_ID"),)),
+            (_id("fleet_id", "the fleet"),)),
     Command("fleet", "delete", "cafleet.cli.fleet:delete",
-            "Soft-delete a fleet: deregister its members, close their panes, keep messages.",
-            (Param("fleet_id", None, "id", required=True, metavar="FLEET_ID"),)),
+            "Soft-delete a fleet: deregister its members, close their panes, keep messages (idempotent).",
+            (_id("fleet_id", "the fleet"),)),
     Command("fleet", "watch", "cafleet.cli.watch:watch",
             "Stream what needs the Director's attention: messages, idle, blocked and dead members, stuck previews.",
-            (Param("fleet_id", None, "id", required=True, metavar="FLEET_ID"),
-             Param("interval", "--interval", "seconds", metavar="S", help="seconds between member checks (default 5)"),
-             Param("idle_after", "--idle-after", "seconds", metavar="S",
-                   help="report a member idle after S quiet seconds (default 600)"))),
+            (_id("fleet_id", "the fleet to watch"),
+             Param("interval", "--interval", "seconds", metavar="S", default=FROM_SETTINGS,
+                   help="seconds between member checks"),
+             Param("idle_after", "--idle-after", "seconds", metavar="S", default=FROM_SETTINGS,
+                   help="report a member idle after S quiet seconds"))),
     Command("member", "create", "cafleet.cli.member:create",
             "Spawn a member agent into a new pane (Director only).",
-            (Param("fleet_id", "--fleet-id", "id", required=True, metavar="FLEET_ID"),
-             Param("name", "--name", required=True, metavar="NAME"),
-             Param("description", "--description", required=True, metavar="TEXT"),
-             Param("coding_agent", "--coding-agent", metavar="AGENT", help=AGENT_HELP + " (default: the Director's)"),
-             Param("model", "--model", metavar="MODEL"),
-             Param("effort", "--effort", metavar="LEVEL"),
+            (Param("fleet_id", "--fleet-id", "id", required=True, metavar="FLEET_ID", help="the fleet to spawn into"),
+             Param("name", "--name", required=True, metavar="NAME", help="the member's name"),
+             Param("description", "--description", required=True, metavar="DESCRIPTION",
+                   help="what the member does, shown in the roster"),
+             Param("coding_agent", "--coding-agent", metavar="AGENT", help=AGENT_HELP,
+                   default_text="the Director's"),
+             Param("model", "--model", metavar="MODEL", help="the agent's model", default_text="the agent's own"),
+             Param("effort", "--effort", metavar="LEVEL", help="the agent's reasoning effort",
+                   default_text="the agent's own"),
              *_body_params("the spawn prompt; {fleet_id} {member_id} {director_member_id} {coding_agent} are filled in")),
             body=True),
-    Command("member", "list", "cafleet.cli.member:list_", "List the active members of a fleet.",
-            (Param("fleet_id", None, "id", required=True, metavar="FLEET_ID"),
+    Command("member", "list", "cafleet.cli.member:list_",
+            "List the active members of a fleet: kind, backend, agent, pane, idle seconds.",
+            (_id("fleet_id", "the fleet"),
              Param("state", "--state", "flag", help="inspect each pane: alive, idle, blocked, dead (one multiplexer call each)"),
-             Param("idle_after", "--idle-after", "seconds", metavar="S", help="with --state: idle after S quiet seconds (default 600)"))),
+             Param("idle_after", "--idle-after", "seconds", metavar="S", default=FROM_SETTINGS,
+                   help="with --state: idle after S quiet seconds"))),
     Command("member", "show", "cafleet.cli.member:show", "Show one member in detail.",
-            (Param("member_id", None, "id", required=True, metavar="MEMBER_ID"),)),
-    Command("member", "delete", "cafleet.cli.member:delete", "Close a member's pane and deregister it.",
-            (Param("member_id", None, "id", required=True, metavar="MEMBER_ID"),)),
+            (_id("member_id", "the member"),)),
+    Command("member", "delete", "cafleet.cli.member:delete",
+            "Close a member's pane and deregister it (never the root Director).",
+            (_id("member_id", "the member"),)),
     Command("member", "capture", "cafleet.cli.member:capture", "Print the tail of a member's pane.",
-            (Param("member_id", None, "id", required=True, metavar="MEMBER_ID"),
-             Param("lines", "--lines", "count", metavar="N", help="lines to show (default 40)"),
+            (_id("member_id", "the member"),
+             Param("lines", "--lines", "count", metavar="N", default=FROM_SETTINGS, help="lines to show"),
              Param("ansi", "--ansi", "flag", help="keep colours and other escape sequences"))),
     Command("member", "prompt", "cafleet.cli.member:prompt", "Type one line into a member's pane and submit it.",
-            (Param("member_id", None, "id", required=True, metavar="MEMBER_ID"),
-             Param("text", None, "text", required=True, metavar="TEXT"))),
+            (_id("member_id", "the member"),
+             Param("text", None, "text", required=True, metavar="TEXT", help="the line to type"))),
     Command("message", "send", "cafleet.cli.message:send", "Send one message and wake the recipient.",
-            (Param("from_id", "--from-member-id", "id", required=True, metavar="ID"),
-             Param("to_id", "--to-member-id", "id", required=True, metavar="ID"),
+            (Param("from_id", "--from-member-id", "id", required=True, metavar="ID", help="the sender"),
+             Param("to_id", "--to-member-id", "id", required=True, metavar="ID", help="the recipient"),
              *_body_params("the message body")),
             body=True),
     Command("message", "broadcast", "cafleet.cli.message:broadcast",
-            "Send one message to every other active member (Director only).",
-            (Param("from_id", "--from-member-id", "id", required=True, metavar="ID"),
+            "Send one message to every other active member, one message each (Director only).",
+            (Param("from_id", "--from-member-id", "id", required=True, metavar="ID", help="the Director"),
              *_body_params("the message body")),
             body=True),
     Command("message", "poll", "cafleet.cli.message:poll", "List unacknowledged incoming messages, newest first.",
-            (Param("member_id", None, "id", required=True, metavar="MEMBER_ID"),)),
+            (_id("member_id", "the recipient"),)),
     Command("message", "wait", "cafleet.cli.message:wait",
             "Block until the member has unacknowledged messages (exit 3 on timeout).",
-            (Param("member_id", None, "id", required=True, metavar="MEMBER_ID"),
-             Param("timeout", "--timeout", "seconds", metavar="S", help="give up after S seconds (default: wait forever)"))),
+            (_id("member_id", "the recipient"),
+             Param("timeout", "--timeout", "seconds", metavar="S", default=FROM_SETTINGS, help="give up after S seconds"))),
     Command("message", "listen", "cafleet.cli.message:listen",
             "Stream pending incoming messages, one line each, without changing them.",
-            (Param("member_id", None, "id", required=True, metavar="MEMBER_ID"),)),
+            (_id("member_id", "the recipient"),)),
     Command("message", "show", "cafleet.cli.message:show", "Show one message by id.",
-            (Param("message_id", None, "id", required=True, metavar="MESSAGE_ID"),)),
+            (_id("message_id", "the message"),)),
     Command("message", "ack", "cafleet.cli.message:ack", "Acknowledge a message (input_required -> completed).",
-            (Param("message_id", None, "id", required=True, metavar="MESSAGE_ID"),)),
+            (_id("message_id", "the message"),)),
     Command("setup", None, "cafleet.cli.setup:setup",
-            "Initialise the database and install skills/presets offline.",
-            (Param("coding_agents", "--coding-agent", "multi", metavar="AGENT", help=AGENT_HELP + " (repeatable; default all)"),)),
+            "Initialise the database and install the cafleet skill and presets for coding agents, offline.",
+            (Param("coding_agents", "--coding-agent", "multi", metavar="AGENT", help=AGENT_HELP,
+                   default_text="all"),)),
     Command("doctor", None, "cafleet.cli.doctor:doctor",
-            "Diagnose multiplexer, database, coding agents and installed assets."),
-    Command("server", None, "cafleet.cli.server:server", "Serve the admin WebUI.",
-            (Param("host", "--host", metavar="HOST", help="bind address (default 127.0.0.1 or CAFLEET_BROKER_HOST)"),
-             Param("port", "--port", "count", metavar="PORT", help="port (default 8000 or CAFLEET_BROKER_PORT)"))),
+            "Diagnose multiplexer and calling pane, database file, coding agents and installed assets."),
+    Command("server", None, "cafleet.cli.server:server", "Serve the admin WebUI (see docs/webui.md).",
+            (Param("host", "--host", metavar="HOST", help="bind address",
+                   default_text="CAFLEET_BROKER_HOST, else 127.0.0.1"),
+             Param("port", "--port", "count", metavar="PORT", help="port",
+                   default_text="CAFLEET_BROKER_PORT, else 8000"),
+             Param("allow_remote", "--allow-remote", "flag",
+                   help="serve on a non-loopback address (the WebUI has no login)"))),
     Command("demo", None, "cafleet.cli.demo:demo",
             "Run a demo fleet (Director + two stand-in members) in a private tmux server.",
             (Param("keep", "--keep", "flag", help="leave the demo tmux server running for inspection"),)),
+    Command("completion", None, "cafleet.cli.completion:completion",
+            "Print a static completion script for bash, zsh or fish.",
+            (Param("shell", None, "text", required=True, metavar="SHELL", choices=SHELLS, help="bash, zsh or fish"),)),
 ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from cafleet import render
-from cafleet.errors import UsageError
 
 
 def _line(item: dict, ctx) -> str:
@@ -23,13 +22,8 @@ def _line(item: dict, ctx) -> str:
 
 
 def watch(ctx, fleet_id, interval, idle_after):
-    from cafleet.delivery import supervision
     from cafleet.delivery.watch import Watcher, event
 
-    interval = 5.0 if interval is None else interval
-    idle_after = supervision.DEFAULT_IDLE_AFTER if idle_after is None else idle_after
-    if interval < 0.2:
-        raise UsageError("--interval must be at least 0.2 seconds.")
     watcher = Watcher(ctx.store(), ctx.environ, ctx.db_path, fleet_id, interval, idle_after,
                       lambda item: ctx.out(_line(item, ctx)))
     reason = watcher.run()

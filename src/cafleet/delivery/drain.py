@@ -113,8 +113,7 @@ def not_notified(message_id: int, recipient_id: int, reason: str) -> str:
 
 def drain(store, settings: Settings, recipient_id: int, attempted: set, stamped: set) -> str | None:
     """Deliver owed previews to one recipient; return a failure reason or None."""
-    from cafleet.delivery import lock, preview, submit
-    from cafleet.mux import detect
+    from cafleet.delivery import lock, panes, preview, submit
 
     while True:
         pending = messages.next_pending_notification(store, recipient_id, attempted)
@@ -137,7 +136,7 @@ def drain(store, settings: Settings, recipient_id: int, attempted: set, stamped:
                 text = preview.render_preview(
                     message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_len
                 )
-                mux = detect.multiplexer_for_placement(target["backend"], target["session"])
+                mux = panes.reach(target)  # checks the pane's recorded identity before each keystroke
                 submit.submit_preview(mux, target["pane_id"], text, target["coding_agent"], settle=settings.settle)
                 pause_point("drain.submitted")
                 if messages.stamp_notified(store, message_id):

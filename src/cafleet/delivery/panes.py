@@ -1,6 +1,10 @@
 """Placement mutations that touch panes, each under the pane-input lock (§4.6):
 fleet deletion closing member panes, member deletion, and the pane-id patch at creation.
 
+Every pane is reached through :func:`reach`, which binds the placement's recorded
+identity to the multiplexer client: a pane whose id now names another pane (its server
+restarted) is *stale*, and nothing is typed into it or closed.
+
 ``pause_point`` calls are test-only fault-injection hooks (:mod:`cafleet.faults`).
 
 The registry change and the pane kill happen while the lock is held, so a concurrent
@@ -20,39 +24,96 @@ from cafleet.faults import pause_point
 PANE_CLOSED = "closed"
 PANE_ALREADY_GONE = "already gone"
 PANE_NONE = "none"  # pending placement: no pane was ever recorded
+PANE_STALE = "stale"  # prefix: the id names a pane cafleet did not create; left open
+
+
+def reach(placement: dict):
+    """The multiplexer client for a concrete placement, checking its recorded identity
+    before every call that targets the pane (PaneStale when it no longer matches)."""
+    from cafleet.mux.detect import multiplexer_for_placement
+
+    mux = multiplexer_for_placement(placement["backend"], placement["session"])
+    mux.expect(placement["pane_id"], placement.get("identity"), recorded_at(placement))
+    return mux
+
+
+def recorded_at(placement: dict) -> float | None:
+    """When the placement was written (epoch seconds), for legacy placements' check."""
+    from cafleet import clock
+
+    created = placement.get("created_at")
+    return clock.to_epoch(created) if created else None
 
 
 def _kill(placement: dict) -> str:
-    from cafleet.mux.detect import multiplexer_for_placement
+    from cafleet.errors import PaneStale
 
     try:
-        mux = multiplexer_for_placement(placement["backend"], placement["session"])
-        return PANE_CLOSED if mux.kill(placement["pane_id"]) else PANE_ALREADY_GONE
+        return PANE_CLOSED if reach(placement).kill(placement["pane_id"]) else PANE_ALREADY_GONE
+    except PaneStale as error:
+        return f"{PANE_STALE}, left open ({str(error).rstrip('.')})"
     except CafleetError as error:
         return f"not closed ({error})"
 
 
 def delete_fleet(store, environ, db_path: str, fleet_id: int):
-    """Soft-delete the fleet and close its member panes (never the Director's), best effort."""
+    """Soft-delete the fleet and close its member panes (never the Director's), each under
+    its pane-input lock.
+
+    The locks of the panes listed beforehand are taken first (in key order); a pane whose
+    lock cannot be had within the lock timeout is left alone and reported, since someone
+    is typing into it. The panes actually closed are those whose placements the delete
+    removed, read in its own transaction: a member created after the listing is closed
+    too (under its own lock, taken afterwards), so it leaves no orphan pane.
+    """
+    from cafleet.errors import LockTimeout
+
     fleets.get_fleet(store, fleet_id)
-    placements = fleets.fleet_placements(store, fleet_id)
-    concrete = [p for p in placements if p["pane_id"]]
-    closed: list[tuple[int, str]] = []
+    listed = [p for p in fleets.fleet_placements(store, fleet_id) if p["pane_id"]]
+    lock_dir, timeout = config.lock_dir(db_path), config.lock_timeout(environ)
+    closed: dict[int, str] = {}
+    removed: list[dict] = []
+    late: list[dict] = []
     with ExitStack() as held:
-        if concrete:
+        locked, busy = set(), set()
+        if listed:
             from cafleet.delivery.lock import pane_lock
 
-            lock_dir, timeout = config.lock_dir(db_path), config.lock_timeout(environ)
-            keys = sorted({(p["backend"], p["session"], p["pane_id"]) for p in concrete})
-            for backend, session, pane_id in keys:  # sorted: no deadlock with other multi-lock holders
+            for key in sorted({_key(p) for p in listed}):  # sorted: no deadlock with other multi-lock holders
                 try:
-                    held.enter_context(pane_lock(lock_dir, backend, session, pane_id, timeout))
-                except CafleetError:
-                    pass  # best effort: the registry change must not depend on a busy pane
-        result = fleets.delete_fleet(store, fleet_id)
-        for placement in placements:
-            closed.append((placement["member_id"], _kill(placement) if placement["pane_id"] else PANE_NONE))
-    return result, closed
+                    held.enter_context(pane_lock(lock_dir, *key, timeout))
+                    locked.add(key)
+                except LockTimeout:
+                    busy.add(key)
+        result = fleets.delete_fleet(store, fleet_id, closing=removed)
+        for placement in removed:
+            key = _key(placement)
+            if not placement["pane_id"]:
+                closed[placement["member_id"]] = PANE_NONE
+            elif key in busy:
+                closed[placement["member_id"]] = _busy(placement)
+            elif key in locked:
+                closed[placement["member_id"]] = _kill(placement)
+            else:
+                late.append(placement)
+    for placement in late:  # registered after the listing: its own lock, alone, so no lock-order issue
+        from cafleet.delivery.lock import pane_lock
+
+        try:
+            with pane_lock(lock_dir, *_key(placement), timeout):
+                closed[placement["member_id"]] = _kill(placement)
+        except LockTimeout:
+            closed[placement["member_id"]] = _busy(placement)
+    return result, sorted(closed.items())
+
+
+def _key(placement: dict) -> tuple[str, str, str]:
+    return placement["backend"], placement["session"], placement["pane_id"]
+
+
+def _busy(placement: dict) -> str:
+    return (f"not closed (its pane-input lock is held by another cafleet process; "
+            f"close pane {placement['pane_id']} by hand when it is free)")
 
 
 def delete_member(store, environ, db_path: str, member_id: int) -> str:
@@ -74,13 +135,29 @@ def delete_member(store, environ, db_path: str, member_id: int) -> str:
     return status
 
 
-def record_pane(store, environ, db_path: str, member_id: int, placement: dict, pane_id: str) -> None:
-    """The pane-id patch at member creation, under the new pane's lock."""
+def record_pane(store, environ, db_path: str, member_id: int, placement: dict, pane_id: str,
+                identity: str | None = None) -> None:
+    """The pane-id patch at member creation (with the pane's identity), under the new pane's lock."""
     from cafleet.delivery.lock import pane_lock
 
     with pane_lock(config.lock_dir(db_path), placement["backend"], placement["session"], pane_id,
                    config.lock_timeout(environ)):
-        members.set_pane_id(store, member_id, pane_id)
+        members.set_pane_id(store, member_id, pane_id, identity)
+
+
+def _same_pane(caller, placement: dict) -> bool:
+    """Whether the calling pane is the placement's: same backend and pane id, and the same
+    identity (server and pane). A legacy placement (no identity) needs the same server
+    address (the part of the session after ``@``) and, for tmux, a server started no later
+    than the placement was recorded."""
+    if (caller.backend, caller.pane_id) != (placement["backend"], placement["pane_id"]):
+        return False
+    if placement.get("identity"):
+        return caller.identity == placement["identity"]
+    if caller.session.partition("@")[2] != placement["session"].partition("@")[2]:
+        return False
+    started, recorded = (caller.identity or "").split(":")[1:2], recorded_at(placement)
+    return caller.backend != "tmux" or not started or recorded is None or int(started[0]) <= int(recorded)
 
 
 class CreateFailed(CafleetError):
@@ -106,10 +183,12 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
     if placement is None or placement["pane_id"] is None:
         raise CafleetError(f"fleet {fleet_id}'s Director has no pane; recreate the fleet from a pane.")
     caller = multiplexer_for_environment(environ).current_pane()
-    if (caller.backend, caller.pane_id) != (placement["backend"], placement["pane_id"]):
+    if not _same_pane(caller, placement):
         raise CafleetError(
             f"only fleet {fleet_id}'s Director (pane {placement['pane_id']}) can create members; "
-            f"this command runs in pane {caller.pane_id}."
+            f"this command runs in pane {caller.pane_id}"
+            + (" of another server or an earlier pane with that id." if caller.pane_id == placement["pane_id"]
+               else ".")
         )
     agent = coding_agent or placement["coding_agent"]
     backends.validate(agent, model, effort)
@@ -135,9 +214,10 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
                                    director_member_id=director["member_id"], coding_agent=agent)
         argv = backends.build_argv(agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id)
         pane_env = {"CAFLEET_DATABASE_URL": db_path, "CAFLEET_MEMBER_ID": str(member_id), "CAFLEET_FLEET_ID": str(fleet_id)}
-        pane_id = mux.split(placement["window_id"], argv, cwd=cwd, env=pane_env, target_pane=placement["pane_id"])
+        pane_id, identity = mux.split_identified(placement["window_id"], argv, cwd=cwd, env=pane_env,
+                                                 target_pane=placement["pane_id"])
         pause_point("create.split")
-        record_pane(store, environ, db_path, member_id, placement, pane_id)
+        record_pane(store, environ, db_path, member_id, placement, pane_id, identity)
         pause_point("create.patched")
     except BaseException as error:
         raise CreateFailed(_compensate(store, mux, member_id, pane_id, error)) from None

@@ -5,7 +5,9 @@ the WebUI roster, so the three always agree. Each member costs one multiplexer i
 (``Multiplexer.inspect``: one tmux call; two for herdr).
 
 - pending: the placement has no pane yet (creation in progress);
-- dead: the pane is gone, its program exited, or it is back at a plain shell;
+- dead: the pane is gone, its program exited, or it is back at a plain shell; also a
+  *stale* pane: its id now names a pane cafleet did not create (the multiplexer server
+  restarted), detected from the placement's recorded identity in the same inspection;
 - blocked: the pane shows a permission prompt or a question for its user;
 - idle: no activity (§6) and no "working" cue on screen for longer than ``idle_after``;
 - alive: anything else.
@@ -14,7 +16,7 @@ the WebUI roster, so the three always agree. Each member costs one multiplexer i
 from __future__ import annotations
 
 from cafleet import clock
-from cafleet.errors import CafleetError
+from cafleet.errors import CafleetError, PaneStale
 
 ALIVE, IDLE, BLOCKED, DEAD, PENDING = "alive", "idle", "blocked", "dead", "pending"
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "tcsh", "csh", "-bash", "-zsh", "-sh"})
@@ -39,14 +41,18 @@ class MuxPool:
 
 def member_state(member: dict, pool: MuxPool, idle_after: float, now: float | None = None) -> tuple[str, str]:
     """(state, one-line detail) for a member record from ``broker.members.get_member``."""
-    from cafleet.delivery import screen
+    from cafleet.delivery import panes, screen
 
     placement = member["placement"]
     if placement is None or placement["pane_id"] is None:
         return PENDING, "its pane is being created"
     pane = placement["pane_id"]
     try:
-        exists, dead, command, text = pool.get(placement["backend"], placement["session"]).inspect(pane, SCREEN_LINES)
+        mux = pool.get(placement["backend"], placement["session"])
+        mux.expect(pane, placement.get("identity"), panes.recorded_at(placement))
+        exists, dead, command, text = mux.inspect(pane, SCREEN_LINES)
+    except PaneStale as error:
+        return DEAD, str(error).rstrip(".")
     except CafleetError as error:
         return DEAD, f"pane {pane} cannot be inspected ({str(error).rstrip('.')})"
     if not exists:
@@ -59,7 +65,8 @@ def member_state(member: dict, pool: MuxPool, idle_after: float, now: float | No
     if seen == screen.PaneState.AWAITING_USER:
         return BLOCKED, f"pane {pane} shows a prompt awaiting its user"
     since = member["last_activity_at"] or member["registered_at"]
-    quiet = (now if now is not None else _now()) - clock.to_epoch(since)
+    since_epoch = clock.epoch_or_none(since)  # an unreadable stored time never counts as idle
+    quiet = 0.0 if since_epoch is None else (now if now is not None else _now()) - since_epoch
     if seen != screen.PaneState.WORKING and quiet > idle_after:
         return IDLE, f"no activity for {int(quiet)} s"
     return ALIVE, "working" if seen == screen.PaneState.WORKING else "ok"

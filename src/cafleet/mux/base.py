@@ -5,6 +5,12 @@ backend's own opaque session string as stored in ``member_placements.mux_session
 tmux it is ``<session_id>@<socket_path>`` so that any process (WebUI, a member's pane, a
 test) reaches the right tmux server; for herdr it is ``<workspace_id>[@<socket_path>]``.
 
+A placement also records the pane's *identity*: what tells the pane cafleet created
+apart from a later pane that got the same id (tmux numbers panes from ``%0`` again when a
+server restarts on the same socket). It is stored inside ``mux_pane_id`` as
+``<pane id> <identity>`` (``cafleet.broker.records.encode_pane``); a value without a
+space is a placement recorded before identities existed (*legacy*: checked by pane id only).
+
 Every implementation runs its subprocesses with an argv (never a shell) and a timeout,
 and raises :class:`cafleet.errors.MuxError` (or :class:`cafleet.errors.PaneGone`) with one
 clear line on failure.
@@ -16,16 +22,18 @@ from __future__ import annotations
 # cafleet command, and this module is on the send path.
 
 
+
 class PaneContext:
     """Where a pane lives: enough to store a placement and to reach the pane again."""
 
-    __slots__ = ("backend", "session", "window_id", "pane_id")
+    __slots__ = ("backend", "session", "window_id", "pane_id", "identity")
 
-    def __init__(self, backend: str, session: str, window_id: str, pane_id: str) -> None:
+    def __init__(self, backend: str, session: str, window_id: str, pane_id: str, identity: str | None = None) -> None:
         self.backend = backend  # "tmux" | "herdr"
         self.session = session  # opaque, stored in member_placements.mux_session
         self.window_id = window_id  # stored in member_placements.mux_window_id
-        self.pane_id = pane_id  # stored in member_placements.mux_pane_id
+        self.pane_id = pane_id  # stored in member_placements.mux_pane_id (with the identity)
+        self.identity = identity  # the pane's identity now (None when the backend cannot tell)
 
     def _key(self) -> tuple:
         return (self.backend, self.session, self.window_id, self.pane_id)
@@ -60,11 +68,25 @@ class Multiplexer:
         """Open a new pane in ``window_id`` running ``argv`` (no shell), without taking
         focus from the current pane. Return the new pane id."""
 
+    def split_identified(self, window_id: str, argv: list[str], **options) -> tuple[str, str | None]:
+        """:meth:`split`, also returning the new pane's identity."""
+
+    def identity(self, pane_id: str) -> str | None:
+        """The pane's identity now; PaneGone when there is no such pane."""
+
+    def expect(self, pane_id: str, identity: str | None, recorded_at: float | None = None) -> None:
+        """From now on, every call of this client that targets ``pane_id`` first checks that
+        the pane still has ``identity`` and raises PaneStale (touching nothing) if not.
+        None (a legacy placement) checks the pane id, and where the backend knows when its
+        server started (tmux) that it started before ``recorded_at`` (epoch seconds), the
+        placement's ``created_at``."""
+
     def capture(self, pane_id: str, lines: int = 50, ansi: bool = False) -> str:
         """The last ``lines`` lines of the pane's screen."""
 
     def kill(self, pane_id: str) -> bool:
-        """Close the pane. Return False when it was already gone (not an error)."""
+        """Close the pane. Return False when it was already gone (not an error); PaneStale
+        (nothing closed) when it no longer has its expected identity."""
 
     def pane_exists(self, pane_id: str) -> bool:
         """Whether the pane is still there."""
@@ -86,4 +108,5 @@ class Multiplexer:
 
     def inspect(self, pane_id: str, lines: int = 30) -> tuple[bool, bool, str, str]:
         """(exists, dead, foreground command, screen tail) with as few calls as the backend
-        allows; a gone pane is (False, False, "", ""), not an error."""
+        allows; a gone pane is (False, False, "", ""), not an error; a pane that lost its
+        expected identity raises PaneStale."""

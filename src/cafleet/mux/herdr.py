@@ -29,12 +29,18 @@ Choices where herdr's documentation is silent or that are ours:
   full-screen agent's viewport) and keeps the last ``lines`` non-trailing-blank lines.
 * :meth:`Herdr.current_pane` insists on ``HERDR_PANE_ID``: without it herdr would answer
   with the *focused* pane, which need not be the caller's.
+* A pane's identity is its shell process: ``<shell_pid>:<start time>`` from
+  ``pane process-info`` and ``/proc/<pid>/stat`` (just ``<shell_pid>`` where there is no
+  ``/proc``). The member's agent replaces that shell (``exec``), keeping both, and a herdr
+  restarted on the same socket gives its pane of the same id another process. A pane with
+  no process has no identity and never matches. The check is one ``process-info`` call
+  (free in :meth:`Herdr.inspect`, which makes that call anyway).
 """
 
 from __future__ import annotations
 
-from cafleet.errors import MuxError, PaneGone
-from cafleet.mux.tmux import first_line, tail_lines, text_chunks
+from cafleet.errors import MuxError, PaneGone, PaneStale
+from cafleet.mux.tmux import first_line, stale, tail_lines, text_chunks
 
 TYPE_CHECKING = False  # typing (and base's dataclasses) cost milliseconds on every command
 if TYPE_CHECKING:
@@ -46,6 +52,19 @@ if TYPE_CHECKING:
 _SPLIT_DIRECTION = "down"
 # Error codes meaning the pane no longer exists: closed, or its whole server has stopped.
 _GONE_CODES = ("pane_not_found", "server_not_running")
+
+
+def _process_identity(info: dict[str, Any]) -> str:
+    """``<shell_pid>:<start time>`` of a ``process-info`` result ("" when there is no process)."""
+    pid = info.get("shell_pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return ""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            started = handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return str(pid)
+    return f"{pid}:{started}"
 
 
 def _error_of(stderr: str) -> tuple[str, str]:
@@ -95,6 +114,7 @@ class Herdr:
         self.pane = pane
         self.workspace = workspace
         self.binary = binary or os.environ.get("CAFLEET_HERDR_BIN") or "herdr"
+        self.expected: dict[str, str | None] = {}  # pane id -> identity it must still have
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], timeout: float = 5.0) -> Herdr:
@@ -211,7 +231,26 @@ class Herdr:
             session=f"{workspace}@{self.socket}" if self.socket else str(workspace),
             window_id=str(tab),
             pane_id=str(pane_id),
+            identity=self.identity(str(pane_id)) or None,
         )
+
+    def expect(self, pane_id: str, identity: str | None, recorded_at: float | None = None) -> None:
+        self.expected[pane_id] = identity  # herdr tells nothing of a server's age: recorded_at unused
+
+    def identity(self, pane_id: str) -> str:
+        return _process_identity(self._process_info(pane_id))
+
+    def _check(self, pane_id: str, identity: str) -> None:
+        want = self.expected.get(pane_id)
+        if want and identity != want:
+            why = ("its process has ended" if not identity
+                   else "its herdr server was restarted or the pane's process was replaced")
+            raise stale("herdr", pane_id, why)
+
+    def _verify(self, pane_id: str) -> None:
+        """One ``process-info`` call checking the expected identity, before input or a kill."""
+        if self.expected.get(pane_id):
+            self._check(pane_id, self.identity(pane_id))
 
     def split(
         self,
@@ -222,6 +261,17 @@ class Herdr:
         env: dict[str, str] | None = None,
         target_pane: str | None = None,
     ) -> str:
+        return self.split_identified(window_id, argv, cwd=cwd, env=env, target_pane=target_pane)[0]
+
+    def split_identified(
+        self,
+        window_id: str,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        target_pane: str | None = None,
+    ) -> tuple[str, str | None]:
         import os
         import shlex
 
@@ -247,6 +297,7 @@ class Herdr:
             raise MuxError("herdr pane split did not report the new pane id.")
         new_pane = str(new_pane)
         try:
+            identity = self.identity(new_pane)  # the shell's; the program exec'd there keeps it
             self._on_pane(new_pane, ["pane", "run", new_pane, " exec " + shlex.join(command)])
         except MuxError:
             try:  # do not leave an idle shell pane behind
@@ -254,16 +305,23 @@ class Herdr:
             except MuxError:
                 pass
             raise
-        return new_pane
+        return new_pane, identity or None
 
     def capture(self, pane_id: str, lines: int = 50, ansi: bool = False) -> str:
         args = ["pane", "read", pane_id, "--source", "visible"]
         if ansi:
             args += ["--format", "ansi"]
+        self._verify(pane_id)
         return tail_lines(self._on_pane(pane_id, args), lines)
 
     def kill(self, pane_id: str) -> bool:
         args = ["pane", "close", pane_id]
+        try:
+            self._verify(pane_id)
+        except MuxError as error:
+            if type(error) is PaneGone:
+                return False
+            raise
         try:
             self._call(args)
         except _Failure as failure:
@@ -280,13 +338,16 @@ class Herdr:
         return True
 
     def type_text(self, pane_id: str, text: str) -> None:
+        self._verify(pane_id)
         for chunk in text_chunks(text):
             self._on_pane(pane_id, ["pane", "send-text", pane_id, chunk])
 
     def press_enter(self, pane_id: str) -> None:
+        self._verify(pane_id)
         self._on_pane(pane_id, ["pane", "send-keys", pane_id, "enter"])
 
     def press_backspace(self, pane_id: str, count: int) -> None:
+        self._verify(pane_id)
         for done in range(0, count, 200):
             self._on_pane(pane_id, ["pane", "send-keys", pane_id, *["backspace"] * min(200, count - done)])
 
@@ -306,7 +367,11 @@ class Herdr:
         and read), as herdr has no combined query."""
         try:
             info = self._process_info(pane_id)
-            screen = self.capture(pane_id, lines)
+            if info.get("shell_pid"):  # a pane whose process ended reads as dead, below
+                self._check(pane_id, _process_identity(info))
+            screen = tail_lines(self._on_pane(pane_id, ["pane", "read", pane_id, "--source", "visible"]), lines)
+        except PaneStale:
+            raise
         except PaneGone:
             return False, False, "", ""
         processes = info.get("foreground_processes") or []

@@ -14,11 +14,21 @@ Facts about tmux (checked against tmux 3.3a) that shape this module:
   in chunks of at most :data:`_CHUNK_BYTES` UTF-8 bytes, never splitting a character.
 * ``display-message -t <missing pane>`` succeeds with empty output, so existence checks
   compare the printed pane id instead of relying on the exit status.
+* A pane's identity is ``<server pid>:<server start time>:<pane pid>``
+  (``#{pid}:#{start_time}:#{pane_pid}``). Pane ids restart at ``%0`` with a new server on
+  the same socket; the server's pid and start time tell the servers apart, the pane's pid
+  the panes of one server. It is checked in the same client call as whatever is done to
+  the pane: read with ``display-message`` chained before ``capture-pane``, and for input
+  and kills as the condition of ``if-shell -F`` whose command runs only when the pane still
+  has that identity (else it prints :data:`_MISMATCH`), so no keystroke can slip between
+  check and input. That command is a string tmux parses; single quotes keep everything in
+  it literal (no format, variable or ``~`` expansion, ``;`` included), and ``'`` itself is
+  written ``'\\''``.
 """
 
 from __future__ import annotations
 
-from cafleet.errors import MuxError, PaneGone
+from cafleet.errors import MuxError, PaneGone, PaneStale
 
 TYPE_CHECKING = False  # typing (and base's dataclasses) cost milliseconds on every command
 if TYPE_CHECKING:
@@ -27,6 +37,9 @@ if TYPE_CHECKING:
     from cafleet.mux.base import PaneContext
 
 _CHUNK_BYTES = 8192
+_GUARDED_CHUNK_BYTES = 2048  # quoted inside an if-shell command: up to 4x longer, still < 16 KiB
+_MISMATCH = "cafleet-pane-identity-mismatch"
+IDENTITY_FORMAT = "#{pid}:#{start_time}:#{pane_pid}"
 # stderr fragments meaning "the target, or the whole server, no longer exists".
 _GONE = (
     "can't find pane",
@@ -73,6 +86,19 @@ def text_chunks(text: str, limit: int = _CHUNK_BYTES) -> list[str]:
     return chunks
 
 
+def quote_for_tmux(text: str) -> str:
+    """``text`` as one single-quoted word of a tmux command string, taken literally."""
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def stale(backend: str, pane_id: str, why: str) -> PaneStale:
+    """The one-line error for a pane id that now names a pane cafleet did not create."""
+    return PaneStale(
+        f"{backend} pane {pane_id} is stale: {why}, so its id now names a pane cafleet did not "
+        "create; nothing was typed into it or closed"
+    )
+
+
 def tail_lines(text: str, lines: int) -> str:
     """The last ``lines`` lines of a screen dump, after dropping trailing blank lines."""
     rows = text.split("\n")
@@ -101,6 +127,8 @@ class Tmux:
         self.timeout = timeout
         self.pane = pane
         self.binary = binary
+        self.expected: dict[str, str | None] = {}  # pane id -> identity it must still have
+        self.recorded: dict[str, float] = {}  # pane id -> when a legacy placement was recorded
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], timeout: float = 5.0) -> Tmux:
@@ -169,14 +197,64 @@ class Tmux:
             raise MuxError(f"tmux {args[0]} on pane {pane_id} failed: {reason}.")
         return out
 
-    def _pane_format(self, pane_id: str, fmt: str) -> str:
-        """Expand ``fmt`` for ``pane_id``; PaneGone when tmux does not know the pane."""
-        args = ["display-message", "-p", "-t", pane_id, f"#{{pane_id}}\t{fmt}"]
+    def _pane_fields(self, pane_id: str, fmt: str) -> tuple[str, str]:
+        """(identity, ``fmt`` expanded) for ``pane_id``; PaneGone when tmux does not know it."""
+        args = ["display-message", "-p", "-t", pane_id, f"#{{pane_id}}\t{IDENTITY_FORMAT}\t{fmt}"]
         out = self._run_on_pane(pane_id, args)
-        found, _, value = out.rstrip("\n").partition("\t")
+        found, _, rest = out.rstrip("\n").partition("\t")
         if found != pane_id:
             raise PaneGone(f"tmux pane {pane_id} is gone.")
+        identity, _, value = rest.partition("\t")
+        return identity, value
+
+    def _pane_format(self, pane_id: str, fmt: str) -> str:
+        """Expand ``fmt`` for ``pane_id``, checking its expected identity."""
+        identity, value = self._pane_fields(pane_id, fmt)
+        self._check(pane_id, identity)
         return value
+
+    def _check(self, pane_id: str, identity: str) -> None:
+        """PaneStale when ``pane_id`` was expected to have another identity, or (a legacy
+        placement, no identity) when its server started after the placement was recorded."""
+        want = self.expected.get(pane_id)
+        if not want:
+            recorded = self.recorded.get(pane_id)
+            started = identity.split(":")[1] if identity.count(":") == 2 else ""
+            if recorded is not None and started.isdigit() and int(started) > int(recorded):
+                raise stale("tmux", pane_id, "its tmux server was started after this placement was recorded")
+            return
+        if identity == want:
+            return
+        server_then, server_now = want.rsplit(":", 1)[0], identity.rsplit(":", 1)[0]
+        why = ("its tmux server was restarted" if server_then != server_now
+               else "the program cafleet started there was replaced")
+        raise stale("tmux", pane_id, why)
+
+    def _guarded(self, pane_id: str, command: str, args: Sequence[str]) -> tuple[int, str, str]:
+        """Run ``command`` (a tmux command string) only if ``pane_id`` still has its expected
+        identity, in one client call; else run ``args`` as they are. PaneStale / PaneGone
+        when the check failed, so nothing was done."""
+        want = self.expected.get(pane_id)
+        if not want:
+            if pane_id in self.recorded:  # legacy placement: its own check call first
+                self._pane_format(pane_id, "")
+            return self._call(args)
+        condition = f"#{{==:#{{pane_id}}/{IDENTITY_FORMAT},{pane_id}/{want}}}"
+        code, out, err = self._call(
+            ["if-shell", "-F", "-t", pane_id, condition, command, f"display-message -p {_MISMATCH}"]
+        )
+        if code == 0 and _MISMATCH in out:
+            self._pane_format(pane_id, "")  # PaneGone or PaneStale, naming why
+            raise MuxError(f"tmux pane {pane_id} changed while it was checked; nothing was sent to it.")
+        return code, out, err
+
+    def expect(self, pane_id: str, identity: str | None, recorded_at: float | None = None) -> None:
+        self.expected[pane_id] = identity
+        if recorded_at is not None:
+            self.recorded[pane_id] = recorded_at
+
+    def identity(self, pane_id: str) -> str:
+        return self._pane_fields(pane_id, "")[0]
 
     # -- the Multiplexer protocol --------------------------------------------------------
 
@@ -187,13 +265,14 @@ class Tmux:
             raise MuxError(
                 "TMUX_PANE is not set, so the calling tmux pane is unknown; run inside a tmux pane."
             )
-        fields = self._pane_format(self.pane, "#{session_id}\t#{window_id}\t#{socket_path}")
+        identity, fields = self._pane_fields(self.pane, "#{session_id}\t#{window_id}\t#{socket_path}")
         session_id, window_id, socket = fields.split("\t", 2)
         return PaneContext(
             backend="tmux",
             session=f"{session_id}@{socket}",
             window_id=window_id,
             pane_id=self.pane,
+            identity=identity,
         )
 
     def split(
@@ -205,12 +284,24 @@ class Tmux:
         env: dict[str, str] | None = None,
         target_pane: str | None = None,
     ) -> str:
+        return self.split_identified(window_id, argv, cwd=cwd, env=env, target_pane=target_pane)[0]
+
+    def split_identified(
+        self,
+        window_id: str,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        target_pane: str | None = None,
+    ) -> tuple[str, str]:
         import os
         import shlex
 
         if not argv:
             raise MuxError("cannot open a pane without a command to run.")
-        args = ["split-window", "-d", "-P", "-F", "#{pane_id}", "-t", target_pane or window_id]
+        fmt = f"#{{pane_id}}\t{IDENTITY_FORMAT}"
+        args = ["split-window", "-d", "-P", "-F", fmt, "-t", target_pane or window_id]
         if cwd is not None:
             if not os.path.isdir(cwd):
                 raise MuxError(f"the working directory {cwd} does not exist.")
@@ -221,18 +312,34 @@ class Tmux:
             args += ["-e", f"{key}={value}"]
         command = list(argv) if len(argv) > 1 else [f"exec {shlex.quote(argv[0])}"]
         out = self._run([*args, "--", *command]).strip()
-        if not out.startswith("%"):
+        pane_id, _, identity = out.partition("\t")
+        if not pane_id.startswith("%") or not identity:
             raise MuxError(f"tmux split-window did not report a pane id (got {out[:40]!r}).")
-        return out
+        return pane_id, identity
 
     def capture(self, pane_id: str, lines: int = 50, ansi: bool = False) -> str:
         args = ["capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{max(1, lines)}"]
         if ansi:
             args.insert(1, "-e")
-        return tail_lines(self._run_on_pane(pane_id, args), lines)
+        if not self.expected.get(pane_id) and pane_id not in self.recorded:
+            return tail_lines(self._run_on_pane(pane_id, args), lines)
+        # The identity check rides in the same client call, before the capture.
+        head = ["display-message", "-p", "-t", pane_id, f"#{{pane_id}}\t{IDENTITY_FORMAT}"]
+        out = self._run_on_pane(pane_id, [*head, COMMAND_SEPARATOR, *args])
+        first, _, screen = out.partition("\n")
+        found, _, identity = first.partition("\t")
+        if found != pane_id:
+            raise PaneGone(f"tmux pane {pane_id} is gone.")
+        self._check(pane_id, identity)
+        return tail_lines(screen, lines)
 
     def kill(self, pane_id: str) -> bool:
-        code, _, err = self._call(["kill-pane", "-t", pane_id])
+        try:
+            code, _, err = self._guarded(pane_id, f"kill-pane -t {quote_for_tmux(pane_id)}", ["kill-pane", "-t", pane_id])
+        except PaneStale:
+            raise
+        except PaneGone:
+            return False
         if code == 0:
             return True
         if _is_gone(err):
@@ -248,15 +355,27 @@ class Tmux:
         return True
 
     def type_text(self, pane_id: str, text: str) -> None:
-        for chunk in text_chunks(text):
-            self._run_on_pane(pane_id, ["send-keys", "-l", "-t", pane_id, "--", chunk])
+        guarded = bool(self.expected.get(pane_id))
+        for chunk in text_chunks(text, _GUARDED_CHUNK_BYTES if guarded else _CHUNK_BYTES):
+            args = ["send-keys", "-l", "-t", pane_id, "--", chunk]
+            self._on_pane_guarded(pane_id, args)
 
     def press_enter(self, pane_id: str) -> None:
-        self._run_on_pane(pane_id, ["send-keys", "-t", pane_id, "Enter"])
+        self._on_pane_guarded(pane_id, ["send-keys", "-t", pane_id, "Enter"])
+
+    def _on_pane_guarded(self, pane_id: str, args: Sequence[str]) -> None:
+        """:meth:`_run_on_pane`, behind the identity check when one is expected."""
+        command = " ".join(quote_for_tmux(arg) for arg in args)
+        code, _, err = self._guarded(pane_id, command, args)
+        if code != 0:
+            reason = first_line(err) or f"exit status {code}"
+            if _is_gone(err):
+                raise PaneGone(f"tmux pane {pane_id} is gone ({reason}).")
+            raise MuxError(f"tmux {args[0]} on pane {pane_id} failed: {reason}.")
 
     def press_backspace(self, pane_id: str, count: int) -> None:
         for done in range(0, count, 200):
-            self._run_on_pane(pane_id, ["send-keys", "-t", pane_id, *["BSpace"] * min(200, count - done)])
+            self._on_pane_guarded(pane_id, ["send-keys", "-t", pane_id, *["BSpace"] * min(200, count - done)])
 
     # -- supervision ---------------------------------------------------------------------
 
@@ -270,9 +389,11 @@ class Tmux:
 
     def inspect(self, pane_id: str, lines: int = 30) -> tuple[bool, bool, str, str]:
         """(exists, dead, foreground command, last ``lines`` of the screen) in ONE tmux call,
-        so supervising a fleet costs one subprocess per member per round."""
+        so supervising a fleet costs one subprocess per member per round; the expected
+        identity is checked in that call too (PaneStale)."""
         code, out, err = self._call([
-            "display-message", "-p", "-t", pane_id, "#{pane_id}\t#{pane_dead}\t#{pane_current_command}",
+            "display-message", "-p", "-t", pane_id,
+            f"#{{pane_id}}\t#{{pane_dead}}\t{IDENTITY_FORMAT}\t#{{pane_current_command}}",
             COMMAND_SEPARATOR,
             "capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{max(1, lines)}",
         ])
@@ -281,7 +402,8 @@ class Tmux:
                 return False, False, "", ""
             raise MuxError(f"tmux could not inspect pane {pane_id}: {first_line(err) or f'exit status {code}'}.")
         head, _, screen = out.partition("\n")
-        found, dead, command = (head.split("\t") + ["", "", ""])[:3]
+        found, dead, identity, command = (head.split("\t", 3) + ["", "", "", ""])[:4]
         if found != pane_id:
             return False, False, "", ""
+        self._check(pane_id, identity)
         return True, dead == "1", command, tail_lines(screen, lines)

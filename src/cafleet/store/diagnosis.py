@@ -177,7 +177,7 @@ def first_shape_problem(conn) -> str | None:
         found = False
         for row in conn.execute(f"PRAGMA index_list({table})").fetchall():
             index_columns = tuple(r[2] for r in conn.execute(f"PRAGMA index_info({_quote(row[1])})").fetchall())
-            if index_columns == columns and not row[4]:
+            if index_columns == columns and not row[2] and not row[4]:  # neither UNIQUE nor partial
                 found = True
                 break
         if not found:

@@ -14,10 +14,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from cafleet import validation
 from cafleet.broker import fleets, members, messages
-from cafleet.errors import Conflict
+from cafleet.errors import CafleetError, Conflict, UsageError, shown
 
-MAX_ID = 2**63 - 1
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
 MAX_BODY_BYTES = 1024 * 1024
@@ -33,21 +33,28 @@ class ApiError(Exception):
         self.message = message
 
 
+def _refused(status: int, error: CafleetError) -> ApiError:
+    """A validation error as the API says it: the message without its full stop, no hint."""
+    return ApiError(status, error.message.removesuffix("."))
+
+
 def parse_id(raw: str | None, what: str) -> int:
     """A positive integer id from a path or query string (400 otherwise)."""
     if raw is None or raw == "":
         raise ApiError(400, f"{what} is required")
-    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) <= MAX_ID:
-        raise ApiError(400, f"{what} must be a positive integer, got {raw[:40]!r}")
-    return int(raw)
+    try:
+        return validation.parse_id(raw, what)
+    except UsageError as error:
+        raise _refused(400, error) from None
 
 
 def _page_size(raw: str | None) -> int:
     if raw is None:
         return DEFAULT_PAGE
-    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) <= MAX_PAGE:
-        raise ApiError(400, f"limit must be an integer from 1 to {MAX_PAGE}, got {raw[:40]!r}")
-    return int(raw)
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 4 or not 0 < int(text) <= MAX_PAGE:
+        raise ApiError(400, f"limit must be an integer from 1 to {MAX_PAGE}, got {shown(raw)}")
+    return int(text)
 
 
 @contextmanager
@@ -181,6 +188,8 @@ def _json_object(raw: bytes) -> dict:
         value = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise ApiError(400, "request body is not valid UTF-8 JSON") from None
+    except RecursionError:  # nesting deeper than the interpreter's stack
+        raise ApiError(400, "request body is nested too deeply") from None
     if not isinstance(value, dict):
         raise ApiError(422, "request body must be a JSON object")
     return value
@@ -193,20 +202,10 @@ def _send_fields(payload: dict) -> tuple[int, int, str]:
     missing = [name for name in SEND_FIELDS if name not in payload]
     if missing:
         raise ApiError(422, f"missing field {missing[0]!r}")
-    ids = []
-    for name in SEND_FIELDS[:2]:
-        value = payload[name]
-        if type(value) is not int or not 0 < value <= MAX_ID:
-            raise ApiError(422, f"{name} must be a positive integer")
-        ids.append(value)
-    text = payload["text"]
-    if not isinstance(text, str):
-        raise ApiError(422, "text must be a string")
-    if not text.strip():
-        raise ApiError(422, "text is blank; write a message")
     try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ApiError(422, "text is not valid Unicode (lone surrogate)") from None
+        ids = [validation.id_number(payload[name], name) for name in SEND_FIELDS[:2]]
+        text = validation.body(payload["text"], "text")
+    except UsageError as error:
+        raise _refused(422, error) from None
     return ids[0], ids[1], text
 

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from cafleet import config as settings
 from cafleet import errors
 from cafleet.store import sqlite as sqlite3
 from cafleet.store.connection import DEFAULT_BUSY_TIMEOUT, Store, diagnose_open, translate
@@ -161,6 +162,8 @@ class ErrorBoundary:
 
         try:
             await self.app(scope, receive, tracking_send)
+        except ClientDisconnect:
+            return  # the client went away (or was closed by the request timeout): nobody to answer
         except Exception as exc:  # the boundary: anything not handled above is a bug
             line = f"cafleet server: internal error on {scope.get('method')} {scope.get('path')}: " \
                    f"{type(exc).__name__}: {exc}"
@@ -192,6 +195,11 @@ def create_app(config: WebConfig) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app):
+        import asyncio
+
+        from cafleet.web.connections import install_accept_error_log
+
+        install_accept_error_log(asyncio.get_running_loop())
         try:
             yield
         finally:
@@ -211,7 +219,7 @@ def create_app(config: WebConfig) -> Starlette:
         ],
         middleware=[
             Middleware(security.SecurityMiddleware, allowed=config.allowed_hosts),
-            Middleware(ErrorBoundary, debug=bool(config.environ.get("CAFLEET_DEBUG"))),
+            Middleware(ErrorBoundary, debug=settings.debug(config.environ)),
         ],
         exception_handlers={errors.CafleetError: _cafleet_error, api.ApiError: _cafleet_error,
                             HTTPException: _http_error},

@@ -1,0 +1,81 @@
+"""What cafleet accepts as an id, a name, a description or a message body: one home for
+every rule, used by the command line, the WebUI API and the broker.
+
+Each check takes ``where``, the name the caller knows the value by: an argument or option
+on the command line (``FLEET_ID``, ``--name``), a field or path part in the WebUI
+(``fleet id``, ``text``), the domain word in the broker (``the fleet name``). The error is
+a :class:`~cafleet.errors.UsageError` whose message names ``where`` and quotes a bad value
+cut short (:func:`~cafleet.errors.shown`), so an error never echoes a whole input.
+
+Stored text is exact: names, descriptions and bodies are kept as given (control
+characters included) and made display-safe only when shown as text
+(:func:`cafleet.render.display_safe`); JSON output is exact.
+
+Cheap on purpose: no imports beyond the error types, as it is on every command's path.
+"""
+
+from __future__ import annotations
+
+from cafleet.errors import UsageError, shown
+
+MAX_ID = 2**63 - 1  # the largest SQLite INTEGER
+_MAX_ID_DIGITS = len(str(MAX_ID))
+
+
+def parse_id(raw: str, where: str) -> int:
+    """A positive id from its decimal text (surrounding whitespace and leading zeros allowed).
+
+    SQLite integers are signed 64-bit: a larger Python int cannot even be bound as a query
+    parameter (OverflowError) and names no row anyway. The length is compared before
+    ``int()`` so a 5,000-digit value never reaches int()'s digit limit (ValueError).
+    """
+    text = raw.strip()
+    digits = text.lstrip("0")
+    if not text.isdigit() or not text.isascii() or not digits:
+        raise UsageError(f"{where} must be a positive integer, got {shown(raw)}.")
+    if len(digits) > _MAX_ID_DIGITS or int(digits) > MAX_ID:
+        raise UsageError(f"{where} must be at most {MAX_ID}, got {shown(raw)}.")
+    return int(digits)
+
+
+def id_number(value, where: str) -> int:
+    """An id given as a JSON number: an int (not a bool) from 1 to MAX_ID."""
+    if type(value) is not int or not 0 < value <= MAX_ID:
+        raise UsageError(f"{where} must be a positive integer.")
+    return value
+
+
+def _unicode(value: str, where: str, hint: str | None = None) -> str:
+    """Text that can be stored: no lone surrogates (what invalid UTF-8 in argv becomes)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{where} is not valid UTF-8.", hint) from None
+    return value
+
+
+def name(value: str, where: str) -> str:
+    """A fleet or member name: valid Unicode and not blank."""
+    if not isinstance(value, str):
+        raise UsageError(f"{where} must be a string.")
+    _unicode(value, where)
+    if not value.strip():
+        raise UsageError(f"{where} must not be blank.")
+    return value
+
+
+def description(value: str, where: str) -> str:
+    """A member description: valid Unicode (it may be blank)."""
+    if not isinstance(value, str):
+        raise UsageError(f"{where} must be a string.")
+    return _unicode(value, where)
+
+
+def body(value: str, where: str = "the body", hint: str | None = None) -> str:
+    """A message body: valid Unicode and not blank (only whitespace counts as blank)."""
+    if not isinstance(value, str):
+        raise UsageError(f"{where} must be a string.")
+    _unicode(value, where, hint)
+    if not value.strip():
+        raise UsageError("the body is blank; a message needs a non-blank body.")
+    return value
