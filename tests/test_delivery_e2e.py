@@ -148,6 +148,73 @@ def test_permission_prompt_holds_the_preview_until_answered(fleet, retry_by):
     assert fleet.notified_at(1) is not None and fleet.notified_at(2) is not None
 
 
+def test_half_typed_input_is_held_never_submitted(fleet):
+    """A person is composing in the member's input box: the preview is held (nothing typed,
+    their text untouched) and delivered once by `message wait` after they submit."""
+    typing = attach_standin(fleet, "typing", "--prefill", "fix the te")
+    member, pane = typing["member_id"], typing["pane_id"]
+    wait_for(lambda: input_row(fleet, pane) == "> fix the te", what="the half-typed text")
+    first = fleet.send(fleet.director, member, "first task", "--json")
+    assert (first.code, first.json()["notified"]) == (0, False)
+    reason = (f"held: input box has text in pane {pane} (someone is typing there), so nothing was typed "
+              "and that text was left as it is")
+    assert first.err == not_notified(1, member, reason)
+    assert input_row(fleet, pane) == "> fix the te" and fleet.records(member) == []
+
+    fleet.server.run("send-keys", "-t", pane, "-l", "sts")  # the person finishes and submits
+    fleet.server.run("send-keys", "-t", pane, "Enter")
+    wait_for(lambda: fleet.records(member), what="the person's submission")
+    waited = fleet.cafleet("message", "wait", str(member), "--timeout", "5", "--json")
+    assert (waited.code, waited.err) == (0, "")
+    assert fleet.submits(member) == ["fix the tests", preview_line(first.json())]
+    assert fleet.notified_at(1) is not None
+
+
+def test_member_prompt_never_submits_half_typed_input(fleet):
+    typing = attach_standin(fleet, "typing", "--prefill", "my own dra")
+    member, pane = typing["member_id"], typing["pane_id"]
+    wait_for(lambda: input_row(fleet, pane) == "> my own dra", what="the half-typed text")
+    refused = fleet.cafleet("member", "prompt", str(member), "please run the tests")
+    assert (refused.code, refused.out) == (1, "")
+    assert refused.err == (f"Error: held: input box has text in pane {pane} (someone is typing there), so "
+                           "nothing was typed and that text was left as it is.\n")
+    assert input_row(fleet, pane) == "> my own dra" and fleet.records(member) == []
+
+
+def test_preview_cleared_by_a_starting_agent_is_owed_not_stamped(fleet):
+    """claude right after `member create`: the preview typed while it starts is cleared
+    from its box. Reported not notified, never stamped; the next send delivers it once."""
+    starting = attach_standin(fleet, "starting", "--startup-clear")
+    member, pane = starting["member_id"], starting["pane_id"]
+    wait_for(lambda: input_row(fleet, pane) == ">", what="the stand-in to start")
+    first = fleet.send(fleet.director, member, "first task", "--json")
+    assert (first.code, first.json()["notified"]) == (0, False)
+    assert "vanished from the standin input box" in first.err
+    assert fleet.notified_at(1) is None and fleet.submits(member) == []
+    second = fleet.send(fleet.director, member, "second task", "--json")
+    assert (second.code, second.err, second.json()["notified"]) == (0, "", True)
+    assert fleet.submits(member) == [preview_line(first.json()), preview_line(second.json())]
+
+
+def test_agent_still_starting_gets_nothing_typed(fleet):
+    """codex while it shows `Waiting for startup`: nothing is typed (it would hold the
+    Enter and glue the text to the next preview); `message wait` delivers it later."""
+    starting = attach_standin(fleet, "codexish", "--waiting-for-startup")
+    member, pane = starting["member_id"], starting["pane_id"]
+    wait_for(lambda: input_row(fleet, pane) == ">", what="the stand-in to start")
+    first = fleet.send(fleet.director, member, "early task", "--json")
+    assert (first.code, first.json()["notified"]) == (0, False)
+    assert first.err == not_notified(1, member, f"pane {pane} shows standin still starting, so nothing was typed")
+    assert input_row(fleet, pane) == ">" and fleet.records(member) == []
+    pid = int(fleet.server.run("display-message", "-p", "-t", pane, "#{pane_pid}"))
+    os.kill(pid, signal.SIGUSR1)
+    wait_for(lambda: "Waiting for startup" not in fleet.server.run("capture-pane", "-p", "-t", pane),
+             what="the start-up to end")
+    waited = fleet.cafleet("message", "wait", str(member), "--timeout", "5", "--json")
+    assert (waited.code, waited.err) == (0, "")
+    assert fleet.submits(member) == [preview_line(first.json())]
+
+
 def test_concurrent_senders_each_preview_arrives_once_and_whole(fleet):
     carol = fleet.create("carol")["member_id"]
     bodies = [f"task {i:02d}: " + "x" * (20 + 7 * i) + f" end {i:02d}" for i in range(CONCURRENT_SENDERS)]
@@ -191,9 +258,9 @@ def test_sender_killed_while_typing_loses_nothing_and_frees_the_lock(fleet):
 
     nxt = fleet.send(fleet.director, member, "next task", "--json")
     assert (nxt.code, nxt.err, nxt.json()["notified"]) == (0, "", True)
-    # The killed sender's typed copy was still in the input box: the retry's Enter submits
-    # both copies on one line (at-least-once; each copy names message 1), then the new one.
-    assert fleet.submits(member) == [owed + owed, preview_line(nxt.json())]
+    # The killed sender's typed copy was still in the input box: the retry takes back
+    # exactly those characters and types the preview once, never glued to a second copy.
+    assert fleet.submits(member) == [owed, preview_line(nxt.json())]
     assert fleet.query("SELECT COUNT(*) FROM messages WHERE notified_at IS NULL") == [(0,)]
 
 

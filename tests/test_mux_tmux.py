@@ -267,7 +267,7 @@ def test_a_pane_with_another_identity_gets_no_input_and_is_not_killed(tmux_serve
                        (f"{server}:{start}:{int(pane_pid) + 1}", "the program cafleet started there was replaced")):
         tmux.expect(pane, other)
         for call in (lambda: tmux.type_text(pane, "typed"), lambda: tmux.press_enter(pane),
-                     lambda: tmux.kill(pane), lambda: tmux.capture(pane), lambda: tmux.inspect(pane),
+                     lambda: tmux.press_backspace(pane, 3), lambda: tmux.kill(pane), lambda: tmux.capture(pane), lambda: tmux.inspect(pane),
                      lambda: tmux.pane_dead(pane)):
             with pytest.raises(PaneStale, match=f"tmux pane {pane} is stale: {why}"):
                 call()

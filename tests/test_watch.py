@@ -179,6 +179,30 @@ def test_stuck_notification_is_retried_and_stamped(fleet, store, tmux_server, cl
     assert len(previews) == 1
 
 
+def test_held_preview_is_reported_each_interval_then_delivered(fleet, store, tmux_server, cli):
+    """Someone is typing in the member's input box: watch reports the preview as held
+    (their text untouched) and delivers it once the box is empty."""
+    fleet_id, director, environ, add = fleet
+    member_id, pane, record = add("busy", "--prefill", "half a thou", store=store)
+    sent = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member_id), "please do Y",
+               "--json", environ=environ)
+    assert sent.code == 0 and sent.json()["notified"] is False
+    message_id = sent.json()["message_id"]
+    stream = Stream(environ, fleet_id, "--interval", "0.4", "--idle-after", "600")
+    try:
+        held = stream.wait_event(lambda e: e["event"] == "notify" and e["message_id"] == message_id)
+        assert f"still not delivered: held: input box has text in pane {pane}" in held["detail"]
+        assert not record.exists() or record.read_text() == ""  # not a key reached the box
+        tmux_server.run("send-keys", "-t", pane, "-l", "ght")  # the person submits their text
+        tmux_server.run("send-keys", "-t", pane, "Enter")
+        stream.wait_event(lambda e: e["event"] == "notify" and e["message_id"] == message_id
+                          and "delivered on retry" in e["detail"], timeout=15)
+    finally:
+        stream.stop()
+    texts = [json.loads(line)["text"] for line in record.read_text().splitlines()]
+    assert texts[0] == "half a thought" and len(texts) == 2 and f"[cafleet msg {message_id} " in texts[1]
+
+
 def test_survives_busy_database_and_member_deleted(fleet, store, cli, db_path, tmux_server):
     """A writer holds the database while watch retries a stuck preview: the stamp fails
     as busy, the stream goes on, and a later round delivers (at least once)."""

@@ -3,7 +3,8 @@ box, for tests and demos that need a real pane without a real agent.
 
     python -m cafleet.agents.standin --member-id N [--record FILE] [--auto-reply]
                                      [--permission-prompt] [--enter-guard SECONDS]
-                                     [--prompt TEXT]
+                                     [--prompt TEXT] [--placeholder TEXT] [--prefill TEXT]
+                                     [--startup-clear] [--waiting-for-startup] [--completion]
 
 It puts its terminal in raw mode and draws a banner, the lines it received (``• …``), a
 rule and the input line ``> `` (the "standin" cues of cafleet.delivery.screen). Printable
@@ -22,6 +23,33 @@ so a test can prove that none reached the pane.
 cues). ``--enter-guard S`` ignores (and records as the key ``enter-too-soon``) an Enter that
 arrives less than S seconds after typed text, as codex turns such an Enter into a newline:
 it lets tests exercise the settle delay and the Enter retries.
+
+Behaviours of the real agents that delivery must survive, each off by default:
+
+* ``--placeholder TEXT`` draws TEXT, dimmed, in the empty input line (claude's ``Try "…"``,
+  codex's suggestions, opencode's ``Ask anything... "…"``).
+* ``--prefill TEXT`` starts with TEXT already typed (a person composing).
+* ``--startup-clear`` is claude while it starts: the first Enter is not acted on (the key
+  ``enter-during-startup``); instead the input line is cleared, recorded as ``{"kind":
+  "cleared", "text"}``, and the stand-in's own start-up prompt is submitted (``• (start-up
+  prompt)``), as claude does with the prompt on its command line.
+* ``--waiting-for-startup`` is codex while it starts: ``Waiting for startup`` shows above the
+  rule, typing is accepted but every Enter is held (the key ``enter-while-starting``) until
+  the process gets SIGUSR1. ``--late-startup`` enters that state at the first key it
+  receives instead (codex drawing it only after the text was typed).
+* ``--completion`` opens a file-mention popup under the input line while the text ends in
+  ``@word``; Enter then accepts the completion (the word becomes ``word.txt``, without the
+  ``@``, as codex does; the key ``completion-accepted``) instead of submitting.
+
+SIGUSR2 freezes the stand-in (it reads no input and draws nothing, like an agent busy
+with its own work; tmux resumes a stopped pane at once, so SIGSTOP cannot do this) and a
+second SIGUSR2 thaws it; each is recorded (``{"kind": "frozen"}``, ``{"kind": "thawed"}``).
+
+Every submitted line is echoed into the transcript (``• <text>``). Like the real agents,
+the stand-in wraps long rows itself (continuation rows start with two blanks; never the
+terminal's auto-wrap, whose stale marks make tmux join unrelated rows), shows only the end
+of an input line or an echo taller than the screen, and draws the completion popup's rows
+with ``┊``.
 
 Environment (for panes started by ``cafleet member create``, which passes only
 ``--member-id``): ``CAFLEET_STANDIN_RECORD_DIR`` records into ``<dir>/member-<id>.jsonl``
@@ -57,6 +85,8 @@ RULE = "─" * 24
 WORKING = "working… (esc to interrupt)"
 QUESTION = ("Do you want to proceed?", "❯ 1. Yes", "  2. No")
 HEADER_START = "[cafleet msg "
+STARTING = "Waiting for startup"
+STARTUP_PROMPT = "(start-up prompt)"
 _ESC_WAIT = 0.05  # how long a lone ESC waits for the rest of a sequence
 _COMMAND_TIMEOUT = 30.0
 
@@ -72,15 +102,27 @@ class StandIn:
         ask: bool,
         enter_guard: float,
         prompt: str = PROMPT,
+        *,
+        placeholder: str = "",
+        prefill: str = "",
+        startup_clear: bool = False,
+        waiting: bool = False,
+        completion: bool = False,
+        late_startup: bool = False,
     ) -> None:
+        self.late_startup = late_startup
         self.member_id = member_id
+        self.placeholder = placeholder
+        self.startup_clear = startup_clear
+        self.waiting = waiting
+        self.completion = completion
         self.prompt = prompt
         self.record_path = record
         self.auto_reply = auto_reply
         self.asking = ask
         self.enter_guard = enter_guard
         self.last_typed = 0.0
-        self.buffer = ""
+        self.buffer = prefill
         self.scrollback: list[str] = []
         self.working = False
         self.pending = ""  # an escape sequence cut by a read
@@ -111,12 +153,27 @@ class StandIn:
             self.pending = ""
 
     def key(self, ch: str) -> None:
+        if self.late_startup:
+            self.late_startup = False
+            self.waiting = True
         if ch in "\x03\x04":
             self.record("exit", key="ctrl-c" if ch == "\x03" else "ctrl-d")
             self.done = True
         elif ch in "\r\n":
             if time.monotonic() - self.last_typed < self.enter_guard:
                 self.record("key", key="enter-too-soon")
+            elif self.waiting:
+                self.record("key", key="enter-while-starting")
+            elif self.startup_clear and not self.asking:
+                self.startup_clear = False
+                self.record("key", key="enter-during-startup")
+                self.record("cleared", text=self.buffer)
+                self.buffer = ""
+                self.scrollback.append(STARTUP_PROMPT)
+            elif self.mention() is not None and not self.asking:
+                word = self.mention()
+                self.buffer = self.buffer[: len(self.buffer) - len(word) - 1] + word + ".txt"
+                self.record("key", key="completion-accepted")
             else:
                 self.enter()
         elif ch in "\x7f\x08":
@@ -128,6 +185,19 @@ class StandIn:
         else:
             self.buffer += ch
             self.last_typed = time.monotonic()
+
+    def mention(self) -> str | None:
+        """The word after a trailing ``@`` while the completion popup is open, else None."""
+        if not self.completion:
+            return None
+        head, at, word = self.buffer.rpartition("@")
+        if not at or any(ch.isspace() for ch in word) or (head and not head[-1].isspace() and head[-1] != "⏎"):
+            return None
+        return word
+
+    def started(self) -> None:
+        """SIGUSR1: codex-like start-up is over; Enter works again."""
+        self.waiting = False
 
     def enter(self) -> None:
         line, self.buffer = self.buffer, ""
@@ -189,21 +259,39 @@ class StandIn:
 
     def draw(self) -> None:
         size = os.get_terminal_size(sys.stdout.fileno())
-        bottom = list(QUESTION) if self.asking else [RULE, self.prompt + _visible(self.buffer)]
+        width = max(size.columns - 1, 4)  # never the last column: no terminal auto-wrap
+        room = max(size.lines - 1, 1)  # under the banner
+        if self.asking:
+            bottom = list(QUESTION)
+        else:
+            if self.buffer or not self.placeholder:
+                box = _wrap(self.prompt, _visible(self.buffer), width)
+            else:
+                box = [f"{self.prompt}\x1b[2m{self.placeholder}\x1b[22m"]
+            bottom = [RULE, *box]
+            if self.waiting:
+                bottom.insert(0, STARTING)
+            word = self.mention()
+            if word is not None:
+                bottom += [f"  ┊ @ {_visible(word)}.txt", "  ┊ enter accepts the completion"]
         if self.working:
             bottom.insert(0, WORKING)
-        rows_left = size.lines - 1 - sum(_rows(line, size.columns) for line in bottom)
+        bottom = bottom[-room:]  # a box taller than the screen shows its end
+        rows_left = room - len(bottom)
         shown: list[str] = []
         for entry in reversed(self.scrollback):
-            line = "• " + _visible(entry)
-            rows_left -= _rows(line, size.columns)
-            if rows_left < 0:
+            rows = _wrap("• ", _visible(entry), width)
+            if len(rows) > rows_left:
+                if rows_left > 0:  # its end still shows, as in a scrolled transcript
+                    shown[:0] = rows[-rows_left:]
                 break
-            shown.insert(0, line)
+            rows_left -= len(rows)
+            shown[:0] = rows
         screen = [f"{BANNER} · member {self.member_id} · Ctrl-C quits", *shown, *bottom]
         # Overwrite in place, clearing each row's rest and what is below; a whole-screen
         # clear would push every old frame into tmux's history (scroll-on-clear), where
-        # a stale prompt would still be read as the pane's state.
+        # a stale prompt would still be read as the pane's state. Rows are wrapped here,
+        # as the real agents do, never by the terminal.
         sys.stdout.write("\x1b[H" + "\x1b[K\r\n".join(screen) + "\x1b[K\x1b[J")
         sys.stdout.flush()
 
@@ -253,11 +341,27 @@ def _visible(text: str) -> str:
     )
 
 
-def _rows(line: str, columns: int) -> int:
+def _wrap(first: str, text: str, width: int) -> list[str]:
+    """``first`` + ``text`` cut into rows of at most ``width`` columns; rows after the
+    first start with two blanks (as claude and codex indent a wrapped message)."""
     import unicodedata
 
-    width = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in line)
-    return max(1, -(-width // max(columns, 1)))
+    rows, row, used = [], first, sum(_cells(ch, unicodedata) for ch in first)
+    for ch in text:
+        cells = _cells(ch, unicodedata)
+        if used + cells > width:
+            rows.append(row)
+            row, used = "  ", 2
+        row += ch
+        used += cells
+    rows.append(row)
+    return rows
+
+
+def _cells(ch: str, unicodedata) -> int:
+    if unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in "WF" else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,6 +374,16 @@ def main(argv: list[str] | None = None) -> int:
                         help='the input line\'s prompt (default "> "; "❯ " looks like claude)')
     parser.add_argument("--enter-guard", type=float, default=0.0, metavar="SECONDS",
                         help="ignore an Enter arriving this soon after typed text")
+    parser.add_argument("--placeholder", default="", help="hint drawn in the empty input line")
+    parser.add_argument("--prefill", default="", help="text already typed when it starts")
+    parser.add_argument("--startup-clear", action="store_true",
+                        help="the first Enter clears the input line instead (claude starting)")
+    parser.add_argument("--waiting-for-startup", action="store_true",
+                        help="hold every Enter until SIGUSR1 (codex starting)")
+    parser.add_argument("--late-startup", action="store_true",
+                        help="enter --waiting-for-startup's state at the first key received")
+    parser.add_argument("--completion", action="store_true",
+                        help="a trailing @word opens a completion that Enter accepts")
     args = parser.parse_args(argv)
     # `cafleet member create` starts the stand-in with only --member-id; the demo and the
     # tests choose the rest through the pane's environment.
@@ -284,18 +398,37 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     agent = StandIn(
         args.member_id, args.record, args.auto_reply, args.permission_prompt, args.enter_guard,
-        args.prompt,
+        args.prompt, placeholder=args.placeholder, prefill=args.prefill, startup_clear=args.startup_clear,
+        waiting=args.waiting_for_startup, completion=args.completion, late_startup=args.late_startup,
     )
     saved = termios.tcgetattr(fd)
     signal.signal(signal.SIGTERM, _quit)
     signal.signal(signal.SIGHUP, _quit)
     signal.signal(signal.SIGINT, _quit)
+
+    def on_started(signum: int, frame: object) -> None:
+        agent.started()
+        agent.draw()
+
+    signal.signal(signal.SIGUSR1, on_started)
+    frozen = [False]
+
+    def on_freeze(signum: int, frame: object) -> None:
+        frozen[0] = not frozen[0]
+        agent.record("frozen" if frozen[0] else "thawed")
+
+    signal.signal(signal.SIGUSR2, on_freeze)
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     try:
         tty.setraw(fd)
         agent.draw()
         while not agent.done:
-            ready, _, _ = select.select([fd], [], [], _ESC_WAIT if agent.pending else None)
+            if frozen[0]:
+                time.sleep(_ESC_WAIT)
+                continue
+            ready, _, _ = select.select([fd], [], [], _ESC_WAIT if agent.pending else 1.0)
+            if frozen[0] or (not ready and not agent.pending):
+                continue
             if not ready:
                 agent.flush_escape()
                 continue

@@ -10,26 +10,40 @@ break, including the one between header and body, is typed as the visible mark `
 which the body already uses for its own line breaks. The one typed line starts with the
 header, so every partial or repeated input still carries its message id.
 
-The steps, each bounded in time:
+The typed text is only ever ours, and Enter only ever submits our text. The steps, each
+bounded in time:
 
-1. capture the pane; if it shows a prompt awaiting its user, type nothing and raise
-   :class:`PaneAwaitingUser` (a digit would pick an option, Enter would approve);
+1. capture the pane. Type nothing when it shows a prompt awaiting its user
+   (:class:`PaneAwaitingUser`: a digit would pick an option, Enter would approve), when it
+   shows no input box of that agent or the agent is still starting (:class:`PaneNotReady`:
+   a shell, ``sleep``, codex's ``Waiting for startup``), or when the box already holds
+   text (:class:`PaneInputBusy`: a person or the agent is composing; it is never cleared,
+   overwritten or submitted). The one exception is text that is exactly the start of
+   this very line — our own earlier attempt, cut short by a killed sender: it is removed
+   with as many BackSpaces as it can hold, and the line typed whole;
 2. type the line literally (``send-keys -l``: never key names), after
-   :func:`~cafleet.delivery.preview.flatten`, so no control character is ever sent;
+   :func:`~cafleet.delivery.preview.flatten`, so no control character is ever sent. A line
+   whose last word holds ``@``, ``$`` or ``/`` gets one trailing space, so that no file-
+   mention or command completion is open when Enter is pressed (the first Enter would
+   accept the completion, not submit);
 3. wait ``settle`` seconds, then up to ``echo_timeout`` for the line's first characters
    (the *marker*, ``[cafleet msg <id> from <sender> …`` for a preview) to show in the
-   agent's input box (:func:`~cafleet.delivery.screen.input_box`);
+   agent's input box (:func:`~cafleet.delivery.screen.input_box`). If they never show, no
+   Enter is pressed: the typed characters are removed where that is safe (the box shows
+   exactly our line: one BackSpace per typed character, never Escape) and the attempt fails;
 4. if a prompt awaiting the user appeared meanwhile, stop before Enter (rows that are
    just our own typed text are ignored, so a hostile body cannot fake a prompt);
-5. press Enter and watch for the marker to leave the input box while the box is still
-   drawn; retry Enter up to ``enter_retries`` times, ``confirm_timeout`` apart;
-6. otherwise raise :class:`SubmissionNotConfirmed`.
+5. press Enter and watch for the marker to show *outside* the box — echoed into the
+   transcript or listed in the agent's queue — more often than before typing. That is the
+   confirmation. While the text stays in the box, Enter is retried up to
+   ``enter_retries`` times, ``confirm_timeout`` apart; when it left the box but never
+   reached the transcript (claude clears its composer while it starts), the attempt fails
+   at once as *vanished*;
+6. otherwise remove our text where safe and raise :class:`SubmissionNotConfirmed`.
 
-Confirmation means "seen in the input box, then seen gone from it". A pane whose screen
-shows no input box of that agent (a shell, ``sleep``, an agent still starting) can never
-confirm: Enter is pressed once (leaving typed text unsubmitted would glue it to the next
-input) and the attempt fails, so the message is retried later. Escape is never sent: it
-would discard a human's half-typed input or dismiss a permission prompt.
+A failed attempt leaves the message owed: the next send, ``message wait`` or ``fleet
+watch`` retries it. Escape is never sent: it would discard a human's half-typed input or
+dismiss a permission prompt.
 
 The settle delay defaults to 0.3 s, overridable with ``CAFLEET_SUBMIT_SETTLE`` (seconds):
 codex takes an Enter arriving within ~120 ms of fast typed input as a newline, claude's
@@ -43,7 +57,7 @@ import time
 from typing import Callable, Mapping
 
 from cafleet.delivery import screen
-from cafleet.delivery.preview import flatten
+from cafleet.delivery.preview import NEWLINE_MARK, flatten
 from cafleet.errors import CafleetError, UsageError
 from cafleet.faults import pause_point
 from cafleet.mux.base import Multiplexer
@@ -61,8 +75,19 @@ class PaneAwaitingUser(CafleetError):
     """The pane shows a permission prompt or a question for its user: nothing is typed."""
 
 
+class PaneNotReady(CafleetError):
+    """The pane shows no input box of its agent, or the agent is still starting: nothing
+    is typed."""
+
+
+class PaneInputBusy(CafleetError):
+    """The agent's input box already holds text someone else typed: the preview is held
+    and nothing is typed; the text is left as it is."""
+
+
 class SubmissionNotConfirmed(CafleetError):
-    """The typed text was not seen leaving the agent's input box after Enter."""
+    """The typed text was not seen leaving the agent's input box into its transcript or
+    queue after Enter."""
 
 
 def settle_delay(environ: Mapping[str, str]) -> float:
@@ -105,6 +130,15 @@ def type_prompt(
     _submit(mux, pane_id, line, agent, settle, enter_retries, confirm_timeout, echo_timeout)
 
 
+def with_terminator(line: str) -> str:
+    """``line`` as typed: with one trailing space when its last word holds ``@``, ``$`` or
+    ``/`` (a file mention, a skill or a command the agent would offer to complete)."""
+    last = line.replace(NEWLINE_MARK, " ").rsplit(None, 1)[-1] if line.strip() else ""
+    if line[-1:].isspace() or not any(ch in last for ch in "@$/"):
+        return line
+    return line + " "
+
+
 def _submit(
     mux: Multiplexer,
     pane_id: str,
@@ -121,16 +155,14 @@ def _submit(
         settle = settle_delay(os.environ)
     if settle < 0 or enter_retries < 0 or confirm_timeout < 0 or echo_timeout < 0:
         raise ValueError("settle, enter_retries and the timeouts must not be negative")
+    line = with_terminator(line)
     marker = _marker(line)
     cues = screen.CUES.get(agent)
     placeholder = cues.placeholder if cues else None
 
-    before = mux.capture(pane_id, CAPTURE_LINES)
-    if screen.classify(agent, before) == screen.PaneState.AWAITING_USER:
-        raise PaneAwaitingUser(
-            f"pane {pane_id} shows a prompt awaiting its user, so nothing was typed; "
-            "answer it in that pane and the message will be retried."
-        )
+    before = _check_ready(mux, pane_id, agent, mux.capture(pane_id, CAPTURE_LINES, ansi=True), line)
+    ends = (marker, _tail_marker(line))
+    echoes = (_echoes(agent, before, ends[:1]), _echoes(agent, before, ends))
     # A placeholder already in the box before typing proves nothing about our text.
     box_before = screen.input_box(agent, before)
     if placeholder and box_before and _holds(box_before, None, placeholder):
@@ -142,6 +174,12 @@ def _submit(
     seen, shown = _poll(
         mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder)
     )
+    if not seen:
+        removed = _erase_ours(mux, pane_id, agent, shown, line)
+        raise SubmissionNotConfirmed(
+            f"the typed text never showed in the {agent} input box of pane {pane_id}, so "
+            "Enter was not pressed" + ("; the typed text was removed." if removed else ".")
+        )
     for presses in range(enter_retries + 1):
         if screen.classify(agent, _without_typed(shown, line)) == screen.PaneState.AWAITING_USER:
             raise PaneAwaitingUser(
@@ -152,21 +190,143 @@ def _submit(
                 "submission was confirmed; Enter was not pressed again."
             )
         mux.press_enter(pane_id)
-        if not seen:
-            raise SubmissionNotConfirmed(
-                f"the typed text never showed in the {agent} input box of pane {pane_id} "
-                "(is that agent running there?); Enter was pressed once but the "
-                "submission cannot be confirmed."
-            )
-        done, shown = _poll(
-            mux, pane_id, confirm_timeout, lambda s: _box_cleared(agent, s, marker, placeholder)
-        )
-        if done:
+        outcome, shown = _await_outcome(mux, pane_id, agent, ends, placeholder, echoes, confirm_timeout)
+        if outcome == _ECHOED:
             return
+        if outcome == _VANISHED:
+            raise SubmissionNotConfirmed(
+                f"the typed text vanished from the {agent} input box of pane {pane_id} without "
+                "reaching its transcript or queue (the agent cleared its input, as it does "
+                "while starting); Enter is not retried."
+            )
+    removed = _erase_ours(mux, pane_id, agent, shown, line)
     raise SubmissionNotConfirmed(
         f"the typed text was still in the input box of pane {pane_id} after "
-        f"{enter_retries + 1} Enter presses; the submission is not confirmed."
+        f"{enter_retries + 1} Enter presses; the submission is not confirmed"
+        + ("; the typed text was removed." if removed else ".")
     )
+
+
+def _check_ready(mux: Multiplexer, pane_id: str, agent: str, shown: str, line: str) -> str:
+    """Raise unless the pane shows the agent's empty input box (after removing a leftover
+    start of ``line`` from an earlier attempt); the screen that shows it comes back."""
+    if screen.classify(agent, shown) == screen.PaneState.AWAITING_USER:
+        raise PaneAwaitingUser(
+            f"pane {pane_id} shows a prompt awaiting its user, so nothing was typed; "
+            "answer it in that pane and the message will be retried."
+        )
+    if screen.starting(agent, shown):
+        raise PaneNotReady(
+            f"pane {pane_id} shows {agent} still starting, so nothing was typed."
+        )
+    text = screen.box_text(agent, shown)
+    if text is None:
+        raise PaneNotReady(
+            f"pane {pane_id} does not show the {agent} input box (is that agent running "
+            "there?), so nothing was typed."
+        )
+    if not text:
+        return shown
+    count = _leftover_count(text, line)
+    if count:
+        mux.press_backspace(pane_id, count)
+        cleared, shown = _poll(mux, pane_id, DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "",
+                               ansi=True)
+        if cleared:
+            return shown
+    raise PaneInputBusy(
+        f"held: input box has text in pane {pane_id} (someone is typing there), so nothing "
+        "was typed and that text was left as it is."
+    )
+
+
+def _leftover_count(text: str, line: str) -> int:
+    """How many BackSpaces remove ``text`` when the box shows only the start of our own
+    ``line`` (for a preview, at least ``[cafleet msg <id> from``): the typed characters up to the end of the
+    shown text, plus the blanks that may follow it unseen. 0 when it is anything else."""
+    import re
+
+    header = re.match(r"\[cafleet msg \d+ from ", line)
+    if not text.startswith(header.group(0).rstrip() if header else _marker(line)):
+        return 0
+    want = "".join(text.split())
+    seen = 0
+    for index, ch in enumerate(line):
+        if seen == len(want):
+            end = index
+            while end < len(line) and line[end].isspace():
+                end += 1
+            return end
+        if ch.isspace():
+            continue
+        if ch != want[seen]:
+            return 0
+        seen += 1
+    return len(line) if seen == len(want) else 0
+
+
+def _erase_ours(mux: Multiplexer, pane_id: str, agent: str, shown: str, line: str) -> bool:
+    """Remove our typed ``line`` when the box shows exactly that and nothing else: one
+    BackSpace per typed character. Whether it was removed."""
+    text = screen.box_text(agent, shown)
+    if not text or "".join(text.split()) != "".join(line.split()):
+        return False
+    mux.press_backspace(pane_id, len(line))
+    return _poll(mux, pane_id, DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "", ansi=True)[0]
+
+
+_ECHOED, _VANISHED, _IN_BOX = "echoed", "vanished", "in box"
+
+
+def _await_outcome(mux: Multiplexer, pane_id: str, agent: str, ends: tuple[str, str], placeholder: str | None,
+                   echoes: tuple[int, int], timeout: float) -> tuple[str, str]:
+    """After an Enter: watch until the line's first characters show outside the box more
+    often than before typing (``echoes[0]``), or — once the box no longer holds them — its
+    first or last characters do (``echoes[1]``: the start of a long echo may have scrolled
+    away); that is the confirmation. Otherwise, when ``timeout`` passes: still in the box,
+    or vanished (the box was seen without it, and it never reached the transcript or
+    queue). Only a screen that shows the input box counts, so text in a hidden box is never
+    taken for an echo."""
+    marker = ends[0]
+    left = False
+
+    def check(shown: str) -> bool:
+        nonlocal left
+        box = screen.input_box(agent, shown)
+        if box is None:  # no box to tell our text's rows from the transcript's: look again
+            return False
+        if _echoes(agent, shown, ends[:1]) > echoes[0]:
+            return True
+        if _holds(box, marker, placeholder):
+            return False
+        left = True
+        return _echoes(agent, shown, ends) > echoes[1]
+
+    echoed, shown = _poll(mux, pane_id, timeout, check)
+    if echoed:
+        return _ECHOED, shown
+    if _box_holds(agent, shown, marker, placeholder):
+        return _IN_BOX, shown
+    return (_VANISHED if left else _IN_BOX), shown
+
+
+def _echoes(agent: str, shown: str, pieces: tuple[str, ...]) -> int:
+    """How many rows outside the input box (transcript and queue) show one of ``pieces``."""
+    return sum(any(piece in row for piece in pieces) for row in screen.outside_box(agent, shown))
+
+
+def _tail_marker(line: str) -> str:
+    """The last characters of the typed line as a row would show them: at most
+    ``MARKER_LEN``, after any zero-width character, without edge blanks."""
+    import unicodedata
+
+    text = line.strip()
+    start = max(0, len(text) - MARKER_LEN)
+    for i in range(len(text) - 1, start - 1, -1):
+        if unicodedata.category(text[i]) in ("Mn", "Me", "Cf"):
+            start = i + 1
+            break
+    return text[start:].lstrip() or text[-MARKER_LEN:]
 
 
 def _marker(line: str) -> str:
@@ -185,12 +345,12 @@ def _marker(line: str) -> str:
 
 
 def _poll(
-    mux: Multiplexer, pane_id: str, timeout: float, check: Callable[[str], bool]
+    mux: Multiplexer, pane_id: str, timeout: float, check: Callable[[str], bool], ansi: bool = False
 ) -> tuple[bool, str]:
     """Capture until ``check`` holds or ``timeout`` passes; the last capture comes back."""
     deadline = time.monotonic() + timeout
     while True:
-        shown = mux.capture(pane_id, CAPTURE_LINES)
+        shown = mux.capture(pane_id, CAPTURE_LINES, ansi=ansi)
         if check(shown):
             return True, shown
         remaining = deadline - time.monotonic()
@@ -204,15 +364,14 @@ def _box_holds(agent: str, shown: str, marker: str, placeholder: str | None) -> 
     return box is not None and _holds(box, marker, placeholder)
 
 
-def _box_cleared(agent: str, shown: str, marker: str, placeholder: str | None) -> bool:
-    box = screen.input_box(agent, shown)
-    return box is not None and not _holds(box, marker, placeholder)
-
-
 def _holds(box: list[str], marker: str | None, placeholder: str | None) -> bool:
-    """Whether the box shows our text: its marker, or a collapsed-paste placeholder."""
-    if marker is not None and any(marker in row for row in box):
-        return True
+    """Whether the box shows our text: its marker (on one row, or across the rows of a
+    narrow box), or a collapsed-paste placeholder."""
+    if marker is not None:
+        if any(marker in row for row in box):
+            return True
+        if "".join(marker.split()) in "".join("".join(row.split()) for row in box):
+            return True
     if placeholder is None:
         return False
     import re

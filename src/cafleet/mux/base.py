@@ -97,6 +97,9 @@ class Multiplexer:
     def press_enter(self, pane_id: str) -> None:
         """Send one Enter key press."""
 
+    def press_backspace(self, pane_id: str, count: int) -> None:
+        """Send ``count`` BackSpace key presses (to remove text cafleet typed itself)."""
+
     def pane_dead(self, pane_id: str) -> bool:
         """Whether the pane still exists but its program has exited."""
 

@@ -346,6 +346,11 @@ class Herdr:
         self._verify(pane_id)
         self._on_pane(pane_id, ["pane", "send-keys", pane_id, "enter"])
 
+    def press_backspace(self, pane_id: str, count: int) -> None:
+        self._verify(pane_id)
+        for done in range(0, count, 200):
+            self._on_pane(pane_id, ["pane", "send-keys", pane_id, *["backspace"] * min(200, count - done)])
+
     # -- supervision ---------------------------------------------------------------------
 
     def _process_info(self, pane_id: str) -> dict[str, Any]:

@@ -373,6 +373,10 @@ class Tmux:
                 raise PaneGone(f"tmux pane {pane_id} is gone ({reason}).")
             raise MuxError(f"tmux {args[0]} on pane {pane_id} failed: {reason}.")
 
+    def press_backspace(self, pane_id: str, count: int) -> None:
+        for done in range(0, count, 200):
+            self._on_pane_guarded(pane_id, ["send-keys", "-t", pane_id, *["BSpace"] * min(200, count - done)])
+
     # -- supervision ---------------------------------------------------------------------
 
     def pane_dead(self, pane_id: str) -> bool:
