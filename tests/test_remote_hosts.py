@@ -210,3 +210,23 @@ def test_create_on_a_host_without_the_agent_writes_nothing(remote):
     assert result.err == (f"Error: codex is not installed on host {host.alias} (not on its PATH for SSH commands); "
                           "install it there, or check with `cafleet doctor --host`.\n")
     assert fleet.member_count() == 1
+
+
+def test_doctor_checks_the_hosts_of_live_members_and_those_given(remote, tmp_path):
+    fleet, host = remote
+    assert create_remote(fleet, host, "far").code == 0
+    report = fleet.cafleet("doctor", "--json", "--host", "nowhere.invalid")
+    entries = {entry["host"]: entry for entry in report.json()["hosts"]["hosts"]}
+    far = entries[host.alias]
+    assert far["ok"] and far["reachable"] and far["tmux"].startswith("tmux ")
+    assert far["coding_agents"] == {"standin": sys.executable}  # what its live members run
+    nowhere = entries["nowhere.invalid"]
+    assert (nowhere["ok"], nowhere["reachable"]) == (False, False)
+    assert "host nowhere.invalid cannot be reached over SSH" in nowhere["error"]
+    assert report.code == 1
+
+    text = fleet.cafleet("doctor").out.splitlines()
+    assert next(line for line in text if f"host {host.alias}" in line).startswith(f"✓ host {host.alias}: reachable over SSH, tmux ")
+    host.stop()
+    down = fleet.cafleet("doctor", "--json")
+    assert down.code == 1 and down.json()["hosts"]["hosts"][0]["reachable"] is False

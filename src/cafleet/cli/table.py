@@ -156,7 +156,10 @@ COMMANDS = [
             (Param("coding_agents", "--coding-agent", "multi", metavar="AGENT", help=AGENT_HELP,
                    default_text="all"),)),
     Command("doctor", None, "cafleet.cli.doctor:doctor",
-            "Diagnose multiplexer and calling pane, database file, coding agents and installed assets."),
+            "Diagnose multiplexer and calling pane, database file, coding agents and installed assets.",
+            (Param("hosts", "--host", "multi", metavar="HOST",
+                   help="also check this host over SSH: reachable, tmux, coding agents (hosts of live members "
+                        "are always checked)"),)),
     Command("server", None, "cafleet.cli.server:server", "Serve the admin WebUI (see docs/webui.md).",
             (Param("host", "--host", metavar="HOST", help="bind address",
                    default_text="CAFLEET_BROKER_HOST, else 127.0.0.1"),
