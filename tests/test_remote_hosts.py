@@ -230,3 +230,32 @@ def test_doctor_checks_the_hosts_of_live_members_and_those_given(remote, tmp_pat
     host.stop()
     down = fleet.cafleet("doctor", "--json")
     assert down.code == 1 and down.json()["hosts"]["hosts"][0]["reachable"] is False
+
+
+def test_a_member_on_the_host_wakes_its_neighbours_there_and_leaves_home_panes_to_the_home_machine(remote):
+    fleet, host = remote
+    near = fleet.create("near")["member_id"]  # beside the Director, on the home machine
+    far = create_remote(fleet, host, "far", "--json").json()["member_id"]
+    other = create_remote(fleet, host, "other", "--json").json()["member_id"]
+    fleet.wait_ready(far)
+    fleet.wait_ready(other)
+    accepted = host.accepted()
+
+    def send_from_host(to_id: int, body: str):
+        """`message send` as the member's agent runs it in its pane on the host."""
+        return host.ssh(f"CAFLEET_DATABASE_URL={fleet.db} CAFLEET_HOST={host.alias} "
+                        f"cafleet message send --from-member-id {far} --to-member-id {to_id} --json {body}")
+
+    beside = send_from_host(other, "neighbour")
+    assert beside.returncode == 0 and beside.stderr == "", beside  # typed there, without SSH back to itself
+    assert fleet.submits(other) == [preview_line(json.loads(beside.stdout))]
+
+    home = send_from_host(near, "home")
+    assert home.returncode == 0, home
+    message_id = json.loads(home.stdout)["message_id"]
+    assert "the pane is on the fleet's home machine" in home.stderr
+    assert fleet.submits(near) == [] and fleet.notified_at(message_id) is None
+    # The home machine delivers it: the Director's next `message wait` retries what is owed.
+    fleet.cafleet("message", "wait", str(fleet.director), "--timeout", "0")
+    assert fleet.submits(near) == [preview_line(json.loads(home.stdout))]
+    assert host.accepted() == accepted + 2  # only this test's own two ssh commands
