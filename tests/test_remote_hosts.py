@@ -124,6 +124,10 @@ def test_create_spawns_the_member_on_the_host_and_a_send_is_typed_and_submitted_
     assert fleet.submits(member_id) == [preview_line(message)]
     assert fleet.notified_at(message["message_id"]) is not None
 
+    prompted = fleet.cafleet("member", "prompt", str(member_id), "status, please")
+    assert prompted.code == 0, prompted
+    assert fleet.submits(member_id)[-1] == "status, please"
+
     # The member's own cafleet calls reach the same database from the host.
     done = host.ssh(f"cd / && CAFLEET_DATABASE_URL={fleet.db} cafleet message poll {member_id} --json")
     assert done.returncode == 0, done.stderr
@@ -201,6 +205,12 @@ def test_delete_kills_the_remote_pane(remote):
     assert pane_id not in remote_panes(host)
     assert fleet.member_count() == 1
 
+    again = create_remote(fleet, host, "again", "--json").json()["pane_id"]
+    assert again in remote_panes(host)
+    gone = fleet.cafleet("fleet", "delete", str(fleet.fleet_id))
+    assert gone.code == 0, gone
+    assert again not in remote_panes(host)
+
 
 def test_create_on_a_host_without_the_agent_writes_nothing(remote):
     fleet, host = remote
@@ -259,3 +269,25 @@ def test_a_member_on_the_host_wakes_its_neighbours_there_and_leaves_home_panes_t
     fleet.cafleet("message", "wait", str(fleet.director), "--timeout", "0")
     assert fleet.submits(near) == [preview_line(json.loads(home.stdout))]
     assert host.accepted() == accepted + 2  # only this test's own two ssh commands
+
+
+def test_a_restarted_tmux_on_the_host_is_stale_and_nothing_is_typed_there(remote, tmp_path):
+    fleet, host = remote
+    created = create_remote(fleet, host, "far", "--json").json()
+    member_id, pane_id = created["member_id"], created["pane_id"]
+    fleet.wait_ready(member_id)
+    host.kill_remote_tmux()
+    marker = tmp_path / "typed.bytes"
+    # A new server on the same socket: its first pane gets the same id, running a byte recorder.
+    from tests.support.recorder import READY
+    from tests.support.tmux_fixtures import RECORDER
+
+    host.remote_tmux("new-session", "-d", "--", sys.executable, str(RECORDER), str(marker))
+    assert pane_id in remote_panes(host)
+    wait_for(lambda: READY in host.remote_tmux("capture-pane", "-p", "-t", pane_id), what="the recorder")
+
+    sent = fleet.send(fleet.director, member_id, "$(touch nope); echo hi", "--json")
+    assert sent.code == 0, sent
+    assert f"tmux pane {pane_id} is stale" in sent.err
+    assert fleet.notified_at(sent.json()["message_id"]) is None
+    assert marker.read_bytes() == b""  # the identity check ran on the host, in the same tmux call

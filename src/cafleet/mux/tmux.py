@@ -24,6 +24,8 @@ Facts about tmux (checked against tmux 3.3a) that shape this module:
   check and input. That command is a string tmux parses; single quotes keep everything in
   it literal (no format, variable or ``~`` expansion, ``;`` included), and ``'`` itself is
   written ``'\\''``.
+* On another host (``remote``, :mod:`cafleet.mux.ssh`) the same argv runs there through one
+  ``ssh`` call, quoted word by word for the remote shell, so every guarantee above holds.
 """
 
 from __future__ import annotations
