@@ -221,6 +221,11 @@ def test_create_on_a_host_without_the_agent_writes_nothing(remote):
                           "install it there, or check with `cafleet doctor --host`.\n")
     assert fleet.member_count() == 1
 
+    host.stop()
+    down = create_remote(fleet, host, "y")
+    assert down.code == 1 and down.err.startswith(f"Error: host {host.alias} cannot be reached over SSH ("), down
+    assert len(down.err.splitlines()) == 1 and fleet.member_count() == 1
+
 
 def test_doctor_checks_the_hosts_of_live_members_and_those_given(remote, tmp_path):
     fleet, host = remote
@@ -230,6 +235,7 @@ def test_doctor_checks_the_hosts_of_live_members_and_those_given(remote, tmp_pat
     far = entries[host.alias]
     assert far["ok"] and far["reachable"] and far["tmux"].startswith("tmux ")
     assert far["coding_agents"] == {"standin": sys.executable}  # what its live members run
+    assert far["cafleet"] == str(Path(sys.executable).parent / "cafleet")
     nowhere = entries["nowhere.invalid"]
     assert (nowhere["ok"], nowhere["reachable"]) == (False, False)
     assert "host nowhere.invalid cannot be reached over SSH" in nowhere["error"]

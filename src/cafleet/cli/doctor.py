@@ -128,19 +128,21 @@ def check_host(host: str, agents, environ) -> dict:
     names = sorted(agents) if agents else list(AGENTS)
     binaries = {name: backend(name).binary if name != "standin" else __import__("sys").executable for name in names}
     try:
-        code, out, err = Ssh(host, environ).run(["sh", "-c", _HOST_PROBE, "sh", "tmux", *binaries.values()])
+        code, out, err = Ssh(host, environ).run(["sh", "-c", _HOST_PROBE, "sh", "tmux", "cafleet",
+                                                 *binaries.values()])
     except CafleetError as error:
         return {"ok": False, "host": host, "reachable": False, "error": str(error),
                 "fix": f"check `ssh -o BatchMode=yes {host} true` works without a prompt (keys, known_hosts)"}
     found = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
     agent_paths = {name: found.get(binary) or None for name, binary in binaries.items()}
-    tmux_ok = bool(found.get("tmux"))
+    tmux_ok, cafleet = bool(found.get("tmux")), found.get("cafleet") or None
     agents_ok = all(agent_paths.values()) if agents else any(agent_paths.values())
-    section = {"ok": code == 0 and tmux_ok and agents_ok, "host": host, "reachable": True,
-               "tmux": (found.get("tmux -V") or found["tmux"]) if tmux_ok else None, "coding_agents": agent_paths}
+    section = {"ok": code == 0 and tmux_ok and bool(cafleet) and agents_ok, "host": host, "reachable": True,
+               "tmux": (found.get("tmux -V") or found["tmux"]) if tmux_ok else None, "cafleet": cafleet,
+               "coding_agents": agent_paths}
     if not section["ok"]:
-        section["fix"] = (f"install tmux on {host}" if not tmux_ok else
-                          f"install the coding agent on {host} so that ssh {host} finds it on PATH")
+        missing = "tmux" if not tmux_ok else "cafleet" if not cafleet else "the coding agent"
+        section["fix"] = f"install {missing} on {host} so that `ssh {host} command -v ...` finds it on PATH"
     return section
 
 
@@ -198,6 +200,7 @@ def doctor(ctx, hosts):
                 lines.append(f"{_mark(entry['ok'])} host {entry['host']}: reachable over SSH, {entry['tmux']}")
             else:
                 lines.append(f"✗ host {entry['host']}: reachable over SSH, but tmux is not on its PATH")
+            lines.append(f"    {_mark(bool(entry['cafleet']))} cafleet: {entry['cafleet'] or 'not found on its PATH'}")
             for name, path in entry["coding_agents"].items():
                 lines.append(f"    {_mark(bool(path))} {name}: {path or 'not found on its PATH'}")
         for section in (mux, db, agents, assets, *([remote] if remote else [])):
