@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs cafleet into ./.venv, plus the system packages it needs (tmux).
-# Usage: bash scripts/install.sh [--test]   (--test also installs the test dependencies
-# and Debian's chromium for the WebUI browser tests)
+# Usage: bash scripts/install.sh [--test]   (--test also installs the test dependencies,
+# Debian's chromium for the WebUI browser tests and OpenSSH for the remote-host tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +12,9 @@ apt_packages=()
 command -v tmux >/dev/null 2>&1 || apt_packages+=(tmux)
 if [ "$with_tests" = 1 ]; then
   command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)
+  # The remote-host tests run a real sshd on 127.0.0.1 and reach it with ssh.
+  command -v ssh >/dev/null 2>&1 || apt_packages+=(openssh-client)
+  { command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ]; } || apt_packages+=(openssh-server)
 fi
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then

@@ -115,13 +115,17 @@ def insert_member(store, fleet_id: int, name: str, description: str, now: str, *
     return member_id
 
 
-def set_pane_id(store, member_id: int, pane_id: str, identity: str | None = None) -> None:
-    """Patch a pending placement with its concrete pane (the caller holds the pane lock)."""
+def set_pane_id(store, member_id: int, pane_id: str, identity: str | None = None, *,
+                session: str | None = None, window_id: str | None = None) -> None:
+    """Patch a pending placement with its concrete pane (the caller holds the pane lock);
+    ``session``/``window_id`` too when they were only known once the pane existed (a
+    member on another host gets a tmux session of its own there)."""
     with store.write():
         updated = store.execute(
-            "UPDATE member_placements SET mux_pane_id = ? WHERE member_id = ? AND member_id IN "
+            "UPDATE member_placements SET mux_pane_id = ?, mux_session = COALESCE(?, mux_session), "
+            "mux_window_id = COALESCE(?, mux_window_id) WHERE member_id = ? AND member_id IN "
             "(SELECT member_id FROM members WHERE status = 'active')",
-            (encode_pane(pane_id, identity), member_id),
+            (encode_pane(pane_id, identity), session, window_id, member_id),
         ).rowcount
     if not updated:
         raise Conflict(f"member {member_id} is no longer active; its pane was not recorded.")

@@ -1,5 +1,7 @@
 """`cafleet doctor`: four sections — multiplexer, database, coding agents, assets — each
-✓/✗ with a one-line fix. Exit 0 when every section is healthy, 1 otherwise."""
+✓/✗ with a one-line fix, and a fifth, hosts, when members live on other hosts (or
+``--host`` names some): each host's reachability over SSH, its tmux and its coding agents.
+Exit 0 when every section is healthy, 1 otherwise."""
 
 from __future__ import annotations
 
@@ -93,17 +95,84 @@ def assets_section(environ, agents_found: list[str]) -> dict:
     return section
 
 
+_HOST_PROBE = ('for p; do printf "%s\\t%s\\n" "$p" "$(command -v "$p" 2>/dev/null)"; done; '
+               'printf "tmux -V\\t%s\\n" "$(tmux -V 2>/dev/null)"')
+
+
+def placement_hosts(ctx) -> dict[str, set[str]]:
+    """Hosts of live placements (members of live fleets) -> the coding agents placed there."""
+    from cafleet.broker import fleets
+    from cafleet.mux.ssh import split_session
+
+    hosts: dict[str, set[str]] = {}
+    try:
+        store = ctx.store()
+        for fleet in fleets.list_fleets(store):
+            for placement in fleets.fleet_placements(store, fleet["fleet_id"]):
+                try:
+                    host = split_session(placement["session"])[0]
+                except CafleetError:
+                    continue
+                if host:
+                    hosts.setdefault(host, set()).add(placement["coding_agent"])
+    except CafleetError:  # the database section reports it
+        return hosts
+    return hosts
+
+
+def check_host(host: str, agents, environ) -> dict:
+    """One SSH call: is ``host`` reachable, does it have tmux and the agents' programs."""
+    from cafleet.agents.backends import AGENTS, backend
+    from cafleet.mux.ssh import Ssh
+
+    names = sorted(agents) if agents else list(AGENTS)
+    binaries = {name: backend(name).binary if name != "standin" else __import__("sys").executable for name in names}
+    try:
+        code, out, err = Ssh(host, environ).run(["sh", "-c", _HOST_PROBE, "sh", "tmux", "cafleet",
+                                                 *binaries.values()])
+    except CafleetError as error:
+        return {"ok": False, "host": host, "reachable": False, "error": str(error),
+                "fix": f"check `ssh -o BatchMode=yes {host} true` works without a prompt (keys, known_hosts)"}
+    found = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+    agent_paths = {name: found.get(binary) or None for name, binary in binaries.items()}
+    tmux_ok, cafleet = bool(found.get("tmux")), found.get("cafleet") or None
+    agents_ok = all(agent_paths.values()) if agents else any(agent_paths.values())
+    section = {"ok": code == 0 and tmux_ok and bool(cafleet) and agents_ok, "host": host, "reachable": True,
+               "tmux": (found.get("tmux -V") or found["tmux"]) if tmux_ok else None, "cafleet": cafleet,
+               "coding_agents": agent_paths}
+    if not section["ok"]:
+        missing = "tmux" if not tmux_ok else "cafleet" if not cafleet else "the coding agent"
+        section["fix"] = f"install {missing} on {host} so that `ssh {host} command -v ...` finds it on PATH"
+    return section
+
+
+def hosts_section(ctx, hosts) -> dict | None:
+    wanted = placement_hosts(ctx)
+    for host in hosts:
+        wanted.setdefault(host, set())
+    if not wanted:
+        return None
+    checked = [check_host(host, agents, ctx.environ) for host, agents in sorted(wanted.items())]
+    section = {"ok": all(entry["ok"] for entry in checked), "hosts": checked}
+    if not section["ok"]:
+        section["fix"] = next(entry["fix"] for entry in checked if not entry["ok"])
+    return section
+
+
 def _mark(ok: bool) -> str:
     return "✓" if ok else "✗"
 
 
-def doctor(ctx):
+def doctor(ctx, hosts):
     mux = multiplexer_section(ctx.environ)
     db = database_section(ctx)
     agents = coding_agents_section(ctx.environ)
     found = [name for name, entry in agents["agents"].items() if entry["found"]]
     assets = assets_section(ctx.environ, found)
     report = {"multiplexer": mux, "database": db, "coding_agents": agents, "assets": assets}
+    remote = hosts_section(ctx, hosts) if db["ok"] or hosts else None
+    if remote is not None:
+        report["hosts"] = remote
 
     def text():
         lines = [f"{_mark(mux['ok'])} multiplexer: " + (f"{mux['backend']}, calling pane {mux['pane_id']}" if mux["ok"] else mux["error"])]
@@ -123,7 +192,18 @@ def doctor(ctx):
             for target in assets["targets"]:
                 state = "current" if target["current"] else f"installed {target['installed_version'] or 'nothing'}"
                 lines.append(f"    {_mark(target['current'])} {target['coding_agent']}: {target['path']} ({state})")
-        for section in (mux, db, agents, assets):
+        for entry in (remote or {}).get("hosts", []):
+            if not entry["reachable"]:
+                lines.append(f"✗ host {entry['host']}: {entry['error']}")
+                continue
+            if entry["tmux"]:
+                lines.append(f"{_mark(entry['ok'])} host {entry['host']}: reachable over SSH, {entry['tmux']}")
+            else:
+                lines.append(f"✗ host {entry['host']}: reachable over SSH, but tmux is not on its PATH")
+            lines.append(f"    {_mark(bool(entry['cafleet']))} cafleet: {entry['cafleet'] or 'not found on its PATH'}")
+            for name, path in entry["coding_agents"].items():
+                lines.append(f"    {_mark(bool(path))} {name}: {path or 'not found on its PATH'}")
+        for section in (mux, db, agents, assets, *([remote] if remote else [])):
             if not section["ok"] and section.get("fix"):
                 lines.append(f"fix: {section['fix']}")
         return "\n".join(lines)

@@ -54,7 +54,7 @@ def show(ctx, member_id):
     ctx.emit(record, text)
 
 
-def create(ctx, fleet_id, name, description, coding_agent, model, effort, text, file):
+def create(ctx, fleet_id, name, description, coding_agent, model, effort, host, text, file):
     from cafleet.cli.body import read_body
     from cafleet.delivery import panes
 
@@ -63,10 +63,11 @@ def create(ctx, fleet_id, name, description, coding_agent, model, effort, text, 
     prompt = read_body(ctx, text, file)
     record = panes.create_member(
         ctx.store(), ctx.environ, ctx.db_path, fleet_id=fleet_id, name=name, description=description,
-        coding_agent=coding_agent, model=model, effort=effort, prompt=prompt,
+        coding_agent=coding_agent, model=model, effort=effort, prompt=prompt, host=host,
     )
+    where = f" on host {render.inline(host)}" if host else ""
     ctx.emit(record, lambda: f"created member {record['member_id']} ({render.inline(name)}, "
-                            f"{render.inline(record['coding_agent'])}) in pane {render.inline(record['pane_id'])}")
+                            f"{render.inline(record['coding_agent'])}) in pane {render.inline(record['pane_id'])}{where}")
 
 
 def delete(ctx, member_id):

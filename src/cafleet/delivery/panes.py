@@ -119,13 +119,16 @@ def delete_member(store, environ, db_path: str, member_id: int) -> str:
 
 
 def record_pane(store, environ, db_path: str, member_id: int, placement: dict, pane_id: str,
-                identity: str | None = None) -> None:
-    """The pane-id patch at member creation (with the pane's identity), under the new pane's lock."""
+                identity: str | None = None, *, window_id: str | None = None) -> None:
+    """The pane-id patch at member creation (with the pane's identity), under the new pane's
+    lock; ``window_id`` (and the placement's session) are written too when given, for a
+    member on another host."""
     from cafleet.delivery.lock import pane_lock
 
     with pane_lock(config.lock_dir(db_path), placement["backend"], placement["session"], pane_id,
                    config.lock_timeout(environ)):
-        members.set_pane_id(store, member_id, pane_id, identity)
+        members.set_pane_id(store, member_id, pane_id, identity,
+                            session=placement["session"] if window_id else None, window_id=window_id)
 
 
 def _same_pane(caller, placement: dict) -> bool:
@@ -148,11 +151,13 @@ class CreateFailed(CafleetError):
 
 
 def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, description: str, coding_agent: str | None,
-                  model: str | None, effort: str | None, prompt: str) -> dict:
+                  model: str | None, effort: str | None, prompt: str, host: str | None = None) -> dict:
     """§5.1: pending registration, spawn prompt, split a pane, record it under the lock.
 
     Every check that can fail without side effects runs first; any failure after the
     registry write is compensated (pane killed, member deregistered) and reported.
+    With ``host``, the pane is a new tmux session on that host, over SSH
+    (:func:`_create_remote`).
     """
     import os
 
@@ -176,6 +181,9 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
     agent = coding_agent or placement["coding_agent"]
     backends.validate(agent, model, effort)
     check_template(prompt)
+    if host is not None:
+        return _create_remote(store, environ, db_path, host, fleet_id=fleet_id, director=director, name=name,
+                              description=description, agent=agent, model=model, effort=effort, prompt=prompt)
     backends.find_binary(agent, environ)
     try:
         cwd = os.getcwd()  # the new pane starts here; a deleted directory is refused before any write
@@ -206,6 +214,79 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
         raise CreateFailed(_compensate(store, mux, member_id, pane_id, error)) from None
     return {"member_id": member_id, "fleet_id": fleet_id, "name": name, "coding_agent": agent,
             "backend": placement["backend"], "pane_id": pane_id}
+
+
+# Variables that describe this machine, not the fleet: never handed to a pane on another host.
+_HOST_LOCAL = frozenset({"CAFLEET_SSH_CONFIG", "CAFLEET_SSH_CONTROL_DIR", "CAFLEET_HOST", "CAFLEET_MULTIPLEXER",
+                         "CAFLEET_HERDR_BIN", "CAFLEET_TEST_PAUSE_AT", "CAFLEET_TEST_PAUSE_FILE"})
+
+
+def remote_pane_env(environ, db_path: str, host: str, fleet_id: int, member_id: int) -> dict[str, str]:
+    """What a member's pane on ``host`` starts with: the caller's ``CAFLEET_*`` settings
+    (a local pane inherits them from its tmux server; a remote server has its own), the
+    database location, the member's ids, and ``CAFLEET_HOST`` naming the host it runs on."""
+    env = {key: value for key, value in environ.items()
+           if key.startswith("CAFLEET_") and key not in _HOST_LOCAL and value}
+    env.update(CAFLEET_DATABASE_URL=db_path, CAFLEET_MEMBER_ID=str(member_id), CAFLEET_FLEET_ID=str(fleet_id),
+               CAFLEET_HOST=host)
+    return env
+
+
+def _create_remote(store, environ, db_path: str, host: str, *, fleet_id: int, director: dict, name: str,
+                   description: str, agent: str, model, effort, prompt: str) -> dict:
+    """A member on another host: check that the host answers and has tmux and the agent,
+    register it pending (session ``ssh://<host>/``), open a detached tmux session of its
+    own on the host's ``-L cafleet`` server, and record the session, window and pane."""
+    from cafleet.agents import backends
+    from cafleet.agents.prompt import render_spawn_prompt
+    from cafleet.mux.ssh import Ssh, join_session
+    from cafleet.mux.tmux import Tmux
+
+    ssh = Ssh(host, environ)
+    probe = backends.build_argv(agent, member_name=name, prompt="", model=model, effort=effort, member_id=0)[0]
+    missing = remote_missing(ssh, ["tmux", probe])
+    if missing:
+        raise CafleetError(f"{missing} is not installed on host {host} (not on its PATH for SSH commands); "
+                           "install it there, or check with `cafleet doctor --host`.")
+    member_id = members.register_member(
+        store, fleet_id=fleet_id, name=name, description=description, backend="tmux",
+        session=join_session(host, ""), window_id="", coding_agent=agent,
+    )
+    pause_point("create.registered")
+    mux = Tmux(None, remote=ssh, label=REMOTE_SERVER)
+    pane_id = None
+    try:
+        text = render_spawn_prompt(prompt, fleet_id=fleet_id, member_id=member_id,
+                                   director_member_id=director["member_id"], coding_agent=agent)
+        argv = backends.build_argv(agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id)
+        session, window_id, pane_id, identity = mux.new_session(
+            argv, env=remote_pane_env(environ, db_path, host, fleet_id, member_id), window_name=f"cafleet-{member_id}")
+        mux.socket = session.partition("@")[2]  # from now on, exactly the server that holds the pane
+        pause_point("create.split")
+        placement = {"backend": "tmux", "session": join_session(host, session)}
+        record_pane(store, environ, db_path, member_id, placement, pane_id, identity, window_id=window_id)
+        pause_point("create.patched")
+    except BaseException as error:
+        raise CreateFailed(_compensate(store, mux, member_id, pane_id, error)) from None
+    return {"member_id": member_id, "fleet_id": fleet_id, "name": name, "coding_agent": agent,
+            "backend": "tmux", "pane_id": pane_id, "host": host}
+
+
+REMOTE_SERVER = "cafleet"  # the tmux server (-L) that holds members' panes on another host
+
+
+def remote_missing(ssh, programs: list[str]) -> str | None:
+    """The first of ``programs`` the host cannot run (None: all there), in one SSH call."""
+    script = 'for p; do command -v "$p" >/dev/null 2>&1 || { printf %s "$p"; exit 3; }; done'
+    code, out, err = ssh.run(["sh", "-c", script, "sh", *programs])
+    if code == 3:
+        return out.strip() or programs[0]
+    if code != 0:
+        from cafleet.errors import MuxError
+        from cafleet.mux.tmux import first_line
+
+        raise MuxError(f"host {ssh.host} could not run a shell command ({first_line(err) or f'exit status {code}'}).")
+    return None
 
 
 def _compensate(store, mux, member_id: int, pane_id: str | None, error: BaseException) -> str:

@@ -4,6 +4,7 @@ Pane ids are opaque strings (``%7`` for tmux, ``w1:p1`` for herdr). ``session`` 
 backend's own opaque session string as stored in ``member_placements.mux_session``: for
 tmux it is ``<session_id>@<socket_path>`` so that any process (WebUI, a member's pane, a
 test) reaches the right tmux server; for herdr it is ``<workspace_id>[@<socket_path>]``.
+A tmux session on another host is prefixed ``ssh://[user@]host[:port]/`` (:mod:`cafleet.mux.ssh`).
 
 A placement also records the pane's *identity*: what tells the pane cafleet created
 apart from a later pane that got the same id (tmux numbers panes from ``%0`` again when a

@@ -53,8 +53,21 @@ def multiplexer_for_environment(environ: Mapping[str, str], timeout: float = 5.0
     return Tmux.from_env(environ, timeout)
 
 
-def multiplexer_for_placement(backend: str, session: str, timeout: float = 5.0) -> Multiplexer:
-    """The backend that reaches a stored placement, from any process."""
+def multiplexer_for_placement(backend: str, session: str, timeout: float = 5.0,
+                              environ: Mapping[str, str] | None = None) -> Multiplexer:
+    """The backend that reaches a stored placement, from any process.
+
+    A session ``ssh://[user@]host[:port]/...`` lives on another host and is reached over
+    SSH (:mod:`cafleet.mux.ssh`), unless this process runs on that host: member panes
+    there have ``CAFLEET_HOST`` set to it. Such a process cannot reach the panes of the
+    fleet's home machine (stored without a host), so it is told so instead of typing
+    into a same-named socket of its own machine.
+    """
+    if session.startswith("ssh://"):
+        return _remote(backend, session, timeout, environ)
+    if _here(environ) and backend in BACKENDS:
+        raise MuxError(f"this process runs on host {_here(environ)}, and the pane is on the fleet's home "
+                       "machine; a process there (`cafleet message wait`, `fleet watch`) delivers to it.")
     if backend == "tmux":
         from cafleet.mux.tmux import Tmux
 
@@ -64,3 +77,21 @@ def multiplexer_for_placement(backend: str, session: str, timeout: float = 5.0) 
 
         return Herdr.from_session(session, timeout)
     raise CorruptRow(f"a placement names the unknown multiplexer backend {backend!r}.")
+
+
+def _here(environ: Mapping[str, str] | None) -> str:
+    import os
+
+    return (os.environ if environ is None else environ).get("CAFLEET_HOST", "")
+
+
+def _remote(backend: str, session: str, timeout: float, environ: Mapping[str, str] | None) -> Multiplexer:
+    from cafleet.mux.ssh import Ssh, split_session
+    from cafleet.mux.tmux import Tmux
+
+    host, rest = split_session(session)
+    if backend != "tmux":
+        raise CorruptRow(f"a placement on host {host} names the {backend!r} backend; only tmux is reached over SSH.")
+    if host == _here(environ):
+        return Tmux.from_session(rest, timeout)
+    return Tmux.from_session(rest, timeout, remote=Ssh(host, environ))

@@ -24,6 +24,8 @@ Facts about tmux (checked against tmux 3.3a) that shape this module:
   check and input. That command is a string tmux parses; single quotes keep everything in
   it literal (no format, variable or ``~`` expansion, ``;`` included), and ``'`` itself is
   written ``'\\''``.
+* On another host (``remote``, :mod:`cafleet.mux.ssh`) the same argv runs there through one
+  ``ssh`` call, quoted word by word for the remote shell, so every guarantee above holds.
 """
 
 from __future__ import annotations
@@ -35,10 +37,12 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from cafleet.mux.base import PaneContext
+    from cafleet.mux.ssh import Ssh
 
 _CHUNK_BYTES = 8192
 _GUARDED_CHUNK_BYTES = 2048  # quoted inside an if-shell command: up to 4x longer, still < 16 KiB
 _MISMATCH = "cafleet-pane-identity-mismatch"
+CONNECT_GRACE = 5.0  # extra seconds a call to another host may take: the first one opens the connection
 IDENTITY_FORMAT = "#{pid}:#{start_time}:#{pane_pid}"
 # stderr fragments meaning "the target, or the whole server, no longer exists".
 _GONE = (
@@ -107,6 +111,22 @@ def tail_lines(text: str, lines: int) -> str:
     return "\n".join(rows[-max(1, lines) :])
 
 
+def _env_args(env: Mapping[str, str] | None) -> list[str]:
+    args = []
+    for key, value in (env or {}).items():
+        if not key or "=" in key:
+            raise MuxError(f"{key!r} is not a valid environment variable name.")
+        args += ["-e", f"{key}={value}"]
+    return args
+
+
+def _command(argv: Sequence[str]) -> list[str]:
+    """tmux runs a one-word command through ``sh -c``: quote it and ``exec`` it so it runs exactly."""
+    import shlex
+
+    return list(argv) if len(argv) > 1 else [f"exec {shlex.quote(argv[0])}"]
+
+
 class Tmux:
     """A tmux server reached through its socket (or tmux's default when ``socket`` is None).
 
@@ -122,11 +142,15 @@ class Tmux:
         *,
         pane: str | None = None,
         binary: str = "tmux",
+        remote: Ssh | None = None,
+        label: str | None = None,
     ) -> None:
         self.socket = socket
+        self.label = label  # ``-L`` server name, used when there is no socket path yet
         self.timeout = timeout
         self.pane = pane
         self.binary = binary
+        self.remote = remote  # the host the server runs on, reached over SSH; None: this machine
         self.expected: dict[str, str | None] = {}  # pane id -> identity it must still have
         self.recorded: dict[str, float] = {}  # pane id -> when a legacy placement was recorded
 
@@ -137,15 +161,16 @@ class Tmux:
         return cls(socket, timeout, pane=environ.get("TMUX_PANE") or None)
 
     @classmethod
-    def from_session(cls, session: str, timeout: float = 5.0) -> Tmux:
-        """Reach the server named by a stored ``<session_id>@<socket_path>`` string."""
+    def from_session(cls, session: str, timeout: float = 5.0, remote: Ssh | None = None) -> Tmux:
+        """Reach the server named by a stored ``<session_id>@<socket_path>`` string (on
+        ``remote``'s host when given; see :mod:`cafleet.mux.ssh`)."""
         session_id, sep, socket = session.partition("@")
         if not (sep and session_id and socket):
             raise MuxError(
                 f"the stored tmux session {session!r} is not of the form "
                 "<session_id>@<socket_path>."
             )
-        return cls(socket, timeout)
+        return cls(socket, timeout, remote=remote)
 
     # -- subprocess plumbing -------------------------------------------------------------
 
@@ -155,7 +180,14 @@ class Tmux:
         argv = [self.binary]
         if self.socket:
             argv += ["-S", self.socket]
+        elif self.label:
+            argv += ["-L", self.label]
         argv += [";" if arg is COMMAND_SEPARATOR else _protect(arg) for arg in args]
+        if self.remote is not None:
+            if any("\0" in word for word in argv):
+                raise MuxError(f"tmux {args[0]} was given text containing a NUL character.")
+            # The same tmux command line, run on the host: one ssh call over the shared connection.
+            return self.remote.run(argv, self.timeout + CONNECT_GRACE)
         try:
             done = subprocess.run(
                 argv,
@@ -296,7 +328,6 @@ class Tmux:
         target_pane: str | None = None,
     ) -> tuple[str, str]:
         import os
-        import shlex
 
         if not argv:
             raise MuxError("cannot open a pane without a command to run.")
@@ -306,16 +337,29 @@ class Tmux:
             if not os.path.isdir(cwd):
                 raise MuxError(f"the working directory {cwd} does not exist.")
             args += ["-c", cwd.replace("#", "##")]
-        for key, value in (env or {}).items():
-            if not key or "=" in key:
-                raise MuxError(f"{key!r} is not a valid environment variable name.")
-            args += ["-e", f"{key}={value}"]
-        command = list(argv) if len(argv) > 1 else [f"exec {shlex.quote(argv[0])}"]
-        out = self._run([*args, "--", *command]).strip()
+        out = self._run([*args, *_env_args(env), "--", *_command(argv)]).strip()
         pane_id, _, identity = out.partition("\t")
         if not pane_id.startswith("%") or not identity:
             raise MuxError(f"tmux split-window did not report a pane id (got {out[:40]!r}).")
         return pane_id, identity
+
+    def new_session(self, argv: Sequence[str], *, env: dict[str, str] | None = None,
+                    window_name: str | None = None) -> tuple[str, str, str, str]:
+        """Open a detached session of its own running ``argv`` (no shell), starting the
+        server if needed: (``<session_id>@<socket_path>``, window id, pane id, identity).
+        Used for members on another host, where there is no Director's window to split."""
+        if not argv:
+            raise MuxError("cannot open a pane without a command to run.")
+        fmt = f"#{{pane_id}}\t{IDENTITY_FORMAT}\t#{{session_id}}\t#{{window_id}}\t#{{socket_path}}"
+        args = ["new-session", "-d", "-P", "-F", fmt, "-x", "200", "-y", "50"]
+        if window_name:
+            args += ["-n", window_name]
+        out = self._run([*args, *_env_args(env), "--", *_command(argv)]).strip()
+        fields = out.split("\t")
+        if len(fields) != 5 or not fields[0].startswith("%") or not all(fields):
+            raise MuxError(f"tmux new-session did not report its pane (got {out[:40]!r}).")
+        pane_id, identity, session_id, window_id, socket = fields
+        return f"{session_id}@{socket}", window_id, pane_id, identity
 
     def capture(self, pane_id: str, lines: int = 50, ansi: bool = False) -> str:
         args = ["capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{max(1, lines)}"]

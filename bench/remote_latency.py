@@ -1,0 +1,113 @@
+"""Benchmark: send -> submitted latency to a pane on another host (over SSH) against a local one.
+
+    python bench/remote_latency.py [--sends N]
+
+Builds a throw-away fleet in a private tmux server (bench/_pane_fleet.py) with one local
+stand-in member beside the Director, and "another host": a real sshd on 127.0.0.1 with keys
+made for the run (tests/support/sshd.py, so the test extras and openssh-server are needed),
+with its own HOME and tmux socket directory, where a second stand-in member is created with
+``member create --host``. Then, N times each, interleaved, it starts ``cafleet message send``
+to the local and to the remote member and measures the time from starting the send to the
+stand-in recording the submitted preview. Reports medians, p95 and the ratio remote/local
+(goal: within 2x), plus how many SSH connections sshd accepted during the sends (goal: none
+beyond the one opened at creation). Nothing outside the temporary folders is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "src"))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+from _pane_fleet import PaneFleet  # noqa: E402
+
+from tests.support.sshd import running_sshd  # noqa: E402
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def submitted_at(records: str, member_id: int, count: int) -> float:
+    path = os.path.join(records, f"member-{member_id}.jsonl")
+    deadline = time.monotonic() + 20
+    while True:
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as handle:
+                submits = [json.loads(line) for line in handle if '"submit"' in line]
+            if len(submits) >= count:
+                return datetime.fromisoformat(submits[count - 1]["ts"]).timestamp()
+        if time.monotonic() > deadline:
+            raise SystemExit(f"submission {count} to member {member_id} was never recorded")
+        time.sleep(0.01)
+
+
+def wait_ready(fleet: PaneFleet, member_id: int) -> None:
+    deadline = time.monotonic() + 20
+    while not fleet.run("member", "capture", str(member_id), "--lines", "3").rstrip().endswith(">"):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"member {member_id} did not draw its input line in time")
+        time.sleep(0.05)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sends", type=int, default=20, help="sends to each member")
+    args = parser.parse_args()
+    if shutil.which("tmux") is None:
+        raise SystemExit("tmux is not installed")
+    workdir = tempfile.mkdtemp(prefix="cafleet-bench-")
+    sshdir = Path(tempfile.mkdtemp(prefix="cf-ssh-", dir="/tmp"))  # short: socket paths are limited
+    fleet = PaneFleet(workdir, "remote")
+    remote_path = os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]])
+    try:
+        with running_sshd(sshdir, remote_path) as host:
+            fleet.env.update(CAFLEET_SSH_CONFIG=str(host.config), CAFLEET_SSH_CONTROL_DIR=str(sshdir / "control"))
+            director, local = fleet.setup()
+            remote = json.loads(fleet.run(
+                "member", "create", "--fleet-id", str(json.loads(fleet.run("member", "show", str(director), "--json"))
+                                                      ["fleet_id"]),
+                "--name", "far", "--description", "remote target", "--coding-agent", "standin", "--host", host.alias,
+                "--json", "Benchmark target."))["member_id"]
+            wait_ready(fleet, remote)
+            connections_before = host.accepted()
+            times: dict[int, list[float]] = {local: [], remote: []}
+            for i in range(args.sends):
+                for member in (local, remote):
+                    started = time.time()
+                    done = subprocess.run([*fleet.cafleet, "message", "send", "--from-member-id", str(director),
+                                           "--to-member-id", str(member), f"benchmark task {i}"],
+                                          capture_output=True, text=True, env=fleet.env, timeout=60)
+                    if done.returncode != 0 or done.stderr:
+                        raise SystemExit(f"send failed: {done.stderr.strip() or done.returncode}")
+                    times[member].append(submitted_at(fleet.records, member, i + 1) - started)
+            new_connections = host.accepted() - connections_before
+    finally:
+        fleet.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(sshdir, ignore_errors=True)
+
+    local_median, remote_median = statistics.median(times[local]), statistics.median(times[remote])
+    print(f"remote latency: {args.sends} sends each, interleaved, send -> preview submitted")
+    for label, values in (("local pane", times[local]), ("pane over SSH (127.0.0.1)", times[remote])):
+        print(f"  {label:<28} median {statistics.median(values) * 1000:7.0f} ms   "
+              f"p95 {percentile(values, 0.95) * 1000:7.0f} ms")
+    print(f"  remote / local (median):     {remote_median / local_median:.2f}x   (goal: within 2x)")
+    print(f"  SSH connections opened by the sends: {new_connections} (one shared connection per host)")
+
+
+if __name__ == "__main__":
+    main()

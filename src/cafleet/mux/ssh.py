@@ -1,0 +1,137 @@
+"""Reaching a multiplexer on another host over SSH: the user's own ``ssh``, its config and keys.
+
+A placement whose pane lives on another host stores its tmux session as
+
+    ssh://[user@]host[:port]/<session_id>@<socket_path>
+
+in ``member_placements.mux_session``: the part after ``ssh://`` and before the next ``/``
+is an OpenSSH destination (a host name, an alias of the user's ``ssh_config``, an IPv4
+address or a bracketed IPv6 one, optionally with a user and a port); the rest is exactly
+what a local tmux placement stores. A session without the ``ssh://`` prefix is local, and
+local placements are byte-for-byte what they always were. Pane ids and identities are the
+remote tmux server's own.
+
+Every operation is one ``ssh`` process running one tmux command line on the host: the
+argv cafleet would have run locally, each word quoted with :func:`shlex.quote` for the
+remote shell, so a guarded ``if-shell -F`` (identity check and keystrokes in one tmux
+call) stays one atomic call there. Connections are shared per host through OpenSSH's
+connection multiplexing (``ControlMaster=auto``, a ``ControlPath`` in a private directory,
+``ControlPersist``): only the first call to a host pays the handshake. ``BatchMode=yes``:
+ssh never prompts, a host that needs a password or an unknown host key fails at once.
+
+ssh exits 255 when it could not reach the host (or the connection broke); that is reported
+as a :class:`~cafleet.errors.MuxError` naming the host, so the delivery path keeps the
+message owed and warns, and supervision reports the member dead.
+"""
+
+from __future__ import annotations
+
+from cafleet.errors import MuxError
+
+PREFIX = "ssh://"
+SSH_FAILED = 255  # ssh's own exit status for "could not connect / connection lost"
+CONTROL_PERSIST = "10m"
+CONNECT_TIMEOUT = 5
+# A user, a host (name, IPv4, or bracketed IPv6) and a port: what a URI destination allows,
+# and nothing the remote shell or ssh's option parser could misread.
+_HOST_PATTERN = r"(?:[A-Za-z0-9._-]+@)?(?:[A-Za-z0-9_][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?"
+
+
+def check_host(host: str) -> str:
+    """``host`` when it is a usable ``[user@]host[:port]``; else a MuxError."""
+    import re
+
+    if not re.fullmatch(_HOST_PATTERN, host or ""):
+        raise MuxError(
+            f"{host!r} is not a host cafleet can reach; give [user@]host[:port] "
+            "(a name, an ssh_config alias, an IPv4 address or a bracketed IPv6 address)."
+        )
+    return host
+
+
+def split_session(session: str) -> tuple[str | None, str]:
+    """(host, the multiplexer's own session string); host is None for a local placement."""
+    if not session.startswith(PREFIX):
+        return None, session
+    host, sep, rest = session[len(PREFIX):].partition("/")
+    if not sep or not host:
+        raise MuxError(f"the stored session {session!r} is not of the form ssh://[user@]host[:port]/<session>.")
+    return check_host(host), rest
+
+
+def join_session(host: str, session: str) -> str:
+    """The stored form of a session on ``host``."""
+    return f"{PREFIX}{check_host(host)}/{session}"
+
+
+def control_dir(environ) -> str:
+    """A directory only this user can enter, for the connection masters' sockets.
+
+    ``CAFLEET_SSH_CONTROL_DIR``, else ``$XDG_RUNTIME_DIR/cafleet-ssh``, else
+    ``<tmp>/cafleet-ssh-<uid>``; created 0700 and refused when another user owns it or can
+    enter it (a socket there would hand our connection to them).
+    """
+    import os
+    import stat
+    import tempfile
+
+    chosen = environ.get("CAFLEET_SSH_CONTROL_DIR", "")
+    if not chosen:
+        runtime = environ.get("XDG_RUNTIME_DIR", "")
+        chosen = (os.path.join(runtime, "cafleet-ssh") if runtime
+                  else os.path.join(tempfile.gettempdir(), f"cafleet-ssh-{os.getuid()}"))
+    try:
+        os.makedirs(chosen, mode=0o700, exist_ok=True)
+        info = os.lstat(chosen)
+    except OSError as error:
+        raise MuxError(f"cannot use {chosen} for SSH connection sockets ({error.strerror}); "
+                       "set CAFLEET_SSH_CONTROL_DIR to a private directory.") from None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise MuxError(f"{chosen} is not a private directory of this user, so it cannot hold SSH connection "
+                       "sockets; remove it or set CAFLEET_SSH_CONTROL_DIR to a private directory.")
+    return chosen
+
+
+class Ssh:
+    """How to run one command line on ``host`` (``[user@]host[:port]``)."""
+
+    def __init__(self, host: str, environ=None) -> None:
+        import os
+
+        self.host = check_host(host)
+        self.environ = os.environ if environ is None else environ
+
+    def argv(self, remote_argv) -> list[str]:
+        """The local argv that runs ``remote_argv`` (a list of words) on the host."""
+        import shlex
+
+        options = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}",
+                   "-o", "ControlMaster=auto", "-o", f"ControlPath={control_dir(self.environ)}/%C",
+                   "-o", f"ControlPersist={CONTROL_PERSIST}",
+                   "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2", "-T", "-x"]
+        config = self.environ.get("CAFLEET_SSH_CONFIG", "")
+        if config:
+            options = ["-F", config, *options]
+        return ["ssh", *options, PREFIX + self.host, " ".join(shlex.quote(word) for word in remote_argv)]
+
+    def unreachable(self, stderr: str) -> MuxError:
+        from cafleet.mux.tmux import first_line
+
+        return MuxError(f"host {self.host} cannot be reached over SSH ({first_line(stderr) or 'ssh failed'}).")
+
+    def run(self, remote_argv, timeout: float = 15.0) -> tuple[int, str, str]:
+        """Run ``remote_argv`` on the host: (exit status, stdout, stderr); MuxError when ssh
+        itself failed (not installed, no answer in ``timeout`` s, or could not connect)."""
+        import subprocess
+
+        try:
+            done = subprocess.run(self.argv(remote_argv), stdin=subprocess.DEVNULL, capture_output=True,
+                                  timeout=timeout)
+        except FileNotFoundError:
+            raise MuxError("ssh is not installed or not on PATH; install OpenSSH's client to reach other hosts.") from None
+        except subprocess.TimeoutExpired:
+            raise MuxError(f"host {self.host} did not answer over SSH within {timeout:g} s.") from None
+        err = done.stderr.decode("utf-8", "replace")
+        if done.returncode == SSH_FAILED:
+            raise self.unreachable(err)
+        return done.returncode, done.stdout.decode("utf-8", "replace"), err

@@ -1,0 +1,299 @@
+"""Members on another host, reached over a real SSH connection.
+
+"Another host" is a real ``sshd`` on 127.0.0.1 (tests/support/sshd.py) with keys made by the
+test; the remote side has its own HOME and tmux socket directory, so the tmux server
+cafleet starts there is not the Director's. The Director sits in a private local tmux
+server (tests/support/pane_fleet.py); members run the stand-in agent on the remote side and
+record what they receive; the database is the test's SQLite file, which the remote
+members reach by the same path (it is the same machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from cafleet.mux.ssh import join_session, split_session
+from tests.support.pane_fleet import preview_line, start, tmux_fleet
+from tests.support.sshd import running_sshd
+from tests.support.tmux_fixtures import wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.tmux]
+
+
+@pytest.fixture
+def short_dir():
+    """A short private directory (sockets have a ~100-byte path limit)."""
+    path = Path(tempfile.mkdtemp(prefix="cf-ssh-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def remote(env, tmp_path, monkeypatch, short_dir):
+    """(fleet, host): a live local fleet and a reachable host for its members."""
+    remote_path = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+    with running_sshd(short_dir, remote_path) as host:
+        for key, value in {"CAFLEET_SSH_CONFIG": str(host.config),
+                           "CAFLEET_SSH_CONTROL_DIR": str(short_dir / "control")}.items():
+            env[key] = value
+            monkeypatch.setenv(key, value)
+        with tmux_fleet(env, tmp_path, monkeypatch) as fleet:
+            yield fleet, host
+
+
+def create_remote(fleet, host, name: str, *extra: str):
+    return fleet.cafleet("member", "create", "--fleet-id", str(fleet.fleet_id), "--name", name,
+                         "--description", f"{name} far away", "--coding-agent", "standin", "--host", host.alias,
+                         *extra, "Wait for tasks from {director_member_id}.")
+
+
+def placement(fleet, member_id: int) -> dict:
+    shown = fleet.cafleet("member", "show", str(member_id), "--json")
+    assert shown.code == 0, shown
+    return shown.json()["placement"]
+
+
+def remote_panes(host) -> dict[str, str]:
+    """pane id -> pane pid on the host's cafleet tmux server."""
+    try:
+        out = host.remote_tmux("list-panes", "-a", "-F", "#{pane_id}\t#{pane_pid}")
+    except RuntimeError:
+        return {}
+    return dict(line.split("\t") for line in out.splitlines())
+
+
+def proc_environ(pid: int) -> dict[str, str]:
+    entries = Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace").split("\0")
+    return dict(entry.split("=", 1) for entry in entries if "=" in entry)
+
+
+def test_session_encoding_round_trips_and_keeps_local_sessions_as_they_are():
+    assert split_session("$3@/tmp/tmux-0/default") == (None, "$3@/tmp/tmux-0/default")
+    stored = join_session("ana@build-box:2222", "$0@/tmp/tmux-0/cafleet")
+    assert stored == "ssh://ana@build-box:2222/$0@/tmp/tmux-0/cafleet"
+    assert split_session(stored) == ("ana@build-box:2222", "$0@/tmp/tmux-0/cafleet")
+    assert split_session("ssh://[::1]:22/$1@/s") == ("[::1]:22", "$1@/s")
+
+
+@pytest.mark.parametrize("host", ["-oProxyCommand=x", "a b", "box;rm", "", "ssh://box", "box/x"])
+def test_a_host_that_is_not_a_destination_is_refused_before_anything_is_written(remote, host):
+    fleet, _ = remote
+    result = fleet.cafleet("member", "create", "--fleet-id", str(fleet.fleet_id), "--name", "x",
+                           "--description", "x", "--coding-agent", "standin", "--host", host, "Hi")
+    assert result.code == 1 and result.err.startswith("Error: ") and "is not a host cafleet can reach" in result.err
+    assert len(result.err.strip().splitlines()) == 1
+    assert fleet.member_count() == 1  # the Director only
+
+
+def test_create_spawns_the_member_on_the_host_and_a_send_is_typed_and_submitted_there(remote):
+    fleet, host = remote
+    created = create_remote(fleet, host, "far", "--json")
+    assert created.code == 0, created
+    record = created.json()
+    member_id, pane_id = record["member_id"], record["pane_id"]
+    assert record["host"] == host.alias
+
+    # The pane lives on the host's own tmux server (its TMUX_TMPDIR), not the Director's.
+    pids = remote_panes(host)
+    assert pane_id in pids
+    assert str(host.remote_tmux_tmpdir) in host.remote_tmux("display-message", "-p", "#{socket_path}")
+    pane_env = proc_environ(int(pids[pane_id]))
+    assert pane_env["CAFLEET_HOST"] == host.alias
+    assert pane_env["CAFLEET_DATABASE_URL"] == fleet.db
+    assert pane_env["CAFLEET_MEMBER_ID"] == str(member_id)
+    assert pane_env["HOME"] == str(host.remote_home)
+
+    stored = placement(fleet, member_id)
+    where, rest = split_session(stored["session"])
+    assert where == host.alias and rest.endswith(host.remote_tmux("display-message", "-p", "#{socket_path}").strip())
+    director = placement(fleet, fleet.director)
+    assert not director["session"].startswith("ssh://")  # local placements keep today's form
+
+    fleet.wait_ready(member_id)  # `member capture` over SSH
+    body = "hello over ssh; it's 'quoted' $HOME `x`"
+    sent = fleet.send(fleet.director, member_id, body, "--json")
+    assert sent.code == 0 and sent.err == "", sent
+    message = sent.json()
+    assert fleet.submits(member_id) == [preview_line(message)]
+    assert fleet.notified_at(message["message_id"]) is not None
+
+    prompted = fleet.cafleet("member", "prompt", str(member_id), "status, please")
+    assert prompted.code == 0, prompted
+    assert fleet.submits(member_id)[-1] == "status, please"
+
+    # The member's own cafleet calls reach the same database from the host.
+    done = host.ssh(f"cd / && CAFLEET_DATABASE_URL={fleet.db} cafleet message poll {member_id} --json")
+    assert done.returncode == 0, done.stderr
+    assert message["message_id"] in {m["message_id"] for m in json.loads(done.stdout)}
+
+
+def test_previews_share_one_connection_per_host(remote):
+    fleet, host = remote
+    created = create_remote(fleet, host, "far", "--json")
+    assert created.code == 0, created
+    member_id = created.json()["member_id"]
+    fleet.wait_ready(member_id)
+    before = host.accepted()
+    assert before == 1, "the creation and the captures since shared one connection"
+    for i in range(3):
+        sent = fleet.send(fleet.director, member_id, f"task {i}")
+        assert sent.code == 0 and sent.err == "", sent
+    assert len(fleet.submits(member_id)) == 3
+    assert host.accepted() == before  # no new handshake for any of them
+
+
+def test_an_unreachable_host_keeps_the_message_owed_and_shows_the_member_dead(remote):
+    fleet, host = remote
+    created = create_remote(fleet, host, "far", "--json")
+    assert created.code == 0, created
+    member_id = created.json()["member_id"]
+    fleet.wait_ready(member_id)
+    host.stop()  # sshd gone and the shared connection closed: the host cannot be reached
+
+    sent = fleet.send(fleet.director, member_id, "are you there?", "--json")
+    assert sent.code == 0, sent  # stored: never a failure
+    message_id = sent.json()["message_id"]
+    assert sent.err.startswith(f"Warning: message {message_id} is stored but member {member_id} was not notified")
+    assert f"host {host.alias} cannot be reached over SSH" in sent.err
+    assert fleet.notified_at(message_id) is None
+
+    listed = fleet.cafleet("member", "list", str(fleet.fleet_id), "--state", "--json")
+    assert listed.code == 0, listed
+    row = next(r for r in listed.json() if r["member_id"] == member_id)
+    assert row["state"] == "dead" and "cannot be reached over SSH" in row["state_detail"]
+
+    proc = start(["fleet", "watch", str(fleet.fleet_id), "--json", "--interval", "0.2"], fleet.environ)
+    try:
+        events = []
+
+        def dead_reported():
+            line = proc.stdout.readline()
+            if line:
+                events.append(json.loads(line))
+            return any(e["event"] == "dead" and e["member_id"] == member_id for e in events)
+
+        wait_for(dead_reported, timeout=30, what="fleet watch to report the member dead")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    event = next(e for e in events if e["event"] == "dead")
+    assert "cannot be reached over SSH" in event["detail"]
+
+    # The host comes back: the owed preview is delivered by the next attempt.
+    host.start()
+    retried = fleet.cafleet("message", "wait", str(fleet.director), "--timeout", "0")
+    assert "was not notified" not in retried.err, retried
+    wait_for(lambda: fleet.notified_at(message_id), timeout=20, what="the owed preview")
+    assert len(fleet.submits(member_id)) == 1
+
+
+def test_delete_kills_the_remote_pane(remote):
+    fleet, host = remote
+    created = create_remote(fleet, host, "far", "--json")
+    assert created.code == 0, created
+    member_id, pane_id = created.json()["member_id"], created.json()["pane_id"]
+    assert pane_id in remote_panes(host)
+    deleted = fleet.cafleet("member", "delete", str(member_id))
+    assert (deleted.code, deleted.out) == (0, f"deleted member {member_id}; pane closed\n"), deleted
+    assert pane_id not in remote_panes(host)
+    assert fleet.member_count() == 1
+
+    again = create_remote(fleet, host, "again", "--json").json()["pane_id"]
+    assert again in remote_panes(host)
+    gone = fleet.cafleet("fleet", "delete", str(fleet.fleet_id))
+    assert gone.code == 0, gone
+    assert again not in remote_panes(host)
+
+
+def test_create_on_a_host_without_the_agent_writes_nothing(remote):
+    fleet, host = remote
+    result = fleet.cafleet("member", "create", "--fleet-id", str(fleet.fleet_id), "--name", "x",
+                           "--description", "x", "--coding-agent", "codex", "--host", host.alias, "Hi")
+    assert result.code == 1, result
+    assert result.err == (f"Error: codex is not installed on host {host.alias} (not on its PATH for SSH commands); "
+                          "install it there, or check with `cafleet doctor --host`.\n")
+    assert fleet.member_count() == 1
+
+    host.stop()
+    down = create_remote(fleet, host, "y")
+    assert down.code == 1 and down.err.startswith(f"Error: host {host.alias} cannot be reached over SSH ("), down
+    assert len(down.err.splitlines()) == 1 and fleet.member_count() == 1
+
+
+def test_doctor_checks_the_hosts_of_live_members_and_those_given(remote, tmp_path):
+    fleet, host = remote
+    assert create_remote(fleet, host, "far").code == 0
+    report = fleet.cafleet("doctor", "--json", "--host", "nowhere.invalid")
+    entries = {entry["host"]: entry for entry in report.json()["hosts"]["hosts"]}
+    far = entries[host.alias]
+    assert far["ok"] and far["reachable"] and far["tmux"].startswith("tmux ")
+    assert far["coding_agents"] == {"standin": sys.executable}  # what its live members run
+    assert far["cafleet"] == str(Path(sys.executable).parent / "cafleet")
+    nowhere = entries["nowhere.invalid"]
+    assert (nowhere["ok"], nowhere["reachable"]) == (False, False)
+    assert "host nowhere.invalid cannot be reached over SSH" in nowhere["error"]
+    assert report.code == 1
+
+    text = fleet.cafleet("doctor").out.splitlines()
+    assert next(line for line in text if f"host {host.alias}" in line).startswith(f"✓ host {host.alias}: reachable over SSH, tmux ")
+    host.stop()
+    down = fleet.cafleet("doctor", "--json")
+    assert down.code == 1 and down.json()["hosts"]["hosts"][0]["reachable"] is False
+
+
+def test_a_member_on_the_host_wakes_its_neighbours_there_and_leaves_home_panes_to_the_home_machine(remote):
+    fleet, host = remote
+    near = fleet.create("near")["member_id"]  # beside the Director, on the home machine
+    far = create_remote(fleet, host, "far", "--json").json()["member_id"]
+    other = create_remote(fleet, host, "other", "--json").json()["member_id"]
+    fleet.wait_ready(far)
+    fleet.wait_ready(other)
+    accepted = host.accepted()
+
+    def send_from_host(to_id: int, body: str):
+        """`message send` as the member's agent runs it in its pane on the host."""
+        return host.ssh(f"CAFLEET_DATABASE_URL={fleet.db} CAFLEET_HOST={host.alias} "
+                        f"cafleet message send --from-member-id {far} --to-member-id {to_id} --json {body}")
+
+    beside = send_from_host(other, "neighbour")
+    assert beside.returncode == 0 and beside.stderr == "", beside  # typed there, without SSH back to itself
+    assert fleet.submits(other) == [preview_line(json.loads(beside.stdout))]
+
+    home = send_from_host(near, "home")
+    assert home.returncode == 0, home
+    message_id = json.loads(home.stdout)["message_id"]
+    assert "the pane is on the fleet's home machine" in home.stderr
+    assert fleet.submits(near) == [] and fleet.notified_at(message_id) is None
+    # The home machine delivers it: the Director's next `message wait` retries what is owed.
+    fleet.cafleet("message", "wait", str(fleet.director), "--timeout", "0")
+    assert fleet.submits(near) == [preview_line(json.loads(home.stdout))]
+    assert host.accepted() == accepted + 2  # only this test's own two ssh commands
+
+
+def test_a_restarted_tmux_on_the_host_is_stale_and_nothing_is_typed_there(remote, tmp_path):
+    fleet, host = remote
+    created = create_remote(fleet, host, "far", "--json").json()
+    member_id, pane_id = created["member_id"], created["pane_id"]
+    fleet.wait_ready(member_id)
+    host.kill_remote_tmux()
+    marker = tmp_path / "typed.bytes"
+    # A new server on the same socket: its first pane gets the same id, running a byte recorder.
+    from tests.support.recorder import READY
+    from tests.support.tmux_fixtures import RECORDER
+
+    host.remote_tmux("new-session", "-d", "--", sys.executable, str(RECORDER), str(marker))
+    assert pane_id in remote_panes(host)
+    wait_for(lambda: READY in host.remote_tmux("capture-pane", "-p", "-t", pane_id), what="the recorder")
+
+    sent = fleet.send(fleet.director, member_id, "$(touch nope); echo hi", "--json")
+    assert sent.code == 0, sent
+    assert f"tmux pane {pane_id} is stale" in sent.err
+    assert fleet.notified_at(sent.json()["message_id"]) is None
+    assert marker.read_bytes() == b""  # the identity check ran on the host, in the same tmux call
