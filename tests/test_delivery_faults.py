@@ -137,7 +137,7 @@ def test_send_when_the_multiplexer_cannot_be_run_is_stored_and_warned(cli, paned
 
 def test_broadcast_reports_every_id_and_each_failure(cli, db_path, paned, build, store):
     director, first, second = paned
-    fleet_id = messages.member_state(store, director)[1]
+    fleet_id = messages.member_standing(store, director)[1]
     third = build.member(fleet_id, "pending")  # no pane: nothing to type, nothing to fail
     block_lock_file(db_path, "%5")
     block_lock_file(db_path, "%6")

@@ -179,7 +179,7 @@ with __import__("warnings").catch_warnings():
     __import__("warnings").simplefilter("ignore")
     from starlette.testclient import TestClient  # noqa: E402
 
-from cafleet.broker import fleets, members, messages  # noqa: E402
+from cafleet.broker import fleets, members, messages, notifications  # noqa: E402
 from cafleet.web.events import FleetWatch  # noqa: E402
 
 RECORD_KEYS = ["message_id", "from_member_id", "to_member_id", "created_at", "status_state", "status_timestamp", "text"]
@@ -324,7 +324,7 @@ def test_timeline_shows_notification_and_ack_state(client, trio, store):
     to_self = messages.send(store, m1, m1, "note to self")["message_id"]
     plain = messages.send(store, m1, m2, "plain")["message_id"]
     stamped = messages.send(store, m2, m1, "typed into the pane")["message_id"]
-    assert messages.stamp_notified(store, stamped)
+    assert notifications.stamp_notified(store, stamped)
     acked = messages.ack(store, plain)
     by_id = {m["message_id"]: m for m in client.get(f"/api/fleets/{fleet_id}/messages").json()["messages"]}
     assert by_id[to_self]["notified"] is True  # self-sends are stamped on insert
@@ -528,7 +528,7 @@ def test_fleet_watch_turns_commits_into_typed_events(watch_for, build, store):
         ("message", timeline_record(store, sent)), without_idle(("roster", roster_view(store, fleet_id)))]
     assert watch.poll() == []
 
-    assert messages.stamp_notified(store, sent)
+    assert notifications.stamp_notified(store, sent)
     assert watch.poll() == [("notified", timeline_record(store, sent))]
 
     messages.ack(store, sent)

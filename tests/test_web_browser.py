@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from cafleet.broker import messages
+from cafleet.broker import messages, notifications
 from tests.test_web_api import ROOT, ServerProcess, free_port
 
 CHROMIUM = "/usr/bin/chromium"
@@ -110,7 +110,7 @@ def test_dashboard_shows_the_fleet_sends_as_director_and_updates_live(browser, s
     to_tester = messages.send(store, fleet["planner"], fleet["tester"], "Please rerun the flaky suite.")["message_id"]
     expect(timeline).to_have_count(7, timeout=WAIT_MS)
     expect(timeline.nth(0).locator(".badge.not-notified")).to_have_text("not notified")
-    assert messages.stamp_notified(store, to_tester)
+    assert notifications.stamp_notified(store, to_tester)
     expect(timeline.nth(0).locator(".badge.notified")).to_have_text("notified", timeout=WAIT_MS)
     from tests.conftest import FleetBuilder
 

@@ -7,11 +7,12 @@ from cafleet.broker import members
 
 
 def list_(ctx, fleet_id, state, idle_after):
-    records = members.roster(ctx.store(), fleet_id)
+    records = members.roster(ctx.store(), fleet_id, detail=bool(state))
     if state:
         from cafleet.delivery import supervision
 
-        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(), idle_after)
+        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(), idle_after, roster=records)
+        records = [members.brief(record) for record in records]
         for record in records:
             record["state"], record["state_detail"] = states.get(record["member_id"], ("director", ""))
 
