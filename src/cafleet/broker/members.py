@@ -105,24 +105,8 @@ def register_member(
     with store.write():
         now = clock.now()
         fleets.require_live(store, fleet_id)
-        return insert_member(store, fleet_id, name, description, now, backend=backend, session=session,
+        return fleets.insert_member(store, fleet_id, name, description, now, backend=backend, session=session,
                              window_id=window_id, pane_id=pane_id, coding_agent=coding_agent)
-
-
-def insert_member(store, fleet_id: int, name: str, description: str, now: str, *, backend: str, session: str,
-                  window_id: str, pane_id: str | None, coding_agent: str, identity: str | None = None) -> int:
-    """Insert an active member and its placement; the caller holds the write transaction."""
-    member_id = store.execute(
-        "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at) "
-        "VALUES (?, ?, ?, 'active', ?, NULL)",
-        (fleet_id, name, description, now),
-    ).lastrowid
-    store.execute(
-        "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, "
-        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (member_id, session, window_id, encode_pane(pane_id, identity), backend, coding_agent, now),
-    )
-    return member_id
 
 
 def set_pane_id(store, member_id: int, pane_id: str, identity: str | None = None) -> None:

@@ -37,7 +37,7 @@ class Context:
         return self._db_path
 
     def store(self):
-        """The database connection, diagnosed on first use (§2.1) and reused after."""
+        """The database connection, diagnosed on first use (docs/storage.md) and reused after."""
         if self._store is None:
             from cafleet.store.connection import open_store
 

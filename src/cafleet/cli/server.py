@@ -21,7 +21,7 @@ def server(ctx, host, port, allow_remote):
     bind_port = _port(ctx.settings, port)
     target = _resolve(bind_host, bind_port, where, error, allow_remote)
     limits = _limits(ctx.settings)
-    ctx.store()  # §2.1 diagnosis: a refused file is an error before binding
+    ctx.store()  # the format diagnosis: a refused file is an error before binding
     ctx.close()
     sock = _listen(bind_host, bind_port, target)
     with sock:

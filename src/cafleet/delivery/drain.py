@@ -1,4 +1,4 @@
-"""The notification drain (§4.2): at-least-once pane previews for one recipient.
+"""The notification drain (docs/delivery.md): at-least-once pane previews for one recipient.
 
 For each message owed a preview (oldest first, each at most once per invocation): take
 the recipient's pane-input lock, re-check eligibility and placement under it, type the
@@ -60,7 +60,7 @@ def send(store, settings: Settings, from_id: int, to_id: int, text: str,
     """The one send path (CLI and WebUI): persist, then run the drain for the recipient.
 
     ``on_stored(record)`` runs between the two: the message is durable by then, so the
-    caller can print its id before any typing that might hang or be killed (§4.1).
+    caller can print its id before any typing that might hang or be killed.
     """
     record = messages.send(store, from_id, to_id, text)
     pause_point("send.after_commit")

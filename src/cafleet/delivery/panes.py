@@ -101,7 +101,7 @@ def _busy(placement: dict) -> str:
 
 
 def delete_member(store, environ, db_path: str, member_id: int) -> str:
-    """§5.2: under the pane lock, kill the pane (gone is fine), then deregister."""
+    """Member deletion: under the pane lock, kill the pane (gone is fine), then deregister."""
     member = members.check_deletable(store, member_id)
     placement = member["placement"]
     if placement is None or placement["pane_id"] is None:
@@ -150,7 +150,7 @@ class CreateFailed(CafleetError):
 
 def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, description: str, coding_agent: str | None,
                   model: str | None, effort: str | None, prompt: str) -> dict:
-    """§5.1: pending registration, spawn prompt, split a pane, record it under the lock.
+    """Member creation: pending registration, spawn prompt, split a pane, record it under the lock.
 
     Every check that can fail without side effects runs first; any failure after the
     registry write is compensated (pane killed, member deregistered) and reported.

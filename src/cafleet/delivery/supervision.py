@@ -9,7 +9,7 @@ the WebUI roster, so the three always agree. Each member costs one multiplexer i
   *stale* pane: its id now names a pane cafleet did not create (the multiplexer server
   restarted), detected from the placement's recorded identity in the same inspection;
 - blocked: the pane shows a permission prompt or a question for its user;
-- idle: no activity (§6) and no "working" cue on screen for longer than ``idle_after``;
+- idle: no message activity and no "working" cue on screen for longer than ``idle_after``;
 - alive: anything else.
 """
 

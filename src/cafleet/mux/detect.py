@@ -1,4 +1,4 @@
-"""Which multiplexer a process runs in (§7), and how to reach a stored placement's.
+"""Which multiplexer a process runs in (docs/agents.md), and how to reach a stored placement's.
 
 Cheap to import: the backends (and their subprocess use) load only when asked for.
 """

@@ -1,7 +1,7 @@
 """Opening the database: diagnosis first, then the per-connection pragmas.
 
 Every command goes through :func:`open_store`, which returns a :class:`Store` whose
-connection has passed the format diagnosis of spec §2.1 (initialising a missing or empty
+connection has passed the format diagnosis (docs/storage.md) (initialising a missing or empty
 file in one transaction). The command body reuses that connection.
 
 Journal mode: WAL, chosen by measurement (docs/storage.md): readers never block the

@@ -1,4 +1,4 @@
-"""Format diagnosis (spec §2.1): decide whether a file may be used, initialised, or must
+"""Format diagnosis (docs/storage.md): decide whether a file may be used, initialised, or must
 be refused, without ever writing to a file that is refused.
 
 The identity checks read the 100-byte SQLite header directly, so a foreign file is
