@@ -171,7 +171,7 @@ def test_tmux_restart_capture_prompt_and_state_report_stale(fleet, markers):
 
 
 def test_tmux_restart_fleet_and_member_delete_close_no_new_pane(fleet, markers):
-    alice = fleet.create("alice")["member_id"]
+    fleet.create("alice")
     bob = fleet.create("bob")["member_id"]
     server = restart(fleet, markers, panes=3)
     try:

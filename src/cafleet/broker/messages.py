@@ -161,7 +161,7 @@ def ack(store, message_id: int) -> dict:
     return record
 
 
-def member_standing(store, member_id: int) -> tuple[str, int | None]:
+def member_standing(store, member_id: int) -> tuple[str, int]:
     """('active' | 'deregistered' | 'fleet-deleted', fleet_id): whether a member may still
     receive, for long-running streams (not the pane state of ``supervision.pane_state``)."""
     row = store.execute(

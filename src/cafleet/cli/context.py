@@ -20,8 +20,8 @@ class Context:
         self.stderr = stderr if stderr is not None else sys.stderr.buffer
         self.json = json_output
         self._store = None
-        self._db_path = None
-        self._settings = None
+        self._db_path: str | None = None
+        self._settings: config.Settings | None = None
 
     @property
     def settings(self) -> config.Settings:

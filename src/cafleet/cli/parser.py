@@ -17,7 +17,7 @@ when it does not.
 
 from __future__ import annotations
 
-from cafleet.cli.table import COMMANDS, FROM_SETTINGS, GROUPS, Command, Param, default
+from cafleet.cli.table import COMMANDS, GROUPS, Command, default
 from cafleet.errors import UsageError, shown
 
 

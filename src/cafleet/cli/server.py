@@ -30,6 +30,7 @@ def server(ctx, host, port, allow_remote):
 
 def _host(environ, flag: str | None) -> tuple[str, str, type]:
     """The host as given (brackets removed), where it came from, and the error type for it."""
+    error: type[CafleetError]
     if flag is not None:
         raw, where, error = flag, "--host", UsageError
     else:
@@ -75,7 +76,7 @@ def _resolve(host: str, port: int, where: str, error: type, allow_remote: bool) 
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         raise CafleetError(f"cannot resolve host {host!r} ({exc}); check --host or CAFLEET_BROKER_HOST.") from None
-    addresses = [_ip(info[4][0]) for info in infos]
+    addresses = [_ip(str(info[4][0])) for info in infos]
     for ip in addresses:
         if ip.is_unspecified:
             means = "" if host == str(ip) else f" (it means {ip}, every interface)"

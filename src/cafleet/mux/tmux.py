@@ -149,13 +149,13 @@ class Tmux:
 
     # -- subprocess plumbing -------------------------------------------------------------
 
-    def _call(self, args: Sequence[str]) -> tuple[int, str, str]:
+    def _call(self, args: Sequence[object]) -> tuple[int, str, str]:
         import subprocess
 
         argv = [self.binary]
         if self.socket:
             argv += ["-S", self.socket]
-        argv += [";" if arg is COMMAND_SEPARATOR else _protect(arg) for arg in args]
+        argv += [";" if arg is COMMAND_SEPARATOR else _protect(str(arg)) for arg in args]
         try:
             done = subprocess.run(
                 argv,
@@ -180,14 +180,14 @@ class Tmux:
             done.stderr.decode("utf-8", "replace"),
         )
 
-    def _run(self, args: Sequence[str]) -> str:
+    def _run(self, args: Sequence[object]) -> str:
         """Run a command that does not target a pane; any failure is a MuxError."""
         code, out, err = self._call(args)
         if code != 0:
             raise MuxError(f"tmux {args[0]} failed: {first_line(err) or f'exit status {code}'}.")
         return out
 
-    def _run_on_pane(self, pane_id: str, args: Sequence[str]) -> str:
+    def _run_on_pane(self, pane_id: str, args: Sequence[object]) -> str:
         """Run a command that targets ``pane_id``; a missing pane is PaneGone."""
         code, out, err = self._call(args)
         if code != 0:

@@ -32,7 +32,7 @@ class Store:
         self.path = path
         self.busy_timeout = busy_timeout
         self.identity = identity if identity is not None else file_identity(path)
-        self._queue = None
+        self._queue: _WriteQueue | None = None
 
     def write_queue(self) -> "_WriteQueue | None":
         """The writers' queue beside the database, opened on the first write."""
@@ -209,7 +209,9 @@ class _WriteTransaction:
     def _release(self) -> None:
         if self.queued:
             self.queued = False
-            self.store.write_queue().release()
+            queue = self.store.write_queue()
+            if queue is not None:
+                queue.release()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         try:
