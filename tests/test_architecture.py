@@ -170,3 +170,17 @@ def test_the_plan_is_written_down(name):
     for package in ALLOWED:
         if package != BASE:
             assert f"`{package}`" in text, f"docs/{name} does not describe `{package}`"
+
+
+def test_tests_share_helpers_through_support_only():
+    """A test module imports helpers from tests/support/, never from another test module
+    (whose fixtures and collection would come along)."""
+    tests = Path(__file__).resolve().parent
+    offenders = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.relative_to(tests)} imports {name}" for name in names
+                          if name.startswith("tests.test_") or name.startswith("test_")]
+    assert offenders == []

@@ -189,7 +189,7 @@ def test_wait_retry_step_survives_a_multiplexer_that_cannot_run(cli, paned, stor
 def test_webui_send_with_a_broken_lock_answers_201_with_the_stored_id(db_path, env, paned, store):
     from starlette.testclient import TestClient
 
-    from tests.test_web_api import BASE, make_app
+    from tests.support.web_server import BASE, make_app
 
     director, member, _ = paned
     folder = block_lock_folder(db_path)

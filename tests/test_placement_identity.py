@@ -23,7 +23,7 @@ from cafleet.web import api
 from tests.support import herdr_standin
 from tests.support.pane_fleet import herdr_fleet, tmux_fleet
 from tests.support.tmux_fixtures import running_tmux_server, wait_for
-from tests.test_watch import Stream
+from tests.support.watch_stream import Stream
 
 PROMPT = "user$ "
 

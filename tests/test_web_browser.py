@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from cafleet.broker import messages, notifications
-from tests.test_web_api import ROOT, ServerProcess, free_port
+from tests.support.web_server import ROOT, ServerProcess, free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
