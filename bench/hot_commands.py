@@ -98,7 +98,7 @@ def pending_ids(path: str, to_id: int, count: int, from_id: int) -> list[int]:
     store = open_store(path)
     out = []
     with store.write():
-        for i in range(count):
+        for _ in range(count):
             now = time.strftime("%Y-%m-%dT%H:%M:%S.000000+00:00", time.gmtime())
             out.append(store.execute(
                 "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text)"

@@ -59,8 +59,8 @@ def main() -> int:
         times: dict[tuple[str, str], list[float]] = {(case, kind): [] for case in cases for kind in ("plain", "checked")}
         for _ in range(args.rounds):
             for case, call in cases.items():
-                times[(case, "plain")].append(timed(lambda: call(plain)))
-                times[(case, "checked")].append(timed(lambda: call(checked)))
+                times[(case, "plain")].append(timed(lambda call=call: call(plain)))
+                times[(case, "checked")].append(timed(lambda call=call: call(checked)))
         print(f"tmux {subprocess.run(['tmux', '-V'], capture_output=True, text=True).stdout.strip()}, "
               f"{args.rounds} rounds, medians:")
         for case in cases:

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs cafleet with its test dependencies (tmux, chromium, pytest, hypothesis,
 # Playwright, and the real claude/codex/opencode command lines for the flag checks) and
-# runs the whole test suite. Extra arguments go to pytest.
+# runs the lint and type checks (ruff check, mypy; configured in pyproject.toml), then the
+# whole test suite. A failing check fails the script before any test runs. Extra arguments
+# go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh --test
@@ -15,4 +17,6 @@ if command -v npm >/dev/null 2>&1; then
 else
   echo "warning: npm not found; the checks against the real coding agents will be skipped" >&2
 fi
+.venv/bin/ruff check src tests bench scripts
+.venv/bin/mypy
 exec .venv/bin/python -m pytest "$@"

@@ -15,11 +15,10 @@ from cafleet.broker import fleets, members
 from cafleet.cli.context import Context
 from cafleet.cli.main import main
 from cafleet.store.connection import open_store
+from tests.support.environ import isolated_environ
 
-pytest_plugins = [p for p in ["tests.support.tmux_fixtures"] if __import__("importlib.util").util.find_spec(p)]
-
-ISOLATED_PREFIXES = ("CAFLEET_", "TMUX", "HERDR", "XDG_", "CLAUDE_", "CODEX_", "OPENCODE_")
-
+pytest_plugins = [p for p in ["tests.support.tmux_fixtures", "tests.support.web_panes"]
+                  if __import__("importlib.util").util.find_spec(p)]
 
 class Result:
     def __init__(self, code: int, out: bytes, err: bytes) -> None:
@@ -41,20 +40,8 @@ class Result:
 @pytest.fixture
 def env(tmp_path, monkeypatch) -> dict:
     """A clean environment rooted in tmp_path; also applied to os.environ for the test."""
-    home = tmp_path / "home"
-    home.mkdir()
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(ISOLATED_PREFIXES)}
-    clean.update(
-        HOME=str(home),
-        XDG_DATA_HOME=str(home / ".local" / "share"),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        XDG_STATE_HOME=str(home / ".local" / "state"),
-        XDG_CACHE_HOME=str(home / ".cache"),
-        CAFLEET_DATABASE_URL=str(tmp_path / "db" / "cafleet.db"),
-        CAFLEET_WAIT_INTERVAL="0.02",
-        LANG="C.UTF-8",
-        LC_ALL="C.UTF-8",
-    )
+    clean = isolated_environ(tmp_path / "home", CAFLEET_DATABASE_URL=str(tmp_path / "db" / "cafleet.db"),
+                             CAFLEET_WAIT_INTERVAL="0.02")
     for key in list(os.environ):
         if key not in clean:
             monkeypatch.delenv(key)

@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from cafleet.errors import Conflict
+
 TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00"
 
 
@@ -222,7 +224,7 @@ def test_deregistered_and_deleted_fleet(cli, trio, build, store):
     result = send(cli, director, m1, "x")
     deleted_at = cli("fleet", "show", str(fleet_id), "--json").json()["deleted_at"]
     assert result.err == f"Error: fleet {fleet_id} was deleted at {deleted_at}; it accepts no new messages.\n"
-    with pytest.raises(Exception):
+    with pytest.raises(Conflict, match="was deleted"):
         build.member(fleet_id, "late")
 
 

@@ -1,4 +1,4 @@
-"""Pane delivery end to end (§4): real panes, the real command line, the stand-in agent.
+"""Pane delivery end to end: real panes, the real command line, the stand-in agent.
 
 The Director sits in the first pane of a private tmux server (or in the herdr stand-in's
 root pane) and runs a byte recorder; members are created with ``cafleet member create
@@ -46,7 +46,7 @@ def when(stamp: str) -> datetime:
 
 
 def not_notified(message_id: int, member_id: int, reason: str) -> str:
-    """The not-notified diagnostic (§4.1), around ``reason``."""
+    """The not-notified diagnostic, around ``reason``."""
     return (f"Warning: message {message_id} is stored but member {member_id} was not notified: {reason}. "
             f"The preview will be retried by the next send to member {member_id} or a later "
             "`cafleet message wait`. Do not resend.\n")

@@ -137,7 +137,7 @@ def test_send_when_the_multiplexer_cannot_be_run_is_stored_and_warned(cli, paned
 
 def test_broadcast_reports_every_id_and_each_failure(cli, db_path, paned, build, store):
     director, first, second = paned
-    fleet_id = messages.member_state(store, director)[1]
+    fleet_id = messages.member_standing(store, director)[1]
     third = build.member(fleet_id, "pending")  # no pane: nothing to type, nothing to fail
     block_lock_file(db_path, "%5")
     block_lock_file(db_path, "%6")
@@ -189,7 +189,7 @@ def test_wait_retry_step_survives_a_multiplexer_that_cannot_run(cli, paned, stor
 def test_webui_send_with_a_broken_lock_answers_201_with_the_stored_id(db_path, env, paned, store):
     from starlette.testclient import TestClient
 
-    from tests.test_web_api import BASE, make_app
+    from tests.support.web_server import BASE, make_app
 
     director, member, _ = paned
     folder = block_lock_folder(db_path)

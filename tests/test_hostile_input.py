@@ -3,7 +3,7 @@
 Every accepted body must come back byte-for-byte through ``show --json`` and ``poll
 --json``; every refusal must be one ``Error:`` line with the right exit code and leave
 the database untouched; no input may produce a traceback or an "internal error"; and the
-preview typed into a pane must be inert whatever the body holds (§3, §4.5).
+preview typed into a pane must be inert whatever the body holds.
 
 Commands run in-process through the ``cli`` fixture (a real SQLite file, the real parser
 and handlers) so that a hundred examples cost a second; a few cases also run as real

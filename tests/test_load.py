@@ -107,7 +107,7 @@ def test_many_processes_lose_nothing_duplicate_nothing_and_never_report_a_lock(e
         sent = [record for w in sending for record in w.finish()]
         received = {m: w.finish() for m, w in receiving.items()}
         for listener in listeners:
-            wait_for(lambda: len(listener.lines) >= share[listened], timeout=20, what="every listened message")
+            wait_for(lambda listener=listener: len(listener.lines) >= share[listened], timeout=20, what="every listened message")
         stop_polling.touch()
         polled = [w.finish() for w in polling]
         stopped = [listener.stop() for listener in listeners]

@@ -1,4 +1,4 @@
-"""The pane-input lock (§4.6) across real processes: a holder makes others time out within
+"""The pane-input lock across real processes: a holder makes others time out within
 the bound, a killed holder frees it, equal keys share it and different keys do not."""
 
 from __future__ import annotations

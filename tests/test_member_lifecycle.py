@@ -1,4 +1,4 @@
-"""Member creation and deletion (§5) with real panes, through the real command line.
+"""Member creation and deletion with real panes, through the real command line.
 
 Each test gets a private tmux server whose first pane is the Director's (it runs a byte
 recorder: nothing may ever be typed there) and a fleet created from that pane. Members run

@@ -1,4 +1,4 @@
-"""Backend detection (§7) and reaching panes from the environment or a stored placement."""
+"""Backend detection and reaching panes from the environment or a stored placement."""
 
 from __future__ import annotations
 

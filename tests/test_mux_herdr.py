@@ -13,7 +13,7 @@ from cafleet.mux.base import PaneContext
 from cafleet.mux.herdr import Herdr
 from tests.support.recorder import READY
 from tests.support.tmux_fixtures import RECORDER, wait_for
-from tests.test_mux_tmux import ARGV_DUMPER, HOSTILE_ARGS, HOSTILE_TEXT
+from tests.support.mux_inputs import ARGV_DUMPER, HOSTILE_ARGS, HOSTILE_TEXT
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from cafleet.web import api
 from tests.support import herdr_standin
 from tests.support.pane_fleet import herdr_fleet, tmux_fleet
 from tests.support.tmux_fixtures import running_tmux_server, wait_for
-from tests.test_watch import Stream
+from tests.support.watch_stream import Stream
 
 PROMPT = "user$ "
 
@@ -171,7 +171,7 @@ def test_tmux_restart_capture_prompt_and_state_report_stale(fleet, markers):
 
 
 def test_tmux_restart_fleet_and_member_delete_close_no_new_pane(fleet, markers):
-    alice = fleet.create("alice")["member_id"]
+    fleet.create("alice")
     bob = fleet.create("bob")["member_id"]
     server = restart(fleet, markers, panes=3)
     try:

@@ -1,4 +1,4 @@
-"""The preview (§4.5) and the sanitiser: exact output for known hostile input, and
+"""The preview and the sanitiser: exact output for known hostile input, and
 properties over arbitrary text (no control character survives, truncation is exact,
 line breaks become ⏎, the header is exact)."""
 

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from cafleet.broker import fleets, members, messages
+from cafleet.broker import fleets, members, messages, notifications, timeline
 from cafleet.delivery import inbox
 from cafleet.delivery.watch import Watcher
 from cafleet.store import connection, schema
@@ -241,10 +241,10 @@ def test_message_commands_use_indexes(cli, env, database, recorded):
     store = open_store(path)
     try:
         assert listen_until_first_line(store, director)["message_id"] == ids["for_director"]
-        messages.stamp_notified(store, ids["owed"])
+        notifications.stamp_notified(store, ids["owed"])
     finally:
         store.close()
-    assert {"require_member", "poll", "member_state", "recipients_owed_notifications", "notification_target",
+    assert {"require_member", "poll", "member_standing", "recipients_owed_notifications", "notification_target",
             "next_pending_notification", "still_pending_notification", "show", "ack", "_sender_and_recipient",
             "send", "pending_after", "stamp_notified"} <= callers(recorded)
     assert plan_problems(path, recorded.statements) == []
@@ -273,14 +273,14 @@ def test_watch_and_webui_reads_use_indexes(env, database, recorded):
         watcher.members_round()  # roster, member details, activity (panes cannot be inspected)
         watcher.retry_stale()  # previews owed for longer than the interval (stale_notifications)
         assert {e["event"] for e in events} >= {"message", "dead"}
-        page = messages.fleet_timeline(store, ids["fleet"], limit=20)
-        older = messages.fleet_timeline(store, ids["fleet"], limit=20, before_id=page[-1]["message_id"])
+        page = timeline.fleet_timeline(store, ids["fleet"], limit=20)
+        older = timeline.fleet_timeline(store, ids["fleet"], limit=20, before_id=page[-1]["message_id"])
         assert older[0]["message_id"] < page[-1]["message_id"]
-        assert messages.fleet_timeline(store, ids["old_fleet"], limit=1)[0]["text"].startswith("old ")
+        assert timeline.fleet_timeline(store, ids["old_fleet"], limit=1)[0]["text"].startswith("old ")
         newest = page[0]["message_id"]
-        assert messages.fleet_messages_after(store, ids["fleet"], newest) == []
-        assert messages.fleet_message(store, ids["fleet"], newest)["message_id"] == newest
-        assert messages.fleet_open_messages(store, ids["fleet"])
+        assert timeline.fleet_messages_after(store, ids["fleet"], newest) == []
+        assert timeline.fleet_message(store, ids["fleet"], newest)["message_id"] == newest
+        assert timeline.fleet_open_messages(store, ids["fleet"])
     finally:
         store.close()
     assert {"pending_after", "stale_notifications", "roster", "last_activity", "fleet_timeline",

@@ -13,7 +13,6 @@ machine is never started.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import threading

@@ -1,4 +1,4 @@
-"""Pane-state cues (§4.8) on realistic screens of each agent, and the input box finder."""
+"""Pane-state cues (docs/delivery.md) on realistic screens of each agent, and the input box finder."""
 
 from __future__ import annotations
 

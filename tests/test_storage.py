@@ -1,4 +1,4 @@
-"""Storage (§2) and every row of the format diagnosis table (§2.1).
+"""Storage and every row of the format diagnosis table (docs/storage.md).
 
 Refused files must stay byte-identical: same SHA-256 and no journal/WAL files beside them.
 """

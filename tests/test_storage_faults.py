@@ -66,7 +66,7 @@ def test_disk_full_during_send_is_one_clear_line(env, db_path):
     setup.close()
     printed = []
     failure = None
-    for attempt in range(400):
+    for _ in range(400):
         store = open_store(db_path)
         pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
         store.conn.execute(f"PRAGMA max_page_count={pages}")

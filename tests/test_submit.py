@@ -1,4 +1,4 @@
-"""Submission (§4.7) against a real private tmux server with the stand-in agent in its
+"""Submission against a real private tmux server with the stand-in agent in its
 panes: what arrives, exactly once; hostile text inert; a prompt awaiting the user blocks
 typing; a pane without an input box never confirms; Enter retries; auto-reply drives the
 real command line."""
@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from cafleet.broker import messages
-from tests.test_web_api import ROOT, ServerProcess, free_port
+from cafleet.broker import messages, notifications
+from tests.support.web_server import ROOT, ServerProcess, free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -111,7 +111,7 @@ def test_dashboard_shows_the_fleet_sends_as_director_and_updates_live(browser, s
     to_tester = messages.send(store, fleet["planner"], fleet["tester"], "Please rerun the flaky suite.")["message_id"]
     expect(timeline).to_have_count(7, timeout=WAIT_MS)
     expect(timeline.nth(0).locator(".badge.not-notified")).to_have_text("not notified")
-    assert messages.stamp_notified(store, to_tester)
+    assert notifications.stamp_notified(store, to_tester)
     expect(timeline.nth(0).locator(".badge.notified")).to_have_text("notified", timeout=WAIT_MS)
     from tests.conftest import FleetBuilder
 
@@ -145,7 +145,7 @@ def test_dashboard_shows_the_fleet_sends_as_director_and_updates_live(browser, s
 
 # --- member screens, the graph and attention, against real panes -------------------------
 
-from tests.test_web_screens import HOSTILE, STANDIN, panes  # noqa: E402,F401  (panes is a fixture)
+from tests.support.web_panes import HOSTILE  # noqa: E402  (the panes fixture is in conftest)
 
 COLOURED = (  # a pane with some colour, for the screenshot
     "printf '\\033[1mcargo test\\033[0m\\n'; "

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from tests.support.tmux_fixtures import wait_for
-from tests.test_web_api import ROOT, _read_line, free_port
+from tests.support.web_server import ROOT, free_port, read_line
 
 
 class Server:
@@ -36,7 +36,7 @@ class Server:
             env=dict(env, **settings), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(ROOT),
             preexec_fn=limit,
         )
-        self.first_line = _read_line(self.proc.stdout, 30)
+        self.first_line = read_line(self.proc.stdout, 30)
         assert self.first_line == f"serving the cafleet WebUI at http://127.0.0.1:{self.port}/", self.stop()
 
     def get(self, path: str = "/api/fleets", timeout: float = 30) -> bytes:

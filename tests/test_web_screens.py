@@ -6,52 +6,19 @@ The browser side (tiles, graph, banner) is in test_web_browser.py.
 
 from __future__ import annotations
 
-import sys
 import threading
 
 import pytest
 
-from cafleet.broker import fleets, members, messages
+from cafleet.broker import messages, notifications
 from cafleet.web import attention, screens
 from tests.support.tmux_fixtures import wait_for
-from tests.test_web_api import BASE, TestClient, make_app
+with __import__("warnings").catch_warnings():
+    __import__("warnings").simplefilter("ignore")  # Starlette prefers httpx2 for its TestClient; httpx works
+    from starlette.testclient import TestClient
 
-STANDIN = [sys.executable, "-m", "cafleet.agents.standin"]
-HOSTILE = (
-    "printf '\\033]52;c;cHduZWQ=\\007'; "             # OSC 52: write the clipboard
-    "printf '\\033]0;pwned title\\007'; "              # OSC 0: window title
-    "printf '\\033]8;;http://evil.example/\\033\\\\link\\033]8;;\\033\\\\\\n'; "  # OSC 8 hyperlink
-    "printf '<script>window.__pwned=1</script>\\n'; "
-    "printf '<img src=x onerror=\"window.__pwned=2\">\\n'; "
-    "printf '\\033[31mred alert\\033[0m plain\\n'; "
-    "printf '\\033Ptmux;evil\\033\\\\ after-dcs\\n'; "
-    "exec sleep 600"
-)
-
-
-@pytest.fixture
-def panes(env, tmux_server, store):
-    """A fleet on the private tmux server; ``add(name, argv, identity=True)`` makes a member
-    whose pane runs ``argv`` (the stand-in by default)."""
-    director_pane = tmux_server.main_pane()
-    session = f"{tmux_server.run('display-message', '-p', '-t', director_pane, '#{session_id}').strip()}" \
-              f"@{tmux_server.socket}"
-    record = fleets.create_fleet(store, name="screens", coding_agent="standin", backend="tmux", session=session,
-                                 window_id="@0", pane_id=director_pane)
-    fleet_id = record["fleet_id"]
-
-    def add(name, argv=None, identity=None, ready="cafleet stand-in agent"):
-        member_id = members.register_member(store, fleet_id=fleet_id, name=name, description=name, backend="tmux",
-                                            session=session, window_id="@0", coding_agent="standin")
-        pane = tmux_server.new_pane(argv or [*STANDIN, "--member-id", str(member_id)])
-        real = tmux_server.run("display-message", "-p", "-t", pane, "#{pid}:#{start_time}:#{pane_pid}").strip()
-        members.set_pane_id(store, member_id, pane, identity or real)
-        if ready:
-            wait_for(lambda: ready in tmux_server.run("capture-pane", "-p", "-t", pane), what=f"{name} ready")
-        return member_id, pane
-
-    return {"fleet_id": fleet_id, "director": record["director_member_id"], "add": add, "session": session}
-
+from tests.support.web_panes import HOSTILE, STANDIN
+from tests.support.web_server import BASE, make_app
 
 @pytest.fixture
 def app(db_path, env):
@@ -188,7 +155,7 @@ def test_graph_counts_edges_pending_unnotified_and_activity(client, build, store
     done = messages.send(store, a, b, "one")["message_id"]
     messages.ack(store, done)
     stamped = messages.send(store, a, b, "two")["message_id"]
-    messages.stamp_notified(store, stamped)
+    notifications.stamp_notified(store, stamped)
     messages.send(store, a, b, "three")
     messages.send(store, b, director, "report")
     messages.send(store, a, a, "note")
@@ -214,7 +181,7 @@ def test_graph_kept_up_to_date_matches_a_graph_built_from_scratch(app, client, b
         lambda: messages.send(store, a, b, "1"),
         lambda: messages.send(store, x, y, "other fleet"),
         lambda: messages.send(store, b, a, "2"),
-        lambda: messages.stamp_notified(store, 1),
+        lambda: notifications.stamp_notified(store, 1),
         lambda: messages.send(store, c, director, "3"),
         lambda: messages.ack(store, 3),
         lambda: messages.ack(store, 1),
@@ -252,16 +219,20 @@ def test_attention_lists_blocked_dead_and_owed_previews(panes, client, store, tm
 
 
 
-def test_event_stream_reports_a_preview_that_becomes_owed_without_any_write(db_path, env, build, store,
+def test_event_stream_reports_a_preview_that_becomes_owed_without_any_write(db_path, env, panes, store,
                                                                             monkeypatch):
     """Nothing is committed when a preview becomes owed: time passes. The roster event still
-    comes, from the periodic state look, because the attention list is part of it."""
+    comes, from the periodic state look, because the attention list is part of it. (The
+    members are real stand-ins in panes: only a member with a concrete pane is owed a
+    preview.)"""
     from cafleet.web import events
-    from tests.test_web_api import SSEReader, threaded_server
+    from tests.support.web_server import SSEReader, threaded_server
 
     monkeypatch.setattr(attention, "OWED_AFTER", 1.0)
     monkeypatch.setattr(events, "STATE_INTERVAL", 0.3)
-    fleet_id, _, (a, b) = build.fleet("owed", 2)
+    fleet_id = panes["fleet_id"]
+    a, _ = panes["add"]("a")
+    b, _ = panes["add"]("b")
     with threaded_server(db_path, env) as (url, _, _):
         reader = SSEReader(f"{url}/api/events?fleet_id={fleet_id}")
         sent = messages.send(store, a, b, "wake up")["message_id"]

@@ -279,7 +279,7 @@ def test_a_server_bound_by_another_spelling_of_loopback_answers_that_name(env, s
 
     import httpx
 
-    from tests.test_web_api import ServerProcess
+    from tests.support.web_server import ServerProcess
 
     port = free_port()
     server = ServerProcess(env, "--host", "127.1", "--port", str(port))

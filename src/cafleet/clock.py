@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import time
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 _FOREIGN = None  # compiled on first use: cafleet's own timestamps never need it
 
 
@@ -46,7 +50,7 @@ def _epoch(year: int, month: int, day: int, hours: int, minutes: int, seconds: i
     return whole + micros / 1_000_000
 
 
-def _refuse(timestamp) -> None:
+def _refuse(timestamp) -> NoReturn:
     from cafleet.errors import CorruptRow, shown
 
     raise CorruptRow(

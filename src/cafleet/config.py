@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import os
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from typing import Any
+
 from cafleet.errors import ConfigError, SettingError, shown
 
 DATABASE_FILENAME = "cafleet_v8.db"
@@ -202,6 +206,10 @@ class Settings:
         for setting in ENVIRONMENT:
             if setting.checked:
                 setattr(self, setting.attr, setting.read(environ))
+
+    if TYPE_CHECKING:  # the attributes are the declarations' names, set above
+
+        def __getattr__(self, name: str) -> Any: ...
 
 
 # --- readers used by the library (each goes through the declarations above) ---------------

@@ -2,7 +2,7 @@
 
 Used by the end-to-end delivery and member-lifecycle tests. The Director pane runs
 ``recorder.py``, so every byte anyone ever types into it is kept: the fixtures assert at
-teardown that it received none (the Director is never woken by typing, §4.2).
+teardown that it received none (the Director is never woken by typing).
 
 Members are started by ``cafleet member create --coding-agent standin``; the stand-in finds
 ``CAFLEET_STANDIN_RECORD_DIR`` in the server's environment and records what it receives

@@ -31,11 +31,12 @@ from typing import TypeVar
 
 import pytest
 
+from tests.support.environ import isolated_environ
+
 WIDTH, HEIGHT = 200, 50
 SUPPORT = Path(__file__).resolve().parent
 HERDR_BIN_DIR = SUPPORT / "bin"
 RECORDER = SUPPORT / "recorder.py"
-ISOLATED_PREFIXES = ("TMUX", "HERDR", "CAFLEET_", "XDG_")
 TMUX_TIMEOUT = 10.0
 
 T = TypeVar("T")
@@ -53,22 +54,6 @@ def wait_for(
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout} s waiting for {what} (last: {value!r})")
         time.sleep(interval)
-
-
-def isolated_environ(home: Path) -> dict[str, str]:
-    """``os.environ`` without multiplexer, cafleet and XDG variables, rooted in ``home``."""
-    home.mkdir(parents=True, exist_ok=True)
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(ISOLATED_PREFIXES)}
-    environ.update(
-        HOME=str(home),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        XDG_DATA_HOME=str(home / ".local" / "share"),
-        XDG_STATE_HOME=str(home / ".local" / "state"),
-        XDG_CACHE_HOME=str(home / ".cache"),
-        LANG="C.UTF-8",
-        LC_ALL="C.UTF-8",
-    )
-    return environ
 
 
 def _protect(arg: str) -> str:

@@ -1,5 +1,5 @@
 """One table row per coding agent: its binary, its ``--model``/``--effort`` rules and the
-argv that starts it as a fleet member (spec §7).
+argv that starts it as a fleet member (docs/agents.md).
 
 The argv is built for ``execvp`` (no shell) and checked against the real tools'
 argument parsers by ``scripts/check_agent_flags.py``. Three details matter there:

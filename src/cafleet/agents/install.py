@@ -1,4 +1,4 @@
-"""Install the embedded agent assets where each coding agent looks for them (spec §7).
+"""Install the embedded agent assets where each coding agent looks for them (docs/agents.md).
 
 Offline by construction: the files ship inside the package (``cafleet/agents/assets``)
 and are read with :mod:`importlib.resources`. Per agent:

@@ -170,8 +170,7 @@ class StandIn:
                 self.record("cleared", text=self.buffer)
                 self.buffer = ""
                 self.scrollback.append(STARTUP_PROMPT)
-            elif self.mention() is not None and not self.asking:
-                word = self.mention()
+            elif not self.asking and (word := self.mention()) is not None:
                 self.buffer = self.buffer[: len(self.buffer) - len(word) - 1] + word + ".txt"
                 self.record("key", key="completion-accepted")
             else:

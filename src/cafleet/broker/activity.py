@@ -1,4 +1,4 @@
-"""Activity (§6): the latest message a member sent, received, or ACKed.
+"""Activity: the latest message a member sent, received, or ACKed.
 
 Both lookups ride the message indexes:
 - incoming: the newest ``status_timestamp`` of rows addressed to the member is either a

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cafleet import clock, validation
 from cafleet.broker import records
+from cafleet.broker.records import encode_pane
 from cafleet.errors import Conflict, NotFound
 
 DIRECTOR_NAME = "Director"
@@ -36,8 +37,6 @@ def _fleet_record(store, row) -> dict:
 def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: str, window_id: str, pane_id: str,
                  identity: str | None = None) -> dict:
     """Insert fleet, Director, the Director's placement and the back-filled reference in one commit."""
-    from cafleet.broker import members  # members imports this module
-
     validation.name(name, "the fleet name")
     with store.write():
         now = clock.now()
@@ -45,11 +44,31 @@ def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: 
             "INSERT INTO fleets (name, created_at, deleted_at, director_member_id) VALUES (?, ?, NULL, NULL)",
             (name, now),
         ).lastrowid
-        member_id = members.insert_member(store, fleet_id, DIRECTOR_NAME, DIRECTOR_DESCRIPTION, now, backend=backend,
+        member_id = insert_member(store, fleet_id, DIRECTOR_NAME, DIRECTOR_DESCRIPTION, now, backend=backend,
                                           session=session, window_id=window_id, pane_id=pane_id,
                                           coding_agent=coding_agent, identity=identity)
         store.execute("UPDATE fleets SET director_member_id = ? WHERE fleet_id = ?", (member_id, fleet_id))
     return {"fleet_id": fleet_id, "name": name, "director_member_id": member_id, "created_at": now}
+
+
+def insert_member(store, fleet_id: int, name: str, description: str, now: str, *, backend: str, session: str,
+                  window_id: str, pane_id: str | None, coding_agent: str, identity: str | None = None) -> int:
+    """Insert an active member and its placement; the caller holds the write transaction.
+
+    The one INSERT of a member, shared by the fleet's bootstrap (its Director) and
+    ``members.register_member``; it lives here because members depend on fleets, never
+    the other way round (``docs/architecture.md``)."""
+    member_id = store.execute(
+        "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at) "
+        "VALUES (?, ?, ?, 'active', ?, NULL)",
+        (fleet_id, name, description, now),
+    ).lastrowid
+    store.execute(
+        "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, "
+        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (member_id, session, window_id, encode_pane(pane_id, identity), backend, coding_agent, now),
+    )
+    return member_id
 
 
 def list_fleets(store) -> list[dict]:

@@ -64,17 +64,27 @@ def get_member(store, member_id: int) -> dict:
     return _decode(store, _row(store, member_id), detail=True)
 
 
-def roster(store, fleet_id: int) -> list[dict]:
+def roster(store, fleet_id: int, *, detail: bool = False) -> list[dict]:
     """Active members of a live fleet, Director first, then by id.
 
     Rows with a status this version does not know are read too, so that decoding refuses
-    them instead of the roster leaving them out in silence.
+    them instead of the roster leaving them out in silence. ``detail=True`` gives each
+    member's detail record (as :func:`get_member`) from the same single read, for callers
+    that inspect panes; :func:`brief` turns one back into the roster record.
     """
     fleets.require_live(store, fleet_id)
     rows = store.execute(
         _MEMBER_SQL + f"WHERE m.fleet_id = ? AND m.{records.NOT_DEREGISTERED} ORDER BY m.member_id", (fleet_id,)
     ).fetchall()
-    return [_decode(store, row, detail=False) for row in rows]
+    return [_decode(store, row, detail=detail) for row in rows]
+
+
+_DETAIL_ONLY = ("description", "registered_at", "deregistered_at", "fleet_id", "placement")
+
+
+def brief(record: dict) -> dict:
+    """The roster record of a detail record (the same keys as ``roster(detail=False)``)."""
+    return {key: value for key, value in record.items() if key not in _DETAIL_ONLY}
 
 
 def register_member(
@@ -95,24 +105,8 @@ def register_member(
     with store.write():
         now = clock.now()
         fleets.require_live(store, fleet_id)
-        return insert_member(store, fleet_id, name, description, now, backend=backend, session=session,
+        return fleets.insert_member(store, fleet_id, name, description, now, backend=backend, session=session,
                              window_id=window_id, pane_id=pane_id, coding_agent=coding_agent)
-
-
-def insert_member(store, fleet_id: int, name: str, description: str, now: str, *, backend: str, session: str,
-                  window_id: str, pane_id: str | None, coding_agent: str, identity: str | None = None) -> int:
-    """Insert an active member and its placement; the caller holds the write transaction."""
-    member_id = store.execute(
-        "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at) "
-        "VALUES (?, ?, ?, 'active', ?, NULL)",
-        (fleet_id, name, description, now),
-    ).lastrowid
-    store.execute(
-        "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, "
-        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (member_id, session, window_id, encode_pane(pane_id, identity), backend, coding_agent, now),
-    )
-    return member_id
 
 
 def set_pane_id(store, member_id: int, pane_id: str, identity: str | None = None, *,

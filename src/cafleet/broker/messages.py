@@ -1,5 +1,8 @@
-"""Messages: send (with the self-send rule), broadcast, poll, show, ACK, and the
-notification bookkeeping the delivery layer needs (pending selection, conditional stamp).
+"""Messages: send (with the self-send rule), broadcast, poll, show, ACK, and the reads
+of a member's own inbox (``pending_after`` for listen and wait).
+
+Who is owed a preview lives in :mod:`cafleet.broker.notifications`; the admin views of a
+fleet's messages live in :mod:`cafleet.broker.timeline`.
 
 The ``pause_point`` calls are test-only fault-injection hooks (:mod:`cafleet.faults`):
 without ``CAFLEET_TEST_PAUSE_AT`` each is one dictionary lookup and does nothing, so the
@@ -158,8 +161,9 @@ def ack(store, message_id: int) -> dict:
     return record
 
 
-def member_state(store, member_id: int) -> tuple[str, int | None]:
-    """('active' | 'deregistered' | 'fleet-deleted', fleet_id) for long-running streams."""
+def member_standing(store, member_id: int) -> tuple[str, int]:
+    """('active' | 'deregistered' | 'fleet-deleted', fleet_id): whether a member may still
+    receive, for long-running streams (not the pane state of ``supervision.pane_state``)."""
     row = store.execute(
         "SELECT m.status, f.deleted_at, m.fleet_id FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
         "WHERE m.member_id = ?",
@@ -181,186 +185,3 @@ def pending_after(store, member_id: int, after_id: int) -> list[dict]:
         (member_id, after_id),
     ).fetchall()
     return [records.message(row) for row in rows]
-
-
-# --- notification bookkeeping (used by the delivery layer) -------------------------------
-
-def notification_target(store, member_id: int) -> dict | None:
-    """The recipient's concrete placement if it is eligible for pane notification.
-
-    Eligible: active member of a live fleet, not the fleet's root Director, with a
-    placement whose pane is concrete. None otherwise.
-    """
-    row = store.execute(
-        "SELECT p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, m.fleet_id, p.created_at "
-        "FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
-        "JOIN member_placements p ON p.member_id = m.member_id "
-        "WHERE m.member_id = ? AND m.status = 'active' AND f.deleted_at IS NULL "
-        "AND m.member_id IS NOT f.director_member_id AND p.mux_pane_id IS NOT NULL",
-        (member_id,),
-    ).fetchone()
-    if row is None:
-        return None
-    from cafleet.broker.records import decode_pane
-
-    keys = ("backend", "session", "window_id", "pane_id", "coding_agent", "fleet_id", "created_at")
-    target = dict(zip(keys, row))
-    target["pane_id"], target["identity"] = decode_pane(target["pane_id"])
-    return target
-
-
-def next_pending_notification(store, member_id: int, attempted) -> dict | None:
-    """The oldest message owed a preview for this recipient, skipping ``attempted`` ids."""
-    rows = store.execute(
-        "SELECT message_id, from_member_id, created_at, text FROM messages "
-        "WHERE to_member_id = ? AND status_state != 'completed' AND status_state = 'input_required' "
-        "AND notified_at IS NULL "
-        "AND from_member_id != to_member_id ORDER BY created_at, message_id",
-        (member_id,),
-    )
-    for message_id, from_id, created_at, text in rows:
-        if message_id not in attempted:
-            rows.close()
-            return {"message_id": message_id, "from_member_id": from_id, "created_at": created_at, "text": text}
-    return None
-
-
-def still_pending_notification(store, message_id: int) -> bool:
-    row = store.execute(
-        "SELECT 1 FROM messages WHERE message_id = ? AND status_state = 'input_required' AND notified_at IS NULL",
-        (message_id,),
-    ).fetchone()
-    return row is not None
-
-
-def stamp_notified(store, message_id: int) -> bool:
-    """Record a completed submission; does nothing when the row was ACKed meanwhile."""
-    with store.write():
-        updated = store.execute(
-            "UPDATE messages SET notified_at = ? WHERE message_id = ? AND notified_at IS NULL "
-            "AND status_state = 'input_required'",
-            (clock.now(), message_id),
-        ).rowcount
-    return bool(updated)
-
-
-def recipients_owed_notifications(store, fleet_id: int) -> list[int]:
-    """Members of the fleet eligible for a preview (active, not the root Director, with a
-    concrete pane) that have messages owed one (for wait's retry pass).
-
-    The inner select takes the ids of the eligible members' pending messages from the
-    auxiliary index ``idx_cafleet_aux_messages_pending`` alone (an index entry carries the
-    message id; its ``status_state`` term is what lets SQLite use that partial index), so
-    the cost follows what is pending, not the members' history. On a file without that
-    index it reads every message they received from the recipient index instead: the
-    same answer, slower. The outer select then reads those rows in id order, so each
-    table page is read once for the whole fleet (it has no pending term of its own, which
-    would tempt SQLite to scan the whole partial index instead). CROSS JOIN keeps the fleet's members the
-    outer loop whatever statistics SQLite holds. The Director is left out in SQL: the
-    drain would skip it anyway, and in a busy fleet it receives the most messages.
-    """
-    return [
-        row[0]
-        for row in store.execute(
-            "SELECT DISTINCT msg.to_member_id FROM messages msg WHERE msg.message_id IN ("
-            "SELECT received.message_id FROM messages received WHERE received.status_state != 'completed' "
-            "AND received.status_state = 'input_required' "
-            "AND received.to_member_id IN ("
-            "SELECT m.member_id FROM members m CROSS JOIN fleets f CROSS JOIN member_placements p "
-            "WHERE m.fleet_id = ? AND m.status = 'active' AND f.fleet_id = m.fleet_id "
-            "AND m.member_id IS NOT f.director_member_id AND p.member_id = m.member_id AND p.mux_pane_id IS NOT NULL)) "
-            "AND msg.notified_at IS NULL AND msg.from_member_id != msg.to_member_id ORDER BY msg.to_member_id",
-            (fleet_id,),
-        ).fetchall()
-    ]
-
-
-def fleet_timeline(store, fleet_id: int, *, limit: int = 50, before_id: int | None = None) -> list[dict]:
-    """A fleet's messages, newest first, paged by message id; each record adds whether a
-    preview was typed (``notified``) — an admin view, not the public message record.
-
-    CROSS JOIN makes the fleet's members the outer loop, and the unary ``+`` keeps the page
-    bound off the primary key: each member's messages come from the sender index. Left to
-    itself, SQLite may instead walk the whole table backwards by id hoping to meet the
-    LIMIT soon, which reads every message in the database for a quiet or new fleet.
-    """
-    rows = store.execute(
-        f"SELECT {', '.join('msg.' + c for c in records.MESSAGE_KEYS)}, msg.notified_at IS NOT NULL "
-        "FROM members m CROSS JOIN messages msg ON msg.from_member_id = m.member_id "
-        "WHERE m.fleet_id = ? AND (? IS NULL OR +msg.message_id < ?) ORDER BY msg.message_id DESC LIMIT ?",
-        (fleet_id, before_id, before_id, limit),
-    ).fetchall()
-    out = []
-    for row in rows:
-        record = records.message(row[:-1])
-        record["notified"] = bool(row[-1])
-        out.append(record)
-    return out
-
-
-# --- admin reads for the WebUI's live stream ----------------------------------------------
-
-_ADMIN_SELECT = (
-    f"SELECT {', '.join('msg.' + c for c in records.MESSAGE_KEYS)}, msg.notified_at IS NOT NULL FROM messages msg "
-)
-
-
-def _admin_record(row) -> dict:
-    record = records.message(row[:-1])
-    record["notified"] = bool(row[-1])
-    return record
-
-
-def fleet_messages_after(store, fleet_id: int, after_id: int, *, limit: int = 500) -> list[dict]:
-    """The fleet's messages with id > ``after_id``, oldest first, as in ``fleet_timeline``.
-
-    Lets a watcher pick up exactly the rows committed since its last look.
-    """
-    rows = store.execute(
-        _ADMIN_SELECT + "WHERE msg.from_member_id IN (SELECT member_id FROM members WHERE fleet_id = ?) "
-        "AND msg.message_id > ? ORDER BY msg.message_id LIMIT ?",
-        (fleet_id, after_id, limit),
-    ).fetchall()
-    return [_admin_record(row) for row in rows]
-
-
-def fleet_message(store, fleet_id: int, message_id: int) -> dict | None:
-    """One message of the fleet as in ``fleet_timeline``; None when it belongs elsewhere."""
-    row = store.execute(
-        _ADMIN_SELECT + "WHERE msg.message_id = ? "
-        "AND msg.from_member_id IN (SELECT member_id FROM members WHERE fleet_id = ?)",
-        (message_id, fleet_id),
-    ).fetchone()
-    return None if row is None else _admin_record(row)
-
-
-def fleet_open_messages(store, fleet_id: int) -> dict[int, bool]:
-    """``{message_id: notified}`` for the fleet's unacknowledged messages.
-
-    These are the only rows whose visible state can still change (an ACK, a notification
-    stamp): a completed row is never stamped or re-opened, so a watcher that diffs this
-    map sees every state change without rereading the whole history.
-    """
-    rows = store.execute(
-        "SELECT msg.message_id, msg.notified_at IS NOT NULL FROM messages msg "
-        "WHERE msg.to_member_id IN (SELECT member_id FROM members WHERE fleet_id = ?) "
-        "AND msg.status_state = 'input_required'",
-        (fleet_id,),
-    ).fetchall()
-    return {message_id: bool(notified) for message_id, notified in rows}
-
-
-def stale_notifications(store, fleet_id: int, created_before: str) -> list[tuple[int, int]]:
-    """(message_id, recipient) of previews owed since before ``created_before`` to the
-    fleet's eligible members, oldest first (for supervision's retries).
-
-    CROSS JOIN keeps the fleet's members the outer loop: each member's pending rows are
-    then one slice of the auxiliary pending index, never a scan of every pending row."""
-    return store.execute(
-        "SELECT msg.message_id, msg.to_member_id FROM members m CROSS JOIN fleets f ON f.fleet_id = m.fleet_id "
-        "CROSS JOIN messages msg ON msg.to_member_id = m.member_id "
-        "WHERE m.fleet_id = ? AND m.status = 'active' AND m.member_id IS NOT f.director_member_id "
-        "AND msg.status_state != 'completed' AND msg.status_state = 'input_required' AND msg.notified_at IS NULL "
-        "AND msg.from_member_id != msg.to_member_id AND msg.created_at < ? ORDER BY msg.created_at, msg.message_id",
-        (fleet_id, created_before),
-    ).fetchall()

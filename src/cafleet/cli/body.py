@@ -13,10 +13,10 @@ from cafleet.errors import UsageError
 def read_body(ctx, text: str | None, file: str | None) -> str:
     if text is not None and file is not None:
         raise UsageError("give the body either as TEXT or with --file, not both.")
-    if text is None and file is None:
-        raise UsageError("missing the body: give TEXT or --file PATH (--file - reads stdin).")
     if text is not None:
         return validation.body(text, "TEXT", hint="pass the body with --file instead.")
+    if file is None:
+        raise UsageError("missing the body: give TEXT or --file PATH (--file - reads stdin).")
     data = _read_bytes(ctx, file)
     where = "standard input" if file == "-" else f"file {file}"
     try:

@@ -158,7 +158,7 @@ def fish() -> str:
     for group, summary in GROUPS.items():
         lines.append(f"complete -c cafleet -n '__cafleet_at' -a {group} -d {_fish_quote(summary)}")
     lines.append("complete -c cafleet -n '__cafleet_at' -l version -d 'print the version'")
-    for group, names in subcommands.items():
+    for group in subcommands:
         for command in COMMANDS:
             if command.group == group:
                 lines.append(f"complete -c cafleet -n '__cafleet_at {group}' -a {command.name} "

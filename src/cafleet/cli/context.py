@@ -20,8 +20,8 @@ class Context:
         self.stderr = stderr if stderr is not None else sys.stderr.buffer
         self.json = json_output
         self._store = None
-        self._db_path = None
-        self._settings = None
+        self._db_path: str | None = None
+        self._settings: config.Settings | None = None
 
     @property
     def settings(self) -> config.Settings:
@@ -37,7 +37,7 @@ class Context:
         return self._db_path
 
     def store(self):
-        """The database connection, diagnosed on first use (§2.1) and reused after."""
+        """The database connection, diagnosed on first use (docs/storage.md) and reused after."""
         if self._store is None:
             from cafleet.store.connection import open_store
 

@@ -128,7 +128,7 @@ class _Demo:
         return sorted(seen.values(), key=lambda r: r["message_id"])
 
     def _timeline(self, fleet_id: int, director: int, member_ids: dict) -> list[dict]:
-        from cafleet.broker.messages import fleet_timeline
+        from cafleet.broker.timeline import fleet_timeline
         from cafleet.store.connection import open_store
 
         names = {director: "Director", **{v: k for k, v in member_ids.items()}}

@@ -15,8 +15,7 @@ from __future__ import annotations
 import shutil
 import textwrap
 
-from cafleet.cli.parser import default
-from cafleet.cli.table import COMMANDS, FROM_SETTINGS, GROUPS, Command, Param
+from cafleet.cli.table import COMMANDS, FROM_SETTINGS, GROUPS, Command, Param, default
 
 MIN_WIDTH = 40
 LABEL_WIDTH = 24  # the column where descriptions start, unless every label is shorter

@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None, context=None) -> int:
             ctx.out(parsed.help)
             return ExitCode.OK
         ctx.json = parsed.json
-        ctx.settings  # every setting is read and bounded before the handler stores anything
+        _ = ctx.settings  # every setting is read and bounded before the handler stores anything
         module_name, _, function_name = parsed.command.handler.partition(":")
         module = __import__(module_name, fromlist=[function_name])
         result = getattr(module, function_name)(ctx, **parsed.values)

@@ -7,11 +7,12 @@ from cafleet.broker import members
 
 
 def list_(ctx, fleet_id, state, idle_after):
-    records = members.roster(ctx.store(), fleet_id)
+    records = members.roster(ctx.store(), fleet_id, detail=bool(state))
     if state:
         from cafleet.delivery import supervision
 
-        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(), idle_after)
+        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(), idle_after, roster=records)
+        records = [members.brief(record) for record in records]
         for record in records:
             record["state"], record["state_detail"] = states.get(record["member_id"], ("director", ""))
 
@@ -77,39 +78,15 @@ def delete(ctx, member_id):
     ctx.emit({"member_id": member_id, "pane_status": status}, lambda: f"deleted member {member_id}; pane {status}")
 
 
-def _live_placement(ctx, member_id):
-    from cafleet.errors import Conflict
-
-    record = members.get_member(ctx.store(), member_id)
-    placement = record["placement"]
-    if record["status"] != "active" or placement is None:
-        raise Conflict(f"member {member_id} is deregistered; it has no pane.")
-    if placement["pane_id"] is None:
-        raise Conflict(f"member {member_id} has no pane yet (its creation is pending).")
-    return record, placement
-
-
 def capture(ctx, member_id, lines, ansi):
-    from cafleet.delivery.placement import reach
+    from cafleet.delivery import panes
 
-    _, placement = _live_placement(ctx, member_id)
-    mux = reach(placement)
-    screen = mux.capture(placement["pane_id"], lines, ansi=ansi)
-    ctx.emit({"member_id": member_id, "pane_id": placement["pane_id"], "text": screen}, screen)
+    record = panes.capture_member(ctx.store(), member_id, lines, ansi)
+    ctx.emit(record, record["text"])
 
 
 def prompt(ctx, member_id, text):
-    from cafleet import config
-    from cafleet.delivery import lock, submit
-    from cafleet.delivery.placement import reach
-    from cafleet.errors import UsageError
+    from cafleet.delivery import panes
 
-    if not text.strip() or "\n" in text or "\r" in text:
-        raise UsageError("the prompt must be one non-blank line.")
-    _, placement = _live_placement(ctx, member_id)
-    mux = reach(placement)
-    with lock.pane_lock(config.lock_dir(ctx.db_path), placement["backend"], placement["session"],
-                        placement["pane_id"], config.lock_timeout(ctx.environ)):
-        submit.type_prompt(mux, placement["pane_id"], text, placement["coding_agent"], settle=submit.settle_delay(ctx.environ))
-    ctx.emit({"member_id": member_id, "pane_id": placement["pane_id"], "submitted": True},
-             lambda: f"prompt submitted to member {member_id} (pane {placement['pane_id']})")
+    record = panes.prompt_member(ctx.store(), ctx.environ, ctx.db_path, member_id, text)
+    ctx.emit(record, lambda: f"prompt submitted to member {member_id} (pane {record['pane_id']})")

@@ -13,7 +13,7 @@ def send(ctx, from_id, to_id, text, file):
 
     body = read_body(ctx, text, file)
 
-    def print_id(record):  # text form: the id is out before any pane input (§4.1 step 2)
+    def print_id(record):  # text form: the id is out before any pane input
         if not ctx.json:
             ctx.out(f"sent message {record['message_id']} to member {to_id}")
 

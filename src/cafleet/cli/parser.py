@@ -17,7 +17,7 @@ when it does not.
 
 from __future__ import annotations
 
-from cafleet.cli.table import COMMANDS, FROM_SETTINGS, GROUPS, Command, Param
+from cafleet.cli.table import COMMANDS, GROUPS, Command, default
 from cafleet.errors import UsageError, shown
 
 
@@ -39,19 +39,6 @@ def find_command(group: str, name: str | None) -> Command | None:
         if command.group == group and command.name == name:
             return command
     return None
-
-
-def default(param: Param):
-    """The value a handler gets for ``param`` when it was not given."""
-    if param.kind == "multi":
-        return []
-    if param.kind == "flag":
-        return False
-    if param.default == FROM_SETTINGS:
-        from cafleet.config import declared
-
-        return declared(param.flag).default
-    return param.default
 
 
 def _help(kind: str, *args) -> Parsed:

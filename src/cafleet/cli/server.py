@@ -21,7 +21,7 @@ def server(ctx, host, port, allow_remote):
     bind_port = _port(ctx.settings, port)
     target = _resolve(bind_host, bind_port, where, error, allow_remote)
     limits = _limits(ctx.settings)
-    ctx.store()  # §2.1 diagnosis: a refused file is an error before binding
+    ctx.store()  # the format diagnosis: a refused file is an error before binding
     ctx.close()
     sock = _listen(bind_host, bind_port, target)
     with sock:
@@ -30,6 +30,7 @@ def server(ctx, host, port, allow_remote):
 
 def _host(environ, flag: str | None) -> tuple[str, str, type]:
     """The host as given (brackets removed), where it came from, and the error type for it."""
+    error: type[CafleetError]
     if flag is not None:
         raw, where, error = flag, "--host", UsageError
     else:
@@ -75,7 +76,7 @@ def _resolve(host: str, port: int, where: str, error: type, allow_remote: bool) 
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         raise CafleetError(f"cannot resolve host {host!r} ({exc}); check --host or CAFLEET_BROKER_HOST.") from None
-    addresses = [_ip(info[4][0]) for info in infos]
+    addresses = [_ip(str(info[4][0])) for info in infos]
     for ip in addresses:
         if ip.is_unspecified:
             means = "" if host == str(ip) else f" (it means {ip}, every interface)"

@@ -174,3 +174,16 @@ COMMANDS = [
             "Print a static completion script for bash, zsh or fish.",
             (Param("shell", None, "text", required=True, metavar="SHELL", choices=SHELLS, help="bash, zsh or fish"),)),
 ]
+
+
+def default(param: Param):
+    """The value a handler gets for ``param`` when it was not given."""
+    if param.kind == "multi":
+        return []
+    if param.kind == "flag":
+        return False
+    if param.default == FROM_SETTINGS:
+        from cafleet.config import declared
+
+        return declared(param.flag).default
+    return param.default

@@ -1,4 +1,4 @@
-"""The notification drain (§4.2): at-least-once pane previews for one recipient.
+"""The notification drain (docs/delivery.md): at-least-once pane previews for one recipient.
 
 For each message owed a preview (oldest first, each at most once per invocation): take
 the recipient's pane-input lock, re-check eligibility and placement under it, type the
@@ -26,7 +26,7 @@ so a send to the Director or a self-send costs nothing here.
 from __future__ import annotations
 
 from cafleet import config
-from cafleet.broker import messages
+from cafleet.broker import messages, notifications
 from cafleet.errors import CafleetError
 from cafleet.faults import pause_point
 
@@ -60,7 +60,7 @@ def send(store, settings: Settings, from_id: int, to_id: int, text: str,
     """The one send path (CLI and WebUI): persist, then run the drain for the recipient.
 
     ``on_stored(record)`` runs between the two: the message is durable by then, so the
-    caller can print its id before any typing that might hang or be killed (§4.1).
+    caller can print its id before any typing that might hang or be killed.
     """
     record = messages.send(store, from_id, to_id, text)
     pause_point("send.after_commit")
@@ -86,11 +86,11 @@ def notify_after_send(store, settings: Settings, recipient_id: int, record: dict
         return Outcome(True)  # self-sends are stamped on insert and type nothing
     message_id = record["message_id"]
     try:
-        if messages.notification_target(store, recipient_id) is None:
+        if notifications.notification_target(store, recipient_id) is None:
             return Outcome(False)  # the root Director and pending placements poll/listen instead
         stamped: set[int] = set()
         failure = drain(store, settings, recipient_id, set(), stamped)
-        notified = message_id in stamped or not messages.still_pending_notification(store, message_id)
+        notified = message_id in stamped or not notifications.still_pending_notification(store, message_id)
     except Exception as error:  # the message is stored: a fault here is a warning, never a failure
         return Outcome(False, not_notified(message_id, recipient_id, _unexpected(error)))
     if failure is None and not notified:
@@ -106,12 +106,12 @@ def retry_fleet(store, settings: Settings, member_id: int) -> list[Outcome]:
     Each pane's lock is tried once without waiting: a busy pane is skipped (its holder is
     delivering), so the caller's own wake-up never queues behind another member's pane.
     """
-    _state, fleet_id = messages.member_state(store, member_id)
+    _state, fleet_id = messages.member_standing(store, member_id)
     outcomes = []
     attempted: set[int] = set()
-    for recipient_id in messages.recipients_owed_notifications(store, fleet_id):
+    for recipient_id in notifications.recipients_owed_notifications(store, fleet_id):
         try:
-            if messages.notification_target(store, recipient_id) is None:
+            if notifications.notification_target(store, recipient_id) is None:
                 continue
             failure = drain(store, settings, recipient_id, attempted, set(), wait_for_lock=False)
         except Exception as error:  # nothing here may keep the caller from its own messages
@@ -150,21 +150,21 @@ def drain(store, settings: Settings, recipient_id: int, attempted: set, stamped:
     from cafleet.errors import LockTimeout
 
     while True:
-        pending = messages.next_pending_notification(store, recipient_id, attempted)
+        pending = notifications.next_pending_notification(store, recipient_id, attempted)
         if pending is None:
             return None
         message_id = pending["message_id"]
         attempted.add(message_id)
-        target = messages.notification_target(store, recipient_id)
+        target = notifications.notification_target(store, recipient_id)
         if target is None:
             return None
         try:
             with lock.pane_lock(settings.lock_dir, target["backend"], target["session"], target["pane_id"],
                                 settings.lock_timeout if wait_for_lock else 0):
-                current = messages.notification_target(store, recipient_id)
+                current = notifications.notification_target(store, recipient_id)
                 if current != target:
                     return f"member {recipient_id}'s placement changed during delivery"
-                if not messages.still_pending_notification(store, message_id):
+                if not notifications.still_pending_notification(store, message_id):
                     continue  # ACKed or notified by another process meanwhile
                 pause_point("drain.locked")
                 text = preview.render_preview(
@@ -173,7 +173,7 @@ def drain(store, settings: Settings, recipient_id: int, attempted: set, stamped:
                 mux = reach(target)  # checks the pane's recorded identity before each keystroke
                 submit.submit_preview(mux, target["pane_id"], text, target["coding_agent"], settle=settings.settle)
                 pause_point("drain.submitted")
-                if messages.stamp_notified(store, message_id):
+                if notifications.stamp_notified(store, message_id):
                     stamped.add(message_id)
                 pause_point("drain.stamped")
         except LockTimeout as error:

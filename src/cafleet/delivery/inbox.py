@@ -76,7 +76,7 @@ def listen(store, member_id: int, emit, interval: float = DEFAULT_INTERVAL) -> s
         last_id = 0
         changes = _changes(store, interval, None)
         while True:
-            state, fleet_id = messages.member_state(store, member_id)
+            state, fleet_id = messages.member_standing(store, member_id)
             if state == "deregistered":
                 return f"member {member_id} was deregistered"
             if state == "fleet-deleted":

@@ -1,4 +1,4 @@
-"""The pane-input lock (§4.6): one exclusive lock per concrete placement key
+"""The pane-input lock (docs/delivery.md): one exclusive lock per concrete placement key
 ``(backend, session, pane)``, held across processes for a whole batch of keystrokes and for
 placement changes.
 

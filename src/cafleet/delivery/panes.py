@@ -1,5 +1,6 @@
-"""Placement mutations that touch panes, each under the pane-input lock (§4.6):
-fleet deletion closing member panes, member deletion, and the pane-id patch at creation.
+"""Everything that acts on a member's pane, each typing or closing under the pane-input
+lock: fleet deletion closing member panes, member creation (with the pane-id patch) and
+deletion, and the operator's `member capture` and `member prompt`.
 
 Every pane is reached through :func:`reach`, which binds the placement's recorded
 identity to the multiplexer client: a pane whose id now names another pane (its server
@@ -100,7 +101,7 @@ def _busy(placement: dict) -> str:
 
 
 def delete_member(store, environ, db_path: str, member_id: int) -> str:
-    """§5.2: under the pane lock, kill the pane (gone is fine), then deregister."""
+    """Member deletion: under the pane lock, kill the pane (gone is fine), then deregister."""
     member = members.check_deletable(store, member_id)
     placement = member["placement"]
     if placement is None or placement["pane_id"] is None:
@@ -152,7 +153,7 @@ class CreateFailed(CafleetError):
 
 def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, description: str, coding_agent: str | None,
                   model: str | None, effort: str | None, prompt: str, host: str | None = None) -> dict:
-    """§5.1: pending registration, spawn prompt, split a pane, record it under the lock.
+    """Member creation: pending registration, spawn prompt, split a pane, record it under the lock.
 
     Every check that can fail without side effects runs first; any failure after the
     registry write is compensated (pane killed, member deregistered) and reported.
@@ -283,7 +284,7 @@ def remote_missing(ssh, programs: list[str]) -> str | None:
         return out.strip() or programs[0]
     if code != 0:
         from cafleet.errors import MuxError
-        from cafleet.mux.tmux import first_line
+        from cafleet.mux.base import first_line
 
         raise MuxError(f"host {ssh.host} could not run a shell command ({first_line(err) or f'exit status {code}'}).")
     return None
@@ -304,3 +305,38 @@ def _compensate(store, mux, member_id: int, pane_id: str | None, error: BaseExce
     except CafleetError as db_error:
         undone.append(f"could not deregister member {member_id} ({db_error})")
     return f"member creation failed: {reason}; cleaned up: {', '.join(undone)}."
+
+
+def _live_placement(store, member_id: int) -> dict:
+    from cafleet.errors import Conflict
+
+    record = members.get_member(store, member_id)
+    placement = record["placement"]
+    if record["status"] != "active" or placement is None:
+        raise Conflict(f"member {member_id} is deregistered; it has no pane.")
+    if placement["pane_id"] is None:
+        raise Conflict(f"member {member_id} has no pane yet (its creation is pending).")
+    return placement
+
+
+def capture_member(store, member_id: int, lines: int, ansi: bool) -> dict:
+    """The last ``lines`` of the member's pane (``member capture``)."""
+    placement = _live_placement(store, member_id)
+    screen = reach(placement).capture(placement["pane_id"], lines, ansi=ansi)
+    return {"member_id": member_id, "pane_id": placement["pane_id"], "text": screen}
+
+
+def prompt_member(store, environ, db_path: str, member_id: int, text: str) -> dict:
+    """Type one line into the member's agent and submit it, under the pane lock (``member prompt``)."""
+    from cafleet.delivery import lock, submit
+    from cafleet.errors import UsageError
+
+    if not text.strip() or "\n" in text or "\r" in text:
+        raise UsageError("the prompt must be one non-blank line.")
+    placement = _live_placement(store, member_id)
+    mux = reach(placement)
+    with lock.pane_lock(config.lock_dir(db_path), placement["backend"], placement["session"],
+                        placement["pane_id"], config.lock_timeout(environ)):
+        submit.type_prompt(mux, placement["pane_id"], text, placement["coding_agent"],
+                           settle=submit.settle_delay(environ))
+    return {"member_id": member_id, "pane_id": placement["pane_id"], "submitted": True}

@@ -1,4 +1,4 @@
-"""The preview typed into a recipient's pane (§4.5), and the sanitiser that makes any text
+"""The preview typed into a recipient's pane (docs/delivery.md), and the sanitiser that makes any text
 safe to type.
 
 A message body is untrusted. It is typed into a coding agent's input box, so one control

@@ -1,4 +1,4 @@
-"""Reading a pane's state from its last lines (§4.8).
+"""Reading a pane's state from its last lines (docs/delivery.md, "Reading a pane").
 
 Every decision about typing looks at the screen: hold when the agent waits for its user
 (typing there would answer the prompt: a digit picks an option, Enter approves), hold

@@ -1,4 +1,4 @@
-"""Typing a preview or a prompt into a coding agent's input box and submitting it (§4.7).
+"""Typing a preview or a prompt into a coding agent's input box and submitting it (docs/delivery.md).
 
 One line, never two. The preview has two lines (header, body), but a newline means a
 different thing in every input box: Enter-like in some, "insert line break" (Ctrl-J,

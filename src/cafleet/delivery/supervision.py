@@ -9,7 +9,7 @@ the WebUI roster, so the three always agree. Each member costs one multiplexer i
   *stale* pane: its id now names a pane cafleet did not create (the multiplexer server
   restarted), detected from the placement's recorded identity in the same inspection;
 - blocked: the pane shows a permission prompt or a question for its user;
-- idle: no activity (§6) and no "working" cue on screen for longer than ``idle_after``;
+- idle: no message activity and no "working" cue on screen for longer than ``idle_after``;
 - alive: anything else.
 """
 
@@ -39,8 +39,10 @@ class MuxPool:
         return self._clients[key]
 
 
-def member_state(member: dict, pool: MuxPool, idle_after: float, now: float | None = None) -> tuple[str, str]:
-    """(state, one-line detail) for a member record from ``broker.members.get_member``."""
+def pane_state(member: dict, pool: MuxPool, idle_after: float, now: float | None = None) -> tuple[str, str]:
+    """(state, one-line detail) of a member's pane, for a detail record from
+    ``broker.members.get_member`` or ``roster(detail=True)`` (not the member's standing in
+    the broker: that is ``broker.messages.member_standing``)."""
     from cafleet.delivery import screen
     from cafleet.delivery.placement import recorded_at
 
@@ -73,16 +75,17 @@ def member_state(member: dict, pool: MuxPool, idle_after: float, now: float | No
     return ALIVE, "working" if seen == screen.PaneState.WORKING else "ok"
 
 
-def fleet_states(store, fleet_id: int, pool: MuxPool, idle_after: float = DEFAULT_IDLE_AFTER) -> dict[int, tuple[str, str]]:
-    """States of the fleet's active members other than the root Director."""
-    from cafleet.broker import members
+def fleet_states(store, fleet_id: int, pool: MuxPool, idle_after: float = DEFAULT_IDLE_AFTER,
+                 roster: list[dict] | None = None) -> dict[int, tuple[str, str]]:
+    """States of the fleet's active members other than the root Director.
 
-    states = {}
-    for entry in members.roster(store, fleet_id):
-        if entry["kind"] == "director":
-            continue
-        states[entry["member_id"]] = member_state(members.get_member(store, entry["member_id"]), pool, idle_after)
-    return states
+    ``roster``: the fleet's ``members.roster(detail=True)`` when the caller has read it
+    already; otherwise it is read here, once."""
+    if roster is None:
+        from cafleet.broker import members
+
+        roster = members.roster(store, fleet_id, detail=True)
+    return {entry["member_id"]: pane_state(entry, pool, idle_after) for entry in roster if entry["kind"] != "director"}
 
 
 def _now() -> float:

@@ -14,7 +14,7 @@ import signal
 import time
 
 from cafleet import clock
-from cafleet.broker import fleets, messages
+from cafleet.broker import fleets, messages, notifications
 from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, DatabaseError
 
@@ -107,11 +107,11 @@ class Watcher:
         now = time.monotonic()
         cutoff = _iso_seconds_ago(self.interval)
         owed: dict[int, list[int]] = {}
-        for message_id, recipient in messages.stale_notifications(self.store, self.fleet_id, cutoff):
+        for message_id, recipient in notifications.stale_notifications(self.store, self.fleet_id, cutoff):
             if now - self.retried_at.get(message_id, -1e9) >= self.interval:
                 owed.setdefault(recipient, []).append(message_id)
         for recipient, message_ids in owed.items():
-            if messages.notification_target(self.store, recipient) is None:
+            if notifications.notification_target(self.store, recipient) is None:
                 continue
             stamped: set[int] = set()
             try:
@@ -120,7 +120,7 @@ class Watcher:
                 failure = str(error)
             for message_id in message_ids:
                 self.retried_at[message_id] = now
-                delivered = message_id in stamped or not messages.still_pending_notification(self.store, message_id)
+                delivered = message_id in stamped or not notifications.still_pending_notification(self.store, message_id)
                 detail = (f"preview of message {message_id} delivered on retry" if delivered
                           else f"preview of message {message_id} still not delivered: {failure or 'not attempted'}")
                 self.emit(event("notify", self.fleet_id, member_id=recipient, message_id=message_id, detail=detail,

@@ -20,8 +20,23 @@ clear line on failure.
 from __future__ import annotations
 
 # Plain classes on purpose: `dataclasses` and `typing` cost more to import than a whole
-# cafleet command, and this module is on the send path.
+# cafleet command, and this module is on the send path. So the type checker sees
+# `Multiplexer` as a `typing.Protocol` (every backend is checked against it where one is
+# returned as a Multiplexer) while at run time it is a plain class and `typing` is never
+# imported: `TYPE_CHECKING` is false here and true for the type checker.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Protocol
+else:
+    Protocol = object
 
+
+
+def first_line(text: str) -> str:
+    """The first non-blank line of a tool's stderr, cut short for a one-line error."""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line[:200]
 
 
 class PaneContext:
@@ -49,7 +64,7 @@ class PaneContext:
         return "PaneContext(backend={!r}, session={!r}, window_id={!r}, pane_id={!r})".format(*self._key())
 
 
-class Multiplexer:
+class Multiplexer(Protocol):
     """The interface every backend provides (structural: backends do not inherit it)."""
 
     name: str  # "tmux" | "herdr"
@@ -60,7 +75,7 @@ class Multiplexer:
     def split(
         self,
         window_id: str,
-        argv: list[str],
+        argv: Sequence[str],
         *,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
@@ -69,7 +84,15 @@ class Multiplexer:
         """Open a new pane in ``window_id`` running ``argv`` (no shell), without taking
         focus from the current pane. Return the new pane id."""
 
-    def split_identified(self, window_id: str, argv: list[str], **options) -> tuple[str, str | None]:
+    def split_identified(
+        self,
+        window_id: str,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        target_pane: str | None = None,
+    ) -> tuple[str, str | None]:
         """:meth:`split`, also returning the new pane's identity."""
 
     def identity(self, pane_id: str) -> str | None:

@@ -1,4 +1,4 @@
-"""Which multiplexer a process runs in (§7), and how to reach a stored placement's.
+"""Which multiplexer a process runs in (docs/agents.md), and how to reach a stored placement's.
 
 Cheap to import: the backends (and their subprocess use) load only when asked for.
 """
@@ -90,6 +90,8 @@ def _remote(backend: str, session: str, timeout: float, environ: Mapping[str, st
     from cafleet.mux.tmux import Tmux
 
     host, rest = split_session(session)
+    if host is None:
+        raise CorruptRow(f"the stored session {session!r} names no host.")
     if backend != "tmux":
         raise CorruptRow(f"a placement on host {host} names the {backend!r} backend; only tmux is reached over SSH.")
     if host == _here(environ):

@@ -31,6 +31,7 @@ Facts about tmux (checked against tmux 3.3a) that shape this module:
 from __future__ import annotations
 
 from cafleet.errors import MuxError, PaneGone, PaneStale
+from cafleet.mux.base import first_line
 
 TYPE_CHECKING = False  # typing (and base's dataclasses) cost milliseconds on every command
 if TYPE_CHECKING:
@@ -61,12 +62,6 @@ COMMAND_SEPARATOR = object()  # a literal ";" between two tmux commands in one c
 def _protect(arg: str) -> str:
     """Escape a final ``;`` so tmux keeps it as text instead of splitting the command."""
     return arg[:-1] + "\\;" if arg.endswith(";") else arg
-
-
-def first_line(text: str) -> str:
-    """The first non-blank line of a tool's stderr, cut short for a one-line error."""
-    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    return line[:200]
 
 
 def _is_gone(stderr: str) -> bool:
@@ -174,7 +169,7 @@ class Tmux:
 
     # -- subprocess plumbing -------------------------------------------------------------
 
-    def _call(self, args: Sequence[str]) -> tuple[int, str, str]:
+    def _call(self, args: Sequence[object]) -> tuple[int, str, str]:
         import subprocess
 
         argv = [self.binary]
@@ -182,7 +177,7 @@ class Tmux:
             argv += ["-S", self.socket]
         elif self.label:
             argv += ["-L", self.label]
-        argv += [";" if arg is COMMAND_SEPARATOR else _protect(arg) for arg in args]
+        argv += [";" if arg is COMMAND_SEPARATOR else _protect(str(arg)) for arg in args]
         if self.remote is not None:
             if any("\0" in word for word in argv):
                 raise MuxError(f"tmux {args[0]} was given text containing a NUL character.")
@@ -212,14 +207,14 @@ class Tmux:
             done.stderr.decode("utf-8", "replace"),
         )
 
-    def _run(self, args: Sequence[str]) -> str:
+    def _run(self, args: Sequence[object]) -> str:
         """Run a command that does not target a pane; any failure is a MuxError."""
         code, out, err = self._call(args)
         if code != 0:
             raise MuxError(f"tmux {args[0]} failed: {first_line(err) or f'exit status {code}'}.")
         return out
 
-    def _run_on_pane(self, pane_id: str, args: Sequence[str]) -> str:
+    def _run_on_pane(self, pane_id: str, args: Sequence[object]) -> str:
         """Run a command that targets ``pane_id``; a missing pane is PaneGone."""
         code, out, err = self._call(args)
         if code != 0:

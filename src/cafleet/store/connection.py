@@ -1,7 +1,7 @@
 """Opening the database: diagnosis first, then the per-connection pragmas.
 
 Every command goes through :func:`open_store`, which returns a :class:`Store` whose
-connection has passed the format diagnosis of spec §2.1 (initialising a missing or empty
+connection has passed the format diagnosis (docs/storage.md) (initialising a missing or empty
 file in one transaction). The command body reuses that connection.
 
 Journal mode: WAL, chosen by measurement (docs/storage.md): readers never block the
@@ -32,7 +32,7 @@ class Store:
         self.path = path
         self.busy_timeout = busy_timeout
         self.identity = identity if identity is not None else file_identity(path)
-        self._queue = None
+        self._queue: _WriteQueue | None = None
 
     def write_queue(self) -> "_WriteQueue | None":
         """The writers' queue beside the database, opened on the first write."""
@@ -209,7 +209,9 @@ class _WriteTransaction:
     def _release(self) -> None:
         if self.queued:
             self.queued = False
-            self.store.write_queue().release()
+            queue = self.store.write_queue()
+            if queue is not None:
+                queue.release()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         try:

@@ -1,4 +1,4 @@
-"""Format diagnosis (spec §2.1): decide whether a file may be used, initialised, or must
+"""Format diagnosis (docs/storage.md): decide whether a file may be used, initialised, or must
 be refused, without ever writing to a file that is refused.
 
 The identity checks read the 100-byte SQLite header directly, so a foreign file is
@@ -179,7 +179,8 @@ def first_shape_problem(conn) -> str | None:
         name: (sql or "")
         for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
     }
-    for table, expected_columns in schema.COLUMNS.items():
+    shape = schema.expected_shape()
+    for table, expected_columns in shape.columns.items():
         if table not in tables:
             return f"table {table} is missing"
         actual = {
@@ -203,10 +204,10 @@ def first_shape_problem(conn) -> str | None:
             (row[3], row[2], row[4], (row[6] or "").upper())
             for row in conn.execute(f"PRAGMA foreign_key_list({table})").fetchall()
         }
-        for fk in schema.FOREIGN_KEYS[table]:
+        for fk in shape.foreign_keys[table]:
             if fk not in foreign_keys:
                 return f"foreign key {table}.{fk[0]} -> {fk[1]}.{fk[2]} ON DELETE {fk[3]} is missing or altered"
-    for index, (table, columns) in schema.INDEX_COLUMNS.items():
+    for index, (table, columns) in shape.index_columns.items():
         found = False
         for row in conn.execute(f"PRAGMA index_list({table})").fetchall():
             index_columns = tuple(r[2] for r in conn.execute(f"PRAGMA index_info({_quote(row[1])})").fetchall())

@@ -1,7 +1,9 @@
 """The baseline schema (ledger version 1) and the shapes diagnosis checks it against.
 
-The DDL below is the single source of truth: the fresh baseline executes it, and the
-fast diagnosis path compares the stored ``sqlite_master.sql`` text with it.
+The DDL below is the single source of truth: the fresh baseline executes it, the fast
+diagnosis path compares the stored ``sqlite_master.sql`` text with it, and the detailed
+diagnosis reads the expected columns, foreign keys and indexes back from it
+(:func:`expected_shape`).
 """
 
 from __future__ import annotations
@@ -107,81 +109,57 @@ def create_if_missing(sql: str) -> str:
     return sql.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1)
 
 
-# Shapes for the detailed diagnosis (used when the fast text comparison does not match,
-# e.g. an equivalent schema written differently, or a damaged one whose first broken
-# part must be named).
-# column: (name, declared type, notnull, default, pk position)
-COLUMNS: dict[str, tuple[tuple[str, str, int, str | None, int], ...]] = {
-    "fleets": (
-        ("fleet_id", "INTEGER", 1, None, 1),
-        ("name", "TEXT", 0, None, 0),
-        ("created_at", "TEXT", 1, None, 0),
-        ("deleted_at", "TEXT", 0, None, 0),
-        ("director_member_id", "INTEGER", 0, None, 0),
-    ),
-    "members": (
-        ("member_id", "INTEGER", 1, None, 1),
-        ("fleet_id", "INTEGER", 1, None, 0),
-        ("name", "TEXT", 1, None, 0),
-        ("description", "TEXT", 1, None, 0),
-        ("status", "TEXT", 1, None, 0),
-        ("registered_at", "TEXT", 1, None, 0),
-        ("deregistered_at", "TEXT", 0, None, 0),
-    ),
-    "member_placements": (
-        ("member_id", "INTEGER", 1, None, 1),
-        ("mux_session", "TEXT", 1, None, 0),
-        ("mux_window_id", "TEXT", 1, None, 0),
-        ("mux_pane_id", "TEXT", 0, None, 0),
-        ("backend", "TEXT", 1, "'tmux'", 0),
-        ("coding_agent", "TEXT", 1, None, 0),
-        ("created_at", "TEXT", 1, None, 0),
-    ),
-    "messages": (
-        ("message_id", "INTEGER", 1, None, 1),
-        ("from_member_id", "INTEGER", 1, None, 0),
-        ("to_member_id", "INTEGER", 1, None, 0),
-        ("created_at", "TEXT", 1, None, 0),
-        ("status_state", "TEXT", 1, None, 0),
-        ("status_timestamp", "TEXT", 1, None, 0),
-        ("text", "TEXT", 1, None, 0),
-        ("notified_at", "TEXT", 0, None, 0),
-    ),
-    "asset_installs": (
-        ("coding_agent", "TEXT", 1, None, 1),
-        ("path", "TEXT", 1, None, 2),
-        ("cafleet_version", "TEXT", 1, None, 0),
-        ("installed_at", "TEXT", 1, None, 0),
-    ),
-    LEDGER_TABLE: (
-        ("version", "INT4", 0, None, 1),
-        ("name", "VARCHAR(255)", 0, None, 0),
-        ("applied_on", "VARCHAR(255)", 0, None, 0),
-        ("checksum", "VARCHAR(255)", 0, None, 0),
-    ),
-}
+AUTOINCREMENT_TABLES = tuple(name for name, sql in TABLES.items() if "AUTOINCREMENT" in sql)
 
-AUTOINCREMENT_TABLES = ("fleets", "members", "messages")
 
-# foreign key: (from column, parent table, parent column, on delete)
-FOREIGN_KEYS: dict[str, tuple[tuple[str, str, str, str], ...]] = {
-    "fleets": (("director_member_id", "members", "member_id", "RESTRICT"),),
-    "members": (("fleet_id", "fleets", "fleet_id", "RESTRICT"),),
-    "member_placements": (("member_id", "members", "member_id", "CASCADE"),),
-    "messages": (
-        ("from_member_id", "members", "member_id", "RESTRICT"),
-        ("to_member_id", "members", "member_id", "RESTRICT"),
-    ),
-    "asset_installs": (),
-    LEDGER_TABLE: (),
-}
+class Shape:
+    """What the detailed diagnosis expects, read back from the DDL above by SQLite itself.
 
-# index name: (table, columns)
-INDEX_COLUMNS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "idx_members_fleet_status": ("members", ("fleet_id", "status")),
-    "idx_messages_to_member_status_ts": ("messages", ("to_member_id", "status_timestamp")),
-    "idx_messages_from_member_status_ts": ("messages", ("from_member_id", "status_timestamp")),
-}
+    Used when the fast text comparison does not match (an equivalent schema written
+    differently, or a damaged one whose first broken part must be named); built once, in
+    memory, only on that slow path, so the DDL is the one statement of the shape.
+
+    - ``columns``: table -> ((name, declared type, notnull, default, pk position), ...)
+    - ``foreign_keys``: table -> ((from column, parent table, parent column, on delete), ...)
+    - ``index_columns``: index name -> (table, columns)
+    """
+
+    __slots__ = ("columns", "foreign_keys", "index_columns")
+
+    def __init__(self) -> None:
+        from cafleet.store import sqlite as sqlite3
+
+        conn = sqlite3.connect(":memory:")
+        try:
+            for sql in (*TABLES.values(), *INDEXES.values()):
+                conn.execute(sql)
+            self.columns = {
+                table: tuple((r[1], (r[2] or "").upper(), r[3], r[4], r[5])
+                             for r in conn.execute(f"PRAGMA table_xinfo({table})"))
+                for table in TABLES
+            }
+            self.foreign_keys = {
+                table: tuple((r[3], r[2], r[4], (r[6] or "").upper())  # in the order declared
+                             for r in sorted(conn.execute(f"PRAGMA foreign_key_list({table})"), key=lambda r: -r[0]))
+                for table in TABLES
+            }
+            self.index_columns = {
+                name: (table, tuple(r[2] for r in conn.execute(f"PRAGMA index_info({name})")))
+                for name, table in conn.execute(
+                    "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+                if name in INDEXES
+            }
+        finally:
+            conn.close()
+
+
+_SHAPE: list[Shape] = []
+
+
+def expected_shape() -> Shape:
+    if not _SHAPE:
+        _SHAPE.append(Shape())
+    return _SHAPE[0]
 
 
 def baseline_checksum() -> str:

@@ -15,7 +15,7 @@ try:
 
     driver.connect  # noqa: B018 - present since Python 3.11
 except (ImportError, AttributeError):  # pragma: no cover - other Python builds
-    import sqlite3 as driver
+    import sqlite3 as driver  # type: ignore[no-redef]  # the same API under its public name
 
 connect = driver.connect
 Connection = driver.Connection

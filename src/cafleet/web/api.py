@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from cafleet import validation
-from cafleet.broker import fleets, members, messages
+from cafleet.broker import fleets, members, messages, timeline
 from cafleet.errors import CafleetError, Conflict, UsageError, shown
 
 DEFAULT_PAGE = 50
@@ -97,6 +97,26 @@ def fleet_view(store, fleet_id: int, states: dict | None = None) -> dict:
     return {"fleet": fleet, "members": roster, "attention": attention.items(store, fleet_id, states)}
 
 
+def fleet_view_with_states(store, fleet_id: int) -> dict:
+    """``fleet_view`` with every member pane inspected, from one read of the roster."""
+    from cafleet.delivery import supervision
+
+    fleet = fleets.get_fleet(store, fleet_id)
+    if fleet["deleted_at"] is not None:
+        return {"fleet": fleet, "members": []}
+    try:
+        detailed = members.roster(store, fleet_id, detail=True)
+    except Conflict:  # deleted between the two reads
+        return {"fleet": fleet, "members": []}
+    states = supervision.fleet_states(store, fleet_id, supervision.MuxPool(), roster=detailed)
+    roster = [members.brief(member) for member in detailed]
+    for member in roster:
+        member["state"], member["state_detail"] = states.get(member["member_id"], ("director", ""))
+    from cafleet.web import attention
+
+    return {"fleet": fleet, "members": roster, "attention": attention.items(store, fleet_id, states)}
+
+
 def member_states(store, fleet_id: int) -> dict:
     """Inspect every member pane now (one multiplexer call each); {} for a deleted fleet."""
     from cafleet.delivery import supervision
@@ -115,7 +135,7 @@ def list_fleets(request: Request) -> JSONResponse:
 def fleet_detail(request: Request) -> JSONResponse:
     fleet_id = parse_id(request.path_params["fleet_id"], "fleet id")
     with request.app.state.pool.borrow() as store, read_snapshot(store):
-        return JSONResponse(fleet_view(store, fleet_id, member_states(store, fleet_id)))
+        return JSONResponse(fleet_view_with_states(store, fleet_id))
 
 
 def fleet_messages(request: Request) -> JSONResponse:
@@ -126,7 +146,7 @@ def fleet_messages(request: Request) -> JSONResponse:
     before_id = None if before is None else parse_id(before, "before")
     with request.app.state.pool.borrow() as store:
         fleets.get_fleet(store, fleet_id)
-        page = messages.fleet_timeline(store, fleet_id, limit=limit, before_id=before_id)
+        page = timeline.fleet_timeline(store, fleet_id, limit=limit, before_id=before_id)
     next_before = page[-1]["message_id"] if len(page) == limit else None
     return JSONResponse({"fleet_id": fleet_id, "messages": page, "next_before": next_before})
 

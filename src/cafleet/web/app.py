@@ -27,7 +27,7 @@ from starlette.staticfiles import StaticFiles
 from cafleet import config as settings
 from cafleet import errors
 from cafleet.store import sqlite as sqlite3
-from cafleet.store.connection import DEFAULT_BUSY_TIMEOUT, Store, diagnose_open, translate
+from cafleet.store.connection import DEFAULT_BUSY_TIMEOUT, Store, open_store, translate
 from cafleet.web import api, events, graph, screens, security
 
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
@@ -58,26 +58,11 @@ class StorePool:
         self._closed = False
 
     def open(self) -> Store:
-        """Another connection to the file that ``cafleet server`` diagnosed at start-up.
-
-        Not :func:`open_store`: its header check reads the file with a plain
-        ``open()``/``close()``, and closing any descriptor of a file drops every POSIX lock
-        this process holds on it, the other connections' SQLite locks included. Another
-        process may then checkpoint and delete the WAL under those connections, which stop
-        seeing commits. The same identity/ledger/shape checks run through SQLite instead.
-        """
-        try:
-            conn = sqlite3.connect(self.db_path, timeout=self.busy_timeout, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute("PRAGMA foreign_keys=ON")
-        except sqlite3.Error as exc:
-            raise translate(exc, self.db_path, self.busy_timeout) from None
-        try:
-            diagnose_open(conn, self.db_path, self.busy_timeout)
-        except BaseException:
-            conn.close()
-            raise
-        return Store(conn, self.db_path, self.busy_timeout)
+        """Another connection to the file that ``cafleet server`` diagnosed at start-up,
+        opened and diagnosed by :func:`open_store` like every other connection (its header
+        check keeps one descriptor per file open for the life of the process, so it never
+        drops the locks of this process's other connections)."""
+        return open_store(self.db_path, self.busy_timeout)
 
     @contextmanager
     def borrow(self) -> Iterator[Store]:
@@ -194,7 +179,7 @@ async def _no_icon(request: Request) -> Response:
 
 def create_app(config: WebConfig) -> Starlette:
     """The ASGI application over ``config.db_path``, which the caller has diagnosed with
-    ``open_store`` before any connection of this process was open (see ``StorePool.open``)."""
+    ``open_store`` before listening, so a refused file never gets a server."""
     pool = StorePool(config.db_path, config.busy_timeout)
 
     @asynccontextmanager

@@ -5,7 +5,7 @@ pane is gone, its program exited, or the pane id is stale) by the states of
 ``delivery.supervision`` — the function behind `fleet watch`, `member list --state` and
 the roster — and a preview is *owed* when a message to an eligible member stayed
 unnotified for longer than `fleet watch`'s default interval, found by the same query its
-retries use (``broker.messages.stale_notifications``). Each item carries the command
+retries use (``broker.notifications.stale_notifications``). Each item carries the command
 `fleet watch` suggests for it.
 
 Items hold no timestamps, so the list only changes when the situation does; the event
@@ -16,7 +16,7 @@ banner, a count in the tab title and, when allowed, a desktop notification.
 from __future__ import annotations
 
 from cafleet import config
-from cafleet.broker import messages
+from cafleet.broker import notifications
 from cafleet.delivery import supervision
 
 OWED_AFTER = float(config.declared("--interval").default)  # `fleet watch`'s default interval
@@ -35,7 +35,7 @@ def items(store, fleet_id: int, states: dict[int, tuple[str, str]], owed_after: 
         if state in (supervision.BLOCKED, supervision.DEAD):
             out.append({"kind": state, "member_id": member_id, "message_id": None, "detail": detail,
                         "command": watch.ACTIONS[state].format(member_id=member_id)})
-    owed = messages.stale_notifications(store, fleet_id, watch._iso_seconds_ago(owed_after))
+    owed = notifications.stale_notifications(store, fleet_id, watch._iso_seconds_ago(owed_after))
     for message_id, recipient in owed[:MAX_OWED]:
         out.append({"kind": "notify", "member_id": recipient, "message_id": message_id,
                     "detail": f"preview of message {message_id} still not delivered after {owed_after:g} s",

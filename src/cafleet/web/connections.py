@@ -100,7 +100,7 @@ def protocol_class(limits: Limits) -> type:
         _refused = False
         _request_timer = None
 
-        def connection_made(self, transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport) -> None:
             if len(self.connections) >= limits.max_connections:
                 self._refused = True
                 refusals.event()

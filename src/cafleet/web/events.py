@@ -30,7 +30,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from cafleet.broker import messages
+from cafleet.broker import timeline
 from cafleet.errors import CafleetError
 from cafleet.web import api
 
@@ -46,9 +46,9 @@ class FleetWatch:
         self.fleet_id = fleet_id
         with api.read_snapshot(store):
             self.version = self._data_version()
-            newest = messages.fleet_timeline(store, fleet_id, limit=1)
+            newest = timeline.fleet_timeline(store, fleet_id, limit=1)
             self.last_id = newest[0]["message_id"] if newest else 0
-            self.open = messages.fleet_open_messages(store, fleet_id)
+            self.open = timeline.fleet_open_messages(store, fleet_id)
             self.states = api.member_states(store, fleet_id)
             self.states_at = time.monotonic()
             self.roster_key = _roster_key(api.fleet_view(store, fleet_id, self.states))
@@ -73,17 +73,17 @@ class FleetWatch:
         store, fleet_id = self.store, self.fleet_id
         events: list[tuple[str, dict]] = []
         while True:
-            batch = messages.fleet_messages_after(store, fleet_id, self.last_id, limit=BATCH)
+            batch = timeline.fleet_messages_after(store, fleet_id, self.last_id, limit=BATCH)
             events += [("message", record) for record in batch]
             if batch:
                 self.last_id = batch[-1]["message_id"]
             if len(batch) < BATCH:
                 break
-        still_open = messages.fleet_open_messages(store, fleet_id)
+        still_open = timeline.fleet_open_messages(store, fleet_id)
         for message_id, was_notified in sorted(self.open.items()):
             now_notified = still_open.get(message_id)
             if now_notified is None or now_notified != was_notified:
-                record = messages.fleet_message(store, fleet_id, message_id)
+                record = timeline.fleet_message(store, fleet_id, message_id)
                 if record is not None:
                     events.append(("ack" if now_notified is None else "notified", record))
         self.open = still_open

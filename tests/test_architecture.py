@@ -1,0 +1,186 @@
+"""The house plan of docs/architecture.md, checked: every import in src/cafleet (those
+inside functions too) goes down the layers, and no two modules import each other, however
+indirectly.
+
+Layers, top to bottom: ``cli`` (the entry point) and ``web`` → ``delivery`` → ``broker`` →
+``store``; ``mux`` and ``agents`` are leaves that ``delivery`` (and ``cli``) may use. The
+top-level modules (``clock``, ``config``, ``errors``, ``faults``, ``render``,
+``validation``) are the shared base every layer may import; they import only each other.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGE = SRC / "cafleet"
+
+BASE = "base"  # the top-level modules
+# The layers each one may import (besides itself and the base).
+ALLOWED: dict[str, set[str]] = {
+    "cli": {"web", "delivery", "broker", "store", "mux", "agents"},
+    "web": {"delivery", "broker", "store"},
+    "delivery": {"broker", "store", "mux", "agents"},
+    "broker": {"store"},
+    "store": set(),
+    "mux": set(),
+    "agents": set(),
+    BASE: set(),
+}
+ENTRY_POINTS = {"cafleet.__main__": {"cli"}}  # `python -m cafleet` runs the command line
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def all_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The cafleet module an imported name denotes (a module, or the module defining it)."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every cafleet module ``module`` imports, at any depth of its code (a relative import
+    is resolved against the module's package)."""
+    found = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            names = [f"{base}.{alias.name}" for alias in node.names] or [base]
+        for name in names:
+            target = resolve(name, modules)
+            if target is not None and target != module:
+                found.add(target)
+    return found
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) >= 2 and (PACKAGE / parts[1]).is_dir():
+        return parts[1]
+    return BASE
+
+
+def graph() -> dict[str, set[str]]:
+    modules = all_modules()
+    return {module: imports_of(module, path, modules) for module, path in modules.items()}
+
+
+def direction_problems(edges: dict[str, set[str]]) -> list[str]:
+    problems = []
+    for module, targets in sorted(edges.items()):
+        if module == "cafleet":
+            allowed = set()
+        else:
+            allowed = ENTRY_POINTS.get(module, ALLOWED[layer(module)]) | {layer(module), BASE}
+        for target in sorted(targets):
+            if target == "cafleet":
+                continue  # the package itself holds nothing but its version
+            if layer(target) not in allowed:
+                problems.append(f"{module} imports {target} ({layer(module)} -> {layer(target)})")
+    return problems
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_every_module_is_in_a_known_layer():
+    unknown = {layer(module) for module in all_modules()} - set(ALLOWED)
+    assert unknown == set(), f"add these packages to docs/architecture.md and ALLOWED: {unknown}"
+
+
+def test_imports_go_down_the_layers():
+    assert direction_problems(graph()) == []
+
+
+def test_no_module_imports_itself_through_others():
+    assert cycles(graph()) == []
+
+
+def test_an_import_inside_a_function_counts(tmp_path):
+    """The checks see what a hidden import does: the cycle this test suite was written to
+    catch was an import inside a function."""
+    package = tmp_path / "cafleet"
+    (package / "broker").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "broker" / "__init__.py").write_text("")
+    (package / "broker" / "a.py").write_text("from cafleet.broker import b\n")
+    (package / "broker" / "b.py").write_text("def f():\n    from cafleet.broker import a\n    from cafleet.cli import x\n")
+    modules = {"cafleet.broker.a": package / "broker" / "a.py", "cafleet.broker.b": package / "broker" / "b.py",
+               "cafleet.cli.x": package / "cli" / "x.py"}
+    edges = {m: imports_of(m, p, modules) for m, p in modules.items() if p.exists()}
+    assert cycles(edges) == [["cafleet.broker.a", "cafleet.broker.b"]]
+    assert direction_problems(edges) == ["cafleet.broker.b imports cafleet.cli.x (broker -> cli)"]
+
+
+@pytest.mark.parametrize("name", ["architecture.md"])
+def test_the_plan_is_written_down(name):
+    text = (SRC.parent / "docs" / name).read_text()
+    for package in ALLOWED:
+        if package != BASE:
+            assert f"`{package}`" in text, f"docs/{name} does not describe `{package}`"
+
+
+def test_tests_share_helpers_through_support_only():
+    """A test module imports helpers from tests/support/, never from another test module
+    (whose fixtures and collection would come along)."""
+    tests = Path(__file__).resolve().parent
+    offenders = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.relative_to(tests)} imports {name}" for name in names
+                          if name.startswith("tests.test_") or name.startswith("test_")]
+    assert offenders == []
