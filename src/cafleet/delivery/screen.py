@@ -76,7 +76,7 @@ CUES: dict[str, AgentCues] = {
             (r"^\s*Esc to cancel · Tab to amend", 20),
             (r"^\s*Enter to (select|continue) · .*Esc to cancel", 20),
         ),
-        working=((r"(?i)esc to interrupt", 10),),
+        working=((r"(?i)esc to interrupt", 10), (r"^[·✢✳✶✻✽*] \S[^…]*…( \(|$)", 10)),
         idle=((r"^[\s│]*[>❯](\s.*)?$", 6),),
         input_line=r"^[\s│]*[>❯](\s|$)",
         placeholder=r"\[Pasted text #\d+",
