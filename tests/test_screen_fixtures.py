@@ -34,6 +34,7 @@ EXPECTED = {
 }
 REQUIRED = {
     "claude": set(EXPECTED),
+    "opencode": set(EXPECTED) - {"question"},  # its TUI offers the model no question tool
 }
 
 
