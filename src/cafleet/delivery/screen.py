@@ -121,7 +121,9 @@ CUES: dict[str, AgentCues] = {
             (r"^\s*Enter to (select|continue) · .*Esc to cancel", 20),
         ),
         working=(
-            (r"(?i)^[·✢✳✶✻✽*]\s+\S[^()]*…\s*\([^()]*esc to interrupt[^()]*\)\s*$", 10),
+            # the spinner row: "✽ Undulating… (0s · ↓ 1 tokens)" (claude 2.1.197 drops "esc to
+            # interrupt" from it, and from its footer while the composer holds text)
+            (r"^[·✢✳✶✻✽*] \S[^…]*…( \(|$)", 10),
             (r"(?i)esc to interrupt", 10, "below"),
         ),
         composer=r"^[\s│]*[>❯](\s|$)",

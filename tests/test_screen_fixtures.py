@@ -1,0 +1,84 @@
+"""cafleet's screen cues on the screens the real agents drew.
+
+``tests/fixtures/screens/<agent>-<version>/<state>.txt`` are plain ``capture-pane`` texts
+of the pinned claude and opencode (200x50 panes), recorded by
+``scripts/capture_agent_screens.py`` against the scripted model API. Each state has an
+expected classification and input box; after a version bump, re-capture, and the
+failures here name the state whose cue changed. Runs without the agents installed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cafleet.delivery import screen
+from tests.support.real_agents import composer_text
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "screens"
+TYPED = "half typed words"  # what the capture script types
+
+IDLE, WORKING, AWAITING = screen.PaneState.IDLE, screen.PaneState.WORKING, screen.PaneState.AWAITING_USER
+
+# state -> (classification, what the input box holds: "" empty, a text, or None: not checked)
+EXPECTED = {
+    "idle": (IDLE, ""),
+    "typed": (IDLE, TYPED),
+    "working": (WORKING, ""),
+    "working_typed": (WORKING, TYPED),
+    "queued": (WORKING, ""),
+    "replied": (IDLE, ""),
+    "permission": (AWAITING, None),
+    "question": (AWAITING, None),
+}
+REQUIRED = {
+    "claude": set(EXPECTED),
+    "opencode": set(EXPECTED) - {"question"},  # its TUI offers the model no question tool
+}
+
+
+def fixture_dirs() -> list[Path]:
+    return sorted(path for path in FIXTURES.iterdir() if path.is_dir()) if FIXTURES.is_dir() else []
+
+
+def cases() -> list[tuple[str, Path]]:
+    found = []
+    for folder in fixture_dirs():
+        agent = folder.name.rsplit("-", 1)[0]
+        found += [pytest.param(agent, path, id=f"{folder.name}/{path.stem}") for path in sorted(folder.glob("*.txt"))]
+    return found
+
+
+def test_every_real_agent_has_its_screens_recorded():
+    agents = {folder.name.rsplit("-", 1)[0]: folder for folder in fixture_dirs()}
+    assert set(agents) >= set(REQUIRED)
+    for agent, states in REQUIRED.items():
+        recorded = {path.stem for path in agents[agent].glob("*.txt")}
+        assert states <= recorded, f"{agents[agent].name} lacks {sorted(states - recorded)}"
+
+
+@pytest.mark.parametrize(("agent", "path"), cases())
+def test_recorded_screen_reads_as_its_state(agent, path):
+    shown = path.read_text(encoding="utf-8")
+    state = path.stem
+    if state == "startup":  # whatever the first frame is, it is never a dialog
+        assert screen.classify(agent, shown) != AWAITING
+        return
+    expected_state, holds = EXPECTED[state]
+    assert screen.classify(agent, shown) == expected_state
+    box = screen.input_box(agent, shown)
+    assert box, "no input box found"
+    if holds is not None:
+        assert composer_text(agent, shown) == holds, box
+    # the box is the composer only: never the transcript's echo of a preview
+    assert not any("[cafleet msg" in row for row in box), box
+
+
+@pytest.mark.parametrize(("agent", "path"), [c for c in cases() if c.values[1].stem == "working"])
+def test_recorded_working_screen_shows_the_preview_in_the_transcript(agent, path):
+    """The preview the capture sent sits in the transcript above the composer: what a
+    confirmation can look for once the text has left the box."""
+    shown = path.read_text(encoding="utf-8")
+    assert "[cafleet msg 1 from 1 " in shown
+    assert "Please look at the build." in shown
