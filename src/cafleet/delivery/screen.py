@@ -102,6 +102,9 @@ class AgentCues:
     starting: tuple[Cue, ...] = ()  # drawn but not taking input yet
     placeholder: str | None = None  # what the box shows instead of text it collapsed
     composer_window: int = 12  # the box ends within the last N non-blank rows
+    # A dialog drawn in the composer's own frame (opencode's permission prompt replaces its
+    # prompt box): when every one of these matches a row of the box, it is no input box.
+    box_dialog: tuple[str, ...] = ()
 
 
 _CODEX_HINTS = (
@@ -169,6 +172,7 @@ CUES: dict[str, AgentCues] = {
         composer_above=r"^(?!\s*┃)",
         footer_rows=1,
         empty=(r'^(Ask anything|Run a command)(\.\.\.|…) ".*"$',),
+        box_dialog=(r"^\s*┃\s*(△\s*)?Permission required$", r"^\s*┃\s+Allow once\s+Allow always\s+Reject\b"),
         placeholder=r"\[Pasted ~\d+ lines\]",
     ),
     "standin": AgentCues(
@@ -281,6 +285,8 @@ def _box_span(cues: AgentCues, lines: list[str]) -> tuple[int, int] | None:
                 end += 1
         if sum(i >= end for i in nonblank) >= cues.composer_window:
             return None  # scrolled up: history, not the live box
+        if cues.box_dialog and all(any(_regex(cue).search(row) for row in lines[start:end]) for cue in cues.box_dialog):
+            return None  # a dialog in the box's frame: nothing here takes typed text
         return start, end
     return None
 
