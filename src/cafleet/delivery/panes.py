@@ -284,7 +284,7 @@ def remote_missing(ssh, programs: list[str]) -> str | None:
         return out.strip() or programs[0]
     if code != 0:
         from cafleet.errors import MuxError
-        from cafleet.mux.base import first_line
+        from cafleet.mux import first_line
 
         raise MuxError(f"host {ssh.host} could not run a shell command ({first_line(err) or f'exit status {code}'}).")
     return None

@@ -33,12 +33,6 @@ else:
 
 
 
-def first_line(text: str) -> str:
-    """The first non-blank line of a tool's stderr, cut short for a one-line error."""
-    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    return line[:200]
-
-
 class PaneContext:
     """Where a pane lives: enough to store a placement and to reach the pane again."""
 

@@ -40,7 +40,7 @@ Choices where herdr's documentation is silent or that are ours:
 from __future__ import annotations
 
 from cafleet.errors import MuxError, PaneGone, PaneStale
-from cafleet.mux.base import first_line
+from cafleet.mux import first_line
 from cafleet.mux.tmux import stale, tail_lines, text_chunks
 
 TYPE_CHECKING = False  # typing (and base's dataclasses) cost milliseconds on every command

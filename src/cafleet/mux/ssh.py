@@ -115,7 +115,7 @@ class Ssh:
         return ["ssh", *options, PREFIX + self.host, " ".join(shlex.quote(word) for word in remote_argv)]
 
     def unreachable(self, stderr: str) -> MuxError:
-        from cafleet.mux.base import first_line
+        from cafleet.mux import first_line
 
         return MuxError(f"host {self.host} cannot be reached over SSH ({first_line(stderr) or 'ssh failed'}).")
 

@@ -31,7 +31,7 @@ Facts about tmux (checked against tmux 3.3a) that shape this module:
 from __future__ import annotations
 
 from cafleet.errors import MuxError, PaneGone, PaneStale
-from cafleet.mux.base import first_line
+from cafleet.mux import first_line
 
 TYPE_CHECKING = False  # typing (and base's dataclasses) cost milliseconds on every command
 if TYPE_CHECKING:
