@@ -163,7 +163,7 @@ OPENCODE_IDLE = """
 ┃  Ask anything... "Fix a TODO in the codebase"
 ┃
 ┃  Build · claude-sonnet-4 Anthropic
-╹▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀
+╹▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀
                                   tab agents  ctrl+p commands
 """
 
@@ -175,7 +175,7 @@ OPENCODE_WORKING = """
 ┃  Ask anything... "Fix a TODO in the codebase"
 ┃
 ┃  Build · claude-sonnet-4 Anthropic
-╹▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀
+╹▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀
   ⬝⬝⬝■■  esc interrupt
 """
 
@@ -349,7 +349,7 @@ def echoed(agent: str, quoted: str) -> str:
     if agent == "opencode":
         return (f"┃  {HEADER}please check {text}\n┃  {text}\n┃\n\n   Noted.\n\n┃\n"
                 '┃  Ask anything... "Fix broken tests"\n┃\n┃  Build · claude-sonnet-4 Anthropic\n'
-                "╹▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀\n                                  tab agents  ctrl+p commands\n")
+                "╹▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀\n                                  tab agents  ctrl+p commands\n")
     return f"cafleet stand-in agent · member 5 · Ctrl-C quits\n• {HEADER}{text}\n• {text}\n────────────────────────\n>\n"
 
 
@@ -363,7 +363,7 @@ def typed(agent: str, quoted: str) -> str:
         return f"• Done.\n\n› {HEADER}please check {text}\n  {text}\n\n  100% context left\n"
     if agent == "opencode":
         return (f"   Done.\n\n┃\n┃  {HEADER}please check {text}\n┃  {text}\n┃\n┃  Build · claude-sonnet-4 Anthropic\n"
-                "╹▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀\n                                  tab agents  ctrl+p commands\n")
+                "╹▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀\n                                  tab agents  ctrl+p commands\n")
     return f"cafleet stand-in agent · member 5 · Ctrl-C quits\n────────────────────────\n> {HEADER}{text}\n"
 
 

@@ -86,3 +86,19 @@ def test_recorded_working_screen_shows_the_preview_in_the_transcript(agent, path
     shown = path.read_text(encoding="utf-8")
     assert "[cafleet msg 1 from 1 " in shown
     assert "Please look at the build." in shown
+
+
+def test_opencode_sidebar_beside_the_box_is_not_typed_text():
+    """At 200 columns opencode draws its session sidebar on the prompt box's own rows; the
+    box ends at the width of its ``╹▀▀▀`` bottom border, so an empty box stays empty."""
+    folder = next(path for path in fixture_dirs() if path.name.startswith("opencode-"))
+    rows = (folder / "idle.txt").read_text(encoding="utf-8").splitlines()
+    edge = next(i for i, row in enumerate(rows) if row.lstrip().startswith("╹▀"))
+    width = len(rows[edge].rstrip())
+    for i in range(edge - 4, edge - 1):  # the box's blank rows above its footer row
+        assert rows[i].strip() == "┃"
+        rows[i] = rows[i].ljust(width + 4) + "• OpenCode 1.18.33"
+    shown = "\n".join(rows)
+    assert screen.box_text("opencode", shown) == ""
+    rows[edge - 3] = rows[edge - 3].replace("┃           ", "┃  half typed", 1)
+    assert screen.box_text("opencode", "\n".join(rows)) == "half typed"

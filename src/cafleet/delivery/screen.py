@@ -105,6 +105,9 @@ class AgentCues:
     # A dialog drawn in the composer's own frame (opencode's permission prompt replaces its
     # prompt box): when every one of these matches a row of the box, it is no input box.
     box_dialog: tuple[str, ...] = ()
+    # The row right under the box, whose length is the box's right edge: text beyond it on
+    # the box's rows is another panel drawn beside the box (opencode's session sidebar).
+    box_edge: str | None = None
 
 
 _CODEX_HINTS = (
@@ -173,6 +176,7 @@ CUES: dict[str, AgentCues] = {
         footer_rows=1,
         empty=(r'^(Ask anything|Run a command)(\.\.\.|…) ".*"$',),
         box_dialog=(r"^\s*┃\s*(△\s*)?Permission required$", r"^\s*┃\s+Allow once\s+Allow always\s+Reject\b"),
+        box_edge=r"^\s*╹▀+$",
         placeholder=r"\[Pasted ~\d+ lines\]",
     ),
     "standin": AgentCues(
@@ -198,7 +202,7 @@ def classify(agent: str, screen_text: str) -> str:
     cues = CUES.get(agent)
     if cues is None:
         return PaneState.UNKNOWN
-    lines = screen_lines(screen_text)
+    lines = _agent_lines(cues, screen_text)
     box = _box_span(cues, lines)
     if _matches(cues.awaiting, lines, box, below_only=True):
         return PaneState.AWAITING_USER
@@ -213,7 +217,7 @@ def starting(agent: str, screen_text: str) -> bool:
     cues = CUES.get(agent)
     if cues is None or not cues.starting:
         return False
-    lines = screen_lines(screen_text)
+    lines = _agent_lines(cues, screen_text)
     return _matches(cues.starting, lines, _box_span(cues, lines))
 
 
@@ -223,7 +227,7 @@ def input_box(agent: str, screen_text: str) -> list[str] | None:
     cues = CUES.get(agent)
     if cues is None:
         return None
-    lines = screen_lines(screen_text)
+    lines = _agent_lines(cues, screen_text)
     span = _box_span(cues, lines)
     return None if span is None else lines[span[0]:span[1]]
 
@@ -237,7 +241,7 @@ def box_text(agent: str, screen_text: str) -> str | None:
     cues = CUES.get(agent)
     if cues is None:
         return None
-    lines = screen_lines(screen_text)
+    lines = _agent_lines(cues, screen_text)
     span = _box_span(cues, lines)
     if span is None:
         return None
@@ -247,11 +251,31 @@ def box_text(agent: str, screen_text: str) -> str | None:
     return _text_of(cues, rows)
 
 
+def _agent_lines(cues: AgentCues | None, screen_text: str) -> list[str]:
+    """:func:`screen_lines`, with a panel drawn beside the input box cut off: above the
+    box's bottom border (``box_edge``), text beyond the border's width is another panel's
+    (opencode's session sidebar shares the box's rows), where the box's own last column is
+    blank. Text running across the edge is the box's own (a narrower drawing)."""
+    lines = screen_lines(screen_text)
+    if cues is None or cues.box_edge is None:
+        return lines
+    border = _regex(cues.box_edge)
+    bottom = next((i for i in range(len(lines) - 1, -1, -1) if border.search(lines[i])), None)
+    if bottom is None:
+        return lines
+    edge = len(lines[bottom])
+    for i in range(bottom):
+        row = lines[i]
+        if len(row) > edge and row[edge - 1] == " ":
+            lines[i] = row[:edge].rstrip()
+    return lines
+
+
 def outside_box(agent: str, screen_text: str) -> list[str]:
     """The screen's rows that are not in the agent's input box (transcript, queue,
     status and footer rows)."""
     cues = CUES.get(agent)
-    lines = screen_lines(screen_text)
+    lines = _agent_lines(cues, screen_text)
     span = _box_span(cues, lines) if cues is not None else None
     return lines if span is None else lines[:span[0]] + lines[span[1]:]
 
@@ -315,7 +339,7 @@ def _dim_only(cues: AgentCues, rows: list[str], raw_rows: list[str]) -> bool:
     for i in content:
         row = rows[i]
         skip = len(row) - len(prompt.sub("", row, count=1)) if i == 0 else len(row) - len(row.lstrip(" \t│▌┃"))
-        for ch, dim in _cells(raw_rows[i])[skip:]:
+        for ch, dim in _cells(raw_rows[i])[skip:len(row)]:
             if ch.isspace() or ch in "│┃▌":
                 continue
             if not dim:
