@@ -132,14 +132,23 @@ def test_listen_text_lines_and_deregistration(env, cli, trio, store):
             listener.wait()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_listen_ends_cleanly_on_signals(env, trio, sig):
+@pytest.mark.parametrize("sig, json_output", [(signal.SIGINT, False), (signal.SIGTERM, True)])
+def test_listen_ends_with_its_end_line_on_signals(env, cli, trio, sig, json_output):
     _, _, (m1, m2) = trio
-    listener = spawn(env, "message", "listen", str(m2))
-    time.sleep(0.8)
-    listener.send_signal(sig)
-    out, err = listener.communicate(timeout=10)
-    assert (listener.returncode, out, err) == (0, b"", b"")
+    listener = spawn(env, "message", "listen", str(m2), *(["--json"] if json_output else []))
+    try:
+        cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "first")
+        assert listener.stdout.readline()  # a line is out: the stream is running, its handlers set
+        listener.send_signal(sig)
+        out, err = listener.communicate(timeout=30)
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
+    name = signal.Signals(sig).name
+    end = (json.dumps({"event": "end", "reason": f"stopped by {name}"}, separators=(",", ":")) if json_output
+           else f"listen ended: stopped by {name}")
+    assert (listener.returncode, out.decode(), err) == (0, end + "\n", b"")
 
 
 def test_listen_ends_cleanly_when_stdout_closes(env, cli, trio):

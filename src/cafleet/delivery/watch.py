@@ -5,24 +5,22 @@ this process, so a restart may repeat the current state once but never invents a
 Each round (every ``interval`` seconds) inspects every member once (one multiplexer call
 per member for tmux) and retries previews owed for longer than one interval (each message
 at most once per interval). Between rounds, new messages for the Director are picked up
-within a fraction of a second by watching ``PRAGMA data_version`` (no busy loop).
+within a fraction of a second by waiting on :class:`cafleet.store.changes.Changes` (one
+``PRAGMA data_version`` per check, no busy loop). SIGINT/SIGTERM end the stream between
+rounds (never in the middle of typing a retried preview) with an ``end`` event.
 """
 
 from __future__ import annotations
 
-import signal
 import time
 
 from cafleet import clock
 from cafleet.broker import fleets, messages, notifications
 from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, DatabaseError
+from cafleet.store.changes import Changes, StopRequests, Stopped
 
 MESSAGE_CHECK = 0.25  # seconds between data_version checks for new Director messages
-
-
-class _Stop(Exception):
-    pass
 
 
 def event(kind: str, fleet_id: int, *, member_id=None, message_id=None, detail: str = "", command: str | None = None,
@@ -56,35 +54,29 @@ class Watcher:
         self.settings = drain.Settings(environ, db_path)  # validated before the stream starts
 
     def run(self) -> str:
-        """Stream until the fleet is deleted (returns why) or a signal stops it."""
-
-        def stop(signum, frame):
-            raise _Stop()
-
-        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            next_round = 0.0
-            version = None
-            while True:
-                try:
-                    if fleets.get_fleet(self.store, self.fleet_id)["deleted_at"] is not None:
-                        return f"fleet {self.fleet_id} was deleted"
-                    current = self.store.execute("PRAGMA data_version").fetchone()[0]
-                    if current != version:
-                        version = current
-                        self.director_messages()
-                    if time.monotonic() >= next_round:
-                        self.members_round()
-                        self.retry_stale()
-                        next_round = time.monotonic() + self.interval
-                except DatabaseError:
-                    pass  # busy database: try again next tick, never end the stream for it
-                time.sleep(MESSAGE_CHECK)
-        except _Stop:
-            return "stopped"
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        """Stream until the fleet is deleted or a signal stops it; returns why it ended."""
+        with StopRequests() as stop:
+            try:
+                changes = Changes(self.store, MESSAGE_CHECK, stop=stop)  # baseline before the first read
+                unread = True  # the Director's inbox is owed a read (a failed read stays owed)
+                next_round = 0.0
+                while True:
+                    try:
+                        if unread:
+                            if fleets.get_fleet(self.store, self.fleet_id)["deleted_at"] is not None:
+                                return f"fleet {self.fleet_id} was deleted"
+                            self.director_messages()
+                            unread = False
+                        if time.monotonic() >= next_round:
+                            self.members_round()
+                            self.retry_stale()
+                            next_round = time.monotonic() + self.interval
+                        stop.check()
+                        unread = changes.wait(until=next_round) or unread
+                    except DatabaseError:
+                        stop.sleep(MESSAGE_CHECK)  # busy database: try again, never end the stream for it
+            except Stopped as stopped:
+                return str(stopped)
 
     def director_messages(self) -> None:
         for record in messages.pending_after(self.store, self.director, self.last_message_id):
