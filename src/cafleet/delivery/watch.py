@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 from cafleet import clock
-from cafleet.broker import fleets, messages, notifications
+from cafleet.broker import activity, fleets, messages, notifications
 from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, DatabaseError
 from cafleet.store.changes import Changes, StopRequests, Stopped
@@ -47,7 +47,7 @@ class Watcher:
         self.idle_after = idle_after
         self.emit = emit
         self.pool = supervision.MuxPool()
-        self.last_state: dict[int, str] = {}
+        self.last_state: dict[int, object] = {}
         self.retried_at: dict[int, float] = {}
         self.last_message_id = 0
         self.director = fleets.get_fleet(store, fleet_id)["director_member_id"]
@@ -88,10 +88,13 @@ class Watcher:
     def members_round(self) -> None:
         states = supervision.fleet_states(self.store, self.fleet_id, self.pool, self.idle_after)
         for member_id, (state, detail) in states.items():
-            if state in ACTIONS and self.last_state.get(member_id) != state:
+            # An idle episode is named by the activity it follows, so activity and a new
+            # episode that both fall between two rounds still give a new idle event.
+            key = (state, activity.last_activity(self.store, member_id)) if state == supervision.IDLE else state
+            if state in ACTIONS and self.last_state.get(member_id) != key:
                 self.emit(event(state, self.fleet_id, member_id=member_id, detail=detail,
                                 command=ACTIONS[state].format(member_id=member_id)))
-            self.last_state[member_id] = state
+            self.last_state[member_id] = key
         for gone in set(self.last_state) - set(states):
             del self.last_state[gone]  # deregistered meanwhile: nothing more to report
 
