@@ -117,12 +117,14 @@ class Changes:
 
     def wait(self, until: float | None = None) -> bool:
         """Sleep until another connection commits (True) or until ``until`` or the deadline
-        passes (False). Raises :class:`Stopped` on a stop request."""
+        passes (False). Raises :class:`Stopped` on a stop request.
+
+        It sleeps before it looks: a commit since the baseline is seen by the first check,
+        one interval later, and a reader fed by a steady stream of commits still reads at
+        most once per interval instead of spinning."""
         ends = [t for t in (until, self.deadline) if t is not None]
         end = min(ends) if ends else None
         while True:
-            if self.changed():
-                return True
             if end is None:
                 nap = self.interval
             else:
@@ -134,6 +136,8 @@ class Changes:
                 self.stop.sleep(nap)
             else:
                 time.sleep(nap)
+            if self.changed():
+                return True
 
     def __iter__(self):
         """Yield once per change until the deadline."""
