@@ -97,8 +97,8 @@ def gone(how, store, fleet_id, member_id):
 
 
 def expected_error(reason, member_id):
-    return (f"Error: {reason}; member {member_id} will receive no more messages "
-            f"(`cafleet message poll {member_id}` lists what it still has).\n")
+    return (f"Error: {reason}, so member {member_id} receives no more messages; "
+            f"`cafleet message poll {member_id}` still lists what it received.\n")
 
 
 @pytest.mark.parametrize("how", ["deregistered", "fleet-deleted"])

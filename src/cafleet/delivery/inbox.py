@@ -44,8 +44,8 @@ def require_receiving(store, member_id: int) -> None:
     """Raise (exit 1) when ``member_id`` can no longer receive: nothing will ever arrive."""
     reason = gone_reason(store, member_id)
     if reason:
-        raise Conflict(f"{reason}; member {member_id} will receive no more messages "
-                       f"(`cafleet message poll {member_id}` lists what it still has).")
+        raise Conflict(f"{reason}, so member {member_id} receives no more messages.",
+                       hint=f"`cafleet message poll {member_id}` still lists what it received.")
 
 
 def wait_for_messages(store, member_id: int, timeout: float | None, interval: float = DEFAULT_INTERVAL) -> list[dict]:
