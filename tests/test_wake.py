@@ -97,7 +97,8 @@ def gone(how, store, fleet_id, member_id):
 
 
 def expected_error(reason, member_id):
-    return (f"Error: {reason}, so member {member_id} receives no more messages; "
+    who = "it" if reason.startswith("member") else f"member {member_id}"
+    return (f"Error: {reason}, so {who} receives no more messages; "
             f"`cafleet message poll {member_id}` still lists what it received.\n")
 
 

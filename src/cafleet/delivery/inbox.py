@@ -44,7 +44,8 @@ def require_receiving(store, member_id: int) -> None:
     """Raise (exit 1) when ``member_id`` can no longer receive: nothing will ever arrive."""
     reason = gone_reason(store, member_id)
     if reason:
-        raise Conflict(f"{reason}, so member {member_id} receives no more messages.",
+        who = "it" if reason.startswith("member") else f"member {member_id}"
+        raise Conflict(f"{reason}, so {who} receives no more messages.",
                        hint=f"`cafleet message poll {member_id}` still lists what it received.")
 
 
