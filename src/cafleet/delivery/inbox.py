@@ -72,8 +72,8 @@ def listen(store, member_id: int, emit, interval: float = DEFAULT_INTERVAL) -> s
     Read-only. Returns why the stream ended: member deregistered, fleet deleted, or
     stopped by SIGINT/SIGTERM (taking effect between lines, never in the middle of one).
     """
-    with StopRequests() as stop:
-        try:
+    try:
+        with StopRequests() as stop:
             changes = Changes(store, interval, stop=stop)  # baseline before the first read
             last_id = 0
             while True:
@@ -85,5 +85,5 @@ def listen(store, member_id: int, emit, interval: float = DEFAULT_INTERVAL) -> s
                     last_id = max(last_id, record["message_id"])
                 stop.check()
                 changes.wait()
-        except Stopped as stopped:
-            return str(stopped)
+    except Stopped as stopped:  # outside the ``with``: a signal while it restores is caught too
+        return str(stopped)

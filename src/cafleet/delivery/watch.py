@@ -55,8 +55,8 @@ class Watcher:
 
     def run(self) -> str:
         """Stream until the fleet is deleted or a signal stops it; returns why it ended."""
-        with StopRequests() as stop:
-            try:
+        try:
+            with StopRequests() as stop:
                 changes = Changes(self.store, MESSAGE_CHECK, stop=stop)  # baseline before the first read
                 unread = True  # the Director's inbox is owed a read (a failed read stays owed)
                 next_round = 0.0
@@ -75,8 +75,8 @@ class Watcher:
                         unread = changes.wait(until=next_round) or unread
                     except DatabaseError:
                         stop.sleep(MESSAGE_CHECK)  # busy database: try again, never end the stream for it
-            except Stopped as stopped:
-                return str(stopped)
+        except Stopped as stopped:  # outside the ``with``: a signal while it restores is caught too
+            return str(stopped)
 
     def director_messages(self) -> None:
         for record in messages.pending_after(self.store, self.director, self.last_message_id):
