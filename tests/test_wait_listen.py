@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.support.pause import held  # noqa: F401  (fixture)
+from tests.support.pause import default_sigint, held  # noqa: F401  (held: a fixture)
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def trio(build):
 
 def spawn(env, *args, **kwargs):
     return subprocess.Popen([sys.executable, "-m", "cafleet", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, **kwargs)
+                            stderr=subprocess.PIPE, preexec_fn=default_sigint, **kwargs)
 
 
 def cpu_seconds(pid: int) -> float:

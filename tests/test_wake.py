@@ -18,7 +18,7 @@ import pytest
 from cafleet.broker import fleets, members, messages
 from cafleet.store.changes import Changes
 from cafleet.store.connection import open_store
-from tests.support.pause import held  # noqa: F401  (fixture)
+from tests.support.pause import default_sigint, held  # noqa: F401  (held: a fixture)
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def trio(build):
 
 def spawn(env, *args):
     return subprocess.Popen([sys.executable, "-m", "cafleet", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, preexec_fn=default_sigint)
 
 
 def finish(proc, what, timeout=60):
@@ -151,3 +151,23 @@ def test_fleet_watch_ends_with_its_end_event_on_signals(env, cli, trio, sig):
     assert (watcher.returncode, err) == (0, b"")
     assert lines[-1]["event"] == "end"
     assert lines[-1]["detail"] == f"watch ended: stopped by {signal.Signals(sig).name}"
+
+
+def test_listen_started_with_sigint_ignored_keeps_ignoring_it(env, cli, trio):
+    """A background job of a non-interactive shell starts with SIGINT ignored: Ctrl-C at the
+    terminal is not for it. SIGINT then SIGTERM: only SIGTERM ends the stream."""
+    _, _, (m1, m2) = trio
+    listener = subprocess.Popen([sys.executable, "-m", "cafleet", "message", "listen", str(m2)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "first")
+        assert listener.stdout.readline()  # the stream is running
+        listener.send_signal(signal.SIGINT)
+        listener.send_signal(signal.SIGTERM)
+        out, err = finish(listener, "message listen after SIGINT and SIGTERM")
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
+    assert (listener.returncode, out, err) == (0, b"listen ended: stopped by SIGTERM\n", b"")

@@ -10,12 +10,20 @@ still running at teardown is killed by its pid.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
 import pytest
 
 from tests.support.tmux_fixtures import wait_for
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a child that a test interrupts: SIGINT back to its default. A suite
+    started as a background job of a non-interactive shell inherits SIGINT ignored, and a
+    command keeps an ignored SIGINT ignored, as background jobs should."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture
@@ -28,7 +36,7 @@ def held(tmp_path):
             [sys.executable, "-m", "cafleet", *args],
             env=dict(environ, CAFLEET_TEST_PAUSE_AT=point, CAFLEET_TEST_PAUSE_FILE=str(marker),
                      CAFLEET_TEST_PAUSE_UNTIL=str(go)),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_sigint)
         started.append(proc)
 
         def reached():

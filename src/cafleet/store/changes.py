@@ -39,7 +39,8 @@ class _Wake(BaseException):
 
 
 class StopRequests:
-    """While entered, SIGINT and SIGTERM request a stop instead of ending the process.
+    """While entered, SIGINT and SIGTERM request a stop instead of ending the process
+    (a signal ignored on entry, like SIGINT in a shell's background job, stays ignored).
 
     :meth:`sleep` is where a loop waits: a signal that arrives during it ends the sleep at
     once and :meth:`sleep` raises :class:`Stopped`; a signal that arrives elsewhere is
@@ -55,7 +56,9 @@ class StopRequests:
         self._previous: dict = {}
 
     def __enter__(self) -> StopRequests:
-        self._previous = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
+        for sig in self.SIGNALS:
+            if signal.getsignal(sig) != signal.SIG_IGN:  # an ignored signal stays ignored (a background job)
+                self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def __exit__(self, *exc) -> None:
