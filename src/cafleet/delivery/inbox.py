@@ -2,7 +2,7 @@
 
 Neither spins: both wait on :class:`cafleet.store.changes.Changes`, whose baseline is
 taken before each read it guards, so a message committed between a read and the wait
-that follows it wakes the reader at once. Between checks the process sleeps, and a check
+that follows it wakes the reader at its next check. Between checks the process sleeps, and a check
 is one ``PRAGMA data_version`` read (a few microseconds of CPU). The check interval
 bounds how soon a message from another process is seen (default 0.05 s,
 ``CAFLEET_WAIT_INTERVAL``).
