@@ -18,12 +18,18 @@ import pytest
 from cafleet.broker import fleets, members, messages
 from cafleet.store.changes import Changes
 from cafleet.store.connection import open_store
-from tests.support.pause import default_sigint, held  # noqa: F401  (held: a fixture)
+from tests.support.pause import default_sigint, held_commands
 
 
 @pytest.fixture
 def trio(build):
     return build.fleet()
+
+
+@pytest.fixture
+def held(tmp_path):
+    """``held(environ, point, *args)``: a real command paused at ``point`` (tests/support/pause.py)."""
+    yield from held_commands(tmp_path)
 
 
 def spawn(env, *args):

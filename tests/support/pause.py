@@ -1,6 +1,6 @@
 """Hold a real command at a named step (:func:`cafleet.faults.pause_point`) and let it go.
 
-``held(environ, point, *args)`` starts ``python -m cafleet *args`` with
+``held(environ, point, *args)`` (the fixture built on :func:`held_commands`) starts ``python -m cafleet *args`` with
 ``CAFLEET_TEST_PAUSE_AT=point`` and ``CAFLEET_TEST_PAUSE_UNTIL=<file>``, returns
 ``(proc, release)`` once the command announced that it stands at ``point``, and
 ``release()`` lets it carry on. A test can thus act exactly inside a window of the command
@@ -26,8 +26,8 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-@pytest.fixture
-def held(tmp_path):
+def held_commands(tmp_path):
+    """The ``held`` fixture's body (each test module wraps it: ``yield from held_commands(tmp_path)``)."""
     started: list[subprocess.Popen] = []
 
     def start(environ: dict, point: str, *args: str):
