@@ -93,7 +93,9 @@ class Listener:
 
     def _read(self) -> None:
         for line in self.proc.stdout:
-            self.lines.append((time.time(), json.loads(line)))
+            item = json.loads(line)
+            if item.get("event") != "end":  # the stream's last line, on SIGTERM
+                self.lines.append((time.time(), item))
 
     def stop(self) -> bytes:
         self.proc.send_signal(signal.SIGTERM)

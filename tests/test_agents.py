@@ -238,7 +238,7 @@ def test_binary_version_gives_up_after_its_timeout(tmp_path):
     fake_program(tmp_path / "bin", "claude", "exec sleep 30")
     started = time.monotonic()
     assert binary_version("claude", {"PATH": str(tmp_path / "bin")}, timeout=0.3) is None
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # gave up well before the program's 30 s
 
 
 def test_backends_module_imports_stay_light():

@@ -10,7 +10,7 @@ invariants are checked (:func:`assert_invariants`):
 * the database is intact (``integrity_check`` ok, ``foreign_key_check`` empty);
 * ``notified_at`` is set only for a message whose preview the stand-in agent recorded as
   submitted;
-* no pane-input lock is left held (each is taken at once, within 0.5 s);
+* no pane-input lock is left held (each is taken at once, with a single non-blocking try);
 
 and then each test checks its step's own outcome: a committed message is never lost and
 keeps its exact body, an uncommitted one left no row, a recovery send or ``message wait``
@@ -29,7 +29,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -40,7 +39,6 @@ from tests.support.pane_fleet import preview_line, tmux_fleet
 from tests.support.tmux_fixtures import wait_for
 
 BODY = "crash-test body ✓\nsecond line, exactly"
-LOCK_FREE_WITHIN = 0.5
 
 
 @pytest.fixture
@@ -95,10 +93,9 @@ def session_of(fleet) -> str:
 
 
 def assert_lock_free(fleet, pane_id: str) -> None:
-    started = time.monotonic()
-    with pane_lock(config.lock_dir(fleet.db), "tmux", session_of(fleet), pane_id, LOCK_FREE_WITHIN):
+    # timeout 0 is a single non-blocking try: the lock must be free now, whatever the load
+    with pane_lock(config.lock_dir(fleet.db), "tmux", session_of(fleet), pane_id, 0):
         pass
-    assert time.monotonic() - started < LOCK_FREE_WITHIN
 
 
 def copies(fleet, member_id: int, message_id: int) -> int:

@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import sys
-import time
 from datetime import datetime
 
 import pytest
@@ -248,10 +247,8 @@ def test_sender_killed_while_typing_loses_nothing_and_frees_the_lock(fleet):
     assert out == f"sent message 1 to member {member}\n".encode()  # the id was printed before typing
 
     session = fleet.cafleet("member", "show", str(member), "--json").json()["placement"]["session"]
-    started = time.monotonic()
-    with pane_lock(config.lock_dir(fleet.db), "tmux", session, pane, 0):  # free at once
+    with pane_lock(config.lock_dir(fleet.db), "tmux", session, pane, 0):  # free at once (timeout 0: one try)
         pass
-    assert time.monotonic() - started < 0.5
     assert fleet.notified_at(1) is None
     assert fleet.submits(member) == []
     assert fleet.cafleet("message", "show", "1", "--json").json()["text"] == "owed task"

@@ -52,7 +52,7 @@ DELIVERY = SEND | {
     "threading", "token", "tokenize", "typing", "typing.io", "typing.re", "unicodedata", "warnings", "weakref",
     "urllib", "urllib.parse", "ipaddress",  # imported by pathlib (delivery/lock.py)
 }
-WAIT = DELIVERY | {"cafleet.delivery.inbox"}
+WAIT = DELIVERY | {"cafleet.delivery.inbox", "cafleet.store.changes"}  # changes: the wake-up primitive
 
 
 def bare_modules(env) -> set[str]:

@@ -45,7 +45,7 @@ class Worker:
                                          env=env, stdout=out, stderr=subprocess.PIPE)
 
     def finish(self) -> list[dict]:
-        _, err = self.proc.communicate(timeout=50)
+        _, err = self.proc.communicate(timeout=360)  # the timeouts only bound a failure
         assert (self.proc.returncode, err) == (0, b""), err.decode()
         return [json.loads(line) for line in self.out.read_bytes().splitlines()]
 
@@ -62,17 +62,22 @@ class Listener:
         self.proc = subprocess.Popen([sys.executable, "-m", "cafleet", "message", "listen", str(member), "--json"],
                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.lines: list[dict] = []
+        self.end: dict | None = None  # the last line, printed when the stream ends
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 
     def _read(self) -> None:
         for line in self.proc.stdout:
-            self.lines.append(json.loads(line))
+            item = json.loads(line)
+            if item.get("event") == "end":
+                self.end = item
+            else:
+                self.lines.append(item)
 
     def stop(self) -> tuple[int, bytes]:
         self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=10)
-        self.thread.join(timeout=10)
+        self.proc.wait(timeout=60)
+        self.thread.join(timeout=60)
         return self.proc.returncode, self.proc.stderr.read()
 
     def kill(self) -> None:
@@ -99,7 +104,7 @@ def test_many_processes_lose_nothing_duplicate_nothing_and_never_report_a_lock(e
     share = Counter(recipient for _, recipient in expected.values())
 
     listeners = [Listener(env, listened) for _ in range(LISTENERS)]
-    receiving = {m: Worker(env, tmp_path, "receive", str(m), str(share[m]), "--deadline", "45") for m in receivers}
+    receiving = {m: Worker(env, tmp_path, "receive", str(m), str(share[m]), "--deadline", "300") for m in receivers}
     polling = [Worker(env, tmp_path, "poll", str(receivers[i]), str(stop_polling)) for i in range(POLLERS)]
     sending = [Worker(env, tmp_path, "send", str(sender), ",".join(map(str, to)), str(PER_SENDER), tag)
                for tag, (sender, to) in plan.items()]
@@ -107,7 +112,8 @@ def test_many_processes_lose_nothing_duplicate_nothing_and_never_report_a_lock(e
         sent = [record for w in sending for record in w.finish()]
         received = {m: w.finish() for m, w in receiving.items()}
         for listener in listeners:
-            wait_for(lambda listener=listener: len(listener.lines) >= share[listened], timeout=20, what="every listened message")
+            wait_for(lambda listener=listener: len(listener.lines) >= share[listened], timeout=120,
+                     what="every listened message")
         stop_polling.touch()
         polled = [w.finish() for w in polling]
         stopped = [listener.stop() for listener in listeners]
@@ -139,6 +145,7 @@ def test_many_processes_lose_nothing_duplicate_nothing_and_never_report_a_lock(e
     to_listened = [r[0] for r in rows if r[2] == listened]
     for listener, (code, err) in zip(listeners, stopped):
         assert (code, err) == (0, b"")
+        assert listener.end == {"event": "end", "reason": "stopped by SIGTERM"}
         assert [line["message_id"] for line in listener.lines] == to_listened
         assert all(line["text"] == by_id[line["message_id"]][3] for line in listener.lines)
 

@@ -64,7 +64,7 @@ def test_held_lock_times_out_within_the_bound(holder, lock_dir):
         with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=0.3):
             pytest.fail("the lock was taken while another process holds it")
     waited = time.monotonic() - started
-    assert 0.3 <= waited < 1.0
+    assert 0.3 <= waited < 30  # never early; the upper bound only tells "gave up" from "hung"
     assert str(caught.value) == (
         "the pane-input lock for pane %3 is still held by another cafleet process after 0.3 s; "
         "try again when that delivery has finished"
@@ -84,19 +84,18 @@ def test_killed_holder_frees_the_lock(holder, lock_dir):
     child = holder()
     os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=10)
-    started = time.monotonic()
-    with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=2):
-        assert time.monotonic() - started < 0.5
+    with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=0):  # one non-blocking try: free now
+        pass
 
 
 def test_waiter_gets_the_lock_when_the_holder_dies_mid_wait(holder, lock_dir):
     child = holder()
     killer = subprocess.Popen(["sh", "-c", f"sleep 0.3 && kill -KILL {child.pid}"])
     started = time.monotonic()
-    with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=5):
+    with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=60):  # the timeout only bounds a failure
         waited = time.monotonic() - started
     killer.wait(timeout=10)
-    assert 0.25 <= waited < 1.5
+    assert waited >= 0.25  # it did wait for the holder, and got the lock without timing out
 
 
 def test_same_key_from_two_placements_shares_one_lock(holder, lock_dir):
@@ -118,9 +117,8 @@ def test_same_key_from_two_placements_shares_one_lock(holder, lock_dir):
 )
 def test_different_keys_do_not_block_each_other(holder, lock_dir, backend, session, pane):
     holder()
-    started = time.monotonic()
-    with pane_lock(lock_dir, backend, session, pane, timeout=2):
-        assert time.monotonic() - started < 0.5
+    with pane_lock(lock_dir, backend, session, pane, timeout=0):  # one non-blocking try: not blocked
+        pass
 
 
 def test_key_parts_cannot_run_together(lock_dir):

@@ -304,7 +304,7 @@ def test_a_herdr_that_never_answers_times_out_as_mux_error(tmp_path):
     started = time.monotonic()
     with pytest.raises(MuxError, match=r"herdr pane get did not answer within 0\.3 s"):
         herdr.pane_exists("w1:p1")
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # gave up well before the program's 30 s
 
 
 def test_binary_comes_from_cafleet_herdr_bin(herdr_env):

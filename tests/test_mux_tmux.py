@@ -307,7 +307,7 @@ def test_a_server_that_never_answers_times_out_as_mux_error(tmp_path):
             tmux.capture("%0")
         with pytest.raises(MuxError, match="did not answer"):
             tmux.kill("%0")
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 20  # gave up, did not wait for an answer
     finally:
         listener.close()
         os.unlink(path)

@@ -11,29 +11,28 @@ import time
 
 import pytest
 
+from tests.support.pause import default_sigint, held_commands
+
 
 @pytest.fixture
 def trio(build):
     return build.fleet()
 
 
+@pytest.fixture
+def held(tmp_path):
+    """``held(environ, point, *args)``: a real command paused at ``point`` (tests/support/pause.py)."""
+    yield from held_commands(tmp_path)
+
+
 def spawn(env, *args, **kwargs):
     return subprocess.Popen([sys.executable, "-m", "cafleet", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, **kwargs)
+                            stderr=subprocess.PIPE, preexec_fn=default_sigint, **kwargs)
 
 
 def cpu_seconds(pid: int) -> float:
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_until(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def messages_dump(store):
@@ -53,32 +52,27 @@ def test_wait_timeout_prints_nothing_and_exits_3(cli, trio):
     started = time.monotonic()
     result = cli("message", "wait", str(m2), "--timeout", "0.3")
     assert (result.code, result.out, result.err) == (3, "", "")
-    assert 0.3 <= time.monotonic() - started < 3
+    assert time.monotonic() - started >= 0.3  # never early; how late is load's business
 
 
-def test_wait_wakes_promptly_without_spinning(env, cli, trio):
+def test_wait_wakes_for_a_message_without_spinning(env, cli, trio, held):
+    """CPU is measured only once the wait stands in its loop (released from the pause
+    hook), so a slow start-up under load is never counted as waiting. How fast it wakes is
+    a benchmark's business (bench/); here it must wake, with the message."""
     _, _, (m1, m2) = trio
     quiet_env = {k: v for k, v in env.items() if k != "CAFLEET_WAIT_INTERVAL"}  # default interval
-    waiter = spawn(quiet_env, "message", "wait", str(m2), "--timeout", "30", "--json")
-    try:
-        time.sleep(1.0)  # let it start and settle into waiting
-        assert waiter.poll() is None
-        cpu_before, t_before = cpu_seconds(waiter.pid), time.monotonic()
-        time.sleep(2.0)
-        cpu_used = cpu_seconds(waiter.pid) - cpu_before
-        share = cpu_used / (time.monotonic() - t_before)
-        assert share < 0.01, f"waiting used {share:.2%} of a core"
-        sent = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "wake up", "--json").json()
-        t_sent = time.monotonic()
-        out, err = waiter.communicate(timeout=10)
-        latency = time.monotonic() - t_sent
-        assert waiter.returncode == 0, err
-        assert [r["message_id"] for r in json.loads(out)] == [sent["message_id"]]
-        assert latency < 0.5, f"wait woke {latency:.3f}s after the send"
-    finally:
-        if waiter.poll() is None:
-            waiter.kill()
-            waiter.wait()
+    waiter, release = held(quiet_env, "wait.empty", "message", "wait", str(m2), "--timeout", "600", "--json")
+    release()
+    cpu_before, t_before = cpu_seconds(waiter.pid), time.monotonic()
+    time.sleep(2.0)
+    assert waiter.poll() is None
+    cpu_used = cpu_seconds(waiter.pid) - cpu_before
+    share = cpu_used / (time.monotonic() - t_before)
+    assert share < 0.01, f"waiting used {share:.2%} of a core"
+    sent = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "wake up", "--json").json()
+    out, err = waiter.communicate(timeout=60)  # bounds a failure; the wait itself is for 600 s
+    assert waiter.returncode == 0, err
+    assert [r["message_id"] for r in json.loads(out)] == [sent["message_id"]]
 
 
 def test_wait_unknown_member(cli):
@@ -106,7 +100,7 @@ def test_listen_streams_oldest_first_then_new_and_changes_nothing(env, cli, trio
         cli("fleet", "delete", str(fleet_id))
         final = json.loads(listener.stdout.readline())
         assert final == {"event": "end", "reason": f"fleet {fleet_id} was deleted"}
-        assert listener.wait(timeout=10) == 0
+        assert listener.wait(timeout=60) == 0
         assert listener.stderr.read() == b""
     finally:
         if listener.poll() is None:
@@ -125,21 +119,30 @@ def test_listen_text_lines_and_deregistration(env, cli, trio, store):
 
         members.deregister_member(store, m2)
         assert listener.stdout.readline() == f"listen ended: member {m2} was deregistered\n".encode()
-        assert listener.wait(timeout=10) == 0
+        assert listener.wait(timeout=60) == 0
     finally:
         if listener.poll() is None:
             listener.kill()
             listener.wait()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_listen_ends_cleanly_on_signals(env, trio, sig):
+@pytest.mark.parametrize("sig, json_output", [(signal.SIGINT, False), (signal.SIGTERM, True)])
+def test_listen_ends_with_its_end_line_on_signals(env, cli, trio, sig, json_output):
     _, _, (m1, m2) = trio
-    listener = spawn(env, "message", "listen", str(m2))
-    time.sleep(0.8)
-    listener.send_signal(sig)
-    out, err = listener.communicate(timeout=10)
-    assert (listener.returncode, out, err) == (0, b"", b"")
+    listener = spawn(env, "message", "listen", str(m2), *(["--json"] if json_output else []))
+    try:
+        cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "first")
+        assert listener.stdout.readline()  # a line is out: the stream is running, its handlers set
+        listener.send_signal(sig)
+        out, err = listener.communicate(timeout=30)
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
+    name = signal.Signals(sig).name
+    end = (json.dumps({"event": "end", "reason": f"stopped by {name}"}, separators=(",", ":")) if json_output
+           else f"listen ended: stopped by {name}")
+    assert (listener.returncode, out.decode(), err) == (0, end + "\n", b"")
 
 
 def test_listen_ends_cleanly_when_stdout_closes(env, cli, trio):
@@ -153,7 +156,7 @@ def test_listen_ends_cleanly_when_stdout_closes(env, cli, trio):
         assert os.read(read_fd, 1000).startswith(b"[msg ")
         os.close(read_fd)
         cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "into the void")
-        assert listener.wait(timeout=10) == 0
+        assert listener.wait(timeout=60) == 0
         assert listener.stderr.read() == b""
     finally:
         if listener.poll() is None:

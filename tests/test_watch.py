@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -43,24 +42,27 @@ def fleet(env, cli, tmux_server, tmp_path):
     return fleet_id, created["director_member_id"], environ, add
 
 
-def test_dead_member_reported_within_two_intervals_and_once(fleet, store, tmux_server):
+def test_dead_member_reported_once(fleet, store, tmux_server, cli):
+    """How soon a death is seen is a matter of rounds and load (bench/ measures it); here
+    it must be seen, once, with the command to run."""
     fleet_id, director, environ, add = fleet
     member_id, pane, _ = add("doomed", store=store)
     stream = Stream(environ, fleet_id, "--interval", "0.5", "--idle-after", "600")
     try:
-        stream.drain_for(1.2)
+        note = cli("message", "send", "--from-member-id", str(member_id), "--to-member-id", str(director), "alive",
+                   "--json", environ=environ).json()
+        stream.wait_event(lambda e: e["event"] == "message" and e["message_id"] == note["message_id"], timeout=60)
+        stream.drain_for(1.2)  # the stream is running: a few rounds with the pane alive
         assert stream.count("dead", member_id) == 0
         tmux_server.run("kill-pane", "-t", pane)
-        killed = time.monotonic()
-        dead = stream.wait_event(lambda e: e["event"] == "dead" and e["member_id"] == member_id, timeout=5)
-        assert time.monotonic() - killed <= 2 * 0.5 + 1.0  # two intervals plus process overhead
+        dead = stream.wait_event(lambda e: e["event"] == "dead" and e["member_id"] == member_id, timeout=60)
         assert dead["fleet_id"] == fleet_id and dead["command"] == f"cafleet member delete {member_id}"
         assert dead["detail"] == f"pane {pane} is gone"
         stream.drain_for(1.5)
         assert stream.count("dead", member_id) == 1
     finally:
         assert stream.stop() == 0
-    assert stream.events[-1]["event"] == "end" and stream.events[-1]["detail"] == "watch ended: stopped"
+    assert stream.events[-1]["event"] == "end" and stream.events[-1]["detail"] == "watch ended: stopped by SIGTERM"
 
 
 def test_idle_once_per_episode(fleet, store, cli):
@@ -81,6 +83,26 @@ def test_idle_once_per_episode(fleet, store, cli):
         assert stream.count("idle", member_id) == 2
     finally:
         stream.stop()
+
+
+def test_activity_between_two_rounds_starts_a_new_idle_episode(fleet, store, cli, db_path):
+    """The rounds are driven by hand (no clock in the way): with ``idle_after`` 0 the member
+    is idle in every round, and a message it sends between two rounds still ends the first
+    episode, so the second round reports a new one."""
+    from cafleet.delivery.watch import Watcher
+
+    fleet_id, director, environ, add = fleet
+    member_id, _, _ = add("napper", store=store)
+    seen = []
+    watcher = Watcher(store, environ, db_path, fleet_id, 5.0, 0.0, seen.append)
+    watcher.members_round()
+    watcher.members_round()
+    assert [(e["event"], e["member_id"]) for e in seen] == [("idle", member_id)]  # once per episode
+    cli("message", "send", "--from-member-id", str(member_id), "--to-member-id", str(director), "back",
+        environ=environ)
+    watcher.members_round()
+    watcher.members_round()
+    assert [(e["event"], e["member_id"]) for e in seen] == [("idle", member_id), ("idle", member_id)]
 
 
 def test_blocked_pane_reported(fleet, store, tmux_server):
@@ -154,19 +176,20 @@ def test_survives_busy_database_and_member_deleted(fleet, store, cli, db_path, t
                "--json", environ=environ).json()
     assert sent["notified"] is False
     tmux_server.run("send-keys", "-t", pane, "1", "Enter")  # healthy again, preview still owed
-    holder = subprocess.Popen(
+    holder = subprocess.Popen(  # holds the write lock until the test closes its stdin
         [sys.executable, "-c",
-         "import sqlite3,time\n"
+         "import sqlite3,sys\n"
          f"c=sqlite3.connect({db_path!r}, isolation_level=None)\n"
          "c.execute('BEGIN IMMEDIATE')\n"
-         "print('held', flush=True); time.sleep(3)\n"],
-        stdout=subprocess.PIPE)
+         "print('held', flush=True); sys.stdin.read()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert holder.stdout.readline() == b"held\n"
     stream = Stream(dict(environ, CAFLEET_BUSY_TIMEOUT="0.3"), fleet_id, "--interval", "0.5", "--idle-after", "600")
     try:
         busy = stream.wait_event(lambda e: e["event"] == "notify" and e["message_id"] == sent["message_id"])
         assert "locked by another process" in busy["detail"]
-        holder.wait(timeout=20)
+        holder.stdin.close()  # release the lock only once the busy retry was reported
+        holder.wait(timeout=60)
         stream.wait_event(lambda e: e["event"] == "notify" and "delivered on retry" in e["detail"], timeout=15)
         assert stream.proc.poll() is None
         assert cli("member", "delete", str(member_id), environ=environ).code == 0
@@ -178,7 +201,7 @@ def test_survives_busy_database_and_member_deleted(fleet, store, cli, db_path, t
         cli("fleet", "delete", str(fleet_id), environ=environ)
         end = stream.wait_event(lambda e: e["event"] == "end")
         assert end["detail"] == f"watch ended: fleet {fleet_id} was deleted"
-        assert stream.proc.wait(timeout=10) == 0
+        assert stream.proc.wait(timeout=60) == 0
     finally:
         if holder.poll() is None:
             holder.kill()

@@ -21,7 +21,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SCREENSHOT_TARGET = os.environ.get("CAFLEET_WEBUI_SCREENSHOT")  # read before the tests isolate CAFLEET_*
-WAIT_MS = 10_000
+WAIT_MS = 60_000  # bounds a failure only: every wait below ends as soon as its condition holds
 
 
 @pytest.fixture
@@ -65,6 +65,8 @@ def test_dashboard_shows_the_fleet_sends_as_director_and_updates_live(browser, s
 
     assert server.url == server.first_line.removeprefix("serving the cafleet WebUI at ")
     page = browser.new_page(viewport={"width": 1280, "height": 860})
+    page.set_default_timeout(WAIT_MS)  # actions (click, fill, inner_text) ...
+    expect.set_options(timeout=WAIT_MS)  # ... and the expects below that name no timeout
     page_errors = []
     page.on("pageerror", lambda error: page_errors.append(str(error)))
     page.goto(server.url)

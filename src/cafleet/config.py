@@ -162,6 +162,7 @@ ENVIRONMENT = (
     _s("CAFLEET_FLEET_ID", "text", None, "the member's fleet id, set in each member's pane", audience="pane"),
     _s("CAFLEET_TEST_PAUSE_AT", "text", None, "fault injection: stop at this named point", audience="test"),
     _s("CAFLEET_TEST_PAUSE_FILE", "text", None, "fault injection: where the pause is announced", audience="test"),
+    _s("CAFLEET_TEST_PAUSE_UNTIL", "text", None, "fault injection: carry on once this file exists", audience="test"),
     _s("CAFLEET_STANDIN_RECORD_DIR", "text", None, "stand-in agent: where it records what it received",
        audience="test"),
     _s("CAFLEET_STANDIN_AUTO_REPLY", "text", None, "stand-in agent: 1 replies to every message", audience="test"),

@@ -24,7 +24,13 @@ The points, in the order a command reaches them (tests/test_crash.py kills at ea
 ``create.patched``      the pane id is recorded, the lock released, nothing printed yet
 ``delete.killed``       under the pane lock, the pane is closed, the member not yet
                         deregistered
+``wait.empty``          ``message wait`` read its inbox and found nothing, its wait for
+                        a change not begun
 =====================  =========================================================
+
+With ``CAFLEET_TEST_PAUSE_UNTIL=<path>`` as well, the paused process carries on once that
+file exists instead of sleeping for good: a test can act exactly while the command stands
+at the point (tests/test_wake.py commits a message in the window of ``wait.empty``).
 
 Two of them sit inside the broker's write transactions (``send.before_commit``,
 ``ack.before_commit``). The broker does no I/O but the database's, and this hook keeps
@@ -39,10 +45,12 @@ import os
 
 PAUSE_AT = "CAFLEET_TEST_PAUSE_AT"
 PAUSE_FILE = "CAFLEET_TEST_PAUSE_FILE"
+PAUSE_UNTIL = "CAFLEET_TEST_PAUSE_UNTIL"
 
 
 def pause_point(name: str) -> None:
-    """Stop here for good when ``CAFLEET_TEST_PAUSE_AT`` names this point; else return."""
+    """Stop here when ``CAFLEET_TEST_PAUSE_AT`` names this point (for good, or until the
+    file named by ``CAFLEET_TEST_PAUSE_UNTIL`` exists); else return."""
     if os.environ.get(PAUSE_AT) != name:
         return
     import sys
@@ -56,5 +64,8 @@ def pause_point(name: str) -> None:
     else:
         sys.stderr.write(line)
         sys.stderr.flush()
-    while True:  # until SIGKILL (or any signal that ends the process)
-        time.sleep(3600)
+    release = os.environ.get(PAUSE_UNTIL)
+    while True:  # until SIGKILL (or any signal that ends the process), or the release file
+        if release and os.path.exists(release):
+            return
+        time.sleep(0.01 if release else 3600)

@@ -36,7 +36,7 @@ class Stream:
             self.events.append(json.loads(line))
         return True
 
-    def wait_event(self, predicate, timeout=15.0):
+    def wait_event(self, predicate, timeout=60.0):  # the timeout only bounds a failure
         deadline = time.monotonic() + timeout
         while True:
             for item in self.events:
@@ -59,7 +59,7 @@ class Stream:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()

@@ -98,13 +98,13 @@ class SSEReader:
             self.opened.set()
             self.ended.set()
 
-    def next(self, timeout: float = 5.0) -> tuple[str, dict]:
+    def next(self, timeout: float = 30.0) -> tuple[str, dict]:  # the timeout only bounds a failure
         try:
             return self.events.get(timeout=timeout)
         except queue.Empty:
             pytest.fail(f"no server-sent event within {timeout} s")
 
-    def take(self, count: int, timeout: float = 5.0) -> list[tuple[str, dict]]:
+    def take(self, count: int, timeout: float = 30.0) -> list[tuple[str, dict]]:
         return [self.next(timeout) for _ in range(count)]
 
     def quiet(self, seconds: float) -> bool:

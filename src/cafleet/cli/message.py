@@ -66,7 +66,7 @@ def wait(ctx, member_id, timeout):
     interval = inbox.check_interval(ctx.environ)  # every setting is checked before any typing
     settings = drain.Settings(ctx.environ, ctx.db_path)
     store = ctx.store()
-    messages.require_member(store, member_id)
+    inbox.require_receiving(store, member_id)  # a member that can no longer receive: exit 1 at once
     for outcome in drain.retry_fleet(store, settings, member_id):
         _diagnose(ctx, outcome)
     records = inbox.wait_for_messages(store, member_id, timeout, interval)
@@ -83,8 +83,7 @@ def listen(ctx, member_id):
 
     interval = inbox.check_interval(ctx.environ)
     reason = inbox.listen(ctx.store(), member_id, lambda record: ctx.out(line(record)), interval)
-    if reason:
-        ctx.out(render.to_json({"event": "end", "reason": reason}) if ctx.json else f"listen ended: {reason}")
+    ctx.out(render.to_json({"event": "end", "reason": reason}) if ctx.json else f"listen ended: {reason}")
 
 
 def _diagnose(ctx, outcome):

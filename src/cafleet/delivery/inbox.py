@@ -1,23 +1,26 @@
 """Blocking reads of a member's inbox: ``message wait`` and ``message listen``.
 
-Neither spins: between checks the process sleeps, and a check is one ``PRAGMA
-data_version`` read (it changes only when another connection commits), so a waiting
-process costs a few microseconds of CPU per check. The check interval bounds how soon a
-message from another process is seen (default 0.05 s, ``CAFLEET_WAIT_INTERVAL``).
+Neither spins: both wait on :class:`cafleet.store.changes.Changes`, whose baseline is
+taken before each read it guards, so a message committed between a read and the wait
+that follows it wakes the reader at its next check. Between checks the process sleeps, and a check
+is one ``PRAGMA data_version`` read (a few microseconds of CPU). The check interval
+bounds how soon a message from another process is seen (default 0.05 s,
+``CAFLEET_WAIT_INTERVAL``).
+
+Both end when their member can no longer receive: ``wait`` with an error (exit 1),
+``listen`` with its end line.
 """
 
 from __future__ import annotations
 
-import signal
 import time
 
 from cafleet.broker import messages
+from cafleet.errors import Conflict
+from cafleet.faults import pause_point
+from cafleet.store.changes import Changes, StopRequests, Stopped
 
 DEFAULT_INTERVAL = 0.05
-
-
-class _Stop(Exception):
-    pass
 
 
 def check_interval(environ) -> float:
@@ -27,66 +30,60 @@ def check_interval(environ) -> float:
     return min(max(value, 0.005), 5.0)
 
 
-def _data_version(store) -> int:
-    return store.execute("PRAGMA data_version").fetchone()[0]
+def gone_reason(store, member_id: int) -> str | None:
+    """Why ``member_id`` can no longer receive messages, or None while it can."""
+    state, fleet_id = messages.member_standing(store, member_id)
+    if state == "deregistered":
+        return f"member {member_id} was deregistered"
+    if state == "fleet-deleted":
+        return f"fleet {fleet_id} was deleted"
+    return None
 
 
-def _changes(store, interval: float, deadline: float | None):
-    """Yield each time another connection has committed; stop at the deadline."""
-    version = _data_version(store)
-    while True:
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            time.sleep(min(interval, remaining))
-        else:
-            time.sleep(interval)
-        current = _data_version(store)
-        if current != version:
-            version = current
-            yield
+def require_receiving(store, member_id: int) -> None:
+    """Raise (exit 1) when ``member_id`` can no longer receive: nothing will ever arrive."""
+    reason = gone_reason(store, member_id)
+    if reason:
+        who = "it" if reason.startswith("member") else f"member {member_id}"
+        raise Conflict(f"{reason}, so {who} receives no more messages.",
+                       hint=f"`cafleet message poll {member_id}` still lists what it received.")
 
 
 def wait_for_messages(store, member_id: int, timeout: float | None, interval: float = DEFAULT_INTERVAL) -> list[dict]:
-    """Unacknowledged incoming messages as soon as there is one; [] after ``timeout``."""
+    """Unacknowledged incoming messages as soon as there is one; [] after ``timeout``.
+
+    Raises :class:`Conflict` as soon as the member is deregistered or its fleet deleted.
+    """
     deadline = None if timeout is None else time.monotonic() + timeout
-    records = messages.poll(store, member_id)
-    if records:
-        return records
-    for _ in _changes(store, interval, deadline):
+    changes = Changes(store, interval, deadline=deadline)  # baseline before the read
+    while True:
+        require_receiving(store, member_id)
         records = messages.poll(store, member_id)
         if records:
             return records
-    return []
+        pause_point("wait.empty")  # test-only hook (cafleet.faults): read, nothing found, not waiting yet
+        if not changes.wait():
+            return []
 
 
-def listen(store, member_id: int, emit, interval: float = DEFAULT_INTERVAL) -> str | None:
+def listen(store, member_id: int, emit, interval: float = DEFAULT_INTERVAL) -> str:
     """Emit each pending incoming message once, oldest first, then new ones as they come.
 
-    Read-only. Returns why the stream ended (member deregistered, fleet deleted) or None
-    when stopped by SIGINT/SIGTERM.
+    Read-only. Returns why the stream ended: member deregistered, fleet deleted, or
+    stopped by SIGINT/SIGTERM (taking effect between lines, never in the middle of one).
     """
-
-    def stop(signum, frame):
-        raise _Stop()
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        last_id = 0
-        changes = _changes(store, interval, None)
-        while True:
-            state, fleet_id = messages.member_standing(store, member_id)
-            if state == "deregistered":
-                return f"member {member_id} was deregistered"
-            if state == "fleet-deleted":
-                return f"fleet {fleet_id} was deleted"
-            for record in messages.pending_after(store, member_id, last_id):
-                emit(record)
-                last_id = max(last_id, record["message_id"])
-            next(changes)
-    except _Stop:
-        return None
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        with StopRequests() as stop:
+            changes = Changes(store, interval, stop=stop)  # baseline before the first read
+            last_id = 0
+            while True:
+                reason = gone_reason(store, member_id)
+                if reason:
+                    return reason
+                for record in messages.pending_after(store, member_id, last_id):
+                    emit(record)
+                    last_id = max(last_id, record["message_id"])
+                stop.check()
+                changes.wait()
+    except Stopped as stopped:  # outside the ``with``: a signal while it restores is caught too
+        return str(stopped)

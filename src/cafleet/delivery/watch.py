@@ -5,24 +5,22 @@ this process, so a restart may repeat the current state once but never invents a
 Each round (every ``interval`` seconds) inspects every member once (one multiplexer call
 per member for tmux) and retries previews owed for longer than one interval (each message
 at most once per interval). Between rounds, new messages for the Director are picked up
-within a fraction of a second by watching ``PRAGMA data_version`` (no busy loop).
+within a fraction of a second by waiting on :class:`cafleet.store.changes.Changes` (one
+``PRAGMA data_version`` per check, no busy loop). SIGINT/SIGTERM end the stream between
+rounds (never in the middle of typing a retried preview) with an ``end`` event.
 """
 
 from __future__ import annotations
 
-import signal
 import time
 
 from cafleet import clock
-from cafleet.broker import fleets, messages, notifications
+from cafleet.broker import activity, fleets, messages, notifications
 from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, DatabaseError
+from cafleet.store.changes import Changes, StopRequests, Stopped
 
 MESSAGE_CHECK = 0.25  # seconds between data_version checks for new Director messages
-
-
-class _Stop(Exception):
-    pass
 
 
 def event(kind: str, fleet_id: int, *, member_id=None, message_id=None, detail: str = "", command: str | None = None,
@@ -49,42 +47,36 @@ class Watcher:
         self.idle_after = idle_after
         self.emit = emit
         self.pool = supervision.MuxPool()
-        self.last_state: dict[int, str] = {}
+        self.last_state: dict[int, object] = {}
         self.retried_at: dict[int, float] = {}
         self.last_message_id = 0
         self.director = fleets.get_fleet(store, fleet_id)["director_member_id"]
         self.settings = drain.Settings(environ, db_path)  # validated before the stream starts
 
     def run(self) -> str:
-        """Stream until the fleet is deleted (returns why) or a signal stops it."""
-
-        def stop(signum, frame):
-            raise _Stop()
-
-        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        """Stream until the fleet is deleted or a signal stops it; returns why it ended."""
         try:
-            next_round = 0.0
-            version = None
-            while True:
-                try:
-                    if fleets.get_fleet(self.store, self.fleet_id)["deleted_at"] is not None:
-                        return f"fleet {self.fleet_id} was deleted"
-                    current = self.store.execute("PRAGMA data_version").fetchone()[0]
-                    if current != version:
-                        version = current
-                        self.director_messages()
-                    if time.monotonic() >= next_round:
-                        self.members_round()
-                        self.retry_stale()
-                        next_round = time.monotonic() + self.interval
-                except DatabaseError:
-                    pass  # busy database: try again next tick, never end the stream for it
-                time.sleep(MESSAGE_CHECK)
-        except _Stop:
-            return "stopped"
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            with StopRequests() as stop:
+                changes = Changes(self.store, MESSAGE_CHECK, stop=stop)  # baseline before the first read
+                unread = True  # the Director's inbox is owed a read (a failed read stays owed)
+                next_round = 0.0
+                while True:
+                    try:
+                        if unread:
+                            if fleets.get_fleet(self.store, self.fleet_id)["deleted_at"] is not None:
+                                return f"fleet {self.fleet_id} was deleted"
+                            self.director_messages()
+                            unread = False
+                        if time.monotonic() >= next_round:
+                            self.members_round()
+                            self.retry_stale()
+                            next_round = time.monotonic() + self.interval
+                        stop.check()
+                        unread = changes.wait(until=next_round) or unread
+                    except DatabaseError:
+                        stop.sleep(MESSAGE_CHECK)  # busy database: try again, never end the stream for it
+        except Stopped as stopped:  # outside the ``with``: a signal while it restores is caught too
+            return str(stopped)
 
     def director_messages(self) -> None:
         for record in messages.pending_after(self.store, self.director, self.last_message_id):
@@ -96,10 +88,13 @@ class Watcher:
     def members_round(self) -> None:
         states = supervision.fleet_states(self.store, self.fleet_id, self.pool, self.idle_after)
         for member_id, (state, detail) in states.items():
-            if state in ACTIONS and self.last_state.get(member_id) != state:
+            # An idle episode is named by the activity it follows, so activity and a new
+            # episode that both fall between two rounds still give a new idle event.
+            key = (state, activity.last_activity(self.store, member_id)) if state == supervision.IDLE else state
+            if state in ACTIONS and self.last_state.get(member_id) != key:
                 self.emit(event(state, self.fleet_id, member_id=member_id, detail=detail,
                                 command=ACTIONS[state].format(member_id=member_id)))
-            self.last_state[member_id] = state
+            self.last_state[member_id] = key
         for gone in set(self.last_state) - set(states):
             del self.last_state[gone]  # deregistered meanwhile: nothing more to report
 

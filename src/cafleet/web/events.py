@@ -2,10 +2,11 @@
 
 Any process may write the database (a CLI send, an ACK, a drain stamping a preview, a
 member being created), so the stream cannot rely on hearing about writes from this
-server. Instead each stream keeps its own connection and looks at ``PRAGMA
-data_version`` a few times a second; the value changes only when another connection has
-committed, so an idle fleet costs one trivial query per tick. When it changes, the stream
-diffs a cheap snapshot of the fleet:
+server. Instead each stream keeps its own connection and asks
+:class:`cafleet.store.changes.Changes` a few times a second whether another connection has
+committed (one ``PRAGMA data_version``; its baseline is taken inside the first snapshot,
+before anything is read), so an idle fleet costs one trivial query per tick. When it
+changes, the stream diffs a cheap snapshot of the fleet:
 
 - the highest message id seen → ``message`` events for every newer row;
 - the unacknowledged messages and whether each was notified → ``ack`` when one left the
@@ -32,6 +33,7 @@ from starlette.responses import StreamingResponse
 
 from cafleet.broker import timeline
 from cafleet.errors import CafleetError
+from cafleet.store.changes import Changes
 from cafleet.web import api
 
 BATCH = 500
@@ -45,7 +47,7 @@ class FleetWatch:
         self.store = store
         self.fleet_id = fleet_id
         with api.read_snapshot(store):
-            self.version = self._data_version()
+            self.changes = Changes(store, 0.0)  # baseline before the snapshot is read
             newest = timeline.fleet_timeline(store, fleet_id, limit=1)
             self.last_id = newest[0]["message_id"] if newest else 0
             self.open = timeline.fleet_open_messages(store, fleet_id)
@@ -53,17 +55,13 @@ class FleetWatch:
             self.states_at = time.monotonic()
             self.roster_key = _roster_key(api.fleet_view(store, fleet_id, self.states))
 
-    def _data_version(self) -> int:
-        return self.store.execute("PRAGMA data_version").fetchone()[0]
-
     def poll(self) -> list[tuple[str, dict]]:
         """Events since the last call; [] at once when nobody has committed meanwhile and
         the member states are not due for another look."""
         states_due = time.monotonic() - self.states_at >= STATE_INTERVAL
-        if self._data_version() == self.version and not states_due:
+        if not self.changes.changed() and not states_due:
             return []
         with api.read_snapshot(self.store):
-            self.version = self._data_version()
             if states_due:
                 self.states = api.member_states(self.store, self.fleet_id)
                 self.states_at = time.monotonic()

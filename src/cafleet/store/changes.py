@@ -1,0 +1,148 @@
+"""Waking up when another process commits: the one primitive behind ``message wait``,
+``message listen``, ``fleet watch`` and the WebUI event stream.
+
+``PRAGMA data_version`` is a per-connection counter that changes when *another* connection
+commits, so one check is one trivial query and a quiet database costs nothing else. The
+rule that makes it correct: take the baseline **before** the read it guards. A reader
+that reads first and takes the baseline afterwards never hears of a commit that lands in
+between, and can sleep forever next to a pending message. :class:`Changes` takes its
+baseline when it is created, so the pattern is always::
+
+    changes = Changes(store, interval)   # baseline first
+    while not (found := read()):         # then the read
+        if not changes.wait():           # any commit since the baseline wakes it
+            break                        # deadline passed
+
+:class:`StopRequests` turns SIGINT/SIGTERM into a stop request that a loop sees at its next
+safe point (while it sleeps between checks, never in the middle of printing a line or
+typing a preview); a second signal stops it wherever it is.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+
+class Stopped(BaseException):
+    """A stop was requested by a signal; ``name`` is ``SIGINT`` or ``SIGTERM``. Like
+    KeyboardInterrupt it is not an ``Exception``, so no ``except Exception`` swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+        super().__init__(f"stopped by {self.name}")
+
+
+class _Wake(BaseException):
+    pass
+
+
+class StopRequests:
+    """While entered, SIGINT and SIGTERM request a stop instead of ending the process
+    (a signal ignored on entry, like SIGINT in a shell's background job, stays ignored).
+
+    :meth:`sleep` is where a loop waits: a signal that arrives during it ends the sleep at
+    once and :meth:`sleep` raises :class:`Stopped`; a signal that arrives elsewhere is
+    remembered and raised by the next :meth:`sleep` (or :meth:`check`). A second signal
+    raises :class:`Stopped` immediately, wherever the loop is.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._sleeping = False
+        self._previous: dict = {}
+
+    def __enter__(self) -> StopRequests:
+        for sig in self.SIGNALS:
+            if signal.getsignal(sig) != signal.SIG_IGN:  # an ignored signal stays ignored (a background job)
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+
+    def _handle(self, signum, frame) -> None:
+        if self.signum is not None:
+            raise Stopped(self.signum)  # asked twice: stop now
+        self.signum = signum
+        if self._sleeping:
+            raise _Wake()
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise Stopped(self.signum)
+
+    def sleep(self, seconds: float) -> None:
+        try:
+            self._sleeping = True
+            try:
+                if self.signum is None:
+                    time.sleep(seconds)
+            finally:
+                self._sleeping = False
+        except _Wake:
+            pass
+        self.check()
+
+
+class Changes:
+    """Commits by other connections since the baseline, taken when this is created.
+
+    ``interval`` is the sleep between checks (one ``PRAGMA data_version`` each);
+    ``deadline`` (a :func:`time.monotonic` value) ends :meth:`wait`; ``stop`` (a
+    :class:`StopRequests`) makes the sleeps interruptible.
+    """
+
+    def __init__(self, store, interval: float, *, deadline: float | None = None,
+                 stop: StopRequests | None = None) -> None:
+        self.store = store
+        self.interval = interval
+        self.deadline = deadline
+        self.stop = stop
+        self.version = self._data_version()
+
+    def _data_version(self) -> int:
+        return self.store.execute("PRAGMA data_version").fetchone()[0]
+
+    def changed(self) -> bool:
+        """Whether another connection committed since the last check (no sleep); moves the
+        baseline, so the caller must read after this returns True."""
+        current = self._data_version()
+        if current == self.version:
+            return False
+        self.version = current
+        return True
+
+    def wait(self, until: float | None = None) -> bool:
+        """Sleep until another connection commits (True) or until ``until`` or the deadline
+        passes (False). Raises :class:`Stopped` on a stop request.
+
+        It sleeps before it looks: a commit since the baseline is seen by the first check,
+        one interval later, and a reader fed by a steady stream of commits still reads at
+        most once per interval instead of spinning."""
+        ends = [t for t in (until, self.deadline) if t is not None]
+        end = min(ends) if ends else None
+        while True:
+            if end is None:
+                nap = self.interval
+            else:
+                remaining = end - time.monotonic()
+                if remaining <= 0:
+                    return False
+                nap = min(self.interval, remaining)
+            if self.stop is not None:
+                self.stop.sleep(nap)
+            else:
+                time.sleep(nap)
+            if self.changed():
+                return True
+
+    def __iter__(self):
+        """Yield once per change until the deadline."""
+        while self.wait():
+            yield
