@@ -177,3 +177,80 @@ def test_listen_started_with_sigint_ignored_keeps_ignoring_it(env, cli, trio):
             listener.kill()
             listener.wait()
     assert (listener.returncode, out, err) == (0, b"listen ended: stopped by SIGTERM\n", b"")
+
+
+# --- the database file deleted or replaced under a running reader ---------------------------
+
+def replace_file(db_path, how):
+    """Delete the database (move it away) or put another file in its place."""
+    import os
+    import shutil
+
+    moved = db_path + ".moved"
+    os.replace(db_path, moved)
+    if how == "replaced":
+        shutil.copyfile(moved, db_path)
+        return "was replaced by another file"
+    return "was deleted"
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_wait_stops_when_its_database_file_is_deleted_or_replaced(env, db_path, trio, held, how):
+    _, _, (_, m2) = trio
+    waiter, release = held(env, "wait.empty", "message", "wait", str(m2), "--timeout", "600")
+    said = replace_file(db_path, how)
+    release()
+    out, err = finish(waiter, "message wait on a deleted or replaced database")
+    assert (waiter.returncode, out) == (1, b"")
+    assert err.decode() == f"Error: database {db_path} {said} while this command was running; it stopped.\n"
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_listen_and_watch_end_with_their_line_when_the_database_file_goes(env, cli, db_path, trio, how):
+    fleet_id, director, (m1, m2) = trio
+    assert cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "first").code == 0
+    assert cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(director), "report").code == 0
+    listener = spawn(env, "message", "listen", str(m2), "--json")
+    watcher = spawn(env, "fleet", "watch", str(fleet_id), "--json")
+    # each has printed its first line, so each stands in its loop on the file it opened
+    assert json.loads(listener.stdout.readline())["text"] == "first"
+    assert json.loads(watcher.stdout.readline())["event"] == "message"
+    said = replace_file(db_path, how)
+    out, err = finish(listener, "message listen on a deleted or replaced database")
+    assert (listener.returncode, err) == (0, b"")
+    assert json.loads(out.decode().splitlines()[-1]) == {
+        "event": "end", "reason": f"database {db_path} {said} while this command was running; it stopped"}
+    out, err = finish(watcher, "fleet watch on a deleted or replaced database")
+    assert watcher.returncode == 0, err
+    end = json.loads(out.decode().splitlines()[-1])
+    assert end["event"] == "end"
+    assert end["detail"].endswith(f"database {db_path} {said} while this command was running; it stopped")
+
+
+def test_server_stops_rather_than_serve_another_file(env, db_path, trio):
+    from tests.support.web_server import ServerProcess, free_port
+
+    server = ServerProcess(env, "--port", str(free_port()))
+    try:
+        assert server.url, server.first_line
+        import urllib.request
+
+        with urllib.request.urlopen(f"{server.url}api/fleets", timeout=30) as answer:
+            assert answer.status == 200
+        said = replace_file(db_path, "deleted")
+        try:
+            urllib.request.urlopen(f"{server.url}api/fleets", timeout=30)
+            pytest.fail("the server answered from a deleted database")
+        except urllib.error.HTTPError as refused:
+            assert refused.code == 503
+        server.proc.wait(timeout=30)  # it stops by itself
+        out, err = server.proc.communicate(timeout=10)
+    finally:
+        if server.proc.poll() is None:
+            server.stop()
+    assert server.proc.returncode == 1
+    assert err.decode().strip().splitlines()[-1] == (
+        f"Error: database {db_path} {said} while this command was running; it stopped.")
+    import os
+
+    assert not os.path.exists(db_path), "the server created a new empty database in the old one's place"

@@ -70,6 +70,11 @@ class DatabaseError(CafleetError):
     """The database file cannot be used (diagnosis refused it, it is locked, unreadable)."""
 
 
+class DatabaseGone(DatabaseError):
+    """The database file was deleted or replaced under a running command: its open
+    connection reads a file nobody else sees, so the command stops."""
+
+
 class NotFound(CafleetError):
     """An id that names nothing."""
 

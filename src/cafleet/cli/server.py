@@ -159,6 +159,14 @@ def _serve(ctx, sock: socket.socket, host: str, port: int, loopback: bool, limit
         )
     )
     config.stopping = lambda: uv_server.should_exit  # event streams end so shutdown is prompt
+    gone: list[Exception] = []
+
+    def database_gone(error: Exception) -> None:  # the file was deleted or replaced: stop serving
+        if not gone:
+            gone.append(error)
+        uv_server.should_exit = True
+
+    config.gone = database_gone
     if not loopback:
         ctx.err(
             f"Warning: {_authority(host, port)} is not a loopback address; the WebUI has no login, so anyone "
@@ -173,3 +181,5 @@ def _serve(ctx, sock: socket.socket, host: str, port: int, loopback: bool, limit
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if gone:
+        raise gone[0]  # one line, exit 1: the WebUI stopped rather than serve another file

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 
 from cafleet.broker import messages
-from cafleet.errors import Conflict
+from cafleet.errors import Conflict, DatabaseGone
 from cafleet.faults import pause_point
 from cafleet.store.changes import Changes, StopRequests, Stopped
 
@@ -69,8 +69,9 @@ def wait_for_messages(store, member_id: int, timeout: float | None, interval: fl
 def listen(store, member_id: int, emit, interval: float = DEFAULT_INTERVAL) -> str:
     """Emit each pending incoming message once, oldest first, then new ones as they come.
 
-    Read-only. Returns why the stream ended: member deregistered, fleet deleted, or
-    stopped by SIGINT/SIGTERM (taking effect between lines, never in the middle of one).
+    Read-only. Returns why the stream ended: member deregistered, fleet deleted, the
+    database file deleted or replaced, or stopped by SIGINT/SIGTERM (taking effect between
+    lines, never in the middle of one).
     """
     try:
         with StopRequests() as stop:
@@ -87,3 +88,5 @@ def listen(store, member_id: int, emit, interval: float = DEFAULT_INTERVAL) -> s
                 changes.wait()
     except Stopped as stopped:  # outside the ``with``: a signal while it restores is caught too
         return str(stopped)
+    except DatabaseGone as gone:
+        return str(gone).rstrip(".")

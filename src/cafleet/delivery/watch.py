@@ -17,7 +17,7 @@ import time
 from cafleet import clock
 from cafleet.broker import activity, fleets, messages, notifications
 from cafleet.delivery import drain, supervision
-from cafleet.errors import CafleetError, DatabaseError
+from cafleet.errors import CafleetError, DatabaseError, DatabaseGone
 from cafleet.store.changes import Changes, StopRequests, Stopped
 
 MESSAGE_CHECK = 0.25  # seconds between data_version checks for new Director messages
@@ -73,6 +73,8 @@ class Watcher:
                             next_round = time.monotonic() + self.interval
                         stop.check()
                         unread = changes.wait(until=next_round) or unread
+                    except DatabaseGone as gone:
+                        return str(gone).rstrip(".")
                     except DatabaseError:
                         stop.sleep(MESSAGE_CHECK)  # busy database: try again, never end the stream for it
         except Stopped as stopped:  # outside the ``with``: a signal while it restores is caught too

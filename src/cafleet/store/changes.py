@@ -104,9 +104,15 @@ class Changes:
         self.interval = interval
         self.deadline = deadline
         self.stop = stop
+        self._check_file = getattr(store, "check_file", None)
         self.version = self._data_version()
 
     def _data_version(self) -> int:
+        """The counter, after checking that the path still names the file this store opened
+        (one ``stat``): a database deleted or replaced under a waiting reader raises
+        :class:`~cafleet.errors.DatabaseGone` instead of leaving it to wait on a ghost."""
+        if self._check_file is not None:
+            self._check_file()
         return self.store.execute("PRAGMA data_version").fetchone()[0]
 
     def changed(self) -> bool:

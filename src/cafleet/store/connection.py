@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 from cafleet import clock
-from cafleet.errors import DatabaseError
+from cafleet.errors import DatabaseError, DatabaseGone
 from cafleet.store import diagnosis, faults, schema, sqlite as sqlite3
 
 DEFAULT_BUSY_TIMEOUT = 5.0
@@ -79,10 +79,10 @@ def file_identity(path: str):
     return (stat.st_dev, stat.st_ino)
 
 
-def replaced_error(path: str) -> DatabaseError:
+def replaced_error(path: str) -> DatabaseGone:
     if file_identity(path) is None:
-        return DatabaseError(f"database {path} was deleted while this command was running; it stopped.")
-    return DatabaseError(f"database {path} was replaced by another file while this command was running; it stopped.")
+        return DatabaseGone(f"database {path} was deleted while this command was running; it stopped.")
+    return DatabaseGone(f"database {path} was replaced by another file while this command was running; it stopped.")
 
 
 class _WriteQueue:

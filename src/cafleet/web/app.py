@@ -27,7 +27,7 @@ from starlette.staticfiles import StaticFiles
 from cafleet import config as settings
 from cafleet import errors
 from cafleet.store import sqlite as sqlite3
-from cafleet.store.connection import DEFAULT_BUSY_TIMEOUT, Store, open_store, translate
+from cafleet.store.connection import DEFAULT_BUSY_TIMEOUT, Store, file_identity, open_store, replaced_error, translate
 from cafleet.web import api, events, graph, screens, security
 
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
@@ -42,6 +42,7 @@ class WebConfig:
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT
     stopping: Callable[[], bool] = lambda: False  # the server is shutting down: end event streams
+    gone: Callable[[Exception], None] = lambda error: None  # the database file was deleted or replaced
     poll_interval: float = 0.25  # how often an event stream looks at PRAGMA data_version
     keepalive_interval: float = 15.0  # a comment line on an idle event stream
 
@@ -49,10 +50,13 @@ class WebConfig:
 class StorePool:
     """A few validated connections reused across requests (diagnosis runs once per connection)."""
 
-    def __init__(self, db_path: str, busy_timeout: float, keep: int = 4) -> None:
+    def __init__(self, db_path: str, busy_timeout: float, keep: int = 4,
+                 gone: Callable[[Exception], None] | None = None) -> None:
         self.db_path = db_path
         self.busy_timeout = busy_timeout
         self.keep = keep
+        self.identity = file_identity(db_path)  # the file `cafleet server` diagnosed at start-up
+        self.gone = gone
         self._idle: list[Store] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -64,8 +68,19 @@ class StorePool:
         drops the locks of this process's other connections)."""
         return open_store(self.db_path, self.busy_timeout)
 
+    def check_file(self) -> None:
+        """Refuse to serve once the path names another file (or none): a new connection
+        would open, or create, a file the fleet's processes do not use, and a pooled one
+        reads a file nobody else sees. The server is told to stop."""
+        if file_identity(self.db_path) != self.identity:
+            error = replaced_error(self.db_path)
+            if self.gone is not None:
+                self.gone(error)
+            raise error
+
     @contextmanager
     def borrow(self) -> Iterator[Store]:
+        self.check_file()
         with self._lock:
             store = self._idle.pop() if self._idle else None
         if store is None:
@@ -180,7 +195,7 @@ async def _no_icon(request: Request) -> Response:
 def create_app(config: WebConfig) -> Starlette:
     """The ASGI application over ``config.db_path``, which the caller has diagnosed with
     ``open_store`` before listening, so a refused file never gets a server."""
-    pool = StorePool(config.db_path, config.busy_timeout)
+    pool = StorePool(config.db_path, config.busy_timeout, gone=lambda error: config.gone(error))
 
     @asynccontextmanager
     async def lifespan(app):
