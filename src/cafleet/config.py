@@ -326,26 +326,15 @@ def markdown() -> str:
 
 def replace_table(readme: str) -> str:
     """``readme`` with the text between the markers replaced by :func:`markdown`."""
-    start, end = readme.index(TABLE_START), readme.index(TABLE_END)
-    return readme[: start + len(TABLE_START)] + "\n\n" + markdown() + "\n\n" + readme[end:]
+    from cafleet.readme import replace_section
+
+    return replace_section(readme, TABLE_START, TABLE_END, markdown())
 
 
 def _main(argv: list[str]) -> int:
-    import sys
+    from cafleet.readme import generator_main
 
-    if argv == ["--markdown"]:
-        sys.stdout.write(markdown() + "\n")
-        return 0
-    if len(argv) == 2 and argv[0] == "--write-readme":
-        with open(argv[1], encoding="utf-8") as handle:
-            text = handle.read()
-        updated = replace_table(text)
-        if updated != text:
-            with open(argv[1], "w", encoding="utf-8") as handle:
-                handle.write(updated)
-        return 0
-    print("usage: python -m cafleet.config --markdown | --write-readme README.md", file=sys.stderr)
-    return 2
+    return generator_main(argv, "cafleet.config", markdown, replace_table)
 
 
 if __name__ == "__main__":

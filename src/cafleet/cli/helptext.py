@@ -188,26 +188,15 @@ def reference_markdown() -> str:
 
 def replace_reference(readme: str) -> str:
     """``readme`` with the text between the markers replaced by :func:`reference_markdown`."""
-    start, end = readme.index(REFERENCE_START), readme.index(REFERENCE_END)
-    return readme[: start + len(REFERENCE_START)] + "\n\n" + reference_markdown() + "\n\n" + readme[end:]
+    from cafleet.readme import replace_section
+
+    return replace_section(readme, REFERENCE_START, REFERENCE_END, reference_markdown())
 
 
 def _main(argv: list[str]) -> int:
-    import sys
+    from cafleet.readme import generator_main
 
-    if argv == ["--markdown"]:
-        sys.stdout.write(reference_markdown() + "\n")
-        return 0
-    if len(argv) == 2 and argv[0] == "--write-readme":
-        with open(argv[1], encoding="utf-8") as handle:
-            text = handle.read()
-        updated = replace_reference(text)
-        if updated != text:
-            with open(argv[1], "w", encoding="utf-8") as handle:
-                handle.write(updated)
-        return 0
-    print("usage: python -m cafleet.cli.helptext --markdown | --write-readme README.md", file=sys.stderr)
-    return 2
+    return generator_main(argv, "cafleet.cli.helptext", reference_markdown, replace_reference)
 
 
 if __name__ == "__main__":
