@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs cafleet into ./.venv, plus the system packages it needs (tmux).
-# Usage: bash scripts/install.sh [--test]   (--test also installs the test dependencies
-# and Debian's chromium for the WebUI browser tests)
+# Usage: bash scripts/install.sh [--test]   (--test also installs the test dependencies,
+# Debian's chromium for the WebUI browser tests and postgresql + libpq5 for the PostgreSQL
+# store's tests; CAFLEET_POSTGRES=1 installs the postgres extra and libpq5 without tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,12 @@ apt_packages=()
 command -v tmux >/dev/null 2>&1 || apt_packages+=(tmux)
 if [ "$with_tests" = 1 ]; then
   command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)
+  # A real PostgreSQL server for the tests of the PostgreSQL store (they start their own cluster).
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)
+fi
+# libpq, which psycopg (the postgres extra, and the test extra) loads.
+if [ "$with_tests" = 1 ] || [ "${CAFLEET_POSTGRES:-}" = 1 ]; then
+  ldconfig -p 2>/dev/null | grep -q 'libpq\.so\.5' || apt_packages+=(libpq5)
 fi
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
@@ -35,6 +42,8 @@ fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 if [ "$with_tests" = 1 ]; then
   .venv/bin/python -m pip install -q -e '.[test]'
+elif [ "${CAFLEET_POSTGRES:-}" = 1 ]; then
+  .venv/bin/python -m pip install -q '.[postgres]'
 else
   .venv/bin/python -m pip install -q .
 fi

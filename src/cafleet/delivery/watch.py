@@ -5,7 +5,8 @@ this process, so a restart may repeat the current state once but never invents a
 Each round (every ``interval`` seconds) inspects every member once (one multiplexer call
 per member for tmux) and retries previews owed for longer than one interval (each message
 at most once per interval). Between rounds, new messages for the Director are picked up
-within a fraction of a second by watching ``PRAGMA data_version`` (no busy loop).
+within a fraction of a second by the store's change waiter (``PRAGMA data_version`` on
+SQLite, LISTEN/NOTIFY on PostgreSQL; no busy loop).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from cafleet.broker import fleets, messages, notifications
 from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, DatabaseError
 
-MESSAGE_CHECK = 0.25  # seconds between data_version checks for new Director messages
+MESSAGE_CHECK = 0.25  # seconds between checks for new Director messages (SQLite) and member rounds
 
 
 class _Stop(Exception):
@@ -62,27 +63,31 @@ class Watcher:
             raise _Stop()
 
         previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        waiter = None
         try:
             next_round = 0.0
-            version = None
+            changed = True
             while True:
                 try:
+                    if waiter is None:
+                        waiter = self.store.change_waiter(MESSAGE_CHECK)  # before the reads it guards
+                        changed = True
                     if fleets.get_fleet(self.store, self.fleet_id)["deleted_at"] is not None:
                         return f"fleet {self.fleet_id} was deleted"
-                    current = self.store.execute("PRAGMA data_version").fetchone()[0]
-                    if current != version:
-                        version = current
+                    if changed:
                         self.director_messages()
                     if time.monotonic() >= next_round:
                         self.members_round()
                         self.retry_stale()
                         next_round = time.monotonic() + self.interval
+                    changed = waiter.wait(time.monotonic() + MESSAGE_CHECK)
                 except DatabaseError:
-                    pass  # busy database: try again next tick, never end the stream for it
-                time.sleep(MESSAGE_CHECK)
+                    time.sleep(MESSAGE_CHECK)  # busy database: try again next tick, never end the stream for it
         except _Stop:
             return "stopped"
         finally:
+            if waiter is not None:
+                waiter.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
