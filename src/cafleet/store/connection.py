@@ -430,7 +430,12 @@ def _look_inside_zero_identity(conn: sqlite3.Connection, path: str, busy_timeout
 def add_auxiliary_indexes(store: Store) -> list[str]:
     """Create cafleet's auxiliary indexes that a file lacks (``cafleet setup``); returns
     the names created. One write transaction; the ledger and required shape are unchanged."""
-    problems = diagnosis.auxiliary_problems(store.conn)
+    if store.engine == "postgresql":
+        from cafleet.store import postgres
+
+        problems = postgres.auxiliary_problems(store)  # type: ignore[arg-type]
+    else:
+        problems = diagnosis.auxiliary_problems(store.conn)
     created = [name for name, problem in problems.items() if problem == "missing"]
     if created:
         with store.write():
