@@ -96,6 +96,14 @@ class DataVersionWaiter:
     def _data_version(self) -> int:
         return self.store.execute("PRAGMA data_version").fetchone()[0]
 
+    def changed(self) -> bool:
+        """Without sleeping: has another connection committed since the last look?"""
+        current = self._data_version()
+        if current == self.version:
+            return False
+        self.version = current
+        return True
+
     def wait(self, deadline: float | None) -> bool:
         import time
 

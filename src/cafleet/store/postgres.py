@@ -223,6 +223,8 @@ class PgStore:
         try:
             if params:
                 return self.conn.execute(dialect.postgres(sql, True), params)
+            if sql == "BEGIN":  # a read snapshot (the WebUI): one consistent view, as on SQLite
+                sql = "BEGIN ISOLATION LEVEL REPEATABLE READ"
             return self.conn.execute(dialect.postgres(sql, False))
         except psycopg.errors.IntegrityError:
             raise
@@ -303,12 +305,21 @@ def translate(exc: BaseException, where: str, busy_timeout: float) -> DatabaseEr
     return DatabaseError(f"database {where} failed: {first}.")
 
 
+class Connection(psycopg.Connection):
+    """psycopg's connection, also answering ``in_transaction`` as the SQLite driver's does
+    (the WebUI's read snapshots close an open transaction by that test)."""
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+
 def connect(url: str, busy_timeout: float, schema_name: str) -> psycopg.Connection:
     """An autocommit connection with keepalives, ``search_path`` set to the schema and
     ``lock_timeout`` to the busy timeout."""
     where = redact(url)
     try:
-        conn = psycopg.connect(url, autocommit=True, connect_timeout=max(2, int(busy_timeout) + 1), **KEEPALIVES)
+        conn = Connection.connect(url, autocommit=True, connect_timeout=max(2, int(busy_timeout) + 1), **KEEPALIVES)
     except psycopg.Error as exc:
         raise translate(exc, where, busy_timeout) from None
     try:
@@ -479,6 +490,23 @@ class NotifyWaiter:
             except (psycopg.OperationalError, DatabaseError):
                 self._drop()
                 time.sleep(min(0.5, max(0.0, (deadline or now + 1) - time.monotonic())))
+
+    def changed(self) -> bool:
+        """Without waiting (a millisecond at most): read again? A queued notification, the
+        fallback poll being due, or a connection that had to be re-established say yes."""
+        now = time.monotonic()
+        try:
+            if self.conn is None:
+                self._listen()
+                self.last_read = now
+                return True
+            if list(self.conn.notifies(timeout=0.001, stop_after=1)) or now - self.last_read >= FALLBACK_POLL:
+                self.last_read = now
+                return True
+        except (psycopg.OperationalError, DatabaseError):
+            self._drop()
+            return True
+        return False
 
     def _drop(self) -> None:
         if self.conn is not None:

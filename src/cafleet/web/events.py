@@ -2,10 +2,11 @@
 
 Any process may write the database (a CLI send, an ACK, a drain stamping a preview, a
 member being created), so the stream cannot rely on hearing about writes from this
-server. Instead each stream keeps its own connection and looks at ``PRAGMA
-data_version`` a few times a second; the value changes only when another connection has
-committed, so an idle fleet costs one trivial query per tick. When it changes, the stream
-diffs a cheap snapshot of the fleet:
+server. Instead each stream keeps its own connection and asks the store's change waiter a
+few times a second whether another connection has committed (SQLite: ``PRAGMA
+data_version``, one trivial query; PostgreSQL: a notification queued on its LISTEN
+connection, no query), so an idle fleet costs almost nothing per tick. When something
+changed, the stream diffs a cheap snapshot of the fleet:
 
 - the highest message id seen → ``message`` events for every newer row;
 - the unacknowledged messages and whether each was notified → ``ack`` when one left the
@@ -44,8 +45,8 @@ class FleetWatch:
     def __init__(self, store, fleet_id: int) -> None:
         self.store = store
         self.fleet_id = fleet_id
+        self.changes = store.change_waiter(0.0)  # its baseline comes before the snapshot
         with api.read_snapshot(store):
-            self.version = self._data_version()
             newest = timeline.fleet_timeline(store, fleet_id, limit=1)
             self.last_id = newest[0]["message_id"] if newest else 0
             self.open = timeline.fleet_open_messages(store, fleet_id)
@@ -53,17 +54,13 @@ class FleetWatch:
             self.states_at = time.monotonic()
             self.roster_key = _roster_key(api.fleet_view(store, fleet_id, self.states))
 
-    def _data_version(self) -> int:
-        return self.store.execute("PRAGMA data_version").fetchone()[0]
-
     def poll(self) -> list[tuple[str, dict]]:
         """Events since the last call; [] at once when nobody has committed meanwhile and
         the member states are not due for another look."""
         states_due = time.monotonic() - self.states_at >= STATE_INTERVAL
-        if self._data_version() == self.version and not states_due:
+        if not self.changes.changed() and not states_due:
             return []
         with api.read_snapshot(self.store):
-            self.version = self._data_version()
             if states_due:
                 self.states = api.member_states(self.store, self.fleet_id)
                 self.states_at = time.monotonic()
@@ -99,6 +96,7 @@ class FleetWatch:
         return events
 
     def close(self) -> None:
+        self.changes.close()
         self.store.close()
 
 
