@@ -46,6 +46,9 @@ class Result:
 
 def pytest_generate_tests(metafunc):
     stores = getattr(metafunc.module, "STORES", None)
+    only = metafunc.definition.get_closest_marker("stores")  # @pytest.mark.stores("sqlite"): what it inspects is one store's
+    if only is not None:
+        stores = only.args
     if stores and "store_kind" in metafunc.fixturenames:
         metafunc.parametrize("store_kind", stores, indirect=True)
 
