@@ -286,3 +286,18 @@ def test_advisory_pane_lock_is_exclusive_bounded_and_freed_when_the_holder_dies(
         if holder.poll() is None:
             holder.kill()
             holder.wait()
+
+
+def test_a_writer_that_waits_too_long_gets_the_locked_line_and_a_usable_connection(pg, url):
+    from cafleet.store.postgres import lock_key
+
+    _, director, (m1, _) = _fleet(pg)
+    impatient = open_store(url, busy_timeout=0.2)
+    with _raw(url) as holder:
+        holder.execute("BEGIN")
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("writers", "cafleet"),))
+        with pytest.raises(DatabaseError, match=r"is locked by another process \(waited 0.2 s\); try again\."):
+            messages.send(impatient, director, m1, "blocked")
+        holder.execute("ROLLBACK")
+    assert messages.send(impatient, director, m1, "now")["text"] == "now"  # the same connection, usable again
+    impatient.close()

@@ -267,7 +267,11 @@ class _PgWrite:
     def __enter__(self) -> PgStore:
         store = self.store
         # One round trip: the transaction and the writers' lock (bounded by lock_timeout).
-        store.execute(f"BEGIN; SELECT pg_advisory_xact_lock({lock_key('writers', store.schema)})")
+        try:
+            store.execute(f"BEGIN; SELECT pg_advisory_xact_lock({lock_key('writers', store.schema)})")
+        except BaseException:
+            _rollback_quietly(store.conn)  # a lock that timed out leaves the transaction aborted
+            raise
         return store
 
     def __exit__(self, exc_type, exc, tb) -> None:
