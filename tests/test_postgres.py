@@ -301,3 +301,22 @@ def test_a_writer_that_waits_too_long_gets_the_locked_line_and_a_usable_connecti
         holder.execute("ROLLBACK")
     assert messages.send(impatient, director, m1, "now")["text"] == "now"  # the same connection, usable again
     impatient.close()
+
+
+def test_setup_and_doctor_work_on_postgresql_and_never_print_the_password(url, env, cli):
+    secret_url = url.replace("postgres@", "postgres:hunter2@")
+    environ = dict(env, CAFLEET_DATABASE_URL=secret_url)
+    setup = cli("setup", "--json", environ=environ)
+    assert setup.code == 0, setup.err
+    assert "hunter2" not in setup.out + setup.err and "***" in setup.json()["database"]["path"]
+    again = cli("setup", "--json", environ=environ)  # the asset_installs upsert, a second time
+    assert again.code == 0, again.err
+    doctor = cli("doctor", "--json", environ=environ)
+    assert "hunter2" not in doctor.out + doctor.err
+    database = doctor.json()["database"]
+    assert database["ok"] is True and database["auxiliary_indexes"] == {}
+    store = open_store(url)
+    try:
+        assert store.execute("SELECT count(*) FROM asset_installs").fetchone()[0] == len(setup.json()["assets"])
+    finally:
+        store.close()
