@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs cafleet into ./.venv, plus the system packages it needs (tmux).
 # Usage: bash scripts/install.sh [--test]   (--test also installs the test dependencies,
-# Debian's chromium for the WebUI browser tests and OpenSSH for the remote-host tests)
+# Debian's chromium for the WebUI browser tests, OpenSSH for the remote-host tests and
+# postgresql + libpq5 for the PostgreSQL store's tests; CAFLEET_POSTGRES=1 installs the postgres
+# extra and libpq5 without tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +17,12 @@ if [ "$with_tests" = 1 ]; then
   # The remote-host tests run a real sshd on 127.0.0.1 and reach it with ssh.
   command -v ssh >/dev/null 2>&1 || apt_packages+=(openssh-client)
   { command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ]; } || apt_packages+=(openssh-server)
+  # A real PostgreSQL server for the tests of the PostgreSQL store (they start their own cluster).
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)
+fi
+# libpq, which psycopg (the postgres extra, and the test extra) loads.
+if [ "$with_tests" = 1 ] || [ "${CAFLEET_POSTGRES:-}" = 1 ]; then
+  ldconfig -p 2>/dev/null | grep -q 'libpq\.so\.5' || apt_packages+=(libpq5)
 fi
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
@@ -38,6 +46,8 @@ fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 if [ "$with_tests" = 1 ]; then
   .venv/bin/python -m pip install -q -e '.[test]'
+elif [ "${CAFLEET_POSTGRES:-}" = 1 ]; then
+  .venv/bin/python -m pip install -q '.[postgres]'
 else
   .venv/bin/python -m pip install -q .
 fi

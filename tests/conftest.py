@@ -37,10 +37,57 @@ class Result:
         return f"Result(code={self.code}, out={self.out!r}, err={self.err!r})"
 
 
+# --- both stores ----------------------------------------------------------------------------
+# A test module that sets ``STORES = ("sqlite", "postgres")`` runs each of its tests that
+# uses ``env`` (directly or through ``db_path``, ``store``, ``cli``...) once per store: on
+# "postgres" CAFLEET_DATABASE_URL names a fresh database on one real server per session
+# (tests/support/postgres.py). Without the server binaries or psycopg that half is skipped
+# with the reason.
+
+
+def pytest_generate_tests(metafunc):
+    stores = getattr(metafunc.module, "STORES", None)
+    only = metafunc.definition.get_closest_marker("stores")  # @pytest.mark.stores("sqlite"): what it inspects is one store's
+    if only is not None:
+        stores = only.args
+    if stores and "store_kind" in metafunc.fixturenames:
+        metafunc.parametrize("store_kind", stores, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    from tests.support import postgres
+
+    reason = postgres.missing_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = postgres.Cluster()
+    try:
+        cluster.start()
+    except BaseException:
+        cluster.stop()
+        raise
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
-def env(tmp_path, monkeypatch) -> dict:
+def store_kind(request) -> str:
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture
+def database_url(store_kind, tmp_path, request) -> str:
+    """The test's CAFLEET_DATABASE_URL: a SQLite file in tmp_path, or a fresh PostgreSQL database."""
+    if store_kind == "postgres":
+        return request.getfixturevalue("pg_cluster").fresh_database()
+    return str(tmp_path / "db" / "cafleet.db")
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch, database_url) -> dict:
     """A clean environment rooted in tmp_path; also applied to os.environ for the test."""
-    clean = isolated_environ(tmp_path / "home", CAFLEET_DATABASE_URL=str(tmp_path / "db" / "cafleet.db"),
+    clean = isolated_environ(tmp_path / "home", CAFLEET_DATABASE_URL=database_url,
                              CAFLEET_WAIT_INTERVAL="0.02")
     for key in list(os.environ):
         if key not in clean:

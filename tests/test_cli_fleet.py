@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
+
 import re
 
 
@@ -14,7 +16,7 @@ def test_fleet_create_text_and_json(cli, env, tmux_server, store):
     record = cli("fleet", "create", "--name", "beta", "--coding-agent", "codex", "--json", environ=environ).json()
     assert list(record) == ["fleet_id", "name", "director_member_id", "created_at"]
     assert (record["fleet_id"], record["name"], record["director_member_id"]) == (2, "beta", 2)
-    row = store.conn.execute(
+    row = store.execute(
         "SELECT f.director_member_id, m.name, m.status, p.backend, p.mux_pane_id, p.coding_agent, p.mux_session "
         "FROM fleets f JOIN members m ON m.member_id = f.director_member_id "
         "JOIN member_placements p ON p.member_id = m.member_id WHERE f.fleet_id = 2").fetchone()
@@ -29,7 +31,7 @@ def test_fleet_create_outside_a_pane_writes_nothing(cli, env, store):
     result = cli("fleet", "create", "--name", "alpha", "--coding-agent", "claude")
     assert result.code == 1
     assert result.err == "Error: no multiplexer found; run inside a tmux or herdr session.\n"
-    assert store.conn.execute("SELECT count(*) FROM fleets").fetchone()[0] == 0
+    assert store.execute("SELECT count(*) FROM fleets").fetchone()[0] == 0
 
 
 def test_fleet_create_validates_before_writing(cli, env, tmux_server, store):
@@ -40,11 +42,11 @@ def test_fleet_create_validates_before_writing(cli, env, tmux_server, store):
     assert (result.code, result.err) == (2, "Error: --name must not be blank.\n")
     result = cli("fleet", "create", "--coding-agent", "claude", environ=environ)
     assert (result.code, result.err) == (2, "Error: missing option --name NAME; see `cafleet fleet create --help`.\n")
-    assert store.conn.execute("SELECT count(*) FROM fleets").fetchone()[0] == 0
+    assert store.execute("SELECT count(*) FROM fleets").fetchone()[0] == 0
 
 
 def test_fleet_create_in_a_dead_pane_context(cli, env, tmux_server, store):
     environ = dict(env, **tmux_server.environ_for("%999"))
     result = cli("fleet", "create", "--name", "x", "--coding-agent", "claude", environ=environ)
     assert result.code == 1 and result.err.startswith("Error: tmux pane %999 is gone")
-    assert store.conn.execute("SELECT count(*) FROM fleets").fetchone()[0] == 0
+    assert store.execute("SELECT count(*) FROM fleets").fetchone()[0] == 0

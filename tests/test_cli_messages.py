@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
+
 import re
 
 import pytest
@@ -90,7 +92,7 @@ def test_self_send_is_pending_and_stamped(cli, trio, store):
     _, _, (m1, _) = trio
     record = send(cli, m1, m1, "note to self").json()
     assert record["notified"] is True
-    row = store.conn.execute("SELECT notified_at, created_at FROM messages WHERE message_id = ?", (record["message_id"],)).fetchone()
+    row = store.execute("SELECT notified_at, created_at FROM messages WHERE message_id = ?", (record["message_id"],)).fetchone()
     assert row[0] == row[1]
     assert [r["message_id"] for r in cli("message", "poll", str(m1), "--json").json()] == [record["message_id"]]
     assert cli("message", "ack", str(record["message_id"])).code == 0
@@ -107,10 +109,16 @@ def test_self_send_is_pending_and_stamped(cli, trio, store):
         "C-c Enter ; \\; $(rm -rf /) `id`",
     ],
 )
-def test_exact_body_round_trip(cli, trio, tmp_path, body):
+def test_exact_body_round_trip(cli, trio, tmp_path, body, store_kind):
     _, _, (m1, m2) = trio
     path = tmp_path / "body.txt"
     path.write_bytes(body.encode("utf-8"))
+    if store_kind == "postgres" and "\x00" in body:  # PostgreSQL text cannot hold U+0000
+        refused = send(cli, m1, m2, "--file", str(path))
+        assert refused.code != 0 and refused.out == ""
+        assert refused.err.startswith("Error: ") and "U+0000" in refused.err and refused.err.count("\n") == 1
+        assert cli("message", "poll", str(m2), "--json").json() == []
+        return
     by_file = send(cli, m1, m2, "--file", str(path)).json()
     by_stdin = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "--file", "-",
                    "--json", input=body.encode("utf-8")).json()

@@ -9,6 +9,8 @@ database says (``notified_at`` is read from the file) and what the sender printe
 
 from __future__ import annotations
 
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
+
 import json
 import os
 import signal
@@ -261,6 +263,7 @@ def test_sender_killed_while_typing_loses_nothing_and_frees_the_lock(fleet):
     assert fleet.query("SELECT COUNT(*) FROM messages WHERE notified_at IS NULL") == [(0,)]
 
 
+@pytest.mark.stores("sqlite")  # it breaks the lock file; an advisory lock has none
 def test_broadcast_with_one_broken_pane_lock_notifies_the_others_and_exits_0(fleet):
     """A fan-out where one recipient's delivery fails with an OSError (its lock file is a
     folder): every id is printed, that one failure is a warning, the others get their
@@ -289,10 +292,12 @@ def test_broadcast_with_one_broken_pane_lock_notifies_the_others_and_exits_0(fle
     assert fleet.notified_at(2) is not None
 
 
-def test_hostile_body_arrives_as_inert_text(fleet):
+def test_hostile_body_arrives_as_inert_text(fleet, store_kind):
     erin = fleet.create("erin")["member_id"]
     body = ("A\x1b[2J\x1b[31mred\x1b[0m B\x03C C-c Enter ; Escape \x1b]0;pwned\x07D \u202eevil\u202c"
             " \x9b1;2H E\x1bOA F\x85G\x7fH\tI\r\nJ \x90q\x9c\x1b[1mK C-m BSpace\x00Z;")
+    if store_kind == "postgres":  # its text cannot hold U+0000 (refused: test_postgres.py); the preview drops it anyway
+        body = body.replace("\x00", "")
     result = fleet.send(fleet.director, erin, body, "--json")
     assert (result.code, result.err) == (0, "")
     record = result.json()

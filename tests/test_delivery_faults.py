@@ -10,6 +10,8 @@ without a tmux server; the multiplexer fault is a PATH whose `tmux` cannot be ex
 
 from __future__ import annotations
 
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
+
 import os
 
 import pytest
@@ -67,6 +69,7 @@ def stored_ids(store) -> list[tuple[int, object]]:
 
 # --- message send ------------------------------------------------------------------------------
 
+@pytest.mark.stores("sqlite")  # it breaks the lock file; an advisory lock has none
 def test_send_with_the_lock_folder_a_file_is_stored_warned_and_exits_0(cli, db_path, paned, store):
     director, member, _ = paned
     folder = block_lock_folder(db_path)
@@ -83,6 +86,7 @@ def test_send_with_the_lock_folder_a_file_is_stored_warned_and_exits_0(cli, db_p
     assert stored_ids(store) == [(1, None), (2, None)]  # stored, still owed
 
 
+@pytest.mark.stores("sqlite")  # it breaks the lock file; an advisory lock has none
 def test_send_with_the_lock_folder_below_a_file_is_stored_and_warned(cli, db_path, paned, store, tmp_path):
     director, member, _ = paned
     folder = folder_under_a_file(db_path, tmp_path)
@@ -96,6 +100,7 @@ def test_send_with_the_lock_folder_below_a_file_is_stored_and_warned(cli, db_pat
     assert stored_ids(store) == [(1, None)]
 
 
+@pytest.mark.stores("sqlite")  # it breaks the lock file; an advisory lock has none
 def test_send_with_the_lock_file_a_folder_is_stored_and_warned(cli, db_path, paned, store):
     director, member, _ = paned
     path = block_lock_file(db_path, "%5")
@@ -159,6 +164,7 @@ def test_broadcast_reports_every_id_and_each_failure(cli, db_path, paned, build,
 
 # --- message wait ------------------------------------------------------------------------------
 
+@pytest.mark.stores("sqlite")  # it breaks the lock file; an advisory lock has none
 def test_wait_retry_step_reports_a_broken_lock_and_still_waits(cli, db_path, paned, store):
     director, first, second = paned
     messages.send(store, director, first, "owed to p1")  # owed a preview; the lock cannot be had
@@ -186,6 +192,7 @@ def test_wait_retry_step_survives_a_multiplexer_that_cannot_run(cli, paned, stor
 
 # --- the WebUI -----------------------------------------------------------------------------------
 
+@pytest.mark.stores("sqlite")  # it breaks the lock file; an advisory lock has none
 def test_webui_send_with_a_broken_lock_answers_201_with_the_stored_id(db_path, env, paned, store):
     from starlette.testclient import TestClient
 

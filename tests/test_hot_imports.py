@@ -99,3 +99,17 @@ def test_hot_commands_import_only_their_allowlist(env, tmp_path, fleet):
         if extra:
             strays[" ".join(args)] = sorted(extra)
     assert strays == {}
+
+
+def test_sqlite_path_never_imports_psycopg(env, tmp_path, fleet):
+    """psycopg is installed here (the test extra), so only the store's dispatch keeps it out."""
+    import importlib.util
+
+    assert importlib.util.find_spec("psycopg") is not None
+    d, m2, paned = (str(fleet[k]) for k in ("director", "m2", "paned"))
+    for args in (["message", "send", "--from-member-id", d, "--to-member-id", paned, "hi"],
+                 ["message", "wait", paned, "--timeout", "0"], ["message", "poll", m2], ["fleet", "list"]):
+        loaded = loaded_by(env, tmp_path, *args)
+        postgres = sorted(m for m in loaded if m.split(".")[0] == "psycopg"
+                          or m in ("cafleet.store.postgres", "cafleet.store.dialect"))
+        assert postgres == [], (args, postgres)

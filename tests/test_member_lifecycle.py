@@ -9,6 +9,8 @@ reports about itself.
 
 from __future__ import annotations
 
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
+
 import json
 import os
 import shutil
@@ -315,6 +317,7 @@ def holds_open(pid: int, path: Path) -> bool:
         return False
 
 
+@pytest.mark.stores("sqlite")  # it watches the flock file; test_postgres.py covers the advisory lock
 def test_fleet_delete_leaves_a_pane_whose_lock_is_held_alone_and_says_so(fleet):
     """A pane somebody is typing into is not closed under them: it stays, and the output
     says which one and why; the registry change still happens."""
@@ -337,6 +340,7 @@ def test_fleet_delete_leaves_a_pane_whose_lock_is_held_alone_and_says_so(fleet):
     assert lock_path(config.lock_dir(fleet.db), "tmux", session, alice["pane_id"]).exists()
 
 
+@pytest.mark.stores("sqlite")  # it watches the flock file; test_postgres.py covers the advisory lock
 def test_a_member_created_while_fleet_delete_runs_leaves_no_orphan_pane(fleet):
     """fleet delete has listed the fleet's panes and waits for one of their locks; a member
     created meanwhile is deregistered by the same delete, so its pane must be closed too."""

@@ -3,6 +3,8 @@ read that asks (the send's drain, wait's fleet-wide retry, `fleet watch`'s retri
 
 from __future__ import annotations
 
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
+
 from cafleet.broker import fleets, messages
 from cafleet.broker import notifications
 

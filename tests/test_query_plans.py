@@ -117,7 +117,10 @@ class Recorder:
         recorder = self
 
         def execute(store, sql, params=()):
-            caller = sys._getframe(1).f_code.co_name
+            frame = sys._getframe(1)
+            if frame.f_code.co_name == "insert":  # Store.insert: the broker function is one further up
+                frame = frame.f_back
+            caller = frame.f_code.co_name
             recorder.statements.append((caller, sql, tuple(params)))
             return original(store, sql, params)
 

@@ -298,8 +298,8 @@ def test_locked_beyond_timeout_is_refused(cli, env, tmp_path):
 @pytest.mark.parametrize(
     "url, message",
     [
-        ("postgres://localhost/db", "is not supported; use sqlite:///ABS/PATH or an absolute file path."),
-        ("relative/path.db", "is not supported; use sqlite:///ABS/PATH or an absolute file path."),
+        ("mysql://localhost/db", "is not supported; use sqlite:///ABS/PATH, an absolute file path or postgresql://..."),
+        ("relative/path.db", "is not supported; use sqlite:///ABS/PATH, an absolute file path or postgresql://..."),
         ("sqlite:///", "must be sqlite:///ABS/PATH with a file path and no query string."),
         ("sqlite:////tmp/x.db?mode=ro", "must be sqlite:///ABS/PATH with a file path and no query string."),
     ],

@@ -3,6 +3,8 @@ kept by every read the WebUI makes, and one record shape."""
 
 from __future__ import annotations
 
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
+
 from cafleet.broker import messages, timeline
 
 
@@ -13,11 +15,11 @@ def test_every_admin_read_places_a_message_in_its_recipients_fleet(store, build)
     # Sends across fleets are refused; a row written by hand (or by another tool) still has
     # to land in exactly one fleet's views, and the same one in each.
     with store.write():
-        stray = store.execute(
+        stray = store.insert(
             "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text) "
             "VALUES (?, ?, '2025-01-01T00:00:00+00:00', 'input_required', '2025-01-01T00:00:00+00:00', 'x')",
-            (a1, b1),
-        ).lastrowid
+            (a1, b1), "message_id",
+        )
     views = {}
     for fleet_id in (alpha, beta):
         views[fleet_id] = {

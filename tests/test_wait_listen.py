@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
+
 import json
 import os
 import signal
@@ -36,7 +38,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def messages_dump(store):
-    return store.conn.execute("SELECT * FROM messages ORDER BY message_id").fetchall()
+    return store.execute("SELECT * FROM messages ORDER BY message_id").fetchall()
 
 
 def test_wait_returns_at_once_when_messages_are_pending(cli, trio):

@@ -10,6 +10,8 @@ by its own bound, not by a measured time.
 
 from __future__ import annotations
 
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
+
 import subprocess
 import sys
 import textwrap

@@ -3,6 +3,8 @@ database and a member deleted mid-watch."""
 
 from __future__ import annotations
 
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
+
 import json
 import subprocess
 import sys
@@ -136,7 +138,7 @@ def test_stuck_notification_is_retried_and_stamped(fleet, store, tmux_server, cl
         assert delivered["command"] is None
     finally:
         stream.stop()
-    row = store.conn.execute("SELECT notified_at FROM messages WHERE message_id = ?", (message_id,)).fetchone()
+    row = store.execute("SELECT notified_at FROM messages WHERE message_id = ?", (message_id,)).fetchone()
     assert row[0] is not None
     submits = [json.loads(line) for line in record.read_text().splitlines()]
     previews = [s for s in submits if s["kind"] == "submit" and f"[cafleet msg {message_id} " in s["text"]]
@@ -167,6 +169,7 @@ def test_held_preview_is_reported_each_interval_then_delivered(fleet, store, tmu
     assert texts[0] == "half a thought" and len(texts) == 2 and f"[cafleet msg {message_id} " in texts[1]
 
 
+@pytest.mark.stores("sqlite")  # it holds SQLite's write lock from another process
 def test_survives_busy_database_and_member_deleted(fleet, store, cli, db_path, tmux_server):
     """A writer holds the database while watch retries a stuck preview: the stamp fails
     as busy, the stream goes on, and a later round delivers (at least once)."""

@@ -6,6 +6,8 @@ Its server helpers live in tests/support/web_server.py.
 
 from __future__ import annotations
 
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
+
 import json
 import os
 import signal
@@ -353,12 +355,26 @@ def watch_for(db_path, store):
 
     def make(fleet_id: int) -> FleetWatch:
         watch = FleetWatch(StorePool(db_path, 5.0).open(), fleet_id)
+        if store.engine == "postgresql":
+            # A NOTIFY reaches the listener a moment after the commit, not before the very
+            # next line; these tests check the diffs, so every look reads. The wake-up is
+            # test_event_stream_pushes_writes_from_other_processes's (and test_postgres.py's).
+            watch.changes.close()
+            watch.changes = _EveryLook()
         watches.append(watch)
         return watch
 
     yield make
     for watch in watches:
         watch.close()
+
+
+class _EveryLook:
+    def changed(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        return None
 
 
 def roster_view(store, fleet_id):
@@ -496,6 +512,7 @@ def test_server_refuses_bad_settings_in_one_line(cli, env, args, environ, code, 
     assert (result.code, result.out, result.err) == (code, "", f"Error: {error}\n")
 
 
+@pytest.mark.stores("sqlite")  # it writes a foreign file at the database path
 def test_server_refuses_a_bad_database_before_binding(cli, env, db_path):
     os.makedirs(os.path.dirname(db_path), exist_ok=True)
     Path(db_path).write_bytes(b"this is not a database" * 100)

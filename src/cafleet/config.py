@@ -62,7 +62,7 @@ class Setting:
 
     @property
     def checked(self) -> bool:
-        return self.kind in ("seconds", "integer", "switch", "choice")
+        return self.kind in ("seconds", "integer", "switch", "choice", "identifier")
 
     def allowed(self) -> str:
         """The allowed values, as an error message and the README table say them."""
@@ -74,8 +74,9 @@ class Setting:
             return f"{', '.join(SWITCH_ON[:-1])} or {SWITCH_ON[-1]} (on); {', '.join(SWITCH_OFF[:-1])} or {SWITCH_OFF[-1]} (off)"
         if self.kind == "choice":
             return f"one of {', '.join(self.choices)}"
-        return {"location": "sqlite:///ABS/PATH or an absolute path", "command": "a command name or path",
-                "host": "a host name or IP address"}.get(self.kind, "any text")
+        return {"location": "sqlite:///ABS/PATH, an absolute path or postgresql://...",
+                "command": "a command name or path", "host": "a host name or IP address",
+                "identifier": "a lower-case SQL name (a-z, 0-9, _; at most 63)"}.get(self.kind, "any text")
 
     def parse(self, raw: str):
         """The value of ``raw`` (an environment value or an option's argument), or
@@ -107,6 +108,11 @@ class Setting:
         elif kind == "choice":
             if raw in self.choices:
                 return raw
+        elif kind == "identifier":
+            if 0 < len(raw) <= 63 and (raw[0] == "_" or "a" <= raw[0] <= "z") and all(
+                c == "_" or "a" <= c <= "z" or "0" <= c <= "9" for c in raw
+            ):
+                return raw
         else:
             return raw
         raise SettingError(f"{self.name} must be {self.allowed()}, got {shown(raw)}.")
@@ -129,8 +135,9 @@ def _s(*args, **kwargs) -> Setting:
 # --- the environment ----------------------------------------------------------------------
 
 ENVIRONMENT = (
-    _s("CAFLEET_DATABASE_URL", "location", None, "the database file",
+    _s("CAFLEET_DATABASE_URL", "location", None, "the database file, or a PostgreSQL database (postgresql://...)",
        default_text="$XDG_DATA_HOME/cafleet/" + DATABASE_FILENAME),
+    _s("CAFLEET_PG_SCHEMA", "identifier", "cafleet", "PostgreSQL only: the schema that holds cafleet's tables"),
     _s("CAFLEET_MULTIPLEXER", "choice", None, "the multiplexer, overriding detection",
        choices=("tmux", "herdr"), default_text="herdr inside herdr (HERDR_ENV), else tmux (TMUX)"),
     _s("CAFLEET_HERDR_BIN", "command", "herdr", "the herdr command to run"),
@@ -222,6 +229,8 @@ def database_path(environ) -> str:
     """
     url = environ.get("CAFLEET_DATABASE_URL", "")
     if url:
+        if is_postgres(url):
+            return url  # given to libpq as it is (PG* variables and ~/.pgpass fill in the rest)
         if url.startswith("sqlite:///"):
             rest = url[len("sqlite://"):]
             if rest == "/" or "?" in rest:
@@ -237,7 +246,8 @@ def database_path(environ) -> str:
         if os.path.isabs(url):
             return os.path.normpath(url)
         raise ConfigError(
-            f"CAFLEET_DATABASE_URL {shown(url)} is not supported; use sqlite:///ABS/PATH or an absolute file path."
+            f"CAFLEET_DATABASE_URL {shown(url)} is not supported; use sqlite:///ABS/PATH, an absolute file path "
+            "or postgresql://..."
         )
     data_home = environ.get("XDG_DATA_HOME", "")
     if data_home and not os.path.isabs(data_home):
@@ -250,10 +260,17 @@ def database_path(environ) -> str:
     return os.path.join(data_home, "cafleet", DATABASE_FILENAME)
 
 
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
 def lock_dir(db_path: str) -> str:
     """Pane-input lock files live beside the database, shared by every process using it:
     beside the resolved file, so every spelling of one database (a symlink, ``..``) meets
-    on one lock per pane, as SQLite puts its own -wal/-shm beside the resolved file."""
+    on one lock per pane, as SQLite puts its own -wal/-shm beside the resolved file.
+    On PostgreSQL the locks are advisory locks in the database itself: the URL."""
+    if is_postgres(db_path):
+        return db_path
     return os.path.join(os.path.dirname(os.path.realpath(db_path)), "locks")
 
 

@@ -125,7 +125,15 @@ class PaneFleet:
         return [r["text"] for r in self.records(member_id) if r["kind"] == "submit"]
 
     def query(self, sql: str, *params):
-        """A read straight from the database file (``notified_at`` is not public)."""
+        """A read straight from the database (``notified_at`` is not public)."""
+        if str(self.db).startswith(("postgresql://", "postgres://")):
+            from cafleet.store.connection import open_store
+
+            store = open_store(str(self.db))
+            try:
+                return store.execute(sql, params).fetchall()
+            finally:
+                store.close()
         conn = sqlite3.connect(self.db)
         try:
             return conn.execute(sql, params).fetchall()

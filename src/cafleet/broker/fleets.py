@@ -40,10 +40,10 @@ def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: 
     validation.name(name, "the fleet name")
     with store.write():
         now = clock.now()
-        fleet_id = store.execute(
+        fleet_id = store.insert(
             "INSERT INTO fleets (name, created_at, deleted_at, director_member_id) VALUES (?, ?, NULL, NULL)",
-            (name, now),
-        ).lastrowid
+            (name, now), "fleet_id",
+        )
         member_id = insert_member(store, fleet_id, DIRECTOR_NAME, DIRECTOR_DESCRIPTION, now, backend=backend,
                                           session=session, window_id=window_id, pane_id=pane_id,
                                           coding_agent=coding_agent, identity=identity)
@@ -58,11 +58,11 @@ def insert_member(store, fleet_id: int, name: str, description: str, now: str, *
     The one INSERT of a member, shared by the fleet's bootstrap (its Director) and
     ``members.register_member``; it lives here because members depend on fleets, never
     the other way round (``docs/architecture.md``)."""
-    member_id = store.execute(
+    member_id = store.insert(
         "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at) "
         "VALUES (?, ?, ?, 'active', ?, NULL)",
-        (fleet_id, name, description, now),
-    ).lastrowid
+        (fleet_id, name, description, now), "member_id",
+    )
     store.execute(
         "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, "
         "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -58,11 +58,11 @@ def send(store, from_id: int, to_id: int, text: str) -> dict:
     with store.write():
         _sender_and_recipient(store, from_id, to_id)
         now = clock.now()  # taken under the write lock, so created_at follows message_id
-        message_id = store.execute(
+        message_id = store.insert(
             "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text, notified_at) "
             "VALUES (?, ?, ?, 'input_required', ?, ?, ?)",
-            (from_id, to_id, now, now, text, now if from_id == to_id else None),
-        ).lastrowid
+            (from_id, to_id, now, now, text, now if from_id == to_id else None), "message_id",
+        )
         pause_point("send.before_commit")
     return {
         "message_id": message_id,
@@ -144,12 +144,16 @@ def ack(store, message_id: int) -> dict:
     """input_required → completed, stamping status_timestamp; a second ACK is refused."""
     with store.write():
         now = clock.now()
-        updated = store.execute(
+        # One conditional UPDATE decides: of racing ACKs, only one finds the row still
+        # input_required (under SQLite's write lock and under PostgreSQL's READ COMMITTED,
+        # where the loser re-checks the row the winner committed).
+        rows = store.execute(
             "UPDATE messages SET status_state = 'completed', status_timestamp = ? "
-            "WHERE message_id = ? AND status_state = 'input_required'",
+            f"WHERE message_id = ? AND status_state = 'input_required' RETURNING {records.MESSAGE_COLUMNS}",
             (now, message_id),
-        ).rowcount
-        record = show(store, message_id)
+        ).fetchall()
+        updated = bool(rows)
+        record = records.message(rows[0]) if rows else show(store, message_id)
         pause_point("ack.before_commit")
     pause_point("ack.after_commit")
     if not updated:

@@ -36,7 +36,7 @@ def fleet_timeline(store, fleet_id: int, *, limit: int = 50, before_id: int | No
     """
     rows = store.execute(
         f"SELECT {_ADMIN_COLUMNS} FROM members m CROSS JOIN messages msg ON msg.{BELONGS_BY} = m.member_id "
-        "WHERE m.fleet_id = ? AND (? IS NULL OR +msg.message_id < ?) ORDER BY msg.message_id DESC LIMIT ?",
+        "WHERE m.fleet_id = ? AND (CAST(? AS BIGINT) IS NULL OR +msg.message_id < ?) ORDER BY msg.message_id DESC LIMIT ?",
         (fleet_id, before_id, before_id, limit),
     ).fetchall()
     return [_admin_record(row) for row in rows]

@@ -41,7 +41,7 @@ class Context:
         if self._store is None:
             from cafleet.store.connection import open_store
 
-            self._store = open_store(self.db_path, self.busy_timeout)
+            self._store = open_store(self.db_path, self.busy_timeout, self.settings.pg_schema)
         return self._store
 
     @property

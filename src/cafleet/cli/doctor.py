@@ -24,14 +24,24 @@ def database_section(ctx) -> dict:
         path = ctx.db_path
     except CafleetError as error:
         return {"ok": False, "path": None, "error": str(error), "fix": "set CAFLEET_DATABASE_URL to an absolute path"}
+    if path.startswith(("postgresql://", "postgres://")):
+        from cafleet.store.postgres import redact
+
+        path = redact(path)  # never print a password
     try:
         store = ctx.store()
     except CafleetError as error:
         return {"ok": False, "path": path, "error": str(error), "fix": _database_fix(error)}
-    from cafleet.store.diagnosis import auxiliary_problems
+    if store.engine == "postgresql":
+        from cafleet.store.postgres import auxiliary_problems as pg_auxiliary_problems
 
-    section = {"ok": True, "path": path, "diagnosis": "current format (schema 1)",
-               "auxiliary_indexes": auxiliary_problems(store.conn)}
+        problems = pg_auxiliary_problems(store)
+        path = f"{store.path} (schema {store.schema})"  # the URL without its password
+    else:
+        from cafleet.store.diagnosis import auxiliary_problems
+
+        problems = auxiliary_problems(store.conn)
+    section = {"ok": True, "path": path, "diagnosis": "current format (schema 1)", "auxiliary_indexes": problems}
     if section["auxiliary_indexes"]:
         section["advice"] = ("commands work but read a member's whole history; run `cafleet setup` to add "
                              "the missing index" if "missing" in section["auxiliary_indexes"].values() else

@@ -25,11 +25,12 @@ def setup(ctx, coding_agents):
         for result in install(agent, ctx.environ):
             record_install(store, result.coding_agent, str(result.path), __version__)
             installed.append({"coding_agent": result.coding_agent, "path": str(result.path), "status": result.status})
-    report = {"database": {"path": ctx.db_path, "ok": True, "indexes_added": indexes}, "assets": installed,
+    shown = store.path if store.engine == "postgresql" else ctx.db_path  # a URL without its password
+    report = {"database": {"path": shown, "ok": True, "indexes_added": indexes}, "assets": installed,
               "cafleet_version": __version__}
 
     def text():
-        lines = [f"database ready: {ctx.db_path}"]
+        lines = [f"database ready: {shown}"]
         lines += [f"added index {name}" for name in indexes]
         lines += [f"{item['coding_agent']}: {item['path']} ({item['status']})" for item in installed]
         return "\n".join(lines)

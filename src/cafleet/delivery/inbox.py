@@ -2,10 +2,17 @@
 
 Neither spins: both wait on :class:`cafleet.store.changes.Changes`, whose baseline is
 taken before each read it guards, so a message committed between a read and the wait
-that follows it wakes the reader at its next check. Between checks the process sleeps, and a check
-is one ``PRAGMA data_version`` read (a few microseconds of CPU). The check interval
-bounds how soon a message from another process is seen (default 0.05 s,
-``CAFLEET_WAIT_INTERVAL``).
+that follows it wakes the reader at its next check, and after each wake-up the inbox is
+read again. A check asks the store's change waiter (``store.change_waiter``):
+
+- SQLite: one ``PRAGMA data_version`` read (it changes only when another connection
+  commits), a few microseconds of CPU;
+- PostgreSQL: a notification queued on a ``LISTEN`` connection of its own (every write
+  transaction sends a ``NOTIFY``), with a fallback read every few seconds (a notification
+  is a hint, and is lost while the connection is down; see ``store/postgres.py``).
+
+Between checks the process sleeps; the check interval bounds how soon a message from
+another process is seen (default 0.05 s, ``CAFLEET_WAIT_INTERVAL``).
 
 Both end when their member can no longer receive: ``wait`` with an error (exit 1),
 ``listen`` with its end line.
@@ -56,14 +63,17 @@ def wait_for_messages(store, member_id: int, timeout: float | None, interval: fl
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     changes = Changes(store, interval, deadline=deadline)  # baseline before the read
-    while True:
-        require_receiving(store, member_id)
-        records = messages.poll(store, member_id)
-        if records:
-            return records
-        pause_point("wait.empty")  # test-only hook (cafleet.faults): read, nothing found, not waiting yet
-        if not changes.wait():
-            return []
+    try:
+        while True:
+            require_receiving(store, member_id)
+            records = messages.poll(store, member_id)
+            if records:
+                return records
+            pause_point("wait.empty")  # test-only hook (cafleet.faults): read, nothing found, not waiting yet
+            if not changes.wait():
+                return []
+    finally:
+        changes.close()
 
 
 def listen(store, member_id: int, emit, interval: float = DEFAULT_INTERVAL) -> str:
@@ -73,6 +83,7 @@ def listen(store, member_id: int, emit, interval: float = DEFAULT_INTERVAL) -> s
     database file deleted or replaced, or stopped by SIGINT/SIGTERM (taking effect between
     lines, never in the middle of one).
     """
+    changes = None
     try:
         with StopRequests() as stop:
             changes = Changes(store, interval, stop=stop)  # baseline before the first read
@@ -90,3 +101,6 @@ def listen(store, member_id: int, emit, interval: float = DEFAULT_INTERVAL) -> s
         return str(stopped)
     except DatabaseGone as gone:
         return str(gone).rstrip(".")
+    finally:
+        if changes is not None:
+            changes.close()

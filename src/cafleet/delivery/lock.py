@@ -22,6 +22,15 @@ the path, never a bare ``OSError``: the drain turns it into the not-notified war
 
 The folder itself comes from :func:`cafleet.config.lock_dir`, beside the *resolved*
 database file, so every spelling of one database (a symlink, ``..``) meets on one lock.
+
+On PostgreSQL (``lock_dir`` is then the database URL) the lock is a session advisory lock
+held by a connection of its own (:class:`cafleet.store.postgres.AdvisoryLock`), shared by
+every process on every host using that database and released when the holder's session
+ends, TCP keepalives bounding how long a dead host keeps it. Its key is a 64-bit BLAKE2b
+hash of a cafleet namespace and ``(backend, host, session, pane)``: ``host`` is this
+machine's name for a local placement and empty for a remote one, whose session string
+(``ssh://host/...``) already names its host. The wait is bounded the same way (polled
+``pg_try_advisory_lock``), with the same :class:`~cafleet.errors.LockTimeout` line.
 """
 
 from __future__ import annotations
@@ -58,6 +67,10 @@ def pane_lock(
     """Hold the pane-input lock for the key while the ``with`` body runs."""
     if timeout < 0:
         raise ValueError("timeout must not be negative")
+    if isinstance(lock_dir, str) and lock_dir.startswith(("postgresql://", "postgres://")):
+        with _advisory_lock(lock_dir, backend, session, pane_id, timeout):
+            yield
+        return
     path = lock_path(lock_dir, backend, session, pane_id)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -72,6 +85,37 @@ def pane_lock(
         yield
     finally:
         os.close(fd)  # closing the only descriptor releases the flock
+
+
+def advisory_key(backend: str, session: str, pane_id: str) -> int:
+    """The PostgreSQL advisory-lock key of a placement (pure)."""
+    import socket
+
+    from cafleet.store.postgres import lock_key
+
+    host = "" if session.startswith("ssh://") else socket.gethostname()
+    return lock_key("pane-input", backend, host, session, pane_id)
+
+
+@contextmanager
+def _advisory_lock(url: str, backend: str, session: str, pane_id: str, timeout: float) -> Iterator[None]:
+    from cafleet.errors import DatabaseError
+    from cafleet.store.postgres import AdvisoryLock
+
+    held = AdvisoryLock(url, advisory_key(backend, session, pane_id))
+    try:
+        acquired = held.acquire(timeout)
+    except DatabaseError as error:
+        raise LockUnavailable(f"the pane-input lock for pane {pane_id} cannot be taken ({error})") from None
+    if not acquired:
+        raise LockTimeout(
+            f"the pane-input lock for pane {pane_id} is still held by another cafleet "
+            f"process after {timeout:g} s; try again when that delivery has finished"
+        )
+    try:
+        yield
+    finally:
+        held.release()
 
 
 def _unavailable(error: OSError, lock_dir, pane_id: str) -> LockUnavailable:

@@ -206,6 +206,8 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
                                    director_member_id=director["member_id"], coding_agent=agent)
         argv = backends.build_argv(agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id)
         pane_env = {"CAFLEET_DATABASE_URL": db_path, "CAFLEET_MEMBER_ID": str(member_id), "CAFLEET_FLEET_ID": str(fleet_id)}
+        if getattr(store, "engine", "sqlite") == "postgresql":
+            pane_env["CAFLEET_PG_SCHEMA"] = store.schema  # the member's cafleet reaches the same tables
         pane_id, identity = mux.split_identified(placement["window_id"], argv, cwd=cwd, env=pane_env,
                                                  target_pane=placement["pane_id"])
         pause_point("create.split")

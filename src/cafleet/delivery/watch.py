@@ -5,9 +5,10 @@ this process, so a restart may repeat the current state once but never invents a
 Each round (every ``interval`` seconds) inspects every member once (one multiplexer call
 per member for tmux) and retries previews owed for longer than one interval (each message
 at most once per interval). Between rounds, new messages for the Director are picked up
-within a fraction of a second by waiting on :class:`cafleet.store.changes.Changes` (one
-``PRAGMA data_version`` per check, no busy loop). SIGINT/SIGTERM end the stream between
-rounds (never in the middle of typing a retried preview) with an ``end`` event.
+within a fraction of a second by waiting on :class:`cafleet.store.changes.Changes` (the
+store's change waiter: ``PRAGMA data_version`` on SQLite, LISTEN/NOTIFY on PostgreSQL; no
+busy loop). SIGINT/SIGTERM end the stream between rounds (never in the middle of typing a
+retried preview) with an ``end`` event.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, DatabaseError, DatabaseGone
 from cafleet.store.changes import Changes, StopRequests, Stopped
 
-MESSAGE_CHECK = 0.25  # seconds between data_version checks for new Director messages
+MESSAGE_CHECK = 0.25  # seconds between checks for new Director messages (SQLite) and member rounds
 
 
 def event(kind: str, fleet_id: int, *, member_id=None, message_id=None, detail: str = "", command: str | None = None,
@@ -55,6 +56,7 @@ class Watcher:
 
     def run(self) -> str:
         """Stream until the fleet is deleted or a signal stops it; returns why it ended."""
+        changes = None
         try:
             with StopRequests() as stop:
                 changes = Changes(self.store, MESSAGE_CHECK, stop=stop)  # baseline before the first read
@@ -79,6 +81,9 @@ class Watcher:
                         stop.sleep(MESSAGE_CHECK)  # busy database: try again, never end the stream for it
         except Stopped as stopped:  # outside the ``with``: a signal while it restores is caught too
             return str(stopped)
+        finally:
+            if changes is not None:
+                changes.close()
 
     def director_messages(self) -> None:
         for record in messages.pending_after(self.store, self.director, self.last_message_id):

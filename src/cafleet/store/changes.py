@@ -24,6 +24,9 @@ import signal
 import time
 
 
+BLOCKING_STEP = 1.0  # seconds a waiter that blocks (PostgreSQL LISTEN) waits between file checks
+
+
 class Stopped(BaseException):
     """A stop was requested by a signal; ``name`` is ``SIGINT`` or ``SIGTERM``. Like
     KeyboardInterrupt it is not an ``Exception``, so no ``except Exception`` swallows it."""
@@ -78,16 +81,23 @@ class StopRequests:
             raise Stopped(self.signum)
 
     def sleep(self, seconds: float) -> None:
+        self.during(time.sleep, seconds)
+
+    def during(self, block, *args):
+        """``block(*args)`` (a sleep, or a wait for a notification), ended at once by a
+        stop request; returns what it returned (None when a request ended it)."""
+        result = None
         try:
             self._sleeping = True
             try:
                 if self.signum is None:
-                    time.sleep(seconds)
+                    result = block(*args)
             finally:
                 self._sleeping = False
         except _Wake:
             pass
         self.check()
+        return result
 
 
 class Changes:
@@ -105,24 +115,22 @@ class Changes:
         self.deadline = deadline
         self.stop = stop
         self._check_file = getattr(store, "check_file", None)
-        self.version = self._data_version()
-
-    def _data_version(self) -> int:
-        """The counter, after checking that the path still names the file this store opened
-        (one ``stat``): a database deleted or replaced under a waiting reader raises
-        :class:`~cafleet.errors.DatabaseGone` instead of leaving it to wait on a ghost."""
-        if self._check_file is not None:
-            self._check_file()
-        return self.store.execute("PRAGMA data_version").fetchone()[0]
+        self.waiter = store.change_waiter(interval)  # the baseline, before the read it guards
 
     def changed(self) -> bool:
         """Whether another connection committed since the last check (no sleep); moves the
-        baseline, so the caller must read after this returns True."""
-        current = self._data_version()
-        if current == self.version:
-            return False
-        self.version = current
-        return True
+        baseline, so the caller must read after this returns True.
+
+        First the path is checked to still name the file this store opened (one ``stat``):
+        a database deleted or replaced under a waiting reader raises
+        :class:`~cafleet.errors.DatabaseGone` instead of leaving it to wait on a ghost."""
+        if self._check_file is not None:
+            self._check_file()
+        return self.waiter.changed()
+
+    def close(self) -> None:
+        """Let go of what the waiter holds (PostgreSQL: its LISTEN connection)."""
+        self.waiter.close()
 
     def wait(self, until: float | None = None) -> bool:
         """Sleep until another connection commits (True) or until ``until`` or the deadline
@@ -133,14 +141,24 @@ class Changes:
         most once per interval instead of spinning."""
         ends = [t for t in (until, self.deadline) if t is not None]
         end = min(ends) if ends else None
+        blocks = getattr(self.waiter, "blocks", False)  # it can wait for a change itself (LISTEN)
         while True:
+            step = max(self.interval, BLOCKING_STEP) if blocks else self.interval
             if end is None:
-                nap = self.interval
+                nap = step
             else:
                 remaining = end - time.monotonic()
                 if remaining <= 0:
                     return False
-                nap = min(self.interval, remaining)
+                nap = min(step, remaining)
+            if blocks:
+                if self._check_file is not None:
+                    self._check_file()
+                until_step = time.monotonic() + nap
+                woke = self.stop.during(self.waiter.wait, until_step) if self.stop else self.waiter.wait(until_step)
+                if woke:
+                    return True
+                continue
             if self.stop is not None:
                 self.stop.sleep(nap)
             else:

@@ -26,6 +26,7 @@ class Store:
     """A validated connection plus the write-transaction discipline (BEGIN IMMEDIATE)."""
 
     __slots__ = ("conn", "path", "busy_timeout", "identity", "_queue")
+    engine = "sqlite"
 
     def __init__(self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None) -> None:
         self.conn = conn
@@ -52,6 +53,16 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, self.busy_timeout) from None
 
+    def insert(self, sql: str, params, key: str) -> int:
+        """Run an INSERT and return the new row's id (``key`` names its column; the
+        PostgreSQL store reads it back with RETURNING, see store/dialect.py)."""
+        return self.execute(sql, params).lastrowid
+
+    def change_waiter(self, interval: float) -> "DataVersionWaiter":
+        """A waiter for other connections' commits whose baseline is taken now, before
+        the caller's first read."""
+        return DataVersionWaiter(self, interval)
+
     def file_replaced(self) -> bool:
         """True when ``path`` no longer names the file this store opened (deleted, or
         replaced by another file): one ``stat``, cheap enough for every few checks of a
@@ -68,6 +79,49 @@ class Store:
         self.conn.close()
         if self._queue is not None:
             self._queue.close()
+
+
+class DataVersionWaiter:
+    """Sleeps in steps of ``interval`` until ``PRAGMA data_version`` changes (it changes
+    only when another connection commits), so a waiting process costs a few microseconds
+    of CPU per check. ``wait`` answers True (read again) or False once the deadline passed."""
+
+    __slots__ = ("store", "interval", "version")
+
+    def __init__(self, store: Store, interval: float) -> None:
+        self.store = store
+        self.interval = interval
+        self.version = self._data_version()
+
+    def _data_version(self) -> int:
+        return self.store.execute("PRAGMA data_version").fetchone()[0]
+
+    def changed(self) -> bool:
+        """Without sleeping: has another connection committed since the last look?"""
+        current = self._data_version()
+        if current == self.version:
+            return False
+        self.version = current
+        return True
+
+    def wait(self, deadline: float | None) -> bool:
+        import time
+
+        while True:
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                time.sleep(min(self.interval, remaining))
+            else:
+                time.sleep(self.interval)
+            current = self._data_version()
+            if current != self.version:
+                self.version = current
+                return True
+
+    def close(self) -> None:
+        return None
 
 
 def file_identity(path: str):
@@ -256,13 +310,20 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
     return conn
 
 
-def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> Store:
+def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: str | None = None) -> Store:
     """Diagnose ``path`` and return a Store ready for use, initialising it if new/empty.
+
+    A ``postgresql://`` or ``postgres://`` URL opens the PostgreSQL store instead
+    (:mod:`cafleet.store.postgres`, imported only then; ``schema`` is its schema).
 
     An existing file is diagnosed through a connection that cannot write (see
     :func:`_diagnose_read_only`); only a file that passed is opened for writing, so a
     refused file and its ``-wal``, ``-shm`` and ``-journal`` stay byte-identical.
     """
+    if path.startswith(("postgresql://", "postgres://")):
+        from cafleet.store import postgres
+
+        return postgres.open_store(path, busy_timeout, schema)  # type: ignore[return-value]
     state = diagnosis.read_header_state(path)
     if state == diagnosis.MISSING:
         _make_parent(path)
@@ -377,7 +438,12 @@ def _look_inside_zero_identity(conn: sqlite3.Connection, path: str, busy_timeout
 def add_auxiliary_indexes(store: Store) -> list[str]:
     """Create cafleet's auxiliary indexes that a file lacks (``cafleet setup``); returns
     the names created. One write transaction; the ledger and required shape are unchanged."""
-    problems = diagnosis.auxiliary_problems(store.conn)
+    if store.engine == "postgresql":
+        from cafleet.store import postgres
+
+        problems = postgres.auxiliary_problems(store)  # type: ignore[arg-type]
+    else:
+        problems = diagnosis.auxiliary_problems(store.conn)
     created = [name for name, problem in problems.items() if problem == "missing"]
     if created:
         with store.write():

@@ -4,9 +4,10 @@ Any process may write the database (a CLI send, an ACK, a drain stamping a previ
 member being created), so the stream cannot rely on hearing about writes from this
 server. Instead each stream keeps its own connection and asks
 :class:`cafleet.store.changes.Changes` a few times a second whether another connection has
-committed (one ``PRAGMA data_version``; its baseline is taken inside the first snapshot,
-before anything is read), so an idle fleet costs one trivial query per tick. When it
-changes, the stream diffs a cheap snapshot of the fleet:
+committed (the store's change waiter: SQLite's ``PRAGMA data_version``, one trivial query;
+PostgreSQL's notification queued on its LISTEN connection, no query; the baseline is taken
+before the first snapshot is read), so an idle fleet costs almost nothing per tick. When
+something changed, the stream diffs a cheap snapshot of the fleet:
 
 - the highest message id seen → ``message`` events for every newer row;
 - the unacknowledged messages and whether each was notified → ``ack`` when one left the
@@ -46,8 +47,8 @@ class FleetWatch:
     def __init__(self, store, fleet_id: int) -> None:
         self.store = store
         self.fleet_id = fleet_id
+        self.changes = Changes(store, 0.0)  # its baseline comes before the snapshot
         with api.read_snapshot(store):
-            self.changes = Changes(store, 0.0)  # baseline before the snapshot is read
             newest = timeline.fleet_timeline(store, fleet_id, limit=1)
             self.last_id = newest[0]["message_id"] if newest else 0
             self.open = timeline.fleet_open_messages(store, fleet_id)
@@ -97,6 +98,7 @@ class FleetWatch:
         return events
 
     def close(self) -> None:
+        self.changes.close()
         self.store.close()
 
 

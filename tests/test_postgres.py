@@ -1,0 +1,322 @@
+"""What only the PostgreSQL store has: its schema diagnosis and racing initialisation,
+the dialect seam, ACK exactly once under concurrent connections, LISTEN/NOTIFY waiting
+(with a dropped connection), the advisory pane-input lock and a schema of one's own.
+
+The broker, message, notification, timeline and wait/listen suites run on both stores
+(``STORES`` in those modules); these tests add what SQLite has no counterpart for. All run
+against the real server of ``pg_cluster`` (tests/support/postgres.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from cafleet.broker import fleets, members, messages
+from cafleet.errors import Conflict, DatabaseError, LockTimeout
+from cafleet.store.connection import open_store
+
+
+@pytest.fixture
+def url(pg_cluster) -> str:
+    return pg_cluster.fresh_database()
+
+
+@pytest.fixture
+def pg(url):
+    store = open_store(url)
+    yield store
+    store.close()
+
+
+def _fleet(store, members_count: int = 2):
+    record = fleets.create_fleet(store, name="alpha", coding_agent="claude", backend="tmux",
+                                 session="$0@/nonexistent/socket", window_id="@0", pane_id="%0")
+    ids = [members.register_member(store, fleet_id=record["fleet_id"], name=f"m{i}", description="worker",
+                                   backend="tmux", session="$0@/nonexistent/socket", window_id="@0",
+                                   coding_agent="claude", pane_id=None) for i in range(members_count)]
+    return record["fleet_id"], record["director_member_id"], ids
+
+
+def _raw(url: str):
+    import psycopg
+
+    return psycopg.connect(url, autocommit=True)
+
+
+def _snapshot(url: str) -> list:
+    """Every relation and row count under every schema but the catalogues: 'nothing written'."""
+    with _raw(url) as conn:
+        rels = conn.execute(
+            "SELECT n.nspname, c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') ORDER BY 1, 2").fetchall()
+        counts = [conn.execute(f'SELECT count(*) FROM "{s}"."{r}"').fetchone()[0] for s, r, k in rels if k == "r"]
+        return [rels, counts]
+
+
+# --- diagnosis ----------------------------------------------------------------------------
+
+
+def test_fresh_schema_reads_back_exactly_the_expected_shape(pg, url):
+    from cafleet.store import postgres
+
+    found = postgres._read_shape(pg.conn, "cafleet")
+    assert {t: found["column"][t] for t in postgres.EXPECTED_COLUMNS} == {
+        t: set(c) for t, c in postgres.EXPECTED_COLUMNS.items()}
+    assert {t: found["constraint"][t] for t in postgres.EXPECTED_CONSTRAINTS} == {
+        t: set(c) for t, c in postgres.EXPECTED_CONSTRAINTS.items()}
+    for index, definition in postgres.EXPECTED_INDEXES.items():
+        assert found["index"][index] == {definition}
+    assert "idx_cafleet_aux_messages_pending" in found["index"]
+    assert pg.execute("SELECT version, name FROM refinery_schema_history").fetchall() == [(1, "baseline")]
+    assert postgres.first_shape_problem(found) is None
+
+
+@pytest.mark.parametrize("damage, words", [
+    ("CREATE TABLE cafleet.other (x int)", "holds something else (no cafleet ledger"),
+    ("INSERT INTO cafleet.refinery_schema_history VALUES (2, 'future', 'x', 'y')", "is newer than this cafleet"),
+    ("DROP INDEX cafleet.idx_members_fleet_status", "index idx_members_fleet_status on members"),
+    ("ALTER TABLE cafleet.messages ALTER COLUMN text DROP NOT NULL", "column messages.text is altered"),
+    ("ALTER TABLE cafleet.messages DROP CONSTRAINT messages_to_member_id_fkey", "FOREIGN KEY (to_member_id)"),
+    ("ALTER TABLE cafleet.members ADD COLUMN badge text NOT NULL", "members.badge is NOT NULL without a default"),
+    ("DELETE FROM cafleet.refinery_schema_history", "empty or invalid schema ledger"),
+])
+def test_a_schema_that_is_not_cafleets_current_one_is_refused_unchanged(url, damage, words, cli, env):
+    if damage.startswith("CREATE TABLE"):
+        with _raw(url) as conn:
+            conn.execute("CREATE SCHEMA cafleet")
+            conn.execute(damage)
+    else:
+        open_store(url).close()
+        with _raw(url) as conn:
+            conn.execute(damage)
+    before = _snapshot(url)
+    with pytest.raises(DatabaseError) as refused:
+        open_store(url)
+    assert words in str(refused.value) and "\n" not in str(refused.value)
+    result = cli("fleet", "create", "--name", "x", environ=dict(env, CAFLEET_DATABASE_URL=url))
+    assert result.code != 0 and result.err.startswith("Error: ") and result.err.count("\n") == 1
+    assert _snapshot(url) == before
+
+
+def test_racing_first_opens_initialise_once(url):
+    errors, stores = [], []
+    start = threading.Barrier(8)
+
+    def opener():
+        try:
+            start.wait()
+            stores.append(open_store(url))
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=opener) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == [] and len(stores) == 8
+    assert stores[0].execute("SELECT count(*) FROM refinery_schema_history").fetchone()[0] == 1
+    for store in stores:
+        store.close()
+
+
+def test_schema_setting_keeps_two_fleets_apart(url, env, cli):
+    a = cli("fleet", "list", "--json", environ=dict(env, CAFLEET_DATABASE_URL=url, CAFLEET_PG_SCHEMA="team_a"))
+    assert a.code == 0, a.err
+    store_a, store_b = open_store(url, schema="team_a"), open_store(url, schema="team_b")
+    try:
+        _fleet(store_a)
+        assert len(fleets.list_fleets(store_a)) == 1 and fleets.list_fleets(store_b) == []
+    finally:
+        store_a.close()
+        store_b.close()
+    bad = cli("fleet", "list", environ=dict(env, CAFLEET_DATABASE_URL=url, CAFLEET_PG_SCHEMA="Bad-Name"))
+    assert bad.code != 0 and bad.err.startswith("Error: CAFLEET_PG_SCHEMA ") and bad.err.count("\n") == 1
+
+
+def test_unreachable_server_is_one_line(env, cli, tmp_path):
+    result = cli("fleet", "list", environ=dict(env, CAFLEET_DATABASE_URL=f"postgresql://nobody:secret@/x?host={tmp_path}"))
+    assert result.code != 0 and result.err.startswith("Error: cannot reach database ")
+    assert result.err.count("\n") == 1 and "secret" not in result.err
+
+
+# --- the dialect seam ---------------------------------------------------------------------
+
+
+def test_dialect_rewrites_only_outside_string_literals():
+    from cafleet.store.dialect import postgres
+
+    assert postgres("SELECT a FROM t WHERE x = ? AND y LIKE '50%?' AND z = ?", True) == (
+        "SELECT a FROM t WHERE x = %s AND y LIKE '50%%?' AND z = %s")
+    assert postgres("SELECT 1 FROM a x CROSS JOIN b y ON y.k = x.k WHERE x.m IS NOT y.n AND x.p IS NOT NULL", False) == (
+        "SELECT 1 FROM a x JOIN b y ON y.k = x.k WHERE x.m IS DISTINCT FROM y.n AND x.p IS NOT NULL")
+    assert postgres("SELECT 1 FROM a CROSS JOIN b WHERE (? IS NULL OR +a.id < ?)", True) == (
+        "SELECT 1 FROM a CROSS JOIN b WHERE (%s IS NULL OR a.id < %s)")
+
+
+def test_a_nul_in_a_body_is_refused_before_anything_is_written(pg):
+    _, director, (m1, _) = _fleet(pg)
+    with pytest.raises(DatabaseError, match="U\\+0000"):
+        messages.send(pg, director, m1, "a\x00b")
+    assert pg.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+
+
+# --- writes under concurrency ------------------------------------------------------------
+
+
+def test_ack_exactly_once_under_racing_connections(pg, url):
+    _, director, (m1, _) = _fleet(pg)
+    message_id = messages.send(pg, director, m1, "once")["message_id"]
+    stores = [open_store(url) for _ in range(8)]
+    outcomes: list[str] = []
+    start = threading.Barrier(len(stores))
+
+    def acker(store):
+        start.wait()
+        try:
+            messages.ack(store, message_id)
+            outcomes.append("ok")
+        except Conflict:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=acker, args=(s,)) for s in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    for store in stores:
+        store.close()
+    assert sorted(outcomes) == ["conflict"] * 7 + ["ok"]
+    assert pg.execute("SELECT status_state FROM messages WHERE message_id = ?", (message_id,)).fetchone() == (
+        "completed",)
+
+
+def test_fan_out_reports_every_committed_id_while_another_writer_races(pg, url):
+    _, director, ids = _fleet(pg, members_count=6)
+    other = open_store(url)
+    stop = threading.Event()
+
+    def noise():
+        while not stop.is_set():
+            messages.send(other, ids[0], ids[1], "noise")
+
+    thread = threading.Thread(target=noise)
+    thread.start()
+    try:
+        result = messages.broadcast(pg, director, "all hands")
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+        other.close()
+    reported = sorted(r["message_id"] for r in result["sent"])
+    stored = [row[0] for row in pg.execute(
+        "SELECT message_id FROM messages WHERE text = 'all hands' ORDER BY message_id").fetchall()]
+    assert result["failed"] == [] and reported == stored and len(stored) == 6
+
+
+def test_fleet_bootstrap_is_atomic(pg):
+    with pytest.raises(Exception):  # noqa: B017 - the member insert fails on a NULL name
+        fleets.create_fleet(pg, name="alpha", coding_agent=None, backend="tmux", session="s", window_id="@0",
+                            pane_id="%0")
+    assert pg.execute("SELECT count(*) FROM fleets").fetchone()[0] == 0
+    assert pg.execute("SELECT count(*) FROM members").fetchone()[0] == 0
+    assert _fleet(pg)[0] > 0  # the connection is usable afterwards
+
+
+# --- waiting ------------------------------------------------------------------------------
+
+
+def test_waiter_wakes_on_a_commit_and_survives_a_dropped_connection(pg, url):
+    waiter = pg.change_waiter(0.05)
+    try:
+        assert waiter.wait(time.monotonic() + 0.2) is False
+        first = waiter.conn
+        with _raw(url) as admin:
+            killed = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                   "WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid()").fetchall()
+        assert killed == [(True,)]
+        # The dropped connection is noticed, re-established and answered with "read again".
+        assert waiter.wait(time.monotonic() + 30) is True
+        assert waiter.conn is not None and waiter.conn is not first
+        writer = open_store(url)
+        try:
+            timer = threading.Timer(0.2, lambda: _fleet(writer))
+            timer.start()
+            assert waiter.wait(time.monotonic() + 30) is True  # woken by the NOTIFY after re-LISTEN
+            timer.join()
+        finally:
+            writer.close()
+    finally:
+        waiter.close()
+
+
+# --- the pane-input lock ------------------------------------------------------------------
+
+
+def test_advisory_pane_lock_is_exclusive_bounded_and_freed_when_the_holder_dies(url):
+    from cafleet.delivery.lock import advisory_key, pane_lock
+
+    assert advisory_key("tmux", "$0@/s", "%1") != advisory_key("tmux", "$0@/s", "%2")
+    assert -(2**63) <= advisory_key("tmux", "$0@/s", "%1") < 2**63
+    with pane_lock(url, "tmux", "$0@/s", "%1", timeout=1):
+        with pytest.raises(LockTimeout):
+            with pane_lock(url, "tmux", "$0@/s", "%1", timeout=0.2):
+                pass
+        with pane_lock(url, "tmux", "$0@/s", "%2", timeout=0):
+            pass  # another pane is another key
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\nfrom cafleet.delivery.lock import pane_lock\n"
+         f"with pane_lock({url!r}, 'tmux', '$0@/s', '%1', 5):\n    print('held', flush=True)\n    time.sleep(600)\n"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(LockTimeout):
+            with pane_lock(url, "tmux", "$0@/s", "%1", timeout=0.2):
+                pass
+        holder.kill()
+        holder.wait(timeout=30)
+        with pane_lock(url, "tmux", "$0@/s", "%1", timeout=30):
+            pass  # the server ended the dead holder's session, and with it the lock
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+
+
+def test_a_writer_that_waits_too_long_gets_the_locked_line_and_a_usable_connection(pg, url):
+    from cafleet.store.postgres import lock_key
+
+    _, director, (m1, _) = _fleet(pg)
+    impatient = open_store(url, busy_timeout=0.2)
+    with _raw(url) as holder:
+        holder.execute("BEGIN")
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("writers", "cafleet"),))
+        with pytest.raises(DatabaseError, match=r"is locked by another process \(waited 0.2 s\); try again\."):
+            messages.send(impatient, director, m1, "blocked")
+        holder.execute("ROLLBACK")
+    assert messages.send(impatient, director, m1, "now")["text"] == "now"  # the same connection, usable again
+    impatient.close()
+
+
+def test_setup_and_doctor_work_on_postgresql_and_never_print_the_password(url, env, cli):
+    secret_url = url.replace("postgres@", "postgres:hunter2@")
+    environ = dict(env, CAFLEET_DATABASE_URL=secret_url)
+    setup = cli("setup", "--json", environ=environ)
+    assert setup.code == 0, setup.err
+    assert "hunter2" not in setup.out + setup.err and "***" in setup.json()["database"]["path"]
+    again = cli("setup", "--json", environ=environ)  # the asset_installs upsert, a second time
+    assert again.code == 0, again.err
+    doctor = cli("doctor", "--json", environ=environ)
+    assert "hunter2" not in doctor.out + doctor.err
+    database = doctor.json()["database"]
+    assert database["ok"] is True and database["auxiliary_indexes"] == {}
+    store = open_store(url)
+    try:
+        assert store.execute("SELECT count(*) FROM asset_installs").fetchone()[0] == len(setup.json()["assets"])
+    finally:
+        store.close()
