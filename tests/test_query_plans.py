@@ -87,6 +87,8 @@ def build_database(path: str, analyze: bool, auxiliary: bool = True) -> dict:
     if not auxiliary:  # a file made by a cafleet without the auxiliary index
         for name in schema.AUX_INDEXES:
             store.execute(f"DROP INDEX {name}")
+        for name in schema.AUX_TABLES:
+            store.execute(f"DROP TABLE {name}")
     if analyze:
         store.execute("ANALYZE")
     store.close()
@@ -216,7 +218,8 @@ def test_schema_is_exactly_the_baseline(database):
         "SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'index') AND sql IS NOT NULL "
         "AND name NOT IN ('sqlite_sequence', 'sqlite_stat1')")}
     conn.close()
-    aux = set() if path.split(os.sep)[-2].startswith("without-auxiliary") else {*schema.AUX_INDEXES.items()}
+    aux = set() if path.split(os.sep)[-2].startswith("without-auxiliary") else {*schema.AUX_INDEXES.items(),
+                                                                               *schema.AUX_TABLES.items()}
     assert found == {*schema.TABLES.items(), *schema.INDEXES.items(), *aux}
 
 

@@ -204,7 +204,9 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
     try:
         text = render_spawn_prompt(prompt, fleet_id=fleet_id, member_id=member_id,
                                    director_member_id=director["member_id"], coding_agent=agent)
-        argv = backends.build_argv(agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id)
+        session_id = _record_usage_source(store, environ, member_id, agent, cwd)
+        argv = backends.build_argv(agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id,
+                                   session_id=session_id)
         pane_env = {"CAFLEET_DATABASE_URL": db_path, "CAFLEET_MEMBER_ID": str(member_id), "CAFLEET_FLEET_ID": str(fleet_id)}
         pane_id, identity = mux.split_identified(placement["window_id"], argv, cwd=cwd, env=pane_env,
                                                  target_pane=placement["pane_id"])
@@ -215,6 +217,24 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
         raise CreateFailed(_compensate(store, mux, member_id, pane_id, error)) from None
     return {"member_id": member_id, "fleet_id": fleet_id, "name": name, "coding_agent": agent,
             "backend": placement["backend"], "pane_id": pane_id}
+
+
+def _record_usage_source(store, environ, member_id: int, agent: str, cwd: str) -> str | None:
+    """Choose what ties the member's usage records to it (claude: a new session id) and
+    record it with the agent's data folder and the pane's cwd (docs/usage.md); returns
+    claude's session id. A file without the auxiliary table records nothing."""
+    from cafleet.agents import usage as agent_usage
+    from cafleet.broker import usage
+
+    session_id = None
+    if agent == "claude":
+        import uuid
+
+        session_id = str(uuid.uuid4())
+    data_dir = agent_usage.data_dir(agent, environ)
+    usage.record_source(store, member_id, coding_agent=agent, session_id=session_id, data_dir=data_dir,
+                                   cwd=cwd)
+    return session_id
 
 
 # Variables that describe this machine, not the fleet: never handed to a pane on another host.

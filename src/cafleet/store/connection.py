@@ -379,10 +379,15 @@ def add_auxiliary_indexes(store: Store) -> list[str]:
     the names created. One write transaction; the ledger and required shape are unchanged."""
     problems = diagnosis.auxiliary_problems(store.conn)
     created = [name for name, problem in problems.items() if problem == "missing"]
-    if created:
+    tables = [name for name in schema.AUX_TABLES if store.conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is None]
+    if created or tables:
         with store.write():
+            for name in tables:
+                store.execute(schema.create_if_missing(schema.AUX_TABLES[name]))
             for name in created:
                 store.execute(schema.create_if_missing(schema.AUX_INDEXES[name]))
+    created = tables + created
     return created
 
 
@@ -415,7 +420,8 @@ def _initialise(conn: sqlite3.Connection, path: str, busy_timeout: float) -> Non
                 conn.execute("PRAGMA application_id").fetchone()[0] == 0
             ):
                 conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
-                for sql in (*schema.TABLES.values(), *schema.INDEXES.values(), *schema.AUX_INDEXES.values()):
+                for sql in (*schema.TABLES.values(), *schema.INDEXES.values(), *schema.AUX_INDEXES.values(),
+                            *schema.AUX_TABLES.values()):
                     conn.execute(sql)
                 conn.execute(
                     f"INSERT INTO {schema.LEDGER_TABLE} (version, name, applied_on, checksum) VALUES (?, ?, ?, ?)",

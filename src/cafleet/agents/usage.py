@@ -1,0 +1,239 @@
+"""Read what each coding agent records about its own model usage (docs/usage.md).
+
+A leaf: files and the agents' own databases only, nothing of cafleet's. The command line
+loads it only for ``member usage``/``fleet usage`` and ``member create``.
+
+* claude: ``<config dir>/projects/*/<session id>.jsonl``, one ``"type":"assistant"`` line
+  per content block, each repeating the call's ``message.usage``; a call is counted once
+  per ``(message.id, requestId)``, its last line winning. No dollars: the price table.
+* codex and opencode: not read yet (docs/usage.md says what they record and how a
+  member is tied to it).
+
+A :class:`Usage` adds calls up by model; :class:`TranscriptReader` keeps a byte offset per
+file, so reading again only parses what was appended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+
+KINDS = ("input", "cache_write", "cache_read", "output")
+"""Token kinds: input not read from or written to the prompt cache, written to the
+cache, read from the cache, output (reasoning included)."""
+
+PRICE_TABLE_VERSION = 1
+# Dollars per million tokens, by kind, for models whose agent records no dollars. Keys
+# are model-name prefixes (the longest matching one wins). Public list prices as of
+# the table's version; a user overrides or extends them with CAFLEET_PRICE_FILE.
+PRICES: dict[str, dict[str, float]] = {
+    "claude-opus-4-5": {"input": 5.0, "cache_write": 6.25, "cache_read": 0.5, "output": 25.0},
+    "claude-opus-4-1": {"input": 15.0, "cache_write": 18.75, "cache_read": 1.5, "output": 75.0},
+    "claude-opus-4": {"input": 15.0, "cache_write": 18.75, "cache_read": 1.5, "output": 75.0},
+    "claude-sonnet-4": {"input": 3.0, "cache_write": 3.75, "cache_read": 0.3, "output": 15.0},
+    "claude-3-7-sonnet": {"input": 3.0, "cache_write": 3.75, "cache_read": 0.3, "output": 15.0},
+    "claude-haiku-4-5": {"input": 1.0, "cache_write": 1.25, "cache_read": 0.1, "output": 5.0},
+    "claude-3-5-haiku": {"input": 0.8, "cache_write": 1.0, "cache_read": 0.08, "output": 4.0},
+    "gpt-5": {"input": 1.25, "cache_write": 0.0, "cache_read": 0.125, "output": 10.0},
+    "gpt-5-mini": {"input": 0.25, "cache_write": 0.0, "cache_read": 0.025, "output": 2.0},
+}
+
+
+def price_table(environ: Mapping[str, str]) -> dict[str, dict[str, float]]:
+    """The built-in prices, overlaid with the JSON file named by ``CAFLEET_PRICE_FILE``
+    (``{"models": {"<prefix>": {"input": 3.0, "output": 15.0, ...}}}``, dollars per
+    million tokens; a kind left out costs 0). A file that cannot be read is an error."""
+    table = dict(PRICES)
+    path = environ.get("CAFLEET_PRICE_FILE")
+    if path:
+        from cafleet.errors import UsageError
+
+        try:
+            with open(path, encoding="utf-8") as handle:
+                loaded = json.load(handle)
+            models = loaded["models"]
+            for prefix, prices in models.items():
+                table[str(prefix)] = {kind: float(prices.get(kind, 0.0)) for kind in KINDS}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+            raise UsageError(f"cannot read the price file CAFLEET_PRICE_FILE={path} ({error}); "
+                             'it must be JSON like {"models": {"claude-sonnet-4": {"input": 3.0, "output": 15.0}}}') from None
+    return table
+
+
+def price_for(model: str, table: Mapping[str, Mapping[str, float]]) -> Mapping[str, float] | None:
+    best = None
+    for prefix in table:
+        if model.startswith(prefix) and (best is None or len(prefix) > len(best)):
+            best = prefix
+    return table[best] if best is not None else None
+
+
+class Usage:
+    """Tokens by model and kind, dollars recorded by the agent, and the calls counted."""
+
+    __slots__ = ("models",)
+
+    def __init__(self) -> None:
+        self.models: dict[str, dict] = {}
+
+    def add(self, model: str, tokens: Mapping[str, int], *, usd: float | None = None, calls: int = 1) -> None:
+        row = self.models.setdefault(model or "unknown", {**{kind: 0 for kind in KINDS}, "calls": 0, "recorded_usd": None})
+        for kind in KINDS:
+            row[kind] += int(tokens.get(kind) or 0)
+        row["calls"] += calls
+        if usd is not None:
+            row["recorded_usd"] = (row["recorded_usd"] or 0.0) + float(usd)
+
+    def merge(self, other: "Usage") -> None:
+        for model, row in other.models.items():
+            self.add(model, row, usd=row["recorded_usd"], calls=row["calls"])
+
+    def report(self, prices: Mapping[str, Mapping[str, float]]) -> dict:
+        """``{"calls", "tokens": {kind: n, "total": n}, "usd", "unpriced": [models],
+        "models": {model: {kinds..., "calls", "usd", "usd_source"}}}``. A model's dollars
+        are the agent's own when it recorded them, else tokens times the price table;
+        a model in neither is listed in ``unpriced`` and left out of ``usd``."""
+        models = {}
+        totals = {kind: 0 for kind in KINDS}
+        usd = 0.0
+        calls = 0
+        unpriced = []
+        for model in sorted(self.models):
+            row = self.models[model]
+            out = {kind: row[kind] for kind in KINDS}
+            out["calls"] = row["calls"]
+            if row["recorded_usd"] is not None:
+                out["usd"], out["usd_source"] = round(row["recorded_usd"], 6), "recorded"
+            else:
+                price = price_for(model, prices)
+                if price is None:
+                    out["usd"], out["usd_source"] = None, "unpriced"
+                    unpriced.append(model)
+                else:
+                    cost = sum(row[kind] * float(price.get(kind, 0.0)) for kind in KINDS) / 1_000_000
+                    out["usd"], out["usd_source"] = round(cost, 6), f"price table v{PRICE_TABLE_VERSION}"
+            if out["usd"] is not None:
+                usd += out["usd"]
+            for kind in KINDS:
+                totals[kind] += row[kind]
+            calls += row["calls"]
+            models[model] = out
+        totals["total"] = sum(totals[kind] for kind in KINDS)
+        return {"calls": calls, "tokens": totals, "usd": round(usd, 6), "unpriced": unpriced, "models": models}
+
+
+def data_dir(agent: str, environ: Mapping[str, str]) -> str | None:
+    """Where ``agent`` keeps its records for a pane started with ``environ``."""
+    home = environ.get("HOME") or os.path.expanduser("~")
+    if agent == "claude":
+        return environ.get("CLAUDE_CONFIG_DIR") or os.path.join(home, ".claude")
+    if agent == "codex":
+        return environ.get("CODEX_HOME") or os.path.join(home, ".codex")
+    if agent == "opencode":
+        return os.path.join(environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"), "opencode")
+    return None
+
+
+# -- claude -----------------------------------------------------------------------------
+
+def claude_transcripts(config_dir: str, session_id: str) -> list[str]:
+    """``<config dir>/projects/*/<session id>.jsonl`` (long cwds are cut and hashed in the
+    folder name, so the folder is not computed but searched)."""
+    projects = os.path.join(config_dir, "projects")
+    name = session_id + ".jsonl"
+    found = []
+    try:
+        with os.scandir(projects) as entries:
+            for entry in entries:
+                path = os.path.join(entry.path, name)
+                if entry.is_dir() and os.path.isfile(path):
+                    found.append(path)
+    except OSError:
+        pass
+    return sorted(found)
+
+
+class _FileState:
+    __slots__ = ("ident", "offset", "calls")
+
+    def __init__(self, ident) -> None:
+        self.ident = ident
+        self.offset = 0
+        self.calls: dict[tuple, tuple[str, dict]] = {}
+
+
+class TranscriptReader:
+    """claude's transcripts, read incrementally: per file its identity (device, inode),
+    the byte offset of the last complete line parsed, and each call's usage by
+    ``(message.id, requestId)``. A file replaced or cut short is read again from 0."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self) -> None:
+        self.files: dict[str, _FileState] = {}
+
+    def read(self, path: str) -> dict[tuple, tuple[str, dict]]:
+        try:
+            info = os.stat(path)
+        except OSError:
+            return {}
+        ident = (info.st_dev, info.st_ino)
+        state = self.files.get(path)
+        if state is None or state.ident != ident or info.st_size < state.offset:
+            state = self.files[path] = _FileState(ident)
+        if info.st_size == state.offset:
+            return state.calls
+        with open(path, "rb") as handle:
+            handle.seek(state.offset)
+            rest = b""
+            while True:
+                chunk = handle.read(self.CHUNK)
+                if not chunk:
+                    break
+                data = rest + chunk
+                cut = data.rfind(b"\n") + 1
+                rest = data[cut:]
+                self._parse(data[:cut], state.calls)
+                state.offset += cut
+        return state.calls
+
+    @staticmethod
+    def _parse(data: bytes, calls: dict) -> None:
+        for line in data.split(b"\n"):
+            if b'"usage"' not in line or b'"assistant"' not in line:
+                continue  # most lines: user turns, tool results, metadata
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(record, dict) or record.get("type") != "assistant":
+                continue
+            message = record.get("message")
+            usage = message.get("usage") if isinstance(message, dict) else None
+            if not isinstance(usage, dict):
+                continue
+            key = (message.get("id"), record.get("requestId"))
+            calls[key] = (str(message.get("model") or "unknown"), {
+                "input": usage.get("input_tokens") or 0,
+                "cache_write": usage.get("cache_creation_input_tokens") or 0,
+                "cache_read": usage.get("cache_read_input_tokens") or 0,
+                "output": usage.get("output_tokens") or 0,
+            })
+
+
+def claude_usage(config_dir: str, session_ids: Iterable[str], reader: TranscriptReader | None = None) -> tuple[Usage, list[str]]:
+    """The usage in the transcripts of ``session_ids``, and the files read."""
+    reader = reader or TranscriptReader()
+    total = Usage()
+    paths = []
+    seen: set[tuple] = set()
+    for session_id in session_ids:
+        for path in claude_transcripts(config_dir, session_id):
+            paths.append(path)
+            for key, (model, tokens) in reader.read(path).items():
+                if key not in seen:
+                    seen.add(key)
+                    if model != "<synthetic>":  # claude's own placeholder lines, no API call
+                        total.add(model, tokens)
+    return total, paths

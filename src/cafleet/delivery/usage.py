@@ -1,0 +1,73 @@
+"""What members have spent: the attribution rows the broker keeps, joined with the usage
+records each coding agent writes (:mod:`cafleet.agents.usage`; docs/usage.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from cafleet.agents import usage as agent_usage
+from cafleet.broker import usage
+
+# What each agent leaves out of the files cafleet reads: a total is a lower bound by these.
+NOT_SEEN: dict[str, tuple[str, ...]] = {
+    "claude": (
+        "the /compact summary call",
+        "title generation",
+        "most of an interrupted reply",
+        "sessions begun with /clear (a new session id cafleet did not choose)",
+    ),
+    "codex": ("not read yet: codex members show no records",),
+    "opencode": ("not read yet: opencode members show no records",),
+}
+
+
+def _member_usage(source: dict | None, agent: str | None, reader) -> tuple[agent_usage.Usage, list[str], str | None]:
+    """(usage, files read, why there are no records) for one member."""
+    empty = agent_usage.Usage()
+    if source is None:
+        return empty, [], ("no attribution recorded for this member (created before `cafleet setup` added "
+                           "the usage table, or not spawned by `member create`)")
+    if agent == "claude" and source["session_id"] and source["data_dir"]:
+        found, paths = agent_usage.claude_usage(source["data_dir"], [source["session_id"]], reader)
+        return found, paths, None if found.models else "no records yet"
+    return empty, [], f"usage of {agent or 'this agent'} is not read yet"
+
+
+def _member_report(record: dict, source: dict | None, prices, reader) -> dict:
+    found, paths, why = _member_usage(source, record["coding_agent"], reader)
+    report = found.report(prices)
+    report.update(member_id=record["member_id"], name=record["name"], coding_agent=record["coding_agent"],
+                  files=paths, no_records=why,
+                  lower_bound_because=list(NOT_SEEN.get(record["coding_agent"] or "", ())))
+    report["_usage"] = found
+    return report
+
+
+def member_usage(store, environ: Mapping[str, str], member_id: int) -> dict:
+    """One member's tokens by kind and model and its dollars."""
+    from cafleet.broker import members
+
+    record = members.get_member(store, member_id)
+    placement = record.get("placement") or {}
+    record = {"member_id": member_id, "name": record["name"], "coding_agent": placement.get("coding_agent")}
+    report = _member_report(record, usage.sources(store, [member_id]).get(member_id),
+                            agent_usage.price_table(environ), agent_usage.TranscriptReader())
+    report.pop("_usage")
+    return report
+
+
+def fleet_usage(store, environ: Mapping[str, str], fleet_id: int) -> dict:
+    """Every member's usage (deregistered ones included) and the fleet's sum."""
+    roster = usage.fleet_members(store, fleet_id)
+    sources = usage.sources(store, [r["member_id"] for r in roster])
+    prices = agent_usage.price_table(environ)
+    reader = agent_usage.TranscriptReader()
+    total = agent_usage.Usage()
+    reports = []
+    for record in roster:
+        report = _member_report(record, sources.get(record["member_id"]), prices, reader)
+        total.merge(report.pop("_usage"))
+        reports.append(report)
+    fleet = total.report(prices)
+    fleet.update(fleet_id=fleet_id, members=reports)
+    return fleet
