@@ -174,9 +174,12 @@ def check_claude(binary: str, version: str, home: Path) -> list[Check]:
     swallowing = [binary, "--permission-mode", "dontAsk", "--allowedTools", *backends.CLAUDE_ALLOWED_TOOLS, "probe prompt"]
     code, out, err = run(swallowing, env, home)
     checks.append(_check("probe self-test: a prompt right after --allowedTools is swallowed", "Input must be provided" in out + err, _short(out + err)))
-    # --session-id is validated after parsing, when the session starts: a UUID reaches
-    # "Not logged in", anything else stops at "Invalid session ID"
-    code, out, err = run([binary, "--session-id", PROBE_SESSION_ID, "-p", "probe"], env, home)
+    # --session-id is validated after parsing, when the session starts: a new UUID reaches
+    # "Not logged in", anything else stops at "Invalid session ID" (and one already used,
+    # as the member argv above used PROBE_SESSION_ID, at "already in use")
+    import uuid
+
+    code, out, err = run([binary, "--session-id", str(uuid.uuid4()), "-p", "probe"], env, home)
     checks.append(_check("--session-id <uuid> accepted", "Not logged in" in out + err and "Invalid session" not in out + err, _short(out + err)))
     code, out, err = run([binary, "--session-id", "cafleet-bogus", "-p", "probe"], env, home)
     checks.append(_check("probe self-test: --session-id cafleet-bogus refused", "Invalid session ID" in out + err, _short(out + err)))
