@@ -1,0 +1,128 @@
+"""Usage on the real claude (marker ``real_agent``): the scripted model API answers each
+turn with usage numbers this test chooses, and `cafleet member usage` / `fleet usage` must
+sum exactly those, per member, for two members of one agent in one working directory
+(docs/usage.md). Skipped, with the reason, without the pinned claude."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from tests.support import model_api as m
+from tests.support.real_agents import composer_empty, real_fleet, skip_reason
+
+pytestmark = pytest.mark.real_agent
+
+TURN_TIMEOUT = 90.0
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    reason = skip_reason("claude")
+    if reason:
+        pytest.skip(reason)
+    with real_fleet("claude", tmp_path_factory.mktemp("usage-claude")) as real:
+        yield real
+
+
+def usage_json(fleet, *args: str, environ=None) -> dict:
+    done = fleet.cafleet(*args, "--json", environ=environ)
+    assert done.code == 0, done
+    return done.json()
+
+
+def wait_calls(fleet, member_id: int, calls: int) -> dict:
+    """`member usage` once the member's transcript holds ``calls`` calls (claude writes a
+    call's lines when it completes); the timeout only bounds a failure."""
+    deadline = time.monotonic() + TURN_TIMEOUT
+    while True:
+        report = usage_json(fleet, "member", "usage", str(member_id))
+        if report["calls"] >= calls or time.monotonic() > deadline:
+            return report
+        time.sleep(0.2)
+
+
+def create(fleet, name: str, reply: m.Reply) -> dict:
+    """A claude member whose spawn-prompt turn is answered with ``reply``: exactly one turn."""
+    fleet.api.script.push(reply)
+    before = len(fleet.api.turns())
+    record = fleet.create_member("claude", name)
+    fleet.wait_screen(record["pane_id"], lambda s: fleet.api.script.pending() == 0 and composer_empty("claude", s),
+                      TURN_TIMEOUT, f"{name} to finish its spawn turn")
+    assert len(fleet.api.turns()) - before == 1
+    return record
+
+
+def test_usage_is_summed_exactly_per_member_in_one_cwd(fleet, tmp_path):
+    alice = create(fleet, "alice", m.text("Ready.", input_tokens=1001, output_tokens=11))
+    bob = create(fleet, "bob", m.text("Ready.", input_tokens=2002, output_tokens=22))
+    # two more calls for alice, woken by a message: a reply of two content blocks (claude
+    # writes one transcript line per block, each repeating the call's usage: counted once)
+    # that runs a shell command, then the reply after its result
+    poll = m.ToolCall("Bash", {"command": f"cafleet message poll {alice['member_id']}", "description": "Poll"})
+    fleet.api.script.push(m.Reply(text="Checking my inbox.", tool_calls=[poll], input_tokens=3003, output_tokens=33),
+                          m.text("Noted.", input_tokens=4004, output_tokens=44))
+    before = len(fleet.api.turns())
+    sent = fleet.send(alice["member_id"], "Note this, nothing else.")
+    assert sent.code == 0, sent
+    fleet.api.wait(lambda turns: len(fleet.api.turns()) > before, TURN_TIMEOUT)
+    fleet.wait_screen(alice["pane_id"], lambda s: fleet.api.script.pending() == 0 and composer_empty("claude", s),
+                      TURN_TIMEOUT, "alice to finish the message's turn")
+    assert len(fleet.api.turns()) - before == 2
+
+    a = wait_calls(fleet, alice["member_id"], 3)
+    b = wait_calls(fleet, bob["member_id"], 1)
+    assert (a["calls"], a["tokens"]) == (3, {"input": 8008, "cache_write": 0, "cache_read": 0, "output": 88,
+                                             "total": 8096})
+    assert (b["calls"], b["tokens"]) == (1, {"input": 2002, "cache_write": 0, "cache_read": 0, "output": 22,
+                                             "total": 2024})
+    assert a["no_records"] is None and len(a["files"]) == 1 and a["files"] != b["files"]
+    lines = [json.loads(line) for line in open(a["files"][0], encoding="utf-8")]
+    assistant = [line for line in lines if line.get("type") == "assistant"]
+    assert len(assistant) > len({(x["message"]["id"], x.get("requestId")) for x in assistant}) == 3  # repeats were read once
+    [model] = a["models"]
+    assert "the /compact summary call" in a["lower_bound_because"]
+
+    # dollars from the price table, here a user's price file for the model claude used
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {model: {"input": 2.0, "output": 20.0}}}), encoding="utf-8")
+    environ = dict(fleet.environ, CAFLEET_PRICE_FILE=str(prices))
+    a = usage_json(fleet, "member", "usage", str(alice["member_id"]), environ=environ)
+    assert a["usd"] == round((8008 * 2.0 + 88 * 20.0) / 1e6, 6)
+    assert a["models"][model]["usd_source"] == "price table v1"
+
+    whole = usage_json(fleet, "fleet", "usage", str(fleet.fleet_id), environ=environ)
+    by_id = {r["member_id"]: r for r in whole["members"]}
+    assert by_id[alice["member_id"]]["tokens"]["total"] == 8096
+    assert by_id[bob["member_id"]]["tokens"]["total"] == 2024
+    assert whole["tokens"]["total"] >= 8096 + 2024  # other members of the module's fleet may have spent too
+    assert whole["calls"] == sum(r["calls"] for r in whole["members"])
+    assert "no attribution recorded" in by_id[fleet.director]["no_records"]
+
+    text = fleet.cafleet("member", "usage", str(bob["member_id"]), environ=environ)
+    assert text.code == 0 and "2024 tokens (input 2002, cache write 0, cache read 0, output 22) in 1 calls" in text.out
+    assert "a lower bound" in text.out
+
+    bad = fleet.cafleet("member", "usage", str(bob["member_id"]),
+                        environ=dict(fleet.environ, CAFLEET_PRICE_FILE=str(tmp_path / "missing.json")))
+    assert bad.code != 0 and bad.err.startswith("Error: cannot read the price file") and bad.err.count("\n") == 1
+
+
+def test_a_member_whose_first_call_has_not_completed_has_no_records_yet(fleet):
+    hold = threading.Event()
+    fleet.api.script.push(m.Reply(text="Working on it.", input_tokens=5005, output_tokens=55, hold=hold))
+    before = len(fleet.api.turns())
+    try:
+        carol = fleet.create_member("claude", "carol", ready=False)
+        fleet.api.wait(lambda turns: len(fleet.api.turns()) > before, TURN_TIMEOUT)
+        report = usage_json(fleet, "member", "usage", str(carol["member_id"]))
+        assert (report["no_records"], report["calls"], report["tokens"]["total"]) == ("no records yet", 0, 0)
+        text = fleet.cafleet("member", "usage", str(carol["member_id"]))
+        assert text.code == 0 and text.out.strip().endswith(": no records yet"), text
+    finally:
+        hold.set()
+    report = wait_calls(fleet, carol["member_id"], 1)
+    assert (report["calls"], report["tokens"]["input"], report["tokens"]["output"]) == (1, 5005, 55)
