@@ -156,6 +156,9 @@ ENVIRONMENT = (
        default_text="ssh's own (~/.ssh/config)"),
     _s("CAFLEET_SSH_CONTROL_DIR", "location", None, "a private directory for the shared SSH connections' sockets",
        default_text="$XDG_RUNTIME_DIR/cafleet-ssh, else /tmp/cafleet-ssh-<uid>"),
+    _s("CAFLEET_PRICE_FILE", "location", None,
+       "a JSON file of model prices (dollars per million tokens) overriding the built-in table of "
+       "`member usage`/`fleet usage` (docs/usage.md)", default_text="the built-in table"),
     _s("CAFLEET_HOST", "text", None, "the host a member's pane runs on, set in panes on other hosts",
        audience="pane"),
     _s("CAFLEET_MEMBER_ID", "text", None, "the member's own id, set in each member's pane", audience="pane"),
