@@ -210,9 +210,9 @@ class TranscriptReader:
             if not isinstance(record, dict) or record.get("type") != "assistant":
                 continue
             message = record.get("message")
-            usage = message.get("usage") if isinstance(message, dict) else None
-            if not isinstance(usage, dict):
+            if not isinstance(message, dict) or not isinstance(message.get("usage"), dict):
                 continue
+            usage = message["usage"]
             key = (message.get("id"), record.get("requestId"))
             calls[key] = (str(message.get("model") or "unknown"), {
                 "input": usage.get("input_tokens") or 0,
