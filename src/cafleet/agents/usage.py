@@ -154,6 +154,11 @@ def claude_transcripts(config_dir: str, session_id: str) -> list[str]:
     return sorted(found)
 
 
+def _count(value) -> int:
+    """A token count as written, or 0 for anything that is not a non-negative integer."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
 class _FileState:
     __slots__ = ("ident", "offset", "calls")
 
@@ -215,10 +220,10 @@ class TranscriptReader:
             usage = message["usage"]
             key = (message.get("id"), record.get("requestId"))
             calls[key] = (str(message.get("model") or "unknown"), {
-                "input": usage.get("input_tokens") or 0,
-                "cache_write": usage.get("cache_creation_input_tokens") or 0,
-                "cache_read": usage.get("cache_read_input_tokens") or 0,
-                "output": usage.get("output_tokens") or 0,
+                "input": _count(usage.get("input_tokens")),
+                "cache_write": _count(usage.get("cache_creation_input_tokens")),
+                "cache_read": _count(usage.get("cache_read_input_tokens")),
+                "output": _count(usage.get("output_tokens")),
             })
 
 
