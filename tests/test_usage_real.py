@@ -126,3 +126,48 @@ def test_a_member_whose_first_call_has_not_completed_has_no_records_yet(fleet):
         hold.set()
     report = wait_calls(fleet, carol["member_id"], 1)
     assert (report["calls"], report["tokens"]["input"], report["tokens"]["output"]) == (1, 5005, 55)
+
+
+# --- opencode: its own database, two members in one directory --------------------------------
+
+@pytest.fixture(scope="module")
+def ocfleet(tmp_path_factory):
+    reason = skip_reason("opencode")
+    if reason:
+        pytest.skip(reason)
+    with real_fleet("opencode", tmp_path_factory.mktemp("usage-opencode")) as real:
+        yield real
+
+
+def create_opencode(fleet, name: str, reply: m.Reply) -> dict:
+    fleet.api.script.push(reply)
+    before = len(fleet.api.turns())
+    record = fleet.create_member("opencode", name)
+    fleet.wait_screen(record["pane_id"], lambda s: fleet.api.script.pending() == 0 and composer_empty("opencode", s),
+                      TURN_TIMEOUT, f"{name} to finish its spawn turn")
+    assert len(fleet.api.turns()) - before == 1
+    return record
+
+
+def test_opencode_usage_is_summed_exactly_per_member_in_one_cwd(ocfleet):
+    fleet = ocfleet
+    dora = create_opencode(fleet, "dora", m.text("Ready.", input_tokens=1001, output_tokens=11))
+    eve = create_opencode(fleet, "eve", m.text("Ready.", input_tokens=2002, output_tokens=22))
+    fleet.api.script.push(m.text("Noted.", input_tokens=3003, output_tokens=33))
+    before = len(fleet.api.turns())
+    assert fleet.send(dora["member_id"], "Note this, nothing else.").code == 0
+    fleet.api.wait(lambda turns: len(fleet.api.turns()) > before, TURN_TIMEOUT)
+    fleet.wait_screen(dora["pane_id"], lambda s: fleet.api.script.pending() == 0 and composer_empty("opencode", s),
+                      TURN_TIMEOUT, "dora to finish the message's turn")
+
+    d = wait_calls(fleet, dora["member_id"], 2)
+    e = wait_calls(fleet, eve["member_id"], 1)
+    assert (d["calls"], d["tokens"]) == (2, {"input": 4004, "cache_write": 0, "cache_read": 0, "output": 44,
+                                             "total": 4048})
+    assert (e["calls"], e["tokens"]) == (1, {"input": 2002, "cache_write": 0, "cache_read": 0, "output": 22,
+                                             "total": 2024})
+    [model] = d["models"].values()
+    assert model["usd_source"] == "recorded"  # opencode's own dollars (its price for the model it used)
+    assert d["usd"] == pytest.approx((4004 * 3 + 44 * 15) / 1e6) and e["usd"] == pytest.approx((2002 * 3 + 22 * 15) / 1e6)
+    whole = usage_json(fleet, "fleet", "usage", str(fleet.fleet_id))
+    assert whole["tokens"]["total"] == 4048 + 2024 and whole["calls"] == 3

@@ -6,7 +6,8 @@ loads it only for ``member usage``/``fleet usage`` and ``member create``.
 * claude: ``<config dir>/projects/*/<session id>.jsonl``, one ``"type":"assistant"`` line
   per content block, each repeating the call's ``message.usage``; a call is counted once
   per ``(message.id, requestId)``, its last line winning. No dollars: the price table.
-* codex and opencode: not read yet (docs/usage.md says what they record and how a
+* opencode: ``<data dir>/opencode.db`` read-only, table ``session`` (see :func:`opencode_usage`).
+* codex: not read yet (docs/usage.md says what it records and how a
   member is tied to it).
 
 A :class:`Usage` adds calls up by model; :class:`TranscriptReader` keeps a byte offset per
@@ -242,3 +243,67 @@ def claude_usage(config_dir: str, session_ids: Iterable[str], reader: Transcript
                     if model != "<synthetic>":  # claude's own placeholder lines, no API call
                         total.add(model, tokens)
     return total, paths
+
+
+# -- opencode ---------------------------------------------------------------------------
+
+def _millis(stamp: str) -> int:
+    """A stored ``YYYY-MM-DDTHH:MM:SS.ffffff+00:00`` time as milliseconds since the epoch."""
+    import calendar
+    import time
+
+    seconds = calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S"))
+    fraction = stamp[20:26] if len(stamp) > 20 and stamp[19] == "." else "0"
+    return seconds * 1000 + int(fraction.ljust(6, "0")[:3])
+
+
+def opencode_usage(data_folder: str, *, cwd: str, started_at: str, fleet_id: int,
+                   member_id: int) -> tuple[Usage, list[str]]:
+    """The member's usage in ``<data folder>/opencode.db``, opened read-only.
+
+    Its sessions: the root sessions of agent ``cafleet`` in ``cwd`` created at or after
+    ``started_at`` whose first prompt carries the member's identity lines (the spawn
+    prompt names its fleet and member id, so two members in one directory never mix),
+    and all their descendants (subagents; a parent's totals leave its children out).
+    Dollars are opencode's own (``cost``); calls are its ``step-finish`` parts.
+    """
+    import sqlite3
+    from urllib.parse import quote
+
+    path = os.path.join(data_folder, "opencode.db")
+    total = Usage()
+    if not os.path.isfile(path):
+        return total, []
+    # the identity lines of cafleet.agents.prompt.render_spawn_prompt, as stored in a JSON string
+    marker = f"%- fleet id: {int(fleet_id)}\\n- your member id: {int(member_id)}\\n%"
+    try:
+        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=5.0)
+    except sqlite3.Error:
+        return total, [path]
+    try:
+        rows = conn.execute(
+            "WITH RECURSIVE mine(id) AS ("
+            "  SELECT s.id FROM session s WHERE s.directory = ? AND s.agent = 'cafleet' AND s.parent_id IS NULL"
+            "  AND s.time_created >= ? AND EXISTS (SELECT 1 FROM part p WHERE p.session_id = s.id AND p.data LIKE ?)"
+            "  UNION SELECT c.id FROM session c JOIN mine ON c.parent_id = mine.id) "
+            "SELECT s.model, s.cost, s.tokens_input, s.tokens_cache_write, s.tokens_cache_read, "
+            "s.tokens_output + s.tokens_reasoning, "
+            "(SELECT count(*) FROM part p WHERE p.session_id = s.id AND json_extract(p.data, '$.type') = 'step-finish') "
+            "FROM session s JOIN mine ON s.id = mine.id",
+            (cwd, _millis(started_at), marker),
+        ).fetchall()
+    except sqlite3.Error:
+        rows = []  # an opencode whose tables differ from 1.18's: nothing counted (docs/usage.md)
+    finally:
+        conn.close()
+    for model, cost, tokens_in, write, read, out, calls in rows:
+        try:
+            name = json.loads(model).get("id") if model else None
+        except (ValueError, AttributeError):
+            name = None
+        if not calls and not (tokens_in or out):
+            continue
+        total.add(str(name or "unknown"), {"input": _count(tokens_in), "cache_write": _count(write),
+                                           "cache_read": _count(read), "output": _count(out)},
+                  usd=cost if isinstance(cost, (int, float)) else None, calls=int(calls or 0))
+    return total, [path]

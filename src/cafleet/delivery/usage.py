@@ -17,11 +17,15 @@ NOT_SEEN: dict[str, tuple[str, ...]] = {
         "sessions begun with /clear (a new session id cafleet did not choose)",
     ),
     "codex": ("not read yet: codex members show no records",),
-    "opencode": ("not read yet: opencode members show no records",),
+    "opencode": (
+        "session-title generation (the small model's call)",
+        "sessions the member starts itself after its spawn session (only the session whose first prompt "
+        "carries its identity, and that session's subagents, are its own)",
+    ),
 }
 
 
-def _member_usage(source: dict | None, agent: str | None, reader) -> tuple[agent_usage.Usage, list[str], str | None]:
+def _member_usage(source: dict | None, agent: str | None, reader, fleet_id: int) -> tuple[agent_usage.Usage, list[str], str | None]:
     """(usage, files read, why there are no records) for one member."""
     empty = agent_usage.Usage()
     if source is None:
@@ -30,11 +34,15 @@ def _member_usage(source: dict | None, agent: str | None, reader) -> tuple[agent
     if agent == "claude" and source["session_id"] and source["data_dir"]:
         found, paths = agent_usage.claude_usage(source["data_dir"], [source["session_id"]], reader)
         return found, paths, None if found.models else "no records yet"
+    if agent == "opencode" and source["data_dir"]:
+        found, paths = agent_usage.opencode_usage(source["data_dir"], cwd=source["cwd"], started_at=source["started_at"],
+                                                  fleet_id=fleet_id, member_id=source["member_id"])
+        return found, paths, None if found.models else "no records yet"
     return empty, [], f"usage of {agent or 'this agent'} is not read yet"
 
 
-def _member_report(record: dict, source: dict | None, prices, reader) -> dict:
-    found, paths, why = _member_usage(source, record["coding_agent"], reader)
+def _member_report(record: dict, source: dict | None, prices, reader, fleet_id: int) -> dict:
+    found, paths, why = _member_usage(source, record["coding_agent"], reader, fleet_id)
     report = found.report(prices)
     report.update(member_id=record["member_id"], name=record["name"], coding_agent=record["coding_agent"],
                   files=paths, no_records=why,
@@ -49,9 +57,10 @@ def member_usage(store, environ: Mapping[str, str], member_id: int) -> dict:
 
     record = members.get_member(store, member_id)
     placement = record.get("placement") or {}
+    fleet_id = record["fleet_id"]
     record = {"member_id": member_id, "name": record["name"], "coding_agent": placement.get("coding_agent")}
     report = _member_report(record, usage.sources(store, [member_id]).get(member_id),
-                            agent_usage.price_table(environ), agent_usage.TranscriptReader())
+                            agent_usage.price_table(environ), agent_usage.TranscriptReader(), fleet_id)
     report.pop("_usage")
     return report
 
@@ -65,7 +74,7 @@ def fleet_usage(store, environ: Mapping[str, str], fleet_id: int) -> dict:
     total = agent_usage.Usage()
     reports = []
     for record in roster:
-        report = _member_report(record, sources.get(record["member_id"]), prices, reader)
+        report = _member_report(record, sources.get(record["member_id"]), prices, reader, fleet_id)
         total.merge(report.pop("_usage"))
         reports.append(report)
     fleet = total.report(prices)
