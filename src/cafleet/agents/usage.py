@@ -7,8 +7,9 @@ loads it only for ``member usage``/``fleet usage`` and ``member create``.
   per content block, each repeating the call's ``message.usage``; a call is counted once
   per ``(message.id, requestId)``, its last line winning. No dollars: the price table.
 * opencode: ``<data dir>/opencode.db`` read-only, table ``session`` (see :func:`opencode_usage`).
-* codex: not read yet (docs/usage.md says what it records and how a
-  member is tied to it).
+* codex: ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`` whose first user message
+  carries the member's identity lines; a ``token_usage_record`` line per response,
+  counted once per ``response_id``. No dollars: the price table.
 
 A :class:`Usage` adds calls up by model; :class:`TranscriptReader` keeps a byte offset per
 file, so reading again only parses what was appended.
@@ -161,25 +162,27 @@ def _count(value) -> int:
 
 
 class _FileState:
-    __slots__ = ("ident", "offset", "calls")
+    __slots__ = ("ident", "offset", "calls", "model")
 
     def __init__(self, ident) -> None:
         self.ident = ident
         self.offset = 0
         self.calls: dict[tuple, tuple[str, dict]] = {}
+        self.model = "unknown"  # codex: the model of the latest turn_context line
 
 
 class TranscriptReader:
-    """claude's transcripts, read incrementally: per file its identity (device, inode),
-    the byte offset of the last complete line parsed, and each call's usage by
-    ``(message.id, requestId)``. A file replaced or cut short is read again from 0."""
+    """claude's transcripts and codex's rollout files, read incrementally: per file its
+    identity (device, inode), the byte offset of the last complete line parsed, and each
+    call's usage by its key (claude: ``(message.id, requestId)``; codex: ``response_id``).
+    A file replaced or cut short is read again from 0."""
 
     CHUNK = 1 << 20
 
     def __init__(self) -> None:
         self.files: dict[str, _FileState] = {}
 
-    def read(self, path: str) -> dict[tuple, tuple[str, dict]]:
+    def read(self, path: str, codex: bool = False) -> dict[tuple, tuple[str, dict]]:
         try:
             info = os.stat(path)
         except OSError:
@@ -200,9 +203,41 @@ class TranscriptReader:
                 data = rest + chunk
                 cut = data.rfind(b"\n") + 1
                 rest = data[cut:]
-                self._parse(data[:cut], state.calls)
+                if codex:
+                    self._parse_codex(data[:cut], state)
+                else:
+                    self._parse(data[:cut], state.calls)
                 state.offset += cut
         return state.calls
+
+    @staticmethod
+    def _parse_codex(data: bytes, state: _FileState) -> None:
+        for line in data.split(b"\n"):
+            is_usage = b'"token_usage_record"' in line
+            if not is_usage and b'"turn_context"' not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            payload = record.get("payload") if isinstance(record, dict) else None
+            if not isinstance(payload, dict):
+                continue
+            if record.get("type") == "turn_context":
+                if isinstance(payload.get("model"), str):
+                    state.model = payload["model"]
+                continue
+            usage = payload.get("usage")
+            if record.get("type") != "token_usage_record" or not isinstance(usage, dict):
+                continue
+            cached = _count(usage.get("cached_input_tokens"))
+            written = _count(usage.get("cache_write_input_tokens"))
+            state.calls[("codex", payload.get("response_id"))] = (state.model, {
+                "input": max(_count(usage.get("input_tokens")) - cached - written, 0),  # codex's input includes cached
+                "cache_write": written,
+                "cache_read": cached,
+                "output": _count(usage.get("output_tokens")),  # reasoning included
+            })
 
     @staticmethod
     def _parse(data: bytes, calls: dict) -> None:
@@ -242,6 +277,68 @@ def claude_usage(config_dir: str, session_ids: Iterable[str], reader: Transcript
                     seen.add(key)
                     if model != "<synthetic>":  # claude's own placeholder lines, no API call
                         total.add(model, tokens)
+    return total, paths
+
+
+# -- codex ------------------------------------------------------------------------------
+
+def codex_rollouts(codex_home: str, *, started_at: str, fleet_id: int, member_id: int) -> list[str]:
+    """The member's rollout files: ``<codex home>/sessions/YYYY/MM/DD/rollout-*.jsonl`` of
+    the spawn day or later, written since the spawn, whose first MiB holds the member's
+    identity lines (codex writes the spawn prompt as the thread's first user message)."""
+    marker = f"- fleet id: {int(fleet_id)}\\n- your member id: {int(member_id)}\\n".encode()
+    since = _millis(started_at) / 1000 - 1
+    first_day = started_at[:10].replace("-", "/")
+    root = os.path.join(codex_home, "sessions")
+    found = []
+    for year in _listdir(root):
+        for month in _listdir(os.path.join(root, year)):
+            for day in _listdir(os.path.join(root, year, month)):
+                if f"{year}/{month}/{day}" < _day_before(first_day):
+                    continue
+                folder = os.path.join(root, year, month, day)
+                for name in _listdir(folder):
+                    path = os.path.join(folder, name)
+                    if not (name.startswith("rollout-") and name.endswith(".jsonl")):
+                        continue
+                    try:
+                        if os.path.getmtime(path) < since:
+                            continue
+                        with open(path, "rb") as handle:
+                            head = handle.read(1 << 20)
+                    except OSError:
+                        continue
+                    if marker in head:
+                        found.append(path)
+    return found
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _day_before(day: str) -> str:
+    """``YYYY/MM/DD`` one day earlier (codex names folders by its local date)."""
+    import datetime
+
+    return (datetime.date(*map(int, day.split("/"))) - datetime.timedelta(days=1)).strftime("%Y/%m/%d")
+
+
+def codex_usage(codex_home: str, *, started_at: str, fleet_id: int, member_id: int,
+                reader: TranscriptReader | None = None) -> tuple[Usage, list[str]]:
+    """The usage in the member's rollout files, a call counted once per ``response_id``."""
+    reader = reader or TranscriptReader()
+    total = Usage()
+    seen: set[tuple] = set()
+    paths = codex_rollouts(codex_home, started_at=started_at, fleet_id=fleet_id, member_id=member_id)
+    for path in paths:
+        for key, (model, tokens) in reader.read(path, codex=True).items():
+            if key not in seen:
+                seen.add(key)
+                total.add(model, tokens)
     return total, paths
 
 

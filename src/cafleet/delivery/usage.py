@@ -16,7 +16,11 @@ NOT_SEEN: dict[str, tuple[str, ...]] = {
         "most of an interrupted reply",
         "sessions begun with /clear (a new session id cafleet did not choose)",
     ),
-    "codex": ("not read yet: codex members show no records",),
+    "codex": (
+        "the first turn's title-generation request",
+        "threads the member starts itself after its spawn thread (/new, /clear): only the thread whose first "
+        "prompt carries its identity is its own",
+    ),
     "opencode": (
         "session-title generation (the small model's call)",
         "sessions the member starts itself after its spawn session (only the session whose first prompt "
@@ -33,6 +37,10 @@ def _member_usage(source: dict | None, agent: str | None, reader, fleet_id: int)
                            "the usage table, or not spawned by `member create`)")
     if agent == "claude" and source["session_id"] and source["data_dir"]:
         found, paths = agent_usage.claude_usage(source["data_dir"], [source["session_id"]], reader)
+        return found, paths, None if found.models else "no records yet"
+    if agent == "codex" and source["data_dir"]:
+        found, paths = agent_usage.codex_usage(source["data_dir"], started_at=source["started_at"], fleet_id=fleet_id,
+                                               member_id=source["member_id"], reader=reader)
         return found, paths, None if found.models else "no records yet"
     if agent == "opencode" and source["data_dir"]:
         found, paths = agent_usage.opencode_usage(source["data_dir"], cwd=source["cwd"], started_at=source["started_at"],
