@@ -171,3 +171,49 @@ def test_opencode_usage_is_summed_exactly_per_member_in_one_cwd(ocfleet):
     assert d["usd"] == pytest.approx((4004 * 3 + 44 * 15) / 1e6) and e["usd"] == pytest.approx((2002 * 3 + 22 * 15) / 1e6)
     whole = usage_json(fleet, "fleet", "usage", str(fleet.fleet_id))
     assert whole["tokens"]["total"] == 4048 + 2024 and whole["calls"] == 3
+
+
+# --- budgets ---------------------------------------------------------------------------------
+
+def test_a_member_over_its_budget_gets_no_new_work_unless_forced(fleet):
+    fleet.api.script.push(m.text("Ready.", input_tokens=900, output_tokens=150))
+    before = len(fleet.api.turns())
+    created = fleet.cafleet("member", "create", "--fleet-id", str(fleet.fleet_id), "--name", "frank",
+                            "--description", "frank, capped", "--coding-agent", "claude", "--budget-tokens", "1000",
+                            "--json", "Wait for messages.")
+    assert created.code == 0, created
+    frank = created.json()
+    fleet.api.wait(lambda turns: len(fleet.api.turns()) > before, TURN_TIMEOUT)
+    assert wait_calls(fleet, frank["member_id"], 1)["tokens"]["total"] == 1050
+
+    count = fleet.query("SELECT count(*) FROM messages")[0][0]
+    refused = fleet.send(frank["member_id"], "More work.")
+    assert refused.code == 1 and refused.out == "", refused
+    assert refused.err == (f"Error: member {frank['member_id']} is over its budget (1050 tokens spent of a "
+                           "1000-token budget); it gets no new work. Send anyway with --force.\n")
+    assert fleet.query("SELECT count(*) FROM messages")[0][0] == count  # nothing stored
+    report = usage_json(fleet, "member", "usage", str(frank["member_id"]))
+    assert report["budget"] == {"usd": None, "tokens": 1000, "over": True}
+
+    # its own report to the Director still goes, and a forced send goes to it
+    own = fleet.cafleet("message", "send", "--from-member-id", str(frank["member_id"]), "--to-member-id",
+                        str(fleet.director), "spent")
+    assert own.code == 0, own
+    forced = fleet.send(frank["member_id"], "One last thing.", "--force")
+    assert forced.code == 0 and forced.out.startswith("sent message "), forced  # stored (its preview aside)
+
+
+def test_a_fleet_over_its_budget_gets_no_new_work(fleet):
+    members = usage_json(fleet, "fleet", "usage", str(fleet.fleet_id))["members"]
+    spent = usage_json(fleet, "fleet", "usage", str(fleet.fleet_id))["tokens"]["total"]
+    target = next(r["member_id"] for r in members if r["member_id"] != fleet.director and r["budget"] is None)
+    shown = usage_json(fleet, "fleet", "budget", str(fleet.fleet_id), "--tokens", str(spent + 10 ** 9))
+    assert shown["budget"] == {"usd": None, "tokens": spent + 10 ** 9, "over": False}
+    usage_json(fleet, "fleet", "budget", str(fleet.fleet_id), "--tokens", str(spent))
+    refused = fleet.send(target, "More work.")
+    assert refused.code == 1 and refused.err.startswith(f"Error: fleet {fleet.fleet_id} is over its budget ("), refused
+    assert refused.err.count("\n") == 1
+    bad = fleet.cafleet("fleet", "budget", str(fleet.fleet_id), "--usd", "-3")
+    assert (bad.code, bad.err) == (2, "Error: invalid --usd -3; give a positive number of dollars, like 2.50\n")
+    cleared = usage_json(fleet, "fleet", "budget", str(fleet.fleet_id), "--clear")
+    assert cleared["budget"] is None

@@ -11,24 +11,25 @@ from __future__ import annotations
 from cafleet import clock
 
 TABLE = "cafleet_aux_member_usage_sources"
+FLEET_TABLE = "cafleet_aux_fleet_budgets"
 _COLUMNS = ("member_id", "coding_agent", "session_id", "data_dir", "cwd", "started_at", "budget_usd", "budget_tokens")
 
 
-def has_table(store) -> bool:
-    return store.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)).fetchone() is not None
+def has_table(store, name: str = TABLE) -> bool:
+    return store.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
 
 def record_source(store, member_id: int, *, coding_agent: str, session_id: str | None, data_dir: str | None,
-                  cwd: str) -> bool:
+                  cwd: str, budget_usd: float | None = None, budget_tokens: int | None = None) -> bool:
     """Remember where ``member_id``'s agent writes its usage; False when the file has no
     table for it (nothing is written then)."""
     if not has_table(store):
         return False
     with store.write():
         store.execute(
-            f"INSERT OR REPLACE INTO {TABLE} (member_id, coding_agent, session_id, data_dir, cwd, started_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (member_id, coding_agent, session_id, data_dir, cwd, clock.now()),
+            f"INSERT OR REPLACE INTO {TABLE} (member_id, coding_agent, session_id, data_dir, cwd, started_at, "
+            "budget_usd, budget_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (member_id, coding_agent, session_id, data_dir, cwd, clock.now(), budget_usd, budget_tokens),
         )
     return True
 
@@ -56,3 +57,53 @@ def fleet_members(store, fleet_id: int) -> list[dict]:
         (fleet_id,),
     ).fetchall()
     return [{"member_id": r[0], "name": r[1], "status": r[2], "coding_agent": r[3]} for r in rows]
+
+
+def budgets_for_send(store, member_id: int) -> dict | None:
+    """The budgets that may refuse a send to ``member_id``: ``{"member": (usd, tokens) or
+    None, "fleet": (fleet_id, usd, tokens) or None}``, or None when neither is set. On
+    the send path: one lookup of the auxiliary tables' names, and a primary-key lookup in
+    each that exists; a file without them costs only the first."""
+    names = {row[0] for row in store.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)", (TABLE, FLEET_TABLE))}
+    if not names:
+        return None
+    mine = fleet = None
+    if TABLE in names:
+        row = store.execute(f"SELECT budget_usd, budget_tokens FROM {TABLE} WHERE member_id = ?",
+                            (member_id,)).fetchone()
+        if row is not None and (row[0] is not None or row[1] is not None):
+            mine = (row[0], row[1])
+    if FLEET_TABLE in names:
+        row = store.execute(
+            f"SELECT b.fleet_id, b.budget_usd, b.budget_tokens FROM {FLEET_TABLE} b "
+            "JOIN members m ON m.fleet_id = b.fleet_id JOIN fleets f ON f.fleet_id = m.fleet_id "
+            "WHERE m.member_id = ? AND (f.director_member_id IS NULL OR f.director_member_id != m.member_id)",
+            (member_id,)).fetchone()
+        if row is not None and (row[1] is not None or row[2] is not None):
+            fleet = (row[0], row[1], row[2])
+    return {"member": mine, "fleet": fleet} if mine or fleet else None
+
+
+def set_fleet_budget(store, fleet_id: int, usd: float | None, tokens: int | None) -> None:
+    """Set (or, with both None, clear) a live fleet's budget."""
+    from cafleet.broker import fleets
+    from cafleet.errors import CafleetError
+
+    fleets.require_live(store, fleet_id)
+    if not has_table(store, FLEET_TABLE):
+        raise CafleetError("this database has no budget table yet; run `cafleet setup` once, then retry.")
+    with store.write():
+        if usd is None and tokens is None:
+            store.execute(f"DELETE FROM {FLEET_TABLE} WHERE fleet_id = ?", (fleet_id,))
+        else:
+            store.execute(f"INSERT OR REPLACE INTO {FLEET_TABLE} (fleet_id, budget_usd, budget_tokens) VALUES (?, ?, ?)",
+                          (fleet_id, usd, tokens))
+
+
+def fleet_budget(store, fleet_id: int) -> tuple | None:
+    """``(usd, tokens)`` of the fleet's budget, or None."""
+    if not has_table(store, FLEET_TABLE):
+        return None
+    row = store.execute(f"SELECT budget_usd, budget_tokens FROM {FLEET_TABLE} WHERE fleet_id = ?", (fleet_id,)).fetchone()
+    return None if row is None else (row[0], row[1])

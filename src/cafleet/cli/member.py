@@ -55,16 +55,19 @@ def show(ctx, member_id):
     ctx.emit(record, text)
 
 
-def create(ctx, fleet_id, name, description, coding_agent, model, effort, host, text, file):
+def create(ctx, fleet_id, name, description, coding_agent, model, effort, host, budget_usd, budget_tokens, text, file):
     from cafleet.cli.body import read_body
+    from cafleet.cli.usage import parse_budget
     from cafleet.delivery import panes
 
     validation.name(name, "--name")
     validation.description(description, "--description")
+    usd, tokens = parse_budget(budget_usd, "--budget-usd", budget_tokens, "--budget-tokens")
     prompt = read_body(ctx, text, file)
     record = panes.create_member(
         ctx.store(), ctx.environ, ctx.db_path, fleet_id=fleet_id, name=name, description=description,
         coding_agent=coding_agent, model=model, effort=effort, prompt=prompt, host=host,
+        budget_usd=usd, budget_tokens=tokens,
     )
     where = f" on host {render.inline(host)}" if host else ""
     ctx.emit(record, lambda: f"created member {record['member_id']} ({render.inline(name)}, "

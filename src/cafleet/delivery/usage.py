@@ -67,10 +67,18 @@ def member_usage(store, environ: Mapping[str, str], member_id: int) -> dict:
     placement = record.get("placement") or {}
     fleet_id = record["fleet_id"]
     record = {"member_id": member_id, "name": record["name"], "coding_agent": placement.get("coding_agent")}
-    report = _member_report(record, usage.sources(store, [member_id]).get(member_id),
-                            agent_usage.price_table(environ), agent_usage.TranscriptReader(), fleet_id)
+    source = usage.sources(store, [member_id]).get(member_id)
+    report = _member_report(record, source, agent_usage.price_table(environ), agent_usage.TranscriptReader(), fleet_id)
     report.pop("_usage")
+    report["budget"] = _budget(report, source)
     return report
+
+
+def _budget(report: dict, source: dict | None) -> dict | None:
+    if source is None or (source["budget_usd"] is None and source["budget_tokens"] is None):
+        return None
+    return {"usd": source["budget_usd"], "tokens": source["budget_tokens"],
+            "over": over(report, source["budget_usd"], source["budget_tokens"]) is not None}
 
 
 def fleet_usage(store, environ: Mapping[str, str], fleet_id: int) -> dict:
@@ -84,7 +92,37 @@ def fleet_usage(store, environ: Mapping[str, str], fleet_id: int) -> dict:
     for record in roster:
         report = _member_report(record, sources.get(record["member_id"]), prices, reader, fleet_id)
         total.merge(report.pop("_usage"))
+        report["budget"] = _budget(report, sources.get(record["member_id"]))
         reports.append(report)
     fleet = total.report(prices)
-    fleet.update(fleet_id=fleet_id, members=reports)
+    budget = usage.fleet_budget(store, fleet_id)
+    fleet.update(fleet_id=fleet_id, members=reports, budget=None if budget is None else {
+        "usd": budget[0], "tokens": budget[1], "over": over(fleet, *budget) is not None})
     return fleet
+
+
+def over(spent: dict, usd: float | None, tokens: int | None) -> str | None:
+    """Why ``spent`` (a usage report) is at or over a budget, or None."""
+    if usd is not None and spent["usd"] >= usd:
+        return f"${spent['usd']:.4f} spent of a ${usd:.4f} budget"
+    if tokens is not None and spent["tokens"]["total"] >= tokens:
+        return f"{spent['tokens']['total']} tokens spent of a {tokens}-token budget"
+    return None
+
+
+def check_budget(store, environ: Mapping[str, str], member_id: int, budgets: dict) -> None:
+    """Refuse new work for a member over its own budget or its fleet's (the send path,
+    only when a budget is set: :func:`cafleet.broker.usage.budgets_for_send`)."""
+    from cafleet.errors import CafleetError
+
+    if budgets["member"] is not None:
+        why = over(member_usage(store, environ, member_id), *budgets["member"])
+        if why:
+            raise CafleetError(f"member {member_id} is over its budget ({why}); it gets no new work. "
+                               "Send anyway with --force.")
+    if budgets["fleet"] is not None:
+        fleet_id, usd, tokens = budgets["fleet"]
+        why = over(fleet_usage(store, environ, fleet_id), usd, tokens)
+        if why:
+            raise CafleetError(f"fleet {fleet_id} is over its budget ({why}); its members get no new work. "
+                               "Send anyway with --force, or raise it with `cafleet fleet budget`.")

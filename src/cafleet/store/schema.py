@@ -125,6 +125,14 @@ AUX_TABLES: dict[str, str] = {
         "    budget_tokens INTEGER\n"
         ")"
     ),
+    # cafleet_aux_fleet_budgets: a fleet's budget (`cafleet fleet budget`), over all its members.
+    "cafleet_aux_fleet_budgets": (
+        "CREATE TABLE cafleet_aux_fleet_budgets (\n"
+        "    fleet_id INTEGER NOT NULL PRIMARY KEY,\n"
+        "    budget_usd REAL,\n"
+        "    budget_tokens INTEGER\n"
+        ")"
+    ),
 }
 
 
