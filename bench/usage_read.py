@@ -1,5 +1,6 @@
 """Reading claude transcripts for `member usage`: a full read of ~100 MB, and a re-read
-after 1 MB was appended, by the same reader (only the new bytes are parsed).
+after 1 MB was appended, by the same reader (only the new bytes are parsed). Then the
+budget check a send makes when no budget is set, against the send's own commit.
 
     python bench/usage_read.py [--megabytes 100]
 
@@ -78,7 +79,39 @@ def main() -> int:
           f"({'ok' if counted == calls else 'WRONG'})")
     print(f"re-read after 1 MB appended: {again * 1000:.1f} ms, counted {recounted} calls "
           f"({'ok' if recounted == calls + more else 'WRONG'}); full read / re-read = {full / again:.0f}x")
+    budget_check()
     return 0 if counted == calls and recounted == calls + more else 1
+
+
+def budget_check(rounds: int = 2000) -> None:
+    """``budgets_for_send`` with no budget set (tables present, and a file without them)
+    as a fraction of one ``messages.send`` (its write transaction)."""
+    from cafleet.broker import fleets, members, messages
+    from cafleet.broker import usage as budgets
+    from cafleet.store.connection import open_store
+
+    with tempfile.TemporaryDirectory() as root:
+        store = open_store(os.path.join(root, "cafleet.db"))
+        fleet = fleets.create_fleet(store, name="b", coding_agent="claude", backend="tmux", session="s",
+                                    window_id="@1", pane_id="%1", identity=None)
+        worker = members.register_member(store, fleet_id=fleet["fleet_id"], name="w", description="w",
+                                         backend="tmux", session="s", window_id="@1", coding_agent="claude")
+        director = fleet["director_member_id"]
+
+        def per_call(action) -> float:
+            began = time.perf_counter()
+            for _ in range(rounds):
+                action()
+            return (time.perf_counter() - began) / rounds
+
+        send = per_call(lambda: messages.send(store, director, worker, "payload"))
+        with_tables = per_call(lambda: budgets.budgets_for_send(store, worker))
+        for name in (budgets.TABLE, budgets.FLEET_TABLE):
+            store.execute(f"DROP TABLE {name}")
+        without = per_call(lambda: budgets.budgets_for_send(store, worker))
+        store.close()
+    print(f"budget check, no budget set: {with_tables * 1e6:.0f} us with the tables, {without * 1e6:.0f} us "
+          f"without; one send's commit: {send * 1e6:.0f} us (check / send = {with_tables / send:.2f})")
 
 
 if __name__ == "__main__":
