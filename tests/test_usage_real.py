@@ -13,6 +13,7 @@ import pytest
 
 from tests.support import model_api as m
 from tests.support.real_agents import composer_empty, real_fleet, skip_reason
+from tests.support.watch_stream import Stream
 
 pytestmark = pytest.mark.real_agent
 
@@ -213,6 +214,22 @@ def test_a_fleet_over_its_budget_gets_no_new_work(fleet):
     refused = fleet.send(target, "More work.")
     assert refused.code == 1 and refused.err.startswith(f"Error: fleet {fleet.fleet_id} is over its budget ("), refused
     assert refused.err.count("\n") == 1
+    # fleet watch: one over-budget event per crossing: the capped member (frank, over since
+    # the test above) once, then the fleet once when its budget is set below its spend,
+    # and neither again in the rounds after
+    frank = next(r["member_id"] for r in members if r["budget"] is not None)
+    usage_json(fleet, "fleet", "budget", str(fleet.fleet_id), "--clear")
+    stream = Stream(fleet.environ, fleet.fleet_id, "--interval", "0.2")
+    try:
+        stream.wait_event(lambda e: e["event"] == "over-budget" and e["member_id"] == frank, timeout=60)
+        usage_json(fleet, "fleet", "budget", str(fleet.fleet_id), "--tokens", "1")
+        crossed = stream.wait_event(lambda e: e["event"] == "over-budget" and e["member_id"] is None, timeout=60)
+        assert crossed["detail"].startswith(f"fleet {fleet.fleet_id} is over its budget (")
+        assert crossed["command"] == f"cafleet fleet usage {fleet.fleet_id}"
+        stream.drain_for(1.0)
+    finally:
+        stream.stop()
+    assert stream.count("over-budget", frank) == 1 and stream.count("over-budget", None) == 1, stream.events
     bad = fleet.cafleet("fleet", "budget", str(fleet.fleet_id), "--usd", "-3")
     assert (bad.code, bad.err) == (2, "Error: invalid --usd -3; give a positive number of dollars, like 2.50\n")
     cleared = usage_json(fleet, "fleet", "budget", str(fleet.fleet_id), "--clear")

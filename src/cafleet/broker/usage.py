@@ -107,3 +107,14 @@ def fleet_budget(store, fleet_id: int) -> tuple | None:
         return None
     row = store.execute(f"SELECT budget_usd, budget_tokens FROM {FLEET_TABLE} WHERE fleet_id = ?", (fleet_id,)).fetchone()
     return None if row is None else (row[0], row[1])
+
+
+def capped_members(store, fleet_id: int) -> set[int]:
+    """The active members of the fleet that have a budget of their own."""
+    if not has_table(store):
+        return set()
+    rows = store.execute(
+        f"SELECT s.member_id FROM {TABLE} s JOIN members m ON m.member_id = s.member_id "
+        "WHERE m.fleet_id = ? AND m.status = 'active' AND (s.budget_usd IS NOT NULL OR s.budget_tokens IS NOT NULL)",
+        (fleet_id,)).fetchall()
+    return {row[0] for row in rows}

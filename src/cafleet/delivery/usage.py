@@ -81,12 +81,13 @@ def _budget(report: dict, source: dict | None) -> dict | None:
             "over": over(report, source["budget_usd"], source["budget_tokens"]) is not None}
 
 
-def fleet_usage(store, environ: Mapping[str, str], fleet_id: int) -> dict:
-    """Every member's usage (deregistered ones included) and the fleet's sum."""
+def fleet_usage(store, environ: Mapping[str, str], fleet_id: int, reader=None) -> dict:
+    """Every member's usage (deregistered ones included) and the fleet's sum. A ``reader``
+    kept by the caller reads only what the agents appended since its last use."""
     roster = usage.fleet_members(store, fleet_id)
     sources = usage.sources(store, [r["member_id"] for r in roster])
     prices = agent_usage.price_table(environ)
-    reader = agent_usage.TranscriptReader()
+    reader = reader or agent_usage.TranscriptReader()
     total = agent_usage.Usage()
     reports = []
     for record in roster:

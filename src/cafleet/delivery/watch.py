@@ -54,6 +54,9 @@ class Watcher:
         self.last_message_id = 0
         self.director = fleets.get_fleet(store, fleet_id)["director_member_id"]
         self.settings = drain.Settings(environ, db_path)  # validated before the stream starts
+        from cafleet.delivery.budget_watch import BudgetWatch
+
+        self.budgets = BudgetWatch(store, environ, fleet_id)  # the over-budget event (docs/usage.md)
 
     def run(self) -> str:
         """Stream until the fleet is deleted (returns why) or a signal stops it."""
@@ -76,6 +79,7 @@ class Watcher:
                     if time.monotonic() >= next_round:
                         self.members_round()
                         self.retry_stale()
+                        self.budgets.round(self.emit, event)
                         next_round = time.monotonic() + self.interval
                 except DatabaseError:
                     pass  # busy database: try again next tick, never end the stream for it
