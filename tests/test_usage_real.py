@@ -234,3 +234,27 @@ def test_a_fleet_over_its_budget_gets_no_new_work(fleet):
     assert (bad.code, bad.err) == (2, "Error: invalid --usd -3; give a positive number of dollars, like 2.50\n")
     cleared = usage_json(fleet, "fleet", "budget", str(fleet.fleet_id), "--clear")
     assert cleared["budget"] is None
+
+
+# --- the WebUI ---------------------------------------------------------------------------------
+
+def test_webui_serves_spend_per_member_and_for_the_fleet(fleet):
+    import warnings
+
+    from tests.support.web_server import BASE, make_app
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+
+    expected = usage_json(fleet, "fleet", "usage", str(fleet.fleet_id))
+    with TestClient(make_app(fleet.db, fleet.environ), base_url=BASE) as client:
+        served = client.get(f"/api/fleets/{fleet.fleet_id}/usage")
+        again = client.get(f"/api/fleets/{fleet.fleet_id}/usage")  # the kept reader: same totals
+        missing = client.get("/api/fleets/999/usage")
+    assert served.status_code == 200 and again.json() == served.json()
+    got = served.json()
+    assert got["tokens"] == expected["tokens"] and got["usd"] == expected["usd"]
+    assert [(r["member_id"], r["tokens"]["total"], r["budget"]) for r in got["members"]] == [
+        (r["member_id"], r["tokens"]["total"], r["budget"]) for r in expected["members"]]
+    assert missing.status_code == 404
