@@ -29,6 +29,11 @@ NOT_SEEN: dict[str, tuple[str, ...]] = {
 }
 
 
+def new_reader() -> agent_usage.TranscriptReader:
+    """A reader to keep across :func:`fleet_usage` calls (it reads only what was appended)."""
+    return agent_usage.TranscriptReader()
+
+
 def _member_usage(source: dict | None, agent: str | None, reader, fleet_id: int) -> tuple[agent_usage.Usage, list[str], str | None]:
     """(usage, files read, why there are no records) for one member."""
     empty = agent_usage.Usage()
