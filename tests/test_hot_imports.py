@@ -90,7 +90,7 @@ def test_hot_commands_import_only_their_allowlist(env, tmp_path, fleet):
         (["message", "show", "1"], MESSAGE),
         (["message", "wait", m2, "--timeout", "0"], WAIT),
         (["message", "ack", "1"], MESSAGE),
-        (["member", "list", f], MEMBER),
+        (["member", "list", f], MEMBER | {"cafleet.broker.usage"}),  # which members have a budget
         (["member", "show", m1], MEMBER),
         (["fleet", "list"], FLEET),
     ]

@@ -73,3 +73,11 @@ def test_a_file_without_the_usage_tables_works_and_setup_adds_them(fleet, env):
     report = fleet.cafleet("member", "usage", str(capped.json()["member_id"]), "--json").json()
     assert report["budget"] == {"usd": None, "tokens": 10, "over": False}
     assert report["no_records"] == "usage of standin is not read yet"
+    listed = fleet.cafleet("member", "list", str(fleet.fleet_id))
+    assert listed.code == 0 and "SPEND/BUDGET" in listed.out.splitlines()[0], listed
+    row = next(line for line in listed.out.splitlines() if " capped " in line)
+    assert row.endswith("0/10 tok"), listed.out
+    as_json = fleet.cafleet("member", "list", str(fleet.fleet_id), "--json").json()
+    by_id = {r["member_id"]: r for r in as_json}
+    assert by_id[capped.json()["member_id"]]["spend"] == {"usd": 0.0, "tokens": 0}
+    assert "spend" not in by_id[worker_id]  # no budget: the roster record is unchanged

@@ -195,6 +195,9 @@ def test_a_member_over_its_budget_gets_no_new_work_unless_forced(fleet):
     assert fleet.query("SELECT count(*) FROM messages")[0][0] == count  # nothing stored
     report = usage_json(fleet, "member", "usage", str(frank["member_id"]))
     assert report["budget"] == {"usd": None, "tokens": 1000, "over": True}
+    listed = fleet.cafleet("member", "list", str(fleet.fleet_id))
+    assert any(line.startswith(f"{frank['member_id']} ") and line.endswith("1050/1000 tok (over)")
+               for line in listed.out.splitlines()), listed.out
 
     # its own report to the Director still goes, and a forced send goes to it
     own = fleet.cafleet("message", "send", "--from-member-id", str(frank["member_id"]), "--to-member-id",

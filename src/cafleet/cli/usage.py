@@ -105,3 +105,14 @@ def budget(ctx, fleet_id, usd, tokens, clear):
     report = usage.fleet_usage(ctx.store(), ctx.environ, fleet_id)
     shown = {"fleet_id": fleet_id, "budget": report["budget"], "usd": report["usd"], "tokens": report["tokens"]}
     ctx.emit(shown, lambda: f"fleet {fleet_id}: {_budget_text(report['budget'])}; spent {_summary(report)}")
+
+
+def spend_text(report: dict) -> str:
+    """``$0.0123/$5.0000`` or ``1050/1000 tok``, with ``(over)``: spend against budget."""
+    budget = report["budget"]
+    parts = []
+    if budget["usd"] is not None:
+        parts.append(f"${report['usd']:.4f}/${budget['usd']:.4f}")
+    if budget["tokens"] is not None:
+        parts.append(f"{report['tokens']['total']}/{budget['tokens']} tok")
+    return " ".join(parts) + (" (over)" if budget["over"] else "")
