@@ -112,6 +112,26 @@ def test_usage_is_summed_exactly_per_member_in_one_cwd(fleet, tmp_path):
     assert bad.code != 0 and bad.err.startswith("Error: cannot read the price file") and bad.err.count("\n") == 1
 
 
+def test_clear_starts_a_new_session_and_counting_goes_on(fleet):
+    """``/clear`` gives the member a session id cafleet did not choose; the live
+    ``sessions/<pid>.json`` names it, and both sessions are counted."""
+    bob = next(r for r in usage_json(fleet, "fleet", "usage", str(fleet.fleet_id))["members"] if r["name"] == "bob")
+    before = bob["tokens"]["total"]
+    pane = fleet.cafleet("member", "show", str(bob["member_id"]), "--json").json()["placement"]["pane_id"]
+    cleared = fleet.cafleet("member", "prompt", str(bob["member_id"]), "/clear")
+    assert cleared.code == 0, cleared
+    fleet.wait_screen(pane, lambda s: composer_empty("claude", s), TURN_TIMEOUT, "bob's empty composer after /clear")
+    fleet.api.script.push(m.text("Noted.", input_tokens=6006, output_tokens=66))
+    turns = len(fleet.api.turns())
+    assert fleet.send(bob["member_id"], "Note this after the clear.").code == 0
+    fleet.api.wait(lambda _: len(fleet.api.turns()) > turns, TURN_TIMEOUT)
+    report = wait_calls(fleet, bob["member_id"], bob["calls"] + 1)
+    assert report["tokens"]["total"] == before + 6072 and len(report["files"]) == 2, report
+    stored = fleet.query("SELECT session_id FROM cafleet_aux_member_usage_sources WHERE member_id = ?",
+                         bob["member_id"])[0][0].split()
+    assert len(stored) == 2  # the new session is remembered for when the process is gone
+
+
 def test_a_member_whose_first_call_has_not_completed_has_no_records_yet(fleet):
     hold = threading.Event()
     fleet.api.script.push(m.Reply(text="Working on it.", input_tokens=5005, output_tokens=55, hold=hold))

@@ -161,6 +161,23 @@ def _count(value) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
+def claude_live_session(config_dir: str, pid: int, cwd: str) -> str | None:
+    """The session the claude process ``pid`` is in now (``<config dir>/sessions/<pid>.json``,
+    which ``/clear`` rewrites with the new session's id), when that file is a claude's
+    started in ``cwd``; else None."""
+    try:
+        with open(os.path.join(config_dir, "sessions", f"{int(pid)}.json"), encoding="utf-8") as handle:
+            live = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(live, dict) or live.get("pid") != pid or live.get("cwd") != cwd:
+        return None
+    session = live.get("sessionId")
+    if isinstance(session, str) and len(session) == 36 and all(c in "0123456789abcdef-" for c in session):
+        return session
+    return None
+
+
 class _FileState:
     __slots__ = ("ident", "offset", "calls", "model")
 

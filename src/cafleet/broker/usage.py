@@ -51,12 +51,23 @@ def fleet_members(store, fleet_id: int) -> list[dict]:
     from cafleet.broker import fleets
 
     fleets.get_fleet(store, fleet_id)
+    from cafleet.broker.records import decode_pane
+
     rows = store.execute(
-        "SELECT m.member_id, m.name, m.status, p.coding_agent FROM members m "
+        "SELECT m.member_id, m.name, m.status, p.coding_agent, p.backend, p.mux_pane_id FROM members m "
         "LEFT JOIN member_placements p ON p.member_id = m.member_id WHERE m.fleet_id = ? ORDER BY m.member_id",
         (fleet_id,),
     ).fetchall()
-    return [{"member_id": r[0], "name": r[1], "status": r[2], "coding_agent": r[3]} for r in rows]
+    return [{"member_id": r[0], "name": r[1], "status": r[2], "coding_agent": r[3], "backend": r[4],
+             "identity": decode_pane(r[5])[1]} for r in rows]
+
+
+def add_session(store, member_id: int, session_id: str) -> None:
+    """Remember one more claude session of the member (after ``/clear``): the
+    ``session_id`` column holds the member's session ids, space-separated, oldest first."""
+    with store.write():
+        store.execute(f"UPDATE {TABLE} SET session_id = session_id || ' ' || ? WHERE member_id = ? "
+                      "AND ' ' || session_id || ' ' NOT LIKE '% ' || ? || ' %'", (session_id, member_id, session_id))
 
 
 def budgets_for_send(store, member_id: int) -> dict | None:

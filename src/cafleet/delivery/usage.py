@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from cafleet.agents import usage as agent_usage
 from cafleet.broker import usage
+from cafleet.errors import CafleetError
 
 # What each agent leaves out of the files cafleet reads: a total is a lower bound by these.
 NOT_SEEN: dict[str, tuple[str, ...]] = {
@@ -14,7 +15,7 @@ NOT_SEEN: dict[str, tuple[str, ...]] = {
         "the /compact summary call",
         "title generation",
         "most of an interrupted reply",
-        "sessions begun with /clear (a new session id cafleet did not choose)",
+        "a session begun with /clear and left before any usage read saw it",
     ),
     "codex": (
         "the first turn's title-generation request",
@@ -34,14 +35,32 @@ def new_reader() -> agent_usage.TranscriptReader:
     return agent_usage.TranscriptReader()
 
 
-def _member_usage(source: dict | None, agent: str | None, reader, fleet_id: int) -> tuple[agent_usage.Usage, list[str], str | None]:
+def _claude_live(source: dict, record: dict) -> str | None:
+    """The session a local claude member's process is in now (it changes with ``/clear``):
+    the pane's pid is the last field of its tmux identity."""
+    identity = record.get("identity") or ""
+    pid = identity.rpartition(":")[2]
+    if record.get("backend") != "tmux" or identity.count(":") != 2 or not pid.isdigit():
+        return None
+    return agent_usage.claude_live_session(source["data_dir"], int(pid), source["cwd"])
+
+
+def _member_usage(store, record: dict, source: dict | None, agent: str | None, reader, fleet_id: int) -> tuple[agent_usage.Usage, list[str], str | None]:
     """(usage, files read, why there are no records) for one member."""
     empty = agent_usage.Usage()
     if source is None:
         return empty, [], ("no attribution recorded for this member (created before `cafleet setup` added "
                            "the usage table, or not spawned by `member create`)")
     if agent == "claude" and source["session_id"] and source["data_dir"]:
-        found, paths = agent_usage.claude_usage(source["data_dir"], [source["session_id"]], reader)
+        sessions = source["session_id"].split()
+        live = _claude_live(source, record)
+        if live is not None and live not in sessions:
+            sessions.append(live)
+            try:
+                usage.add_session(store, source["member_id"], live)
+            except CafleetError:
+                pass  # counted now; remembered on a later read
+        found, paths = agent_usage.claude_usage(source["data_dir"], sessions, reader)
         return found, paths, None if found.models else "no records yet"
     if agent == "codex" and source["data_dir"]:
         found, paths = agent_usage.codex_usage(source["data_dir"], started_at=source["started_at"], fleet_id=fleet_id,
@@ -54,8 +73,8 @@ def _member_usage(source: dict | None, agent: str | None, reader, fleet_id: int)
     return empty, [], f"usage of {agent or 'this agent'} is not read yet"
 
 
-def _member_report(record: dict, source: dict | None, prices, reader, fleet_id: int) -> dict:
-    found, paths, why = _member_usage(source, record["coding_agent"], reader, fleet_id)
+def _member_report(store, record: dict, source: dict | None, prices, reader, fleet_id: int) -> dict:
+    found, paths, why = _member_usage(store, record, source, record["coding_agent"], reader, fleet_id)
     report = found.report(prices)
     report.update(member_id=record["member_id"], name=record["name"], coding_agent=record["coding_agent"],
                   files=paths, no_records=why,
@@ -71,9 +90,11 @@ def member_usage(store, environ: Mapping[str, str], member_id: int) -> dict:
     record = members.get_member(store, member_id)
     placement = record.get("placement") or {}
     fleet_id = record["fleet_id"]
-    record = {"member_id": member_id, "name": record["name"], "coding_agent": placement.get("coding_agent")}
+    record = {"member_id": member_id, "name": record["name"], "coding_agent": placement.get("coding_agent"),
+              "backend": placement.get("backend"), "identity": placement.get("identity")}
     source = usage.sources(store, [member_id]).get(member_id)
-    report = _member_report(record, source, agent_usage.price_table(environ), agent_usage.TranscriptReader(), fleet_id)
+    report = _member_report(store, record, source, agent_usage.price_table(environ), agent_usage.TranscriptReader(),
+                            fleet_id)
     report.pop("_usage")
     report["budget"] = _budget(report, source)
     return report
@@ -96,7 +117,7 @@ def fleet_usage(store, environ: Mapping[str, str], fleet_id: int, reader=None) -
     total = agent_usage.Usage()
     reports = []
     for record in roster:
-        report = _member_report(record, sources.get(record["member_id"]), prices, reader, fleet_id)
+        report = _member_report(store, record, sources.get(record["member_id"]), prices, reader, fleet_id)
         total.merge(report.pop("_usage"))
         report["budget"] = _budget(report, sources.get(record["member_id"]))
         reports.append(report)
