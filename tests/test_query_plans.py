@@ -31,7 +31,8 @@ OLD_FLEETS, OLD_MESSAGES_EACH, HOT_MESSAGES = 30, 1000, 3000
 TABLES = {"messages": "messages", "msg": "messages", "received": "messages", "members": "members", "m": "members",
           "fleets": "fleets", "f": "fleets", "member_placements": "member_placements", "p": "member_placements",
           "sqlite_master": "sqlite_master", "cafleet_aux_member_usage_sources": "cafleet_aux_member_usage_sources",
-          "b": "cafleet_aux_fleet_budgets"}
+          "b": "cafleet_aux_fleet_budgets", "s": "cafleet_aux_member_usage_sources",
+          "cafleet_aux_fleet_budgets": "cafleet_aux_fleet_budgets"}
 # Where a plan may read something other than one row or one index slice by equality:
 ALLOWED = {
     # `fleet list` shows every live fleet: fleets has no index on deleted_at (the schema is
@@ -42,6 +43,7 @@ ALLOWED = {
     ("fleet_messages_after", "SEARCH msg USING INTEGER PRIMARY KEY (rowid>?)"),
     # A send asks whether the budget tables exist: the schema's own few rows.
     ("budgets_for_send", "SCAN sqlite_master"),
+    ("has_table", "SCAN sqlite_master"),
 }
 
 
