@@ -281,3 +281,25 @@ def test_webui_serves_spend_per_member_and_for_the_fleet(fleet):
     assert [(r["member_id"], r["tokens"]["total"], r["budget"]) for r in got["members"]] == [
         (r["member_id"], r["tokens"]["total"], r["budget"]) for r in expected["members"]]
     assert missing.status_code == 404
+
+
+def test_opencode_subagent_spend_is_included(ocfleet):
+    """A subagent runs in a child session whose totals the parent leaves out: the member's
+    usage adds them."""
+    fleet = ocfleet
+    task = m.ToolCall("task", {"description": "Say done", "prompt": "Reply with the word done.",
+                               "subagent_type": "general"})
+    fleet.api.script.push(m.Reply(tool_calls=[task], input_tokens=1111, output_tokens=11),
+                          m.text("done", input_tokens=2222, output_tokens=22),
+                          m.text("Finished.", input_tokens=3333, output_tokens=33))
+    turns = len(fleet.api.turns())
+    record = fleet.create_member("opencode", "fay", "Delegate one task, then stop.", ready=False)
+    fleet.api.wait(lambda _: len(fleet.api.turns()) >= turns + 3, TURN_TIMEOUT)
+    report = wait_calls(fleet, record["member_id"], 3)
+    assert (report["calls"], report["tokens"]["input"], report["tokens"]["output"]) == (3, 6666, 66), report
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{report['files'][0]}?mode=ro", uri=True)
+    children = conn.execute("SELECT tokens_input FROM session WHERE parent_id IS NOT NULL").fetchall()
+    conn.close()
+    assert children == [(2222,)]  # the subagent's call was in a child session
