@@ -49,6 +49,7 @@ RUN_TIMEOUT = 90.0
 NPM_TIMEOUT = 900.0
 PROBE_PROMPT = "-probe prompt that starts with a dash"
 PROBE_MODEL = {"claude": "sonnet", "codex": "gpt-5.5", "opencode": "anthropic/claude-sonnet-4-5"}
+PROBE_SESSION_ID = "3f1c2a4e-1111-4222-8333-444455556666"  # claude's --session-id takes a UUID
 PROBE_EFFORT = {"claude": "high", "codex": "high", "opencode": None}
 
 
@@ -112,7 +113,7 @@ def _short(text: str) -> str:
 
 def member_argv(agent: str, binary: str, **overrides) -> list[str]:
     """The argv cafleet builds for a member with model and effort set, binary pinned."""
-    options = {"model": PROBE_MODEL[agent], "effort": PROBE_EFFORT[agent]}
+    options = {"model": PROBE_MODEL[agent], "effort": PROBE_EFFORT[agent], "session_id": PROBE_SESSION_ID}
     options.update(overrides)
     argv = backends.build_argv(agent, member_name="probe", prompt=PROBE_PROMPT, **options)
     return [binary, *argv[1:]]
@@ -173,6 +174,15 @@ def check_claude(binary: str, version: str, home: Path) -> list[Check]:
     swallowing = [binary, "--permission-mode", "dontAsk", "--allowedTools", *backends.CLAUDE_ALLOWED_TOOLS, "probe prompt"]
     code, out, err = run(swallowing, env, home)
     checks.append(_check("probe self-test: a prompt right after --allowedTools is swallowed", "Input must be provided" in out + err, _short(out + err)))
+    # --session-id is validated after parsing, when the session starts: a new UUID reaches
+    # "Not logged in", anything else stops at "Invalid session ID" (and one already used,
+    # as the member argv above used PROBE_SESSION_ID, at "already in use")
+    import uuid
+
+    code, out, err = run([binary, "--session-id", str(uuid.uuid4()), "-p", "probe"], env, home)
+    checks.append(_check("--session-id <uuid> accepted", "Not logged in" in out + err and "Invalid session" not in out + err, _short(out + err)))
+    code, out, err = run([binary, "--session-id", "cafleet-bogus", "-p", "probe"], env, home)
+    checks.append(_check("probe self-test: --session-id cafleet-bogus refused", "Invalid session ID" in out + err, _short(out + err)))
     checks.append(Check("skill SKILL.md", "WARN", "not checked: claude lists skills only inside a logged-in session"))
     return checks
 

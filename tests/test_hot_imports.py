@@ -36,7 +36,8 @@ MESSAGE = CORE | {"cafleet.cli.message", "cafleet.cli.body", "cafleet.broker.mes
                   "fcntl"}  # the writers' queue (store/connection.py)
 MEMBER = CORE | {"cafleet.cli.member", "cafleet.broker.members", "cafleet.broker.fleets", "cafleet.broker.activity"}
 FLEET = CORE | {"cafleet.cli.fleet", "cafleet.broker.fleets"}
-SEND = MESSAGE | {"cafleet.delivery", "cafleet.delivery.drain", "cafleet.broker.notifications"}  # decides, per recipient, whether to notify
+SEND = MESSAGE | {"cafleet.delivery", "cafleet.delivery.drain", "cafleet.broker.notifications",  # decides, per recipient, whether to notify
+                  "cafleet.broker.usage"}  # whether the recipient has a budget (docs/usage.md); the readers only when it has
 # A send to a member in a pane, and wait's retry of owed previews: the delivery path
 # (pane-input lock, the multiplexer subprocess, the preview's text handling).
 DELIVERY = SEND | {
@@ -89,7 +90,7 @@ def test_hot_commands_import_only_their_allowlist(env, tmp_path, fleet):
         (["message", "show", "1"], MESSAGE),
         (["message", "wait", m2, "--timeout", "0"], WAIT),
         (["message", "ack", "1"], MESSAGE),
-        (["member", "list", f], MEMBER),
+        (["member", "list", f], MEMBER | {"cafleet.broker.usage"}),  # which members have a budget
         (["member", "show", m1], MEMBER),
         (["fleet", "list"], FLEET),
     ]

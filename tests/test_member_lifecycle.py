@@ -14,8 +14,10 @@ STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/co
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -118,8 +120,19 @@ def test_spawn_prompt_reaches_the_agent_with_placeholders_and_identity(fleet):
     assert result.code == 0, result
     member = result.json()["member_id"]
     fleet.wait_ready(member, prompt="\u276f")  # the fake claude became a stand-in with claude's composer
-    received = (fleet.records_dir / f"argv-{member}.json").read_text(encoding="utf-8")
-    assert json.loads(received) == [
+    received = json.loads((fleet.records_dir / f"argv-{member}.json").read_text(encoding="utf-8"))
+    # the transcript's name, chosen by cafleet (and recorded for `member usage` on SQLite,
+    # where the usage tables live: docs/usage.md)
+    session_id = received[7]
+    assert received[6] == "--session-id" and str(uuid.UUID(session_id)) == session_id
+    if not fleet.db.startswith(("postgresql:", "postgres:")):
+        conn = sqlite3.connect(fleet.db)
+        recorded = conn.execute("SELECT session_id FROM cafleet_aux_member_usage_sources WHERE member_id = ?",
+                                (member,)).fetchone()[0]
+        conn.close()
+        assert recorded == session_id
+    del received[6:8]
+    assert received == [
         "--permission-mode", "dontAsk", "--allowedTools", "Bash(cafleet message *)", "--name", "carol",
         "--model", "opus", "--effort", "high", "--",
         f"-- You are {member} of fleet {fleet.fleet_id} (claude); report to 1. {{literal}}\n\n"

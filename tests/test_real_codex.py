@@ -13,9 +13,11 @@ machine is never started.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -403,3 +405,45 @@ def test_two_fleets_on_two_databases_each_member_reaches_its_own(env, tmp_path, 
 
     wait_for(lambda: states(codex_fleet.fleet.db) == ["completed"] and states(other_db) == ["completed"],
              timeout=TURN_TIMEOUT * 2, what="each member to ACK in its own database")
+
+
+# --- usage (docs/usage.md): usage numbers chosen per member are summed exactly per member ---
+
+USAGE_IDENTITY = re.compile(r"- your member id: (\d+)\n")
+USAGE_TIMEOUT = 90.0
+
+
+def usage_script(request: dict) -> Reply:
+    """Input 1000×member id + 1 and output 10×member id: whose call it was shows in its numbers."""
+    for _, said in user_texts(request):
+        found = USAGE_IDENTITY.search(said)
+        if found:
+            member = int(found.group(1))
+            return Reply([text("Ready.")], input_tokens=1000 * member + 1, output_tokens=10 * member)
+    return Reply([text("ok")], input_tokens=7, output_tokens=1)
+
+
+def usage_of(fleet, member_id: int, calls: int) -> dict:
+    deadline = time.monotonic() + USAGE_TIMEOUT
+    while True:
+        done = fleet.fleet.cafleet("member", "usage", str(member_id), "--json")
+        assert done.code == 0, done
+        report = done.json()
+        if report["calls"] >= calls or time.monotonic() > deadline:
+            return report
+        time.sleep(0.2)
+
+
+def test_codex_usage_is_summed_exactly_per_member_in_one_cwd(codex_fleet):
+    codex_fleet.api.script = usage_script
+    first = codex_fleet.create("first")
+    second = codex_fleet.create("second")
+    a = usage_of(codex_fleet, first, 1)
+    b = usage_of(codex_fleet, second, 1)
+    assert (a["calls"], a["tokens"]["input"], a["tokens"]["output"]) == (1, 1000 * first + 1, 10 * first), a
+    assert (b["calls"], b["tokens"]["input"], b["tokens"]["output"]) == (1, 1000 * second + 1, 10 * second), b
+    assert len(a["files"]) == 1 and a["files"] != b["files"]
+    [(model, row)] = a["models"].items()
+    assert row["usd_source"] == "price table v1" and model.startswith("gpt-5"), a  # codex records no dollars
+    whole = codex_fleet.fleet.cafleet("fleet", "usage", str(codex_fleet.fleet.fleet_id), "--json").json()
+    assert (whole["calls"], whole["tokens"]["input"]) == (2, 1000 * (first + second) + 2)

@@ -48,6 +48,7 @@ def test_missing_file_gets_exact_baseline(store, db_path):
         [("table", name, sql) for name, sql in schema.TABLES.items()]
         + [("index", name, sql) for name, sql in schema.INDEXES.items()]
         + [("index", name, sql) for name, sql in schema.AUX_INDEXES.items()]
+        + [("table", name, sql) for name, sql in schema.AUX_TABLES.items()]
     )
     assert sorted(objects) == expected
     assert conn.execute("PRAGMA application_id").fetchone()[0] == 1128351288

@@ -80,6 +80,9 @@ def test_dashboard_shows_the_fleet_sends_as_director_and_updates_live(browser, s
     assert [cell.strip() for cell in rows.nth(3).locator("td").all_inner_texts()[:6]] == [
         f"tester#{fleet['tester']}", "member", "active", "tmux", "claude", "%7"]
     assert rows.nth(1).locator("td").nth(5).inner_text() == "pending"
+    # spend (docs/usage.md): these members were registered without attribution, so no records
+    expect(page.locator("#roster-spend")).to_have_text("fleet spend $0.0000 · 0 tokens", timeout=WAIT_MS)
+    expect(rows.nth(3).locator("td.spend")).to_have_text("—")
     timeline = page.locator("#timeline > li")
     expect(timeline).to_have_count(4, timeout=WAIT_MS)
     expect(timeline.nth(3)).to_contain_text("acked")

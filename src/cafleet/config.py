@@ -38,7 +38,7 @@ class Setting:
 
     kind: "seconds" (a finite number, ``low``..``high``), "integer" (decimal digits,
     ``low``..``high``), "switch" (on/off), "choice" (one of ``choices``), or a free text
-    kind ("location", "command", "host", "text") checked where it is used.
+    kind ("location", "path", "command", "host", "text") checked where it is used.
     ``audience``: "user" (the README table), "pane" (set by cafleet in member panes for
     the agent to read), "test" (test hooks and the stand-in agent).
     """
@@ -74,7 +74,7 @@ class Setting:
             return f"{', '.join(SWITCH_ON[:-1])} or {SWITCH_ON[-1]} (on); {', '.join(SWITCH_OFF[:-1])} or {SWITCH_OFF[-1]} (off)"
         if self.kind == "choice":
             return f"one of {', '.join(self.choices)}"
-        return {"location": "sqlite:///ABS/PATH, an absolute path or postgresql://...",
+        return {"location": "sqlite:///ABS/PATH, an absolute path or postgresql://...", "path": "a path",
                 "command": "a command name or path", "host": "a host name or IP address",
                 "identifier": "a lower-case SQL name (a-z, 0-9, _; at most 63)"}.get(self.kind, "any text")
 
@@ -159,10 +159,13 @@ ENVIRONMENT = (
     _s("CAFLEET_SERVER_MAX_CONNECTIONS", "integer", 100,
        "`cafleet server`: open connections at most (lowered to fit the open-file limit)", low=1, high=100_000),
     _s("CAFLEET_DEBUG", "switch", False, "show the traceback of an internal error"),
-    _s("CAFLEET_SSH_CONFIG", "location", None, "an ssh_config file for reaching other hosts (`ssh -F`)",
+    _s("CAFLEET_SSH_CONFIG", "path", None, "an ssh_config file for reaching other hosts (`ssh -F`)",
        default_text="ssh's own (~/.ssh/config)"),
-    _s("CAFLEET_SSH_CONTROL_DIR", "location", None, "a private directory for the shared SSH connections' sockets",
+    _s("CAFLEET_SSH_CONTROL_DIR", "path", None, "a private directory for the shared SSH connections' sockets",
        default_text="$XDG_RUNTIME_DIR/cafleet-ssh, else /tmp/cafleet-ssh-<uid>"),
+    _s("CAFLEET_PRICE_FILE", "path", None,
+       "a JSON file of model prices (dollars per million tokens) overriding the built-in table of "
+       "`member usage`/`fleet usage` (docs/usage.md)", default_text="the built-in table"),
     _s("CAFLEET_HOST", "text", None, "the host a member's pane runs on, set in panes on other hosts",
        audience="pane"),
     _s("CAFLEET_MEMBER_ID", "text", None, "the member's own id, set in each member's pane", audience="pane"),

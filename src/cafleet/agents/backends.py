@@ -117,12 +117,15 @@ def build_argv(
     model: str | None = None,
     effort: str | None = None,
     member_id: int | None = None,
+    session_id: str | None = None,
 ) -> list[str]:
     """The argv that starts ``agent`` as member ``member_name`` with its spawn prompt.
 
     ``argv[0]`` is the bare program name (``claude``, ``codex``, ``opencode``); the
     stand-in runs as ``<this python> -m cafleet.agents.standin --member-id N`` and
     needs ``member_id``. Validates ``model``/``effort`` first (see :func:`validate`).
+    ``session_id`` (a UUID) is claude's ``--session-id``: the name of the transcript its
+    usage is read from (docs/usage.md); the other agents ignore it.
     """
     validate(agent, model, effort)
     if "\x00" in prompt:
@@ -130,6 +133,8 @@ def build_argv(
     if agent == "claude":
         argv = ["claude", "--permission-mode", "dontAsk", "--allowedTools", *CLAUDE_ALLOWED_TOOLS]
         argv += ["--name", member_name]
+        if session_id is not None:
+            argv += ["--session-id", session_id]
         if model is not None:
             argv += ["--model", model]
         if effort is not None:

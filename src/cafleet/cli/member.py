@@ -16,16 +16,42 @@ def list_(ctx, fleet_id, state, idle_after):
         for record in records:
             record["state"], record["state_detail"] = states.get(record["member_id"], ("director", ""))
 
+    spend = _spend_against_budget(ctx, fleet_id, records)
+
     def text():
         rows = [
             [r["member_id"], r["name"], r["kind"], r["backend"] or "-", r["coding_agent"] or "-",
              r["pane_id"] or "pending", render.dash(r["idle_seconds"])] + ([r["state"]] if state else [])
+            + ([spend.get(r["member_id"], "-")] if spend else [])
             for r in records
         ]
-        headers = ["MEMBER", "NAME", "KIND", "BACKEND", "AGENT", "PANE", "IDLE_S"] + (["STATE"] if state else [])
+        headers = (["MEMBER", "NAME", "KIND", "BACKEND", "AGENT", "PANE", "IDLE_S"] + (["STATE"] if state else [])
+                   + (["SPEND/BUDGET"] if spend else []))
         return render.table(rows, headers)
 
     ctx.emit(records, text)
+
+
+def _spend_against_budget(ctx, fleet_id, records) -> dict:
+    """``{member_id: "spend/budget"}`` for members with a budget (and ``"spend"`` and
+    ``"budget"`` added to their records); empty, at the cost of two small queries, when no
+    member of the fleet has one (docs/usage.md)."""
+    from cafleet.broker import usage as budgets
+
+    capped = budgets.capped_members(ctx.store(), fleet_id)
+    if not capped:
+        return {}
+    from cafleet.cli.usage import spend_text
+    from cafleet.delivery import usage
+
+    shown = {}
+    for record in records:
+        if record["member_id"] in capped:
+            report = usage.member_usage(ctx.store(), ctx.environ, record["member_id"])
+            record["spend"] = {"usd": report["usd"], "tokens": report["tokens"]["total"]}
+            record["budget"] = report["budget"]
+            shown[record["member_id"]] = spend_text(report)
+    return shown
 
 
 def show(ctx, member_id):
@@ -55,16 +81,19 @@ def show(ctx, member_id):
     ctx.emit(record, text)
 
 
-def create(ctx, fleet_id, name, description, coding_agent, model, effort, host, text, file):
+def create(ctx, fleet_id, name, description, coding_agent, model, effort, host, budget_usd, budget_tokens, text, file):
     from cafleet.cli.body import read_body
+    from cafleet.cli.usage import parse_budget
     from cafleet.delivery import panes
 
     validation.name(name, "--name")
     validation.description(description, "--description")
+    usd, tokens = parse_budget(budget_usd, "--budget-usd", budget_tokens, "--budget-tokens")
     prompt = read_body(ctx, text, file)
     record = panes.create_member(
         ctx.store(), ctx.environ, ctx.db_path, fleet_id=fleet_id, name=name, description=description,
         coding_agent=coding_agent, model=model, effort=effort, prompt=prompt, host=host,
+        budget_usd=usd, budget_tokens=tokens,
     )
     where = f" on host {render.inline(host)}" if host else ""
     ctx.emit(record, lambda: f"created member {record['member_id']} ({render.inline(name)}, "

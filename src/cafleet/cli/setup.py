@@ -19,19 +19,25 @@ def setup(ctx, coding_agents):
     store = ctx.store()  # diagnosis, and baseline initialisation of a new file
     from cafleet.store.connection import add_auxiliary_indexes
 
-    indexes = add_auxiliary_indexes(store)  # a file made by an older cafleet gets them here
+    from cafleet.store.schema import AUX_TABLES
+
+    added = add_auxiliary_indexes(store)  # a file made by an older cafleet gets them (and the tables) here
+    tables = [name for name in added if name in AUX_TABLES]
+    indexes = [name for name in added if name not in AUX_TABLES]
     installed = []
     for agent in agents:
         for result in install(agent, ctx.environ):
             record_install(store, result.coding_agent, str(result.path), __version__)
             installed.append({"coding_agent": result.coding_agent, "path": str(result.path), "status": result.status})
     shown = store.path if store.engine == "postgresql" else ctx.db_path  # a URL without its password
-    report = {"database": {"path": shown, "ok": True, "indexes_added": indexes}, "assets": installed,
+    report = {"database": {"path": shown, "ok": True, "indexes_added": indexes, "tables_added": tables},
+              "assets": installed,
               "cafleet_version": __version__}
 
     def text():
         lines = [f"database ready: {shown}"]
         lines += [f"added index {name}" for name in indexes]
+        lines += [f"added table {name}" for name in tables]
         lines += [f"{item['coding_agent']}: {item['path']} ({item['status']})" for item in installed]
         return "\n".join(lines)
 

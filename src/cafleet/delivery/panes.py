@@ -152,7 +152,8 @@ class CreateFailed(CafleetError):
 
 
 def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, description: str, coding_agent: str | None,
-                  model: str | None, effort: str | None, prompt: str, host: str | None = None) -> dict:
+                  model: str | None, effort: str | None, prompt: str, host: str | None = None,
+                  budget_usd: float | None = None, budget_tokens: int | None = None) -> dict:
     """Member creation: pending registration, spawn prompt, split a pane, record it under the lock.
 
     Every check that can fail without side effects runs first; any failure after the
@@ -182,6 +183,15 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
     agent = coding_agent or placement["coding_agent"]
     backends.validate(agent, model, effort)
     check_template(prompt)
+    budgets = {"budget_usd": budget_usd, "budget_tokens": budget_tokens}
+    if budget_usd is not None or budget_tokens is not None:
+        from cafleet.broker import usage
+
+        if host is not None:
+            raise CafleetError("a member on another host has no budget: its agent's records are on that host; "
+                               "leave out --budget-usd/--budget-tokens.")
+        if not usage.has_table(store):
+            raise CafleetError("this database has no budget table yet; run `cafleet setup` once, then retry.")
     if host is not None:
         return _create_remote(store, environ, db_path, host, fleet_id=fleet_id, director=director, name=name,
                               description=description, agent=agent, model=model, effort=effort, prompt=prompt)
@@ -204,7 +214,9 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
     try:
         text = render_spawn_prompt(prompt, fleet_id=fleet_id, member_id=member_id,
                                    director_member_id=director["member_id"], coding_agent=agent)
-        argv = backends.build_argv(agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id)
+        session_id = _record_usage_source(store, environ, member_id, agent, cwd, **budgets)
+        argv = backends.build_argv(agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id,
+                                   session_id=session_id)
         pane_env = {"CAFLEET_DATABASE_URL": db_path, "CAFLEET_MEMBER_ID": str(member_id), "CAFLEET_FLEET_ID": str(fleet_id)}
         if getattr(store, "engine", "sqlite") == "postgresql":
             pane_env["CAFLEET_PG_SCHEMA"] = store.schema  # the member's cafleet reaches the same tables
@@ -217,6 +229,24 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
         raise CreateFailed(_compensate(store, mux, member_id, pane_id, error)) from None
     return {"member_id": member_id, "fleet_id": fleet_id, "name": name, "coding_agent": agent,
             "backend": placement["backend"], "pane_id": pane_id}
+
+
+def _record_usage_source(store, environ, member_id: int, agent: str, cwd: str, **budgets) -> str | None:
+    """Choose what ties the member's usage records to it (claude: a new session id) and
+    record it with the agent's data folder and the pane's cwd (docs/usage.md); returns
+    claude's session id. A file without the auxiliary table records nothing."""
+    from cafleet.agents import usage as agent_usage
+    from cafleet.broker import usage
+
+    session_id = None
+    if agent == "claude":
+        import uuid
+
+        session_id = str(uuid.uuid4())
+    data_dir = agent_usage.data_dir(agent, environ)
+    usage.record_source(store, member_id, coding_agent=agent, session_id=session_id, data_dir=data_dir,
+                        cwd=cwd, **budgets)
+    return session_id
 
 
 # Variables that describe this machine, not the fleet: never handed to a pane on another host.

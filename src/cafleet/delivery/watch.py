@@ -53,6 +53,9 @@ class Watcher:
         self.last_message_id = 0
         self.director = fleets.get_fleet(store, fleet_id)["director_member_id"]
         self.settings = drain.Settings(environ, db_path)  # validated before the stream starts
+        from cafleet.delivery.budget_watch import BudgetWatch
+
+        self.budgets = BudgetWatch(store, environ, fleet_id)  # the over-budget event (docs/usage.md)
 
     def run(self) -> str:
         """Stream until the fleet is deleted or a signal stops it; returns why it ended."""
@@ -72,6 +75,7 @@ class Watcher:
                         if time.monotonic() >= next_round:
                             self.members_round()
                             self.retry_stale()
+                            self.budgets.round(self.emit, event)
                             next_round = time.monotonic() + self.interval
                         stop.check()
                         unread = changes.wait(until=next_round) or unread

@@ -63,6 +63,13 @@ class Store:
         the caller's first read."""
         return DataVersionWaiter(self, interval)
 
+    def tables_present(self, names) -> set[str]:
+        """Which of ``names`` are tables of this database (auxiliary tables are optional)."""
+        names = list(names)
+        rows = self.execute(f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({','.join('?' * len(names))})",
+                            names).fetchall()
+        return {row[0] for row in rows}
+
     def file_replaced(self) -> bool:
         """True when ``path`` no longer names the file this store opened (deleted, or
         replaced by another file): one ``stat``, cheap enough for every few checks of a
@@ -445,10 +452,16 @@ def add_auxiliary_indexes(store: Store) -> list[str]:
     else:
         problems = diagnosis.auxiliary_problems(store.conn)
     created = [name for name, problem in problems.items() if problem == "missing"]
-    if created:
+    # the usage tables are SQLite's for now (docs/usage.md); PostgreSQL gets the index only
+    present = set() if store.engine == "postgresql" else store.tables_present(schema.AUX_TABLES)
+    tables = [] if store.engine == "postgresql" else [name for name in schema.AUX_TABLES if name not in present]
+    if created or tables:
         with store.write():
+            for name in tables:
+                store.execute(schema.create_if_missing(schema.AUX_TABLES[name]))
             for name in created:
                 store.execute(schema.create_if_missing(schema.AUX_INDEXES[name]))
+    created = tables + created
     return created
 
 
@@ -481,7 +494,8 @@ def _initialise(conn: sqlite3.Connection, path: str, busy_timeout: float) -> Non
                 conn.execute("PRAGMA application_id").fetchone()[0] == 0
             ):
                 conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
-                for sql in (*schema.TABLES.values(), *schema.INDEXES.values(), *schema.AUX_INDEXES.values()):
+                for sql in (*schema.TABLES.values(), *schema.INDEXES.values(), *schema.AUX_INDEXES.values(),
+                            *schema.AUX_TABLES.values()):
                     conn.execute(sql)
                 conn.execute(
                     f"INSERT INTO {schema.LEDGER_TABLE} (version, name, applied_on, checksum) VALUES (?, ?, ?, ?)",

@@ -217,6 +217,13 @@ class PgStore:
         self.identity = (url, schema_name)
         self.channel = "cafleet_" + schema_name
 
+    def tables_present(self, names) -> set[str]:
+        """Which of ``names`` are tables in this store's schema."""
+        names = list(names)
+        rows = self.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = ? "
+                            f"AND table_name IN ({','.join('?' * len(names))})", [self.schema, *names]).fetchall()
+        return {row[0] for row in rows}
+
     def execute(self, sql: str, params=()):
         from cafleet.store import dialect
 

@@ -103,9 +103,44 @@ AUX_INDEXES: dict[str, str] = {
 }
 
 
+# cafleet's auxiliary tables: like the auxiliary indexes, outside the format (the seed allows
+# unrelated auxiliary tables), created with the baseline of a new file and by `cafleet setup`;
+# every command works on a file without them.
+#
+# cafleet_aux_member_usage_sources: what ties a member to its coding agent's own usage
+# records (docs/usage.md), written by `member create`: the agent, the session id cafleet
+# chose (claude's --session-id), the agent's config/data folder, the pane's working
+# directory and the spawn time (opencode's sessions are matched on these), and the
+# member's budgets.
+AUX_TABLES: dict[str, str] = {
+    "cafleet_aux_member_usage_sources": (
+        "CREATE TABLE cafleet_aux_member_usage_sources (\n"
+        "    member_id INTEGER NOT NULL PRIMARY KEY,\n"
+        "    coding_agent TEXT NOT NULL,\n"
+        "    session_id TEXT,\n"
+        "    data_dir TEXT,\n"
+        "    cwd TEXT NOT NULL,\n"
+        "    started_at TEXT NOT NULL,\n"
+        "    budget_usd REAL,\n"
+        "    budget_tokens INTEGER\n"
+        ")"
+    ),
+    # cafleet_aux_fleet_budgets: a fleet's budget (`cafleet fleet budget`), over all its members.
+    "cafleet_aux_fleet_budgets": (
+        "CREATE TABLE cafleet_aux_fleet_budgets (\n"
+        "    fleet_id INTEGER NOT NULL PRIMARY KEY,\n"
+        "    budget_usd REAL,\n"
+        "    budget_tokens INTEGER\n"
+        ")"
+    ),
+}
+
+
 def create_if_missing(sql: str) -> str:
     """``CREATE INDEX name`` as ``CREATE INDEX IF NOT EXISTS name`` (the stored text of an
     index created either way is the statement without IF NOT EXISTS)."""
+    if sql.startswith("CREATE TABLE "):
+        return sql.replace("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1)
     return sql.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1)
 
 

@@ -10,6 +10,7 @@ const state = {
   fleetId: null,
   fleet: null,
   members: [],          // active roster, as GET /api/fleets/ID returns it
+  usage: null,          // GET /api/fleets/ID/usage: spend per member and for the fleet
   rosterAt: 0,          // performance.now() when idle_seconds were read
   messages: new Map(),  // message_id -> timeline record
   nextBefore: null,     // id to page below, or null when the oldest message is shown
@@ -199,6 +200,7 @@ function applyFleet(detail) {
   renderRoster();
   renderRecipients();
   FleetView.fleet(detail);
+  if (!state.usage || state.usage.fleet_id !== fleet.fleet_id) loadSpend();
 }
 
 function renderRoster() {
@@ -219,12 +221,58 @@ function renderRoster() {
       el("td", null, member.pane_id ?? "pending"),
       stateCell(member),
       el("td", "idle", ""),
+      el("td", "spend", ""),
     );
     row.addEventListener("click", () => selectMember(member.member_id));
     body.append(row);
   }
   $("roster-count").textContent = `(${state.members.length})`;
   tickIdle();
+  showSpend();
+}
+
+// --- spend (docs/usage.md): GET /api/fleets/ID/usage, refreshed every USAGE_REFRESH_MS ---
+
+const USAGE_REFRESH_MS = 10000;
+
+function spendText(report) {
+  if (!report) return "—";
+  if (report.no_records) return report.no_records === "no records yet" ? "no records yet" : "—";
+  let text = `$${report.usd.toFixed(4)} · ${report.tokens.total} tok`;
+  if (report.budget) {
+    const caps = [];
+    if (report.budget.usd !== null) caps.push(`$${report.budget.usd}`);
+    if (report.budget.tokens !== null) caps.push(`${report.budget.tokens} tok`);
+    text += ` / ${caps.join(" or ")}${report.budget.over ? " (over)" : ""}`;
+  }
+  return text;
+}
+
+function showSpend() {
+  const usage = state.usage;
+  if (!usage || !state.fleet || usage.fleet_id !== state.fleet.fleet_id) return;
+  for (const row of $("roster").tBodies[0].rows) {
+    const report = usage.members.find((m) => m.member_id === Number(row.dataset.memberId));
+    const cell = row.querySelector(".spend");
+    cell.textContent = spendText(report);
+    cell.classList.toggle("over", Boolean(report && report.budget && report.budget.over));
+  }
+  let total = `fleet spend $${usage.usd.toFixed(4)} · ${usage.tokens.total} tokens`;
+  if (usage.budget) total += usage.budget.over ? " (over budget)" : " (budget set)";
+  $("roster-spend").textContent = total;
+}
+
+async function loadSpend() {
+  if (!state.fleet) return;
+  try {
+    const response = await fetch(`/api/fleets/${state.fleet.fleet_id}/usage`);
+    if (response.ok) {
+      state.usage = await response.json();
+      showSpend();
+    }
+  } catch (error) {
+    // the next refresh tries again
+  }
 }
 
 function stateCell(member) {
@@ -422,6 +470,7 @@ function start() {
   $("older").addEventListener("click", () => loadOlder().catch((error) => showBanner(error.message)));
   window.addEventListener("focus", () => loadFleets().catch(() => {}));
   setInterval(tickIdle, 1000);
+  setInterval(loadSpend, USAGE_REFRESH_MS);
   loadFleets().catch((error) => showBanner(`Could not reach the cafleet server: ${error.message}`));
 }
 

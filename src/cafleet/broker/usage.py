@@ -1,0 +1,130 @@
+"""The rows that tie a member to its coding agent's own usage records, and its budgets
+(the auxiliary table ``cafleet_aux_member_usage_sources``; docs/usage.md).
+
+The table is cafleet's own, outside the format: a file made without it (by an older
+cafleet or another implementation) works for every command; its members simply have no
+attribution until ``cafleet setup`` adds the table and new members are created.
+"""
+
+from __future__ import annotations
+
+from cafleet import clock
+
+TABLE = "cafleet_aux_member_usage_sources"
+FLEET_TABLE = "cafleet_aux_fleet_budgets"
+_COLUMNS = ("member_id", "coding_agent", "session_id", "data_dir", "cwd", "started_at", "budget_usd", "budget_tokens")
+
+
+def has_table(store, name: str = TABLE) -> bool:
+    return bool(store.tables_present([name]))
+
+
+def record_source(store, member_id: int, *, coding_agent: str, session_id: str | None, data_dir: str | None,
+                  cwd: str, budget_usd: float | None = None, budget_tokens: int | None = None) -> bool:
+    """Remember where ``member_id``'s agent writes its usage; False when the file has no
+    table for it (nothing is written then)."""
+    if not has_table(store):
+        return False
+    with store.write():
+        store.execute(
+            f"INSERT OR REPLACE INTO {TABLE} (member_id, coding_agent, session_id, data_dir, cwd, started_at, "
+            "budget_usd, budget_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (member_id, coding_agent, session_id, data_dir, cwd, clock.now(), budget_usd, budget_tokens),
+        )
+    return True
+
+
+def sources(store, member_ids: list[int]) -> dict[int, dict]:
+    """``{member_id: source row}`` for those of ``member_ids`` that have one."""
+    if not member_ids or not has_table(store):
+        return {}
+    marks = ",".join("?" * len(member_ids))
+    rows = store.execute(f"SELECT {', '.join(_COLUMNS)} FROM {TABLE} WHERE member_id IN ({marks})",
+                         tuple(member_ids)).fetchall()
+    return {row[0]: dict(zip(_COLUMNS, row)) for row in rows}
+
+
+def fleet_members(store, fleet_id: int) -> list[dict]:
+    """Every member the fleet ever had (deregistered ones spent too), by id, with its
+    agent: ``[{"member_id", "name", "status", "coding_agent"}]``. An unknown fleet is
+    refused as ``fleet show`` refuses it."""
+    from cafleet.broker import fleets
+
+    fleets.get_fleet(store, fleet_id)
+    from cafleet.broker.records import decode_pane
+
+    rows = store.execute(
+        "SELECT m.member_id, m.name, m.status, p.coding_agent, p.backend, p.mux_pane_id FROM members m "
+        "LEFT JOIN member_placements p ON p.member_id = m.member_id WHERE m.fleet_id = ? ORDER BY m.member_id",
+        (fleet_id,),
+    ).fetchall()
+    return [{"member_id": r[0], "name": r[1], "status": r[2], "coding_agent": r[3], "backend": r[4],
+             "identity": decode_pane(r[5])[1]} for r in rows]
+
+
+def add_session(store, member_id: int, session_id: str) -> None:
+    """Remember one more claude session of the member (after ``/clear``): the
+    ``session_id`` column holds the member's session ids, space-separated, oldest first."""
+    with store.write():
+        store.execute(f"UPDATE {TABLE} SET session_id = session_id || ' ' || ? WHERE member_id = ? "
+                      "AND ' ' || session_id || ' ' NOT LIKE '% ' || ? || ' %'", (session_id, member_id, session_id))
+
+
+def budgets_for_send(store, member_id: int) -> dict | None:
+    """The budgets that may refuse a send to ``member_id``: ``{"member": (usd, tokens) or
+    None, "fleet": (fleet_id, usd, tokens) or None}``, or None when neither is set. On
+    the send path: one lookup of the auxiliary tables' names, and a primary-key lookup in
+    each that exists; a file without them costs only the first."""
+    names = store.tables_present([TABLE, FLEET_TABLE])
+    if not names:
+        return None
+    mine = fleet = None
+    if TABLE in names:
+        row = store.execute(f"SELECT budget_usd, budget_tokens FROM {TABLE} WHERE member_id = ?",
+                            (member_id,)).fetchone()
+        if row is not None and (row[0] is not None or row[1] is not None):
+            mine = (row[0], row[1])
+    if FLEET_TABLE in names:
+        row = store.execute(
+            f"SELECT b.fleet_id, b.budget_usd, b.budget_tokens FROM {FLEET_TABLE} b "
+            "JOIN members m ON m.fleet_id = b.fleet_id JOIN fleets f ON f.fleet_id = m.fleet_id "
+            "WHERE m.member_id = ? AND (f.director_member_id IS NULL OR f.director_member_id != m.member_id)",
+            (member_id,)).fetchone()
+        if row is not None and (row[1] is not None or row[2] is not None):
+            fleet = (row[0], row[1], row[2])
+    return {"member": mine, "fleet": fleet} if mine or fleet else None
+
+
+def set_fleet_budget(store, fleet_id: int, usd: float | None, tokens: int | None) -> None:
+    """Set (or, with both None, clear) a live fleet's budget."""
+    from cafleet.broker import fleets
+    from cafleet.errors import CafleetError
+
+    fleets.require_live(store, fleet_id)
+    if not has_table(store, FLEET_TABLE):
+        raise CafleetError("this database has no budget table yet; run `cafleet setup` once, then retry.")
+    with store.write():
+        if usd is None and tokens is None:
+            store.execute(f"DELETE FROM {FLEET_TABLE} WHERE fleet_id = ?", (fleet_id,))
+        else:
+            store.execute(f"INSERT OR REPLACE INTO {FLEET_TABLE} (fleet_id, budget_usd, budget_tokens) VALUES (?, ?, ?)",
+                          (fleet_id, usd, tokens))
+
+
+def fleet_budget(store, fleet_id: int) -> tuple | None:
+    """``(usd, tokens)`` of the fleet's budget, or None."""
+    if not has_table(store, FLEET_TABLE):
+        return None
+    row = store.execute(f"SELECT budget_usd, budget_tokens FROM {FLEET_TABLE} WHERE fleet_id = ?", (fleet_id,)).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def capped_members(store, fleet_id: int) -> set[int]:
+    """The active members of the fleet that have a budget of their own."""
+    if not has_table(store):
+        return set()
+    rows = store.execute(
+        f"SELECT s.member_id FROM {TABLE} s JOIN members m ON m.member_id = s.member_id "
+        "WHERE m.fleet_id = ? AND m.status = 'active' AND (s.budget_usd IS NOT NULL OR s.budget_tokens IS NOT NULL)",
+        (fleet_id,)).fetchall()
+    return {row[0] for row in rows}

@@ -1,0 +1,50 @@
+"""`fleet watch`'s `over-budget` event: once per crossing of a member's budget or the
+fleet's (docs/usage.md). Costs one query per round while no budget is set in the fleet;
+with budgets, the agents' records are read incrementally (byte offsets kept across rounds)."""
+
+from __future__ import annotations
+
+from cafleet.errors import CafleetError
+
+
+class BudgetWatch:
+    def __init__(self, store, environ, fleet_id: int) -> None:
+        self.store = store
+        self.environ = environ
+        self.fleet_id = fleet_id
+        self.over: dict[int | None, bool] = {}  # member id, or None for the fleet
+        self.reader: object | None = None  # a TranscriptReader once a budget is set
+
+    def round(self, emit, event) -> None:
+        from cafleet.broker import usage as budgets
+
+        try:
+            capped = budgets.capped_members(self.store, self.fleet_id)
+            fleet_budget = budgets.fleet_budget(self.store, self.fleet_id)
+            if not capped and fleet_budget is None:
+                self.over.clear()
+                return
+            from cafleet.agents.usage import TranscriptReader
+            from cafleet.delivery import usage
+
+            self.reader = self.reader or TranscriptReader()
+            report = usage.fleet_usage(self.store, self.environ, self.fleet_id, reader=self.reader)
+        except CafleetError:
+            return  # a busy file or a bad price file: try again next round
+        found: dict[int | None, str | None] = {}
+        for member in report["members"]:
+            if member["member_id"] in capped and member["budget"] is not None:
+                found[member["member_id"]] = usage.over(member, member["budget"]["usd"], member["budget"]["tokens"])
+        if report["budget"] is not None:
+            found[None] = usage.over(report, report["budget"]["usd"], report["budget"]["tokens"])
+        for key, why in found.items():
+            if why and not self.over.get(key):
+                what = f"member {key}" if key is not None else f"fleet {self.fleet_id}"
+                refused = "sends to it are refused" if key is not None else "sends to its members are refused"
+                emit(event("over-budget", self.fleet_id, member_id=key,
+                           detail=f"{what} is over its budget ({why}); {refused}",
+                           command=f"cafleet member usage {key}" if key is not None
+                           else f"cafleet fleet usage {self.fleet_id}"))
+            self.over[key] = bool(why)
+        for gone in set(self.over) - set(found):
+            del self.over[gone]
