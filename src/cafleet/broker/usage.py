@@ -102,6 +102,8 @@ def set_fleet_budget(store, fleet_id: int, usd: float | None, tokens: int | None
 
     fleets.require_live(store, fleet_id)
     if not has_table(store, FLEET_TABLE):
+        if getattr(store, "engine", "sqlite") == "postgresql":
+            raise CafleetError("budgets are kept on a SQLite store only for now (docs/usage.md).")
         raise CafleetError("this database has no budget table yet; run `cafleet setup` once, then retry.")
     with store.write():
         if usd is None and tokens is None:
