@@ -35,15 +35,26 @@ class PaneFleet:
         os.mkdir(self.records)
         os.mkdir(home)
         base = {k: v for k, v in os.environ.items() if not k.startswith(ISOLATED_PREFIXES)}
-        self.env = dict(base, HOME=home, XDG_DATA_HOME=os.path.join(home, "data"),
-                        XDG_CONFIG_HOME=os.path.join(home, "config"),
-                        CAFLEET_DATABASE_URL=os.path.join(workdir, f"{name}.db"),
-                        CAFLEET_STANDIN_RECORD_DIR=self.records, **(env_extra or {}))
+        self.env = dict(
+            base,
+            HOME=home,
+            XDG_DATA_HOME=os.path.join(home, "data"),
+            XDG_CONFIG_HOME=os.path.join(home, "config"),
+            CAFLEET_DATABASE_URL=os.path.join(workdir, f"{name}.db"),
+            CAFLEET_STANDIN_RECORD_DIR=self.records,
+            **(env_extra or {}),
+        )
         self.cafleet = cafleet_argv()
 
     def tmux(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-f", "/dev/null", "-S", self.socket, *args], capture_output=True,
-                              text=True, env=self.env, timeout=10, check=True)
+        done = subprocess.run(
+            ["tmux", "-f", "/dev/null", "-S", self.socket, *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=10,
+            check=True,
+        )
         return done.stdout.strip()
 
     def run(self, *args: str) -> str:
@@ -58,9 +69,22 @@ class PaneFleet:
         director_pane = self.tmux("display-message", "-p", "-t", self.name, "#{pane_id}")
         self.env.update(TMUX=f"{self.socket},0,0", TMUX_PANE=director_pane)
         fleet = json.loads(self.run("fleet", "create", "--name", self.name, "--coding-agent", "standin", "--json"))
-        member = json.loads(self.run("member", "create", "--fleet-id", str(fleet["fleet_id"]), "--name", "target",
-                                     "--description", "benchmark target", "--coding-agent", "standin", "--json",
-                                     "Benchmark target."))
+        member = json.loads(
+            self.run(
+                "member",
+                "create",
+                "--fleet-id",
+                str(fleet["fleet_id"]),
+                "--name",
+                "target",
+                "--description",
+                "benchmark target",
+                "--coding-agent",
+                "standin",
+                "--json",
+                "Benchmark target.",
+            )
+        )
         deadline = time.monotonic() + READY_TIMEOUT
         while not self.tmux("capture-pane", "-p", "-t", member["pane_id"]).rstrip().endswith(">"):
             if time.monotonic() > deadline:

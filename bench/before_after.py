@@ -33,7 +33,9 @@ def main() -> None:
     try:
         before = os.path.join(work, "before")
         os.makedirs(before)
-        archive = subprocess.run(["git", "-C", ROOT, "archive", args.rev, "src"], check=True, capture_output=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", ROOT, "archive", args.rev, "src"], check=True, capture_output=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", before], input=archive, check=True)
         trees = {"before": os.path.join(before, "src"), "after": os.path.join(ROOT, "src")}
         for tree in trees.values():
@@ -44,11 +46,22 @@ def main() -> None:
 
         db = os.path.join(work, "bench.db")
         store = open_store(db)
-        fleet = fleets.create_fleet(store, name="b", coding_agent="claude", backend="tmux", session="$0@/n",
-                                    window_id="@0", pane_id="%0")
-        workers = [members.register_member(store, fleet_id=fleet["fleet_id"], name=f"w{i}", description="d",
-                                           backend="tmux", session="$0@/n", window_id="@0", coding_agent="claude")
-                   for i in range(3)]
+        fleet = fleets.create_fleet(
+            store, name="b", coding_agent="claude", backend="tmux", session="$0@/n", window_id="@0", pane_id="%0"
+        )
+        workers = [
+            members.register_member(
+                store,
+                fleet_id=fleet["fleet_id"],
+                name=f"w{i}",
+                description="d",
+                backend="tmux",
+                session="$0@/n",
+                window_id="@0",
+                coding_agent="claude",
+            )
+            for i in range(3)
+        ]
         for _ in range(5):
             messages.send(store, fleet["director_member_id"], workers[0], "task")
         store.close()
@@ -57,8 +70,15 @@ def main() -> None:
         base["CAFLEET_DATABASE_URL"] = db
         commands = {
             "message poll": ["message", "poll", str(workers[0])],
-            "message send": ["message", "send", "--from-member-id", str(workers[1]), "--to-member-id",
-                             str(workers[2]), "x"],
+            "message send": [
+                "message",
+                "send",
+                "--from-member-id",
+                str(workers[1]),
+                "--to-member-id",
+                str(workers[2]),
+                "x",
+            ],
             "fleet list": ["fleet", "list"],
         }
         samples: dict[tuple[str, str], list[float]] = {}
@@ -66,8 +86,9 @@ def main() -> None:
             for name, argv in commands.items():
                 for side, tree in trees.items():
                     started = time.perf_counter()
-                    subprocess.run([cafleet, *argv], env=dict(base, PYTHONPATH=tree), stdout=subprocess.DEVNULL,
-                                   check=True)
+                    subprocess.run(
+                        [cafleet, *argv], env=dict(base, PYTHONPATH=tree), stdout=subprocess.DEVNULL, check=True
+                    )
                     samples.setdefault((name, side), []).append(time.perf_counter() - started)
         print(f"{args.runs} runs each, interleaved; this tree over {args.rev}")
         for name in commands:

@@ -45,9 +45,13 @@ class Bench(PaneFleet):
     def send(self, from_id: int, to_id: int, text: str) -> tuple[float, float]:
         """Start one send; (wall-clock start, seconds until the process exited)."""
         started_wall, started = time.time(), time.perf_counter()
-        done = subprocess.run([*self.cafleet, "message", "send", "--from-member-id", str(from_id),
-                               "--to-member-id", str(to_id), text], capture_output=True, text=True,
-                              env=self.env, timeout=60)
+        done = subprocess.run(
+            [*self.cafleet, "message", "send", "--from-member-id", str(from_id), "--to-member-id", str(to_id), text],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=60,
+        )
         exited = time.perf_counter() - started
         if done.returncode != 0 or done.stderr:
             raise SystemExit(f"send failed: {done.stderr.strip() or done.returncode}")
@@ -79,7 +83,9 @@ def report(label: str, values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sends", type=int, default=30, help="sends to the member (and as many to the Director)")
-    parser.add_argument("--settle", type=float, default=None, help="settle delay in seconds (default $CAFLEET_SUBMIT_SETTLE or 0.3)")
+    parser.add_argument(
+        "--settle", type=float, default=None, help="settle delay in seconds (default $CAFLEET_SUBMIT_SETTLE or 0.3)"
+    )
     args = parser.parse_args()
     settle = args.settle if args.settle is not None else submit_settle(os.environ)
     if shutil.which("tmux") is None:
@@ -105,11 +111,15 @@ def main() -> None:
     print(report("send to the Director (no typing)", plain))
     delivery = [e - p for e, p in zip(exited, plain)]
     beyond = statistics.median(delivery) - settle
-    print(f"  overhead beyond the settle delay:  {beyond * 1000:.0f} ms median "
-          f"(member send minus a plain send, minus {settle * 1000:.0f} ms settle; "
-          f"tmux calls, screen checks, confirmation)")
-    print(f"  submitted -> exited:               {statistics.median([e - s for e, s in zip(exited, submitted)]) * 1000:.0f} ms median "
-          "(confirming the submission, stamping notified_at, exit)")
+    print(
+        f"  overhead beyond the settle delay:  {beyond * 1000:.0f} ms median "
+        f"(member send minus a plain send, minus {settle * 1000:.0f} ms settle; "
+        f"tmux calls, screen checks, confirmation)"
+    )
+    print(
+        f"  submitted -> exited:               {statistics.median([e - s for e, s in zip(exited, submitted)]) * 1000:.0f} ms median "
+        "(confirming the submission, stamping notified_at, exit)"
+    )
 
 
 if __name__ == "__main__":

@@ -44,28 +44,49 @@ def run_plan(plan, env, workdir):
     plan_path, results_path = os.path.join(workdir, "plan"), os.path.join(workdir, "results")
     with open(plan_path, "wb") as handle:
         marshal.dump((env, plan), handle)
-    subprocess.run([sys.executable, "-S", os.path.join(HERE, "_spawn_runner.py"), plan_path, results_path],
-                   check=True, env=env)
+    subprocess.run(
+        [sys.executable, "-S", os.path.join(HERE, "_spawn_runner.py"), plan_path, results_path], check=True, env=env
+    )
     with open(results_path, "rb") as handle:
         return marshal.load(handle)
 
 
 def make_database(path: str, history: int):
     store = open_store(path)
-    fleet = fleets.create_fleet(store, name="bench", coding_agent="claude", backend="tmux",
-                                session="$0@/nonexistent", window_id="@0", pane_id="%0")
+    fleet = fleets.create_fleet(
+        store,
+        name="bench",
+        coding_agent="claude",
+        backend="tmux",
+        session="$0@/nonexistent",
+        window_id="@0",
+        pane_id="%0",
+    )
     fleet_id, director = fleet["fleet_id"], fleet["director_member_id"]
-    workers = [members.register_member(store, fleet_id=fleet_id, name=f"w{i}", description="bench", backend="tmux",
-                                       session="$0@/nonexistent", window_id="@0", coding_agent="claude")
-               for i in range(5)]
+    workers = [
+        members.register_member(
+            store,
+            fleet_id=fleet_id,
+            name=f"w{i}",
+            description="bench",
+            backend="tmux",
+            session="$0@/nonexistent",
+            window_id="@0",
+            coding_agent="claude",
+        )
+        for i in range(5)
+    ]
     if history:
         fill_history(store, history)
     # a realistic inbox: a few pending messages for the polled member
     with store.write():
         for i in range(5):
             now = time.strftime("%Y-%m-%dT%H:%M:%S.000000+00:00", time.gmtime())
-            store.execute("INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text)"
-                          " VALUES (?, ?, ?, 'input_required', ?, ?)", (director, workers[0], now, now, f"task {i}"))
+            store.execute(
+                "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text)"
+                " VALUES (?, ?, ?, 'input_required', ?, ?)",
+                (director, workers[0], now, now, f"task {i}"),
+            )
     store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
     return fleet_id, director, workers
@@ -76,12 +97,18 @@ def fill_history(store, count: int, fleets_count: int = 200, members_per_fleet: 
     ids = []
     with store.write():
         for f in range(fleets_count):
-            fleet_id = store.execute("INSERT INTO fleets (name, created_at) VALUES (?, '2025-01-01T00:00:00.000000+00:00')",
-                                     (f"old{f}",)).lastrowid
-            group = [store.execute("INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at)"
-                                   " VALUES (?, ?, 'old', 'deregistered', '2025-01-01T00:00:00.000000+00:00',"
-                                   " '2025-01-02T00:00:00.000000+00:00')", (fleet_id, f"m{i}")).lastrowid
-                     for i in range(members_per_fleet)]
+            fleet_id = store.execute(
+                "INSERT INTO fleets (name, created_at) VALUES (?, '2025-01-01T00:00:00.000000+00:00')", (f"old{f}",)
+            ).lastrowid
+            group = [
+                store.execute(
+                    "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at)"
+                    " VALUES (?, ?, 'old', 'deregistered', '2025-01-01T00:00:00.000000+00:00',"
+                    " '2025-01-02T00:00:00.000000+00:00')",
+                    (fleet_id, f"m{i}"),
+                ).lastrowid
+                for i in range(members_per_fleet)
+            ]
             ids.append(group)
         rows = []
         for n in range(count):
@@ -91,7 +118,9 @@ def fill_history(store, count: int, fleets_count: int = 200, members_per_fleet: 
             rows.append((a, b, ts, ts, f"old message {n}", ts))
         store.conn.executemany(
             "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text, notified_at)"
-            " VALUES (?, ?, ?, 'completed', ?, ?, ?)", rows)
+            " VALUES (?, ?, ?, 'completed', ?, ?, ?)",
+            rows,
+        )
 
 
 def pending_ids(path: str, to_id: int, count: int, from_id: int) -> list[int]:
@@ -100,9 +129,13 @@ def pending_ids(path: str, to_id: int, count: int, from_id: int) -> list[int]:
     with store.write():
         for _ in range(count):
             now = time.strftime("%Y-%m-%dT%H:%M:%S.000000+00:00", time.gmtime())
-            out.append(store.execute(
-                "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text)"
-                " VALUES (?, ?, ?, 'input_required', ?, 'to ack')", (from_id, to_id, now, now)).lastrowid)
+            out.append(
+                store.execute(
+                    "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text)"
+                    " VALUES (?, ?, ?, 'input_required', ?, 'to ack')",
+                    (from_id, to_id, now, now),
+                ).lastrowid
+            )
     store.close()
     return out
 
@@ -113,8 +146,12 @@ def build_in_child(path: str, history: int, acks: int):
     import json
     import subprocess
 
-    out = subprocess.run([sys.executable, __file__, "--build", path, "--history", str(history), "--runs", str(acks)],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, __file__, "--build", path, "--history", str(history), "--runs", str(acks)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     fleet_id, director, workers, ack_ids = json.loads(out)
     return (fleet_id, director, workers), ack_ids
 
@@ -145,14 +182,25 @@ def main() -> None:
         for path, history in ((small, 0), (large, args.history)):
             setups[path], ack_ids[path] = build_in_child(path, history, args.runs)
         print(f"databases ready in {time.perf_counter() - t0:.1f}s (history: {args.history} messages)")
-        base_env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("CAFLEET_", "TMUX", "HERDR")) and k != "PYTHONDONTWRITEBYTECODE"}
+        base_env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("CAFLEET_", "TMUX", "HERDR")) and k != "PYTHONDONTWRITEBYTECODE"
+        }
 
         def commands(path):
             fleet_id, director, workers = setups[path]
             return {
                 "message poll": ["message", "poll", str(workers[0])],
-                "message send": ["message", "send", "--from-member-id", str(workers[2]), "--to-member-id", str(director), "status: ok"],
+                "message send": [
+                    "message",
+                    "send",
+                    "--from-member-id",
+                    str(workers[2]),
+                    "--to-member-id",
+                    str(director),
+                    "status: ok",
+                ],
                 "message ack": None,  # filled per run
                 "member list": ["member", "list", str(fleet_id)],
                 "message show": ["message", "show", "1"],
@@ -182,16 +230,20 @@ def main() -> None:
         rss["python -c pass"] = rss["bare"]
         bare_median = statistics.median(bare_times)
         floor_median = statistics.median(floor_times)
-        print(f"python -c pass: median {bare_median * 1000:.1f} ms over {args.runs} runs, "
-              f"peak RSS {rss['python -c pass'] / 1024:.1f} MiB")
+        print(
+            f"python -c pass: median {bare_median * 1000:.1f} ms over {args.runs} runs, "
+            f"peak RSS {rss['python -c pass'] / 1024:.1f} MiB"
+        )
         print(f"floor (python -c 'import re, _sqlite3'): {floor_median / bare_median:.2f}x bare")
         print(f"{'command':<14} {'vs bare':>8} {'vs floor':>9} {'history/small':>14} {'peak RSS':>9}")
         for name in commands(small):
             small_median = statistics.median(samples[f"{name}|{small}"])
             large_median = statistics.median(samples[f"{name}|{large}"])
-            print(f"{name:<14} {small_median / bare_median:>7.2f}x {small_median / floor_median:>8.2f}x "
-                  f"{large_median / small_median:>13.2f}x "
-                  f"{rss[name] / 1024:>6.1f} MiB")
+            print(
+                f"{name:<14} {small_median / bare_median:>7.2f}x {small_median / floor_median:>8.2f}x "
+                f"{large_median / small_median:>13.2f}x "
+                f"{rss[name] / 1024:>6.1f} MiB"
+            )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -44,8 +44,30 @@ def main() -> int:
     workdir = tempfile.mkdtemp(prefix="cafleet-bench-identity-")
     socket = os.path.join(workdir, "tmux.sock")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
-    subprocess.run(["tmux", "-f", "/dev/null", "-S", socket, "new-session", "-d", "-s", "bench", "-x", "200", "-y", "50",
-                    "--", "sh", "-c", "exec cat >/dev/null"], check=True, env=env, timeout=10)
+    subprocess.run(
+        [
+            "tmux",
+            "-f",
+            "/dev/null",
+            "-S",
+            socket,
+            "new-session",
+            "-d",
+            "-s",
+            "bench",
+            "-x",
+            "200",
+            "-y",
+            "50",
+            "--",
+            "sh",
+            "-c",
+            "exec cat >/dev/null",
+        ],
+        check=True,
+        env=env,
+        timeout=10,
+    )
     try:
         plain = Tmux(socket, timeout=10)
         pane = plain._run(["display-message", "-p", "#{pane_id}"]).strip()
@@ -56,13 +78,17 @@ def main() -> int:
             "inspect": lambda mux: mux.inspect(pane, 30),
             "type + Enter": lambda mux: (mux.type_text(pane, "x"), mux.press_enter(pane)),
         }
-        times: dict[tuple[str, str], list[float]] = {(case, kind): [] for case in cases for kind in ("plain", "checked")}
+        times: dict[tuple[str, str], list[float]] = {
+            (case, kind): [] for case in cases for kind in ("plain", "checked")
+        }
         for _ in range(args.rounds):
             for case, call in cases.items():
                 times[(case, "plain")].append(timed(lambda call=call: call(plain)))
                 times[(case, "checked")].append(timed(lambda call=call: call(checked)))
-        print(f"tmux {subprocess.run(['tmux', '-V'], capture_output=True, text=True).stdout.strip()}, "
-              f"{args.rounds} rounds, medians:")
+        print(
+            f"tmux {subprocess.run(['tmux', '-V'], capture_output=True, text=True).stdout.strip()}, "
+            f"{args.rounds} rounds, medians:"
+        )
         for case in cases:
             a = statistics.median(times[(case, "plain")]) * 1000
             b = statistics.median(times[(case, "checked")]) * 1000

@@ -40,8 +40,11 @@ def reader(path, member_id, seconds, out):
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         try:
-            conn.execute("SELECT * FROM messages WHERE to_member_id = ? AND status_state = 'input_required' "
-                         "ORDER BY status_timestamp DESC LIMIT 50", (member_id,)).fetchall()
+            conn.execute(
+                "SELECT * FROM messages WHERE to_member_id = ? AND status_state = 'input_required' "
+                "ORDER BY status_timestamp DESC LIMIT 50",
+                (member_id,),
+            ).fetchall()
             reads += 1
         except sqlite.OperationalError:
             errors += 1
@@ -52,9 +55,19 @@ def trial(mode: str, readers: int, seconds: float) -> tuple[float, int, int]:
     path = os.path.join(tempfile.mkdtemp(prefix="cafleet-jm-"), "x.db")
     store = open_store(path)
     store.conn.execute(f"PRAGMA journal_mode={mode}")
-    fleet = fleets.create_fleet(store, name="jm", coding_agent="claude", backend="tmux", session="s", window_id="@0", pane_id="%0")
-    worker = members.register_member(store, fleet_id=fleet["fleet_id"], name="w", description="d", backend="tmux",
-                                     session="s", window_id="@0", coding_agent="claude")
+    fleet = fleets.create_fleet(
+        store, name="jm", coding_agent="claude", backend="tmux", session="s", window_id="@0", pane_id="%0"
+    )
+    worker = members.register_member(
+        store,
+        fleet_id=fleet["fleet_id"],
+        name="w",
+        description="d",
+        backend="tmux",
+        session="s",
+        window_id="@0",
+        coding_agent="claude",
+    )
     store.close()
     ids = (fleet["director_member_id"], worker)
     out = multiprocessing.Queue()

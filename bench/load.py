@@ -85,8 +85,12 @@ class Listener:
     """``message listen --json``; each line kept with the time it was read."""
 
     def __init__(self, env: dict, member: int) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "cafleet", "message", "listen", str(member), "--json"],
-                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cafleet", "message", "listen", str(member), "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.lines: list[tuple[float, dict]] = []
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -125,8 +129,13 @@ class Load:
         self.started += 1
         path = os.path.join(self.bench.workdir, f"worker-{self.started}.jsonl")
         with open(path, "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "tests.support.load_workers", *spawn, *args], cwd=ROOT,
-                                    env=self.env, stdout=out, stderr=subprocess.PIPE)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.support.load_workers", *spawn, *args],
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.PIPE,
+            )
         self.processes.append(proc)
         return proc, path
 
@@ -150,10 +159,19 @@ class Load:
         shown = json.loads(self.bench.run("member", "show", str(director), "--json"))
         store = open_store(self.env["CAFLEET_DATABASE_URL"])
         try:
-            return [members.register_member(
-                store, fleet_id=shown["fleet_id"], name=f"r{i}", description="load receiver", backend="tmux",
-                session=shown["placement"]["session"], window_id=shown["placement"]["window_id"],
-                coding_agent="standin") for i in range(count)]
+            return [
+                members.register_member(
+                    store,
+                    fleet_id=shown["fleet_id"],
+                    name=f"r{i}",
+                    description="load receiver",
+                    backend="tmux",
+                    session=shown["placement"]["session"],
+                    window_id=shown["placement"]["window_id"],
+                    coding_agent="standin",
+                )
+                for i in range(count)
+            ]
         finally:
             store.close()
 
@@ -168,7 +186,7 @@ class Load:
         for i in range(args.senders):
             sender = director if i % 2 == 0 else receivers[i % len(receivers)]
             targets = [m for m in receivers if m != sender]
-            rotated = targets[i % len(targets):] + targets[:i % len(targets)]
+            rotated = targets[i % len(targets) :] + targets[: i % len(targets)]
             to = [listened if k % 10 == 9 else rotated[k % len(rotated)] for k in range(args.messages)]
             plan[f"s{i}"] = (sender, to)
         share = Counter(m for _, to in plan.values() for m in to)
@@ -178,13 +196,21 @@ class Load:
         time.sleep(0.5)  # listeners up before the first send
         started = time.time()
         receiving = {m: self.worker("receive", str(m), str(share[m]), "--deadline", "300") for m in receivers}
-        polling = [self.worker("poll", str(receivers[i % len(receivers)]), stop_polling, "--gap", str(args.poll_gap))
-                   for i in range(args.pollers)]
+        polling = [
+            self.worker("poll", str(receivers[i % len(receivers)]), stop_polling, "--gap", str(args.poll_gap))
+            for i in range(args.pollers)
+        ]
         # A sender's list of targets, one per message: "send" cycles through the list given.
-        sending = {tag: self.worker("send", str(sender), ",".join(map(str, to)), str(args.messages), tag)
-                   for tag, (sender, to) in plan.items()}
-        pane_sending = [self.worker("send", str(director), str(pane_member), str(args.pane_messages), f"p{i}",
-                                    "--gap", str(args.pane_gap)) for i in range(2)]
+        sending = {
+            tag: self.worker("send", str(sender), ",".join(map(str, to)), str(args.messages), tag)
+            for tag, (sender, to) in plan.items()
+        }
+        pane_sending = [
+            self.worker(
+                "send", str(director), str(pane_member), str(args.pane_messages), f"p{i}", "--gap", str(args.pane_gap)
+            )
+            for i in range(2)
+        ]
         try:
             sent = [r for tag, proc in sending.items() for r in self.finish(f"sender {tag}", proc)]
             pane_sent = [r for i, proc in enumerate(pane_sending) for r in self.finish(f"pane sender {i}", proc)]
@@ -200,10 +226,20 @@ class Load:
                 err = listener.stop()
                 if listener.proc.returncode != 0 or err:
                     self.failures.append(f"listener {i} exited {listener.proc.returncode}: {err.decode().strip()}")
-        return {"started": started, "ended": ended, "sent": sent, "pane_sent": pane_sent, "received": received,
-                "director": director,
-                "polled": polled, "listeners": listeners, "listened": listened, "pane_member": pane_member,
-                "receivers": receivers, "plan": plan}
+        return {
+            "started": started,
+            "ended": ended,
+            "sent": sent,
+            "pane_sent": pane_sent,
+            "received": received,
+            "director": director,
+            "polled": polled,
+            "listeners": listeners,
+            "listened": listened,
+            "pane_member": pane_member,
+            "receivers": receivers,
+            "plan": plan,
+        }
 
     def busy_wait(self, director: int, pane_member: int) -> dict:
         """``message wait`` while another member's pane is being typed into (see above)."""
@@ -214,8 +250,9 @@ class Load:
         time.sleep(1.0)  # the first pane send is under way
         receiving = self.worker("receive", str(waiter), str(args.wait_probes), "--deadline", "300")
         time.sleep(0.5)  # the waiter is blocked in its first wait
-        probing = self.worker("send", str(director), str(waiter), str(args.wait_probes), "w",
-                              "--gap", str(args.probe_gap))
+        probing = self.worker(
+            "send", str(director), str(waiter), str(args.wait_probes), "w", "--gap", str(args.probe_gap)
+        )
         try:
             probes = self.finish("probe sender", probing)
             received = self.finish("busy-pane waiter", receiving)
@@ -257,8 +294,10 @@ class Load:
                 if f"[cafleet msg {r['id']} from " in record["text"]:
                     headers[r["id"]] += 1
         if headers != Counter({r["id"]: 1 for r in result["pane_sent"]}):
-            problems.append(f"pane previews not exactly once each: {len(headers)} of {len(result['pane_sent'])} "
-                            f"seen, {sum(1 for c in headers.values() if c > 1)} more than once")
+            problems.append(
+                f"pane previews not exactly once each: {len(headers)} of {len(result['pane_sent'])} "
+                f"seen, {sum(1 for c in headers.values() if c > 1)} more than once"
+            )
         return problems
 
     def bench_records(self, member_id: int) -> list[dict]:
@@ -274,8 +313,10 @@ def line(label: str, values: list[float], span: float | None = None) -> str:
     if not values:
         return f"  {label:<36} (none)"
     rate = f"{len(values) / span:8.1f}/s" if span else " " * 10
-    return (f"  {label:<36} {len(values):6d} {rate}  p50 {percentile(values, 0.5) * 1000:7.1f}  "
-            f"p95 {percentile(values, 0.95) * 1000:7.1f}  p99 {percentile(values, 0.99) * 1000:7.1f} ms")
+    return (
+        f"  {label:<36} {len(values):6d} {rate}  p50 {percentile(values, 0.5) * 1000:7.1f}  "
+        f"p95 {percentile(values, 0.95) * 1000:7.1f}  p99 {percentile(values, 0.99) * 1000:7.1f} ms"
+    )
 
 
 def op_line(label: str, records: list[dict]) -> str:
@@ -295,12 +336,16 @@ def report(load: Load, result: dict, settle: float) -> None:
     acks = [r for r in received if r["op"] == "ack"]
     send_span = max(r["end"] for r in sent) - min(r["start"] for r in sent)
     mode = "a real process per command" if args.spawn else "in-process commands, fresh connection each"
-    print(f"load: {args.senders} senders x {args.messages}, {args.receivers} wait+ack receivers, {args.pollers} "
-          f"pollers ({args.poll_gap * 1000:.0f} ms apart), {args.listeners} listeners, 2 pane senders x "
-          f"{args.pane_messages} ({args.pane_gap * 1000:.0f} ms apart); {mode}; settle {settle * 1000:.0f} ms; "
-          f"{os.cpu_count()} CPUs")
-    print(f"  sustained: {len(sent)} messages stored in {send_span:.1f} s = {len(sent) / send_span:.0f} messages/s "
-          f"(whole run {result['ended'] - result['started']:.1f} s, {len(acks)} ACKs, {len(polled)} polls)")
+    print(
+        f"load: {args.senders} senders x {args.messages}, {args.receivers} wait+ack receivers, {args.pollers} "
+        f"pollers ({args.poll_gap * 1000:.0f} ms apart), {args.listeners} listeners, 2 pane senders x "
+        f"{args.pane_messages} ({args.pane_gap * 1000:.0f} ms apart); {mode}; settle {settle * 1000:.0f} ms; "
+        f"{os.cpu_count()} CPUs"
+    )
+    print(
+        f"  sustained: {len(sent)} messages stored in {send_span:.1f} s = {len(sent) / send_span:.0f} messages/s "
+        f"(whole run {result['ended'] - result['started']:.1f} s, {len(acks)} ACKs, {len(polled)} polls)"
+    )
     print(f"  {'operation':<36} {'count':>6} {'rate':>10}  latency")
     print(op_line("send (no pane)", sent))
     print(op_line("send + preview typed (pane)", result["pane_sent"]))
@@ -308,25 +353,43 @@ def report(load: Load, result: dict, settle: float) -> None:
     print(op_line("poll", polled))
     print(op_line("wait (until it returned)", [r for r in received if r["op"] == "wait"]))
     print("  delivery")
-    print(line("stored -> returned by a wait",
-               [r["end"] - epoch(m[2]) for r in received if r["op"] == "wait" for m in r["messages"]]))
+    print(
+        line(
+            "stored -> returned by a wait",
+            [r["end"] - epoch(m[2]) for r in received if r["op"] == "wait" for m in r["messages"]],
+        )
+    )
     store = open_store(load.env["CAFLEET_DATABASE_URL"])
     try:
         stamps = dict(store.conn.execute("SELECT message_id, created_at FROM messages").fetchall())
     finally:
         store.close()
-    print(line("stored -> printed by a listen",
-               [seen - epoch(stamps[rec["message_id"]]) for li in result["listeners"] for seen, rec in li.lines]))
+    print(
+        line(
+            "stored -> printed by a listen",
+            [seen - epoch(stamps[rec["message_id"]]) for li in result["listeners"] for seen, rec in li.lines],
+        )
+    )
     submitted = {}
     for record in load.bench_records(result["pane_member"]):
         for r in result["pane_sent"]:
             if f"[cafleet msg {r['id']} from " in record["text"]:
                 submitted.setdefault(r["id"], epoch(record["ts"]))
-    print(line("send started -> preview submitted",
-               [submitted[r["id"]] - r["start"] for r in result["pane_sent"] if r["id"] in submitted]))
+    print(
+        line(
+            "send started -> preview submitted",
+            [submitted[r["id"]] - r["start"] for r in result["pane_sent"] if r["id"] in submitted],
+        )
+    )
     problems = load.check(result)
-    print("  checks: " + ("nothing lost, nothing duplicated, no error output, every listen and preview exact"
-                          if not problems else "FAILED: " + "; ".join(problems)))
+    print(
+        "  checks: "
+        + (
+            "nothing lost, nothing duplicated, no error output, every listen and preview exact"
+            if not problems
+            else "FAILED: " + "; ".join(problems)
+        )
+    )
     if problems:
         raise SystemExit(1)
 
@@ -349,14 +412,22 @@ def report_busy_wait(load: Load, phase: dict) -> None:
         (during if any(start <= committed <= end for start, end in busy) else other).append(latency)
     waits = [r for r in phase["received"] if r["op"] == "wait"]
     lost = sorted(set(p["id"] for p in phase["probes"]) - set(returned))
-    print(f"wait while another member's pane is being typed into: {len(phase['probes'])} probes "
-          f"{load.args.probe_gap * 1000:.0f} ms apart, {len(phase['busy'])} pane sends back to back "
-          f"(each, pane lock held while typing, took p50 {percentile([e - s for s, e in busy], 0.5) * 1000:.0f} ms)")
+    print(
+        f"wait while another member's pane is being typed into: {len(phase['probes'])} probes "
+        f"{load.args.probe_gap * 1000:.0f} ms apart, {len(phase['busy'])} pane sends back to back "
+        f"(each, pane lock held while typing, took p50 {percentile([e - s for s, e in busy], 0.5) * 1000:.0f} ms)"
+    )
     print(line("commit -> returned by a wait (pane busy)", during))
     print(line("commit -> returned by a wait (pane idle)", other))
     print(op_line("wait (until it returned)", waits))
-    print("  checks: " + ("every probe returned by a wait, no error output" if not lost
-                          else f"FAILED: probes never returned by a wait: {lost}"))
+    print(
+        "  checks: "
+        + (
+            "every probe returned by a wait, no error output"
+            if not lost
+            else f"FAILED: probes never returned by a wait: {lost}"
+        )
+    )
     if lost:
         raise SystemExit(1)
 
@@ -371,8 +442,12 @@ def main() -> None:
     parser.add_argument("--listeners", type=int, default=2)
     parser.add_argument("--pane-messages", type=int, default=10, help="messages per pane sender (two of them)")
     parser.add_argument("--pane-gap", type=float, default=0.25, help="seconds between a pane sender's sends")
-    parser.add_argument("--wait-probes", type=int, default=20,
-                        help="messages to a waiting member while another pane is busy (0: skip that phase)")
+    parser.add_argument(
+        "--wait-probes",
+        type=int,
+        default=20,
+        help="messages to a waiting member while another pane is busy (0: skip that phase)",
+    )
     parser.add_argument("--probe-gap", type=float, default=0.35, help="seconds between probe messages")
     parser.add_argument("--spawn", action="store_true", help="run every command as a real process")
     args = parser.parse_args()

@@ -30,12 +30,29 @@ from cafleet.store.connection import open_store  # noqa: E402
 
 def build(url: str, acks: int):
     store = open_store(url)
-    fleet = fleets.create_fleet(store, name="bench", coding_agent="claude", backend="tmux",
-                                session="$0@/nonexistent", window_id="@0", pane_id="%0")
+    fleet = fleets.create_fleet(
+        store,
+        name="bench",
+        coding_agent="claude",
+        backend="tmux",
+        session="$0@/nonexistent",
+        window_id="@0",
+        pane_id="%0",
+    )
     fleet_id, director = fleet["fleet_id"], fleet["director_member_id"]
-    workers = [members.register_member(store, fleet_id=fleet_id, name=f"w{i}", description="bench", backend="tmux",
-                                       session="$0@/nonexistent", window_id="@0", coding_agent="claude")
-               for i in range(5)]
+    workers = [
+        members.register_member(
+            store,
+            fleet_id=fleet_id,
+            name=f"w{i}",
+            description="bench",
+            backend="tmux",
+            session="$0@/nonexistent",
+            window_id="@0",
+            coding_agent="claude",
+        )
+        for i in range(5)
+    ]
     for i in range(5):
         messages.send(store, director, workers[0], f"task {i}")
     ack_ids = [messages.send(store, director, workers[1], "to ack")["message_id"] for _ in range(acks)]
@@ -62,15 +79,25 @@ def main() -> None:
         cluster.start()
         stores = {"sqlite": os.path.join(workdir, "bench.db"), "postgres": cluster.fresh_database()}
         setups = {kind: build(url, args.runs) for kind, url in stores.items()}
-        base_env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("CAFLEET_", "TMUX", "HERDR", "PG")) and k != "PYTHONDONTWRITEBYTECODE"}
+        base_env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("CAFLEET_", "TMUX", "HERDR", "PG")) and k != "PYTHONDONTWRITEBYTECODE"
+        }
 
         def commands(kind):
             fleet_id, director, workers, _ = setups[kind]
             return {
                 "message poll": ["message", "poll", str(workers[0])],
-                "message send": ["message", "send", "--from-member-id", str(workers[2]), "--to-member-id",
-                                 str(director), "status: ok"],
+                "message send": [
+                    "message",
+                    "send",
+                    "--from-member-id",
+                    str(workers[2]),
+                    "--to-member-id",
+                    str(director),
+                    "status: ok",
+                ],
                 "message ack": None,
                 "member list": ["member", "list", str(fleet_id)],
                 "message show": ["message", "show", "1"],
@@ -96,7 +123,9 @@ def main() -> None:
         print(f"{'command':<14} {'sqlite/bare':>12} {'postgres/bare':>14} {'postgres/sqlite':>16} {'pg extra ms':>12}")
         for name in commands("sqlite"):
             lite, pg = statistics.median(samples[f"{name}|sqlite"]), statistics.median(samples[f"{name}|postgres"])
-            print(f"{name:<14} {lite / bare:>11.2f}x {pg / bare:>13.2f}x {pg / lite:>15.2f}x {(pg - lite) * 1000:>11.1f}")
+            print(
+                f"{name:<14} {lite / bare:>11.2f}x {pg / bare:>13.2f}x {pg / lite:>15.2f}x {(pg - lite) * 1000:>11.1f}"
+            )
     finally:
         cluster.stop()
         shutil.rmtree(workdir, ignore_errors=True)

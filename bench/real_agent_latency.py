@@ -60,10 +60,25 @@ def run_agent(agent: str, sends: int, settles: list[float]) -> list[dict]:
             for n in range(sends):
                 fleet.wait_screen(pane, lambda s: composer_empty(agent, s), 90, "an idle member")
                 start = time.monotonic()
-                done = subprocess.run([sys.executable, "-m", "cafleet", "message", "send", "--from-member-id",
-                                       str(fleet.director), "--to-member-id", str(member["member_id"]),
-                                       f"Benchmark message {n}."], capture_output=True, text=True,
-                                      env=environ, cwd=fleet.workdir, timeout=120)
+                done = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "cafleet",
+                        "message",
+                        "send",
+                        "--from-member-id",
+                        str(fleet.director),
+                        "--to-member-id",
+                        str(member["member_id"]),
+                        f"Benchmark message {n}.",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    env=environ,
+                    cwd=fleet.workdir,
+                    timeout=120,
+                )
                 took = time.monotonic() - start
                 found = re.search(r"sent message (\d+) ", done.stdout)
                 if done.returncode != 0 or not found:
@@ -71,8 +86,7 @@ def run_agent(agent: str, sends: int, settles: list[float]) -> list[dict]:
                 message_id = int(found.group(1))
                 marker = f"[cafleet msg {message_id} from "
                 fleet.api.wait(lambda _, marker=marker: received_count(fleet.api, marker), 90)
-                arrived = next((r.at for r in fleet.api.turns()
-                                if any(marker in t for t in _texts(r.body))), None)
+                arrived = next((r.at for r in fleet.api.turns() if any(marker in t for t in _texts(r.body))), None)
                 if arrived is None:
                     raise SystemExit(f"{agent}: message {message_id} never reached the model")
                 submitted.append(arrived - start)
@@ -80,10 +94,19 @@ def run_agent(agent: str, sends: int, settles: list[float]) -> list[dict]:
                 first_enter += took < settle + CONFIRM_TIMEOUT
                 fleet.wait_screen(pane, lambda s: composer_empty(agent, s), 90, "the reply")
                 exact += fleet.notified_at(message_id) is not None and received_count(fleet.api, marker) == 1
-            rows.append({"agent": f"{agent} {version}", "settle": settle, "n": sends,
-                         "submitted_p50": statistics.median(submitted), "submitted_p95": p95(submitted),
-                         "exited_p50": statistics.median(exited), "exited_p95": p95(exited),
-                         "first_enter": first_enter, "exact": exact})
+            rows.append(
+                {
+                    "agent": f"{agent} {version}",
+                    "settle": settle,
+                    "n": sends,
+                    "submitted_p50": statistics.median(submitted),
+                    "submitted_p95": p95(submitted),
+                    "exited_p50": statistics.median(exited),
+                    "exited_p95": p95(exited),
+                    "first_enter": first_enter,
+                    "exact": exact,
+                }
+            )
             print(_line(rows[-1]), flush=True)
     return rows
 
@@ -96,9 +119,11 @@ def _texts(body) -> list[str]:
 
 def _line(row: dict) -> str:
     ms = lambda s: f"{s * 1000:,.0f} ms"  # noqa: E731
-    return (f"| {row['agent']} | {row['settle'] * 1000:.0f} ms | {row['n']} | {ms(row['submitted_p50'])} | "
-            f"{ms(row['submitted_p95'])} | {ms(row['exited_p50'])} | {ms(row['exited_p95'])} | "
-            f"{row['first_enter']}/{row['n']} | {row['exact']}/{row['n']} |")
+    return (
+        f"| {row['agent']} | {row['settle'] * 1000:.0f} ms | {row['n']} | {ms(row['submitted_p50'])} | "
+        f"{ms(row['submitted_p95'])} | {ms(row['exited_p50'])} | {ms(row['exited_p95'])} | "
+        f"{row['first_enter']}/{row['n']} | {row['exact']}/{row['n']} |"
+    )
 
 
 def main() -> int:
@@ -113,8 +138,10 @@ def main() -> int:
     from tests.support.real_agents import skip_reason
 
     settles = [float(s) for s in args.settles.split(",")]
-    print("| agent | settle | sends | submitted p50 | submitted p95 | exited p50 | exited p95 | first Enter | "
-          "notified, received once |")
+    print(
+        "| agent | settle | sends | submitted p50 | submitted p95 | exited p50 | exited p95 | first Enter | "
+        "notified, received once |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for agent in args.agents:
         reason = skip_reason(agent)

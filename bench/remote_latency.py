@@ -77,20 +77,46 @@ def main() -> None:
         with running_sshd(sshdir, remote_path) as host:
             fleet.env.update(CAFLEET_SSH_CONFIG=str(host.config), CAFLEET_SSH_CONTROL_DIR=str(sshdir / "control"))
             director, local = fleet.setup()
-            remote = json.loads(fleet.run(
-                "member", "create", "--fleet-id", str(json.loads(fleet.run("member", "show", str(director), "--json"))
-                                                      ["fleet_id"]),
-                "--name", "far", "--description", "remote target", "--coding-agent", "standin", "--host", host.alias,
-                "--json", "Benchmark target."))["member_id"]
+            remote = json.loads(
+                fleet.run(
+                    "member",
+                    "create",
+                    "--fleet-id",
+                    str(json.loads(fleet.run("member", "show", str(director), "--json"))["fleet_id"]),
+                    "--name",
+                    "far",
+                    "--description",
+                    "remote target",
+                    "--coding-agent",
+                    "standin",
+                    "--host",
+                    host.alias,
+                    "--json",
+                    "Benchmark target.",
+                )
+            )["member_id"]
             wait_ready(fleet, remote)
             connections_before = host.accepted()
             times: dict[int, list[float]] = {local: [], remote: []}
             for i in range(args.sends):
                 for member in (local, remote):
                     started = time.time()
-                    done = subprocess.run([*fleet.cafleet, "message", "send", "--from-member-id", str(director),
-                                           "--to-member-id", str(member), f"benchmark task {i}"],
-                                          capture_output=True, text=True, env=fleet.env, timeout=60)
+                    done = subprocess.run(
+                        [
+                            *fleet.cafleet,
+                            "message",
+                            "send",
+                            "--from-member-id",
+                            str(director),
+                            "--to-member-id",
+                            str(member),
+                            f"benchmark task {i}",
+                        ],
+                        capture_output=True,
+                        text=True,
+                        env=fleet.env,
+                        timeout=60,
+                    )
                     if done.returncode != 0 or done.stderr:
                         raise SystemExit(f"send failed: {done.stderr.strip() or done.returncode}")
                     times[member].append(submitted_at(fleet.records, member, i + 1) - started)
@@ -103,8 +129,10 @@ def main() -> None:
     local_median, remote_median = statistics.median(times[local]), statistics.median(times[remote])
     print(f"remote latency: {args.sends} sends each, interleaved, send -> preview submitted")
     for label, values in (("local pane", times[local]), ("pane over SSH (127.0.0.1)", times[remote])):
-        print(f"  {label:<28} median {statistics.median(values) * 1000:7.0f} ms   "
-              f"p95 {percentile(values, 0.95) * 1000:7.0f} ms")
+        print(
+            f"  {label:<28} median {statistics.median(values) * 1000:7.0f} ms   "
+            f"p95 {percentile(values, 0.95) * 1000:7.0f} ms"
+        )
     print(f"  remote / local (median):     {remote_median / local_median:.2f}x   (goal: within 2x)")
     print(f"  SSH connections opened by the sends: {new_connections} (one shared connection per host)")
 

@@ -58,8 +58,15 @@ def hot_traffic(director: int, workers: list[int], count: int):
         yield (sender, recipient, iso(created), iso(created + 30), f"hot message {n}: status and results", notified)
 
 
-def make_database(path: str, total_messages: int, total_members: int, hot_share: float, hot_size: int,
-                  acks: int, auxiliary: bool = True) -> dict:
+def make_database(
+    path: str,
+    total_messages: int,
+    total_members: int,
+    hot_share: float,
+    hot_size: int,
+    acks: int,
+    auxiliary: bool = True,
+) -> dict:
     """One database as described in the module docstring; returns the ids the commands use."""
     store = open_store(path)
     hot_messages = int(total_messages * hot_share)
@@ -69,16 +76,36 @@ def make_database(path: str, total_messages: int, total_members: int, hot_share:
         fill_history(store, total_messages - hot_messages, fleets_count=old_members // 10, members_per_fleet=10)
         with store.write():
             store.execute("UPDATE fleets SET deleted_at = '2025-01-31T00:00:00.000000+00:00' WHERE name LIKE 'old%'")
-    fleet = fleets.create_fleet(store, name="hot", coding_agent="claude", backend="tmux", session=SESSION,
-                                window_id="@0", pane_id="%0")
+    fleet = fleets.create_fleet(
+        store, name="hot", coding_agent="claude", backend="tmux", session=SESSION, window_id="@0", pane_id="%0"
+    )
     fleet_id, director = fleet["fleet_id"], fleet["director_member_id"]
-    workers = [members.register_member(store, fleet_id=fleet_id, name=f"w{i}", description="bench", backend="tmux",
-                                       session=SESSION, window_id="@0", coding_agent="claude", pane_id=f"%{i + 1}")
-               for i in range(hot_size - 2)]
+    workers = [
+        members.register_member(
+            store,
+            fleet_id=fleet_id,
+            name=f"w{i}",
+            description="bench",
+            backend="tmux",
+            session=SESSION,
+            window_id="@0",
+            coding_agent="claude",
+            pane_id=f"%{i + 1}",
+        )
+        for i in range(hot_size - 2)
+    ]
     # A member still being created (pending placement) receives the messages to ACK, so no
     # message in the hot fleet is owed a preview that `message wait` would try to type.
-    acker = members.register_member(store, fleet_id=fleet_id, name="acker", description="bench", backend="tmux",
-                                    session=SESSION, window_id="@0", coding_agent="claude")
+    acker = members.register_member(
+        store,
+        fleet_id=fleet_id,
+        name="acker",
+        description="bench",
+        backend="tmux",
+        session=SESSION,
+        window_id="@0",
+        coding_agent="claude",
+    )
     if hot_messages:
         with store.write():
             store.conn.executemany(
@@ -100,8 +127,13 @@ def make_database(path: str, total_messages: int, total_members: int, hot_share:
             store.execute(f"DROP INDEX IF EXISTS {name}")
     store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
-    return {"fleet_id": fleet_id, "director": director, "member": workers[0], "pending": pending,
-            "acks": pending_ids(path, acker, acks, director)}
+    return {
+        "fleet_id": fleet_id,
+        "director": director,
+        "member": workers[0],
+        "pending": pending,
+        "acks": pending_ids(path, acker, acks, director),
+    }
 
 
 def build_in_child(path: str, args, messages: int, members_count: int, hot_share: float) -> dict:
@@ -109,8 +141,22 @@ def build_in_child(path: str, args, messages: int, members_count: int, hot_share
     import json
     import subprocess
 
-    argv = [sys.executable, __file__, "--build", path, "--messages", str(messages), "--members", str(members_count),
-            "--hot-share", str(hot_share), "--hot-size", str(args.hot_size), "--runs", str(args.runs)]
+    argv = [
+        sys.executable,
+        __file__,
+        "--build",
+        path,
+        "--messages",
+        str(messages),
+        "--members",
+        str(members_count),
+        "--hot-share",
+        str(hot_share),
+        "--hot-size",
+        str(args.hot_size),
+        "--runs",
+        str(args.runs),
+    ]
     if args.without_auxiliary:
         argv.append("--without-auxiliary")
     return json.loads(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
@@ -136,8 +182,10 @@ def first_line_seconds(argv: list[str], env: dict) -> float:
 def count_rows(path: str) -> tuple[int, int]:
     store = open_store(path)
     try:
-        return (store.execute("SELECT count(*) FROM messages").fetchone()[0],
-                store.execute("SELECT count(*) FROM members").fetchone()[0])
+        return (
+            store.execute("SELECT count(*) FROM messages").fetchone()[0],
+            store.execute("SELECT count(*) FROM members").fetchone()[0],
+        )
     finally:
         store.close()
 
@@ -149,15 +197,29 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=1_000)
     parser.add_argument("--hot-share", type=float, default=0.02, help="share of all messages in the hot fleet")
     parser.add_argument("--hot-size", type=int, default=20, help="members of the hot fleet, Director included")
-    parser.add_argument("--without-auxiliary", action="store_true",
-                        help="drop cafleet's auxiliary pending index (a file made before it existed)")
+    parser.add_argument(
+        "--without-auxiliary",
+        action="store_true",
+        help="drop cafleet's auxiliary pending index (a file made before it existed)",
+    )
     parser.add_argument("--build", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.build:
         import json
 
-        print(json.dumps(make_database(args.build, args.messages, args.members, args.hot_share, args.hot_size,
-                                       args.runs, auxiliary=not args.without_auxiliary)))
+        print(
+            json.dumps(
+                make_database(
+                    args.build,
+                    args.messages,
+                    args.members,
+                    args.hot_share,
+                    args.hot_size,
+                    args.runs,
+                    auxiliary=not args.without_auxiliary,
+                )
+            )
+        )
         return
     cafleet = cafleet_bin()
     import compileall  # measure with bytecode caches, as an installed cafleet runs
@@ -175,10 +237,15 @@ def main() -> None:
         print(f"databases ready in {time.perf_counter() - t0:.0f} s")
         for label, path in zip(("small", "hot", "large"), paths):
             message_count, member_count = count_rows(path)
-            print(f"  {label:<5} {message_count:>9,} messages {member_count:>5,} members "
-                  f"{os.path.getsize(path) / 2**20:>5.0f} MiB")
-        base_env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("CAFLEET_", "TMUX", "HERDR")) and k != "PYTHONDONTWRITEBYTECODE"}
+            print(
+                f"  {label:<5} {message_count:>9,} messages {member_count:>5,} members "
+                f"{os.path.getsize(path) / 2**20:>5.0f} MiB"
+            )
+        base_env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("CAFLEET_", "TMUX", "HERDR")) and k != "PYTHONDONTWRITEBYTECODE"
+        }
 
         def commands(path: str, run: int) -> dict:
             i = ids[path]
@@ -203,15 +270,20 @@ def main() -> None:
             for path in paths:
                 argv = cafleet + ["message", "listen", str(ids[path]["director"])]
                 samples.setdefault(f"message listen|{path}", []).append(
-                    first_line_seconds(argv, dict(base_env, CAFLEET_DATABASE_URL=path)))
+                    first_line_seconds(argv, dict(base_env, CAFLEET_DATABASE_URL=path))
+                )
         bare = statistics.median(samples["bare"])
         print(f"python -c pass: median {bare * 1000:.1f} ms over {args.runs} runs")
-        print(f"{'command':<15} {'small':>8} {'hot':>8} {'large':>8} {'large/small':>12} {'large/hot':>10} "
-              f"{'small/bare':>11}")
+        print(
+            f"{'command':<15} {'small':>8} {'hot':>8} {'large':>8} {'large/small':>12} {'large/hot':>10} "
+            f"{'small/bare':>11}"
+        )
         for name in [*commands(small, 0), "message listen"]:
             s, h, g = (statistics.median(samples[f"{name}|{path}"]) for path in paths)
-            print(f"{name:<15} {s * 1000:>5.1f} ms {h * 1000:>5.1f} ms {g * 1000:>5.1f} ms {g / s:>11.2f}x "
-                  f"{g / h:>9.2f}x {s / bare:>10.2f}x")
+            print(
+                f"{name:<15} {s * 1000:>5.1f} ms {h * 1000:>5.1f} ms {g * 1000:>5.1f} ms {g / s:>11.2f}x "
+                f"{g / h:>9.2f}x {s / bare:>10.2f}x"
+            )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

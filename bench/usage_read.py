@@ -34,13 +34,37 @@ def write_calls(handle, start: int, target_bytes: int) -> int:
     written = calls = 0
     number = start
     while written < target_bytes:
-        user = json.dumps({"type": "user", "message": {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"toolu_{number}", "content": filler}]}})
-        usage_row = {"input_tokens": 10 + number % 7, "cache_creation_input_tokens": 3,
-                     "cache_read_input_tokens": 1000, "output_tokens": 20}
-        blocks = [json.dumps({"type": "assistant", "requestId": f"req_{number}", "message": {
-            "id": f"msg_{number}", "model": "claude-sonnet-4-5", "role": "assistant",
-            "content": [{"type": kind, "text": "ok"}], "usage": usage_row}}) for kind in ("text", "tool_use")]
+        user = json.dumps(
+            {
+                "type": "user",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": f"toolu_{number}", "content": filler}],
+                },
+            }
+        )
+        usage_row = {
+            "input_tokens": 10 + number % 7,
+            "cache_creation_input_tokens": 3,
+            "cache_read_input_tokens": 1000,
+            "output_tokens": 20,
+        }
+        blocks = [
+            json.dumps(
+                {
+                    "type": "assistant",
+                    "requestId": f"req_{number}",
+                    "message": {
+                        "id": f"msg_{number}",
+                        "model": "claude-sonnet-4-5",
+                        "role": "assistant",
+                        "content": [{"type": kind, "text": "ok"}],
+                        "usage": usage_row,
+                    },
+                }
+            )
+            for kind in ("text", "tool_use")
+        ]
         chunk = "\n".join([user, *blocks]) + "\n"
         handle.write(chunk)
         written += len(chunk)
@@ -75,10 +99,14 @@ def main() -> int:
         recounted = sum(row["calls"] for row in found.models.values())
 
     print(f"transcript: {size / 1e6:.0f} MB, {calls} calls in {2 * calls} assistant lines")
-    print(f"full read: {full:.2f} s ({size / 1e6 / full:.0f} MB/s), counted {counted} calls "
-          f"({'ok' if counted == calls else 'WRONG'})")
-    print(f"re-read after 1 MB appended: {again * 1000:.1f} ms, counted {recounted} calls "
-          f"({'ok' if recounted == calls + more else 'WRONG'}); full read / re-read = {full / again:.0f}x")
+    print(
+        f"full read: {full:.2f} s ({size / 1e6 / full:.0f} MB/s), counted {counted} calls "
+        f"({'ok' if counted == calls else 'WRONG'})"
+    )
+    print(
+        f"re-read after 1 MB appended: {again * 1000:.1f} ms, counted {recounted} calls "
+        f"({'ok' if recounted == calls + more else 'WRONG'}); full read / re-read = {full / again:.0f}x"
+    )
     budget_check()
     return 0 if counted == calls and recounted == calls + more else 1
 
@@ -92,10 +120,26 @@ def budget_check(rounds: int = 2000) -> None:
 
     with tempfile.TemporaryDirectory() as root:
         store = open_store(os.path.join(root, "cafleet.db"))
-        fleet = fleets.create_fleet(store, name="b", coding_agent="claude", backend="tmux", session="s",
-                                    window_id="@1", pane_id="%1", identity=None)
-        worker = members.register_member(store, fleet_id=fleet["fleet_id"], name="w", description="w",
-                                         backend="tmux", session="s", window_id="@1", coding_agent="claude")
+        fleet = fleets.create_fleet(
+            store,
+            name="b",
+            coding_agent="claude",
+            backend="tmux",
+            session="s",
+            window_id="@1",
+            pane_id="%1",
+            identity=None,
+        )
+        worker = members.register_member(
+            store,
+            fleet_id=fleet["fleet_id"],
+            name="w",
+            description="w",
+            backend="tmux",
+            session="s",
+            window_id="@1",
+            coding_agent="claude",
+        )
         director = fleet["director_member_id"]
 
         def per_call(action) -> float:
@@ -110,8 +154,10 @@ def budget_check(rounds: int = 2000) -> None:
             store.execute(f"DROP TABLE {name}")
         without = per_call(lambda: budgets.budgets_for_send(store, worker))
         store.close()
-    print(f"budget check, no budget set: {with_tables * 1e6:.0f} us with the tables, {without * 1e6:.0f} us "
-          f"without; one send's commit: {send * 1e6:.0f} us (check / send = {with_tables / send:.2f})")
+    print(
+        f"budget check, no budget set: {with_tables * 1e6:.0f} us with the tables, {without * 1e6:.0f} us "
+        f"without; one send's commit: {send * 1e6:.0f} us (check / send = {with_tables / send:.2f})"
+    )
 
 
 if __name__ == "__main__":

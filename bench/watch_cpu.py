@@ -43,25 +43,66 @@ def main() -> None:
     env["CAFLEET_DATABASE_URL"] = db
 
     def tmux(*a):
-        return subprocess.run(["tmux", "-S", sock, *a], check=True, capture_output=True, text=True, env=env).stdout.strip()
+        return subprocess.run(
+            ["tmux", "-S", sock, *a], check=True, capture_output=True, text=True, env=env
+        ).stdout.strip()
 
     try:
         tmux("new-session", "-d", "-s", "w", "-x", "200", "-y", "50", "sleep", "86400")
         director_pane = tmux("display-message", "-p", "-t", "w", "#{pane_id}")
         session = tmux("display-message", "-p", "-t", "w", "#{session_id}") + "@" + sock
         store = open_store(db)
-        fleet = fleets.create_fleet(store, name="bench", coding_agent="standin", backend="tmux", session=session,
-                                    window_id="@0", pane_id=director_pane)
+        fleet = fleets.create_fleet(
+            store,
+            name="bench",
+            coding_agent="standin",
+            backend="tmux",
+            session=session,
+            window_id="@0",
+            pane_id=director_pane,
+        )
         for i in range(args.members):
-            member_id = members.register_member(store, fleet_id=fleet["fleet_id"], name=f"m{i}", description="d",
-                                                backend="tmux", session=session, window_id="@0", coding_agent="standin")
-            pane = tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-t", "w:", sys.executable, "-m",
-                        "cafleet.agents.standin", "--member-id", str(member_id))
+            member_id = members.register_member(
+                store,
+                fleet_id=fleet["fleet_id"],
+                name=f"m{i}",
+                description="d",
+                backend="tmux",
+                session=session,
+                window_id="@0",
+                coding_agent="standin",
+            )
+            pane = tmux(
+                "new-window",
+                "-d",
+                "-P",
+                "-F",
+                "#{pane_id}",
+                "-t",
+                "w:",
+                sys.executable,
+                "-m",
+                "cafleet.agents.standin",
+                "--member-id",
+                str(member_id),
+            )
             members.set_pane_id(store, member_id, pane)
         store.close()
         server_pid = int(tmux("display-message", "-p", "#{pid}"))
-        watch = subprocess.Popen([sys.executable, "-m", "cafleet", "fleet", "watch", str(fleet["fleet_id"]),
-                                  "--interval", str(args.interval)], env=env, stdout=subprocess.DEVNULL)
+        watch = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cafleet",
+                "fleet",
+                "watch",
+                str(fleet["fleet_id"]),
+                "--interval",
+                str(args.interval),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
         time.sleep(2)  # start-up is not steady state
         w0, s0, t0 = cpu(watch.pid), cpu(server_pid), time.monotonic()
         time.sleep(args.seconds)

@@ -37,8 +37,15 @@ from cafleet.broker import fleets, members, messages  # noqa: E402
 from cafleet.store.connection import open_store  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 SHIM = '#!/bin/sh\nprintf . >> "$CAFLEET_BENCH_TMUX_CALLS"\nexec {tmux} "$@"\n'
 
 
@@ -80,8 +87,9 @@ def main() -> None:
     server_env = dict(env, PATH=f"{shim_dir}{os.pathsep}{env.get('PATH', '')}", CAFLEET_BENCH_TMUX_CALLS=calls_file)
 
     def tmux(*a):
-        return subprocess.run([real_tmux, "-S", sock, *a], check=True, capture_output=True, text=True,
-                              env=env).stdout.strip()
+        return subprocess.run(
+            [real_tmux, "-S", sock, *a], check=True, capture_output=True, text=True, env=env
+        ).stdout.strip()
 
     server = None
     try:
@@ -89,21 +97,52 @@ def main() -> None:
         director_pane = tmux("display-message", "-p", "-t", "w", "#{pane_id}")
         session = tmux("display-message", "-p", "-t", "w", "#{session_id}") + "@" + sock
         store = open_store(db)
-        fleet = fleets.create_fleet(store, name="bench", coding_agent="standin", backend="tmux", session=session,
-                                    window_id="@0", pane_id=director_pane)
+        fleet = fleets.create_fleet(
+            store,
+            name="bench",
+            coding_agent="standin",
+            backend="tmux",
+            session=session,
+            window_id="@0",
+            pane_id=director_pane,
+        )
         fleet_id = fleet["fleet_id"]
         ids = []
         for i in range(args.members):
-            member_id = members.register_member(store, fleet_id=fleet_id, name=f"m{i}", description="d",
-                                                backend="tmux", session=session, window_id="@0", coding_agent="standin")
-            pane = tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-t", "w:", sys.executable, "-m",
-                        "cafleet.agents.standin", "--member-id", str(member_id))
+            member_id = members.register_member(
+                store,
+                fleet_id=fleet_id,
+                name=f"m{i}",
+                description="d",
+                backend="tmux",
+                session=session,
+                window_id="@0",
+                coding_agent="standin",
+            )
+            pane = tmux(
+                "new-window",
+                "-d",
+                "-P",
+                "-F",
+                "#{pane_id}",
+                "-t",
+                "w:",
+                sys.executable,
+                "-m",
+                "cafleet.agents.standin",
+                "--member-id",
+                str(member_id),
+            )
             identity = tmux("display-message", "-p", "-t", pane, "#{pid}:#{start_time}:#{pane_pid}")
             members.set_pane_id(store, member_id, pane, identity)
             ids.append(member_id)
         port = free_port()
-        server = subprocess.Popen([sys.executable, "-m", "cafleet", "server", "--port", str(port)], env=server_env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "cafleet", "server", "--port", str(port)],
+            env=server_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
         first = server.stdout.readline().decode()
         if not first.startswith("serving "):
             raise SystemExit(f"cafleet server did not start: {first!r}")
@@ -120,8 +159,11 @@ def main() -> None:
                 for _ in range(count):
                     page = browser.new_page(viewport={"width": 1600, "height": 2400})
                     page.goto(url)
-                    page.wait_for_function(f"() => document.querySelectorAll('#screens .tile pre[data-status=ok]').length"
-                                           f" === {args.members}", timeout=30_000)
+                    page.wait_for_function(
+                        f"() => document.querySelectorAll('#screens .tile pre[data-status=ok]').length"
+                        f" === {args.members}",
+                        timeout=30_000,
+                    )
                     pages.append(page)
                 time.sleep(2)  # opening is not steady state
                 calls0, cpu0, t0 = os.path.getsize(calls_file), cpu(server.pid), time.monotonic()
@@ -144,11 +186,16 @@ def main() -> None:
                     messages.send(store, sender, recipient, f"bench {n}")
                     page.wait_for_function(
                         f"""() => {{ const e = document.querySelector('#graph g.edge[data-from="{sender}"][data-to="{recipient}"]');
-                                   return e && Number(e.dataset.count) > {had}; }}""", polling=10, timeout=30_000)
+                                   return e && Number(e.dataset.count) > {had}; }}""",
+                        polling=10,
+                        timeout=30_000,
+                    )
                     latencies.append(time.monotonic() - sent)
                     time.sleep(0.5)
-                print(f"send -> graph edge: median {statistics.median(latencies):.2f} s, "
-                      f"max {max(latencies):.2f} s over {len(latencies)} sends")
+                print(
+                    f"send -> graph edge: median {statistics.median(latencies):.2f} s, "
+                    f"max {max(latencies):.2f} s over {len(latencies)} sends"
+                )
             browser.close()
         store.close()
     finally:

@@ -38,14 +38,45 @@ def question_call(agent: str):
     from tests.support.model_api import Reply, ToolCall
 
     if agent == "claude":
-        return Reply(tool_calls=[ToolCall("AskUserQuestion", {"questions": [{
-            "question": "Which colour should the button be?", "header": "Colour", "multiSelect": False,
-            "options": [{"label": "Red", "description": "A red button"},
-                        {"label": "Blue", "description": "A blue button"}]}]})])
-    return Reply(tool_calls=[ToolCall("question", {"questions": [{
-        "question": "Which colour should the button be?", "header": "Colour",
-        "options": [{"label": "Red", "description": "A red button"},
-                    {"label": "Blue", "description": "A blue button"}]}]})])
+        return Reply(
+            tool_calls=[
+                ToolCall(
+                    "AskUserQuestion",
+                    {
+                        "questions": [
+                            {
+                                "question": "Which colour should the button be?",
+                                "header": "Colour",
+                                "multiSelect": False,
+                                "options": [
+                                    {"label": "Red", "description": "A red button"},
+                                    {"label": "Blue", "description": "A blue button"},
+                                ],
+                            }
+                        ]
+                    },
+                )
+            ]
+        )
+    return Reply(
+        tool_calls=[
+            ToolCall(
+                "question",
+                {
+                    "questions": [
+                        {
+                            "question": "Which colour should the button be?",
+                            "header": "Colour",
+                            "options": [
+                                {"label": "Red", "description": "A red button"},
+                                {"label": "Blue", "description": "A blue button"},
+                            ],
+                        }
+                    ]
+                },
+            )
+        ]
+    )
 
 
 def shell_call(agent: str, command: str):
@@ -65,8 +96,10 @@ def capture(agent: str, out: Path, log=print) -> dict[str, str]:
 
     def keep(state: str, text: str) -> None:
         shots[state] = text
-        log(f"--- {agent} {version} {state}: classify={screen.classify(agent, text)} "
-            f"box={screen.input_box(agent, text)!r}")
+        log(
+            f"--- {agent} {version} {state}: classify={screen.classify(agent, text)} "
+            f"box={screen.input_box(agent, text)!r}"
+        )
         log(text.rstrip())
 
     with tempfile.TemporaryDirectory(prefix="cft-capture-") as tmp, real_fleet(agent, Path(tmp)) as fleet:
@@ -100,8 +133,15 @@ def capture(agent: str, out: Path, log=print) -> dict[str, str]:
             keep("queued", fleet.capture(pane))
         finally:
             hold.set()
-        keep("replied", fleet.wait_screen(pane, lambda s: composer_empty(agent, s) and fleet.api.script.pending() == 0
-                                          and "queued line" in s, 60, "the replies"))
+        keep(
+            "replied",
+            fleet.wait_screen(
+                pane,
+                lambda s: composer_empty(agent, s) and fleet.api.script.pending() == 0 and "queued line" in s,
+                60,
+                "the replies",
+            ),
+        )
 
         plain = fleet.start_plain(agent, "plain") if agent == "claude" else member
         ppane = plain["pane_id"]

@@ -97,7 +97,9 @@ def run(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]
     out = done.stdout.decode("utf-8", "replace")
     # codex warns that it will not create helper links under /tmp; not our concern
     err = "\n".join(
-        line for line in done.stderr.decode("utf-8", "replace").splitlines() if "could not create PATH aliases" not in line
+        line
+        for line in done.stderr.decode("utf-8", "replace").splitlines()
+        if "could not create PATH aliases" not in line
     )
     return done.returncode, out, err
 
@@ -140,7 +142,11 @@ def check_help(binary: str, argv: list[str], env: dict[str, str], cwd: Path) -> 
     code, out, err = run([binary, "--help"], env, cwd)
     text = out + "\n" + err
     checks = [_check(f"--help lists {flag}", code == 0 and help_lists(text, flag)) for flag in flags_of(argv)]
-    checks.append(_check("probe self-test: --help does not list --cafleet-bogus-flag", not help_lists(text, "--cafleet-bogus-flag")))
+    checks.append(
+        _check(
+            "probe self-test: --help does not list --cafleet-bogus-flag", not help_lists(text, "--cafleet-bogus-flag")
+        )
+    )
     return checks, text
 
 
@@ -149,11 +155,15 @@ def check_claude(binary: str, version: str, home: Path) -> list[Check]:
     argv = member_argv("claude", binary)
     checks, help_text = check_help(binary, argv, env, home)
     # the rule syntax cafleet uses, "Tool(prefix *)", is the one claude's own help shows
-    checks.append(_check("--help shows rules in the form Bash(git *), as in Bash(cafleet message *)", "Bash(git *)" in help_text))
+    checks.append(
+        _check("--help shows rules in the form Bash(git *), as in Bash(cafleet message *)", "Bash(git *)" in help_text)
+    )
 
     # commander validates --permission-mode choices while parsing, before --version exits
     code, out, err = run([binary, "--permission-mode", "dontAsk", "--version"], env, home)
-    checks.append(_check("--permission-mode dontAsk accepted", code == 0 and (out + err).strip() == version, _short(err)))
+    checks.append(
+        _check("--permission-mode dontAsk accepted", code == 0 and (out + err).strip() == version, _short(err))
+    )
     code, _, err = run([binary, "--permission-mode", "cafleetBogus", "--version"], env, home)
     checks.append(_check("probe self-test: --permission-mode cafleetBogus refused", code != 0, _short(err)))
 
@@ -170,19 +180,48 @@ def check_claude(binary: str, version: str, home: Path) -> list[Check]:
     code, out, err = run(argv, env, home)
     text = out + err
     bad = [word for word in ("unknown option", "error:", "Input must be provided", "Unknown --effort") if word in text]
-    checks.append(_check("member argv parsed, prompt bound (stops at 'Not logged in')", code != 0 and "Not logged in" in text and not bad, _short(text)))
-    swallowing = [binary, "--permission-mode", "dontAsk", "--allowedTools", *backends.CLAUDE_ALLOWED_TOOLS, "probe prompt"]
+    checks.append(
+        _check(
+            "member argv parsed, prompt bound (stops at 'Not logged in')",
+            code != 0 and "Not logged in" in text and not bad,
+            _short(text),
+        )
+    )
+    swallowing = [
+        binary,
+        "--permission-mode",
+        "dontAsk",
+        "--allowedTools",
+        *backends.CLAUDE_ALLOWED_TOOLS,
+        "probe prompt",
+    ]
     code, out, err = run(swallowing, env, home)
-    checks.append(_check("probe self-test: a prompt right after --allowedTools is swallowed", "Input must be provided" in out + err, _short(out + err)))
+    checks.append(
+        _check(
+            "probe self-test: a prompt right after --allowedTools is swallowed",
+            "Input must be provided" in out + err,
+            _short(out + err),
+        )
+    )
     # --session-id is validated after parsing, when the session starts: a new UUID reaches
     # "Not logged in", anything else stops at "Invalid session ID" (and one already used,
     # as the member argv above used PROBE_SESSION_ID, at "already in use")
     import uuid
 
     code, out, err = run([binary, "--session-id", str(uuid.uuid4()), "-p", "probe"], env, home)
-    checks.append(_check("--session-id <uuid> accepted", "Not logged in" in out + err and "Invalid session" not in out + err, _short(out + err)))
+    checks.append(
+        _check(
+            "--session-id <uuid> accepted",
+            "Not logged in" in out + err and "Invalid session" not in out + err,
+            _short(out + err),
+        )
+    )
     code, out, err = run([binary, "--session-id", "cafleet-bogus", "-p", "probe"], env, home)
-    checks.append(_check("probe self-test: --session-id cafleet-bogus refused", "Invalid session ID" in out + err, _short(out + err)))
+    checks.append(
+        _check(
+            "probe self-test: --session-id cafleet-bogus refused", "Invalid session ID" in out + err, _short(out + err)
+        )
+    )
     checks.append(Check("skill SKILL.md", "WARN", "not checked: claude lists skills only inside a logged-in session"))
     return checks
 
@@ -195,13 +234,24 @@ def check_codex_in_process(binary: str, argv: list[str], help_text: str, env: di
     member argv, be a top-level switch, and mean that in codex's own help.
     """
     described = re.search(r"--no-daemon\s+Run without the shared background server", help_text) is not None
-    checks = [_check("member argv has --no-daemon, which --help describes as running without the shared "
-                     "background server", "--no-daemon" in argv[: argv.index("--")] and described)]
+    checks = [
+        _check(
+            "member argv has --no-daemon, which --help describes as running without the shared background server",
+            "--no-daemon" in argv[: argv.index("--")] and described,
+        )
+    ]
     code, out, err = run([binary, "--no-daemon", "--help"], env, cwd)
-    checks.append(_check("--no-daemon accepted before the prompt (top-level switch)", code == 0 and "Usage:" in out, _short(err)))
+    checks.append(
+        _check("--no-daemon accepted before the prompt (top-level switch)", code == 0 and "Usage:" in out, _short(err))
+    )
     code, out, err = run([binary, "--no-daemon=yes", "--help"], env, cwd)
-    checks.append(_check("probe self-test: --no-daemon takes no value (--no-daemon=yes refused)",
-                         code != 0 and "unexpected value" in out + err, _short(err)))
+    checks.append(
+        _check(
+            "probe self-test: --no-daemon takes no value (--no-daemon=yes refused)",
+            code != 0 and "unexpected value" in out + err,
+            _short(err),
+        )
+    )
     return checks
 
 
@@ -214,17 +264,37 @@ def check_codex(binary: str, version: str, home: Path) -> list[Check]:
     # clap parses left to right and validates each value before it reaches --help
     flags_only = argv[: argv.index("--")]
     code, out, err = run([*flags_only, "--help"], env, home)
-    checks.append(_check("flags and values accepted by clap (argv + --help)", code == 0 and "Usage:" in out, _short(err)))
+    checks.append(
+        _check("flags and values accepted by clap (argv + --help)", code == 0 and "Usage:" in out, _short(err))
+    )
     code, _, err = run([binary, "--ask-for-approval", "cafleet-bogus", "--help"], env, home)
-    checks.append(_check("probe self-test: --ask-for-approval cafleet-bogus refused", code != 0 and "invalid value" in err, _short(err)))
+    checks.append(
+        _check(
+            "probe self-test: --ask-for-approval cafleet-bogus refused",
+            code != 0 and "invalid value" in err,
+            _short(err),
+        )
+    )
 
     # The whole argv: clap accepts it, then the TUI refuses to start without a terminal.
     code, out, err = run(argv, env, home)
     text = out + err
     bad = [word for word in ("unexpected argument", "invalid value", "error:") if word in text]
-    checks.append(_check("member argv parsed (stops at 'stdin is not a terminal')", code != 0 and "stdin is not a terminal" in text and not bad, _short(text)))
+    checks.append(
+        _check(
+            "member argv parsed (stops at 'stdin is not a terminal')",
+            code != 0 and "stdin is not a terminal" in text and not bad,
+            _short(text),
+        )
+    )
     code, out, err = run([binary, "--cafleet-bogus", "--", PROBE_PROMPT], env, home)
-    checks.append(_check("probe self-test: an unknown flag stops codex before the terminal check", "unexpected argument" in out + err and "stdin is not a terminal" not in out + err, _short(out + err)))
+    checks.append(
+        _check(
+            "probe self-test: an unknown flag stops codex before the terminal check",
+            "unexpected argument" in out + err and "stdin is not a terminal" not in out + err,
+            _short(out + err),
+        )
+    )
 
     # model_reasoning_effort is forwarded as a string; compare with the bundled catalog
     code, out, _ = run([binary, "debug", "models"], env, home)
@@ -238,20 +308,39 @@ def check_codex(binary: str, version: str, home: Path) -> list[Check]:
         for effort in backends.BACKENDS["codex"].efforts:
             ok = effort in supported
             detail = "" if ok else f"no bundled model lists it; catalog has {', '.join(sorted(supported))}"
-            checks.append(Check(f"--config=model_reasoning_effort={effort} in the model catalog", "PASS" if ok else "WARN", detail))
+            checks.append(
+                Check(
+                    f"--config=model_reasoning_effort={effort} in the model catalog", "PASS" if ok else "WARN", detail
+                )
+            )
 
     environ = {"HOME": str(home)}
     install.install("codex", environ)
     rules = install.asset_targets("codex", environ)[1].path
-    for command, expected in ((["cafleet", "message", "poll", "3"], "allow"), (["cafleet", "member", "delete", "3"], None)):
+    for command, expected in (
+        (["cafleet", "message", "poll", "3"], "allow"),
+        (["cafleet", "member", "delete", "3"], None),
+    ):
         code, out, err = run([binary, "execpolicy", "check", "--rules", str(rules), *command], env, home)
         try:
             decision = json.loads(out).get("decision")
         except ValueError:
             decision = f"unreadable: {_short(err)}"
-        checks.append(_check(f"rules file: `{' '.join(command)}` -> {expected or 'no rule'}", code == 0 and decision == expected, f"got {decision}"))
+        checks.append(
+            _check(
+                f"rules file: `{' '.join(command)}` -> {expected or 'no rule'}",
+                code == 0 and decision == expected,
+                f"got {decision}",
+            )
+        )
     code, out, err = run([binary, "debug", "prompt-input", "hi"], env, home)
-    checks.append(_check("skill listed in the model's prompt (codex debug prompt-input)", "- cafleet: Run or join a cafleet fleet" in out and "cafleet/SKILL.md" in out, _short(err)))
+    checks.append(
+        _check(
+            "skill listed in the model's prompt (codex debug prompt-input)",
+            "- cafleet: Run or join a cafleet fleet" in out and "cafleet/SKILL.md" in out,
+            _short(err),
+        )
+    )
     return checks
 
 
@@ -266,7 +355,9 @@ def _opencode_json(binary: str, args: list[str], env: dict[str, str], cwd: Path)
 def _preset_ok(agent: dict | None) -> bool:
     if not agent:
         return False
-    bash = [(rule["pattern"], rule["action"]) for rule in agent.get("permission", []) if rule.get("permission") == "bash"]
+    bash = [
+        (rule["pattern"], rule["action"]) for rule in agent.get("permission", []) if rule.get("permission") == "bash"
+    ]
     return agent.get("name") == "cafleet" and ("cafleet message *", "allow") in bash and agent.get("prompt") == ""
 
 
@@ -274,25 +365,43 @@ def check_opencode(binary: str, version: str, home: Path) -> list[Check]:
     env = tool_env(home, binary)
     argv = member_argv("opencode", binary)
     checks, _ = check_help(binary, argv, env, home)
-    checks.append(Check("member argv parse", "WARN", "not probed: opencode's parser ignores unknown flags, so --help is the check"))
+    checks.append(
+        Check(
+            "member argv parse", "WARN", "not probed: opencode's parser ignores unknown flags, so --help is the check"
+        )
+    )
 
     agent, why = _opencode_json(binary, ["debug", "agent", "cafleet"], env, home)
     checks.append(_check("probe self-test: no cafleet agent before setup", agent is None))
     environ = {"HOME": str(home)}
     install.install("opencode", environ)
     agent, why = _opencode_json(binary, ["debug", "agent", "cafleet"], env, home)
-    checks.append(_check("preset ~/.opencode/agents/cafleet.md: bash 'cafleet message *' allow, own prompt kept", _preset_ok(agent), why))
+    checks.append(
+        _check(
+            "preset ~/.opencode/agents/cafleet.md: bash 'cafleet message *' allow, own prompt kept",
+            _preset_ok(agent),
+            why,
+        )
+    )
 
     config_dir = home / "opencode-config-dir"
     install.install("opencode", {"HOME": str(home), "OPENCODE_CONFIG_DIR": str(config_dir)})
     (home / ".opencode" / "agents" / "cafleet.md").unlink()
-    agent, why = _opencode_json(binary, ["debug", "agent", "cafleet"], {**env, "OPENCODE_CONFIG_DIR": str(config_dir)}, home)
+    agent, why = _opencode_json(
+        binary, ["debug", "agent", "cafleet"], {**env, "OPENCODE_CONFIG_DIR": str(config_dir)}, home
+    )
     checks.append(_check("preset in $OPENCODE_CONFIG_DIR/agents/cafleet.md loaded", _preset_ok(agent), why))
 
     skills, why = _opencode_json(binary, ["debug", "skill"], env, home)
     found = [skill for skill in skills or [] if skill.get("name") == "cafleet"]
     expected = str(install.asset_targets("opencode", environ)[0].path / "SKILL.md")
-    checks.append(_check("skill ~/.config/opencode/skills/cafleet listed (opencode debug skill)", [s.get("location") for s in found] == [expected], why or str([s.get("location") for s in found])))
+    checks.append(
+        _check(
+            "skill ~/.config/opencode/skills/cafleet listed (opencode debug skill)",
+            [s.get("location") for s in found] == [expected],
+            why or str([s.get("location") for s in found]),
+        )
+    )
     return checks
 
 
@@ -315,7 +424,10 @@ def npm_install(prefix: Path, agents: list[str]) -> None:
     print(f"npm install --prefix {prefix} {' '.join(packages)}", flush=True)
     done = subprocess.run(
         ["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error", *packages],
-        stdin=subprocess.DEVNULL, capture_output=True, timeout=NPM_TIMEOUT, check=False,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=NPM_TIMEOUT,
+        check=False,
     )
     if done.returncode != 0:
         raise SystemExit(f"npm install failed: {_short(done.stderr.decode('utf-8', 'replace'))}")
@@ -334,7 +446,9 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--bin-dir", type=Path, help="use the agent programs already in this directory")
     where.add_argument("--use-path", action="store_true", help="use the agent programs on PATH")
     parser.add_argument("--agent", action="append", choices=sorted(CHECKERS), help="check only this agent (repeatable)")
-    parser.add_argument("--install-only", action="store_true", help="with --prefix: install and stop (for the test setup)")
+    parser.add_argument(
+        "--install-only", action="store_true", help="with --prefix: install and stop (for the test setup)"
+    )
     args = parser.parse_args(argv)
     if args.install_only:
         if args.prefix is None:

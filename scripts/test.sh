@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs cafleet with its test dependencies (tmux, chromium, pytest, hypothesis,
 # Playwright, and the real claude/codex/opencode command lines for the flag checks) and
-# runs the lint and type checks (ruff check, mypy; configured in pyproject.toml), then the
+# runs the lint, format and type checks (ruff check, ruff format --check, mypy; configured in pyproject.toml), then the
 # whole test suite. A failing check fails the script before any test runs. Extra arguments
 # go to pytest.
 set -euo pipefail
@@ -18,5 +18,6 @@ else
   echo "warning: npm not found; the checks against the real coding agents will be skipped" >&2
 fi
 .venv/bin/ruff check src tests bench scripts
+.venv/bin/ruff format --check src tests bench scripts
 .venv/bin/mypy
 exec .venv/bin/python -m pytest "$@"

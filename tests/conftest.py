@@ -17,8 +17,12 @@ from cafleet.cli.main import main
 from cafleet.store.connection import open_store
 from tests.support.environ import isolated_environ
 
-pytest_plugins = [p for p in ["tests.support.tmux_fixtures", "tests.support.web_panes"]
-                  if __import__("importlib.util").util.find_spec(p)]
+pytest_plugins = [
+    p
+    for p in ["tests.support.tmux_fixtures", "tests.support.web_panes"]
+    if __import__("importlib.util").util.find_spec(p)
+]
+
 
 class Result:
     def __init__(self, code: int, out: bytes, err: bytes) -> None:
@@ -47,7 +51,9 @@ class Result:
 
 def pytest_generate_tests(metafunc):
     stores = getattr(metafunc.module, "STORES", None)
-    only = metafunc.definition.get_closest_marker("stores")  # @pytest.mark.stores("sqlite"): what it inspects is one store's
+    only = metafunc.definition.get_closest_marker(
+        "stores"
+    )  # @pytest.mark.stores("sqlite"): what it inspects is one store's
     if only is not None:
         stores = only.args
     if stores and "store_kind" in metafunc.fixturenames:
@@ -87,8 +93,7 @@ def database_url(store_kind, tmp_path, request) -> str:
 @pytest.fixture
 def env(tmp_path, monkeypatch, database_url) -> dict:
     """A clean environment rooted in tmp_path; also applied to os.environ for the test."""
-    clean = isolated_environ(tmp_path / "home", CAFLEET_DATABASE_URL=database_url,
-                             CAFLEET_WAIT_INTERVAL="0.02")
+    clean = isolated_environ(tmp_path / "home", CAFLEET_DATABASE_URL=database_url, CAFLEET_WAIT_INTERVAL="0.02")
     for key in list(os.environ):
         if key not in clean:
             monkeypatch.delenv(key)
@@ -147,16 +152,28 @@ class FleetBuilder:
 
     def fleet(self, name: str = "alpha", members_count: int = 2):
         record = fleets.create_fleet(
-            self.store, name=name, coding_agent="claude", backend="tmux",
-            session="$0@/nonexistent/socket", window_id="@0", pane_id="%0",
+            self.store,
+            name=name,
+            coding_agent="claude",
+            backend="tmux",
+            session="$0@/nonexistent/socket",
+            window_id="@0",
+            pane_id="%0",
         )
         ids = [self.member(record["fleet_id"], f"m{i + 1}") for i in range(members_count)]
         return record["fleet_id"], record["director_member_id"], ids
 
     def member(self, fleet_id: int, name: str, pane_id: str | None = None) -> int:
         return members.register_member(
-            self.store, fleet_id=fleet_id, name=name, description=f"{name} worker", backend="tmux",
-            session="$0@/nonexistent/socket", window_id="@0", coding_agent="claude", pane_id=pane_id,
+            self.store,
+            fleet_id=fleet_id,
+            name=name,
+            description=f"{name} worker",
+            backend="tmux",
+            session="$0@/nonexistent/socket",
+            window_id="@0",
+            coding_agent="claude",
+            pane_id=pane_id,
         )
 
 
@@ -181,8 +198,12 @@ def file_digest(path: str | Path) -> str:
 
 TIER_FIXTURES = {"tmux_server": "tmux", "herdr_env": "tmux", "mux_environ": "tmux"}
 TIER_NAMES = {  # names a test or one of its fixtures calls (directly or in a nested function)
-    "running_tmux_server": "tmux", "running_herdr": "tmux", "tmux_fleet": "tmux", "herdr_fleet": "tmux",
-    "sync_playwright": "browser", "async_playwright": "browser",
+    "running_tmux_server": "tmux",
+    "running_herdr": "tmux",
+    "tmux_fleet": "tmux",
+    "herdr_fleet": "tmux",
+    "sync_playwright": "browser",
+    "async_playwright": "browser",
 }
 TIER_MODULES = {  # whole modules whose multiplexer or load is their own
     "test_submit": ("tmux",),  # its own private tmux server class

@@ -70,27 +70,90 @@ def test_public_agents_hide_the_standin():
 @pytest.mark.parametrize(
     "agent, options, expected",
     [
-        ("claude", {}, ["claude", "--permission-mode", "dontAsk", "--allowedTools", RULE, "--name", "tester", "--", "fix it"]),
+        (
+            "claude",
+            {},
+            ["claude", "--permission-mode", "dontAsk", "--allowedTools", RULE, "--name", "tester", "--", "fix it"],
+        ),
         (
             "claude",
             {"model": "opus", "effort": "max"},
-            ["claude", "--permission-mode", "dontAsk", "--allowedTools", RULE, "--name", "tester",
-             "--model", "opus", "--effort", "max", "--", "fix it"],
+            [
+                "claude",
+                "--permission-mode",
+                "dontAsk",
+                "--allowedTools",
+                RULE,
+                "--name",
+                "tester",
+                "--model",
+                "opus",
+                "--effort",
+                "max",
+                "--",
+                "fix it",
+            ],
         ),
-        ("claude", {"effort": "low"},
-         ["claude", "--permission-mode", "dontAsk", "--allowedTools", RULE, "--name", "tester", "--effort", "low", "--", "fix it"]),
-        ("codex", {}, ["codex", "--no-daemon", "--ask-for-approval", "never", "--sandbox", "workspace-write", "--", "fix it"]),
+        (
+            "claude",
+            {"effort": "low"},
+            [
+                "claude",
+                "--permission-mode",
+                "dontAsk",
+                "--allowedTools",
+                RULE,
+                "--name",
+                "tester",
+                "--effort",
+                "low",
+                "--",
+                "fix it",
+            ],
+        ),
+        (
+            "codex",
+            {},
+            ["codex", "--no-daemon", "--ask-for-approval", "never", "--sandbox", "workspace-write", "--", "fix it"],
+        ),
         (
             "codex",
             {"model": "gpt-5.5", "effort": "minimal"},
-            ["codex", "--no-daemon", "--ask-for-approval", "never", "--sandbox", "workspace-write",
-             "--model", "gpt-5.5", "--config=model_reasoning_effort=minimal", "--", "fix it"],
+            [
+                "codex",
+                "--no-daemon",
+                "--ask-for-approval",
+                "never",
+                "--sandbox",
+                "workspace-write",
+                "--model",
+                "gpt-5.5",
+                "--config=model_reasoning_effort=minimal",
+                "--",
+                "fix it",
+            ],
         ),
-        ("codex", {"effort": "xhigh"},
-         ["codex", "--no-daemon", "--ask-for-approval", "never", "--sandbox", "workspace-write", "--config=model_reasoning_effort=xhigh", "--", "fix it"]),
+        (
+            "codex",
+            {"effort": "xhigh"},
+            [
+                "codex",
+                "--no-daemon",
+                "--ask-for-approval",
+                "never",
+                "--sandbox",
+                "workspace-write",
+                "--config=model_reasoning_effort=xhigh",
+                "--",
+                "fix it",
+            ],
+        ),
         ("opencode", {}, ["opencode", "--agent", "cafleet", "--prompt=fix it"]),
-        ("opencode", {"model": "openrouter/anthropic/claude-x"},
-         ["opencode", "--agent", "cafleet", "--model", "openrouter/anthropic/claude-x", "--prompt=fix it"]),
+        (
+            "opencode",
+            {"model": "openrouter/anthropic/claude-x"},
+            ["opencode", "--agent", "cafleet", "--model", "openrouter/anthropic/claude-x", "--prompt=fix it"],
+        ),
     ],
 )
 def test_argv_is_exact(agent, options, expected):
@@ -101,7 +164,7 @@ def test_claude_rules_are_closed_by_name_before_the_prompt():
     # --allowedTools is variadic: the next word after the rules must be an option
     argv = build_argv("claude", member_name="-odd name", prompt="- a bullet\nsecond line")
     rules_end = argv.index("--allowedTools") + 1 + len(backends.CLAUDE_ALLOWED_TOOLS)
-    assert argv[rules_end:rules_end + 2] == ["--name", "-odd name"]
+    assert argv[rules_end : rules_end + 2] == ["--name", "-odd name"]
     assert argv[-2:] == ["--", "- a bullet\nsecond line"]
 
 
@@ -112,7 +175,12 @@ def test_prompt_starting_with_a_dash_stays_one_literal_word():
 
 def test_standin_argv_runs_this_interpreter():
     assert build_argv("standin", member_name="m", prompt="ignored", member_id=7) == [
-        sys.executable, "-m", "cafleet.agents.standin", "--member-id", "7"]
+        sys.executable,
+        "-m",
+        "cafleet.agents.standin",
+        "--member-id",
+        "7",
+    ]
     with pytest.raises(ValueError):
         build_argv("standin", member_name="m", prompt="p")
 
@@ -137,16 +205,38 @@ def test_nul_in_prompt_is_refused():
         ("codex", None, "max", "invalid --effort 'max' for codex; choose minimal, low, medium, high or xhigh"),
         ("opencode", None, "high", "opencode takes no --effort; leave it out"),
         ("standin", None, "low", "standin takes no --effort; leave it out"),
-        ("opencode", "sonnet", None,
-         "invalid --model 'sonnet' for opencode; use the form provider/model (for example anthropic/claude-sonnet-4-5)"),
-        ("opencode", "/model", None,
-         "invalid --model '/model' for opencode; use the form provider/model (for example anthropic/claude-sonnet-4-5)"),
-        ("opencode", "provider/", None,
-         "invalid --model 'provider/' for opencode; use the form provider/model (for example anthropic/claude-sonnet-4-5)"),
+        (
+            "opencode",
+            "sonnet",
+            None,
+            "invalid --model 'sonnet' for opencode; use the form provider/model (for example anthropic/claude-sonnet-4-5)",
+        ),
+        (
+            "opencode",
+            "/model",
+            None,
+            "invalid --model '/model' for opencode; use the form provider/model (for example anthropic/claude-sonnet-4-5)",
+        ),
+        (
+            "opencode",
+            "provider/",
+            None,
+            "invalid --model 'provider/' for opencode; use the form provider/model (for example anthropic/claude-sonnet-4-5)",
+        ),
         ("claude", "", None, "invalid --model ''; give a model name without spaces that does not start with -"),
-        ("claude", "claude opus", None, "invalid --model 'claude opus'; give a model name without spaces that does not start with -"),
+        (
+            "claude",
+            "claude opus",
+            None,
+            "invalid --model 'claude opus'; give a model name without spaces that does not start with -",
+        ),
         ("codex", "-m", None, "invalid --model '-m'; give a model name without spaces that does not start with -"),
-        ("codex", "o3\x1b[2J", None, "invalid --model 'o3\\x1b[2J'; give a model name without spaces that does not start with -"),
+        (
+            "codex",
+            "o3\x1b[2J",
+            None,
+            "invalid --model 'o3\\x1b[2J'; give a model name without spaces that does not start with -",
+        ),
         ("standin", "any", None, "the standin agent takes no --model; leave it out"),
     ],
 )
@@ -162,7 +252,10 @@ def test_invalid_choices_are_usage_errors(agent, model, effort, message):
 def test_long_junk_is_not_echoed_whole():
     with pytest.raises(UsageError) as caught:
         validate("claude", "x" * 500 + " y", None)
-    assert str(caught.value) == f"invalid --model '{'x' * 40}'…; give a model name without spaces that does not start with -"
+    assert (
+        str(caught.value)
+        == f"invalid --model '{'x' * 40}'…; give a model name without spaces that does not start with -"
+    )
 
 
 @pytest.mark.parametrize(
@@ -195,9 +288,18 @@ def test_find_binary_returns_the_program_on_the_given_path(tmp_path):
 @pytest.mark.parametrize(
     "agent, message",
     [
-        ("claude", "claude not found on PATH; install Claude Code or pass --coding-agent with an installed agent (codex, opencode)"),
-        ("codex", "codex not found on PATH; install Codex CLI or pass --coding-agent with an installed agent (claude, opencode)"),
-        ("opencode", "opencode not found on PATH; install opencode or pass --coding-agent with an installed agent (claude, codex)"),
+        (
+            "claude",
+            "claude not found on PATH; install Claude Code or pass --coding-agent with an installed agent (codex, opencode)",
+        ),
+        (
+            "codex",
+            "codex not found on PATH; install Codex CLI or pass --coding-agent with an installed agent (claude, opencode)",
+        ),
+        (
+            "opencode",
+            "opencode not found on PATH; install opencode or pass --coding-agent with an installed agent (claude, codex)",
+        ),
     ],
 )
 def test_missing_binary_is_a_clear_agent_error(tmp_path, agent, message):
@@ -257,18 +359,31 @@ def test_targets_under_home_by_default(home):
     environ = {"HOME": str(home)}
     skill = "skills/cafleet/SKILL.md"
     assert asset_targets("claude", environ) == [
-        AssetTarget("claude", home / ".claude/skills/cafleet", (AssetFile(skill, home / ".claude/skills/cafleet/SKILL.md"),)),
+        AssetTarget(
+            "claude", home / ".claude/skills/cafleet", (AssetFile(skill, home / ".claude/skills/cafleet/SKILL.md"),)
+        ),
     ]
     assert asset_targets("codex", environ) == [
-        AssetTarget("codex", home / ".codex/skills/cafleet", (AssetFile(skill, home / ".codex/skills/cafleet/SKILL.md"),)),
-        AssetTarget("codex", home / ".codex/rules/cafleet.rules",
-                    (AssetFile("codex/rules/cafleet.rules", home / ".codex/rules/cafleet.rules"),)),
+        AssetTarget(
+            "codex", home / ".codex/skills/cafleet", (AssetFile(skill, home / ".codex/skills/cafleet/SKILL.md"),)
+        ),
+        AssetTarget(
+            "codex",
+            home / ".codex/rules/cafleet.rules",
+            (AssetFile("codex/rules/cafleet.rules", home / ".codex/rules/cafleet.rules"),),
+        ),
     ]
     assert asset_targets("opencode", environ) == [
-        AssetTarget("opencode", home / ".config/opencode/skills/cafleet",
-                    (AssetFile(skill, home / ".config/opencode/skills/cafleet/SKILL.md"),)),
-        AssetTarget("opencode", home / ".opencode/agents/cafleet.md",
-                    (AssetFile("opencode/agents/cafleet.md", home / ".opencode/agents/cafleet.md"),)),
+        AssetTarget(
+            "opencode",
+            home / ".config/opencode/skills/cafleet",
+            (AssetFile(skill, home / ".config/opencode/skills/cafleet/SKILL.md"),),
+        ),
+        AssetTarget(
+            "opencode",
+            home / ".opencode/agents/cafleet.md",
+            (AssetFile("opencode/agents/cafleet.md", home / ".opencode/agents/cafleet.md"),),
+        ),
     ]
     assert asset_targets("standin", environ) == []
 
@@ -291,16 +406,29 @@ def test_config_variables_move_the_targets(tmp_path):
 
 
 def test_empty_config_variable_counts_as_unset(home):
-    environ = {"HOME": str(home), "CLAUDE_CONFIG_DIR": "", "CODEX_HOME": "", "XDG_CONFIG_HOME": "", "OPENCODE_CONFIG_DIR": ""}
+    environ = {
+        "HOME": str(home),
+        "CLAUDE_CONFIG_DIR": "",
+        "CODEX_HOME": "",
+        "XDG_CONFIG_HOME": "",
+        "OPENCODE_CONFIG_DIR": "",
+    }
     assert [t.path for t in asset_targets("opencode", environ)] == [
-        home / ".config/opencode/skills/cafleet", home / ".opencode/agents/cafleet.md"]
+        home / ".config/opencode/skills/cafleet",
+        home / ".opencode/agents/cafleet.md",
+    ]
     assert asset_targets("claude", environ)[0].path == home / ".claude/skills/cafleet"
 
 
 @pytest.mark.parametrize(
     "agent, variable",
-    [("claude", "CLAUDE_CONFIG_DIR"), ("codex", "CODEX_HOME"), ("opencode", "XDG_CONFIG_HOME"),
-     ("opencode", "OPENCODE_CONFIG_DIR"), ("claude", "HOME")],
+    [
+        ("claude", "CLAUDE_CONFIG_DIR"),
+        ("codex", "CODEX_HOME"),
+        ("opencode", "XDG_CONFIG_HOME"),
+        ("opencode", "OPENCODE_CONFIG_DIR"),
+        ("claude", "HOME"),
+    ],
 )
 def test_relative_config_variable_is_a_config_error(tmp_path, home, agent, variable):
     environ = {"HOME": str(home), variable: "relative/dir"}
@@ -315,8 +443,13 @@ def test_relative_config_variable_is_a_config_error(tmp_path, home, agent, varia
 def test_missing_home_is_a_config_error_only_when_needed(tmp_path):
     with pytest.raises(ConfigError) as caught:
         asset_targets("codex", {})
-    assert str(caught.value) == "HOME is not set; set it to your home directory so cafleet knows where to install agent assets"
-    assert asset_targets("claude", {"CLAUDE_CONFIG_DIR": str(tmp_path / "cc")})[0].path == tmp_path / "cc/skills/cafleet"
+    assert (
+        str(caught.value)
+        == "HOME is not set; set it to your home directory so cafleet knows where to install agent assets"
+    )
+    assert (
+        asset_targets("claude", {"CLAUDE_CONFIG_DIR": str(tmp_path / "cc")})[0].path == tmp_path / "cc/skills/cafleet"
+    )
 
 
 def test_unknown_agent_install_is_a_usage_error(home):
@@ -384,7 +517,7 @@ def test_changed_or_missing_files_are_restored(home):
     environ = {"HOME": str(home)}
     install.install("codex", environ)
     skill = home / ".codex/skills/cafleet/SKILL.md"
-    skill.write_text("---\nname: cafleet\nmetadata:\n  cafleet-version: \"0.0.1\"\n---\nold\n")
+    skill.write_text('---\nname: cafleet\nmetadata:\n  cafleet-version: "0.0.1"\n---\nold\n')
     skill.chmod(0o600)
     (home / ".codex/rules/cafleet.rules").unlink()
     assert installed_version(skill.parent) == "0.0.1"
@@ -420,7 +553,8 @@ def test_unwritable_destination_is_a_config_error(home):
     with pytest.raises(ConfigError) as caught:
         install.install("claude", {"HOME": str(home)})
     assert str(caught.value) == (
-        f"cannot create the directory {home}/.claude/skills/cafleet: Not a directory; a file is in the way or access is denied")
+        f"cannot create the directory {home}/.claude/skills/cafleet: Not a directory; a file is in the way or access is denied"
+    )
     assert (home / ".claude/skills").read_text() == "a file where a directory should be"
 
 
@@ -429,7 +563,8 @@ def test_directory_in_place_of_a_file_is_a_config_error(home):
     with pytest.raises(ConfigError) as caught:
         install.install("opencode", {"HOME": str(home)})
     assert str(caught.value) == (
-        f"cannot read {home}/.opencode/agents/cafleet.md: Is a directory; fix or remove it, then rerun cafleet setup")
+        f"cannot read {home}/.opencode/agents/cafleet.md: Is a directory; fix or remove it, then rerun cafleet setup"
+    )
 
 
 def test_installed_version_reads_each_kind_of_asset(home):
@@ -458,7 +593,9 @@ def skill_commands() -> list[str]:
     import re
 
     text = (ASSETS / "skills/cafleet/SKILL.md").read_text()
-    commands = [line.strip() for line in text.splitlines() if line.startswith("    ") and line.strip().startswith("cafleet ")]
+    commands = [
+        line.strip() for line in text.splitlines() if line.startswith("    ") and line.strip().startswith("cafleet ")
+    ]
     for span in re.findall(r"`(cafleet [^`]+)`", text):
         if len(span.split()) >= 3:
             commands.append(span)
@@ -477,8 +614,18 @@ def test_every_skill_command_parses_with_the_real_command_line():
         assert parsed.command is not None and parsed.help is None, command
         seen.add(f"{parsed.command.group} {parsed.command.name}")
     assert {
-        "fleet create", "fleet delete", "member create", "member delete", "member list", "member capture",
-        "message send", "message broadcast", "message poll", "message show", "message ack", "message wait",
+        "fleet create",
+        "fleet delete",
+        "member create",
+        "member delete",
+        "member list",
+        "member capture",
+        "message send",
+        "message broadcast",
+        "message poll",
+        "message show",
+        "message ack",
+        "message wait",
         "message listen",
     } <= seen
     assert len(commands) >= 18
@@ -493,7 +640,7 @@ def test_skill_frontmatter_fits_claude_codex_and_opencode():
     lines = front.splitlines()
     assert lines[0] == "name: cafleet" and re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", "cafleet")
     assert lines[1].startswith("description: ")
-    description = lines[1][len("description: "):]
+    description = lines[1][len("description: ") :]
     assert 1 <= len(description) <= 1024 and ": " not in description and not description.startswith(("'", '"', "`"))
     assert lines[2:] == ["metadata:", '  cafleet-version: "@CAFLEET_VERSION@"']
     assert body.strip() and len(body.split()) < 1200  # short enough to load on demand

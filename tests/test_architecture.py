@@ -156,9 +156,14 @@ def test_an_import_inside_a_function_counts(tmp_path):
     (package / "__init__.py").write_text("")
     (package / "broker" / "__init__.py").write_text("")
     (package / "broker" / "a.py").write_text("from cafleet.broker import b\n")
-    (package / "broker" / "b.py").write_text("def f():\n    from cafleet.broker import a\n    from cafleet.cli import x\n")
-    modules = {"cafleet.broker.a": package / "broker" / "a.py", "cafleet.broker.b": package / "broker" / "b.py",
-               "cafleet.cli.x": package / "cli" / "x.py"}
+    (package / "broker" / "b.py").write_text(
+        "def f():\n    from cafleet.broker import a\n    from cafleet.cli import x\n"
+    )
+    modules = {
+        "cafleet.broker.a": package / "broker" / "a.py",
+        "cafleet.broker.b": package / "broker" / "b.py",
+        "cafleet.cli.x": package / "cli" / "x.py",
+    }
     edges = {m: imports_of(m, p, modules) for m, p in modules.items() if p.exists()}
     assert cycles(edges) == [["cafleet.broker.a", "cafleet.broker.b"]]
     assert direction_problems(edges) == ["cafleet.broker.b imports cafleet.cli.x (broker -> cli)"]
@@ -179,8 +184,14 @@ def test_tests_share_helpers_through_support_only():
     offenders = []
     for path in sorted(tests.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            offenders += [f"{path.relative_to(tests)} imports {name}" for name in names
-                          if name.startswith("tests.test_") or name.startswith("test_")]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            )
+            offenders += [
+                f"{path.relative_to(tests)} imports {name}"
+                for name in names
+                if name.startswith("tests.test_") or name.startswith("test_")
+            ]
     assert offenders == []

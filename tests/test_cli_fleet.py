@@ -19,7 +19,8 @@ def test_fleet_create_text_and_json(cli, env, tmux_server, store):
     row = store.execute(
         "SELECT f.director_member_id, m.name, m.status, p.backend, p.mux_pane_id, p.coding_agent, p.mux_session "
         "FROM fleets f JOIN members m ON m.member_id = f.director_member_id "
-        "JOIN member_placements p ON p.member_id = m.member_id WHERE f.fleet_id = 2").fetchone()
+        "JOIN member_placements p ON p.member_id = m.member_id WHERE f.fleet_id = 2"
+    ).fetchone()
     identity = tmux_server.run("display-message", "-p", "-t", pane, "#{pid}:#{start_time}:#{pane_pid}").strip()
     assert row[:6] == (2, "Director", "active", "tmux", f"{pane} {identity}", "codex")
     assert re.fullmatch(r"\$\d+@" + re.escape(tmux_server.socket), row[6])

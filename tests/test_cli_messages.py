@@ -30,8 +30,16 @@ def test_send_text_and_json(cli, trio):
     assert (result.code, result.err) == (0, "")
     assert result.out == f"sent message 1 to member {m2}\n"
     record = send(cli, m1, m2, "again").json()
-    assert list(record) == ["message_id", "from_member_id", "to_member_id", "created_at", "status_state",
-                            "status_timestamp", "text", "notified"]
+    assert list(record) == [
+        "message_id",
+        "from_member_id",
+        "to_member_id",
+        "created_at",
+        "status_state",
+        "status_timestamp",
+        "text",
+        "notified",
+    ]
     assert record["message_id"] == 2 and record["text"] == "again"
     assert record["status_state"] == "input_required"
     assert record["created_at"] == record["status_timestamp"]
@@ -46,9 +54,10 @@ def test_poll_order_newest_first_and_exact_text(cli, trio):
     assert [r["message_id"] for r in polled] == ids[::-1]
     assert all("notified_at" not in r and "notified" not in r for r in polled)
     text = cli("message", "poll", str(m2)).out
-    expected = "\n\n".join(
-        f"[msg {r['message_id']} | from:{m1} | {r['status_timestamp']}]\n{r['text']}" for r in polled
-    ) + "\n"
+    expected = (
+        "\n\n".join(f"[msg {r['message_id']} | from:{m1} | {r['status_timestamp']}]\n{r['text']}" for r in polled)
+        + "\n"
+    )
     assert text == expected
     assert cli("message", "poll", str(m1)).out == "no pending messages\n"
     assert cli("message", "poll", str(m1), "--json").out == "[]\n"
@@ -92,7 +101,9 @@ def test_self_send_is_pending_and_stamped(cli, trio, store):
     _, _, (m1, _) = trio
     record = send(cli, m1, m1, "note to self").json()
     assert record["notified"] is True
-    row = store.execute("SELECT notified_at, created_at FROM messages WHERE message_id = ?", (record["message_id"],)).fetchone()
+    row = store.execute(
+        "SELECT notified_at, created_at FROM messages WHERE message_id = ?", (record["message_id"],)
+    ).fetchone()
     assert row[0] == row[1]
     assert [r["message_id"] for r in cli("message", "poll", str(m1), "--json").json()] == [record["message_id"]]
     assert cli("message", "ack", str(record["message_id"])).code == 0
@@ -120,8 +131,18 @@ def test_exact_body_round_trip(cli, trio, tmp_path, body, store_kind):
         assert cli("message", "poll", str(m2), "--json").json() == []
         return
     by_file = send(cli, m1, m2, "--file", str(path)).json()
-    by_stdin = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "--file", "-",
-                   "--json", input=body.encode("utf-8")).json()
+    by_stdin = cli(
+        "message",
+        "send",
+        "--from-member-id",
+        str(m1),
+        "--to-member-id",
+        str(m2),
+        "--file",
+        "-",
+        "--json",
+        input=body.encode("utf-8"),
+    ).json()
     for record in (by_file, by_stdin):
         assert cli("message", "show", str(record["message_id"]), "--json").json()["text"] == body
     if "\x00" not in body:  # argv cannot carry NUL
@@ -154,7 +175,9 @@ def test_unknown_ids(cli, trio):
     assert cli("message", "ack", "12345").err == "Error: message 12345 not found.\n"
     assert cli("message", "poll", "999").err == "Error: member 999 not found.\n"
     assert cli("member", "show", "999").err == "Error: member 999 not found.\n"
-    assert cli("fleet", "show", "999").err == "Error: fleet 999 not found; `cafleet fleet list` shows the live fleets.\n"
+    assert (
+        cli("fleet", "show", "999").err == "Error: fleet 999 not found; `cafleet fleet list` shows the live fleets.\n"
+    )
     for result in (send(cli, m1, 999, "x"), cli("message", "show", "12345")):
         assert result.code == 1 and result.out == ""
 
@@ -178,7 +201,10 @@ def test_bad_flag_ids_are_usage_errors(cli, trio):
         ([], "missing the body: give TEXT or --file PATH (--file - reads stdin)."),
         (["   \n\t"], "the body is blank; a message needs a non-blank body."),
         (["--file", "/nonexistent/body.txt"], "file /nonexistent/body.txt does not exist."),
-        (["one", "two"], "unexpected argument 'two' for `cafleet message send` (quote a message body so that it is one argument)."),
+        (
+            ["one", "two"],
+            "unexpected argument 'two' for `cafleet message send` (quote a message body so that it is one argument).",
+        ),
         (["--frm", "1"], "unknown option '--frm' for `cafleet message send`; did you mean --from-member-id?"),
     ],
 )
@@ -199,7 +225,9 @@ def test_invalid_utf8_file_and_empty_file(cli, trio, tmp_path):
     empty.write_bytes(b"")
     result = send(cli, m1, m2, "--file", str(empty))
     assert (result.code, result.err) == (2, f"Error: file {empty} is empty; a message needs a non-blank body.\n")
-    result = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "--file", "-", input=b"\xc3(")
+    result = cli(
+        "message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "--file", "-", input=b"\xc3("
+    )
     assert result.err == "Error: standard input is not valid UTF-8 (byte 0xc3 at offset 0).\n"
     assert cli("message", "poll", str(m2), "--json").json() == []
 
@@ -211,9 +239,20 @@ def test_invalid_utf8_argv_is_refused(run_cli, trio):
     import sys
 
     proc = subprocess.run(
-        [sys.executable.encode(), b"-m", b"cafleet", b"message", b"send", b"--from-member-id", str(m1).encode(),
-         b"--to-member-id", str(m2).encode(), b"bad \xff bytes"],
-        capture_output=True, env={k.encode(): v.encode() for k, v in os.environ.items()},
+        [
+            sys.executable.encode(),
+            b"-m",
+            b"cafleet",
+            b"message",
+            b"send",
+            b"--from-member-id",
+            str(m1).encode(),
+            b"--to-member-id",
+            str(m2).encode(),
+            b"bad \xff bytes",
+        ],
+        capture_output=True,
+        env={k.encode(): v.encode() for k, v in os.environ.items()},
     )
     assert proc.returncode == 2
     assert proc.stderr == b"Error: TEXT is not valid UTF-8; pass the body with --file instead.\n"
@@ -256,8 +295,17 @@ def test_member_list_and_show(cli, build, store):
     send(cli, m1, m2, "x")
     roster = cli("member", "list", str(fleet_id), "--json").json()
     assert [r["member_id"] for r in roster] == [director, m1, m2]
-    assert list(roster[0]) == ["member_id", "name", "kind", "status", "backend", "coding_agent", "pane_id",
-                               "last_activity_at", "idle_seconds"]
+    assert list(roster[0]) == [
+        "member_id",
+        "name",
+        "kind",
+        "status",
+        "backend",
+        "coding_agent",
+        "pane_id",
+        "last_activity_at",
+        "idle_seconds",
+    ]
     assert [r["kind"] for r in roster] == ["director", "member", "member"]
     assert roster[0]["last_activity_at"] is None and roster[0]["idle_seconds"] is None
     assert roster[1]["last_activity_at"] == roster[2]["last_activity_at"]
@@ -286,8 +334,15 @@ def test_activity_counts_sent_received_and_acked(cli, build, store):
 def test_fleet_list_show_delete_texts(cli, build):
     fleet_id, director, _ = build.fleet("alpha")
     listed = cli("fleet", "list", "--json").json()
-    assert listed == [{"fleet_id": fleet_id, "name": "alpha", "director_member_id": director, "active_members": 3,
-                       "created_at": listed[0]["created_at"]}]
+    assert listed == [
+        {
+            "fleet_id": fleet_id,
+            "name": "alpha",
+            "director_member_id": director,
+            "active_members": 3,
+            "created_at": listed[0]["created_at"],
+        }
+    ]
     text = cli("fleet", "list").out.splitlines()
     assert text[0].split() == ["FLEET", "NAME", "DIRECTOR", "MEMBERS", "CREATED"]
     assert text[1].split() == [str(fleet_id), "alpha", str(director), "3", listed[0]["created_at"]]

@@ -57,15 +57,18 @@ def paused(tmp_path):
     def start(environ: dict, point: str, *args: str) -> subprocess.Popen:
         marker = tmp_path / f"pause-{len(started)}.txt"
         env = dict(environ, CAFLEET_TEST_PAUSE_AT=point, CAFLEET_TEST_PAUSE_FILE=str(marker))
-        proc = subprocess.Popen([sys.executable, "-m", "cafleet", *args], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cafleet", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         started.append(proc)
 
         def reached():
             if proc.poll() is not None:
                 out, err = proc.communicate()
-                pytest.fail(f"cafleet {' '.join(args[:2])} exited {proc.returncode} before {point}: "
-                            f"{out.decode()!r} {err.decode()!r}")
+                pytest.fail(
+                    f"cafleet {' '.join(args[:2])} exited {proc.returncode} before {point}: "
+                    f"{out.decode()!r} {err.decode()!r}"
+                )
             return marker.exists() and marker.read_text(encoding="utf-8") == f"paused {point}\n"
 
         wait_for(reached, timeout=20, what=f"the command to pause at {point}")
@@ -87,6 +90,7 @@ def sigkill(proc: subprocess.Popen) -> tuple[str, str]:
 
 
 # --- the invariants ------------------------------------------------------------------------
+
 
 def session_of(fleet) -> str:
     return fleet.query("SELECT mux_session FROM member_placements WHERE member_id = ?", fleet.director)[0][0]
@@ -113,9 +117,11 @@ def assert_invariants(fleet, *panes: str) -> None:
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         stamped = conn.execute(
             "SELECT message_id, from_member_id, to_member_id, created_at FROM messages "
-            "WHERE notified_at IS NOT NULL AND from_member_id != to_member_id").fetchall()
-        placed = [row[0] for row in conn.execute(
-            "SELECT mux_pane_id FROM member_placements WHERE mux_pane_id IS NOT NULL")]
+            "WHERE notified_at IS NOT NULL AND from_member_id != to_member_id"
+        ).fetchall()
+        placed = [
+            row[0] for row in conn.execute("SELECT mux_pane_id FROM member_placements WHERE mux_pane_id IS NOT NULL")
+        ]
     finally:
         conn.close()
     for message_id, from_id, to_id, created_at in stamped:
@@ -145,6 +151,7 @@ def panes(fleet) -> set[str]:
 
 
 # --- send ----------------------------------------------------------------------------------
+
 
 def test_send_killed_before_commit_leaves_no_row(fleet, paused):
     alice = fleet.create("alice")
@@ -245,11 +252,14 @@ def test_ack_between_submission_and_stamp_counts_as_notified(fleet, paused):
     assert (after.code, after.err, after.json()["notified"]) == (0, "", True)
     assert fleet.submits(alice) == [owed, preview_line(after.json())]
     assert fleet.query("SELECT message_id, status_state, notified_at IS NULL FROM messages ORDER BY message_id") == [
-        (1, "completed", 1), (2, "input_required", 0)]
+        (1, "completed", 1),
+        (2, "input_required", 0),
+    ]
     assert_invariants(fleet)
 
 
 # --- ACK ------------------------------------------------------------------------------------
+
 
 def test_ack_killed_before_commit_changes_nothing(fleet, paused):
     sent = fleet.send(fleet.director, fleet.director, BODY, "--json").json()  # a self-send: no pane involved
@@ -274,15 +284,30 @@ def test_ack_killed_after_commit_is_acknowledged_once(fleet, paused):
     assert (record["status_state"], record["text"]) == ("completed", BODY)
     assert_invariants(fleet)
     again = fleet.cafleet("message", "ack", "1")
-    assert (again.code, again.err) == (1, f"Error: message 1 is already acknowledged (at {record['status_timestamp']}).\n")
+    assert (again.code, again.err) == (
+        1,
+        f"Error: message 1 is already acknowledged (at {record['status_timestamp']}).\n",
+    )
     assert fleet.cafleet("message", "poll", str(fleet.director), "--json").json() == []
 
 
 # --- member create --------------------------------------------------------------------------
 
+
 def create_args(fleet, name: str) -> list[str]:
-    return ["member", "create", "--fleet-id", str(fleet.fleet_id), "--name", name, "--description",
-            f"{name} worker", "--coding-agent", "standin", "Wait for tasks."]
+    return [
+        "member",
+        "create",
+        "--fleet-id",
+        str(fleet.fleet_id),
+        "--name",
+        name,
+        "--description",
+        f"{name} worker",
+        "--coding-agent",
+        "standin",
+        "Wait for tasks.",
+    ]
 
 
 def placement_of(fleet, member_id: int):
@@ -334,7 +359,9 @@ def test_create_killed_after_the_split_leaves_an_orphan_pane(fleet, paused):
     # The orphan's agent can no longer take part: its member id is deregistered.
     refused = fleet.send(2, fleet.director, "hello from the orphan")
     assert (refused.code, refused.err) == (
-        1, "Error: sender member 2 is deregistered; it can no longer send or receive messages.\n")
+        1,
+        "Error: sender member 2 is deregistered; it can no longer send or receive messages.\n",
+    )
     assert fleet.query("SELECT COUNT(*) FROM messages") == [(0,)]
     assert_invariants(fleet, orphan)
 
@@ -353,6 +380,7 @@ def test_create_killed_after_recording_the_pane_leaves_a_complete_member(fleet, 
 
 
 # --- member delete --------------------------------------------------------------------------
+
 
 def test_delete_killed_after_closing_the_pane_is_finished_by_a_second_delete(fleet, paused):
     alice = fleet.create("alice")

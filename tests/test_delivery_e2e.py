@@ -48,9 +48,11 @@ def when(stamp: str) -> datetime:
 
 def not_notified(message_id: int, member_id: int, reason: str) -> str:
     """The not-notified diagnostic, around ``reason``."""
-    return (f"Warning: message {message_id} is stored but member {member_id} was not notified: {reason}. "
-            f"The preview will be retried by the next send to member {member_id} or a later "
-            "`cafleet message wait`. Do not resend.\n")
+    return (
+        f"Warning: message {message_id} is stored but member {member_id} was not notified: {reason}. "
+        f"The preview will be retried by the next send to member {member_id} or a later "
+        "`cafleet message wait`. Do not resend.\n"
+    )
 
 
 def input_row(fleet, pane_id: str) -> str:
@@ -66,11 +68,28 @@ def attach_standin(fleet, name: str, *flags: str) -> dict:
     store = open_store(fleet.db)
     try:
         member_id = members.register_member(
-            store, fleet_id=fleet.fleet_id, name=name, description=f"{name} stand-in", backend="tmux",
-            session=shown["session"], window_id=shown["window_id"], coding_agent="standin")
+            store,
+            fleet_id=fleet.fleet_id,
+            name=name,
+            description=f"{name} stand-in",
+            backend="tmux",
+            session=shown["session"],
+            window_id=shown["window_id"],
+            coding_agent="standin",
+        )
         record = fleet.records_dir / f"member-{member_id}.jsonl"
-        pane_id = fleet.server.new_pane([sys.executable, "-m", "cafleet.agents.standin", "--member-id",
-                                         str(member_id), "--record", str(record), *flags])
+        pane_id = fleet.server.new_pane(
+            [
+                sys.executable,
+                "-m",
+                "cafleet.agents.standin",
+                "--member-id",
+                str(member_id),
+                "--record",
+                str(record),
+                *flags,
+            ]
+        )
         members.set_pane_id(store, member_id, pane_id)
     finally:
         store.close()
@@ -79,13 +98,15 @@ def attach_standin(fleet, name: str, *flags: str) -> dict:
 
 # --- the preview ---------------------------------------------------------------------------
 
+
 def test_send_types_the_preview_once_and_stamps_notified_after_it(fleet):
     alice = fleet.create("alice")["member_id"]
     result = fleet.send(fleet.director, alice, "Review the parser.\nThen report back.")
     assert (result.code, result.out, result.err) == (0, f"sent message 1 to member {alice}\n", "")
     shown = fleet.cafleet("message", "show", "1", "--json").json()
     assert fleet.submits(alice) == [
-        f"[cafleet msg 1 from {fleet.director} {shown['created_at']}]\u23ceReview the parser.\u23ceThen report back."]
+        f"[cafleet msg 1 from {fleet.director} {shown['created_at']}]\u23ceReview the parser.\u23ceThen report back."
+    ]
     [submitted] = fleet.records(alice)
     stamped = fleet.notified_at(1)
     assert stamped is not None and when(stamped) >= when(submitted["ts"]) >= when(shown["created_at"])
@@ -114,7 +135,9 @@ def test_dead_pane_leaves_the_message_stored_and_owed(fleet):
     assert (again.code, again.json()["notified"]) == (0, False)
     assert again.err == not_notified(2, member, gone)
     assert fleet.query("SELECT message_id, notified_at, status_state FROM messages ORDER BY message_id") == [
-        (1, None, "input_required"), (2, None, "input_required")]
+        (1, None, "input_required"),
+        (2, None, "input_required"),
+    ]
     polled = fleet.cafleet("message", "poll", str(member), "--json").json()
     assert [r["text"] for r in polled] == ["hello?", "are you there?"]
 
@@ -127,8 +150,10 @@ def test_permission_prompt_holds_the_preview_until_answered(fleet, retry_by):
 
     first = fleet.send(fleet.director, member, "first task", "--json")
     assert (first.code, first.json()["notified"]) == (0, False)
-    reason = (f"pane {pane} shows a prompt awaiting its user, so nothing was typed; answer it in that pane "
-              "and the message will be retried")
+    reason = (
+        f"pane {pane} shows a prompt awaiting its user, so nothing was typed; answer it in that pane "
+        "and the message will be retried"
+    )
     assert first.err == not_notified(1, member, reason)
     assert fleet.records(member) == []  # not a key reached the prompt
     assert fleet.notified_at(1) is None
@@ -157,8 +182,10 @@ def test_half_typed_input_is_held_never_submitted(fleet):
     wait_for(lambda: input_row(fleet, pane) == "> fix the te", what="the half-typed text")
     first = fleet.send(fleet.director, member, "first task", "--json")
     assert (first.code, first.json()["notified"]) == (0, False)
-    reason = (f"held: input box has text in pane {pane} (someone is typing there), so nothing was typed "
-              "and that text was left as it is")
+    reason = (
+        f"held: input box has text in pane {pane} (someone is typing there), so nothing was typed "
+        "and that text was left as it is"
+    )
     assert first.err == not_notified(1, member, reason)
     assert input_row(fleet, pane) == "> fix the te" and fleet.records(member) == []
 
@@ -177,8 +204,10 @@ def test_member_prompt_never_submits_half_typed_input(fleet):
     wait_for(lambda: input_row(fleet, pane) == "> my own dra", what="the half-typed text")
     refused = fleet.cafleet("member", "prompt", str(member), "please run the tests")
     assert (refused.code, refused.out) == (1, "")
-    assert refused.err == (f"Error: held: input box has text in pane {pane} (someone is typing there), so "
-                           "nothing was typed and that text was left as it is.\n")
+    assert refused.err == (
+        f"Error: held: input box has text in pane {pane} (someone is typing there), so "
+        "nothing was typed and that text was left as it is.\n"
+    )
     assert input_row(fleet, pane) == "> my own dra" and fleet.records(member) == []
 
 
@@ -209,8 +238,10 @@ def test_agent_still_starting_gets_nothing_typed(fleet):
     assert input_row(fleet, pane) == ">" and fleet.records(member) == []
     pid = int(fleet.server.run("display-message", "-p", "-t", pane, "#{pane_pid}"))
     os.kill(pid, signal.SIGUSR1)
-    wait_for(lambda: "Waiting for startup" not in fleet.server.run("capture-pane", "-p", "-t", pane),
-             what="the start-up to end")
+    wait_for(
+        lambda: "Waiting for startup" not in fleet.server.run("capture-pane", "-p", "-t", pane),
+        what="the start-up to end",
+    )
     waited = fleet.cafleet("message", "wait", str(member), "--timeout", "5", "--json")
     assert (waited.code, waited.err) == (0, "")
     assert fleet.submits(member) == [preview_line(first.json())]
@@ -219,8 +250,13 @@ def test_agent_still_starting_gets_nothing_typed(fleet):
 def test_concurrent_senders_each_preview_arrives_once_and_whole(fleet):
     carol = fleet.create("carol")["member_id"]
     bodies = [f"task {i:02d}: " + "x" * (20 + 7 * i) + f" end {i:02d}" for i in range(CONCURRENT_SENDERS)]
-    procs = [start(["message", "send", "--from-member-id", str(fleet.director), "--to-member-id", str(carol),
-                    body, "--json"], fleet.environ) for body in bodies]
+    procs = [
+        start(
+            ["message", "send", "--from-member-id", str(fleet.director), "--to-member-id", str(carol), body, "--json"],
+            fleet.environ,
+        )
+        for body in bodies
+    ]
     outputs = [proc.communicate(timeout=120) for proc in procs]
     assert [proc.returncode for proc in procs] == [0] * CONCURRENT_SENDERS, outputs
     assert [err for _, err in outputs] == [b""] * CONCURRENT_SENDERS
@@ -237,10 +273,12 @@ def test_sender_killed_while_typing_loses_nothing_and_frees_the_lock(fleet):
     dave = fleet.create("dave")
     member, pane = dave["member_id"], dave["pane_id"]
     slow = dict(fleet.environ, CAFLEET_SUBMIT_SETTLE="3")  # typed, then a long pause before Enter
-    sender = start(["message", "send", "--from-member-id", str(fleet.director), "--to-member-id", str(member),
-                    "owed task"], slow)
-    stored = wait_for(lambda: fleet.query("SELECT created_at FROM messages WHERE message_id = 1"),
-                      what="message 1 to be stored")
+    sender = start(
+        ["message", "send", "--from-member-id", str(fleet.director), "--to-member-id", str(member), "owed task"], slow
+    )
+    stored = wait_for(
+        lambda: fleet.query("SELECT created_at FROM messages WHERE message_id = 1"), what="message 1 to be stored"
+    )
     owed = f"[cafleet msg 1 from {fleet.director} {stored[0][0]}]\u23ceowed task"
     wait_for(lambda: input_row(fleet, pane) == "> " + owed, what="the preview to be typed")
     os.kill(sender.pid, signal.SIGKILL)
@@ -277,9 +315,13 @@ def test_broadcast_with_one_broken_pane_lock_notifies_the_others_and_exits_0(fle
     broken.mkdir()
     result = fleet.cafleet("message", "broadcast", "--from-member-id", str(fleet.director), "all hands")
     assert (result.code, result.out) == (
-        0, f"sent message 1 to member {alice['member_id']}\nsent message 2 to member {bob['member_id']}\n")
-    reason = (f"the pane-input lock for pane {bob['pane_id']} cannot be taken ([Errno 21] Is a directory: "
-              f"{str(broken)!r}); {config.lock_dir(fleet.db)} must be a folder this user can write")
+        0,
+        f"sent message 1 to member {alice['member_id']}\nsent message 2 to member {bob['member_id']}\n",
+    )
+    reason = (
+        f"the pane-input lock for pane {bob['pane_id']} cannot be taken ([Errno 21] Is a directory: "
+        f"{str(broken)!r}); {config.lock_dir(fleet.db)} must be a folder this user can write"
+    )
     assert result.err == not_notified(2, bob["member_id"], reason)
     shown = fleet.cafleet("message", "show", "1", "--json").json()
     assert fleet.submits(alice["member_id"]) == [preview_line(shown)]
@@ -294,16 +336,20 @@ def test_broadcast_with_one_broken_pane_lock_notifies_the_others_and_exits_0(fle
 
 def test_hostile_body_arrives_as_inert_text(fleet, store_kind):
     erin = fleet.create("erin")["member_id"]
-    body = ("A\x1b[2J\x1b[31mred\x1b[0m B\x03C C-c Enter ; Escape \x1b]0;pwned\x07D \u202eevil\u202c"
-            " \x9b1;2H E\x1bOA F\x85G\x7fH\tI\r\nJ \x90q\x9c\x1b[1mK C-m BSpace\x00Z;")
+    body = (
+        "A\x1b[2J\x1b[31mred\x1b[0m B\x03C C-c Enter ; Escape \x1b]0;pwned\x07D \u202eevil\u202c"
+        " \x9b1;2H E\x1bOA F\x85G\x7fH\tI\r\nJ \x90q\x9c\x1b[1mK C-m BSpace\x00Z;"
+    )
     if store_kind == "postgres":  # its text cannot hold U+0000 (refused: test_postgres.py); the preview drops it anyway
         body = body.replace("\x00", "")
     result = fleet.send(fleet.director, erin, body, "--json")
     assert (result.code, result.err) == (0, "")
     record = result.json()
     assert record["text"] == body  # stored exactly
-    expected = (f"[cafleet msg {record['message_id']} from {fleet.director} {record['created_at']}]\u23ce"
-                "Ared BC C-c Enter ; Escape D evil  EA F\u23ceGH I\u23ceJ K C-m BSpaceZ;")
+    expected = (
+        f"[cafleet msg {record['message_id']} from {fleet.director} {record['created_at']}]\u23ce"
+        "Ared BC C-c Enter ; Escape D evil  EA F\u23ceGH I\u23ceJ K C-m BSpaceZ;"
+    )
     assert fleet.records(erin) == [{"ts": fleet.records(erin)[0]["ts"], "kind": "submit", "text": expected}]
     assert record["notified"] is True
 
@@ -353,7 +399,11 @@ def test_member_prompt_and_capture(fleet):
     as_json = fleet.cafleet("member", "capture", str(member), "--json").json()
     assert (as_json["member_id"], as_json["pane_id"]) == (member, pane)
     assert [row.rstrip() for row in as_json["text"].split("\n")] == [
-        f"cafleet stand-in agent · member {member} · Ctrl-C quits", "• please run the tests", "─" * 24, ">"]
+        f"cafleet stand-in agent · member {member} · Ctrl-C quits",
+        "• please run the tests",
+        "─" * 24,
+        ">",
+    ]
 
     refused = fleet.cafleet("member", "prompt", str(member), "two\nlines")
     assert (refused.code, refused.err) == (2, "Error: the prompt must be one non-blank line.\n")
@@ -361,6 +411,7 @@ def test_member_prompt_and_capture(fleet):
 
 
 # --- the same delivery through herdr ------------------------------------------------------
+
 
 def test_herdr_send_then_dead_pane(herdr):
     created = herdr.create("henry")

@@ -24,9 +24,11 @@ SESSION = "$0@/nonexistent/socket"  # the placement FleetBuilder records
 
 
 def warning(message_id: int, member_id: int, reason: str) -> str:
-    return (f"Warning: message {message_id} is stored but member {member_id} was not notified: {reason}. "
-            f"The preview will be retried by the next send to member {member_id} or a later "
-            "`cafleet message wait`. Do not resend.\n")
+    return (
+        f"Warning: message {message_id} is stored but member {member_id} was not notified: {reason}. "
+        f"The preview will be retried by the next send to member {member_id} or a later "
+        "`cafleet message wait`. Do not resend.\n"
+    )
 
 
 @pytest.fixture
@@ -69,17 +71,24 @@ def stored_ids(store) -> list[tuple[int, object]]:
 
 # --- message send ------------------------------------------------------------------------------
 
+
 @pytest.mark.stores("sqlite")  # it breaks the lock file; an advisory lock has none
 def test_send_with_the_lock_folder_a_file_is_stored_warned_and_exits_0(cli, db_path, paned, store):
     director, member, _ = paned
     folder = block_lock_folder(db_path)
-    reason = (f"the pane-input lock for pane %5 cannot be taken ([Errno 17] File exists: {folder!r}); "
-              f"{folder} must be a folder this user can write")
+    reason = (
+        f"the pane-input lock for pane %5 cannot be taken ([Errno 17] File exists: {folder!r}); "
+        f"{folder} must be a folder this user can write"
+    )
     result = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member), "task")
-    assert (result.code, result.out, result.err) == (0, f"sent message 1 to member {member}\n",
-                                                      warning(1, member, reason))
-    as_json = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member), "again",
-                  "--json")
+    assert (result.code, result.out, result.err) == (
+        0,
+        f"sent message 1 to member {member}\n",
+        warning(1, member, reason),
+    )
+    as_json = cli(
+        "message", "send", "--from-member-id", str(director), "--to-member-id", str(member), "again", "--json"
+    )
     assert (as_json.code, as_json.err) == (0, warning(2, member, reason))
     record = as_json.json()
     assert (record["message_id"], record["text"], record["notified"]) == (2, "again", False)
@@ -90,12 +99,13 @@ def test_send_with_the_lock_folder_a_file_is_stored_warned_and_exits_0(cli, db_p
 def test_send_with_the_lock_folder_below_a_file_is_stored_and_warned(cli, db_path, paned, store, tmp_path):
     director, member, _ = paned
     folder = folder_under_a_file(db_path, tmp_path)
-    result = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member), "task",
-                 "--json")
+    result = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member), "task", "--json")
     assert result.code == 0
     assert result.json()["notified"] is False
-    assert result.err.startswith(f"Warning: message 1 is stored but member {member} was not notified: "
-                                 "the pane-input lock for pane %5 cannot be taken (")
+    assert result.err.startswith(
+        f"Warning: message 1 is stored but member {member} was not notified: "
+        "the pane-input lock for pane %5 cannot be taken ("
+    )
     assert f"{folder} must be a folder this user can write." in result.err
     assert stored_ids(store) == [(1, None)]
 
@@ -105,10 +115,15 @@ def test_send_with_the_lock_file_a_folder_is_stored_and_warned(cli, db_path, pan
     director, member, _ = paned
     path = block_lock_file(db_path, "%5")
     result = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member), "task")
-    reason = (f"the pane-input lock for pane %5 cannot be taken ([Errno 21] Is a directory: {path!r}); "
-              f"{lock_folder(db_path)} must be a folder this user can write")
-    assert (result.code, result.out, result.err) == (0, f"sent message 1 to member {member}\n",
-                                                      warning(1, member, reason))
+    reason = (
+        f"the pane-input lock for pane %5 cannot be taken ([Errno 21] Is a directory: {path!r}); "
+        f"{lock_folder(db_path)} must be a folder this user can write"
+    )
+    assert (result.code, result.out, result.err) == (
+        0,
+        f"sent message 1 to member {member}\n",
+        warning(1, member, reason),
+    )
     assert stored_ids(store) == [(1, None)]
 
 
@@ -126,19 +141,32 @@ def broken_tmux(env, tmp_path, monkeypatch):
 
 def test_send_when_the_multiplexer_cannot_be_run_is_stored_and_warned(cli, paned, store, broken_tmux):
     director, member, _ = paned
-    result = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member), "task",
-                 environ=broken_tmux)
+    result = cli(
+        "message", "send", "--from-member-id", str(director), "--to-member-id", str(member), "task", environ=broken_tmux
+    )
     assert (result.code, result.out) == (0, f"sent message 1 to member {member}\n")
-    assert result.err.startswith(f"Warning: message 1 is stored but member {member} was not notified: "
-                                 "pane input failed with an operating-system error ([Errno 13] Permission denied")
+    assert result.err.startswith(
+        f"Warning: message 1 is stored but member {member} was not notified: "
+        "pane input failed with an operating-system error ([Errno 13] Permission denied"
+    )
     assert "(pane %5)" in result.err and "internal error" not in result.err
-    as_json = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member), "again",
-                  "--json", environ=broken_tmux)
+    as_json = cli(
+        "message",
+        "send",
+        "--from-member-id",
+        str(director),
+        "--to-member-id",
+        str(member),
+        "again",
+        "--json",
+        environ=broken_tmux,
+    )
     assert (as_json.code, as_json.json()["notified"]) == (0, False)
     assert stored_ids(store) == [(1, None), (2, None)]
 
 
 # --- message broadcast -------------------------------------------------------------------------
+
 
 def test_broadcast_reports_every_id_and_each_failure(cli, db_path, paned, build, store):
     director, first, second = paned
@@ -148,11 +176,12 @@ def test_broadcast_reports_every_id_and_each_failure(cli, db_path, paned, build,
     block_lock_file(db_path, "%6")
     result = cli("message", "broadcast", "--from-member-id", str(director), "all hands")
     assert result.code == 0
-    assert result.out == "".join(f"sent message {i} to member {m}\n" for i, m in
-                                 ((1, first), (2, second), (3, third)))
+    assert result.out == "".join(f"sent message {i} to member {m}\n" for i, m in ((1, first), (2, second), (3, third)))
     lines = result.err.splitlines()
     assert [line.split(" was not notified: ")[0] for line in lines] == [
-        f"Warning: message 1 is stored but member {first}", f"Warning: message 2 is stored but member {second}"]
+        f"Warning: message 1 is stored but member {first}",
+        f"Warning: message 2 is stored but member {second}",
+    ]
     assert all("internal error" not in line for line in lines)
     assert stored_ids(store) == [(1, None), (2, None), (3, None)]
 
@@ -164,17 +193,21 @@ def test_broadcast_reports_every_id_and_each_failure(cli, db_path, paned, build,
 
 # --- message wait ------------------------------------------------------------------------------
 
+
 @pytest.mark.stores("sqlite")  # it breaks the lock file; an advisory lock has none
 def test_wait_retry_step_reports_a_broken_lock_and_still_waits(cli, db_path, paned, store):
     director, first, second = paned
     messages.send(store, director, first, "owed to p1")  # owed a preview; the lock cannot be had
     folder = block_lock_folder(db_path)
-    reason = (f"the pane-input lock for pane %5 cannot be taken ([Errno 17] File exists: {folder!r}); "
-              f"{folder} must be a folder this user can write")
+    reason = (
+        f"the pane-input lock for pane %5 cannot be taken ([Errno 17] File exists: {folder!r}); "
+        f"{folder} must be a folder this user can write"
+    )
     waited = cli("message", "wait", str(second), "--timeout", "0")
     assert (waited.code, waited.out) == (3, "")
-    assert waited.err == (f"Warning: member {first} was not notified: {reason}; a later `cafleet message wait` "
-                          "retries. Do not resend.\n")
+    assert waited.err == (
+        f"Warning: member {first} was not notified: {reason}; a later `cafleet message wait` retries. Do not resend.\n"
+    )
     own = cli("message", "wait", str(first), "--timeout", "0", "--json")
     assert own.code == 0
     assert [r["text"] for r in own.json()] == ["owed to p1"]
@@ -192,6 +225,7 @@ def test_wait_retry_step_survives_a_multiplexer_that_cannot_run(cli, paned, stor
 
 # --- the WebUI -----------------------------------------------------------------------------------
 
+
 @pytest.mark.stores("sqlite")  # it breaks the lock file; an advisory lock has none
 def test_webui_send_with_a_broken_lock_answers_201_with_the_stored_id(db_path, env, paned, store):
     from starlette.testclient import TestClient
@@ -201,12 +235,15 @@ def test_webui_send_with_a_broken_lock_answers_201_with_the_stored_id(db_path, e
     director, member, _ = paned
     folder = block_lock_folder(db_path)
     with TestClient(make_app(db_path, env), base_url=BASE, raise_server_exceptions=False) as client:
-        response = client.post("/api/messages", json={"from_member_id": director, "to_member_id": member,
-                                                      "text": "from the dashboard"})
+        response = client.post(
+            "/api/messages", json={"from_member_id": director, "to_member_id": member, "text": "from the dashboard"}
+        )
     assert response.status_code == 201
     body = response.json()
     assert (body["message_id"], body["text"], body["notified"]) == (1, "from the dashboard", False)
-    reason = (f"the pane-input lock for pane %5 cannot be taken ([Errno 17] File exists: {folder!r}); "
-              f"{folder} must be a folder this user can write")
+    reason = (
+        f"the pane-input lock for pane %5 cannot be taken ([Errno 17] File exists: {folder!r}); "
+        f"{folder} must be a folder this user can write"
+    )
     assert body["warning"] + "\n" == warning(1, member, reason)
     assert stored_ids(store) == [(1, None)]

@@ -45,8 +45,9 @@ def demo_env(env, tmp_path):
 
 def test_demo_exchanges_messages_and_cleans_up(env, tmp_path):
     environ, tmp = demo_env(env, tmp_path)
-    done = subprocess.run([sys.executable, "-m", "cafleet", "demo"], env=environ, capture_output=True, text=True,
-                          timeout=240)
+    done = subprocess.run(
+        [sys.executable, "-m", "cafleet", "demo"], env=environ, capture_output=True, text=True, timeout=240
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     # What the demo guarantees, not an order it does not control: the Director (member 1)
@@ -54,10 +55,16 @@ def test_demo_exchanges_messages_and_cleans_up(env, tmp_path):
     # sent, so the ids of the second task and the replies depend on who is quicker.
     sent = dict((int(to), int(mid)) for mid, to in re.findall(r"^  sent message (\d+) to member (\d+)$", out, re.M))
     assert sorted(sent) == [2, 3] and sent[2] < sent[3], out + done.stderr
-    timeline = {(sender, to): (int(mid), rest) for mid, sender, to, rest
-                in re.findall(r"^  #(\d+) (\w+) -> (\w+): (.*)$", out, re.M)}
-    assert sorted(timeline) == [("Director", "alice"), ("Director", "bob"), ("alice", "Director"),
-                                ("bob", "Director")], out
+    timeline = {
+        (sender, to): (int(mid), rest)
+        for mid, sender, to, rest in re.findall(r"^  #(\d+) (\w+) -> (\w+): (.*)$", out, re.M)
+    }
+    assert sorted(timeline) == [
+        ("Director", "alice"),
+        ("Director", "bob"),
+        ("alice", "Director"),
+        ("bob", "Director"),
+    ], out
     assert timeline["Director", "alice"] == (sent[2], timeline["Director", "alice"][1])
     assert timeline["Director", "bob"] == (sent[3], timeline["Director", "bob"][1])
     for name, task_id in (("alice", sent[2]), ("bob", sent[3])):
@@ -74,8 +81,14 @@ def test_demo_exchanges_messages_and_cleans_up(env, tmp_path):
 
 def test_demo_interrupted_tears_everything_down(env, tmp_path):
     environ, tmp = demo_env(env, tmp_path)
-    demo = subprocess.Popen([sys.executable, "-m", "cafleet", "demo"], env=environ, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "cafleet", "demo"],
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
     try:
         line = ""
         while "member create" not in line:  # interrupt in the middle, with panes running

@@ -17,7 +17,10 @@ def cited() -> list[tuple[str, str]]:
 def test_every_cited_test_exists():
     citations = cited()
     assert len(citations) > 40  # the pattern really finds the citations
-    missing = [f"{file}::{name}" for file, name in citations
-               if not (ROOT / "tests" / file).exists()
-               or not re.search(rf"^def {name}\(", (ROOT / "tests" / file).read_text(encoding="utf-8"), re.M)]
+    missing = [
+        f"{file}::{name}"
+        for file, name in citations
+        if not (ROOT / "tests" / file).exists()
+        or not re.search(rf"^def {name}\(", (ROOT / "tests" / file).read_text(encoding="utf-8"), re.M)
+    ]
     assert missing == []

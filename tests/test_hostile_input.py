@@ -49,10 +49,46 @@ KEPT_FORMAT = {"\u200c", "\u200d"}  # ZWNJ and ZWJ: emoji sequences and some scr
 # DCS, 8-bit CSI/OSC, charset and reset escapes, a lone ESC), line breaks of every kind,
 # C0/DEL/C1 controls, bidi overrides, zero-width and tag characters, wide spaces.
 SEQUENCES = [
-    "\x1b[31m", "\x1b[2J", "\x1b[?2004h", "\x1b]0;pwned\x07", "\x1b]52;c;ZXZpbA==\x1b\\", "\x1bP1$qm\x1b\\",
-    "\x9b6n", "\x9d0;x\x9c", "\x1b(0", "\x1bc", "\x1b", "\r\n", "\r", "\n", "\t", "\x00", "\x03", "\x04", "\x08",
-    "\x1a", "\x7f", "\x85", "\x9f", "\u2028", "\u2029", "\u202e", "\u2066", "\u200b", "\u200d", "\ufeff",
-    "\U000e0041", "\U0001f680", "👨\u200d👩\u200d👧", "\u3000", " ", "C-c", "Enter", "$(id)", "⏎", "…",
+    "\x1b[31m",
+    "\x1b[2J",
+    "\x1b[?2004h",
+    "\x1b]0;pwned\x07",
+    "\x1b]52;c;ZXZpbA==\x1b\\",
+    "\x1bP1$qm\x1b\\",
+    "\x9b6n",
+    "\x9d0;x\x9c",
+    "\x1b(0",
+    "\x1bc",
+    "\x1b",
+    "\r\n",
+    "\r",
+    "\n",
+    "\t",
+    "\x00",
+    "\x03",
+    "\x04",
+    "\x08",
+    "\x1a",
+    "\x7f",
+    "\x85",
+    "\x9f",
+    "\u2028",
+    "\u2029",
+    "\u202e",
+    "\u2066",
+    "\u200b",
+    "\u200d",
+    "\ufeff",
+    "\U000e0041",
+    "\U0001f680",
+    "👨\u200d👩\u200d👧",
+    "\u3000",
+    " ",
+    "C-c",
+    "Enter",
+    "$(id)",
+    "⏎",
+    "…",
 ]
 BLANKS = ["", " ", "\t\n", "\r\n\r\n", "\u3000\u2028\u2029", "\x1c\x1d\x1e\x1f", "\x85\xa0 ", "\x0b\x0c"]
 hostile_char = st.one_of(
@@ -75,7 +111,8 @@ body_bytes = st.one_of(
 def controls(text: str) -> list[str]:
     """Characters a terminal or an input box could act on, or that hide or reorder text."""
     return [
-        ch for ch in text
+        ch
+        for ch in text
         if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp")
         or (unicodedata.category(ch) == "Cf" and ch not in KEPT_FORMAT)
     ]
@@ -139,6 +176,7 @@ def check_preview(message_id: int, sender: int, created_at: str, body: str, max_
 
 
 # --- bodies -------------------------------------------------------------------------------
+
 
 @FAST
 @given(body=argv_bodies)
@@ -262,6 +300,7 @@ def test_five_mib_body_through_a_real_process(run_cli, trio):
 
 # --- previews -----------------------------------------------------------------------------
 
+
 @settings(FAST, max_examples=150)
 @given(
     body=st.one_of(bodies, st.text(st.characters(exclude_categories=()), max_size=40)),  # surrogates too
@@ -285,9 +324,40 @@ def test_preview_keeps_printable_bodies_verbatim(body):
 # --- ids ----------------------------------------------------------------------------------
 
 ID_EDGES = [
-    "1", "7", " 7 ", "\t7\n", "007", "0", "-0", "00", "-1", "+5", "1.0", "1e3", "0x10", "1_000", "٣", "１２", "²",
-    "", " ", "∞", "NaN", str(MAX_ID), str(MAX_ID + 1), str(10**30), "-" + str(10**30), "1" * 5000, "0" * 30 + "5",
-    "--json", "-h", "--help", "--", "1\x00", "\udcff", "1 2",
+    "1",
+    "7",
+    " 7 ",
+    "\t7\n",
+    "007",
+    "0",
+    "-0",
+    "00",
+    "-1",
+    "+5",
+    "1.0",
+    "1e3",
+    "0x10",
+    "1_000",
+    "٣",
+    "１２",
+    "²",
+    "",
+    " ",
+    "∞",
+    "NaN",
+    str(MAX_ID),
+    str(MAX_ID + 1),
+    str(10**30),
+    "-" + str(10**30),
+    "1" * 5000,
+    "0" * 30 + "5",
+    "--json",
+    "-h",
+    "--help",
+    "--",
+    "1\x00",
+    "\udcff",
+    "1 2",
 ]
 hostile_ids = st.one_of(
     st.sampled_from(ID_EDGES),
@@ -360,8 +430,14 @@ def test_largest_sqlite_integer_is_a_clean_not_found(cli):
 # --- environment values -------------------------------------------------------------------
 
 ENV_NAMES = [
-    "CAFLEET_DATABASE_URL", "CAFLEET_MAX_TEXT_LEN", "CAFLEET_WAIT_INTERVAL", "CAFLEET_BUSY_TIMEOUT",
-    "CAFLEET_LOCK_TIMEOUT", "CAFLEET_MULTIPLEXER", "XDG_DATA_HOME", "HOME",
+    "CAFLEET_DATABASE_URL",
+    "CAFLEET_MAX_TEXT_LEN",
+    "CAFLEET_WAIT_INTERVAL",
+    "CAFLEET_BUSY_TIMEOUT",
+    "CAFLEET_LOCK_TIMEOUT",
+    "CAFLEET_MULTIPLEXER",
+    "XDG_DATA_HOME",
+    "HOME",
 ]
 PATH_NAMES = {"CAFLEET_DATABASE_URL", "XDG_DATA_HOME", "HOME"}
 # What a real environment can hold: any bytes but NUL, decoded as Python decodes os.environ.
@@ -474,7 +550,9 @@ def test_bad_environment_bytes_in_a_real_process(cli, env, trio, name, value, me
     environ[name.encode()] = value
     proc = subprocess.run(
         [sys.executable, "-m", "cafleet", "message", "wait", str(m2), "--timeout", "0"],
-        capture_output=True, env=environ, timeout=60,
+        capture_output=True,
+        env=environ,
+        timeout=60,
     )
     err = proc.stderr.decode("utf-8", "surrogateescape")
     expected_code = 1 if name in ("CAFLEET_DATABASE_URL", "XDG_DATA_HOME") else 2  # a bad location or a bad value
@@ -491,8 +569,16 @@ def test_bad_environment_bytes_in_a_real_process(cli, env, trio, name, value, me
 def test_a_send_that_stored_its_message_never_exits_nonzero(cli, env, paned, db_path, name):
     _, _, m1, m2 = paned
     before = dump(db_path)
-    result = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "hi",
-                 environ=dict(env, **{name: "-5"}))
+    result = cli(
+        "message",
+        "send",
+        "--from-member-id",
+        str(m1),
+        "--to-member-id",
+        str(m2),
+        "hi",
+        environ=dict(env, **{name: "-5"}),
+    )
     stored = dump(db_path) != before
     assert not stored and result.code == 2 and result.out == "", result
 
@@ -505,6 +591,7 @@ def test_wait_refuses_a_bad_interval_before_typing_any_preview(cli, env, paned):
 
 
 # --- settings: read and bounded before anything is stored (cafleet.config) ----------------
+
 
 @pytest.fixture
 def pane_fleet(env, tmp_path, monkeypatch):
@@ -530,8 +617,16 @@ def test_busy_timeout_is_bounded_not_wrapped(cli, env, trio, db_path):
     used to overflow it and silently mean "do not wait at all"."""
     _, _, (m1, m2) = trio
     before = dump(db_path)
-    result = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "hi",
-                 environ=dict(env, CAFLEET_BUSY_TIMEOUT="3e6"))
+    result = cli(
+        "message",
+        "send",
+        "--from-member-id",
+        str(m1),
+        "--to-member-id",
+        str(m2),
+        "hi",
+        environ=dict(env, CAFLEET_BUSY_TIMEOUT="3e6"),
+    )
     assert (result.code, result.out) == (2, "")
     assert result.err == "Error: CAFLEET_BUSY_TIMEOUT must be a number of seconds from 0 to 3600, got '3e6'.\n"
     assert dump(db_path) == before
@@ -559,8 +654,20 @@ class Exploding(io.BytesIO):
         raise RuntimeError("boom")
 
 
-@pytest.mark.parametrize("value, on", [("1", True), ("true", True), ("YES", True), ("on", True),
-                                       ("0", False), ("false", False), ("No", False), ("off", False), ("", False)])
+@pytest.mark.parametrize(
+    "value, on",
+    [
+        ("1", True),
+        ("true", True),
+        ("YES", True),
+        ("on", True),
+        ("0", False),
+        ("false", False),
+        ("No", False),
+        ("off", False),
+        ("", False),
+    ],
+)
 def test_debug_switch_turns_on_only_for_yes_words(env, trio, value, on):
     """`CAFLEET_DEBUG=0` used to turn debugging on (any non-empty value did)."""
     fleet_id, _, _ = trio
@@ -578,11 +685,13 @@ def test_debug_switch_turns_on_only_for_yes_words(env, trio, value, on):
 def test_debug_switch_refuses_other_words(cli, env, value):
     result = cli("fleet", "list", environ=dict(env, CAFLEET_DEBUG=value))
     assert (result.code, result.out) == (2, "")
-    assert result.err == (f"Error: CAFLEET_DEBUG must be 1, true, yes or on (on); 0, false, no or off (off), "
-                          f"got {value!r}.\n")
+    assert result.err == (
+        f"Error: CAFLEET_DEBUG must be 1, true, yes or on (on); 0, false, no or off (off), got {value!r}.\n"
+    )
 
 
 # --- every refusal: one line, the right exit code, nothing written -------------------------
+
 
 @pytest.fixture
 def history(cli, build, store):
@@ -594,8 +703,16 @@ def history(cli, build, store):
     assert cli("message", "ack", str(acked)).code == 0
     assert cli("member", "delete", str(gone)).code == 0
     assert cli("fleet", "delete", str(dead_fleet)).code == 0
-    return {"fleet": fleet_id, "director": director, "m1": m1, "m2": m2, "gone": gone, "dead_fleet": dead_fleet,
-            "d1": d1, "acked": acked}
+    return {
+        "fleet": fleet_id,
+        "director": director,
+        "m1": m1,
+        "m2": m2,
+        "gone": gone,
+        "dead_fleet": dead_fleet,
+        "d1": d1,
+        "acked": acked,
+    }
 
 
 REFUSALS = [

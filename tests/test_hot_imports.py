@@ -24,41 +24,116 @@ with open(os.environ["CAFLEET_TEST_MODULES_OUT"], "w") as handle:
 
 # Every command that opens the database: parsing, the store and its diagnosis, rendering.
 CORE = {
-    "__future__", "_sqlite3",
-    "cafleet", "cafleet.cli", "cafleet.cli.main", "cafleet.cli.parser", "cafleet.cli.context", "cafleet.cli.table",
-    "cafleet.clock", "cafleet.config", "cafleet.errors", "cafleet.render", "cafleet.validation",
-    "cafleet.store", "cafleet.store.connection", "cafleet.store.diagnosis", "cafleet.store.faults",
-    "cafleet.store.schema", "cafleet.store.sqlite",
-    "cafleet.broker", "cafleet.broker.records",
+    "__future__",
+    "_sqlite3",
+    "cafleet",
+    "cafleet.cli",
+    "cafleet.cli.main",
+    "cafleet.cli.parser",
+    "cafleet.cli.context",
+    "cafleet.cli.table",
+    "cafleet.clock",
+    "cafleet.config",
+    "cafleet.errors",
+    "cafleet.render",
+    "cafleet.validation",
+    "cafleet.store",
+    "cafleet.store.connection",
+    "cafleet.store.diagnosis",
+    "cafleet.store.faults",
+    "cafleet.store.schema",
+    "cafleet.store.sqlite",
+    "cafleet.broker",
+    "cafleet.broker.records",
 }
-MESSAGE = CORE | {"cafleet.cli.message", "cafleet.cli.body", "cafleet.broker.messages", "cafleet.faults",
-                  "cafleet.broker.fleets",  # a live fleet (its Director) is checked on reads too
-                  "fcntl"}  # the writers' queue (store/connection.py)
+MESSAGE = CORE | {
+    "cafleet.cli.message",
+    "cafleet.cli.body",
+    "cafleet.broker.messages",
+    "cafleet.faults",
+    "cafleet.broker.fleets",  # a live fleet (its Director) is checked on reads too
+    "fcntl",
+}  # the writers' queue (store/connection.py)
 MEMBER = CORE | {"cafleet.cli.member", "cafleet.broker.members", "cafleet.broker.fleets", "cafleet.broker.activity"}
 FLEET = CORE | {"cafleet.cli.fleet", "cafleet.broker.fleets"}
-SEND = MESSAGE | {"cafleet.delivery", "cafleet.delivery.drain", "cafleet.broker.notifications",  # decides, per recipient, whether to notify
-                  "cafleet.broker.usage"}  # whether the recipient has a budget (docs/usage.md); the readers only when it has
+SEND = MESSAGE | {
+    "cafleet.delivery",
+    "cafleet.delivery.drain",
+    "cafleet.broker.notifications",  # decides, per recipient, whether to notify
+    "cafleet.broker.usage",
+}  # whether the recipient has a budget (docs/usage.md); the readers only when it has
 # A send to a member in a pane, and wait's retry of owed previews: the delivery path
 # (pane-input lock, the multiplexer subprocess, the preview's text handling).
 DELIVERY = SEND | {
-    "cafleet.delivery", "cafleet.delivery.drain", "cafleet.delivery.lock", "cafleet.delivery.placement",
+    "cafleet.delivery",
+    "cafleet.delivery.drain",
+    "cafleet.delivery.lock",
+    "cafleet.delivery.placement",
     "cafleet.delivery.preview",
-    "cafleet.delivery.screen", "cafleet.delivery.submit", "cafleet.mux", "cafleet.mux.base", "cafleet.mux.detect",
+    "cafleet.delivery.screen",
+    "cafleet.delivery.submit",
+    "cafleet.mux",
+    "cafleet.mux.base",
+    "cafleet.mux.detect",
     "cafleet.mux.tmux",
     # standard library modules the delivery path uses today
-    "_ast", "_blake2", "_hashlib", "_locale", "_opcode", "_posixsubprocess", "_typing", "_weakrefset", "ast",
-    "collections.abc", "contextlib", "copy", "dataclasses", "dis", "errno", "fcntl", "fnmatch", "hashlib",
-    "importlib", "importlib._bootstrap", "importlib._bootstrap_external", "importlib.machinery", "inspect",
-    "linecache", "locale", "math", "ntpath", "opcode", "pathlib", "select", "selectors", "signal", "subprocess",
-    "threading", "token", "tokenize", "typing", "typing.io", "typing.re", "unicodedata", "warnings", "weakref",
-    "urllib", "urllib.parse", "ipaddress",  # imported by pathlib (delivery/lock.py)
+    "_ast",
+    "_blake2",
+    "_hashlib",
+    "_locale",
+    "_opcode",
+    "_posixsubprocess",
+    "_typing",
+    "_weakrefset",
+    "ast",
+    "collections.abc",
+    "contextlib",
+    "copy",
+    "dataclasses",
+    "dis",
+    "errno",
+    "fcntl",
+    "fnmatch",
+    "hashlib",
+    "importlib",
+    "importlib._bootstrap",
+    "importlib._bootstrap_external",
+    "importlib.machinery",
+    "inspect",
+    "linecache",
+    "locale",
+    "math",
+    "ntpath",
+    "opcode",
+    "pathlib",
+    "select",
+    "selectors",
+    "signal",
+    "subprocess",
+    "threading",
+    "token",
+    "tokenize",
+    "typing",
+    "typing.io",
+    "typing.re",
+    "unicodedata",
+    "warnings",
+    "weakref",
+    "urllib",
+    "urllib.parse",
+    "ipaddress",  # imported by pathlib (delivery/lock.py)
 }
 WAIT = DELIVERY | {"cafleet.delivery.inbox", "cafleet.store.changes"}  # changes: the wake-up primitive
 
 
 def bare_modules(env) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", "import sys, json; print(json.dumps(sorted(sys.modules)))"],
-                         env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys, json; print(json.dumps(sorted(sys.modules)))"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return set(json.loads(out)) - {"json", "json.decoder", "json.scanner", "_json", "json.encoder"}
 
 
@@ -72,8 +147,7 @@ def fleet(store, build):
 def loaded_by(env, tmp_path, *args) -> set[str]:
     out = tmp_path / "modules.json"
     environ = dict(env, CAFLEET_TEST_MODULES_OUT=str(out), CAFLEET_LOCK_TIMEOUT="1", CAFLEET_SUBMIT_SETTLE="0")
-    done = subprocess.run([sys.executable, "-c", PROBE, *args], env=environ, capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], env=environ, capture_output=True, text=True, timeout=60)
     assert out.exists(), done.stderr
     result = json.loads(out.read_text())
     assert result["code"] == 0, (args, done.stderr)
@@ -108,9 +182,16 @@ def test_sqlite_path_never_imports_psycopg(env, tmp_path, fleet):
 
     assert importlib.util.find_spec("psycopg") is not None
     d, m2, paned = (str(fleet[k]) for k in ("director", "m2", "paned"))
-    for args in (["message", "send", "--from-member-id", d, "--to-member-id", paned, "hi"],
-                 ["message", "wait", paned, "--timeout", "0"], ["message", "poll", m2], ["fleet", "list"]):
+    for args in (
+        ["message", "send", "--from-member-id", d, "--to-member-id", paned, "hi"],
+        ["message", "wait", paned, "--timeout", "0"],
+        ["message", "poll", m2],
+        ["fleet", "list"],
+    ):
         loaded = loaded_by(env, tmp_path, *args)
-        postgres = sorted(m for m in loaded if m.split(".")[0] == "psycopg"
-                          or m in ("cafleet.store.postgres", "cafleet.store.dialect"))
+        postgres = sorted(
+            m
+            for m in loaded
+            if m.split(".")[0] == "psycopg" or m in ("cafleet.store.postgres", "cafleet.store.dialect")
+        )
         assert postgres == [], (args, postgres)

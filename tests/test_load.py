@@ -43,8 +43,13 @@ class Worker:
     def __init__(self, env, folder: Path, *args: str) -> None:
         self.out = folder / f"{'-'.join(args[:2])}-{id(self)}.jsonl"
         with open(self.out, "wb") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "tests.support.load_workers", *args], cwd=ROOT,
-                                         env=env, stdout=out, stderr=subprocess.PIPE)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.support.load_workers", *args],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.PIPE,
+            )
 
     def finish(self) -> list[dict]:
         _, err = self.proc.communicate(timeout=360)  # the timeouts only bound a failure
@@ -61,8 +66,12 @@ class Listener:
     """``cafleet message listen --json`` whose lines are collected by a thread."""
 
     def __init__(self, env, member: int) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "cafleet", "message", "listen", str(member), "--json"],
-                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cafleet", "message", "listen", str(member), "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.lines: list[dict] = []
         self.end: dict | None = None  # the last line, printed when the stream ends
         self.thread = threading.Thread(target=self._read, daemon=True)
@@ -99,23 +108,31 @@ def test_many_processes_lose_nothing_duplicate_nothing_and_never_report_a_lock(e
     plan = {}
     for i in range(SENDERS):
         sender = director if i % 2 == 0 else receivers[i % RECEIVERS]
-        rotated = targets[i % len(targets):] + targets[:i % len(targets)]
+        rotated = targets[i % len(targets) :] + targets[: i % len(targets)]
         plan[f"s{i}"] = (sender, [m for m in rotated if m != sender])
-    expected = {f"{tag}-{k}": (sender, to[k % len(to)])  # text -> (sender, recipient)
-                for tag, (sender, to) in plan.items() for k in range(PER_SENDER)}
+    expected = {
+        f"{tag}-{k}": (sender, to[k % len(to)])  # text -> (sender, recipient)
+        for tag, (sender, to) in plan.items()
+        for k in range(PER_SENDER)
+    }
     share = Counter(recipient for _, recipient in expected.values())
 
     listeners = [Listener(env, listened) for _ in range(LISTENERS)]
     receiving = {m: Worker(env, tmp_path, "receive", str(m), str(share[m]), "--deadline", "300") for m in receivers}
     polling = [Worker(env, tmp_path, "poll", str(receivers[i]), str(stop_polling)) for i in range(POLLERS)]
-    sending = [Worker(env, tmp_path, "send", str(sender), ",".join(map(str, to)), str(PER_SENDER), tag)
-               for tag, (sender, to) in plan.items()]
+    sending = [
+        Worker(env, tmp_path, "send", str(sender), ",".join(map(str, to)), str(PER_SENDER), tag)
+        for tag, (sender, to) in plan.items()
+    ]
     try:
         sent = [record for w in sending for record in w.finish()]
         received = {m: w.finish() for m, w in receiving.items()}
         for listener in listeners:
-            wait_for(lambda listener=listener: len(listener.lines) >= share[listened], timeout=120,
-                     what="every listened message")
+            wait_for(
+                lambda listener=listener: len(listener.lines) >= share[listened],
+                timeout=120,
+                what="every listened message",
+            )
         stop_polling.touch()
         polled = [w.finish() for w in polling]
         stopped = [listener.stop() for listener in listeners]

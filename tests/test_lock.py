@@ -44,7 +44,9 @@ def holder(lock_dir, env):
     def start(backend: str = "tmux", session: str = SESSION, pane: str = "%3") -> subprocess.Popen:
         child = subprocess.Popen(
             [sys.executable, "-c", HOLDER, str(lock_dir), backend, session, pane],
-            stdout=subprocess.PIPE, text=True, env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         children.append(child)
         assert child.stdout.readline() == "held\n"
@@ -100,8 +102,9 @@ def test_waiter_gets_the_lock_when_the_holder_dies_mid_wait(holder, lock_dir):
 
 def test_same_key_from_two_placements_shares_one_lock(holder, lock_dir):
     first = PaneContext(backend="tmux", session="$1@" + "/tmp/tmux-1000/default", window_id="@1", pane_id="%3")
-    second = PaneContext(backend="tmux", session="".join(["$1@/tmp/", "tmux-1000/default"]), window_id="@2",
-                         pane_id="%3")
+    second = PaneContext(
+        backend="tmux", session="".join(["$1@/tmp/", "tmux-1000/default"]), window_id="@2", pane_id="%3"
+    )
     assert lock_path(lock_dir, first.backend, first.session, first.pane_id) == lock_path(
         lock_dir, second.backend, second.session, second.pane_id
     )
@@ -149,6 +152,7 @@ def test_not_reentrant_within_one_process(lock_dir):
 
 # --- one lock per pane whatever the database path spelling ----------------------------------
 
+
 def spellings(tmp_path, db_path: str) -> dict[str, str]:
     """Other names of the database file at ``db_path``: through a symlinked folder, and
     through a symlink to the file itself (in another folder)."""
@@ -172,12 +176,22 @@ def test_two_spellings_of_one_database_share_each_pane_lock(tmp_path, env, cli, 
 
     child = subprocess.Popen(
         [sys.executable, "-c", HOLDER, config.lock_dir(db_path), "tmux", "$0@/nonexistent/socket", "%5"],
-        stdout=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         assert child.stdout.readline() == "held\n"
-        result = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member), "task",
-                     environ=dict(env, CAFLEET_DATABASE_URL=other, CAFLEET_LOCK_TIMEOUT="0.2"))
+        result = cli(
+            "message",
+            "send",
+            "--from-member-id",
+            str(director),
+            "--to-member-id",
+            str(member),
+            "task",
+            environ=dict(env, CAFLEET_DATABASE_URL=other, CAFLEET_LOCK_TIMEOUT="0.2"),
+        )
     finally:
         child.kill()
         child.wait(timeout=10)

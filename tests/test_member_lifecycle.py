@@ -61,17 +61,29 @@ def director_placement(fleet) -> dict:
 
 
 def create_args(fleet, name: str, *extra: str) -> list[str]:
-    return ["member", "create", "--fleet-id", str(fleet.fleet_id), "--name", name,
-            "--description", f"{name} worker", *extra]
+    return [
+        "member",
+        "create",
+        "--fleet-id",
+        str(fleet.fleet_id),
+        "--name",
+        name,
+        "--description",
+        f"{name} worker",
+        *extra,
+    ]
 
 
 def nothing_written(fleet) -> bool:
     """Only the Director's rows exist: no member row, no placement, pending or not."""
-    return (fleet.query("SELECT COUNT(*) FROM members")[0][0], fleet.query(
-        "SELECT COUNT(*) FROM member_placements")[0][0]) == (1, 1)
+    return (
+        fleet.query("SELECT COUNT(*) FROM members")[0][0],
+        fleet.query("SELECT COUNT(*) FROM member_placements")[0][0],
+    ) == (1, 1)
 
 
 # --- member create ------------------------------------------------------------------------
+
 
 def test_create_splits_a_pane_running_the_agent_and_keeps_the_directors_focus(fleet):
     director = director_placement(fleet)
@@ -90,33 +102,54 @@ def test_create_splits_a_pane_running_the_agent_and_keeps_the_directors_focus(fl
     assert proc_argv(pid) == [sys.executable, "-m", "cafleet.agents.standin", "--member-id", "2"]
     pane_env = proc_environ(pid)
     assert (pane_env["CAFLEET_MEMBER_ID"], pane_env["CAFLEET_FLEET_ID"], pane_env["CAFLEET_DATABASE_URL"]) == (
-        "2", str(fleet.fleet_id), fleet.db)
+        "2",
+        str(fleet.fleet_id),
+        fleet.db,
+    )
 
     record = fleet.cafleet("member", "show", "2", "--json").json()
     placement = dict(record["placement"])
     assert placement.pop("created_at") == record["registered_at"]
     assert placement.pop("identity").count(":") == 2  # <server pid>:<server start>:<pane pid>
-    assert placement == {"backend": "tmux", "session": director["session"], "window_id": director["window_id"],
-                         "pane_id": pane_id, "coding_agent": "standin"}
+    assert placement == {
+        "backend": "tmux",
+        "session": director["session"],
+        "window_id": director["window_id"],
+        "pane_id": pane_id,
+        "coding_agent": "standin",
+    }
     assert (record["status"], record["kind"], record["description"]) == ("active", "member", "alice worker")
 
     as_json = fleet.cafleet(*create_args(fleet, "bob", "--coding-agent", "standin"), "--json", "Hi")
     assert as_json.code == 0, as_json
     assert as_json.out.count("\n") == 1
     bob_pane = as_json.json()["pane_id"]
-    assert as_json.json() == {"member_id": 3, "fleet_id": fleet.fleet_id, "name": "bob", "coding_agent": "standin",
-                              "backend": "tmux", "pane_id": bob_pane}
+    assert as_json.json() == {
+        "member_id": 3,
+        "fleet_id": fleet.fleet_id,
+        "name": "bob",
+        "coding_agent": "standin",
+        "backend": "tmux",
+        "pane_id": bob_pane,
+    }
     assert set(panes(fleet.server)) == {fleet.director_pane, pane_id, bob_pane}
     assert panes(fleet.server)[fleet.director_pane]["active"] is True
     roster = fleet.cafleet("member", "list", str(fleet.fleet_id), "--json").json()
     assert [(r["member_id"], r["kind"], r["pane_id"]) for r in roster] == [
-        (1, "director", fleet.director_pane), (2, "member", pane_id), (3, "member", bob_pane)]
+        (1, "director", fleet.director_pane),
+        (2, "member", pane_id),
+        (3, "member", bob_pane),
+    ]
 
 
 def test_spawn_prompt_reaches_the_agent_with_placeholders_and_identity(fleet):
     prompt = "-- You are {member_id} of fleet {fleet_id} ({coding_agent}); report to {director_member_id}. {{literal}}"
-    result = fleet.cafleet(*create_args(fleet, "carol", "--coding-agent", "claude", "--model", "opus",
-                                        "--effort", "high"), "--json", "--", prompt)
+    result = fleet.cafleet(
+        *create_args(fleet, "carol", "--coding-agent", "claude", "--model", "opus", "--effort", "high"),
+        "--json",
+        "--",
+        prompt,
+    )
     assert result.code == 0, result
     member = result.json()["member_id"]
     fleet.wait_ready(member, prompt="\u276f")  # the fake claude became a stand-in with claude's composer
@@ -127,14 +160,24 @@ def test_spawn_prompt_reaches_the_agent_with_placeholders_and_identity(fleet):
     assert received[6] == "--session-id" and str(uuid.UUID(session_id)) == session_id
     if not fleet.db.startswith(("postgresql:", "postgres:")):
         conn = sqlite3.connect(fleet.db)
-        recorded = conn.execute("SELECT session_id FROM cafleet_aux_member_usage_sources WHERE member_id = ?",
-                                (member,)).fetchone()[0]
+        recorded = conn.execute(
+            "SELECT session_id FROM cafleet_aux_member_usage_sources WHERE member_id = ?", (member,)
+        ).fetchone()[0]
         conn.close()
         assert recorded == session_id
     del received[6:8]
     assert received == [
-        "--permission-mode", "dontAsk", "--allowedTools", "Bash(cafleet message *)", "--name", "carol",
-        "--model", "opus", "--effort", "high", "--",
+        "--permission-mode",
+        "dontAsk",
+        "--allowedTools",
+        "Bash(cafleet message *)",
+        "--name",
+        "carol",
+        "--model",
+        "opus",
+        "--effort",
+        "high",
+        "--",
         f"-- You are {member} of fleet {fleet.fleet_id} (claude); report to 1. {{literal}}\n\n"
         "cafleet identity:\n"
         f"- fleet id: {fleet.fleet_id}\n"
@@ -143,7 +186,7 @@ def test_spawn_prompt_reaches_the_agent_with_placeholders_and_identity(fleet):
         f"- messages wake you as `[cafleet msg ID from SENDER TIME]` lines; read them with "
         f"`cafleet message poll {member}` and the full body with `cafleet message show ID`\n"
         "- acknowledge each message once handled: `cafleet message ack ID`\n"
-        f"- reply: `cafleet message send --from-member-id {member} --to-member-id 1 \"TEXT\"`\n"
+        f'- reply: `cafleet message send --from-member-id {member} --to-member-id 1 "TEXT"`\n'
         "- a send that printed a message id is stored, even if the recipient was not woken: never resend it",
     ]
     # The claude cues (composer ❯) drive delivery into this pane too.
@@ -155,15 +198,27 @@ def test_spawn_prompt_reaches_the_agent_with_placeholders_and_identity(fleet):
 @pytest.mark.parametrize(
     ("extra", "prompt", "code", "error"),
     [
-        (["--coding-agent", "standin"], "Do {task} for {director_member_id}", 2,
-         "unknown placeholder {task} in the prompt; use {fleet_id}, {member_id}, {director_member_id}, "
-         "{coding_agent} or {{ }} for literal braces."),
-        (["--coding-agent", "claude", "--effort", "huge"], "Hi", 2,
-         "invalid --effort 'huge' for claude; choose low, medium, high, xhigh or max"),
+        (
+            ["--coding-agent", "standin"],
+            "Do {task} for {director_member_id}",
+            2,
+            "unknown placeholder {task} in the prompt; use {fleet_id}, {member_id}, {director_member_id}, "
+            "{coding_agent} or {{ }} for literal braces.",
+        ),
+        (
+            ["--coding-agent", "claude", "--effort", "huge"],
+            "Hi",
+            2,
+            "invalid --effort 'huge' for claude; choose low, medium, high, xhigh or max",
+        ),
         (["--coding-agent", "standin", "--effort", "high"], "Hi", 2, "standin takes no --effort; leave it out"),
-        (["--coding-agent", "claude"], "Hi", 1,
-         "claude not found on PATH; install Claude Code or pass --coding-agent with an installed agent "
-         "(codex, opencode)"),
+        (
+            ["--coding-agent", "claude"],
+            "Hi",
+            1,
+            "claude not found on PATH; install Claude Code or pass --coding-agent with an installed agent "
+            "(codex, opencode)",
+        ),
     ],
     ids=["unknown-placeholder", "bad-effort", "effort-for-standin", "missing-binary"],
 )
@@ -186,8 +241,10 @@ def test_only_the_directors_pane_may_create_members(fleet):
     before = panes(fleet.server)
     result = fleet.cafleet(*create_args(fleet, "eve", "--coding-agent", "standin"), "Hi", environ=environ)
     assert (result.code, result.out) == (1, "")
-    assert result.err == (f"Error: only fleet {fleet.fleet_id}'s Director (pane {fleet.director_pane}) can create "
-                          f"members; this command runs in pane {other}.\n")
+    assert result.err == (
+        f"Error: only fleet {fleet.fleet_id}'s Director (pane {fleet.director_pane}) can create "
+        f"members; this command runs in pane {other}.\n"
+    )
     assert nothing_written(fleet)
     assert panes(fleet.server) == before
 
@@ -198,13 +255,27 @@ def test_deleted_working_directory_is_refused_before_any_write(fleet, tmp_path):
     before = panes(fleet.server)
     # The shell enters the directory, removes it, then becomes cafleet inside it.
     done = subprocess.run(
-        ["sh", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "sh", str(gone),
-         sys.executable, "-m", "cafleet", *create_args(fleet, "frank", "--coding-agent", "standin"), "Hi"],
-        env=fleet.environ, capture_output=True, timeout=60,
+        [
+            "sh",
+            "-c",
+            'cd "$1" && rmdir "$1" && shift && exec "$@"',
+            "sh",
+            str(gone),
+            sys.executable,
+            "-m",
+            "cafleet",
+            *create_args(fleet, "frank", "--coding-agent", "standin"),
+            "Hi",
+        ],
+        env=fleet.environ,
+        capture_output=True,
+        timeout=60,
     )
     assert (done.returncode, done.stdout) == (1, b"")
-    assert done.stderr.decode() == ("Error: the current directory no longer exists, so the new pane has nowhere "
-                                    "to start; cd to an existing directory and retry.\n")
+    assert done.stderr.decode() == (
+        "Error: the current directory no longer exists, so the new pane has nowhere "
+        "to start; cd to an existing directory and retry.\n"
+    )
     assert nothing_written(fleet)
     assert panes(fleet.server) == before
 
@@ -214,12 +285,15 @@ def test_split_failure_deregisters_the_member(fleet):
     before = panes(fleet.server)
     result = fleet.cafleet(*create_args(fleet, "gina", "--coding-agent", "standin"), "Hi")
     assert (result.code, result.out) == (1, "")
-    assert result.err == ("Error: member creation failed: tmux split-window failed: no space for new pane; "
-                          "cleaned up: deregistered member 2.\n")
+    assert result.err == (
+        "Error: member creation failed: tmux split-window failed: no space for new pane; "
+        "cleaned up: deregistered member 2.\n"
+    )
     assert panes(fleet.server) == before
     assert fleet.member_count("active") == 1
     assert fleet.query("SELECT status, deregistered_at IS NOT NULL FROM members WHERE member_id = 2") == [
-        ("deregistered", 1)]
+        ("deregistered", 1)
+    ]
     assert fleet.query("SELECT COUNT(*) FROM member_placements WHERE member_id = 2") == [(0,)]
 
 
@@ -235,13 +309,15 @@ def test_failure_after_the_split_closes_the_new_pane(fleet):
     assert result.err == (
         f"Error: member creation failed: the pane-input lock for pane {next_pane} is still held by another "
         "cafleet process after 0.3 s; try again when that delivery has finished; "
-        f"cleaned up: closed pane {next_pane}, deregistered member 2.\n")
+        f"cleaned up: closed pane {next_pane}, deregistered member 2.\n"
+    )
     assert panes(fleet.server) == existing  # no stray pane
     assert fleet.member_count("active") == 1
     assert fleet.query("SELECT COUNT(*) FROM member_placements") == [(1,)]
 
 
 # --- member delete / fleet delete ----------------------------------------------------------
+
 
 def test_delete_closes_the_pane_deregisters_and_keeps_messages(fleet):
     alice = fleet.create("alice")
@@ -259,13 +335,19 @@ def test_delete_closes_the_pane_deregisters_and_keeps_messages(fleet):
         shown = fleet.cafleet("message", "show", str(sent["message_id"]), "--json").json()
         assert shown == {k: v for k, v in sent.items() if k != "notified"}
     assert [r["message_id"] for r in fleet.cafleet("message", "poll", "1", "--json").json()] == [
-        from_alice["message_id"]]
+        from_alice["message_id"]
+    ]
 
     again = fleet.cafleet("member", "delete", "2")
-    assert (again.code, again.err) == (1, f"Error: member 2 is already deregistered (at {record['deregistered_at']}).\n")
+    assert (again.code, again.err) == (
+        1,
+        f"Error: member 2 is already deregistered (at {record['deregistered_at']}).\n",
+    )
     refused = fleet.send(fleet.director, 2, "are you there?")
     assert (refused.code, refused.err) == (
-        1, "Error: recipient member 2 is deregistered; it can no longer send or receive messages.\n")
+        1,
+        "Error: recipient member 2 is deregistered; it can no longer send or receive messages.\n",
+    )
 
 
 def test_delete_of_a_member_whose_pane_is_already_gone(fleet):
@@ -282,8 +364,15 @@ def test_delete_of_a_pending_member_touches_no_pane(fleet):
     store = open_store(fleet.db)
     try:
         pending = members.register_member(
-            store, fleet_id=fleet.fleet_id, name="pending", description="still starting", backend="tmux",
-            session=placement["session"], window_id=placement["window_id"], coding_agent="standin")
+            store,
+            fleet_id=fleet.fleet_id,
+            name="pending",
+            description="still starting",
+            backend="tmux",
+            session=placement["session"],
+            window_id=placement["window_id"],
+            coding_agent="standin",
+        )
     finally:
         store.close()
     before = panes(fleet.server)
@@ -296,8 +385,10 @@ def test_delete_of_a_pending_member_touches_no_pane(fleet):
 def test_the_root_director_cannot_be_deleted(fleet):
     result = fleet.cafleet("member", "delete", str(fleet.director))
     assert (result.code, result.out) == (1, "")
-    assert result.err == (f"Error: member {fleet.director} is the root Director of fleet {fleet.fleet_id}; "
-                          f"use `cafleet fleet delete {fleet.fleet_id}`.\n")
+    assert result.err == (
+        f"Error: member {fleet.director} is the root Director of fleet {fleet.fleet_id}; "
+        f"use `cafleet fleet delete {fleet.fleet_id}`.\n"
+    )
     assert fleet.query("SELECT status FROM members WHERE member_id = ?", fleet.director) == [("active",)]
     assert fleet.director_pane in panes(fleet.server)
 
@@ -309,8 +400,10 @@ def test_fleet_delete_closes_member_panes_but_never_the_directors(fleet):
 
     result = fleet.cafleet("fleet", "delete", str(fleet.fleet_id))
     assert (result.code, result.err) == (0, "")
-    assert result.out == (f"deleted fleet {fleet.fleet_id}; deregistered 3 member(s)\n"
-                          f"member {alice['member_id']}: pane closed\nmember {bob['member_id']}: pane closed\n")
+    assert result.out == (
+        f"deleted fleet {fleet.fleet_id}; deregistered 3 member(s)\n"
+        f"member {alice['member_id']}: pane closed\nmember {bob['member_id']}: pane closed\n"
+    )
     assert set(panes(fleet.server)) == {fleet.director_pane}
     assert panes(fleet.server)[fleet.director_pane]["pid"] == recorder_pid
     os.kill(recorder_pid, 0)  # the Director's program still runs
@@ -347,7 +440,8 @@ def test_fleet_delete_leaves_a_pane_whose_lock_is_held_alone_and_says_so(fleet):
         f"deleted fleet {fleet.fleet_id}; deregistered 3 member(s)\n"
         f"member {alice['member_id']}: pane not closed (its pane-input lock is held by another cafleet process; "
         f"close pane {alice['pane_id']} by hand when it is free)\n"
-        f"member {bob['member_id']}: pane closed\n")
+        f"member {bob['member_id']}: pane closed\n"
+    )
     assert set(panes(fleet.server)) == {fleet.director_pane, alice["pane_id"]}
     assert fleet.member_count("active") == 0
     assert lock_path(config.lock_dir(fleet.db), "tmux", session, alice["pane_id"]).exists()
@@ -367,8 +461,11 @@ def test_a_member_created_while_fleet_delete_runs_leaves_no_orphan_pane(fleet):
     with pane_lock(lock_dir, "tmux", session, alice["pane_id"], 5):
         deleting = start(["fleet", "delete", str(fleet.fleet_id)], dict(fleet.environ, CAFLEET_LOCK_TIMEOUT="60"))
         try:
-            wait_for(lambda: holds_open(deleting.pid, lock_path(lock_dir, "tmux", session, alice["pane_id"])),
-                     timeout=30, what="fleet delete waiting for alice's pane lock")
+            wait_for(
+                lambda: holds_open(deleting.pid, lock_path(lock_dir, "tmux", session, alice["pane_id"])),
+                timeout=30,
+                what="fleet delete waiting for alice's pane lock",
+            )
             carol = fleet.create("carol")
             assert carol["pane_id"] in panes(fleet.server)
         except BaseException:
@@ -378,6 +475,7 @@ def test_a_member_created_while_fleet_delete_runs_leaves_no_orphan_pane(fleet):
     assert (deleting.returncode, err) == (0, b""), (out, err)
     assert out.decode() == (
         f"deleted fleet {fleet.fleet_id}; deregistered 3 member(s)\n"
-        f"member {alice['member_id']}: pane closed\nmember {carol['member_id']}: pane closed\n")
+        f"member {alice['member_id']}: pane closed\nmember {carol['member_id']}: pane closed\n"
+    )
     assert set(panes(fleet.server)) == {fleet.director_pane}
     assert fleet.member_count("active") == 0

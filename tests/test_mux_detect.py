@@ -43,9 +43,7 @@ def test_detection_matrix(environ, expected):
 def test_unknown_multiplexer_setting_is_a_config_error(value):
     with pytest.raises(ConfigError) as caught:
         detect_backend({**TMUX, "CAFLEET_MULTIPLEXER": value})
-    assert str(caught.value) == (
-        f"CAFLEET_MULTIPLEXER={value!r} is not a multiplexer; set it to tmux or herdr."
-    )
+    assert str(caught.value) == (f"CAFLEET_MULTIPLEXER={value!r} is not a multiplexer; set it to tmux or herdr.")
 
 
 def test_both_multiplexers_are_ambiguous():
@@ -113,9 +111,7 @@ def test_importing_mux_modules_loads_nothing_expensive(module, also_unwanted):
         f"import {module}\n"
         "print('\\n'.join(sorted(set(sys.modules) - before)))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=30
-    ).stdout
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=30).stdout
     loaded = set(out.split())
     assert module in loaded
     assert not loaded & (EXPENSIVE | also_unwanted)

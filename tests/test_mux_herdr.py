@@ -227,8 +227,14 @@ def test_identity_is_the_panes_shell_process_and_a_mismatch_touches_nothing(herd
     assert identity == f"{pid}:{started}"  # the recorder exec'd in the pane's shell keeps both
 
     herdr.expect(pane, f"{pid}:{int(started) + 1}")
-    for call in (lambda: herdr.type_text(pane, "typed"), lambda: herdr.press_enter(pane),
-                 lambda: herdr.press_backspace(pane, 3), lambda: herdr.kill(pane), lambda: herdr.capture(pane), lambda: herdr.inspect(pane)):
+    for call in (
+        lambda: herdr.type_text(pane, "typed"),
+        lambda: herdr.press_enter(pane),
+        lambda: herdr.press_backspace(pane, 3),
+        lambda: herdr.kill(pane),
+        lambda: herdr.capture(pane),
+        lambda: herdr.inspect(pane),
+    ):
         with pytest.raises(PaneStale, match=f"herdr pane {pane} is stale"):
             call()
     assert recorded(out) == b""

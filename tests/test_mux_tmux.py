@@ -43,9 +43,7 @@ def recorded(path) -> bytes:
 
 def test_current_pane_names_session_window_and_socket(tmux_server, tmux):
     pane = tmux_server.main_pane()
-    session_id, window_id = tmux_server.run(
-        "display-message", "-p", "-t", pane, "#{session_id} #{window_id}"
-    ).split()
+    session_id, window_id = tmux_server.run("display-message", "-p", "-t", pane, "#{session_id} #{window_id}").split()
     assert tmux.current_pane() == PaneContext(
         backend="tmux",
         session=f"{session_id}@{tmux_server.socket}",
@@ -213,14 +211,24 @@ def test_a_pane_with_another_identity_gets_no_input_and_is_not_killed(tmux_serve
     pane = start_recorder(tmux_server, tmux, out)
     identity = tmux.identity(pane)
     server, start, pane_pid = identity.split(":")
-    assert (int(server), int(pane_pid)) == (tmux_server.pid, int(tmux_server.run(
-        "display-message", "-p", "-t", pane, "#{pane_pid}")))
-    for other, why in ((f"{int(server) + 1}:{start}:{pane_pid}", "its tmux server was restarted"),
-                       (f"{server}:{start}:{int(pane_pid) + 1}", "the program cafleet started there was replaced")):
+    assert (int(server), int(pane_pid)) == (
+        tmux_server.pid,
+        int(tmux_server.run("display-message", "-p", "-t", pane, "#{pane_pid}")),
+    )
+    for other, why in (
+        (f"{int(server) + 1}:{start}:{pane_pid}", "its tmux server was restarted"),
+        (f"{server}:{start}:{int(pane_pid) + 1}", "the program cafleet started there was replaced"),
+    ):
         tmux.expect(pane, other)
-        for call in (lambda: tmux.type_text(pane, "typed"), lambda: tmux.press_enter(pane),
-                     lambda: tmux.press_backspace(pane, 3), lambda: tmux.kill(pane), lambda: tmux.capture(pane), lambda: tmux.inspect(pane),
-                     lambda: tmux.pane_dead(pane)):
+        for call in (
+            lambda: tmux.type_text(pane, "typed"),
+            lambda: tmux.press_enter(pane),
+            lambda: tmux.press_backspace(pane, 3),
+            lambda: tmux.kill(pane),
+            lambda: tmux.capture(pane),
+            lambda: tmux.inspect(pane),
+            lambda: tmux.pane_dead(pane),
+        ):
             with pytest.raises(PaneStale, match=f"tmux pane {pane} is stale: {why}"):
                 call()
         assert not tmux.pane_exists(pane)  # not *our* pane
@@ -233,8 +241,11 @@ def test_a_pane_with_another_identity_gets_no_input_and_is_not_killed(tmux_serve
 
 def test_split_and_current_pane_report_the_identity(tmux_server, tmux):
     pane, identity = tmux.split_identified(tmux.current_pane().window_id, ["sleep", "60"])
-    assert identity == tmux.identity(pane) == tmux_server.run(
-        "display-message", "-p", "-t", pane, "#{pid}:#{start_time}:#{pane_pid}").strip()
+    assert (
+        identity
+        == tmux.identity(pane)
+        == tmux_server.run("display-message", "-p", "-t", pane, "#{pid}:#{start_time}:#{pane_pid}").strip()
+    )
     here = tmux.current_pane()
     assert here.identity == tmux.identity(here.pane_id)
 

@@ -14,8 +14,12 @@ EARLY = "9999-12-31T00:00:00+00:00"  # every message was created before this
 def owed_everywhere(store, fleet_id: int) -> dict[str, set[int]]:
     """The recipients each read finds owed a preview in the fleet."""
     return {
-        "target": {m for m in members_of(store, fleet_id) if notifications.notification_target(store, m) is not None
-                   and notifications.next_pending_notification(store, m, set()) is not None},
+        "target": {
+            m
+            for m in members_of(store, fleet_id)
+            if notifications.notification_target(store, m) is not None
+            and notifications.next_pending_notification(store, m, set()) is not None
+        },
         "recipients_owed": set(notifications.recipients_owed_notifications(store, fleet_id)),
         "stale": {recipient for _, recipient in notifications.stale_notifications(store, fleet_id, EARLY)},
     }

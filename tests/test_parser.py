@@ -48,12 +48,19 @@ PARSES = [
     ("server --port 9000 --host=localhost", {"host": "localhost", "port": 9000}, False),
     ("demo --keep", {"keep": True}, False),
     ("completion fish", {"shell": "fish"}, False),
-    ("message send --from-member-id 1 --to-member-id 2 hi", {"from_id": 1, "to_id": 2, "text": "hi", "file": None}, False),
+    (
+        "message send --from-member-id 1 --to-member-id 2 hi",
+        {"from_id": 1, "to_id": 2, "text": "hi", "file": None},
+        False,
+    ),
     ("message send --to-member-id 2 --file - --from-member-id 1", {"text": None, "file": "-"}, False),
     ("message send --from-member-id 1 --to-member-id 2 -- --help", {"text": "--help"}, False),
     ("message send --from-member-id 1 --to-member-id 2 -", {"text": "-"}, False),
-    ("member create --fleet-id 1 --name n --description d go",
-     {"coding_agent": None, "model": None, "effort": None, "text": "go", "file": None}, False),
+    (
+        "member create --fleet-id 1 --name n --description d go",
+        {"coding_agent": None, "model": None, "effort": None, "text": "go", "file": None},
+        False,
+    ),
     ("fleet create '--name=with space' --coding-agent claude", {"name": "with space"}, False),
 ]
 
@@ -75,17 +82,33 @@ REFUSED = [
     (["message", "sned"], "unknown command message 'sned'; did you mean `cafleet message send`?"),
     (["member", "lst", "1"], "unknown command member 'lst'; did you mean `cafleet member list`?"),
     (["message", "qqq"], "unknown command message 'qqq'; run `cafleet message --help` for the list."),
-    (["fleet", "watch", "1", "--intervl", "3"], "unknown option '--intervl' for `cafleet fleet watch`; did you mean --interval?"),
+    (
+        ["fleet", "watch", "1", "--intervl", "3"],
+        "unknown option '--intervl' for `cafleet fleet watch`; did you mean --interval?",
+    ),
     (["message", "poll", "1", "--jsn"], "unknown option '--jsn' for `cafleet message poll`; did you mean --json?"),
-    (["message", "send", "--from", "1"], "unknown option '--from' for `cafleet message send`; did you mean --from-member-id?"),
-    (["message", "poll", "1", "--bogus"], "unknown option '--bogus' for `cafleet message poll`; see `cafleet message poll --help`."),
-    (["message", "send", "--from-member-id", "1", "--to-member-id", "2", "-x"],
-     "unknown option '-x' for `cafleet message send`; a TEXT that starts with '-' goes after `--` "
-     "(or in a file given with --file), and `cafleet message send --help` lists the options."),
-    (["member", "prompt", "1", "-x"],
-     "unknown option '-x' for `cafleet member prompt`; a TEXT that starts with '-' goes after `--`, "
-     "and `cafleet member prompt --help` lists the options."),
-    (["message", "poll", "1", "--json=yes"], "unknown option '--json' for `cafleet message poll`; did you mean --json?"),
+    (
+        ["message", "send", "--from", "1"],
+        "unknown option '--from' for `cafleet message send`; did you mean --from-member-id?",
+    ),
+    (
+        ["message", "poll", "1", "--bogus"],
+        "unknown option '--bogus' for `cafleet message poll`; see `cafleet message poll --help`.",
+    ),
+    (
+        ["message", "send", "--from-member-id", "1", "--to-member-id", "2", "-x"],
+        "unknown option '-x' for `cafleet message send`; a TEXT that starts with '-' goes after `--` "
+        "(or in a file given with --file), and `cafleet message send --help` lists the options.",
+    ),
+    (
+        ["member", "prompt", "1", "-x"],
+        "unknown option '-x' for `cafleet member prompt`; a TEXT that starts with '-' goes after `--`, "
+        "and `cafleet member prompt --help` lists the options.",
+    ),
+    (
+        ["message", "poll", "1", "--json=yes"],
+        "unknown option '--json' for `cafleet message poll`; did you mean --json?",
+    ),
     (["member", "capture", "1", "--ansi=1"], "option --ansi takes no value."),
     (["member", "capture", "1", "--lines"], "option --lines needs a value (N)."),
     (["message", "wait", "1", "--timeout", "1", "--timeout", "2"], "option --timeout was given more than once."),
@@ -94,7 +117,10 @@ REFUSED = [
     (["message", "poll", "1", "2"], "unexpected argument '2' for `cafleet message poll`."),
     (["message", "poll", "-5"], "MEMBER_ID must be a positive integer, got '-5'."),
     (["completion", "tcsh"], "SHELL must be one of bash, zsh, fish, got 'tcsh'."),
-    (["fleet", "watch", "1", "--interval", "0.1"], "--interval must be a number of seconds from 0.2 to 3600, got '0.1'."),
+    (
+        ["fleet", "watch", "1", "--interval", "0.1"],
+        "--interval must be a number of seconds from 0.2 to 3600, got '0.1'.",
+    ),
 ]
 
 
@@ -106,16 +132,19 @@ def test_parse_refusals(argv, message):
     assert caught.value.exit_code == ExitCode.USAGE
 
 
-@pytest.mark.parametrize("argv, expected", [
-    ([], "Usage: cafleet GROUP"),
-    (["--help"], "Usage: cafleet GROUP"),
-    (["help"], "Usage: cafleet GROUP"),
-    (["member"], "Usage: cafleet member COMMAND"),
-    (["member", "-h"], "Usage: cafleet member COMMAND"),
-    (["member", "create", "--name", "x", "--help"], "Usage: cafleet member create --fleet-id"),
-    (["message", "poll", "-h", "--bogus"], "Usage: cafleet message poll MEMBER_ID"),
-    (["completion", "--help"], "Usage: cafleet completion SHELL"),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        ([], "Usage: cafleet GROUP"),
+        (["--help"], "Usage: cafleet GROUP"),
+        (["help"], "Usage: cafleet GROUP"),
+        (["member"], "Usage: cafleet member COMMAND"),
+        (["member", "-h"], "Usage: cafleet member COMMAND"),
+        (["member", "create", "--name", "x", "--help"], "Usage: cafleet member create --fleet-id"),
+        (["message", "poll", "-h", "--bogus"], "Usage: cafleet message poll MEMBER_ID"),
+        (["completion", "--help"], "Usage: cafleet completion SHELL"),
+    ],
+)
 def test_help_requests(argv, expected):
     parsed = parser.parse(argv)
     assert parsed.help.startswith(expected)
@@ -124,8 +153,17 @@ def test_help_requests(argv, expected):
 
 # --- bodies that start with '-' (reported: `message send ... "- item one"` was refused) ------
 
-DASH_TEXTS = ["- item one", "- item one\n- item two", "-\titem", "--not an option", "-h me", "--json is a flag",
-              "--to=do this", "-- leading", "- "]
+DASH_TEXTS = [
+    "- item one",
+    "- item one\n- item two",
+    "-\titem",
+    "--not an option",
+    "-h me",
+    "--json is a flag",
+    "--to=do this",
+    "-- leading",
+    "- ",
+]
 
 
 @pytest.mark.parametrize("text", DASH_TEXTS)
@@ -151,6 +189,7 @@ def test_markdown_list_body_is_sent_byte_exact(cli, build):
 
 # --- help -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("command", COMMANDS, ids=key)
 def test_help_lists_every_parameter_with_its_description(command):
     """Reported: `member create --help` omitted --fleet-id, --name and --description."""
@@ -165,7 +204,7 @@ def test_help_lists_every_parameter_with_its_description(command):
         entry = f"{label} {param.help}"
         assert entry in flat
         if param.required:
-            assert flat[flat.index(entry) + len(entry):].startswith(" (required")
+            assert flat[flat.index(entry) + len(entry) :].startswith(" (required")
     assert "--json" in text and "--help" in text
 
 
@@ -190,8 +229,9 @@ def test_numeric_defaults_and_ranges_come_from_the_settings(command):
 
 @pytest.mark.parametrize("width", [40, 57, 80, 132])
 def test_help_is_wrapped_to_the_width(width):
-    screens = [helptext.top_help(width)] + [helptext.group_help(g, width) for g in GROUPS
-                                            if any(c.name for c in COMMANDS if c.group == g)]
+    screens = [helptext.top_help(width)] + [
+        helptext.group_help(g, width) for g in GROUPS if any(c.name for c in COMMANDS if c.group == g)
+    ]
     screens += [helptext.command_help(c, width) for c in COMMANDS]
     for screen in screens:
         for line in screen.splitlines():
@@ -212,6 +252,7 @@ def test_help_follows_the_terminal_width(run_cli, env):
 
 
 # --- the table and the handlers agree -------------------------------------------------------
+
 
 @pytest.mark.parametrize("command", COMMANDS, ids=key)
 def test_every_handler_resolves_and_takes_exactly_the_tables_parameters(command):
@@ -250,10 +291,12 @@ def test_the_table_is_consistent():
 
 # --- the README's command reference ----------------------------------------------------------
 
+
 def test_readme_command_reference_is_generated_from_the_table():
     readme = (ROOT / "README.md").read_text()
     assert helptext.replace_reference(readme) == readme, (
-        "README.md's command reference is stale; run `python -m cafleet.cli.helptext --write-readme README.md`")
+        "README.md's command reference is stale; run `python -m cafleet.cli.helptext --write-readme README.md`"
+    )
     for command in COMMANDS:
         assert f"| `{' '.join(helptext.usage_tokens(command)).replace('|', chr(92) + '|')}` |" in readme
 
@@ -261,8 +304,12 @@ def test_readme_command_reference_is_generated_from_the_table():
 def test_reference_writer_refreshes_a_stale_readme(tmp_path):
     stale = tmp_path / "README.md"
     stale.write_text(f"# x\n\n{helptext.REFERENCE_START}\n\n| old |\n\n{helptext.REFERENCE_END}\n\nrest\n")
-    done = subprocess.run([sys.executable, "-m", "cafleet.cli.helptext", "--write-readme", str(stale)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "cafleet.cli.helptext", "--write-readme", str(stale)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     text = stale.read_text()
     assert "| old |" not in text and helptext.reference_markdown() in text and text.endswith("rest\n")
@@ -270,15 +317,20 @@ def test_reference_writer_refreshes_a_stale_readme(tmp_path):
 
 # --- shell completion -----------------------------------------------------------------------
 
+
 def bash_complete(script: str, cases: list[list[str]], cwd: Path) -> list[list[str]]:
     """COMPREPLY for each partial command line (the last word is the one being completed)."""
     lines = [script, "set -u"]
     for case in cases:
         quoted = " ".join("'" + w.replace("'", "'\\''") + "'" for w in ["cafleet", *case])
-        lines += [f"COMP_WORDS=({quoted}); COMP_CWORD={len(case)}; COMPREPLY=()", "_cafleet",
-                  'printf "%s\\n" "${COMPREPLY[*]:-}"']
-    done = subprocess.run(["bash", "--norc", "--noprofile", "-c", "\n".join(lines)], capture_output=True,
-                          text=True, timeout=60, cwd=cwd)
+        lines += [
+            f"COMP_WORDS=({quoted}); COMP_CWORD={len(case)}; COMPREPLY=()",
+            "_cafleet",
+            'printf "%s\\n" "${COMPREPLY[*]:-}"',
+        ]
+    done = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", "\n".join(lines)], capture_output=True, text=True, timeout=60, cwd=cwd
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     return [sorted(line.split()) for line in done.stdout.splitlines()]
@@ -341,20 +393,30 @@ def test_fish_completion_script(tmp_path):
         assert any(line.startswith(f"complete -c cafleet -n '__cafleet_at' -a {group} ") for line in lines)
     for command in COMMANDS:
         if command.name:
-            assert any(line.startswith(f"complete -c cafleet -n '__cafleet_at {command.group}' -a {command.name} ")
-                       for line in lines)
+            assert any(
+                line.startswith(f"complete -c cafleet -n '__cafleet_at {command.group}' -a {command.name} ")
+                for line in lines
+            )
         for param in command.params:
             if param.flag:
                 mode = " -r -F" if param.flag == "--file" else (" -x" if param.kind != "flag" else "")
-                assert any(line.startswith(f"complete -c cafleet -n '__cafleet_in {key(command)}' "
-                                           f"-l {param.flag[2:]}{mode} -d ") for line in lines), param.flag
+                assert any(
+                    line.startswith(
+                        f"complete -c cafleet -n '__cafleet_in {key(command)}' -l {param.flag[2:]}{mode} -d "
+                    )
+                    for line in lines
+                ), param.flag
 
 
 def test_completion_json_and_bad_shell(cli):
     document = cli("completion", "zsh", "--json").json()
     assert document == {"shell": "zsh", "script": completion.zsh()}
     result = cli("completion", "tcsh")
-    assert (result.code, result.out, result.err) == (2, "", "Error: SHELL must be one of bash, zsh, fish, got 'tcsh'.\n")
+    assert (result.code, result.out, result.err) == (
+        2,
+        "",
+        "Error: SHELL must be one of bash, zsh, fish, got 'tcsh'.\n",
+    )
 
 
 # --- start-up: the help and error machinery stay off the hot path ----------------------------
@@ -379,9 +441,13 @@ def loaded(env, *args) -> tuple[int, set]:
 
 def test_hot_commands_import_no_help_or_suggestion_machinery(env, build):
     _, director, (m1, m2) = build.fleet()
-    for args in (["message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "- item"],
-                 ["message", "poll", str(m2)], ["message", "ack", "1"], ["message", "wait", str(m2), "--timeout", "0"],
-                 ["member", "list", "1"]):
+    for args in (
+        ["message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "- item"],
+        ["message", "poll", str(m2)],
+        ["message", "ack", "1"],
+        ["message", "wait", str(m2), "--timeout", "0"],
+        ["member", "list", "1"],
+    ):
         code, modules = loaded(env, *args)
         assert code == (ExitCode.WAIT_TIMEOUT if args[1] == "wait" else 0), args
         assert not modules & OFF_PATH, (args, modules & OFF_PATH)

@@ -64,8 +64,9 @@ class RestartedTmux:
             wait_for(lambda pane=pane: PROMPT.strip() in self.screen(pane), what=f"the shell prompt in {pane}")
 
     def run(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-f", "/dev/null", "-S", self.socket, *args], capture_output=True,
-                              env=self.env, timeout=10)
+        done = subprocess.run(
+            ["tmux", "-f", "/dev/null", "-S", self.socket, *args], capture_output=True, env=self.env, timeout=10
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout.decode("utf-8", "replace")
 
@@ -120,8 +121,7 @@ def test_tmux_restart_send_types_nothing_and_keeps_the_message_owed(fleet, marke
         # Nothing was typed and nothing ran: the screens are unchanged and no marker exists.
         assert {pane: server.screen(pane) for pane in server.panes()} == before
         assert sorted(p.name for p in markers.iterdir()) == []
-        assert fleet.query("SELECT message_id, notified_at FROM messages ORDER BY message_id") == [
-            (1, None), (2, None)]
+        assert fleet.query("SELECT message_id, notified_at FROM messages ORDER BY message_id") == [(1, None), (2, None)]
         polled = fleet.cafleet("message", "poll", str(alice["member_id"]), "--json").json()
         assert [r["message_id"] for r in polled] == [2, 1]  # still owed, still readable
     finally:
@@ -196,8 +196,20 @@ def test_member_create_refused_from_a_restarted_servers_pane_with_the_directors_
     server = restart(fleet, markers, panes=1)
     try:
         caller = dict(fleet.environ, TMUX=f"{server.socket},{server.pid},0", TMUX_PANE="%0")
-        result = fleet.cafleet("member", "create", "--fleet-id", str(fleet.fleet_id), "--name", "eve",
-                               "--description", "x", "--coding-agent", "standin", "Hi", environ=caller)
+        result = fleet.cafleet(
+            "member",
+            "create",
+            "--fleet-id",
+            str(fleet.fleet_id),
+            "--name",
+            "eve",
+            "--description",
+            "x",
+            "--coding-agent",
+            "standin",
+            "Hi",
+            environ=caller,
+        )
         assert result.code != 0
         assert result.err.startswith(f"Error: only fleet {fleet.fleet_id}'s Director (pane %0) can create members")
         assert "of another server or an earlier pane with that id" in result.err
@@ -212,8 +224,20 @@ def test_member_create_refused_from_pane_0_of_another_tmux_server(fleet, env, ma
     with running_tmux_server(env, command=user_shell(markers.parent)) as other:
         assert other.main_pane() == "%0"
         caller = dict(fleet.environ, **other.environ_for("%0"))
-        result = fleet.cafleet("member", "create", "--fleet-id", str(fleet.fleet_id), "--name", "eve",
-                               "--description", "x", "--coding-agent", "standin", "Hi", environ=caller)
+        result = fleet.cafleet(
+            "member",
+            "create",
+            "--fleet-id",
+            str(fleet.fleet_id),
+            "--name",
+            "eve",
+            "--description",
+            "x",
+            "--coding-agent",
+            "standin",
+            "Hi",
+            environ=caller,
+        )
         assert result.code != 0
         assert "can create members; this command runs in pane %0 of another server" in result.err
         assert other.run("list-panes", "-a", "-F", "#{pane_id}").split() == ["%0"]
@@ -261,8 +285,20 @@ def test_legacy_placement_is_stale_once_its_server_started_after_it_was_recorded
         assert sent.json()["notified"] is False
         assert "tmux pane %1 is stale: its tmux server was started after this placement was recorded" in sent.err
         caller = dict(fleet.environ, TMUX=f"{server.socket},{server.pid},0", TMUX_PANE="%0")
-        refused = fleet.cafleet("member", "create", "--fleet-id", str(fleet.fleet_id), "--name", "eve",
-                                "--description", "x", "--coding-agent", "standin", "Hi", environ=caller)
+        refused = fleet.cafleet(
+            "member",
+            "create",
+            "--fleet-id",
+            str(fleet.fleet_id),
+            "--name",
+            "eve",
+            "--description",
+            "x",
+            "--coding-agent",
+            "standin",
+            "Hi",
+            environ=caller,
+        )
         assert refused.code != 0 and "can create members" in refused.err
         dropped = fleet.cafleet("fleet", "delete", str(fleet.fleet_id))
         assert dropped.code == 0 and "stale" in dropped.out
@@ -296,8 +332,10 @@ def test_herdr_restart_send_and_fleet_delete_touch_nothing(herdr, markers):
     split = server.run("pane", "split", "--pane", "w1:p1", "--direction", "down", "--no-focus")
     assert split.returncode == 0, split.stderr
     for pane in ("w1:p1", "w1:p2"):
-        wait_for(lambda pane=pane: PROMPT.strip() in server.tmux("capture-pane", "-p", "-t", server.tmux_pane(pane)),
-                 what=f"the shell in {pane}")
+        wait_for(
+            lambda pane=pane: PROMPT.strip() in server.tmux("capture-pane", "-p", "-t", server.tmux_pane(pane)),
+            what=f"the shell in {pane}",
+        )
     before = server.tmux("capture-pane", "-p", "-t", server.tmux_pane("w1:p2"))
 
     sent = herdr.send(herdr.director, alice["member_id"], hostile(markers), "--json")
@@ -306,7 +344,8 @@ def test_herdr_restart_send_and_fleet_delete_touch_nothing(herdr, markers):
     assert "herdr pane w1:p2 is stale" in sent.err
     listed = herdr.cafleet("member", "list", str(herdr.fleet_id), "--state", "--json").json()
     assert [(r["state"], "is stale" in r["state_detail"]) for r in listed if r["member_id"] == alice["member_id"]] == [
-        ("dead", True)]
+        ("dead", True)
+    ]
 
     dropped = herdr.cafleet("fleet", "delete", str(herdr.fleet_id))
     assert dropped.code == 0, dropped

@@ -33,11 +33,29 @@ def pg(url):
 
 
 def _fleet(store, members_count: int = 2):
-    record = fleets.create_fleet(store, name="alpha", coding_agent="claude", backend="tmux",
-                                 session="$0@/nonexistent/socket", window_id="@0", pane_id="%0")
-    ids = [members.register_member(store, fleet_id=record["fleet_id"], name=f"m{i}", description="worker",
-                                   backend="tmux", session="$0@/nonexistent/socket", window_id="@0",
-                                   coding_agent="claude", pane_id=None) for i in range(members_count)]
+    record = fleets.create_fleet(
+        store,
+        name="alpha",
+        coding_agent="claude",
+        backend="tmux",
+        session="$0@/nonexistent/socket",
+        window_id="@0",
+        pane_id="%0",
+    )
+    ids = [
+        members.register_member(
+            store,
+            fleet_id=record["fleet_id"],
+            name=f"m{i}",
+            description="worker",
+            backend="tmux",
+            session="$0@/nonexistent/socket",
+            window_id="@0",
+            coding_agent="claude",
+            pane_id=None,
+        )
+        for i in range(members_count)
+    ]
     return record["fleet_id"], record["director_member_id"], ids
 
 
@@ -52,7 +70,8 @@ def _snapshot(url: str) -> list:
     with _raw(url) as conn:
         rels = conn.execute(
             "SELECT n.nspname, c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') ORDER BY 1, 2").fetchall()
+            "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') ORDER BY 1, 2"
+        ).fetchall()
         counts = [conn.execute(f'SELECT count(*) FROM "{s}"."{r}"').fetchone()[0] for s, r, k in rels if k == "r"]
         return [rels, counts]
 
@@ -65,9 +84,11 @@ def test_fresh_schema_reads_back_exactly_the_expected_shape(pg, url):
 
     found = postgres._read_shape(pg.conn, "cafleet")
     assert {t: found["column"][t] for t in postgres.EXPECTED_COLUMNS} == {
-        t: set(c) for t, c in postgres.EXPECTED_COLUMNS.items()}
+        t: set(c) for t, c in postgres.EXPECTED_COLUMNS.items()
+    }
     assert {t: found["constraint"][t] for t in postgres.EXPECTED_CONSTRAINTS} == {
-        t: set(c) for t, c in postgres.EXPECTED_CONSTRAINTS.items()}
+        t: set(c) for t, c in postgres.EXPECTED_CONSTRAINTS.items()
+    }
     for index, definition in postgres.EXPECTED_INDEXES.items():
         assert found["index"][index] == {definition}
     assert "idx_cafleet_aux_messages_pending" in found["index"]
@@ -75,15 +96,18 @@ def test_fresh_schema_reads_back_exactly_the_expected_shape(pg, url):
     assert postgres.first_shape_problem(found) is None
 
 
-@pytest.mark.parametrize("damage, words", [
-    ("CREATE TABLE cafleet.other (x int)", "holds something else (no cafleet ledger"),
-    ("INSERT INTO cafleet.refinery_schema_history VALUES (2, 'future', 'x', 'y')", "is newer than this cafleet"),
-    ("DROP INDEX cafleet.idx_members_fleet_status", "index idx_members_fleet_status on members"),
-    ("ALTER TABLE cafleet.messages ALTER COLUMN text DROP NOT NULL", "column messages.text is altered"),
-    ("ALTER TABLE cafleet.messages DROP CONSTRAINT messages_to_member_id_fkey", "FOREIGN KEY (to_member_id)"),
-    ("ALTER TABLE cafleet.members ADD COLUMN badge text NOT NULL", "members.badge is NOT NULL without a default"),
-    ("DELETE FROM cafleet.refinery_schema_history", "empty or invalid schema ledger"),
-])
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        ("CREATE TABLE cafleet.other (x int)", "holds something else (no cafleet ledger"),
+        ("INSERT INTO cafleet.refinery_schema_history VALUES (2, 'future', 'x', 'y')", "is newer than this cafleet"),
+        ("DROP INDEX cafleet.idx_members_fleet_status", "index idx_members_fleet_status on members"),
+        ("ALTER TABLE cafleet.messages ALTER COLUMN text DROP NOT NULL", "column messages.text is altered"),
+        ("ALTER TABLE cafleet.messages DROP CONSTRAINT messages_to_member_id_fkey", "FOREIGN KEY (to_member_id)"),
+        ("ALTER TABLE cafleet.members ADD COLUMN badge text NOT NULL", "members.badge is NOT NULL without a default"),
+        ("DELETE FROM cafleet.refinery_schema_history", "empty or invalid schema ledger"),
+    ],
+)
 def test_a_schema_that_is_not_cafleets_current_one_is_refused_unchanged(url, damage, words, cli, env):
     if damage.startswith("CREATE TABLE"):
         with _raw(url) as conn:
@@ -139,7 +163,9 @@ def test_schema_setting_keeps_two_fleets_apart(url, env, cli):
 
 
 def test_unreachable_server_is_one_line(env, cli, tmp_path):
-    result = cli("fleet", "list", environ=dict(env, CAFLEET_DATABASE_URL=f"postgresql://nobody:secret@/x?host={tmp_path}"))
+    result = cli(
+        "fleet", "list", environ=dict(env, CAFLEET_DATABASE_URL=f"postgresql://nobody:secret@/x?host={tmp_path}")
+    )
     assert result.code != 0 and result.err.startswith("Error: cannot reach database ")
     assert result.err.count("\n") == 1 and "secret" not in result.err
 
@@ -151,11 +177,14 @@ def test_dialect_rewrites_only_outside_string_literals():
     from cafleet.store.dialect import postgres
 
     assert postgres("SELECT a FROM t WHERE x = ? AND y LIKE '50%?' AND z = ?", True) == (
-        "SELECT a FROM t WHERE x = %s AND y LIKE '50%%?' AND z = %s")
-    assert postgres("SELECT 1 FROM a x CROSS JOIN b y ON y.k = x.k WHERE x.m IS NOT y.n AND x.p IS NOT NULL", False) == (
-        "SELECT 1 FROM a x JOIN b y ON y.k = x.k WHERE x.m IS DISTINCT FROM y.n AND x.p IS NOT NULL")
+        "SELECT a FROM t WHERE x = %s AND y LIKE '50%%?' AND z = %s"
+    )
+    assert postgres(
+        "SELECT 1 FROM a x CROSS JOIN b y ON y.k = x.k WHERE x.m IS NOT y.n AND x.p IS NOT NULL", False
+    ) == ("SELECT 1 FROM a x JOIN b y ON y.k = x.k WHERE x.m IS DISTINCT FROM y.n AND x.p IS NOT NULL")
     assert postgres("SELECT 1 FROM a CROSS JOIN b WHERE (? IS NULL OR +a.id < ?)", True) == (
-        "SELECT 1 FROM a CROSS JOIN b WHERE (%s IS NULL OR a.id < %s)")
+        "SELECT 1 FROM a CROSS JOIN b WHERE (%s IS NULL OR a.id < %s)"
+    )
 
 
 def test_a_nul_in_a_body_is_refused_before_anything_is_written(pg):
@@ -192,7 +221,8 @@ def test_ack_exactly_once_under_racing_connections(pg, url):
         store.close()
     assert sorted(outcomes) == ["conflict"] * 7 + ["ok"]
     assert pg.execute("SELECT status_state FROM messages WHERE message_id = ?", (message_id,)).fetchone() == (
-        "completed",)
+        "completed",
+    )
 
 
 def test_fan_out_reports_every_committed_id_while_another_writer_races(pg, url):
@@ -213,15 +243,18 @@ def test_fan_out_reports_every_committed_id_while_another_writer_races(pg, url):
         thread.join(timeout=60)
         other.close()
     reported = sorted(r["message_id"] for r in result["sent"])
-    stored = [row[0] for row in pg.execute(
-        "SELECT message_id FROM messages WHERE text = 'all hands' ORDER BY message_id").fetchall()]
+    stored = [
+        row[0]
+        for row in pg.execute("SELECT message_id FROM messages WHERE text = 'all hands' ORDER BY message_id").fetchall()
+    ]
     assert result["failed"] == [] and reported == stored and len(stored) == 6
 
 
 def test_fleet_bootstrap_is_atomic(pg):
     with pytest.raises(Exception):  # noqa: B017 - the member insert fails on a NULL name
-        fleets.create_fleet(pg, name="alpha", coding_agent=None, backend="tmux", session="s", window_id="@0",
-                            pane_id="%0")
+        fleets.create_fleet(
+            pg, name="alpha", coding_agent=None, backend="tmux", session="s", window_id="@0", pane_id="%0"
+        )
     assert pg.execute("SELECT count(*) FROM fleets").fetchone()[0] == 0
     assert pg.execute("SELECT count(*) FROM members").fetchone()[0] == 0
     assert _fleet(pg)[0] > 0  # the connection is usable afterwards
@@ -236,8 +269,10 @@ def test_waiter_wakes_on_a_commit_and_survives_a_dropped_connection(pg, url):
         assert waiter.wait(time.monotonic() + 0.2) is False
         first = waiter.conn
         with _raw(url) as admin:
-            killed = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                   "WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid()").fetchall()
+            killed = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid()"
+            ).fetchall()
         assert killed == [(True,)]
         # The dropped connection is noticed, re-established and answered with "read again".
         assert waiter.wait(time.monotonic() + 30) is True
@@ -269,10 +304,15 @@ def test_advisory_pane_lock_is_exclusive_bounded_and_freed_when_the_holder_dies(
         with pane_lock(url, "tmux", "$0@/s", "%2", timeout=0):
             pass  # another pane is another key
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\nfrom cafleet.delivery.lock import pane_lock\n"
-         f"with pane_lock({url!r}, 'tmux', '$0@/s', '%1', 5):\n    print('held', flush=True)\n    time.sleep(600)\n"],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom cafleet.delivery.lock import pane_lock\n"
+            f"with pane_lock({url!r}, 'tmux', '$0@/s', '%1', 5):\n    print('held', flush=True)\n    time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(LockTimeout):

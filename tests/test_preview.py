@@ -28,9 +28,42 @@ def controls(text: str) -> list[str]:
 
 
 NASTY = [
-    "\x1b", "[", "]", "(", "P", "\\", "\x07", "\x9b", "\x9c", "\x9d", "\x90", "\r", "\n", "\t",
-    "\x00", "\x03", "\x04", "\x15", "\x7f", "\x85", "\u2028", "\u2029", "\u202e", "\u2066",
-    "\u200b", "\u200d", "\ufeff", "\U000e0041", "\ud800", "0", ";", "m", "~", "é", "漢", "⏎",
+    "\x1b",
+    "[",
+    "]",
+    "(",
+    "P",
+    "\\",
+    "\x07",
+    "\x9b",
+    "\x9c",
+    "\x9d",
+    "\x90",
+    "\r",
+    "\n",
+    "\t",
+    "\x00",
+    "\x03",
+    "\x04",
+    "\x15",
+    "\x7f",
+    "\x85",
+    "\u2028",
+    "\u2029",
+    "\u202e",
+    "\u2066",
+    "\u200b",
+    "\u200d",
+    "\ufeff",
+    "\U000e0041",
+    "\ud800",
+    "0",
+    ";",
+    "m",
+    "~",
+    "é",
+    "漢",
+    "⏎",
 ]
 any_char = st.characters(exclude_categories=())  # surrogates included
 nasty_text = st.text(alphabet=st.one_of(any_char, st.sampled_from(NASTY)), max_size=80)
@@ -72,9 +105,7 @@ def test_sanitise_exact(raw, clean):
 
 def test_render_preview_exact():
     body = "Please review\r\nthe \x1b[1mparser\x1b[0m\tchanges\n"
-    assert render_preview(42, 7, TS, body, 200) == (
-        f"[cafleet msg 42 from 7 {TS}]\nPlease review⏎the parser changes⏎"
-    )
+    assert render_preview(42, 7, TS, body, 200) == (f"[cafleet msg 42 from 7 {TS}]\nPlease review⏎the parser changes⏎")
 
 
 def test_render_preview_truncates_to_code_points():
@@ -138,8 +169,19 @@ def test_header_is_exact(message_id, sender, created_at):
 @given(
     st.text(alphabet=st.characters(exclude_categories=("Cc", "Cf", "Cs", "Zl", "Zp")), max_size=20),
     st.sampled_from(
-        ["\x1b[0m", "\x1b[38;2;1;2;3m", "\x1b[?2004h", "\x1b]0;title\x07", "\x1b]52;c;ZXZpbA==\x1b\\",
-         "\x1bP+q544e\x1b\\", "\x1b(0", "\x1b#8", "\x1bM", "\x9b2J", "\x9d2;t\x9c"]
+        [
+            "\x1b[0m",
+            "\x1b[38;2;1;2;3m",
+            "\x1b[?2004h",
+            "\x1b]0;title\x07",
+            "\x1b]52;c;ZXZpbA==\x1b\\",
+            "\x1bP+q544e\x1b\\",
+            "\x1b(0",
+            "\x1b#8",
+            "\x1bM",
+            "\x9b2J",
+            "\x9d2;t\x9c",
+        ]
     ),
     st.text(alphabet=st.characters(exclude_categories=("Cc", "Cf", "Cs", "Zl", "Zp")), max_size=20),
 )

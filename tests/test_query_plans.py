@@ -28,11 +28,22 @@ SESSION = "$0@/nonexistent/cafleet-plans-socket"  # panes that do not exist: del
 OLD_FLEETS, OLD_MESSAGES_EACH, HOT_MESSAGES = 30, 1000, 3000
 
 # The names the queries give their tables.
-TABLES = {"messages": "messages", "msg": "messages", "received": "messages", "members": "members", "m": "members",
-          "fleets": "fleets", "f": "fleets", "member_placements": "member_placements", "p": "member_placements",
-          "sqlite_master": "sqlite_master", "cafleet_aux_member_usage_sources": "cafleet_aux_member_usage_sources",
-          "b": "cafleet_aux_fleet_budgets", "s": "cafleet_aux_member_usage_sources",
-          "cafleet_aux_fleet_budgets": "cafleet_aux_fleet_budgets"}
+TABLES = {
+    "messages": "messages",
+    "msg": "messages",
+    "received": "messages",
+    "members": "members",
+    "m": "members",
+    "fleets": "fleets",
+    "f": "fleets",
+    "member_placements": "member_placements",
+    "p": "member_placements",
+    "sqlite_master": "sqlite_master",
+    "cafleet_aux_member_usage_sources": "cafleet_aux_member_usage_sources",
+    "b": "cafleet_aux_fleet_budgets",
+    "s": "cafleet_aux_member_usage_sources",
+    "cafleet_aux_fleet_budgets": "cafleet_aux_fleet_budgets",
+}
 # Where a plan may read something other than one row or one index slice by equality:
 ALLOWED = {
     # `fleet list` shows every live fleet: fleets has no index on deleted_at (the schema is
@@ -49,8 +60,12 @@ ALLOWED = {
 
 
 def ts(seconds: int) -> str:
-    return "2025-01-%02dT%02d:%02d:%02d.000000+00:00" % (1 + seconds // 86400, seconds // 3600 % 24,
-                                                        seconds // 60 % 60, seconds % 60)
+    return "2025-01-%02dT%02d:%02d:%02d.000000+00:00" % (
+        1 + seconds // 86400,
+        seconds // 3600 % 24,
+        seconds // 60 % 60,
+        seconds % 60,
+    )
 
 
 def build_database(path: str, analyze: bool, auxiliary: bool = True) -> dict:
@@ -60,34 +75,75 @@ def build_database(path: str, analyze: bool, auxiliary: bool = True) -> dict:
     store = open_store(path)
     rows = []
     for f in range(OLD_FLEETS):
-        fleet = fleets.create_fleet(store, name=f"old{f}", coding_agent="claude", backend="tmux", session=SESSION,
-                                    window_id="@0", pane_id="%0")
+        fleet = fleets.create_fleet(
+            store, name=f"old{f}", coding_agent="claude", backend="tmux", session=SESSION, window_id="@0", pane_id="%0"
+        )
         crew = [fleet["director_member_id"]] + [
-            members.register_member(store, fleet_id=fleet["fleet_id"], name=f"o{i}", description="old", backend="tmux",
-                                    session=SESSION, window_id="@0", coding_agent="claude", pane_id=f"%{i + 1}")
-            for i in range(9)]
+            members.register_member(
+                store,
+                fleet_id=fleet["fleet_id"],
+                name=f"o{i}",
+                description="old",
+                backend="tmux",
+                session=SESSION,
+                window_id="@0",
+                coding_agent="claude",
+                pane_id=f"%{i + 1}",
+            )
+            for i in range(9)
+        ]
         for n in range(OLD_MESSAGES_EACH):
             t = f * OLD_MESSAGES_EACH + n
             rows.append((crew[n % 10], crew[(n + 1) % 10], ts(t), ts(t + 30), f"old {t}", ts(t + 1)))
         fleets.delete_fleet(store, fleet["fleet_id"])
-    hot = fleets.create_fleet(store, name="hot", coding_agent="claude", backend="tmux", session=SESSION,
-                              window_id="@0", pane_id="%0")
+    hot = fleets.create_fleet(
+        store, name="hot", coding_agent="claude", backend="tmux", session=SESSION, window_id="@0", pane_id="%0"
+    )
     fleet_id, director = hot["fleet_id"], hot["director_member_id"]
-    crew = [members.register_member(store, fleet_id=fleet_id, name=f"w{i}", description="busy", backend="tmux",
-                                    session=SESSION, window_id="@0", coding_agent="claude", pane_id=f"%{i + 1}")
-            for i in range(5)]
-    pending_member = members.register_member(store, fleet_id=fleet_id, name="new", description="being created",
-                                             backend="tmux", session=SESSION, window_id="@0", coding_agent="claude")
+    crew = [
+        members.register_member(
+            store,
+            fleet_id=fleet_id,
+            name=f"w{i}",
+            description="busy",
+            backend="tmux",
+            session=SESSION,
+            window_id="@0",
+            coding_agent="claude",
+            pane_id=f"%{i + 1}",
+        )
+        for i in range(5)
+    ]
+    pending_member = members.register_member(
+        store,
+        fleet_id=fleet_id,
+        name="new",
+        description="being created",
+        backend="tmux",
+        session=SESSION,
+        window_id="@0",
+        coding_agent="claude",
+    )
     base = OLD_FLEETS * OLD_MESSAGES_EACH
     for n in range(HOT_MESSAGES):
         worker = crew[n % len(crew)]
         sender, recipient = (director, worker) if n % 2 == 0 else (worker, director)
-        rows.append((sender, recipient, ts(base + n), ts(base + n + 30), f"hot {n}",
-                     None if recipient == director else ts(base + n + 1)))
+        rows.append(
+            (
+                sender,
+                recipient,
+                ts(base + n),
+                ts(base + n + 30),
+                f"hot {n}",
+                None if recipient == director else ts(base + n + 1),
+            )
+        )
     with store.write():
         store.conn.executemany(
             "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text,"
-            " notified_at) VALUES (?, ?, ?, 'completed', ?, ?, ?)", rows)
+            " notified_at) VALUES (?, ?, ?, 'completed', ?, ?, ?)",
+            rows,
+        )
     for_director = messages.send(store, crew[0], director, "done, please review")["message_id"]
     owed = messages.send(store, director, crew[1], "next task")["message_id"]  # no preview typed: owed
     to_ack = [messages.send(store, director, pending_member, f"ack me {i}")["message_id"] for i in range(4)]
@@ -99,8 +155,16 @@ def build_database(path: str, analyze: bool, auxiliary: bool = True) -> dict:
     if analyze:
         store.execute("ANALYZE")
     store.close()
-    return {"fleet": fleet_id, "old_fleet": 1, "director": director, "crew": crew, "pending_member": pending_member,
-            "for_director": for_director, "owed": owed, "to_ack": to_ack}
+    return {
+        "fleet": fleet_id,
+        "old_fleet": 1,
+        "director": director,
+        "crew": crew,
+        "pending_member": pending_member,
+        "for_director": for_director,
+        "owed": owed,
+        "to_ack": to_ack,
+    }
 
 
 @pytest.fixture(scope="module", params=["fresh", "analyzed", "without-auxiliary"])
@@ -171,8 +235,13 @@ def plan_problems(path: str, statements) -> list[str]:
 
 # The reads of a member's pending messages: with the auxiliary index present they must
 # read it (only what is pending), not the recipient index (everything ever received).
-PENDING_READERS = {"poll", "pending_after", "next_pending_notification", "recipients_owed_notifications",
-                   "fleet_open_messages"}
+PENDING_READERS = {
+    "poll",
+    "pending_after",
+    "next_pending_notification",
+    "recipients_owed_notifications",
+    "fleet_open_messages",
+}
 PENDING_INDEX = "idx_cafleet_aux_messages_pending"
 
 
@@ -224,12 +293,19 @@ def test_schema_is_exactly_the_baseline(database):
     index (absent from a file made before it existed, where they must still hold)."""
     path, _ = database
     conn = sqlite3.connect(path)
-    found = {(name, sql) for name, sql in conn.execute(
-        "SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'index') AND sql IS NOT NULL "
-        "AND name NOT IN ('sqlite_sequence', 'sqlite_stat1')")}
+    found = {
+        (name, sql)
+        for name, sql in conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'index') AND sql IS NOT NULL "
+            "AND name NOT IN ('sqlite_sequence', 'sqlite_stat1')"
+        )
+    }
     conn.close()
-    aux = set() if path.split(os.sep)[-2].startswith("without-auxiliary") else {*schema.AUX_INDEXES.items(),
-                                                                               *schema.AUX_TABLES.items()}
+    aux = (
+        set()
+        if path.split(os.sep)[-2].startswith("without-auxiliary")
+        else {*schema.AUX_INDEXES.items(), *schema.AUX_TABLES.items()}
+    )
     assert found == {*schema.TABLES.items(), *schema.INDEXES.items(), *aux}
 
 
@@ -245,11 +321,13 @@ def test_message_commands_use_indexes(cli, env, database, recorded):
     assert f"member {w2} was not notified" in waited.err
     assert cli("message", "show", str(ids["for_director"]), environ=environ).code == 0
     assert cli("message", "ack", str(ids["to_ack"].pop()), environ=environ).code == 0
-    sent = cli("message", "send", "--from-member-id", str(w1), "--to-member-id", str(director), "status?",
-               environ=environ)
+    sent = cli(
+        "message", "send", "--from-member-id", str(w1), "--to-member-id", str(director), "status?", environ=environ
+    )
     assert sent.code == 0
-    sent = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(w1), "go on",
-               environ=environ)
+    sent = cli(
+        "message", "send", "--from-member-id", str(director), "--to-member-id", str(w1), "go on", environ=environ
+    )
     assert sent.code == 0 and "was not notified" in sent.err  # the drain ran for a paned member
     store = open_store(path)
     try:
@@ -257,9 +335,21 @@ def test_message_commands_use_indexes(cli, env, database, recorded):
         notifications.stamp_notified(store, ids["owed"])
     finally:
         store.close()
-    assert {"require_member", "poll", "member_standing", "recipients_owed_notifications", "notification_target",
-            "next_pending_notification", "still_pending_notification", "show", "ack", "_sender_and_recipient",
-            "send", "pending_after", "stamp_notified"} <= callers(recorded)
+    assert {
+        "require_member",
+        "poll",
+        "member_standing",
+        "recipients_owed_notifications",
+        "notification_target",
+        "next_pending_notification",
+        "still_pending_notification",
+        "show",
+        "ack",
+        "_sender_and_recipient",
+        "send",
+        "pending_after",
+        "stamp_notified",
+    } <= callers(recorded)
     assert plan_problems(path, recorded.statements) == []
     assert pending_reads_off_the_index(path, recorded.statements) == []
 
@@ -296,7 +386,15 @@ def test_watch_and_webui_reads_use_indexes(env, database, recorded):
         assert timeline.fleet_open_messages(store, ids["fleet"])
     finally:
         store.close()
-    assert {"pending_after", "stale_notifications", "roster", "last_activity", "fleet_timeline",
-            "fleet_messages_after", "fleet_message", "fleet_open_messages"} <= callers(recorded)
+    assert {
+        "pending_after",
+        "stale_notifications",
+        "roster",
+        "last_activity",
+        "fleet_timeline",
+        "fleet_messages_after",
+        "fleet_message",
+        "fleet_open_messages",
+    } <= callers(recorded)
     assert plan_problems(path, recorded.statements) == []
     assert pending_reads_off_the_index(path, recorded.statements) == []

@@ -96,11 +96,16 @@ def deliver_owed(fleet, member, ids: list[int], rounds: int = 5) -> None:
 
 def settle_idle(fleet, member) -> None:
     """Wait until every scripted reply was used and the agent is idle with an empty box."""
-    fleet.wait_screen(member["pane_id"], lambda s: fleet.api.script.pending() == 0
-                      and composer_empty(fleet.agent, s), TURN_TIMEOUT, "the agent to finish its turns")
+    fleet.wait_screen(
+        member["pane_id"],
+        lambda s: fleet.api.script.pending() == 0 and composer_empty(fleet.agent, s),
+        TURN_TIMEOUT,
+        "the agent to finish its turns",
+    )
 
 
 # --- screen classification on the real screens ---------------------------------------------
+
 
 def test_real_idle_composer_is_the_only_input_box(fleet, idle):
     shown = fleet.capture(idle["pane_id"])
@@ -150,6 +155,7 @@ def test_real_working_while_a_reply_streams(fleet, idle):
 
 # --- a preview submitted and confirmed exactly once ------------------------------------------
 
+
 def test_real_preview_reaches_the_model_exactly_once(fleet, idle):
     message_id = sent_id(fleet.send(idle["member_id"], "Run the tests, then report."))
     assert fleet.notified_at(message_id) is not None
@@ -157,8 +163,10 @@ def test_real_preview_reaches_the_model_exactly_once(fleet, idle):
     settle_idle(fleet, idle)
     assert preview_count(fleet.api, marker(message_id)) == 1
     assert "Run the tests, then report." in " ".join(
-        t for t in __import__("tests.support.model_api_anthropic", fromlist=["x"]).user_texts(
-            fleet.api.turns()[-1].body) if marker(message_id) in t)
+        t
+        for t in __import__("tests.support.model_api_anthropic", fromlist=["x"]).user_texts(fleet.api.turns()[-1].body)
+        if marker(message_id) in t
+    )
 
 
 def test_real_sequential_previews_each_reach_the_model_once(fleet, idle):
@@ -171,8 +179,18 @@ def test_real_sequential_previews_each_reach_the_model_once(fleet, idle):
 
 
 def test_real_concurrent_previews_each_reach_the_model_once(fleet, idle):
-    senders = [fleet.start_cli("message", "send", "--from-member-id", str(fleet.director), "--to-member-id",
-                               str(idle["member_id"]), f"Concurrent task {n}.") for n in range(4)]
+    senders = [
+        fleet.start_cli(
+            "message",
+            "send",
+            "--from-member-id",
+            str(fleet.director),
+            "--to-member-id",
+            str(idle["member_id"]),
+            f"Concurrent task {n}.",
+        )
+        for n in range(4)
+    ]
     ids = []
     for proc in senders:
         out, err = proc.communicate(timeout=120)
@@ -189,6 +207,7 @@ def test_real_concurrent_previews_each_reach_the_model_once(fleet, idle):
 
 
 # --- what must never be typed into ----------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def asker(fleet, member):
@@ -207,12 +226,26 @@ def test_real_permission_dialog_is_awaiting_user_and_never_typed_into(fleet, ask
     pane = asker["pane_id"]
     fleet.api.script.clear()
     fleet.wait_composer(pane, fleet.agent, TURN_TIMEOUT)
-    fleet.api.script.push(m.Reply(tool_calls=[m.ToolCall("Bash" if fleet.agent == "claude" else "bash",
-                                                         {"command": "touch never-run",
-                                                          "description": "Create a file"})]))
+    fleet.api.script.push(
+        m.Reply(
+            tool_calls=[
+                m.ToolCall(
+                    "Bash" if fleet.agent == "claude" else "bash",
+                    {"command": "touch never-run", "description": "Create a file"},
+                )
+            ]
+        )
+    )
     fleet.type_keys(pane, "make a file")
-    fleet.wait_screen(pane, lambda s: "make a file" in (screen.input_box(fleet.agent, s) or [""])[-1]
-                      or "make a file" in " ".join(screen.input_box(fleet.agent, s) or []), 20, "the typed prompt")
+    fleet.wait_screen(
+        pane,
+        lambda s: (
+            "make a file" in (screen.input_box(fleet.agent, s) or [""])[-1]
+            or "make a file" in " ".join(screen.input_box(fleet.agent, s) or [])
+        ),
+        20,
+        "the typed prompt",
+    )
     fleet.press(pane, "Enter")
     dialog = fleet.wait_state(pane, fleet.agent, screen.PaneState.AWAITING_USER, TURN_TIMEOUT)
     try:
@@ -228,8 +261,12 @@ def test_real_permission_dialog_is_awaiting_user_and_never_typed_into(fleet, ask
         assert not (fleet.workdir / "never-run").exists()
     finally:
         fleet.press(pane, "Escape")
-    fleet.wait_screen(pane, lambda s: screen.classify(fleet.agent, s) != screen.PaneState.AWAITING_USER,
-                      TURN_TIMEOUT, "the dialog dismissed")
+    fleet.wait_screen(
+        pane,
+        lambda s: screen.classify(fleet.agent, s) != screen.PaneState.AWAITING_USER,
+        TURN_TIMEOUT,
+        "the dialog dismissed",
+    )
     assert dialog  # kept for the failure message above
     assert not (fleet.workdir / "never-run").exists()
     # the owed preview is delivered by the next send, once
@@ -249,10 +286,28 @@ def test_real_question_dialog_is_awaiting_user(fleet, asker):
     pane = asker["pane_id"]
     fleet.api.script.clear()
     fleet.wait_composer(pane, fleet.agent, TURN_TIMEOUT)
-    fleet.api.script.push(m.Reply(tool_calls=[m.ToolCall("AskUserQuestion", {"questions": [{
-        "question": "Which colour should the button be?", "header": "Colour", "multiSelect": False,
-        "options": [{"label": "Red", "description": "A red button"},
-                    {"label": "Blue", "description": "A blue button"}]}]})]))
+    fleet.api.script.push(
+        m.Reply(
+            tool_calls=[
+                m.ToolCall(
+                    "AskUserQuestion",
+                    {
+                        "questions": [
+                            {
+                                "question": "Which colour should the button be?",
+                                "header": "Colour",
+                                "multiSelect": False,
+                                "options": [
+                                    {"label": "Red", "description": "A red button"},
+                                    {"label": "Blue", "description": "A blue button"},
+                                ],
+                            }
+                        ]
+                    },
+                )
+            ]
+        )
+    )
     fleet.type_keys(pane, "ask me")
     fleet.wait_screen(pane, lambda s: "ask me" in s, 20, "the typed prompt")
     fleet.press(pane, "Enter")
@@ -264,8 +319,12 @@ def test_real_question_dialog_is_awaiting_user(fleet, asker):
         assert marker(message_id) not in fleet.capture(pane)
     finally:
         fleet.press(pane, "Escape")
-    fleet.wait_screen(pane, lambda s: screen.classify(fleet.agent, s) != screen.PaneState.AWAITING_USER,
-                      TURN_TIMEOUT, "the question dismissed")
+    fleet.wait_screen(
+        pane,
+        lambda s: screen.classify(fleet.agent, s) != screen.PaneState.AWAITING_USER,
+        TURN_TIMEOUT,
+        "the question dismissed",
+    )
 
 
 def test_real_half_typed_text_is_left_alone(fleet, idle):
@@ -291,6 +350,7 @@ def test_real_half_typed_text_is_left_alone(fleet, idle):
 
 # --- a send right after member create --------------------------------------------------------
 
+
 @pytest.mark.parametrize("when", ["at once", "composer drawn"])
 def test_real_send_right_after_member_create_is_never_stamped_while_lost(fleet, when):
     """The README walkthrough: ``member create`` then a send while the agent starts (at
@@ -303,8 +363,12 @@ def test_real_send_right_after_member_create_is_never_stamped_while_lost(fleet, 
     result = fleet.send(record["member_id"], "Sent while you start.")
     message_id = sent_id(result)
     stamped = fleet.notified_at(message_id) is not None
-    fleet.wait_screen(record["pane_id"], lambda s: fleet.api.turns() and composer_empty(fleet.agent, s),
-                      TURN_TIMEOUT, "the new member's first turns")
+    fleet.wait_screen(
+        record["pane_id"],
+        lambda s: fleet.api.turns() and composer_empty(fleet.agent, s),
+        TURN_TIMEOUT,
+        "the new member's first turns",
+    )
     if stamped:
         got = fleet.api.wait(lambda _: received_count(fleet.api, marker(message_id)), TURN_TIMEOUT)
         assert got == 1, f"message {message_id} was stamped notified but its model received it {got} times"
@@ -323,6 +387,7 @@ def test_real_send_right_after_member_create_is_never_stamped_while_lost(fleet, 
 
 # --- a member that runs the cafleet commands itself ------------------------------------------
 
+
 def test_real_member_polls_acks_and_replies_as_tool_calls(fleet, idle):
     member_id = idle["member_id"]
     shell = "Bash" if fleet.agent == "claude" else "bash"
@@ -339,9 +404,12 @@ def test_real_member_polls_acks_and_replies_as_tool_calls(fleet, idle):
         message_id = sent_id(fleet.send(member_id, body))
         fleet.api.script.push(
             call(f"cafleet message ack {message_id}"),
-            call(f"cafleet message send --from-member-id {member_id} --to-member-id {fleet.director} "
-                 f"'done with {message_id}'"),
-            m.Reply(text="All done."))
+            call(
+                f"cafleet message send --from-member-id {member_id} --to-member-id {fleet.director} "
+                f"'done with {message_id}'"
+            ),
+            m.Reply(text="All done."),
+        )
     finally:
         hold.set()
     settle_idle(fleet, idle)
@@ -350,6 +418,7 @@ def test_real_member_polls_acks_and_replies_as_tool_calls(fleet, idle):
     results = " ".join(user_texts(fleet.api.turns()[-1].body))
     assert body in results, results[-2000:]  # the poll's output came back as the tool result
     assert fleet.status(message_id) == "completed"
-    replies = fleet.query("SELECT text FROM messages WHERE from_member_id = ? AND to_member_id = ?",
-                          member_id, fleet.director)
+    replies = fleet.query(
+        "SELECT text FROM messages WHERE from_member_id = ? AND to_member_id = ?", member_id, fleet.director
+    )
     assert (f"done with {message_id}",) in replies

@@ -90,8 +90,17 @@ class CodexFleet:
 
     def create(self, name: str = "coder", wait: bool = True) -> int:
         result = self.fleet.cafleet(
-            "member", "create", "--fleet-id", str(self.fleet.fleet_id), "--name", name,
-            "--description", f"{name} on codex", "--coding-agent", "codex", "--json",
+            "member",
+            "create",
+            "--fleet-id",
+            str(self.fleet.fleet_id),
+            "--name",
+            name,
+            "--description",
+            f"{name} on codex",
+            "--coding-agent",
+            "codex",
+            "--json",
             "Wait for messages from your Director.",
         )
         assert result.code == 0, result
@@ -148,8 +157,9 @@ def codex_fleet(env, tmp_path, monkeypatch, request):
     )
     for key in ("CODEX_HOME", "CAFLEET_TEST_MODEL_KEY", "PATH", "CAFLEET_SUBMIT_SETTLE"):
         monkeypatch.setenv(key, env[key])
-    setup = subprocess.run([sys.executable, "-m", "cafleet", "setup", "--coding-agent", "codex"],
-                           env=env, capture_output=True, timeout=60)
+    setup = subprocess.run(
+        [sys.executable, "-m", "cafleet", "setup", "--coding-agent", "codex"], env=env, capture_output=True, timeout=60
+    )
     assert setup.returncode == 0, setup.stderr
     monkeypatch.chdir(workdir)
     try:
@@ -183,8 +193,11 @@ def test_preview_submitted_and_confirmed_once(codex_fleet):
     rows = codex_fleet.fleet.query("SELECT message_id, notified_at FROM messages WHERE to_member_id = ?", member)
     assert len(rows) == 1 and rows[0][1] is not None, rows
     message_id = rows[0][0]
-    wait_for(lambda: codex_fleet.received_previews().get(message_id), timeout=TURN_TIMEOUT,
-             what="the preview to reach the model")
+    wait_for(
+        lambda: codex_fleet.received_previews().get(message_id),
+        timeout=TURN_TIMEOUT,
+        what="the preview to reach the model",
+    )
     codex_fleet.wait_state(member, screen.PaneState.IDLE)
     assert codex_fleet.received_previews() == {message_id: 1}
     received = [m for m in codex_fleet.api.received() if PREVIEW.search(m)]
@@ -197,9 +210,23 @@ def test_sequential_and_concurrent_sends_each_arrive_once(codex_fleet):
         assert codex_fleet.send(member, f"sequential {i}").code == 0
     env = codex_fleet.fleet.environ
     procs = [
-        subprocess.Popen([sys.executable, "-m", "cafleet", "message", "send", "--from-member-id",
-                          str(codex_fleet.fleet.director), "--to-member-id", str(member), f"concurrent {i}"],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cafleet",
+                "message",
+                "send",
+                "--from-member-id",
+                str(codex_fleet.fleet.director),
+                "--to-member-id",
+                str(member),
+                f"concurrent {i}",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         for i in range(3)
     ]
     for proc in procs:
@@ -208,8 +235,11 @@ def test_sequential_and_concurrent_sends_each_arrive_once(codex_fleet):
     rows = codex_fleet.fleet.query("SELECT message_id, notified_at FROM messages WHERE to_member_id = ?", member)
     assert len(rows) == 5
     stamped = {mid for mid, notified in rows if notified is not None}
-    wait_for(lambda: stamped <= set(codex_fleet.received_previews()), timeout=TURN_TIMEOUT,
-             what="every stamped preview to reach the model")
+    wait_for(
+        lambda: stamped <= set(codex_fleet.received_previews()),
+        timeout=TURN_TIMEOUT,
+        what="every stamped preview to reach the model",
+    )
     codex_fleet.wait_state(member, screen.PaneState.IDLE)
     counts = codex_fleet.received_previews()
     assert all(counts[mid] == 1 for mid in stamped), counts
@@ -220,8 +250,11 @@ def test_sequential_and_concurrent_sends_each_arrive_once(codex_fleet):
     owed = {mid for mid, notified in rows if notified is None}
     if owed:
         assert codex_fleet.send(member, "one more").code == 0
-        wait_for(lambda: owed <= set(codex_fleet.received_previews()), timeout=TURN_TIMEOUT,
-                 what="owed previews to be delivered by the next send")
+        wait_for(
+            lambda: owed <= set(codex_fleet.received_previews()),
+            timeout=TURN_TIMEOUT,
+            what="owed previews to be delivered by the next send",
+        )
 
 
 def test_working_screen_and_a_send_while_working_is_queued_once(codex_fleet):
@@ -244,11 +277,13 @@ def test_working_screen_and_a_send_while_working_is_queued_once(codex_fleet):
         assert "not notified" not in second.err, second
     finally:
         release.set()
-    rows = codex_fleet.fleet.query("SELECT message_id, notified_at FROM messages WHERE to_member_id = ? "
-                                   "ORDER BY message_id", member)
+    rows = codex_fleet.fleet.query(
+        "SELECT message_id, notified_at FROM messages WHERE to_member_id = ? ORDER BY message_id", member
+    )
     assert all(notified is not None for _, notified in rows), rows
-    wait_for(lambda: len(codex_fleet.received_previews()) == 2, timeout=TURN_TIMEOUT,
-             what="both previews to reach the model")
+    wait_for(
+        lambda: len(codex_fleet.received_previews()) == 2, timeout=TURN_TIMEOUT, what="both previews to reach the model"
+    )
     codex_fleet.wait_state(member, screen.PaneState.IDLE)
     assert codex_fleet.received_previews() == {rows[0][0]: 1, rows[1][0]: 1}
 
@@ -261,8 +296,10 @@ def test_member_acks_through_a_real_tool_call(codex_fleet):
     message_id = codex_fleet.fleet.query("SELECT MAX(message_id) FROM messages")[0][0]
 
     def acked():
-        return codex_fleet.fleet.query("SELECT status_state FROM messages WHERE message_id = ?",
-                                       message_id)[0][0] == "completed"
+        return (
+            codex_fleet.fleet.query("SELECT status_state FROM messages WHERE message_id = ?", message_id)[0][0]
+            == "completed"
+        )
 
     try:
         wait_for(acked, timeout=TURN_TIMEOUT, what="the codex member to ACK through its own cafleet call")
@@ -288,11 +325,18 @@ def test_approval_dialog_is_awaiting_user_and_never_typed_into(codex_fleet):
         last = last_input(request)
         if last.get("type") == "function_call_output":
             return Reply([text("done")])
-        return Reply([tool_call("exec_command", {
-            "cmd": f"touch {marker}",
-            "sandbox_permissions": "require_escalated",
-            "justification": "Create a marker file outside the sandbox?",
-        })])
+        return Reply(
+            [
+                tool_call(
+                    "exec_command",
+                    {
+                        "cmd": f"touch {marker}",
+                        "sandbox_permissions": "require_escalated",
+                        "justification": "Create a marker file outside the sandbox?",
+                    },
+                )
+            ]
+        )
 
     codex_fleet.api.script = script
     first = codex_fleet.send(member, "please escalate")
@@ -322,7 +366,9 @@ def ack_script(request):
 
 def test_half_typed_text_is_never_submitted(codex_fleet):
     member = codex_fleet.create()
-    pane = codex_fleet.fleet.query("SELECT mux_pane_id FROM member_placements WHERE member_id = ?", member)[0][0].split()[0]
+    pane = codex_fleet.fleet.query("SELECT mux_pane_id FROM member_placements WHERE member_id = ?", member)[0][
+        0
+    ].split()[0]
     codex_fleet.fleet.server.run("send-keys", "-t", pane, "-l", "half typed by a person")
     wait_for(lambda: "half typed by a person" in codex_fleet.screen(member), what="the half-typed text")
     sent = codex_fleet.send(member, "do not glue me")
@@ -344,12 +390,16 @@ def test_send_right_after_member_create_is_delivered_once_and_never_glued(codex_
     codex_fleet.wait_idle(member)
     second = codex_fleet.send(member, "the next one")
     assert second.code == 0, second
-    rows = codex_fleet.fleet.query("SELECT message_id, notified_at FROM messages WHERE to_member_id = ? "
-                                   "ORDER BY message_id", member)
+    rows = codex_fleet.fleet.query(
+        "SELECT message_id, notified_at FROM messages WHERE to_member_id = ? ORDER BY message_id", member
+    )
     assert all(notified is not None for _, notified in rows), rows
     ids = {mid for mid, _ in rows}
-    wait_for(lambda: ids <= set(codex_fleet.received_previews()), timeout=TURN_TIMEOUT,
-             what="both previews to reach the model")
+    wait_for(
+        lambda: ids <= set(codex_fleet.received_previews()),
+        timeout=TURN_TIMEOUT,
+        what="both previews to reach the model",
+    )
     codex_fleet.wait_state(member, screen.PaneState.IDLE)
     assert codex_fleet.received_previews() == dict.fromkeys(ids, 1)
     for message in codex_fleet.api.received():
@@ -362,8 +412,11 @@ def test_body_ending_in_a_file_mention_is_submitted_whole(codex_fleet):
     sent = codex_fleet.send(member, "please read @README.md")
     assert sent.code == 0, sent
     message_id = codex_fleet.fleet.query("SELECT MAX(message_id) FROM messages")[0][0]
-    wait_for(lambda: codex_fleet.received_previews().get(message_id), timeout=TURN_TIMEOUT,
-             what="the preview to reach the model")
+    wait_for(
+        lambda: codex_fleet.received_previews().get(message_id),
+        timeout=TURN_TIMEOUT,
+        what="the preview to reach the model",
+    )
     [received] = [m for m in codex_fleet.api.received() if PREVIEW.search(m)]
     assert "please read @README.md" in received, received
 
@@ -377,22 +430,59 @@ def test_two_fleets_on_two_databases_each_member_reaches_its_own(env, tmp_path, 
     server = codex_fleet.fleet.server
     director2 = server.new_pane([sys.executable, "-c", "import time; time.sleep(3600)"])
     other_env.update(server.environ_for(director2))
-    created = subprocess.run([sys.executable, "-m", "cafleet", "fleet", "create", "--name", "second",
-                              "--coding-agent", "codex", "--json"], env=other_env, capture_output=True, timeout=60)
+    created = subprocess.run(
+        [sys.executable, "-m", "cafleet", "fleet", "create", "--name", "second", "--coding-agent", "codex", "--json"],
+        env=other_env,
+        capture_output=True,
+        timeout=60,
+    )
     assert created.returncode == 0, created.stderr
     import json
 
     fleet2 = json.loads(created.stdout)
-    made = subprocess.run([sys.executable, "-m", "cafleet", "member", "create", "--fleet-id", str(fleet2["fleet_id"]),
-                           "--name", "second", "--description", "second on codex", "--coding-agent", "codex",
-                           "--json", "Wait for messages."], env=other_env, capture_output=True, timeout=60)
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cafleet",
+            "member",
+            "create",
+            "--fleet-id",
+            str(fleet2["fleet_id"]),
+            "--name",
+            "second",
+            "--description",
+            "second on codex",
+            "--coding-agent",
+            "codex",
+            "--json",
+            "Wait for messages.",
+        ],
+        env=other_env,
+        capture_output=True,
+        timeout=60,
+    )
     assert made.returncode == 0, made.stderr
     second = json.loads(made.stdout)["member_id"]
     sent1 = codex_fleet.send(first, "ack me in the first database")
     assert sent1.code == 0, sent1
-    sent2 = subprocess.run([sys.executable, "-m", "cafleet", "message", "send", "--from-member-id",
-                            str(fleet2["director_member_id"]), "--to-member-id", str(second),
-                            "ack me in the second database"], env=other_env, capture_output=True, timeout=120)
+    sent2 = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cafleet",
+            "message",
+            "send",
+            "--from-member-id",
+            str(fleet2["director_member_id"]),
+            "--to-member-id",
+            str(second),
+            "ack me in the second database",
+        ],
+        env=other_env,
+        capture_output=True,
+        timeout=120,
+    )
     assert sent2.returncode == 0, sent2.stderr
     import sqlite3
 
@@ -403,8 +493,11 @@ def test_two_fleets_on_two_databases_each_member_reaches_its_own(env, tmp_path, 
         finally:
             conn.close()
 
-    wait_for(lambda: states(codex_fleet.fleet.db) == ["completed"] and states(other_db) == ["completed"],
-             timeout=TURN_TIMEOUT * 2, what="each member to ACK in its own database")
+    wait_for(
+        lambda: states(codex_fleet.fleet.db) == ["completed"] and states(other_db) == ["completed"],
+        timeout=TURN_TIMEOUT * 2,
+        what="each member to ACK in its own database",
+    )
 
 
 # --- usage (docs/usage.md): usage numbers chosen per member are summed exactly per member ---

@@ -40,8 +40,10 @@ def remote(env, tmp_path, monkeypatch, short_dir):
     """(fleet, host): a live local fleet and a reachable host for its members."""
     remote_path = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
     with running_sshd(short_dir, remote_path) as host:
-        for key, value in {"CAFLEET_SSH_CONFIG": str(host.config),
-                           "CAFLEET_SSH_CONTROL_DIR": str(short_dir / "control")}.items():
+        for key, value in {
+            "CAFLEET_SSH_CONFIG": str(host.config),
+            "CAFLEET_SSH_CONTROL_DIR": str(short_dir / "control"),
+        }.items():
             env[key] = value
             monkeypatch.setenv(key, value)
         with tmux_fleet(env, tmp_path, monkeypatch) as fleet:
@@ -49,9 +51,22 @@ def remote(env, tmp_path, monkeypatch, short_dir):
 
 
 def create_remote(fleet, host, name: str, *extra: str):
-    return fleet.cafleet("member", "create", "--fleet-id", str(fleet.fleet_id), "--name", name,
-                         "--description", f"{name} far away", "--coding-agent", "standin", "--host", host.alias,
-                         *extra, "Wait for tasks from {director_member_id}.")
+    return fleet.cafleet(
+        "member",
+        "create",
+        "--fleet-id",
+        str(fleet.fleet_id),
+        "--name",
+        name,
+        "--description",
+        f"{name} far away",
+        "--coding-agent",
+        "standin",
+        "--host",
+        host.alias,
+        *extra,
+        "Wait for tasks from {director_member_id}.",
+    )
 
 
 def placement(fleet, member_id: int) -> dict:
@@ -85,8 +100,21 @@ def test_session_encoding_round_trips_and_keeps_local_sessions_as_they_are():
 @pytest.mark.parametrize("host", ["-oProxyCommand=x", "a b", "box;rm", "", "ssh://box", "box/x"])
 def test_a_host_that_is_not_a_destination_is_refused_before_anything_is_written(remote, host):
     fleet, _ = remote
-    result = fleet.cafleet("member", "create", "--fleet-id", str(fleet.fleet_id), "--name", "x",
-                           "--description", "x", "--coding-agent", "standin", "--host", host, "Hi")
+    result = fleet.cafleet(
+        "member",
+        "create",
+        "--fleet-id",
+        str(fleet.fleet_id),
+        "--name",
+        "x",
+        "--description",
+        "x",
+        "--coding-agent",
+        "standin",
+        "--host",
+        host,
+        "Hi",
+    )
     assert result.code == 1 and result.err.startswith("Error: ") and "is not a host cafleet can reach" in result.err
     assert len(result.err.strip().splitlines()) == 1
     assert fleet.member_count() == 1  # the Director only
@@ -214,11 +242,26 @@ def test_delete_kills_the_remote_pane(remote):
 
 def test_create_on_a_host_without_the_agent_writes_nothing(remote):
     fleet, host = remote
-    result = fleet.cafleet("member", "create", "--fleet-id", str(fleet.fleet_id), "--name", "x",
-                           "--description", "x", "--coding-agent", "codex", "--host", host.alias, "Hi")
+    result = fleet.cafleet(
+        "member",
+        "create",
+        "--fleet-id",
+        str(fleet.fleet_id),
+        "--name",
+        "x",
+        "--description",
+        "x",
+        "--coding-agent",
+        "codex",
+        "--host",
+        host.alias,
+        "Hi",
+    )
     assert result.code == 1, result
-    assert result.err == (f"Error: codex is not installed on host {host.alias} (not on its PATH for SSH commands); "
-                          "install it there, or check with `cafleet doctor --host`.\n")
+    assert result.err == (
+        f"Error: codex is not installed on host {host.alias} (not on its PATH for SSH commands); "
+        "install it there, or check with `cafleet doctor --host`.\n"
+    )
     assert fleet.member_count() == 1
 
     host.stop()
@@ -242,7 +285,9 @@ def test_doctor_checks_the_hosts_of_live_members_and_those_given(remote, tmp_pat
     assert report.code == 1
 
     text = fleet.cafleet("doctor").out.splitlines()
-    assert next(line for line in text if f"host {host.alias}" in line).startswith(f"✓ host {host.alias}: reachable over SSH, tmux ")
+    assert next(line for line in text if f"host {host.alias}" in line).startswith(
+        f"✓ host {host.alias}: reachable over SSH, tmux "
+    )
     host.stop()
     down = fleet.cafleet("doctor", "--json")
     assert down.code == 1 and down.json()["hosts"]["hosts"][0]["reachable"] is False
@@ -259,8 +304,10 @@ def test_a_member_on_the_host_wakes_its_neighbours_there_and_leaves_home_panes_t
 
     def send_from_host(to_id: int, body: str):
         """`message send` as the member's agent runs it in its pane on the host."""
-        return host.ssh(f"CAFLEET_DATABASE_URL={fleet.db} CAFLEET_HOST={host.alias} "
-                        f"cafleet message send --from-member-id {far} --to-member-id {to_id} --json {body}")
+        return host.ssh(
+            f"CAFLEET_DATABASE_URL={fleet.db} CAFLEET_HOST={host.alias} "
+            f"cafleet message send --from-member-id {far} --to-member-id {to_id} --json {body}"
+        )
 
     beside = send_from_host(other, "neighbour")
     assert beside.returncode == 0 and beside.stderr == "", beside  # typed there, without SSH back to itself

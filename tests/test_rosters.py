@@ -37,8 +37,19 @@ def test_member_list_with_states_reads_the_roster_once(cli, crew, readers):
     records = listed.json()
     assert [r["member_id"] for r in records] == [director, *members]
     assert [r["state"] for r in records] == ["director"] + ["pending"] * 3
-    assert set(records[0]) == {"member_id", "name", "kind", "status", "backend", "coding_agent", "pane_id",
-                               "last_activity_at", "idle_seconds", "state", "state_detail"}
+    assert set(records[0]) == {
+        "member_id",
+        "name",
+        "kind",
+        "status",
+        "backend",
+        "coding_agent",
+        "pane_id",
+        "last_activity_at",
+        "idle_seconds",
+        "state",
+        "state_detail",
+    }
     assert readers.count("roster") == 1
     assert "_row" not in readers  # no member read again one by one
 

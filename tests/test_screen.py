@@ -7,7 +7,10 @@ import pytest
 from cafleet.delivery.screen import CUES, PaneState, classify, input_box
 
 AWAITING, WORKING, IDLE, UNKNOWN = (
-    PaneState.AWAITING_USER, PaneState.WORKING, PaneState.IDLE, PaneState.UNKNOWN,
+    PaneState.AWAITING_USER,
+    PaneState.WORKING,
+    PaneState.IDLE,
+    PaneState.UNKNOWN,
 )
 RULE = "─" * 60
 
@@ -266,9 +269,7 @@ def test_unrecognised_is_unknown_never_idle(agent, screen):
 
 
 def test_ansi_is_stripped_and_blank_lines_do_not_count():
-    coloured = (
-        "\x1b[1m\x1b[38;5;244m ❯ 1. Yes\x1b[0m\n" + "\n" * 30 + "\x1b]8;;http://x\x07link\x1b]8;;\x07\n"
-    )
+    coloured = "\x1b[1m\x1b[38;5;244m ❯ 1. Yes\x1b[0m\n" + "\n" * 30 + "\x1b]8;;http://x\x07link\x1b]8;;\x07\n"
     assert classify("claude", coloured) == AWAITING
 
 
@@ -287,9 +288,7 @@ def test_input_box_is_the_last_composer_row_not_the_transcript():
 {RULE}
   ⏵⏵ bypass permissions on (shift+tab to cycle)
 """
-    assert input_box("claude", screen) == [
-        "❯ [cafleet msg 2 from 2 2025-06-01T12:35:00.000000+00:00]⏎new one"
-    ]
+    assert input_box("claude", screen) == ["❯ [cafleet msg 2 from 2 2025-06-01T12:35:00.000000+00:00]⏎new one"]
 
 
 def test_input_box_spans_every_row_of_a_bordered_box():
@@ -314,18 +313,30 @@ def test_no_input_box():
 # rows (checked below), and each row is then quoted in a message body.
 CUE_TEXTS = {
     "claude": [
-        " ❯ 1. Yes", "Do you want to proceed?", " Esc to cancel · Tab to amend · ctrl+e to explain",
-        "Enter to select · ↑/↓ to navigate · Esc to cancel", "Enter to continue · Esc to cancel",
-        "✶ Deliberating… (4s · ↓ 120 tokens · esc to interrupt)", "  ⏵⏵ bypass permissions on · esc to interrupt",
+        " ❯ 1. Yes",
+        "Do you want to proceed?",
+        " Esc to cancel · Tab to amend · ctrl+e to explain",
+        "Enter to select · ↑/↓ to navigate · Esc to cancel",
+        "Enter to continue · Esc to cancel",
+        "✶ Deliberating… (4s · ↓ 120 tokens · esc to interrupt)",
+        "  ⏵⏵ bypass permissions on · esc to interrupt",
     ],
     "codex": [
-        "› 1. Yes, proceed (y)", "Apply the patch to src/main.rs? [y/N]",
-        "  Press enter to confirm or esc to cancel", "  tab to add notes | enter to submit answer",
-        "  Question 1/2 (1 unanswered)", "• Working (12s • esc to interrupt)", "Waiting for startup",
+        "› 1. Yes, proceed (y)",
+        "Apply the patch to src/main.rs? [y/N]",
+        "  Press enter to confirm or esc to cancel",
+        "  tab to add notes | enter to submit answer",
+        "  Question 1/2 (1 unanswered)",
+        "• Working (12s • esc to interrupt)",
+        "Waiting for startup",
     ],
     "opencode": [
-        "┃  △ Permission required", "┃   Allow once   Allow always   Reject", "┃  △ Reject permission",
-        "┃  3. Type your own answer", "┃  ↑↓ select  enter submit  esc dismiss", "  ⬝⬝⬝■■  esc interrupt",
+        "┃  △ Permission required",
+        "┃   Allow once   Allow always   Reject",
+        "┃  △ Reject permission",
+        "┃  3. Type your own answer",
+        "┃  ↑↓ select  enter submit  esc dismiss",
+        "  ⬝⬝⬝■■  esc interrupt",
     ],
     "standin": ["❯ 1. Yes", "Do you want to proceed?", "working… (esc to interrupt)", "Waiting for startup"],
 }
@@ -342,15 +353,21 @@ def echoed(agent: str, quoted: str) -> str:
     once on the header's row and once where a wrapped row starts."""
     text = quoted.strip()
     if agent == "claude":
-        return (f"❯ {HEADER}please check {text}\n  {text}\n\n⏺ Noted.\n\n{RULE}\n❯\u00a0\n{RULE}\n"
-                "  ⏵⏵ bypass permissions on (shift+tab to cycle)\n")
+        return (
+            f"❯ {HEADER}please check {text}\n  {text}\n\n⏺ Noted.\n\n{RULE}\n❯\u00a0\n{RULE}\n"
+            "  ⏵⏵ bypass permissions on (shift+tab to cycle)\n"
+        )
     if agent == "codex":
         return f"› {HEADER}please check {text}\n  {text}\n\n• Noted.\n\n› Ask Codex to do anything\n\n  100% context left\n"
     if agent == "opencode":
-        return (f"┃  {HEADER}please check {text}\n┃  {text}\n┃\n\n   Noted.\n\n┃\n"
-                '┃  Ask anything... "Fix broken tests"\n┃\n┃  Build · claude-sonnet-4 Anthropic\n'
-                "╹▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀\n                                  tab agents  ctrl+p commands\n")
-    return f"cafleet stand-in agent · member 5 · Ctrl-C quits\n• {HEADER}{text}\n• {text}\n────────────────────────\n>\n"
+        return (
+            f"┃  {HEADER}please check {text}\n┃  {text}\n┃\n\n   Noted.\n\n┃\n"
+            '┃  Ask anything... "Fix broken tests"\n┃\n┃  Build · claude-sonnet-4 Anthropic\n'
+            "╹▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀\n                                  tab agents  ctrl+p commands\n"
+        )
+    return (
+        f"cafleet stand-in agent · member 5 · Ctrl-C quits\n• {HEADER}{text}\n• {text}\n────────────────────────\n>\n"
+    )
 
 
 def typed(agent: str, quoted: str) -> str:
@@ -362,8 +379,10 @@ def typed(agent: str, quoted: str) -> str:
     if agent == "codex":
         return f"• Done.\n\n› {HEADER}please check {text}\n  {text}\n\n  100% context left\n"
     if agent == "opencode":
-        return (f"   Done.\n\n┃\n┃  {HEADER}please check {text}\n┃  {text}\n┃\n┃  Build · claude-sonnet-4 Anthropic\n"
-                "╹▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀\n                                  tab agents  ctrl+p commands\n")
+        return (
+            f"   Done.\n\n┃\n┃  {HEADER}please check {text}\n┃  {text}\n┃\n┃  Build · claude-sonnet-4 Anthropic\n"
+            "╹▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀\n                                  tab agents  ctrl+p commands\n"
+        )
     return f"cafleet stand-in agent · member 5 · Ctrl-C quits\n────────────────────────\n> {HEADER}{text}\n"
 
 
@@ -387,6 +406,7 @@ def test_a_message_quoting_a_cue_does_not_change_the_state(agent, quoted):
 
 
 # --- the input box's content ----------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("agent", "screen"),
@@ -473,7 +493,7 @@ def test_the_echo_of_a_submission_is_outside_the_box():
     screens = {
         "claude": f"❯ {HEADER}do it\n\n✶ Thinking… (esc to interrupt)\n\n{RULE}\n❯ {HEADER}next\n{RULE}\n",
         "codex": f"• Working (3s • esc to interrupt)\n\n• Queued follow-up inputs\n  ↳ {HEADER}do it\n\n"
-                 f"› {HEADER}next\n\n  100% context left\n",
+        f"› {HEADER}next\n\n  100% context left\n",
         "opencode": f"┃  {HEADER}do it\n┃\n\n┃\n┃  {HEADER}next\n┃\n┃  Build · model\n",
         "standin": f"• {HEADER}do it\n────────────────────────\n> {HEADER}next\n",
     }

@@ -39,6 +39,7 @@ def one_line_error(result, *fragments: str) -> None:
 
 # --- unknown member status -----------------------------------------------------------------
 
+
 def test_member_list_refuses_an_unknown_member_status(cli, build, db_path):
     fleet_id, _, (m1, _) = build.fleet()
     raw(db_path, "UPDATE members SET status = 'paused' WHERE member_id = ?", (m1,))
@@ -72,6 +73,7 @@ def test_fleet_delete_refuses_an_unknown_member_status_and_changes_nothing(cli, 
 
 # --- unknown message state -----------------------------------------------------------------
 
+
 @pytest.fixture
 def archived(cli, build, db_path):
     """A fleet where member m1 has one pending message whose state another program set to
@@ -103,14 +105,17 @@ def test_ack_refuses_an_unknown_message_state_and_leaves_the_row(cli, archived, 
 
 # --- a live fleet has an active Director with a placement ------------------------------------
 
+
 def break_director(db_path: str, fleet_id: int, director: int, how: str) -> None:
     conn = sqlite3.connect(db_path)
     try:
         if how == "null reference":
             conn.execute("UPDATE fleets SET director_member_id = NULL WHERE fleet_id = ?", (fleet_id,))
         elif how == "deregistered":
-            conn.execute("UPDATE members SET status = 'deregistered', deregistered_at = ? WHERE member_id = ?",
-                         (clock.now(), director))
+            conn.execute(
+                "UPDATE members SET status = 'deregistered', deregistered_at = ? WHERE member_id = ?",
+                (clock.now(), director),
+            )
         elif how == "no placement":
             conn.execute("DELETE FROM member_placements WHERE member_id = ?", (director,))
         conn.commit()
@@ -160,9 +165,19 @@ def test_foreign_timestamps_are_read_as_the_instant_they_name(written):
     assert clock.to_epoch(written) == clock.to_epoch(FOREIGN_TIMESTAMPS[written])
 
 
-@pytest.mark.parametrize("written", ["yesterday", "", "2026-13-01T00:00:00", "2026-11-30T25:00:00",
-                                     "2026-11-30T12:00:00+99:00", "12:00:00", "2026-11-30T12:00:00 garbage",
-                                     "2026-02-30T12:00:00"])
+@pytest.mark.parametrize(
+    "written",
+    [
+        "yesterday",
+        "",
+        "2026-13-01T00:00:00",
+        "2026-11-30T25:00:00",
+        "2026-11-30T12:00:00+99:00",
+        "12:00:00",
+        "2026-11-30T12:00:00 garbage",
+        "2026-02-30T12:00:00",
+    ],
+)
 def test_unreadable_timestamps_are_refused_clearly(written):
     from cafleet.errors import CorruptRow
 
@@ -175,8 +190,11 @@ def test_member_list_reads_foreign_timestamps_and_survives_unreadable_ones(cli, 
     for to_id in (m1, m2):
         cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(to_id), "x")
     long_ago = "2020-01-01 00:00:00"
-    raw(db_path, "UPDATE messages SET created_at = ?, status_timestamp = ? WHERE to_member_id = ?",
-        ("2020-01-01T02:00:00+02:00", long_ago, m1))
+    raw(
+        db_path,
+        "UPDATE messages SET created_at = ?, status_timestamp = ? WHERE to_member_id = ?",
+        ("2020-01-01T02:00:00+02:00", long_ago, m1),
+    )
     raw(db_path, "UPDATE messages SET created_at = 'soon', status_timestamp = 'soon' WHERE to_member_id = ?", (m2,))
     result = cli("member", "list", str(fleet_id), "--json")
     assert result.code == 0, result
@@ -191,8 +209,14 @@ def test_member_list_reads_foreign_timestamps_and_survives_unreadable_ones(cli, 
 
 # --- diagnosis --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("index,columns", [("idx_members_fleet_status", "members (fleet_id, status)"),
-                                           ("idx_messages_to_member_status_ts", "messages (to_member_id, status_timestamp)")])
+
+@pytest.mark.parametrize(
+    "index,columns",
+    [
+        ("idx_members_fleet_status", "members (fleet_id, status)"),
+        ("idx_messages_to_member_status_ts", "messages (to_member_id, status_timestamp)"),
+    ],
+)
 def test_diagnosis_refuses_a_required_index_made_unique(cli, build, store, db_path, index, columns):
     build.fleet(members_count=0)
     store.close()

@@ -41,8 +41,22 @@ def refusal(setting, raw: str) -> str:
 
 def bad_values(setting) -> list[str]:
     """Values every numeric setting must refuse: unparsable, not finite, out of range."""
-    values = ["nan", "NaN", "inf", "-inf", "1e400", "-1", "x", "1_0", "٣", "0x10", " ", f"{setting.high * 2:g}",
-              str(10**30), "9" * 5000]
+    values = [
+        "nan",
+        "NaN",
+        "inf",
+        "-inf",
+        "1e400",
+        "-1",
+        "x",
+        "1_0",
+        "٣",
+        "0x10",
+        " ",
+        f"{setting.high * 2:g}",
+        str(10**30),
+        "9" * 5000,
+    ]
     if setting.low > 0:
         values.append(f"{setting.low / 2:g}")
     if setting.kind == "integer":
@@ -60,13 +74,22 @@ def trio(build):
 
 # --- every declared numeric setting -------------------------------------------------------
 
+
 @pytest.mark.parametrize("setting", [s for s in NUMERIC if s.name.startswith("CAFLEET_")], ids=lambda s: s.name)
 def test_every_numeric_variable_refuses_bad_values_before_a_send_stores(cli, env, trio, db_path, setting):
     _, _, (m1, m2) = trio
     before = dump(db_path)
     for raw in bad_values(setting):
-        result = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "hi",
-                     environ=dict(env, **{setting.name: raw}))
+        result = cli(
+            "message",
+            "send",
+            "--from-member-id",
+            str(m1),
+            "--to-member-id",
+            str(m2),
+            "hi",
+            environ=dict(env, **{setting.name: raw}),
+        )
         assert (result.code, result.out, result.err) == (2, "", refusal(setting, raw)), raw
         assert dump(db_path) == before
     # An empty variable counts as unset: the default.
@@ -116,7 +139,7 @@ def test_a_declared_number_is_accepted_exactly_when_it_is_in_range(data):
     else:
         with pytest.raises(SettingError) as caught:
             setting.parse(raw)
-        assert str(caught.value) == refusal(setting, raw)[len("Error: "):-1]
+        assert str(caught.value) == refusal(setting, raw)[len("Error: ") : -1]
 
 
 def test_settings_are_read_once_per_command(env):
@@ -127,6 +150,7 @@ def test_settings_are_read_once_per_command(env):
 
 
 # --- the README table and completeness ----------------------------------------------------
+
 
 def test_readme_configuration_table_is_generated_from_the_declarations():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -64,7 +64,10 @@ def test_setup_honours_config_dirs_and_refuses_relative_ones(cli, env, tmp_path)
 
 def test_setup_unknown_agent_is_usage_error(cli):
     result = cli("setup", "--coding-agent", "vim")
-    assert (result.code, result.err) == (2, "Error: unknown coding agent 'vim' for --coding-agent; choose claude, codex, opencode.\n")
+    assert (result.code, result.err) == (
+        2,
+        "Error: unknown coding agent 'vim' for --coding-agent; choose claude, codex, opencode.\n",
+    )
 
 
 def test_doctor_broken_environment(cli, env, tmp_path):

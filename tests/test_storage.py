@@ -39,6 +39,7 @@ def assert_refused(cli, env, path, expected_fragment: str) -> None:
 
 # --- the fresh baseline --------------------------------------------------------------
 
+
 def test_missing_file_gets_exact_baseline(store, db_path):
     conn = store.conn
     objects = conn.execute(
@@ -56,14 +57,19 @@ def test_missing_file_gets_exact_baseline(store, db_path):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     assert [r[1] for r in conn.execute("PRAGMA table_info(refinery_schema_history)")] == [
-        "version", "name", "applied_on", "checksum"
+        "version",
+        "name",
+        "applied_on",
+        "checksum",
     ]
 
 
 def test_foreign_keys_enforced_with_declared_actions(store):
     conn = store.conn
     with pytest.raises(sqlite3.IntegrityError):
-        conn.execute("INSERT INTO members (fleet_id, name, description, status, registered_at) VALUES (99, 'x', 'd', 'active', 't')")
+        conn.execute(
+            "INSERT INTO members (fleet_id, name, description, status, registered_at) VALUES (99, 'x', 'd', 'active', 't')"
+        )
     fks = {(r[2], r[3], r[4], r[6]) for r in conn.execute("PRAGMA foreign_key_list(member_placements)")}
     assert fks == {("members", "member_id", "member_id", "CASCADE")}
     fks = {(r[2], r[3], r[6]) for r in conn.execute("PRAGMA foreign_key_list(messages)")}
@@ -103,6 +109,7 @@ def test_empty_sqlite_file_with_zero_identity_is_initialised(cli, env, tmp_path)
 
 # --- compatible files -------------------------------------------------------------------
 
+
 def test_extra_unrelated_objects_are_compatible(cli, env, tmp_path):
     path = tmp_path / "extra.db"
     make_cafleet_db(path)
@@ -131,6 +138,7 @@ def test_equivalent_schema_written_differently_is_compatible(cli, env, tmp_path)
 
 
 # --- refused files (byte-identical) ---------------------------------------------------
+
 
 def test_newer_ledger_is_refused_before_shape(cli, env, tmp_path):
     path = tmp_path / "newer.db"
@@ -245,7 +253,9 @@ def test_identity_without_ledger_is_refused(cli, env, tmp_path):
     assert_refused(cli, env, path, "schema ledger refinery_schema_history is missing or damaged")
 
 
-@pytest.mark.parametrize("content", [b"hello, not a database\n", b"\xff\xfe\x00garbage" * 50, b"SQLite format 3\x00" + b"\x00" * 20])
+@pytest.mark.parametrize(
+    "content", [b"hello, not a database\n", b"\xff\xfe\x00garbage" * 50, b"SQLite format 3\x00" + b"\x00" * 20]
+)
 def test_not_sqlite_is_refused(cli, env, tmp_path, content):
     path = tmp_path / "text.db"
     path.write_bytes(content)
@@ -276,12 +286,15 @@ def test_locked_beyond_timeout_is_refused(cli, env, tmp_path):
     path = tmp_path / "locked.db"
     make_cafleet_db(path)
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sqlite3,sys,time\n"
-         f"c=sqlite3.connect({str(path)!r}, isolation_level=None)\n"
-         "c.execute('PRAGMA locking_mode=EXCLUSIVE'); c.execute('BEGIN EXCLUSIVE')\n"
-         "c.execute('INSERT INTO asset_installs VALUES (1,2,3,4)')\n"
-         "print('held', flush=True); time.sleep(30)\n"],
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3,sys,time\n"
+            f"c=sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+            "c.execute('PRAGMA locking_mode=EXCLUSIVE'); c.execute('BEGIN EXCLUSIVE')\n"
+            "c.execute('INSERT INTO asset_installs VALUES (1,2,3,4)')\n"
+            "print('held', flush=True); time.sleep(30)\n",
+        ],
         stdout=subprocess.PIPE,
     )
     try:
@@ -295,6 +308,7 @@ def test_locked_beyond_timeout_is_refused(cli, env, tmp_path):
 
 
 # --- configuration ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "url, message",
@@ -341,8 +355,12 @@ def test_concurrent_first_use_initialises_once(env, tmp_path):
     path = tmp_path / "race" / "x.db"
     environ = dict(env, CAFLEET_DATABASE_URL=str(path))
     procs = [
-        subprocess.Popen([sys.executable, "-m", "cafleet", "fleet", "list", "--json"], env=environ,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [sys.executable, "-m", "cafleet", "fleet", "list", "--json"],
+            env=environ,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         for _ in range(8)
     ]
     outputs = [p.communicate(timeout=60) for p in procs]
@@ -403,7 +421,8 @@ def test_reopening_in_one_process_keeps_its_connections_current(tmp_path):
     """Reading the header again in a process that has a connection open must not drop that
     connection's locks (POSIX close semantics); otherwise another process deletes the WAL
     under it and it stops seeing new commits."""
-    done = subprocess.run([sys.executable, "-c", REOPEN_SCRIPT, str(tmp_path / "x.db")],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", REOPEN_SCRIPT, str(tmp_path / "x.db")], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "first first,second\n"

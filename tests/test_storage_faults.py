@@ -70,8 +70,9 @@ def test_disk_full_during_send_is_one_clear_line(env, db_path):
         store = open_store(db_path)
         pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
         store.conn.execute(f"PRAGMA max_page_count={pages}")
-        result = run_with_store(env, store, "message", "send", "--from-member-id", str(m1),
-                                "--to-member-id", str(m2), "x" * 190, "--json")
+        result = run_with_store(
+            env, store, "message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "x" * 190, "--json"
+        )
         if result.code == 0:
             printed.append(result.json()["message_id"])
             continue
@@ -87,8 +88,9 @@ def test_disk_full_during_send_is_one_clear_line(env, db_path):
 
 
 def mount_tmpfs(folder, size: str) -> None:
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(folder)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(folder)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"this machine does not permit mounting a tmpfs here: {done.stderr.strip()}")
 
@@ -126,8 +128,12 @@ def test_disk_full_at_commit_on_a_real_full_file_system(env, small_fs):
     fleet_id, director, (m1, m2) = FleetBuilder(setup).fleet()
     setup.close()
     fill(small_fs)
-    results = [python_cli(environ, "message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2),
-                          f"note {i}", "--json") for i in range(3)]
+    results = [
+        python_cli(
+            environ, "message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), f"note {i}", "--json"
+        )
+        for i in range(3)
+    ]
     printed = [r.json()["message_id"] for r in results if r.code == 0]
     failed = [r for r in results if r.code != 0]
     assert failed, results
@@ -322,7 +328,7 @@ def test_refused_zero_identity_wal_file_leaves_no_side_files(cli, env, tmp_path)
 @pytest.mark.parametrize("url", ["sqlite:///relative-{tag}.db", "sqlite:///~/cafleet-{tag}.db"])
 def test_relative_sqlite_urls_are_refused(cli, env, url):
     url = url.format(tag=uuid.uuid4().hex[:8])
-    name = url[len("sqlite:///"):]
+    name = url[len("sqlite:///") :]
     result = cli("fleet", "list", environ=dict(env, CAFLEET_DATABASE_URL=url))
     one_line_error(result, "names a relative path")
     assert not os.path.exists("/" + name) and not os.path.exists("/" + name.lstrip("~/"))
@@ -399,12 +405,23 @@ def test_activity_walk_is_bounded_with_equal_timestamps(store, build, monkeypatc
     fleet_id, director, (m1, m2) = build.fleet()
     same = "2025-03-01T00:00:00.000000+00:00"
     rows = [(m1, m2, "2025-02-01T00:00:%02d.000000+00:00" % (i % 60), "completed", same, f"t{i}") for i in range(3000)]
-    rows += [(m1, m2, "2025-01-01T00:00:00.000000+00:00", "completed", "2025-01-%02dT00:00:00.000000+00:00" % (2 + i % 27),
-              f"o{i}") for i in range(300)]
+    rows += [
+        (
+            m1,
+            m2,
+            "2025-01-01T00:00:00.000000+00:00",
+            "completed",
+            "2025-01-%02dT00:00:00.000000+00:00" % (2 + i % 27),
+            f"o{i}",
+        )
+        for i in range(300)
+    ]
     with store.write():
         store.conn.executemany(
             "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text)"
-            " VALUES (?, ?, ?, ?, ?, ?)", rows)
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
     calls = []
     original = connection.Store.execute
 
@@ -424,8 +441,11 @@ def test_activity_walk_is_bounded_with_equal_timestamps(store, build, monkeypatc
         store.conn.executemany(
             "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text)"
             " VALUES (?, ?, ?, 'completed', ?, 'x')",
-            [(m2, m1, "2024-01-01T00:00:00.000000+00:00", "2026-01-01T00:%02d:%02d.000000+00:00" % (i // 60, i % 60))
-             for i in range(500)])
+            [
+                (m2, m1, "2024-01-01T00:00:00.000000+00:00", "2026-01-01T00:%02d:%02d.000000+00:00" % (i // 60, i % 60))
+                for i in range(500)
+            ],
+        )
     calls.clear()
     activity.last_activity(store, m2)
     assert len(calls) <= activity.WALK_LIMIT + 2
@@ -476,8 +496,14 @@ def test_writers_queue_serialises_concurrent_writers(env, db_path):
         "for i in range(20):\n    messages.send(s, int(sys.argv[2]), int(sys.argv[3]), f'{sys.argv[4]}-{i}')\n"
         "s.close()\n"
     )
-    procs = [subprocess.Popen([sys.executable, "-c", script, db_path, str(m1), str(m2), f"w{n}"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for n in range(8)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, db_path, str(m1), str(m2), f"w{n}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for n in range(8)
+    ]
     outputs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0] * 8, outputs
     check = open_store(db_path)

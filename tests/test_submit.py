@@ -46,7 +46,11 @@ class PrivateTmux:
     def tmux(self, *args: str) -> str:
         done = subprocess.run(
             ["tmux", "-L", self.name, "-f", "/dev/null", *args],
-            env=self.env, capture_output=True, text=True, timeout=10, check=True,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         )
         return done.stdout
 
@@ -81,11 +85,18 @@ def kinds_and_texts(path) -> list[tuple]:
 def standin(server, tmp_path):
     """Open a stand-in agent pane and wait until it draws its input line."""
 
-    def start(*flags: str, member_id: int = 5, record=None, state: str = PaneState.IDLE,
-              agent: str = "standin") -> str:
+    def start(*flags: str, member_id: int = 5, record=None, state: str = PaneState.IDLE, agent: str = "standin") -> str:
         record = record or tmp_path / f"record-{uuid.uuid4().hex[:6]}.jsonl"
-        pane = server.open(sys.executable, "-m", "cafleet.agents.standin", "--member-id", str(member_id),
-                           "--record", str(record), *flags)
+        pane = server.open(
+            sys.executable,
+            "-m",
+            "cafleet.agents.standin",
+            "--member-id",
+            str(member_id),
+            "--record",
+            str(record),
+            *flags,
+        )
         wait_for(lambda: classify(agent, server.mux.capture(pane)) == state, what="the stand-in to start")
         return pane
 
@@ -152,8 +163,7 @@ def test_pane_without_input_box_gets_no_keystroke(server):
     with pytest.raises(PaneNotReady) as caught:
         submit_preview(server.mux, pane, preview, "standin", settle=0.05, echo_timeout=0.3, confirm_timeout=2)
     assert str(caught.value) == (
-        f"pane {pane} does not show the standin input box (is that agent running there?), so nothing "
-        "was typed."
+        f"pane {pane} does not show the standin input box (is that agent running there?), so nothing was typed."
     )
     # The terminal would have echoed anything typed: nothing was, not even an Enter.
     assert "cafleet msg" not in server.mux.capture(pane)
@@ -184,8 +194,9 @@ def test_unconfirmed_after_every_retry(server, standin, tmp_path):
     pane = standin("--enter-guard", "30", record=record)
     preview = render_preview(13, 3, TS, "stuck", 200)
     with pytest.raises(SubmissionNotConfirmed) as caught:
-        submit_preview(server.mux, pane, preview, "standin", settle=0, enter_retries=1, confirm_timeout=0.3,
-                       echo_timeout=2)
+        submit_preview(
+            server.mux, pane, preview, "standin", settle=0, enter_retries=1, confirm_timeout=0.3, echo_timeout=2
+        )
     assert str(caught.value) == (
         f"the typed text was still in the input box of pane {pane} after 2 Enter presses; "
         "the submission is not confirmed; the typed text was removed."
@@ -231,8 +242,16 @@ def test_settle_delay_from_the_environment():
 
 def test_auto_reply_uses_the_real_command_line(server, standin, tmp_path, cli, build):
     _fleet, director, (member,) = build.fleet(members_count=1)
-    sent = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member),
-               "please summarise the parser changes for me", "--json").json()
+    sent = cli(
+        "message",
+        "send",
+        "--from-member-id",
+        str(director),
+        "--to-member-id",
+        str(member),
+        "please summarise the parser changes for me",
+        "--json",
+    ).json()
     record = tmp_path / "record.jsonl"
     pane = standin("--auto-reply", member_id=member, record=record)
     preview = render_preview(sent["message_id"], director, sent["created_at"], sent["text"], 200)
@@ -251,6 +270,7 @@ def test_auto_reply_uses_the_real_command_line(server, standin, tmp_path, cli, b
 
 # --- only our text, only into a ready box ---------------------------------------------------
 
+
 def input_line(server, pane) -> str:
     return server.mux.capture(pane).splitlines()[-1].rstrip()
 
@@ -268,7 +288,8 @@ def test_half_typed_text_is_held_never_submitted_or_cleared(server, standin, tmp
             submit_preview(server.mux, pane, preview, "standin", **FAST)
         assert str(caught.value) == (
             f"held: input box has text in pane {pane} (someone is typing there), so nothing was typed "
-            "and that text was left as it is.")
+            "and that text was left as it is."
+        )
     assert input_line(server, pane) == "> fix the te"  # untouched
     assert records(record) == []  # not a key arrived: no Enter, no BackSpace, no Escape
     # The person finishes and submits their own text; the held preview then goes in alone.
@@ -277,7 +298,9 @@ def test_half_typed_text_is_held_never_submitted_or_cleared(server, standin, tmp
     wait_for(lambda: records(record), what="the person's submission")
     submit_preview(server.mux, pane, preview, "standin", **FAST)
     assert kinds_and_texts(record) == [
-        ("submit", "fix the tests"), ("submit", f"[cafleet msg 20 from 3 {TS}]⏎review the parser")]
+        ("submit", "fix the tests"),
+        ("submit", f"[cafleet msg 20 from 3 {TS}]⏎review the parser"),
+    ]
 
 
 def test_placeholder_hint_is_an_empty_box(server, standin, tmp_path):
@@ -335,7 +358,8 @@ def test_text_that_never_shows_gets_no_enter(server, standin, tmp_path):
     finally:
         os.kill(pid, signals.SIGUSR2)
     assert str(caught.value) == (
-        f"the typed text never showed in the standin input box of pane {pane}, so Enter was not pressed.")
+        f"the typed text never showed in the standin input box of pane {pane}, so Enter was not pressed."
+    )
     line = f"[cafleet msg 25 from 3 {TS}]⏎wake up"
     wait_for(lambda: input_line(server, pane) == "> " + line, what="the typed text to show")
     assert kinds_and_texts(record) == [("frozen", None), ("thawed", None)]  # no Enter reached it
@@ -353,7 +377,8 @@ def test_text_cleared_while_starting_is_reported_vanished_at_once(server, standi
         submit_preview(server.mux, pane, preview, "standin", settle=0.05, confirm_timeout=2, echo_timeout=2)
     assert str(caught.value) == (
         f"the typed text vanished from the standin input box of pane {pane} without reaching its "
-        "transcript or queue (the agent cleared its input, as it does while starting); Enter is not retried.")
+        "transcript or queue (the agent cleared its input, as it does while starting); Enter is not retried."
+    )
     line = f"[cafleet msg 26 from 3 {TS}]⏎first task"
     # One Enter only (swallowed), the text cleared, never submitted.
     assert kinds_and_texts(record) == [("key", "enter-during-startup"), ("cleared", line)]
@@ -369,8 +394,7 @@ def test_waiting_for_startup_holds_before_typing(server, standin, tmp_path):
     preview = render_preview(27, 3, TS, "early", 200)
     with pytest.raises(PaneNotReady) as caught:
         submit_preview(server.mux, pane, preview, "standin", **FAST)
-    assert str(caught.value) == (
-        f"pane {pane} shows standin still starting, so nothing was typed.")
+    assert str(caught.value) == (f"pane {pane} shows standin still starting, so nothing was typed.")
     assert input_line(server, pane) == ">" and records(record) == []
     os.kill(pane_pid(server, pane), signals.SIGUSR1)
     wait_for(lambda: "Waiting for startup" not in server.mux.capture(pane), what="the start-up to end")
@@ -385,11 +409,13 @@ def test_enter_held_while_starting_leaves_nothing_behind(server, standin, tmp_pa
     pane = standin("--late-startup", record=record)
     preview = render_preview(28, 3, TS, "early", 200)
     with pytest.raises(SubmissionNotConfirmed) as caught:
-        submit_preview(server.mux, pane, preview, "standin", settle=0, enter_retries=1, confirm_timeout=0.3,
-                       echo_timeout=2)
+        submit_preview(
+            server.mux, pane, preview, "standin", settle=0, enter_retries=1, confirm_timeout=0.3, echo_timeout=2
+        )
     assert str(caught.value) == (
         f"the typed text was still in the input box of pane {pane} after 2 Enter presses; "
-        "the submission is not confirmed; the typed text was removed.")
+        "the submission is not confirmed; the typed text was removed."
+    )
     assert kinds_and_texts(record) == [("key", "enter-while-starting")] * 2
     assert input_line(server, pane) == ">"
 
@@ -422,8 +448,9 @@ def test_a_long_echo_is_recognised_by_its_end(server, standin, tmp_path):
     (its start scrolled away). That end confirms it: one Enter, no retry."""
     record = tmp_path / "record.jsonl"
     pane = standin(record=record)
-    columns, rows = (int(n) for n in server.tmux("display-message", "-p", "-t", pane,
-                                                 "#{pane_width} #{pane_height}").split())
+    columns, rows = (
+        int(n) for n in server.tmux("display-message", "-p", "-t", pane, "#{pane_width} #{pane_height}").split()
+    )
     header = f"[cafleet msg 31 from 3 {TS}]⏎"
     # The stand-in wraps at columns - 1, after a two-column prompt or indent: the typed
     # line fills every row under the banner and the rule, so its echo cannot show whole

@@ -30,16 +30,23 @@ print(json.dumps(recorder.tiers))
 
 
 def tiers_of(*paths: str) -> dict[str, list[str]]:
-    done = subprocess.run([sys.executable, "-c", COLLECT, *paths], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECT, *paths], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
 
 def test_tests_are_marked_by_what_they_use():
-    tiers = tiers_of("tests/test_cli_fleet.py", "tests/test_web_api.py", "tests/test_submit.py",
-                     "tests/test_parser.py", "tests/test_web_browser.py", "tests/test_storm.py",
-                     "tests/test_delivery_e2e.py")
+    tiers = tiers_of(
+        "tests/test_cli_fleet.py",
+        "tests/test_web_api.py",
+        "tests/test_submit.py",
+        "tests/test_parser.py",
+        "tests/test_web_browser.py",
+        "tests/test_storm.py",
+        "tests/test_delivery_e2e.py",
+    )
 
     def of(prefix: str) -> set[str]:
         found = {tier for test, marks in tiers.items() if test.startswith(prefix) for tier in marks}
@@ -48,12 +55,15 @@ def test_tests_are_marked_by_what_they_use():
 
     assert tiers["tests/test_cli_fleet.py::test_fleet_create_text_and_json"] == ["tmux"]  # tmux_server fixture
     # a test that imports and calls the tmux fleet helper itself; its neighbours stay fast
-    assert tiers["tests/test_web_api.py::test_a_send_through_the_api_types_the_preview_into_the_members_pane"] == ["tmux"]
+    assert tiers["tests/test_web_api.py::test_a_send_through_the_api_types_the_preview_into_the_members_pane"] == [
+        "tmux"
+    ]
     assert [] in [marks for test, marks in tiers.items() if test.startswith("tests/test_web_api.py")]
     assert all(marks == ["tmux"] for test, marks in tiers.items() if test.startswith("tests/test_delivery_e2e.py"))
     assert of("tests/test_submit.py") == {"tmux"}  # its own private tmux server
     assert of("tests/test_web_browser.py") == {"browser", "tmux"}  # the screens tests use real panes
     assert tiers["tests/test_web_browser.py::test_dashboard_shows_the_fleet_sends_as_director_and_updates_live"] == [
-        "browser"]
+        "browser"
+    ]
     assert of("tests/test_storm.py") == {"slow"}
     assert of("tests/test_parser.py") == set()

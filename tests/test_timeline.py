@@ -18,7 +18,8 @@ def test_every_admin_read_places_a_message_in_its_recipients_fleet(store, build)
         stray = store.insert(
             "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text) "
             "VALUES (?, ?, '2025-01-01T00:00:00+00:00', 'input_required', '2025-01-01T00:00:00+00:00', 'x')",
-            (a1, b1), "message_id",
+            (a1, b1),
+            "message_id",
         )
     views = {}
     for fleet_id in (alpha, beta):

@@ -19,8 +19,21 @@ def fleet(env, tmp_path, monkeypatch):
 
 
 def create(fleet, name: str, *extra: str):
-    return fleet.cafleet("member", "create", "--fleet-id", str(fleet.fleet_id), "--name", name, "--description",
-                         f"{name} worker", "--coding-agent", "standin", *extra, "--json", "Hi")
+    return fleet.cafleet(
+        "member",
+        "create",
+        "--fleet-id",
+        str(fleet.fleet_id),
+        "--name",
+        name,
+        "--description",
+        f"{name} worker",
+        "--coding-agent",
+        "standin",
+        *extra,
+        "--json",
+        "Hi",
+    )
 
 
 def members(fleet) -> int:
@@ -29,13 +42,16 @@ def members(fleet) -> int:
 
 def test_bad_budgets_are_refused_before_anything_is_written(fleet):
     before = members(fleet)
-    for flag, value, said in (("--budget-usd", "-1", "a positive number of dollars"),
-                              ("--budget-usd", "nan", "a positive number of dollars"),
-                              ("--budget-tokens", "1.5", "a positive whole number of tokens"),
-                              ("--budget-tokens", "0", "a positive whole number of tokens")):
+    for flag, value, said in (
+        ("--budget-usd", "-1", "a positive number of dollars"),
+        ("--budget-usd", "nan", "a positive number of dollars"),
+        ("--budget-tokens", "1.5", "a positive whole number of tokens"),
+        ("--budget-tokens", "0", "a positive whole number of tokens"),
+    ):
         refused = create(fleet, "capped", flag, value)
         assert refused.code == 2 and refused.err == f"Error: invalid {flag} {value}; give {said}" + (
-            ", like 2.50\n" if flag == "--budget-usd" else "\n"), refused
+            ", like 2.50\n" if flag == "--budget-usd" else "\n"
+        ), refused
     assert members(fleet) == before
     both = fleet.cafleet("fleet", "budget", str(fleet.fleet_id), "--clear", "--tokens", "5")
     assert both.code == 2 and both.err.startswith("Error: --clear takes no --usd or --tokens"), both
@@ -52,21 +68,32 @@ def test_a_file_without_the_usage_tables_works_and_setup_adds_them(fleet, env):
     worker_id = worker.json()["member_id"]
     shown = fleet.cafleet("member", "usage", str(worker_id))
     assert shown.code == 0 and shown.out.startswith(f"member {worker_id} (plain, standin): no attribution recorded")
-    sent = fleet.cafleet("message", "send", "--from-member-id", str(fleet.director), "--to-member-id", str(worker_id),
-                         "hi")
+    sent = fleet.cafleet(
+        "message", "send", "--from-member-id", str(fleet.director), "--to-member-id", str(worker_id), "hi"
+    )
     assert sent.code == 0, sent
     before = members(fleet)
     capped = create(fleet, "capped", "--budget-tokens", "10")
     assert (capped.code, capped.err) == (
-        1, "Error: this database has no budget table yet; run `cafleet setup` once, then retry.\n"), capped
+        1,
+        "Error: this database has no budget table yet; run `cafleet setup` once, then retry.\n",
+    ), capped
     assert members(fleet) == before
     refused = fleet.cafleet("fleet", "budget", str(fleet.fleet_id), "--usd", "3")
     assert refused.code == 1 and "run `cafleet setup`" in refused.err
 
     setup = fleet.cafleet("setup", "--coding-agent", "claude", "--json")
     assert setup.code == 0, setup
-    assert sorted(setup.json()["database"]["tables_added"]) == sorted(schema.AUX_TABLES) == sorted(
-        name for (name,) in fleet.query("SELECT name FROM sqlite_master WHERE name LIKE 'cafleet_aux_%' AND type = 'table'"))
+    assert (
+        sorted(setup.json()["database"]["tables_added"])
+        == sorted(schema.AUX_TABLES)
+        == sorted(
+            name
+            for (name,) in fleet.query(
+                "SELECT name FROM sqlite_master WHERE name LIKE 'cafleet_aux_%' AND type = 'table'"
+            )
+        )
+    )
     assert fleet.query("SELECT version FROM refinery_schema_history") == [(1,)]
     capped = create(fleet, "capped", "--budget-tokens", "10")
     assert capped.code == 0, capped

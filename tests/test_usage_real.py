@@ -51,8 +51,12 @@ def create(fleet, name: str, reply: m.Reply) -> dict:
     fleet.api.script.push(reply)
     before = len(fleet.api.turns())
     record = fleet.create_member("claude", name)
-    fleet.wait_screen(record["pane_id"], lambda s: fleet.api.script.pending() == 0 and composer_empty("claude", s),
-                      TURN_TIMEOUT, f"{name} to finish its spawn turn")
+    fleet.wait_screen(
+        record["pane_id"],
+        lambda s: fleet.api.script.pending() == 0 and composer_empty("claude", s),
+        TURN_TIMEOUT,
+        f"{name} to finish its spawn turn",
+    )
     assert len(fleet.api.turns()) - before == 1
     return record
 
@@ -64,26 +68,38 @@ def test_usage_is_summed_exactly_per_member_in_one_cwd(fleet, tmp_path):
     # writes one transcript line per block, each repeating the call's usage: counted once)
     # that runs a shell command, then the reply after its result
     poll = m.ToolCall("Bash", {"command": f"cafleet message poll {alice['member_id']}", "description": "Poll"})
-    fleet.api.script.push(m.Reply(text="Checking my inbox.", tool_calls=[poll], input_tokens=3003, output_tokens=33),
-                          m.text("Noted.", input_tokens=4004, output_tokens=44))
+    fleet.api.script.push(
+        m.Reply(text="Checking my inbox.", tool_calls=[poll], input_tokens=3003, output_tokens=33),
+        m.text("Noted.", input_tokens=4004, output_tokens=44),
+    )
     before = len(fleet.api.turns())
     sent = fleet.send(alice["member_id"], "Note this, nothing else.")
     assert sent.code == 0, sent
     fleet.api.wait(lambda turns: len(fleet.api.turns()) > before, TURN_TIMEOUT)
-    fleet.wait_screen(alice["pane_id"], lambda s: fleet.api.script.pending() == 0 and composer_empty("claude", s),
-                      TURN_TIMEOUT, "alice to finish the message's turn")
+    fleet.wait_screen(
+        alice["pane_id"],
+        lambda s: fleet.api.script.pending() == 0 and composer_empty("claude", s),
+        TURN_TIMEOUT,
+        "alice to finish the message's turn",
+    )
     assert len(fleet.api.turns()) - before == 2
 
     a = wait_calls(fleet, alice["member_id"], 3)
     b = wait_calls(fleet, bob["member_id"], 1)
-    assert (a["calls"], a["tokens"]) == (3, {"input": 8008, "cache_write": 0, "cache_read": 0, "output": 88,
-                                             "total": 8096})
-    assert (b["calls"], b["tokens"]) == (1, {"input": 2002, "cache_write": 0, "cache_read": 0, "output": 22,
-                                             "total": 2024})
+    assert (a["calls"], a["tokens"]) == (
+        3,
+        {"input": 8008, "cache_write": 0, "cache_read": 0, "output": 88, "total": 8096},
+    )
+    assert (b["calls"], b["tokens"]) == (
+        1,
+        {"input": 2002, "cache_write": 0, "cache_read": 0, "output": 22, "total": 2024},
+    )
     assert a["no_records"] is None and len(a["files"]) == 1 and a["files"] != b["files"]
     lines = [json.loads(line) for line in open(a["files"][0], encoding="utf-8")]
     assistant = [line for line in lines if line.get("type") == "assistant"]
-    assert len(assistant) > len({(x["message"]["id"], x.get("requestId")) for x in assistant}) == 3  # repeats were read once
+    assert (
+        len(assistant) > len({(x["message"]["id"], x.get("requestId")) for x in assistant}) == 3
+    )  # repeats were read once
     [model] = a["models"]
     assert "the /compact summary call" in a["lower_bound_because"]
 
@@ -107,8 +123,12 @@ def test_usage_is_summed_exactly_per_member_in_one_cwd(fleet, tmp_path):
     assert text.code == 0 and "2024 tokens (input 2002, cache write 0, cache read 0, output 22) in 1 calls" in text.out
     assert "a lower bound" in text.out
 
-    bad = fleet.cafleet("member", "usage", str(bob["member_id"]),
-                        environ=dict(fleet.environ, CAFLEET_PRICE_FILE=str(tmp_path / "missing.json")))
+    bad = fleet.cafleet(
+        "member",
+        "usage",
+        str(bob["member_id"]),
+        environ=dict(fleet.environ, CAFLEET_PRICE_FILE=str(tmp_path / "missing.json")),
+    )
     assert bad.code != 0 and bad.err.startswith("Error: cannot read the price file") and bad.err.count("\n") == 1
 
 
@@ -127,8 +147,9 @@ def test_clear_starts_a_new_session_and_counting_goes_on(fleet):
     fleet.api.wait(lambda _: len(fleet.api.turns()) > turns, TURN_TIMEOUT)
     report = wait_calls(fleet, bob["member_id"], bob["calls"] + 1)
     assert report["tokens"]["total"] == before + 6072 and len(report["files"]) == 2, report
-    stored = fleet.query("SELECT session_id FROM cafleet_aux_member_usage_sources WHERE member_id = ?",
-                         bob["member_id"])[0][0].split()
+    stored = fleet.query(
+        "SELECT session_id FROM cafleet_aux_member_usage_sources WHERE member_id = ?", bob["member_id"]
+    )[0][0].split()
     assert len(stored) == 2  # the new session is remembered for when the process is gone
 
 
@@ -151,6 +172,7 @@ def test_a_member_whose_first_call_has_not_completed_has_no_records_yet(fleet):
 
 # --- opencode: its own database, two members in one directory --------------------------------
 
+
 @pytest.fixture(scope="module")
 def ocfleet(tmp_path_factory):
     reason = skip_reason("opencode")
@@ -164,8 +186,12 @@ def create_opencode(fleet, name: str, reply: m.Reply) -> dict:
     fleet.api.script.push(reply)
     before = len(fleet.api.turns())
     record = fleet.create_member("opencode", name)
-    fleet.wait_screen(record["pane_id"], lambda s: fleet.api.script.pending() == 0 and composer_empty("opencode", s),
-                      TURN_TIMEOUT, f"{name} to finish its spawn turn")
+    fleet.wait_screen(
+        record["pane_id"],
+        lambda s: fleet.api.script.pending() == 0 and composer_empty("opencode", s),
+        TURN_TIMEOUT,
+        f"{name} to finish its spawn turn",
+    )
     assert len(fleet.api.turns()) - before == 1
     return record
 
@@ -178,30 +204,54 @@ def test_opencode_usage_is_summed_exactly_per_member_in_one_cwd(ocfleet):
     before = len(fleet.api.turns())
     assert fleet.send(dora["member_id"], "Note this, nothing else.").code == 0
     fleet.api.wait(lambda turns: len(fleet.api.turns()) > before, TURN_TIMEOUT)
-    fleet.wait_screen(dora["pane_id"], lambda s: fleet.api.script.pending() == 0 and composer_empty("opencode", s),
-                      TURN_TIMEOUT, "dora to finish the message's turn")
+    fleet.wait_screen(
+        dora["pane_id"],
+        lambda s: fleet.api.script.pending() == 0 and composer_empty("opencode", s),
+        TURN_TIMEOUT,
+        "dora to finish the message's turn",
+    )
 
     d = wait_calls(fleet, dora["member_id"], 2)
     e = wait_calls(fleet, eve["member_id"], 1)
-    assert (d["calls"], d["tokens"]) == (2, {"input": 4004, "cache_write": 0, "cache_read": 0, "output": 44,
-                                             "total": 4048})
-    assert (e["calls"], e["tokens"]) == (1, {"input": 2002, "cache_write": 0, "cache_read": 0, "output": 22,
-                                             "total": 2024})
+    assert (d["calls"], d["tokens"]) == (
+        2,
+        {"input": 4004, "cache_write": 0, "cache_read": 0, "output": 44, "total": 4048},
+    )
+    assert (e["calls"], e["tokens"]) == (
+        1,
+        {"input": 2002, "cache_write": 0, "cache_read": 0, "output": 22, "total": 2024},
+    )
     [model] = d["models"].values()
     assert model["usd_source"] == "recorded"  # opencode's own dollars (its price for the model it used)
-    assert d["usd"] == pytest.approx((4004 * 3 + 44 * 15) / 1e6) and e["usd"] == pytest.approx((2002 * 3 + 22 * 15) / 1e6)
+    assert d["usd"] == pytest.approx((4004 * 3 + 44 * 15) / 1e6) and e["usd"] == pytest.approx(
+        (2002 * 3 + 22 * 15) / 1e6
+    )
     whole = usage_json(fleet, "fleet", "usage", str(fleet.fleet_id))
     assert whole["tokens"]["total"] == 4048 + 2024 and whole["calls"] == 3
 
 
 # --- budgets ---------------------------------------------------------------------------------
 
+
 def test_a_member_over_its_budget_gets_no_new_work_unless_forced(fleet):
     fleet.api.script.push(m.text("Ready.", input_tokens=900, output_tokens=150))
     before = len(fleet.api.turns())
-    created = fleet.cafleet("member", "create", "--fleet-id", str(fleet.fleet_id), "--name", "frank",
-                            "--description", "frank, capped", "--coding-agent", "claude", "--budget-tokens", "1000",
-                            "--json", "Wait for messages.")
+    created = fleet.cafleet(
+        "member",
+        "create",
+        "--fleet-id",
+        str(fleet.fleet_id),
+        "--name",
+        "frank",
+        "--description",
+        "frank, capped",
+        "--coding-agent",
+        "claude",
+        "--budget-tokens",
+        "1000",
+        "--json",
+        "Wait for messages.",
+    )
     assert created.code == 0, created
     frank = created.json()
     fleet.api.wait(lambda turns: len(fleet.api.turns()) > before, TURN_TIMEOUT)
@@ -210,18 +260,23 @@ def test_a_member_over_its_budget_gets_no_new_work_unless_forced(fleet):
     count = fleet.query("SELECT count(*) FROM messages")[0][0]
     refused = fleet.send(frank["member_id"], "More work.")
     assert refused.code == 1 and refused.out == "", refused
-    assert refused.err == (f"Error: member {frank['member_id']} is over its budget (1050 tokens spent of a "
-                           "1000-token budget); it gets no new work. Send anyway with --force.\n")
+    assert refused.err == (
+        f"Error: member {frank['member_id']} is over its budget (1050 tokens spent of a "
+        "1000-token budget); it gets no new work. Send anyway with --force.\n"
+    )
     assert fleet.query("SELECT count(*) FROM messages")[0][0] == count  # nothing stored
     report = usage_json(fleet, "member", "usage", str(frank["member_id"]))
     assert report["budget"] == {"usd": None, "tokens": 1000, "over": True}
     listed = fleet.cafleet("member", "list", str(fleet.fleet_id))
-    assert any(line.startswith(f"{frank['member_id']} ") and line.endswith("1050/1000 tok (over)")
-               for line in listed.out.splitlines()), listed.out
+    assert any(
+        line.startswith(f"{frank['member_id']} ") and line.endswith("1050/1000 tok (over)")
+        for line in listed.out.splitlines()
+    ), listed.out
 
     # its own report to the Director still goes, and a forced send goes to it
-    own = fleet.cafleet("message", "send", "--from-member-id", str(frank["member_id"]), "--to-member-id",
-                        str(fleet.director), "spent")
+    own = fleet.cafleet(
+        "message", "send", "--from-member-id", str(frank["member_id"]), "--to-member-id", str(fleet.director), "spent"
+    )
     assert own.code == 0, own
     forced = fleet.send(frank["member_id"], "One last thing.", "--force")
     assert forced.code == 0 and forced.out.startswith("sent message "), forced  # stored (its preview aside)
@@ -231,8 +286,8 @@ def test_a_fleet_over_its_budget_gets_no_new_work(fleet):
     members = usage_json(fleet, "fleet", "usage", str(fleet.fleet_id))["members"]
     spent = usage_json(fleet, "fleet", "usage", str(fleet.fleet_id))["tokens"]["total"]
     target = next(r["member_id"] for r in members if r["member_id"] != fleet.director and r["budget"] is None)
-    shown = usage_json(fleet, "fleet", "budget", str(fleet.fleet_id), "--tokens", str(spent + 10 ** 9))
-    assert shown["budget"] == {"usd": None, "tokens": spent + 10 ** 9, "over": False}
+    shown = usage_json(fleet, "fleet", "budget", str(fleet.fleet_id), "--tokens", str(spent + 10**9))
+    assert shown["budget"] == {"usd": None, "tokens": spent + 10**9, "over": False}
     usage_json(fleet, "fleet", "budget", str(fleet.fleet_id), "--tokens", str(spent))
     refused = fleet.send(target, "More work.")
     assert refused.code == 1 and refused.err.startswith(f"Error: fleet {fleet.fleet_id} is over its budget ("), refused
@@ -261,6 +316,7 @@ def test_a_fleet_over_its_budget_gets_no_new_work(fleet):
 
 # --- the WebUI ---------------------------------------------------------------------------------
 
+
 def test_webui_serves_spend_per_member_and_for_the_fleet(fleet):
     import warnings
 
@@ -279,7 +335,8 @@ def test_webui_serves_spend_per_member_and_for_the_fleet(fleet):
     got = served.json()
     assert got["tokens"] == expected["tokens"] and got["usd"] == expected["usd"]
     assert [(r["member_id"], r["tokens"]["total"], r["budget"]) for r in got["members"]] == [
-        (r["member_id"], r["tokens"]["total"], r["budget"]) for r in expected["members"]]
+        (r["member_id"], r["tokens"]["total"], r["budget"]) for r in expected["members"]
+    ]
     assert missing.status_code == 404
 
 
@@ -287,11 +344,14 @@ def test_opencode_subagent_spend_is_included(ocfleet):
     """A subagent runs in a child session whose totals the parent leaves out: the member's
     usage adds them."""
     fleet = ocfleet
-    task = m.ToolCall("task", {"description": "Say done", "prompt": "Reply with the word done.",
-                               "subagent_type": "general"})
-    fleet.api.script.push(m.Reply(tool_calls=[task], input_tokens=1111, output_tokens=11),
-                          m.text("done", input_tokens=2222, output_tokens=22),
-                          m.text("Finished.", input_tokens=3333, output_tokens=33))
+    task = m.ToolCall(
+        "task", {"description": "Say done", "prompt": "Reply with the word done.", "subagent_type": "general"}
+    )
+    fleet.api.script.push(
+        m.Reply(tool_calls=[task], input_tokens=1111, output_tokens=11),
+        m.text("done", input_tokens=2222, output_tokens=22),
+        m.text("Finished.", input_tokens=3333, output_tokens=33),
+    )
     turns = len(fleet.api.turns())
     record = fleet.create_member("opencode", "fay", "Delegate one task, then stop.", ready=False)
     fleet.api.wait(lambda _: len(fleet.api.turns()) >= turns + 3, TURN_TIMEOUT)

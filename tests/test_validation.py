@@ -61,15 +61,19 @@ def trio(build):
 
 # --- the WebUI API --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", [
-    f"/api/fleets/{HUGE}",
-    f"/api/fleets/{HUGE}/messages",
-    f"/api/members/{HUGE}/inbox",
-    f"/api/events?fleet_id={HUGE}",
-    f"/api/fleets/1/messages?before={HUGE}",
-    f"/api/members/2/inbox?fleet_id={HUGE}",
-    f"/api/fleets/1/messages?limit={HUGE}",
-])
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"/api/fleets/{HUGE}",
+        f"/api/fleets/{HUGE}/messages",
+        f"/api/members/{HUGE}/inbox",
+        f"/api/events?fleet_id={HUGE}",
+        f"/api/fleets/1/messages?before={HUGE}",
+        f"/api/members/2/inbox?fleet_id={HUGE}",
+        f"/api/fleets/1/messages?limit={HUGE}",
+    ],
+)
 def test_api_ids_of_any_length_are_a_clean_400(client, trio, path):
     """A 5,000-digit id used to reach int()'s digit limit: a 500."""
     response = client.get(path)
@@ -83,8 +87,10 @@ def test_api_ids_of_any_length_are_a_clean_400(client, trio, path):
 def test_deeply_nested_json_is_a_clean_400_and_stores_nothing(client, trio, store, depth):
     """Nesting deeper than the interpreter's stack used to escape as RecursionError: a 500."""
     _, director, (m1, _) = trio
-    for raw in (b"[" * depth + b"]" * depth,
-                b'{"from_member_id": %d, "to_member_id": %d, "text": %s}' % (director, m1, b"[" * depth + b"]" * depth)):
+    for raw in (
+        b"[" * depth + b"]" * depth,
+        b'{"from_member_id": %d, "to_member_id": %d, "text": %s}' % (director, m1, b"[" * depth + b"]" * depth),
+    ):
         response = client.post("/api/messages", content=raw, headers={"content-type": "application/json"})
         assert (response.status_code, response.json()) == (400, {"error": "request body is nested too deeply"})
     assert store.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
@@ -98,6 +104,7 @@ def test_api_leaves_the_command_line_hint_out(client, cli):
 
 # --- names and descriptions on the command line ---------------------------------------------
 
+
 def bad_utf8(text: str) -> str:
     """What Python makes of argv bytes that are not UTF-8 (surrogate escapes)."""
     return os.fsdecode(text.encode() + b"\xff\xfe")
@@ -109,8 +116,19 @@ def test_invalid_utf8_in_member_name_or_description_is_a_usage_error(cli, trio, 
     values = {"--name": "worker", "--description": "does work"}
     values[flag] = bad_utf8("w")
     before = dump(db_path)
-    result = cli("member", "create", "--fleet-id", str(fleet_id), "--name", values["--name"],
-                 "--description", values["--description"], "--coding-agent", "standin", "go")
+    result = cli(
+        "member",
+        "create",
+        "--fleet-id",
+        str(fleet_id),
+        "--name",
+        values["--name"],
+        "--description",
+        values["--description"],
+        "--coding-agent",
+        "standin",
+        "go",
+    )
     assert one_error_line(result, 2) == f"Error: {flag} is not valid UTF-8.\n"
     assert dump(db_path) == before
 
@@ -129,22 +147,56 @@ def test_invalid_utf8_argv_in_a_real_process(run_cli, trio, env):
     import subprocess
 
     fleet_id, _, _ = trio
-    argv = [sys.executable.encode(), b"-m", b"cafleet", b"member", b"create", b"--fleet-id", str(fleet_id).encode(),
-            b"--name", b"bad\xff", b"--description", b"d", b"--coding-agent", b"standin", b"go"]
+    argv = [
+        sys.executable.encode(),
+        b"-m",
+        b"cafleet",
+        b"member",
+        b"create",
+        b"--fleet-id",
+        str(fleet_id).encode(),
+        b"--name",
+        b"bad\xff",
+        b"--description",
+        b"d",
+        b"--coding-agent",
+        b"standin",
+        b"go",
+    ]
     proc = subprocess.run(argv, capture_output=True, env=env, timeout=60)
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, b"", b"Error: --name is not valid UTF-8.\n")
 
 
 # --- text output is display-safe; JSON is exact ---------------------------------------------
 
+
 def test_hostile_names_are_shown_escaped_by_fleet_and_member_text_output(cli, store):
-    fleet = fleets.create_fleet(store, name=HOSTILE, coding_agent="claude", backend="tmux",
-                                session="$0@/nonexistent", window_id="@0", pane_id="%0")
+    fleet = fleets.create_fleet(
+        store,
+        name=HOSTILE,
+        coding_agent="claude",
+        backend="tmux",
+        session="$0@/nonexistent",
+        window_id="@0",
+        pane_id="%0",
+    )
     fleet_id = fleet["fleet_id"]
-    member_id = members.register_member(store, fleet_id=fleet_id, name=HOSTILE, description=HOSTILE, backend="tmux",
-                                        session="$0@/nonexistent", window_id="@0", coding_agent="claude")
-    for args in (["fleet", "list"], ["fleet", "show", str(fleet_id)], ["member", "list", str(fleet_id)],
-                 ["member", "show", str(member_id)]):
+    member_id = members.register_member(
+        store,
+        fleet_id=fleet_id,
+        name=HOSTILE,
+        description=HOSTILE,
+        backend="tmux",
+        session="$0@/nonexistent",
+        window_id="@0",
+        coding_agent="claude",
+    )
+    for args in (
+        ["fleet", "list"],
+        ["fleet", "show", str(fleet_id)],
+        ["member", "list", str(fleet_id)],
+        ["member", "show", str(member_id)],
+    ):
         result = cli(*args)
         assert result.code == 0, result
         assert SHOWN in result.out, (args, result.out)
@@ -161,8 +213,20 @@ def test_fleet_and_member_create_echo_names_escaped(cli, tmux_server, env):
     created = cli("fleet", "create", "--name", HOSTILE, "--coding-agent", "standin", environ=environ)
     assert created.code == 0, created
     assert created.out == f"created fleet 1 ({SHOWN}); you are its Director, member 1\n"
-    member = cli("member", "create", "--fleet-id", "1", "--name", HOSTILE, "--description", HOSTILE,
-                 "--coding-agent", "standin", "go", environ=environ)
+    member = cli(
+        "member",
+        "create",
+        "--fleet-id",
+        "1",
+        "--name",
+        HOSTILE,
+        "--description",
+        HOSTILE,
+        "--coding-agent",
+        "standin",
+        "go",
+        environ=environ,
+    )
     assert member.code == 0, member
     assert member.out.startswith(f"created member 2 ({SHOWN}, standin) in pane %")
     assert "\x1b" not in member.out and "\x07" not in member.out
@@ -171,6 +235,7 @@ def test_fleet_and_member_create_echo_names_escaped(cli, tmux_server, env):
 
 
 # --- the broker speaks of the domain --------------------------------------------------------
+
 
 def broker_error_texts() -> list[tuple[str, str]]:
     """Every string literal in an exception raised under src/cafleet/broker/, message and hint."""
@@ -196,12 +261,26 @@ def test_broker_refuses_bad_names_in_domain_words(store, build):
     from cafleet.errors import UsageError
 
     cases = [
-        (lambda: fleets.create_fleet(store, name=" ", coding_agent="claude", backend="tmux", session="s",
-                                     window_id="@0", pane_id="%0"), "the fleet name must not be blank."),
+        (
+            lambda: fleets.create_fleet(
+                store, name=" ", coding_agent="claude", backend="tmux", session="s", window_id="@0", pane_id="%0"
+            ),
+            "the fleet name must not be blank.",
+        ),
         (lambda: build.member(fleet_id, "\udcff"), "the member name is not valid UTF-8."),
-        (lambda: members.register_member(store, fleet_id=fleet_id, name="n", description="\udcff", backend="tmux",
-                                         session="s", window_id="@0", coding_agent="claude"),
-         "the member description is not valid UTF-8."),
+        (
+            lambda: members.register_member(
+                store,
+                fleet_id=fleet_id,
+                name="n",
+                description="\udcff",
+                backend="tmux",
+                session="s",
+                window_id="@0",
+                coding_agent="claude",
+            ),
+            "the member description is not valid UTF-8.",
+        ),
     ]
     for call, message in cases:
         with pytest.raises(UsageError) as caught:
@@ -213,4 +292,5 @@ def test_cli_prints_the_hint_after_the_message(cli, trio):
     fleet_id, director, _ = trio
     result = cli("member", "delete", str(director))
     assert one_error_line(result, 1) == (
-        f"Error: member {director} is the root Director of fleet {fleet_id}; use `cafleet fleet delete {fleet_id}`.\n")
+        f"Error: member {director} is the root Director of fleet {fleet_id}; use `cafleet fleet delete {fleet_id}`.\n"
+    )

@@ -28,8 +28,14 @@ def held(tmp_path):
 
 
 def spawn(env, *args, **kwargs):
-    return subprocess.Popen([sys.executable, "-m", "cafleet", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, preexec_fn=default_sigint, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "cafleet", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=default_sigint,
+        **kwargs,
+    )
 
 
 def cpu_seconds(pid: int) -> float:
@@ -84,8 +90,10 @@ def test_wait_unknown_member(cli):
 
 def test_listen_streams_oldest_first_then_new_and_changes_nothing(env, cli, trio, store):
     fleet_id, director, (m1, m2) = trio
-    first = [cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), f"old {i}", "--json").json()
-             for i in range(2)]
+    first = [
+        cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), f"old {i}", "--json").json()
+        for i in range(2)
+    ]
     acked = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "done", "--json").json()
     cli("message", "ack", str(acked["message_id"]))
     before = messages_dump(store)
@@ -95,7 +103,9 @@ def test_listen_streams_oldest_first_then_new_and_changes_nothing(env, cli, trio
         assert [r["message_id"] for r in lines] == [r["message_id"] for r in first]
         assert "notified_at" not in lines[0]
         assert messages_dump(store) == before  # read-only
-        new = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(m2), "new one", "--json").json()
+        new = cli(
+            "message", "send", "--from-member-id", str(director), "--to-member-id", str(m2), "new one", "--json"
+        ).json()
         line = json.loads(listener.stdout.readline())
         assert line["message_id"] == new["message_id"] and line["text"] == "new one"
         cli("message", "ack", str(first[0]["message_id"]))  # an ACK is not a new line
@@ -114,7 +124,9 @@ def test_listen_text_lines_and_deregistration(env, cli, trio, store):
     _, _, (m1, m2) = trio
     listener = spawn(env, "message", "listen", str(m2))
     try:
-        sent = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "two\nlines", "--json").json()
+        sent = cli(
+            "message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "two\nlines", "--json"
+        ).json()
         line = listener.stdout.readline().decode()
         assert line == f"[msg {sent['message_id']} | from:{m1} | {sent['status_timestamp']}] two⏎lines\n"
         from cafleet.broker import members
@@ -142,16 +154,23 @@ def test_listen_ends_with_its_end_line_on_signals(env, cli, trio, sig, json_outp
             listener.kill()
             listener.wait()
     name = signal.Signals(sig).name
-    end = (json.dumps({"event": "end", "reason": f"stopped by {name}"}, separators=(",", ":")) if json_output
-           else f"listen ended: stopped by {name}")
+    end = (
+        json.dumps({"event": "end", "reason": f"stopped by {name}"}, separators=(",", ":"))
+        if json_output
+        else f"listen ended: stopped by {name}"
+    )
     assert (listener.returncode, out.decode(), err) == (0, end + "\n", b"")
 
 
 def test_listen_ends_cleanly_when_stdout_closes(env, cli, trio):
     _, _, (m1, m2) = trio
     read_fd, write_fd = os.pipe()
-    listener = subprocess.Popen([sys.executable, "-m", "cafleet", "message", "listen", str(m2)], env=env,
-                                stdout=write_fd, stderr=subprocess.PIPE)
+    listener = subprocess.Popen(
+        [sys.executable, "-m", "cafleet", "message", "listen", str(m2)],
+        env=env,
+        stdout=write_fd,
+        stderr=subprocess.PIPE,
+    )
     os.close(write_fd)
     try:
         cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "first")

@@ -36,8 +36,12 @@ HOLDER = textwrap.dedent(
 @pytest.fixture
 def busy_pane(env, db_path):
     """Hold the pane-input lock of pane %5 in another process until the test ends."""
-    child = subprocess.Popen([sys.executable, "-c", HOLDER, config.lock_dir(db_path), SESSION, "%5"],
-                             stdout=subprocess.PIPE, text=True, env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, config.lock_dir(db_path), SESSION, "%5"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         assert child.stdout.readline() == "held\n"
         yield child
@@ -54,8 +58,12 @@ def test_wait_skips_a_busy_pane_and_returns_its_own_messages(env, cli, build, st
     mine = messages.send(store, director, waiter, "for the waiter")["message_id"]
     patient = dict(env, CAFLEET_LOCK_TIMEOUT="3600")  # queueing on the lock would hang, not time out
 
-    waited = subprocess.run([sys.executable, "-m", "cafleet", "message", "wait", str(waiter), "--json"],
-                            capture_output=True, env=patient, timeout=60)
+    waited = subprocess.run(
+        [sys.executable, "-m", "cafleet", "message", "wait", str(waiter), "--json"],
+        capture_output=True,
+        env=patient,
+        timeout=60,
+    )
     assert (waited.returncode, waited.stderr) == (0, b"")
     assert [r["message_id"] for r in __import__("json").loads(waited.stdout)] == [mine]
     assert busy_pane.poll() is None  # the holder still holds: nothing waited for it

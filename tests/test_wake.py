@@ -33,8 +33,13 @@ def held(tmp_path):
 
 
 def spawn(env, *args):
-    return subprocess.Popen([sys.executable, "-m", "cafleet", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, preexec_fn=default_sigint)
+    return subprocess.Popen(
+        [sys.executable, "-m", "cafleet", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=default_sigint,
+    )
 
 
 def finish(proc, what, timeout=60):
@@ -46,6 +51,7 @@ def finish(proc, what, timeout=60):
 
 
 # --- the primitive, driven directly with two connections ------------------------------------
+
 
 def test_changes_baseline_is_taken_when_created(db_path, trio):
     _, _, (m1, m2) = trio
@@ -78,6 +84,7 @@ def test_changes_deadline_ends_every_wait(db_path, trio):
 
 # --- message wait: the window between the read and the wait ---------------------------------
 
+
 def test_wait_sees_a_message_committed_between_its_read_and_its_wait(env, cli, trio, held):
     """The inbox is read and found empty; a message is committed; only then does the wait
     begin. Nothing else commits afterwards, so a wait that took its baseline after the read
@@ -94,6 +101,7 @@ def test_wait_sees_a_message_committed_between_its_read_and_its_wait(env, cli, t
 
 # --- message wait: a member that can no longer receive --------------------------------------
 
+
 def gone(how, store, fleet_id, member_id):
     if how == "deregistered":
         members.deregister_member(store, member_id)
@@ -104,8 +112,10 @@ def gone(how, store, fleet_id, member_id):
 
 def expected_error(reason, member_id):
     who = "it" if reason.startswith("member") else f"member {member_id}"
-    return (f"Error: {reason}, so {who} receives no more messages; "
-            f"`cafleet message poll {member_id}` still lists what it received.\n")
+    return (
+        f"Error: {reason}, so {who} receives no more messages; "
+        f"`cafleet message poll {member_id}` still lists what it received.\n"
+    )
 
 
 @pytest.mark.parametrize("how", ["deregistered", "fleet-deleted"])
@@ -137,6 +147,7 @@ def test_wait_interrupted_exits_130_and_prints_nothing(env, trio, held):
 
 # --- fleet watch on a signal -----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_fleet_watch_ends_with_its_end_event_on_signals(env, cli, trio, sig):
     """Members without panes: the watch needs no multiplexer. A Director message proves the
@@ -163,9 +174,13 @@ def test_listen_started_with_sigint_ignored_keeps_ignoring_it(env, cli, trio):
     """A background job of a non-interactive shell starts with SIGINT ignored: Ctrl-C at the
     terminal is not for it. SIGINT then SIGTERM: only SIGTERM ends the stream."""
     _, _, (m1, m2) = trio
-    listener = subprocess.Popen([sys.executable, "-m", "cafleet", "message", "listen", str(m2)], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    listener = subprocess.Popen(
+        [sys.executable, "-m", "cafleet", "message", "listen", str(m2)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     try:
         cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "first")
         assert listener.stdout.readline()  # the stream is running
@@ -180,6 +195,7 @@ def test_listen_started_with_sigint_ignored_keeps_ignoring_it(env, cli, trio):
 
 
 # --- the database file deleted or replaced under a running reader ---------------------------
+
 
 def replace_file(db_path, how):
     """Delete the database (move it away) or put another file in its place."""
@@ -219,7 +235,9 @@ def test_listen_and_watch_end_with_their_line_when_the_database_file_goes(env, c
     out, err = finish(listener, "message listen on a deleted or replaced database")
     assert (listener.returncode, err) == (0, b"")
     assert json.loads(out.decode().splitlines()[-1]) == {
-        "event": "end", "reason": f"database {db_path} {said} while this command was running; it stopped"}
+        "event": "end",
+        "reason": f"database {db_path} {said} while this command was running; it stopped",
+    }
     out, err = finish(watcher, "fleet watch on a deleted or replaced database")
     assert watcher.returncode == 0, err
     end = json.loads(out.decode().splitlines()[-1])
@@ -250,7 +268,8 @@ def test_server_stops_rather_than_serve_another_file(env, db_path, trio):
             server.stop()
     assert server.proc.returncode == 1
     assert err.decode().strip().splitlines()[-1] == (
-        f"Error: database {db_path} {said} while this command was running; it stopped.")
+        f"Error: database {db_path} {said} while this command was running; it stopped."
+    )
     import os
 
     assert not os.path.exists(db_path), "the server created a new empty database in the old one's place"

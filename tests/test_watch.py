@@ -26,14 +26,25 @@ def fleet(env, cli, tmux_server, tmp_path):
     environ = dict(env, **tmux_server.environ_for(director_pane), CAFLEET_SUBMIT_SETTLE="0.1")
     created = cli("fleet", "create", "--name", "watched", "--coding-agent", "standin", "--json", environ=environ).json()
     fleet_id = created["fleet_id"]
-    session = f"{tmux_server.run('display-message', '-p', '-t', director_pane, '#{session_id}').strip()}@{tmux_server.socket}"
+    session = (
+        f"{tmux_server.run('display-message', '-p', '-t', director_pane, '#{session_id}').strip()}@{tmux_server.socket}"
+    )
 
     def add(name, *standin_args, store):
-        member_id = members.register_member(store, fleet_id=fleet_id, name=name, description=name, backend="tmux",
-                                            session=session, window_id="@0", coding_agent="standin")
+        member_id = members.register_member(
+            store,
+            fleet_id=fleet_id,
+            name=name,
+            description=name,
+            backend="tmux",
+            session=session,
+            window_id="@0",
+            coding_agent="standin",
+        )
         record = tmp_path / f"{name}.jsonl"
         pane = tmux_server.new_pane([*STANDIN, "--member-id", str(member_id), "--record", str(record), *standin_args])
         members.set_pane_id(store, member_id, pane)
+
         def ready():
             screen = tmux_server.run("capture-pane", "-p", "-t", pane)
             return "1. Yes" in screen or any(line.startswith(">") for line in screen.splitlines())
@@ -51,8 +62,17 @@ def test_dead_member_reported_once(fleet, store, tmux_server, cli):
     member_id, pane, _ = add("doomed", store=store)
     stream = Stream(environ, fleet_id, "--interval", "0.5", "--idle-after", "600")
     try:
-        note = cli("message", "send", "--from-member-id", str(member_id), "--to-member-id", str(director), "alive",
-                   "--json", environ=environ).json()
+        note = cli(
+            "message",
+            "send",
+            "--from-member-id",
+            str(member_id),
+            "--to-member-id",
+            str(director),
+            "alive",
+            "--json",
+            environ=environ,
+        ).json()
         stream.wait_event(lambda e: e["event"] == "message" and e["message_id"] == note["message_id"], timeout=60)
         stream.drain_for(1.2)  # the stream is running: a few rounds with the pane alive
         assert stream.count("dead", member_id) == 0
@@ -77,11 +97,21 @@ def test_idle_once_per_episode(fleet, store, cli):
         stream.drain_for(1.0)
         assert stream.count("idle", member_id) == 1
         # activity ends the episode: the member sends a message
-        cli("message", "send", "--from-member-id", str(member_id), "--to-member-id", str(director), "back at work",
-            environ=environ)
+        cli(
+            "message",
+            "send",
+            "--from-member-id",
+            str(member_id),
+            "--to-member-id",
+            str(director),
+            "back at work",
+            environ=environ,
+        )
         stream.wait_event(lambda e: e["event"] == "message" and e["member_id"] == member_id)
-        stream.wait_event(lambda e: e["event"] == "idle" and e["member_id"] == member_id and e is not first
-                          and e["at"] > first["at"], timeout=10)
+        stream.wait_event(
+            lambda e: e["event"] == "idle" and e["member_id"] == member_id and e is not first and e["at"] > first["at"],
+            timeout=10,
+        )
         assert stream.count("idle", member_id) == 2
     finally:
         stream.stop()
@@ -100,8 +130,7 @@ def test_activity_between_two_rounds_starts_a_new_idle_episode(fleet, store, cli
     watcher.members_round()
     watcher.members_round()
     assert [(e["event"], e["member_id"]) for e in seen] == [("idle", member_id)]  # once per episode
-    cli("message", "send", "--from-member-id", str(member_id), "--to-member-id", str(director), "back",
-        environ=environ)
+    cli("message", "send", "--from-member-id", str(member_id), "--to-member-id", str(director), "back", environ=environ)
     watcher.members_round()
     watcher.members_round()
     assert [(e["event"], e["member_id"]) for e in seen] == [("idle", member_id), ("idle", member_id)]
@@ -123,8 +152,17 @@ def test_blocked_pane_reported(fleet, store, tmux_server):
 def test_stuck_notification_is_retried_and_stamped(fleet, store, tmux_server, cli):
     fleet_id, director, environ, add = fleet
     member_id, pane, record = add("stuck", "--permission-prompt", store=store)
-    sent = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member_id), "please do X",
-               "--json", environ=environ)
+    sent = cli(
+        "message",
+        "send",
+        "--from-member-id",
+        str(director),
+        "--to-member-id",
+        str(member_id),
+        "please do X",
+        "--json",
+        environ=environ,
+    )
     assert sent.code == 0 and sent.json()["notified"] is False
     assert "awaiting its user" in sent.err or "awaits" in sent.err or "prompt" in sent.err
     message_id = sent.json()["message_id"]
@@ -133,8 +171,10 @@ def test_stuck_notification_is_retried_and_stamped(fleet, store, tmux_server, cl
         failed = stream.wait_event(lambda e: e["event"] == "notify" and e["message_id"] == message_id)
         assert failed["detail"].startswith(f"preview of message {message_id} still not delivered")
         tmux_server.run("send-keys", "-t", pane, "1", "Enter")  # the user answers the prompt
-        delivered = stream.wait_event(lambda e: e["event"] == "notify" and e["message_id"] == message_id
-                                      and "delivered on retry" in e["detail"], timeout=15)
+        delivered = stream.wait_event(
+            lambda e: e["event"] == "notify" and e["message_id"] == message_id and "delivered on retry" in e["detail"],
+            timeout=15,
+        )
         assert delivered["command"] is None
     finally:
         stream.stop()
@@ -150,8 +190,17 @@ def test_held_preview_is_reported_each_interval_then_delivered(fleet, store, tmu
     (their text untouched) and delivers it once the box is empty."""
     fleet_id, director, environ, add = fleet
     member_id, pane, record = add("busy", "--prefill", "half a thou", store=store)
-    sent = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member_id), "please do Y",
-               "--json", environ=environ)
+    sent = cli(
+        "message",
+        "send",
+        "--from-member-id",
+        str(director),
+        "--to-member-id",
+        str(member_id),
+        "please do Y",
+        "--json",
+        environ=environ,
+    )
     assert sent.code == 0 and sent.json()["notified"] is False
     message_id = sent.json()["message_id"]
     stream = Stream(environ, fleet_id, "--interval", "0.4", "--idle-after", "600")
@@ -161,8 +210,10 @@ def test_held_preview_is_reported_each_interval_then_delivered(fleet, store, tmu
         assert not record.exists() or record.read_text() == ""  # not a key reached the box
         tmux_server.run("send-keys", "-t", pane, "-l", "ght")  # the person submits their text
         tmux_server.run("send-keys", "-t", pane, "Enter")
-        stream.wait_event(lambda e: e["event"] == "notify" and e["message_id"] == message_id
-                          and "delivered on retry" in e["detail"], timeout=15)
+        stream.wait_event(
+            lambda e: e["event"] == "notify" and e["message_id"] == message_id and "delivered on retry" in e["detail"],
+            timeout=15,
+        )
     finally:
         stream.stop()
     texts = [json.loads(line)["text"] for line in record.read_text().splitlines()]
@@ -175,17 +226,31 @@ def test_survives_busy_database_and_member_deleted(fleet, store, cli, db_path, t
     as busy, the stream goes on, and a later round delivers (at least once)."""
     fleet_id, director, environ, add = fleet
     member_id, pane, record = add("leaving", "--permission-prompt", store=store)
-    sent = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(member_id), "stuck",
-               "--json", environ=environ).json()
+    sent = cli(
+        "message",
+        "send",
+        "--from-member-id",
+        str(director),
+        "--to-member-id",
+        str(member_id),
+        "stuck",
+        "--json",
+        environ=environ,
+    ).json()
     assert sent["notified"] is False
     tmux_server.run("send-keys", "-t", pane, "1", "Enter")  # healthy again, preview still owed
     holder = subprocess.Popen(  # holds the write lock until the test closes its stdin
-        [sys.executable, "-c",
-         "import sqlite3,sys\n"
-         f"c=sqlite3.connect({db_path!r}, isolation_level=None)\n"
-         "c.execute('BEGIN IMMEDIATE')\n"
-         "print('held', flush=True); sys.stdin.read()\n"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3,sys\n"
+            f"c=sqlite3.connect({db_path!r}, isolation_level=None)\n"
+            "c.execute('BEGIN IMMEDIATE')\n"
+            "print('held', flush=True); sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     assert holder.stdout.readline() == b"held\n"
     stream = Stream(dict(environ, CAFLEET_BUSY_TIMEOUT="0.3"), fleet_id, "--interval", "0.5", "--idle-after", "600")
     try:
@@ -198,8 +263,17 @@ def test_survives_busy_database_and_member_deleted(fleet, store, cli, db_path, t
         assert cli("member", "delete", str(member_id), environ=environ).code == 0
         stream.drain_for(1.0)
         assert stream.count("dead", member_id) == 0  # a deleted member is not "dead"
-        note = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(director), "note",
-                   "--json", environ=environ).json()
+        note = cli(
+            "message",
+            "send",
+            "--from-member-id",
+            str(director),
+            "--to-member-id",
+            str(director),
+            "note",
+            "--json",
+            environ=environ,
+        ).json()
         stream.wait_event(lambda e: e["event"] == "message" and e["message_id"] == note["message_id"])
         cli("fleet", "delete", str(fleet_id), environ=environ)
         end = stream.wait_event(lambda e: e["event"] == "end")
@@ -222,7 +296,9 @@ def test_member_list_and_webui_show_the_same_states(fleet, store, tmux_server, c
     blocked_id, _, _ = add("asking", "--permission-prompt", store=store)
     dead_id, dead_pane, _ = add("dead", store=store)
     tmux_server.run("kill-pane", "-t", dead_pane)
-    listed = {r["member_id"]: r for r in cli("member", "list", str(fleet_id), "--state", "--json", environ=environ).json()}
+    listed = {
+        r["member_id"]: r for r in cli("member", "list", str(fleet_id), "--state", "--json", environ=environ).json()
+    }
     web = {m["member_id"]: m for m in fleet_view(store, fleet_id, member_states(store, fleet_id))["members"]}
     expected = {director: "director", alive_id: "alive", blocked_id: "blocked", dead_id: "dead"}
     assert {k: v["state"] for k, v in listed.items()} == expected

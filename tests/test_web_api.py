@@ -69,6 +69,7 @@ def post(client, payload, **kwargs):
 
 # --- fleets and roster --------------------------------------------------------------------
 
+
 def test_fleet_list_shows_live_fleets_with_counts(client, build, store):
     alpha, _, _ = build.fleet("alpha", 2)
     beta, _, _ = build.fleet("beta", 1)
@@ -93,9 +94,17 @@ def test_fleet_detail_has_the_fleet_and_its_roster(client, trio, store):
     body = client.get(f"/api/fleets/{fleet_id}").json()
     assert body["fleet"] == fleets.get_fleet(store, fleet_id)
     assert body["members"][0] == {
-        "member_id": director, "name": "Director", "kind": "director", "status": "active", "backend": "tmux",
-        "coding_agent": "claude", "pane_id": "%0", "last_activity_at": None, "idle_seconds": None,
-        "state": "director", "state_detail": "",
+        "member_id": director,
+        "name": "Director",
+        "kind": "director",
+        "status": "active",
+        "backend": "tmux",
+        "coding_agent": "claude",
+        "pane_id": "%0",
+        "last_activity_at": None,
+        "idle_seconds": None,
+        "state": "director",
+        "state_detail": "",
     }
     first, second = body["members"][1:]
     assert (first["member_id"], first["name"], first["kind"], first["pane_id"]) == (m1, "m1", "member", None)
@@ -121,8 +130,11 @@ def test_deleted_fleet_is_shown_with_an_empty_roster(client, trio, store):
         ("/api/members/999/inbox", 404, "member 999 not found."),
         ("/api/fleets/0", 400, "fleet id must be a positive integer, got '0'"),
         ("/api/fleets/abc", 400, "fleet id must be a positive integer, got 'abc'"),
-        ("/api/fleets/99999999999999999999", 400,
-         "fleet id must be at most 9223372036854775807, got '99999999999999999999'"),
+        (
+            "/api/fleets/99999999999999999999",
+            400,
+            "fleet id must be at most 9223372036854775807, got '99999999999999999999'",
+        ),
         ("/api/members/-1/inbox", 400, "member id must be a positive integer, got '-1'"),
         ("/api/events", 400, "fleet_id is required"),
         ("/api/events?fleet_id=999", 404, "fleet 999 not found."),
@@ -139,12 +151,18 @@ def test_errors_are_json_with_the_right_status(client, trio, path, status, error
 
 # --- timeline -------------------------------------------------------------------------------
 
+
 def test_timeline_is_newest_first_paged_and_fleet_scoped(client, build, store):
     alpha, _, (a1, a2) = build.fleet("alpha")
     beta, _, (b1, b2) = build.fleet("beta")
     ids = []
-    for sender, recipient, text in [(a1, a2, "a-one"), (b1, b2, "b-one"), (a2, a1, "a-two"), (a1, a2, "a-three"),
-                                    (b2, b1, "b-two")]:
+    for sender, recipient, text in [
+        (a1, a2, "a-one"),
+        (b1, b2, "b-one"),
+        (a2, a1, "a-two"),
+        (a1, a2, "a-three"),
+        (b2, b1, "b-two"),
+    ]:
         ids.append(messages.send(store, sender, recipient, text)["message_id"])
     a_ids = [ids[3], ids[2], ids[0]]
 
@@ -196,6 +214,7 @@ def test_timeline_shows_notification_and_ack_state(client, trio, store):
 
 # --- inbox ----------------------------------------------------------------------------------
 
+
 def test_inbox_is_the_members_pending_messages_in_poll_order(client, build, store):
     fleet_id, director, (m1, m2) = build.fleet()
     other_fleet, _, (x1,) = build.fleet("other", 1)
@@ -220,6 +239,7 @@ def test_inbox_is_the_members_pending_messages_in_poll_order(client, build, stor
 
 # --- sending --------------------------------------------------------------------------------
 
+
 def test_send_as_the_director_stores_the_message_and_answers_201(client, trio, store):
     fleet_id, director, (m1, _) = trio
     body = "Please review PR 7.\nLine two — with ünïcode & <b>tags</b>"
@@ -242,8 +262,10 @@ def test_a_send_through_the_api_types_the_preview_into_the_members_pane(env, tmp
     with tmux_fleet(env, tmp_path, monkeypatch) as fleet:
         worker = fleet.create("worker")["member_id"]
         with TestClient(make_app(fleet.db, fleet.environ), base_url=BASE) as test_client:
-            response = post(test_client, {"from_member_id": fleet.director, "to_member_id": worker,
-                                          "text": "Run the suite.\nReport failures."})
+            response = post(
+                test_client,
+                {"from_member_id": fleet.director, "to_member_id": worker, "text": "Run the suite.\nReport failures."},
+            )
         assert response.status_code == 201
         record = response.json()
         assert record["notified"] is True and "warning" not in record
@@ -258,7 +280,8 @@ def test_a_send_through_the_api_types_the_preview_into_the_members_pane(env, tmp
         failed = response.json()
         assert failed["notified"] is False
         assert failed["warning"].startswith(
-            f"Warning: message {failed['message_id']} is stored but member {worker} was not notified: ")
+            f"Warning: message {failed['message_id']} is stored but member {worker} was not notified: "
+        )
         assert failed["warning"].endswith("Do not resend.")
         assert fleet.notified_at(failed["message_id"]) is None
 
@@ -269,24 +292,42 @@ def test_send_refusals_are_json_and_write_nothing(client, build, store):
     gone = build.member(fleet_id, "gone")
     members.deregister_member(store, gone)
     cases = [
-        ({"from_member_id": m1, "to_member_id": m2, "text": "x"}, 422,
-         f"member {m1} is not the Director of fleet {fleet_id}; the WebUI sends only as a fleet's Director"),
-        ({"from_member_id": director, "to_member_id": n1, "text": "x"}, 409,
-         f"members {director} and {n1} are not in the same fleet; messages never cross fleets."),
+        (
+            {"from_member_id": m1, "to_member_id": m2, "text": "x"},
+            422,
+            f"member {m1} is not the Director of fleet {fleet_id}; the WebUI sends only as a fleet's Director",
+        ),
+        (
+            {"from_member_id": director, "to_member_id": n1, "text": "x"},
+            409,
+            f"members {director} and {n1} are not in the same fleet; messages never cross fleets.",
+        ),
         ({"from_member_id": director, "to_member_id": 999, "text": "x"}, 404, "recipient member 999 not found."),
         ({"from_member_id": 999, "to_member_id": m1, "text": "x"}, 404, "member 999 not found."),
-        ({"from_member_id": director, "to_member_id": gone, "text": "x"}, 409,
-         f"recipient member {gone} is deregistered; it can no longer send or receive messages."),
-        ({"from_member_id": director, "to_member_id": m1, "text": " \n\t"}, 422,
-         "the body is blank; a message needs a non-blank body"),
+        (
+            {"from_member_id": director, "to_member_id": gone, "text": "x"},
+            409,
+            f"recipient member {gone} is deregistered; it can no longer send or receive messages.",
+        ),
+        (
+            {"from_member_id": director, "to_member_id": m1, "text": " \n\t"},
+            422,
+            "the body is blank; a message needs a non-blank body",
+        ),
         ({"from_member_id": True, "to_member_id": m1, "text": "x"}, 422, "from_member_id must be a positive integer"),
-        ({"from_member_id": director, "to_member_id": str(m1), "text": "x"}, 422,
-         "to_member_id must be a positive integer"),
+        (
+            {"from_member_id": director, "to_member_id": str(m1), "text": "x"},
+            422,
+            "to_member_id must be a positive integer",
+        ),
         ({"from_member_id": director, "to_member_id": 0, "text": "x"}, 422, "to_member_id must be a positive integer"),
         ({"from_member_id": director, "to_member_id": m1, "text": 5}, 422, "text must be a string"),
         ({"from_member_id": director, "to_member_id": m1}, 422, "missing field 'text'"),
-        ({"from_member_id": director, "to_member_id": m1, "text": "x", "txt": "y"}, 422,
-         "unexpected field 'txt'; expected from_member_id, to_member_id, text"),
+        (
+            {"from_member_id": director, "to_member_id": m1, "text": "x", "txt": "y"},
+            422,
+            "unexpected field 'txt'; expected from_member_id, to_member_id, text",
+        ),
         ([director, m1, "x"], 422, "request body must be a JSON object"),
     ]
     for payload, status, error in cases:
@@ -294,9 +335,12 @@ def test_send_refusals_are_json_and_write_nothing(client, build, store):
         assert (response.status_code, response.json()) == (status, {"error": error}), payload
     raw_cases = [
         (b'{"from_member_id": 1,', 400, "request body is not valid UTF-8 JSON"),
-        (b'\xff\xfe{}', 400, "request body is not valid UTF-8 JSON"),
-        (b'{"from_member_id": %d, "to_member_id": %d, "text": "\\ud800"}' % (director, m1), 422,
-         "text is not valid UTF-8"),
+        (b"\xff\xfe{}", 400, "request body is not valid UTF-8 JSON"),
+        (
+            b'{"from_member_id": %d, "to_member_id": %d, "text": "\\ud800"}' % (director, m1),
+            422,
+            "text is not valid UTF-8",
+        ),
     ]
     for raw, status, error in raw_cases:
         response = client.post("/api/messages", content=raw, headers={"content-type": "application/json"})
@@ -318,6 +362,7 @@ def test_oversized_body_is_refused_413(client, trio, store):
 
 # --- failures never leak tracebacks ---------------------------------------------------------
 
+
 def test_a_corrupt_row_is_a_json_500_with_the_brokers_sentence(client, trio, store):
     fleet_id, _, (m1, m2) = trio
     message_id = messages.send(store, m1, m2, "x")["message_id"]
@@ -325,8 +370,10 @@ def test_a_corrupt_row_is_a_json_500_with_the_brokers_sentence(client, trio, sto
         store.execute("UPDATE messages SET status_state = 'lost' WHERE message_id = ?", (message_id,))
     response = client.get(f"/api/fleets/{fleet_id}/messages")
     assert response.status_code == 500
-    assert response.json() == {"error": f"message {message_id} has an unknown status_state 'lost' in the database "
-                                        "(expected input_required or completed); repair the row or use a newer cafleet."}
+    assert response.json() == {
+        "error": f"message {message_id} has an unknown status_state 'lost' in the database "
+        "(expected input_required or completed); repair the row or use a newer cafleet."
+    }
 
 
 def test_an_unexpected_exception_is_a_json_500_and_one_log_line(db_path, store, env, capfd):
@@ -346,6 +393,7 @@ def test_an_unexpected_exception_is_a_json_500_and_one_log_line(db_path, store, 
 
 
 # --- the live stream ------------------------------------------------------------------------
+
 
 @pytest.fixture
 def watch_for(db_path, store):
@@ -387,8 +435,10 @@ def without_idle(event):
     name, data = event
     if name != "roster":
         return event
-    return name, {"fleet": data["fleet"],
-                  "members": [{k: v for k, v in m.items() if k != "idle_seconds"} for m in data["members"]]}
+    return name, {
+        "fleet": data["fleet"],
+        "members": [{k: v for k, v in m.items() if k != "idle_seconds"} for m in data["members"]],
+    }
 
 
 def test_fleet_watch_turns_commits_into_typed_events(watch_for, build, store):
@@ -399,7 +449,9 @@ def test_fleet_watch_turns_commits_into_typed_events(watch_for, build, store):
 
     sent = messages.send(store, m1, m2, "hi")["message_id"]
     assert [without_idle(e) for e in watch.poll()] == [
-        ("message", timeline_record(store, sent)), without_idle(("roster", roster_view(store, fleet_id)))]
+        ("message", timeline_record(store, sent)),
+        without_idle(("roster", roster_view(store, fleet_id))),
+    ]
     assert watch.poll() == []
 
     assert notifications.stamp_notified(store, sent)
@@ -439,8 +491,9 @@ def test_event_stream_pushes_writes_from_other_processes(db_path, env, trio, sto
         assert reader.headers["cache-control"] == "no-store"
         assert reader.headers["x-content-type-options"] == "nosniff"
 
-        sent = run_cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "from the CLI",
-                       "--json")
+        sent = run_cli(
+            "message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "from the CLI", "--json"
+        )
         assert sent.code == 0, sent
         record = sent.json()
         name, data = reader.next()
@@ -467,6 +520,7 @@ def test_event_streams_end_when_the_server_stops(db_path, env, trio):
 
 
 # --- the `cafleet server` command -----------------------------------------------------------
+
 
 def test_server_prints_its_url_serves_and_stops_cleanly_on_sigterm(env, trio):
     port = free_port()
@@ -499,12 +553,26 @@ def test_server_takes_host_and_port_from_the_environment_and_ends_on_ctrl_c(env,
     [
         (["--port", "70000"], {}, 2, "--port must be a port number from 1 to 65535, got '70000'."),
         (["--port", "http"], {}, 2, "--port must be a port number from 1 to 65535, got 'http'."),
-        ([], {"CAFLEET_BROKER_PORT": "eighty"}, 2, "CAFLEET_BROKER_PORT must be a port number from 1 to 65535, got 'eighty'."),
+        (
+            [],
+            {"CAFLEET_BROKER_PORT": "eighty"},
+            2,
+            "CAFLEET_BROKER_PORT must be a port number from 1 to 65535, got 'eighty'.",
+        ),
         ([], {"CAFLEET_BROKER_PORT": "0"}, 2, "CAFLEET_BROKER_PORT must be a port number from 1 to 65535, got '0'."),
-        (["--host", "0.0.0.0"], {}, 2, "--host 0.0.0.0 is a wildcard address; give the address or name that browsers "
-                                       "will use (the server only answers requests addressed to it)."),
-        ([], {"CAFLEET_BROKER_HOST": "http://x/"}, 1,
-         "CAFLEET_BROKER_HOST must be a host name or IP address, got 'http://x/'."),
+        (
+            ["--host", "0.0.0.0"],
+            {},
+            2,
+            "--host 0.0.0.0 is a wildcard address; give the address or name that browsers "
+            "will use (the server only answers requests addressed to it).",
+        ),
+        (
+            [],
+            {"CAFLEET_BROKER_HOST": "http://x/"},
+            1,
+            "CAFLEET_BROKER_HOST must be a host name or IP address, got 'http://x/'.",
+        ),
     ],
 )
 def test_server_refuses_bad_settings_in_one_line(cli, env, args, environ, code, error):
@@ -531,5 +599,7 @@ def test_server_reports_a_busy_port_in_one_line(cli, store):
         port = busy.getsockname()[1]
         result = cli("server", "--port", str(port))
     assert (result.code, result.out) == (1, "")
-    assert result.err == (f"Error: cannot listen on 127.0.0.1:{port}: Address already in use; "
-                          "choose another --port or stop the program using it.\n")
+    assert result.err == (
+        f"Error: cannot listen on 127.0.0.1:{port}: Address already in use; "
+        "choose another --port or stop the program using it.\n"
+    )

@@ -18,8 +18,15 @@ from cafleet.broker import messages, notifications
 from tests.support.web_server import ROOT, ServerProcess, free_port
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 SCREENSHOT_TARGET = os.environ.get("CAFLEET_WEBUI_SCREENSHOT")  # read before the tests isolate CAFLEET_*
 WAIT_MS = 60_000  # bounds a failure only: every wait below ends as soon as its condition holds
 
@@ -78,7 +85,13 @@ def test_dashboard_shows_the_fleet_sends_as_director_and_updates_live(browser, s
     expect(rows).to_have_count(4, timeout=WAIT_MS)
     expect(rows.nth(0)).to_contain_text(f"Director#{fleet['director']}")
     assert [cell.strip() for cell in rows.nth(3).locator("td").all_inner_texts()[:6]] == [
-        f"tester#{fleet['tester']}", "member", "active", "tmux", "claude", "%7"]
+        f"tester#{fleet['tester']}",
+        "member",
+        "active",
+        "tmux",
+        "claude",
+        "%7",
+    ]
     assert rows.nth(1).locator("td").nth(5).inner_text() == "pending"
     # spend (docs/usage.md): these members were registered without attribution, so no records
     expect(page.locator("#roster-spend")).to_have_text("fleet spend $0.0000 · 0 tokens", timeout=WAIT_MS)
@@ -97,15 +110,30 @@ def test_dashboard_shows_the_fleet_sends_as_director_and_updates_live(browser, s
     expect(page.locator("#compose-status")).to_contain_text("sent message 5", timeout=WAIT_MS)
     stored = messages.poll(store, fleet["coder"])
     assert [(m["message_id"], m["from_member_id"], m["text"]) for m in stored] == [
-        (5, fleet["director"], body), (4, fleet["coder"], "note to self: rebase before pushing")]
+        (5, fleet["director"], body),
+        (4, fleet["coder"], "note to self: rebase before pushing"),
+    ]
     expect(timeline.nth(0).locator(".msg-body")).to_have_text(body)
     assert page.locator("#timeline b").count() == 0
 
     # Another process sends and ACKs: both appear without a reload.
     cli = [sys.executable, "-m", "cafleet", "message"]
-    subprocess.run([*cli, "send", "--from-member-id", str(fleet["planner"]), "--to-member-id", str(fleet["coder"]),
-                    "Step 1 is merged; go ahead with step 2."], env=env, check=True, timeout=30, capture_output=True,
-                   cwd=str(ROOT))
+    subprocess.run(
+        [
+            *cli,
+            "send",
+            "--from-member-id",
+            str(fleet["planner"]),
+            "--to-member-id",
+            str(fleet["coder"]),
+            "Step 1 is merged; go ahead with step 2.",
+        ],
+        env=env,
+        check=True,
+        timeout=30,
+        capture_output=True,
+        cwd=str(ROOT),
+    )
     expect(timeline).to_have_count(6, timeout=WAIT_MS)
     expect(timeline.nth(0)).to_contain_text("Step 1 is merged; go ahead with step 2.")
     expect(timeline.nth(0).locator(".route")).to_have_text(f"planner#{fleet['planner']}→coder#{fleet['coder']}")
@@ -226,9 +254,13 @@ def test_member_screens_show_typed_text_and_render_hostile_panes_inert(browser, 
     }""")
     assert drawn["text"] == "aBcDE<i>x</i>" and drawn["elements"] == 0
     assert drawn["html"] == [
-        ["#text", "a"], ["ansi-bold fg-1", "B", "", ""], ["#text", "c"],
+        ["#text", "a"],
+        ["ansi-bold fg-1", "B", "", ""],
+        ["#text", "c"],
         ["", "D", "rgb(255, 0, 0)", "rgb(1, 2, 255)"],
-        ["ansi-inverse", "E", "rgb(1, 2, 255)", "rgb(255, 0, 0)"], ["ansi-inverse", "<i>x</i>", "rgb(1, 2, 255)", "rgb(255, 0, 0)"]]
+        ["ansi-inverse", "E", "rgb(1, 2, 255)", "rgb(255, 0, 0)"],
+        ["ansi-inverse", "<i>x</i>", "rgb(1, 2, 255)", "rgb(255, 0, 0)"],
+    ]
 
     # The large view of one member.
     tile.click()
@@ -260,21 +292,28 @@ def test_member_screens_show_typed_text_and_render_hostile_panes_inert(browser, 
     page.close()
 
 
-def test_blocked_member_raises_attention_and_the_graph_shows_a_send(browser, pane_server, panes, tmux_server, store,
-                                                                      tmp_path):
+def test_blocked_member_raises_attention_and_the_graph_shows_a_send(
+    browser, pane_server, panes, tmux_server, store, tmp_path
+):
     from playwright.sync_api import expect
 
     # The stand-in draws a permission prompt once its first run ends (Ctrl-D), in the same pane
     # (a Python parent, not a shell, so the pane never looks like it is back at a prompt).
-    script = ("import os, subprocess, sys; standin = [sys.executable, '-m', 'cafleet.agents.standin', '--member-id', '0']; "
-              "subprocess.run(standin); os.execv(sys.executable, [*standin, '--permission-prompt'])")
+    script = (
+        "import os, subprocess, sys; standin = [sys.executable, '-m', 'cafleet.agents.standin', '--member-id', '0']; "
+        "subprocess.run(standin); os.execv(sys.executable, [*standin, '--permission-prompt'])"
+    )
     asker, asker_pane = panes["add"]("asker", [sys.executable, "-c", script])
     tests_id, _ = panes["add"]("tests", ["sh", "-c", COLOURED], ready="test failed")
     writer, _ = panes["add"]("writer")
     director = panes["director"]
-    for sender, recipient, text in [(director, asker, "Plan the migration"), (asker, director, "Plan ready"),
-                                    (director, writer, "Write step 1"), (writer, tests_id, "Run the suite"),
-                                    (tests_id, writer, "1 failure in drain::stale")]:
+    for sender, recipient, text in [
+        (director, asker, "Plan the migration"),
+        (asker, director, "Plan ready"),
+        (director, writer, "Write step 1"),
+        (writer, tests_id, "Run the suite"),
+        (tests_id, writer, "1 failure in drain::stale"),
+    ]:
         messages.ack(store, messages.send(store, sender, recipient, text)["message_id"])
     # Desktop notifications are allowed; the recorder stands in for the browser's pop-ups.
     page, page_errors = open_page(browser, pane_server, panes["fleet_id"], init_script=NOTIFICATION_RECORDER)
@@ -287,14 +326,17 @@ def test_blocked_member_raises_attention_and_the_graph_shows_a_send(browser, pan
     tmux_server.run("send-keys", "-t", asker_pane, "C-d")
     expect(page.locator("#attention")).to_be_visible(timeout=20_000)
     expect(page.locator(f'#attention-list li[data-kind="blocked"][data-member-id="{asker}"]')).to_contain_text(
-        f"asker#{asker} is blocked: pane {asker_pane} shows a prompt awaiting its user")
+        f"asker#{asker} is blocked: pane {asker_pane} shows a prompt awaiting its user"
+    )
     expect(page.locator("#attention-list code")).to_have_text([f"cafleet member capture {asker}"])
     expect(page).to_have_title("(1) cafleet")
     expect(page.locator(f'.tile[data-member-id="{asker}"]')).to_have_attribute("data-state", "blocked")
-    expect(page.locator(f'.tile[data-member-id="{asker}"] pre.screen')).to_contain_text("Do you want to proceed?",
-                                                                                       timeout=WAIT_MS)
+    expect(page.locator(f'.tile[data-member-id="{asker}"] pre.screen')).to_contain_text(
+        "Do you want to proceed?", timeout=WAIT_MS
+    )
     assert page.evaluate("window.__notified") == [
-        [f"cafleet: asker#{asker} is blocked", f"pane {asker_pane} shows a prompt awaiting its user"]]
+        [f"cafleet: asker#{asker} is blocked", f"pane {asker_pane} shows a prompt awaiting its user"]
+    ]
 
     # A send shows in the graph: a new edge, highlighted while its preview is owed.
     edge = page.locator(f'#graph g.edge[data-from="{tests_id}"][data-to="{asker}"]')
@@ -319,8 +361,9 @@ def test_blocked_member_raises_attention_and_the_graph_shows_a_send(browser, pan
 
     # Tiles below the fold are fetched once they scroll into view.
     page.locator(f'.tile[data-member-id="{writer}"]').scroll_into_view_if_needed()
-    expect(page.locator(f'.tile[data-member-id="{writer}"] pre.screen')).to_contain_text("cafleet stand-in agent",
-                                                                                        timeout=WAIT_MS)
+    expect(page.locator(f'.tile[data-member-id="{writer}"] pre.screen')).to_contain_text(
+        "cafleet stand-in agent", timeout=WAIT_MS
+    )
     if SCREENSHOT_TARGET:
         target = ROOT / SCREENSHOT_TARGET
         page.locator(".screens-panel").screenshot(path=str(target.with_name("webui-screens.png")))

@@ -33,7 +33,10 @@ class Server:
 
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cafleet", "server", "--port", str(self.port)],
-            env=dict(env, **settings), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(ROOT),
+            env=dict(env, **settings),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(ROOT),
             preexec_fn=limit,
         )
         self.first_line = read_line(self.proc.stdout, 30)
@@ -85,8 +88,10 @@ def servers(env, store):
 
 def test_a_half_open_request_is_closed_after_the_request_timeout(servers):
     server = servers(CAFLEET_SERVER_REQUEST_TIMEOUT="0.5")
-    with socket.create_connection(("127.0.0.1", server.port), timeout=60) as idle, \
-            socket.create_connection(("127.0.0.1", server.port), timeout=60) as partial:
+    with (
+        socket.create_connection(("127.0.0.1", server.port), timeout=60) as idle,
+        socket.create_connection(("127.0.0.1", server.port), timeout=60) as partial,
+    ):
         partial.sendall(f"GET /api/fleets HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode())  # no end
         started = time.monotonic()
         # recv returns b"" (or a reset) once the server closes; the 60 s socket timeout only
@@ -102,20 +107,31 @@ def test_a_half_open_request_is_closed_after_the_request_timeout(servers):
 def test_a_slow_body_is_closed_after_the_request_timeout_too(servers):
     server = servers(CAFLEET_SERVER_REQUEST_TIMEOUT="0.5")
     with socket.create_connection(("127.0.0.1", server.port), timeout=60) as slow:
-        slow.sendall((f"POST /api/messages HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
-                      "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{").encode())
+        slow.sendall(
+            (
+                f"POST /api/messages HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+            ).encode()
+        )
         answer = read_all(slow)
     assert answer == b"" or answer.startswith(b"HTTP/1.1 4"), answer
     code, out, err = server.stop()
     assert (code, err) == (0, "")
 
 
-@pytest.mark.parametrize("name,value", [
-    ("CAFLEET_SERVER_REQUEST_TIMEOUT", "0"), ("CAFLEET_SERVER_REQUEST_TIMEOUT", "1e10"),
-    ("CAFLEET_SERVER_REQUEST_TIMEOUT", "nan"), ("CAFLEET_SERVER_REQUEST_TIMEOUT", "soon"),
-    ("CAFLEET_SERVER_MAX_CONNECTIONS", "0"), ("CAFLEET_SERVER_MAX_CONNECTIONS", "-1"),
-    ("CAFLEET_SERVER_MAX_CONNECTIONS", "1e3"), ("CAFLEET_SERVER_MAX_CONNECTIONS", "9" * 5000),
-])
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("CAFLEET_SERVER_REQUEST_TIMEOUT", "0"),
+        ("CAFLEET_SERVER_REQUEST_TIMEOUT", "1e10"),
+        ("CAFLEET_SERVER_REQUEST_TIMEOUT", "nan"),
+        ("CAFLEET_SERVER_REQUEST_TIMEOUT", "soon"),
+        ("CAFLEET_SERVER_MAX_CONNECTIONS", "0"),
+        ("CAFLEET_SERVER_MAX_CONNECTIONS", "-1"),
+        ("CAFLEET_SERVER_MAX_CONNECTIONS", "1e3"),
+        ("CAFLEET_SERVER_MAX_CONNECTIONS", "9" * 5000),
+    ],
+)
 def test_bad_limits_are_refused_before_listening(cli, env, store, name, value):
     port = free_port()
     result = cli("server", "--port", str(port), environ=dict(env, **{name: value}))

@@ -13,12 +13,14 @@ import pytest
 from cafleet.broker import messages, notifications
 from cafleet.web import attention, screens
 from tests.support.tmux_fixtures import wait_for
+
 with __import__("warnings").catch_warnings():
     __import__("warnings").simplefilter("ignore")  # Starlette prefers httpx2 for its TestClient; httpx works
     from starlette.testclient import TestClient
 
 from tests.support.web_panes import HOSTILE, STANDIN
 from tests.support.web_server import BASE, make_app
+
 
 @pytest.fixture
 def app(db_path, env):
@@ -42,16 +44,23 @@ def test_typed_text_appears_in_the_member_screen(panes, app, client, tmux_server
     app.state.screens = screens.ScreenCache(interval=0.05)
     member_id, pane = panes["add"]("typist")
     tmux_server.run("send-keys", "-l", "-t", pane, "hello from the typist")
-    screen = wait_for(lambda: (s := screens_of(client, panes["fleet_id"], [member_id])[member_id])["text"].count(
-        "hello from the typist") and s, what="typed text in the screen")
+    screen = wait_for(
+        lambda: (
+            (s := screens_of(client, panes["fleet_id"], [member_id])[member_id])["text"].count("hello from the typist")
+            and s
+        ),
+        what="typed text in the screen",
+    )
     assert (screen["status"], screen["error"], screen["pane_id"]) == ("ok", None, pane)
     assert "cafleet stand-in agent" in screen["text"]
 
 
 def test_hostile_pane_keeps_only_colours_and_text(panes, client):
     member_id, _ = panes["add"]("hostile", ["sh", "-c", HOSTILE], ready=None)
-    text = wait_for(lambda: (t := screens_of(client, panes["fleet_id"], [member_id])[member_id]["text"]).count(
-        "after-dcs") and t, what="hostile output")
+    text = wait_for(
+        lambda: (t := screens_of(client, panes["fleet_id"], [member_id])[member_id]["text"]).count("after-dcs") and t,
+        what="hostile output",
+    )
     assert "<script>window.__pwned=1</script>" in text
     assert '<img src=x onerror="window.__pwned=2">' in text
     assert "\x1b[31mred alert" in text  # colours stay, as SGR only
@@ -61,8 +70,10 @@ def test_hostile_pane_keeps_only_colours_and_text(panes, client):
 
 
 def test_clean_removes_every_sequence_but_sgr():
-    raw = ("a\x1b[1;38;5;196mb\x1b[0m\x1b[2J\x1b[H\x1b]52;c;eA==\x07c\x1b]0;t\x1b\\d\x1bPq#0\x1b\\e"
-           "\x1b_apc\x1b\\f\x1b7g\x1b(Bh\x08\x0d\x9bi\x1b")
+    raw = (
+        "a\x1b[1;38;5;196mb\x1b[0m\x1b[2J\x1b[H\x1b]52;c;eA==\x07c\x1b]0;t\x1b\\d\x1bPq#0\x1b\\e"
+        "\x1b_apc\x1b\\f\x1b7g\x1b(Bh\x08\x0d\x9bi\x1b"
+    )
     assert screens.clean(raw) == "a\x1b[1;38;5;196mb\x1b[0mcdefghi"
 
 
@@ -94,8 +105,11 @@ def test_one_multiplexer_call_per_member_per_interval_however_many_clients(panes
 
 
 def test_screen_request_bounds(panes, app, client, build, monkeypatch):
-    member_id, pane = panes["add"]("bounded", ["sh", "-c", "seq 1 300 | sed 's/$/ xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx/'; "
-                                                             "exec sleep 600"], ready="300 x")
+    member_id, pane = panes["add"](
+        "bounded",
+        ["sh", "-c", "seq 1 300 | sed 's/$/ xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx/'; exec sleep 600"],
+        ready="300 x",
+    )
     fleet_id = panes["fleet_id"]
     got = screens_of(client, fleet_id, [member_id], lines=5)[member_id]
     assert got["text"].split("\n")[-1].startswith("300 ") and len(got["text"].split("\n")) == 5
@@ -123,8 +137,16 @@ def test_rate_limit_is_per_client(app, client, build):
     app.state.screen_rate = limit = screens.RateLimit(rate=0.001, burst=3)
     answers = [client.get(f"/api/fleets/{fleet_id}/screens?members={pending}") for _ in range(4)]
     assert [a.status_code for a in answers] == [200, 200, 200, 429]
-    assert answers[0].json()["screens"] == [{"member_id": pending, "pane_id": None, "status": "pending",
-                                              "error": "its pane is being created", "text": "", "truncated": False}]
+    assert answers[0].json()["screens"] == [
+        {
+            "member_id": pending,
+            "pane_id": None,
+            "status": "pending",
+            "error": "its pane is being created",
+            "text": "",
+            "truncated": False,
+        }
+    ]
     assert answers[3].json()["error"].startswith("too many screen requests; retry in ")
     assert limit.take("another-client") == 0.0  # the next client has its own bucket
 
@@ -194,10 +216,15 @@ def test_graph_kept_up_to_date_matches_a_graph_built_from_scratch(app, client, b
         with api.read_snapshot(store):
             fresh = graph.fleet_graph(store, fleet_id, graph.GraphCache())
         assert kept == fresh
-    assert {(e["from"], e["to"]): e["pending"] for e in kept["edges"]} == {(a, b): 0, (b, a): 0, (c, director): 1,
-                                                                           (a, a): 1}
+    assert {(e["from"], e["to"]): e["pending"] for e in kept["edges"]} == {
+        (a, b): 0,
+        (b, a): 0,
+        (c, director): 1,
+        (a, a): 1,
+    }
     assert client.get(f"/api/fleets/{other}/graph").json()["edges"] == [
-        {"from": x, "to": y, "count": 1, "pending": 1, "unnotified": 1}]
+        {"from": x, "to": y, "count": 1, "pending": 1, "unnotified": 1}
+    ]
 
 
 def test_attention_lists_blocked_dead_and_owed_previews(panes, client, store, tmux_server):
@@ -214,13 +241,13 @@ def test_attention_lists_blocked_dead_and_owed_previews(panes, client, store, tm
     states = {m["member_id"]: m["state"] for m in detail["members"]}
     listed = attention.items(store, panes["fleet_id"], {asking: ("blocked", "x")}, owed_after=0)
     assert [(i["kind"], i["member_id"], i["message_id"]) for i in listed["items"]] == [
-        ("blocked", asking, None), ("notify", asking, owed)]
+        ("blocked", asking, None),
+        ("notify", asking, owed),
+    ]
     assert states[fine] == "alive"
 
 
-
-def test_event_stream_reports_a_preview_that_becomes_owed_without_any_write(db_path, env, panes, store,
-                                                                            monkeypatch):
+def test_event_stream_reports_a_preview_that_becomes_owed_without_any_write(db_path, env, panes, store, monkeypatch):
     """Nothing is committed when a preview becomes owed: time passes. The roster event still
     comes, from the periodic state look, because the attention list is part of it. (The
     members are real stand-ins in panes: only a member with a concrete pane is owed a
@@ -242,6 +269,12 @@ def test_event_stream_reports_a_preview_that_becomes_owed_without_any_write(db_p
         assert (kind, data["attention"]["items"]) == ("roster", [])
         kind, data = reader.next(15)
         assert kind == "roster"
-        assert data["attention"]["items"] == [{
-            "kind": "notify", "member_id": b, "message_id": sent, "command": f"cafleet member capture {b}",
-            "detail": f"preview of message {sent} still not delivered after 1 s"}]
+        assert data["attention"]["items"] == [
+            {
+                "kind": "notify",
+                "member_id": b,
+                "message_id": sent,
+                "command": f"cafleet member capture {b}",
+                "detail": f"preview of message {sent} still not delivered after 1 s",
+            }
+        ]

@@ -46,6 +46,7 @@ def payload(trio, text="hello"):
 
 # --- Host header (DNS rebinding) ------------------------------------------------------------
 
+
 def test_allowed_host_values():
     assert allowed_hosts("127.0.0.1", 8000, True) == {"127.0.0.1:8000", "localhost:8000", "[::1]:8000"}
     assert allowed_hosts("localhost", 9000, True) == {"localhost:9000", "127.0.0.1:9000", "[::1]:9000"}
@@ -63,15 +64,27 @@ def test_loopback_spellings_are_answered(client, trio, host):
 
 @pytest.mark.parametrize(
     "host",
-    ["attacker.example:8000", "attacker.example", "127.0.0.1:8001", "127.0.0.1", "localhost.attacker.example:8000",
-     "127.0.0.1:8000.attacker.example", "", "0.0.0.0:8000", "0:8000", "[::]:8000"],
+    [
+        "attacker.example:8000",
+        "attacker.example",
+        "127.0.0.1:8001",
+        "127.0.0.1",
+        "localhost.attacker.example:8000",
+        "127.0.0.1:8000.attacker.example",
+        "",
+        "0.0.0.0:8000",
+        "0:8000",
+        "[::]:8000",
+    ],
 )
 @pytest.mark.parametrize("path", ["/", "/static/app.js", "/api/fleets", "/api/fleets/1", "/api/events?fleet_id=1"])
 def test_a_foreign_host_is_refused_400_everywhere(client, trio, host, path):
     response = client.get(path, headers={"host": host})
     assert response.status_code == 400
     assert response.headers["content-type"] == "application/json"
-    assert response.json() == {"error": f"refused: Host header {(host.lower() or '(none)')!r} is not this server's address"}
+    assert response.json() == {
+        "error": f"refused: Host header {(host.lower() or '(none)')!r} is not this server's address"
+    }
     assert response.headers["x-content-type-options"] == "nosniff"
 
 
@@ -95,9 +108,11 @@ def test_a_non_loopback_bind_answers_only_its_own_name(db_path, store, env, trio
 
 # --- state-changing requests: same-origin JSON only -----------------------------------------
 
+
 def test_a_same_origin_json_post_is_accepted(client, trio, store):
     response = client.post(
-        "/api/messages", json=payload(trio),
+        "/api/messages",
+        json=payload(trio),
         headers={"origin": BASE, "sec-fetch-site": "same-origin", "content-type": "application/json; charset=utf-8"},
     )
     assert response.status_code == 201
@@ -124,8 +139,15 @@ def test_cross_origin_posts_are_refused_and_write_nothing(client, trio, store, h
 
 @pytest.mark.parametrize(
     "content_type",
-    ["application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "text/plain", "text/plain; charset=utf-8",
-     "application/jsonp", "application/json-seq", None],
+    [
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "text/plain",
+        "text/plain; charset=utf-8",
+        "application/jsonp",
+        "application/json-seq",
+        None,
+    ],
 )
 def test_non_json_posts_are_refused_415_and_write_nothing(client, trio, store, content_type):
     _, director, (m1, _) = trio
@@ -155,6 +177,7 @@ def test_cross_site_reads_of_the_api_are_refused_but_navigation_is_not(client, t
 
 # --- fleet scoping --------------------------------------------------------------------------
 
+
 def test_fleet_scoped_views_never_show_another_fleets_data(client, build, store):
     alpha, alpha_director, (a1, a2) = build.fleet("alpha")
     beta, beta_director, (b1, b2) = build.fleet("beta")
@@ -179,12 +202,15 @@ def test_fleet_scoped_views_never_show_another_fleets_data(client, build, store)
 
 # --- response headers -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", ["/", "/static/app.js", "/static/app.css", "/api/fleets", "/api/fleets/999",
-                                  "/api/nothing"])
+
+@pytest.mark.parametrize(
+    "path", ["/", "/static/app.js", "/static/app.css", "/api/fleets", "/api/fleets/999", "/api/nothing"]
+)
 def test_security_headers_on_every_response(client, trio, path):
     response = client.get(path)
     assert response.headers["content-security-policy"] == (
-        "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; object-src 'none'")
+        "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; object-src 'none'"
+    )
     assert response.headers["x-content-type-options"] == "nosniff"
     assert response.headers["x-frame-options"] == "DENY"
     assert response.headers["referrer-policy"] == "no-referrer"
@@ -202,8 +228,18 @@ def test_the_page_loads_only_its_own_static_files(client):
 
 # --- the address the server binds -----------------------------------------------------------
 
-WILDCARD_SPELLINGS = ["0", "0x0", "0.0", "000.000.000.000", "::0", "[::0]", "0:0:0:0:0:0:0:0", "0.0.0.0", "::",
-                      "::ffff:0.0.0.0"]
+WILDCARD_SPELLINGS = [
+    "0",
+    "0x0",
+    "0.0",
+    "000.000.000.000",
+    "::0",
+    "[::0]",
+    "0:0:0:0:0:0:0:0",
+    "0.0.0.0",
+    "::",
+    "::ffff:0.0.0.0",
+]
 
 
 def free_port() -> int:
@@ -235,16 +271,18 @@ def test_every_spelling_of_every_interface_is_refused(run_cli, store, host):
     bare = host.strip("[]")
     assert (result.code, result.out) == (2, "")
     assert result.err.startswith(f"Error: --host {bare} is a wildcard address"), result.err
-    assert result.err.endswith("give the address or name that browsers will use "
-                               "(the server only answers requests addressed to it).\n")
+    assert result.err.endswith(
+        "give the address or name that browsers will use (the server only answers requests addressed to it).\n"
+    )
     assert result.err.count("\n") == 1
     assert nothing_listens(port)
 
 
 @pytest.mark.parametrize("host", ["0", "::0"])
 def test_a_wildcard_from_the_environment_is_refused_too(run_cli, env, store, host):
-    result = run_cli("server", environ=dict(env, CAFLEET_BROKER_HOST=host, CAFLEET_BROKER_PORT=str(free_port())),
-                     timeout=30)
+    result = run_cli(
+        "server", environ=dict(env, CAFLEET_BROKER_HOST=host, CAFLEET_BROKER_PORT=str(free_port())), timeout=30
+    )
     assert (result.code, result.out) == (1, "")
     assert result.err.startswith(f"Error: CAFLEET_BROKER_HOST {host} is a wildcard address"), result.err
 
@@ -253,18 +291,28 @@ def test_a_non_loopback_address_needs_the_explicit_opt_in(cli, store):
     port = free_port()
     refused = cli("server", "--host", "192.0.2.7", "--port", str(port))
     assert (refused.code, refused.out) == (2, "")
-    assert refused.err == ("Error: --host 192.0.2.7 is not a loopback address (192.0.2.7); the WebUI has no login, "
-                           "so anyone who can reach it can read every fleet and send as any Director: add "
-                           "--allow-remote to serve it there anyway.\n")
+    assert refused.err == (
+        "Error: --host 192.0.2.7 is not a loopback address (192.0.2.7); the WebUI has no login, "
+        "so anyone who can reach it can read every fleet and send as any Director: add "
+        "--allow-remote to serve it there anyway.\n"
+    )
     # With the opt-in the address is tried (this machine does not own it, so the bind fails).
     tried = cli("server", "--host", "192.0.2.7", "--port", str(port), "--allow-remote")
     assert tried.code == 1 and tried.err.startswith(f"Error: cannot listen on 192.0.2.7:{port}: "), tried.err
 
 
-@pytest.mark.parametrize("host,address", [("localhost", "127.0.0.1"), ("127.1", "127.0.0.1"),
-                                          ("0x7f000001", "127.0.0.1"), ("0177.0.0.1", "127.0.0.1"),
-                                          ("127.0.0.2", "127.0.0.2"), ("::1", "::1"),
-                                          ("::ffff:127.0.0.1", "::ffff:127.0.0.1")])
+@pytest.mark.parametrize(
+    "host,address",
+    [
+        ("localhost", "127.0.0.1"),
+        ("127.1", "127.0.0.1"),
+        ("0x7f000001", "127.0.0.1"),
+        ("0177.0.0.1", "127.0.0.1"),
+        ("127.0.0.2", "127.0.0.2"),
+        ("::1", "::1"),
+        ("::ffff:127.0.0.1", "::ffff:127.0.0.1"),
+    ],
+)
 def test_names_and_spellings_of_loopback_are_accepted(host, address):
     from cafleet.cli.server import _resolve
     from cafleet.errors import UsageError

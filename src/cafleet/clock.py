@@ -44,8 +44,9 @@ def _days_in_month(year: int, month: int) -> int:
     return 30 if month in (4, 6, 9, 11) else 31
 
 
-def _epoch(year: int, month: int, day: int, hours: int, minutes: int, seconds: int, micros: int,
-           offset_minutes: int) -> float:
+def _epoch(
+    year: int, month: int, day: int, hours: int, minutes: int, seconds: int, micros: int, offset_minutes: int
+) -> float:
     whole = _days_from_civil(year, month, day) * 86400 + hours * 3600 + (minutes - offset_minutes) * 60 + seconds
     return whole + micros / 1_000_000
 
@@ -61,11 +62,25 @@ def _refuse(timestamp) -> NoReturn:
 
 def to_epoch(timestamp: str) -> float:
     """Seconds since the epoch for a stored timestamp; CorruptRow when it cannot be read."""
-    if (isinstance(timestamp, str) and len(timestamp) == 32 and timestamp.endswith("+00:00")
-            and timestamp[19] == "." and timestamp[:4].isdigit()):
+    if (
+        isinstance(timestamp, str)
+        and len(timestamp) == 32
+        and timestamp.endswith("+00:00")
+        and timestamp[19] == "."
+        and timestamp[:4].isdigit()
+    ):
         try:  # cafleet's own form: fixed positions
-            return _checked(int(timestamp[0:4]), int(timestamp[5:7]), int(timestamp[8:10]), int(timestamp[11:13]),
-                            int(timestamp[14:16]), int(timestamp[17:19]), int(timestamp[20:26]), 0, timestamp)
+            return _checked(
+                int(timestamp[0:4]),
+                int(timestamp[5:7]),
+                int(timestamp[8:10]),
+                int(timestamp[11:13]),
+                int(timestamp[14:16]),
+                int(timestamp[17:19]),
+                int(timestamp[20:26]),
+                0,
+                timestamp,
+            )
         except ValueError:
             pass
     return _foreign(timestamp)
@@ -91,13 +106,15 @@ def _foreign(timestamp) -> float:
         if int(off_h) > 23 or int(off_m) > 59:
             _refuse(timestamp)
         offset = (int(off_h) * 60 + int(off_m)) * (-1 if sign == "-" else 1)
-    return _checked(int(year), int(month), int(day), int(hours), int(minutes), int(seconds or 0), micros, offset,
-                    timestamp)
+    return _checked(
+        int(year), int(month), int(day), int(hours), int(minutes), int(seconds or 0), micros, offset, timestamp
+    )
 
 
 def _checked(year, month, day, hours, minutes, seconds, micros, offset, timestamp) -> float:
-    if not (1 <= month <= 12 and 1 <= day <= _days_in_month(year, month) and hours <= 23 and minutes <= 59
-            and seconds <= 60):
+    if not (
+        1 <= month <= 12 and 1 <= day <= _days_in_month(year, month) and hours <= 23 and minutes <= 59 and seconds <= 60
+    ):
         _refuse(timestamp)
     return _epoch(year, month, day, hours, minutes, seconds, micros, offset)
 

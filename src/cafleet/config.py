@@ -43,11 +43,34 @@ class Setting:
     the agent to read), "test" (test hooks and the stand-in agent).
     """
 
-    __slots__ = ("name", "kind", "default", "low", "high", "meaning", "choices", "audience", "attr", "noun",
-                 "default_text")
+    __slots__ = (
+        "name",
+        "kind",
+        "default",
+        "low",
+        "high",
+        "meaning",
+        "choices",
+        "audience",
+        "attr",
+        "noun",
+        "default_text",
+    )
 
-    def __init__(self, name, kind, default, meaning, *, low=None, high=None, choices=None, audience="user",
-                 noun=None, default_text=None):
+    def __init__(
+        self,
+        name,
+        kind,
+        default,
+        meaning,
+        *,
+        low=None,
+        high=None,
+        choices=None,
+        audience="user",
+        noun=None,
+        default_text=None,
+    ):
         self.name = name
         self.kind = kind
         self.default = default
@@ -74,9 +97,13 @@ class Setting:
             return f"{', '.join(SWITCH_ON[:-1])} or {SWITCH_ON[-1]} (on); {', '.join(SWITCH_OFF[:-1])} or {SWITCH_OFF[-1]} (off)"
         if self.kind == "choice":
             return f"one of {', '.join(self.choices)}"
-        return {"location": "sqlite:///ABS/PATH, an absolute path or postgresql://...", "path": "a path",
-                "command": "a command name or path", "host": "a host name or IP address",
-                "identifier": "a lower-case SQL name (a-z, 0-9, _; at most 63)"}.get(self.kind, "any text")
+        return {
+            "location": "sqlite:///ABS/PATH, an absolute path or postgresql://...",
+            "path": "a path",
+            "command": "a command name or path",
+            "host": "a host name or IP address",
+            "identifier": "a lower-case SQL name (a-z, 0-9, _; at most 63)",
+        }.get(self.kind, "any text")
 
     def parse(self, raw: str):
         """The value of ``raw`` (an environment value or an option's argument), or
@@ -109,8 +136,10 @@ class Setting:
             if raw in self.choices:
                 return raw
         elif kind == "identifier":
-            if 0 < len(raw) <= 63 and (raw[0] == "_" or "a" <= raw[0] <= "z") and all(
-                c == "_" or "a" <= c <= "z" or "0" <= c <= "9" for c in raw
+            if (
+                0 < len(raw) <= 63
+                and (raw[0] == "_" or "a" <= raw[0] <= "z")
+                and all(c == "_" or "a" <= c <= "z" or "0" <= c <= "9" for c in raw)
             ):
                 return raw
         else:
@@ -135,46 +164,121 @@ def _s(*args, **kwargs) -> Setting:
 # --- the environment ----------------------------------------------------------------------
 
 ENVIRONMENT = (
-    _s("CAFLEET_DATABASE_URL", "location", None, "the database file, or a PostgreSQL database (postgresql://...)",
-       default_text="$XDG_DATA_HOME/cafleet/" + DATABASE_FILENAME),
+    _s(
+        "CAFLEET_DATABASE_URL",
+        "location",
+        None,
+        "the database file, or a PostgreSQL database (postgresql://...)",
+        default_text="$XDG_DATA_HOME/cafleet/" + DATABASE_FILENAME,
+    ),
     _s("CAFLEET_PG_SCHEMA", "identifier", "cafleet", "PostgreSQL only: the schema that holds cafleet's tables"),
-    _s("CAFLEET_MULTIPLEXER", "choice", None, "the multiplexer, overriding detection",
-       choices=("tmux", "herdr"), default_text="herdr inside herdr (HERDR_ENV), else tmux (TMUX)"),
+    _s(
+        "CAFLEET_MULTIPLEXER",
+        "choice",
+        None,
+        "the multiplexer, overriding detection",
+        choices=("tmux", "herdr"),
+        default_text="herdr inside herdr (HERDR_ENV), else tmux (TMUX)",
+    ),
     _s("CAFLEET_HERDR_BIN", "command", "herdr", "the herdr command to run"),
-    _s("CAFLEET_BUSY_TIMEOUT", "seconds", 5.0, "how long a command waits for another process's write lock",
-       low=0.0, high=HOUR),
-    _s("CAFLEET_LOCK_TIMEOUT", "seconds", DEFAULT_LOCK_TIMEOUT, "how long a delivery waits for a pane's input lock",
-       low=0.0, high=HOUR),
-    _s("CAFLEET_SUBMIT_SETTLE", "seconds", DEFAULT_SUBMIT_SETTLE,
-       "pause between typing a line into an agent's input box and pressing Enter", low=0.0, high=10.0),
-    _s("CAFLEET_WAIT_INTERVAL", "seconds", 0.05,
-       "how often `message wait`/`listen` look for a commit by another process", low=0.005, high=5.0),
-    _s("CAFLEET_MAX_TEXT_LEN", "integer", DEFAULT_MAX_TEXT_LEN,
-       "code points of a body shown in text output and previews (JSON is never cut)", low=1, high=1_000_000),
+    _s(
+        "CAFLEET_BUSY_TIMEOUT",
+        "seconds",
+        5.0,
+        "how long a command waits for another process's write lock",
+        low=0.0,
+        high=HOUR,
+    ),
+    _s(
+        "CAFLEET_LOCK_TIMEOUT",
+        "seconds",
+        DEFAULT_LOCK_TIMEOUT,
+        "how long a delivery waits for a pane's input lock",
+        low=0.0,
+        high=HOUR,
+    ),
+    _s(
+        "CAFLEET_SUBMIT_SETTLE",
+        "seconds",
+        DEFAULT_SUBMIT_SETTLE,
+        "pause between typing a line into an agent's input box and pressing Enter",
+        low=0.0,
+        high=10.0,
+    ),
+    _s(
+        "CAFLEET_WAIT_INTERVAL",
+        "seconds",
+        0.05,
+        "how often `message wait`/`listen` look for a commit by another process",
+        low=0.005,
+        high=5.0,
+    ),
+    _s(
+        "CAFLEET_MAX_TEXT_LEN",
+        "integer",
+        DEFAULT_MAX_TEXT_LEN,
+        "code points of a body shown in text output and previews (JSON is never cut)",
+        low=1,
+        high=1_000_000,
+    ),
     _s("CAFLEET_BROKER_HOST", "host", "127.0.0.1", "the address `cafleet server` listens on"),
-    _s("CAFLEET_BROKER_PORT", "integer", 8000, "the port `cafleet server` listens on", low=1, high=65535,
-       noun="a port number"),
-    _s("CAFLEET_SERVER_REQUEST_TIMEOUT", "seconds", 10.0,
-       "`cafleet server`: how long a connection has to deliver a whole request", low=0.05, high=HOUR),
-    _s("CAFLEET_SERVER_MAX_CONNECTIONS", "integer", 100,
-       "`cafleet server`: open connections at most (lowered to fit the open-file limit)", low=1, high=100_000),
+    _s(
+        "CAFLEET_BROKER_PORT",
+        "integer",
+        8000,
+        "the port `cafleet server` listens on",
+        low=1,
+        high=65535,
+        noun="a port number",
+    ),
+    _s(
+        "CAFLEET_SERVER_REQUEST_TIMEOUT",
+        "seconds",
+        10.0,
+        "`cafleet server`: how long a connection has to deliver a whole request",
+        low=0.05,
+        high=HOUR,
+    ),
+    _s(
+        "CAFLEET_SERVER_MAX_CONNECTIONS",
+        "integer",
+        100,
+        "`cafleet server`: open connections at most (lowered to fit the open-file limit)",
+        low=1,
+        high=100_000,
+    ),
     _s("CAFLEET_DEBUG", "switch", False, "show the traceback of an internal error"),
-    _s("CAFLEET_SSH_CONFIG", "path", None, "an ssh_config file for reaching other hosts (`ssh -F`)",
-       default_text="ssh's own (~/.ssh/config)"),
-    _s("CAFLEET_SSH_CONTROL_DIR", "path", None, "a private directory for the shared SSH connections' sockets",
-       default_text="$XDG_RUNTIME_DIR/cafleet-ssh, else /tmp/cafleet-ssh-<uid>"),
-    _s("CAFLEET_PRICE_FILE", "path", None,
-       "a JSON file of model prices (dollars per million tokens) overriding the built-in table of "
-       "`member usage`/`fleet usage` (docs/usage.md)", default_text="the built-in table"),
-    _s("CAFLEET_HOST", "text", None, "the host a member's pane runs on, set in panes on other hosts",
-       audience="pane"),
+    _s(
+        "CAFLEET_SSH_CONFIG",
+        "path",
+        None,
+        "an ssh_config file for reaching other hosts (`ssh -F`)",
+        default_text="ssh's own (~/.ssh/config)",
+    ),
+    _s(
+        "CAFLEET_SSH_CONTROL_DIR",
+        "path",
+        None,
+        "a private directory for the shared SSH connections' sockets",
+        default_text="$XDG_RUNTIME_DIR/cafleet-ssh, else /tmp/cafleet-ssh-<uid>",
+    ),
+    _s(
+        "CAFLEET_PRICE_FILE",
+        "path",
+        None,
+        "a JSON file of model prices (dollars per million tokens) overriding the built-in table of "
+        "`member usage`/`fleet usage` (docs/usage.md)",
+        default_text="the built-in table",
+    ),
+    _s("CAFLEET_HOST", "text", None, "the host a member's pane runs on, set in panes on other hosts", audience="pane"),
     _s("CAFLEET_MEMBER_ID", "text", None, "the member's own id, set in each member's pane", audience="pane"),
     _s("CAFLEET_FLEET_ID", "text", None, "the member's fleet id, set in each member's pane", audience="pane"),
     _s("CAFLEET_TEST_PAUSE_AT", "text", None, "fault injection: stop at this named point", audience="test"),
     _s("CAFLEET_TEST_PAUSE_FILE", "text", None, "fault injection: where the pause is announced", audience="test"),
     _s("CAFLEET_TEST_PAUSE_UNTIL", "text", None, "fault injection: carry on once this file exists", audience="test"),
-    _s("CAFLEET_STANDIN_RECORD_DIR", "text", None, "stand-in agent: where it records what it received",
-       audience="test"),
+    _s(
+        "CAFLEET_STANDIN_RECORD_DIR", "text", None, "stand-in agent: where it records what it received", audience="test"
+    ),
     _s("CAFLEET_STANDIN_AUTO_REPLY", "text", None, "stand-in agent: 1 replies to every message", audience="test"),
     _s("CAFLEET_BIN", "command", None, "stand-in agent: the cafleet command it runs", audience="test"),
 )
@@ -183,13 +287,25 @@ ENVIRONMENT = (
 
 OPTIONS = (
     _s("--interval", "seconds", 5.0, "`fleet watch`: seconds between member checks", low=0.2, high=HOUR),
-    _s("--idle-after", "seconds", 600.0, "`fleet watch`, `member list --state`: idle after this many quiet seconds",
-       low=0.0, high=30 * DAY),
-    _s("--timeout", "seconds", None, "`message wait`: give up after this many seconds",
-       low=0.0, high=365 * DAY, default_text="wait forever"),
+    _s(
+        "--idle-after",
+        "seconds",
+        600.0,
+        "`fleet watch`, `member list --state`: idle after this many quiet seconds",
+        low=0.0,
+        high=30 * DAY,
+    ),
+    _s(
+        "--timeout",
+        "seconds",
+        None,
+        "`message wait`: give up after this many seconds",
+        low=0.0,
+        high=365 * DAY,
+        default_text="wait forever",
+    ),
     _s("--lines", "integer", 40, "`member capture`: lines of the pane to print", low=1, high=10_000),
-    _s("--port", "integer", 8000, "`cafleet server`: the port to listen on", low=1, high=65535,
-       noun="a port number"),
+    _s("--port", "integer", 8000, "`cafleet server`: the port to listen on", low=1, high=65535, noun="a port number"),
 )
 
 _BY_NAME = {setting.name: setting for setting in (*ENVIRONMENT, *OPTIONS)}
@@ -225,6 +341,7 @@ class Settings:
 
 # --- readers used by the library (each goes through the declarations above) ---------------
 
+
 def database_path(environ) -> str:
     """The database file chosen by ``CAFLEET_DATABASE_URL`` or the XDG default.
 
@@ -235,7 +352,7 @@ def database_path(environ) -> str:
         if is_postgres(url):
             return url  # given to libpq as it is (PG* variables and ~/.pgpass fill in the rest)
         if url.startswith("sqlite:///"):
-            rest = url[len("sqlite://"):]
+            rest = url[len("sqlite://") :]
             if rest == "/" or "?" in rest:
                 raise ConfigError(
                     f"CAFLEET_DATABASE_URL {shown(url)} must be sqlite:///ABS/PATH with a file path and no query string."
@@ -326,6 +443,7 @@ def _default_text(setting: Setting) -> str:
 
 def markdown() -> str:
     """The configuration tables for the README (between TABLE_START and TABLE_END)."""
+
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
@@ -333,13 +451,23 @@ def markdown() -> str:
     for s in ENVIRONMENT:
         if s.audience == "user":
             lines.append(f"| `{s.name}` | {cell(_default_text(s))} | {cell(s.allowed())} | {cell(s.meaning)} |")
-    lines += ["", "Set by cafleet in every member's pane, for the agent to read:", "",
-              "| Variable | Meaning |", "|---|---|"]
+    lines += [
+        "",
+        "Set by cafleet in every member's pane, for the agent to read:",
+        "",
+        "| Variable | Meaning |",
+        "|---|---|",
+    ]
     lines += [f"| `{s.name}` | {cell(s.meaning)} |" for s in ENVIRONMENT if s.audience == "pane"]
     lines += ["", "Used only by the test suite and the stand-in agent:", "", "| Variable | Meaning |", "|---|---|"]
     lines += [f"| `{s.name}` | {cell(s.meaning)} |" for s in ENVIRONMENT if s.audience == "test"]
-    lines += ["", "Numeric options, bounded the same way:", "",
-              "| Option | Default | Allowed | Meaning |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "Numeric options, bounded the same way:",
+        "",
+        "| Option | Default | Allowed | Meaning |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| `{s.name}` | {cell(_default_text(s))} | {cell(s.allowed())} | {cell(s.meaning)} |" for s in OPTIONS]
     return "\n".join(lines)
 

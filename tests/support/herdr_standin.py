@@ -91,9 +91,7 @@ def _protect(arg: str) -> str:
     return arg[:-1] + "\\;" if arg.endswith(";") else arg
 
 
-def tmux(
-    socket: str, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
-) -> str:
+def tmux(socket: str, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> str:
     argv = ["tmux", "-f", "/dev/null", "-S", socket, *(_protect(a) for a in args)]
     try:
         done = subprocess.run(argv, input=stdin, capture_output=True, timeout=TMUX_TIMEOUT, env=env)

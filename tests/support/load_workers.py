@@ -65,8 +65,9 @@ def emit(**record) -> None:
     sys.stdout.flush()
 
 
-def send(run: Runner, sender: str, targets: list[str], count: int, tag: str, gap: float,
-         until: str | None = None) -> None:
+def send(
+    run: Runner, sender: str, targets: list[str], count: int, tag: str, gap: float, until: str | None = None
+) -> None:
     for k in range(count):
         if until is not None and os.path.exists(until):
             return
@@ -75,8 +76,15 @@ def send(run: Runner, sender: str, targets: list[str], count: int, tag: str, gap
         _, out = run("message", "send", "--from-member-id", sender, "--to-member-id", to, text, "--json")
         end = time.time()
         record = json.loads(out)
-        emit(op="send", id=record["message_id"], to=record["to_member_id"], text=record["text"],
-             notified=record["notified"], start=start, end=end)
+        emit(
+            op="send",
+            id=record["message_id"],
+            to=record["to_member_id"],
+            text=record["text"],
+            notified=record["notified"],
+            start=start,
+            end=end,
+        )
         if gap:
             time.sleep(gap)
 
@@ -94,8 +102,12 @@ def receive(run: Runner, member: str, expected: int, deadline: float) -> None:
         if code == WAIT_TIMED_OUT:
             continue
         records = json.loads(out)
-        emit(op="wait", messages=[[r["message_id"], r["to_member_id"], r["created_at"]] for r in records],
-             start=start, end=end)
+        emit(
+            op="wait",
+            messages=[[r["message_id"], r["to_member_id"], r["created_at"]] for r in records],
+            start=start,
+            end=end,
+        )
         for record in records:
             start = time.time()
             run("message", "ack", str(record["message_id"]), "--json")
@@ -107,8 +119,13 @@ def poll(run: Runner, member: str, stop_file: str, gap: float) -> None:
     while not os.path.exists(stop_file):
         start = time.time()
         _, out = run("message", "poll", member, "--json")
-        emit(op="poll", member=int(member), to=sorted({r["to_member_id"] for r in json.loads(out)}),
-             start=start, end=time.time())
+        emit(
+            op="poll",
+            member=int(member),
+            to=sorted({r["to_member_id"] for r in json.loads(out)}),
+            start=start,
+            end=time.time(),
+        )
         if gap:
             time.sleep(gap)
 

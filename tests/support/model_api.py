@@ -52,7 +52,7 @@ class Reply:
     served: threading.Event = field(default_factory=threading.Event)  # set once sent in full
 
     def chunks(self, size: int = 8) -> list[str]:
-        return [self.text[i:i + size] for i in range(0, len(self.text), size)] or []
+        return [self.text[i : i + size] for i in range(0, len(self.text), size)] or []
 
 
 def text(message: str, **kwargs: Any) -> Reply:

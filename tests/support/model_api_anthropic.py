@@ -56,8 +56,12 @@ def _content(reply: Reply) -> list[dict[str, Any]]:
 
 
 def _usage(reply: Reply) -> dict[str, int]:
-    return {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    return {
+        "input_tokens": reply.input_tokens,
+        "output_tokens": reply.output_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
 
 
 def _messages(api: ModelAPI, http, request: Request) -> None:
@@ -71,9 +75,19 @@ def _messages(api: ModelAPI, http, request: Request) -> None:
     if not body.get("stream"):
         if reply.hold is not None:
             reply.hold.wait(HOLD_LIMIT)
-        http.send_json(200, {"id": message_id, "type": "message", "role": "assistant", "model": model,
-                             "content": _content(reply), "stop_reason": stop, "stop_sequence": None,
-                             "usage": _usage(reply)})
+        http.send_json(
+            200,
+            {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": _content(reply),
+                "stop_reason": stop,
+                "stop_sequence": None,
+                "usage": _usage(reply),
+            },
+        )
         reply.served.set()
         return
     try:
@@ -86,9 +100,22 @@ def _messages(api: ModelAPI, http, request: Request) -> None:
 def _stream(api: ModelAPI, http, reply: Reply, model: str, message_id: str, stop: str) -> None:
     http.start_sse()
     start_usage = dict(_usage(reply), output_tokens=1)
-    http.sse("message_start", {"type": "message_start", "message": {
-        "id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
-        "stop_reason": None, "stop_sequence": None, "usage": start_usage}})
+    http.sse(
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": start_usage,
+            },
+        },
+    )
     held = reply.hold
 
     def pause() -> None:
@@ -101,26 +128,48 @@ def _stream(api: ModelAPI, http, reply: Reply, model: str, message_id: str, stop
 
     index = 0
     if reply.text or held is not None:
-        http.sse("content_block_start", {"type": "content_block_start", "index": index,
-                                         "content_block": {"type": "text", "text": ""}})
+        http.sse(
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+        )
         chunks = reply.chunks() or [""]
         for number, chunk in enumerate(chunks):
             if number:
                 pause()
-            http.sse("content_block_delta", {"type": "content_block_delta", "index": index,
-                                             "delta": {"type": "text_delta", "text": chunk}})
+            http.sse(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": chunk}},
+            )
         pause()  # a held reply with one chunk waits here
         http.sse("content_block_stop", {"type": "content_block_stop", "index": index})
         index += 1
     for call in reply.tool_calls:
-        http.sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": {
-            "type": "tool_use", "id": call.id, "name": call.name, "input": {}}})
-        http.sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {
-            "type": "input_json_delta", "partial_json": json.dumps(call.input)}})
+        http.sse(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "tool_use", "id": call.id, "name": call.name, "input": {}},
+            },
+        )
+        http.sse(
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "input_json_delta", "partial_json": json.dumps(call.input)},
+            },
+        )
         http.sse("content_block_stop", {"type": "content_block_stop", "index": index})
         index += 1
-    http.sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                               "usage": {"output_tokens": reply.output_tokens}})
+    http.sse(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": reply.output_tokens},
+        },
+    )
     http.sse("message_stop", {"type": "message_stop"})
 
 
@@ -131,9 +180,22 @@ def _count_tokens(api: ModelAPI, http, request: Request) -> None:
 
 def _models(api: ModelAPI, http, request: Request) -> None:
     api.record(request)
-    http.send_json(200, {"data": [{"type": "model", "id": MODEL, "display_name": "Claude Sonnet 4.5",
-                                   "created_at": "2025-09-29T00:00:00Z"}],
-                         "has_more": False, "first_id": MODEL, "last_id": MODEL})
+    http.send_json(
+        200,
+        {
+            "data": [
+                {
+                    "type": "model",
+                    "id": MODEL,
+                    "display_name": "Claude Sonnet 4.5",
+                    "created_at": "2025-09-29T00:00:00Z",
+                }
+            ],
+            "has_more": False,
+            "first_id": MODEL,
+            "last_id": MODEL,
+        },
+    )
 
 
 def _head(api: ModelAPI, http, request: Request) -> None:

@@ -28,8 +28,9 @@ PREVIEW = re.compile(r"\[cafleet msg (\d+) from (\d+) ")
 class Reply:
     """What one turn answers: output ``items``, sent after ``hold`` is set (if given)."""
 
-    def __init__(self, items: list[Item], hold: threading.Event | None = None,
-                 input_tokens: int = 100, output_tokens: int = 10) -> None:
+    def __init__(
+        self, items: list[Item], hold: threading.Event | None = None, input_tokens: int = 100, output_tokens: int = 10
+    ) -> None:
         self.items = items
         self.hold = hold
         self.input_tokens = input_tokens
@@ -37,7 +38,11 @@ class Reply:
 
 
 def text(message: str) -> Item:
-    return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": message, "annotations": []}]}
+    return {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": message, "annotations": []}],
+    }
 
 
 def tool_call(name: str, arguments: dict) -> Item:

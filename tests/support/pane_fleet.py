@@ -50,18 +50,19 @@ class CliResult:
         return f"CliResult(code={self.code}, out={self.out!r}, err={self.err!r})"
 
 
-def cafleet(args: Sequence[str], environ: Mapping[str, str], *, input: bytes = b"",
-            timeout: float = 60) -> CliResult:
+def cafleet(args: Sequence[str], environ: Mapping[str, str], *, input: bytes = b"", timeout: float = 60) -> CliResult:
     """Run the real command line in a subprocess with exactly ``environ``."""
-    done = subprocess.run([sys.executable, "-m", "cafleet", *args], input=input, capture_output=True,
-                          env=dict(environ), timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "cafleet", *args], input=input, capture_output=True, env=dict(environ), timeout=timeout
+    )
     return CliResult(done.returncode, done.stdout, done.stderr)
 
 
 def start(args: Sequence[str], environ: Mapping[str, str]) -> subprocess.Popen:
     """Start the real command line without waiting for it."""
-    return subprocess.Popen([sys.executable, "-m", "cafleet", *args], env=dict(environ),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "cafleet", *args], env=dict(environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
 
 
 def write_fake_claude(bin_dir: Path) -> None:
@@ -88,20 +89,43 @@ class PaneFleet:
         self.fleet_id = created.json()["fleet_id"]
         self.director = created.json()["director_member_id"]
 
-    def cafleet(self, *args: str, input: bytes = b"", environ: Mapping[str, str] | None = None,
-                timeout: float = 60) -> CliResult:
+    def cafleet(
+        self, *args: str, input: bytes = b"", environ: Mapping[str, str] | None = None, timeout: float = 60
+    ) -> CliResult:
         return cafleet(args, self.environ if environ is None else environ, input=input, timeout=timeout)
 
     def send(self, from_id: int, to_id: int, body: str, *extra: str, environ=None) -> CliResult:
         """``message send --file -`` (any body, control characters included)."""
-        return self.cafleet("message", "send", "--from-member-id", str(from_id), "--to-member-id", str(to_id),
-                            "--file", "-", *extra, input=body.encode("utf-8"), environ=environ)
+        return self.cafleet(
+            "message",
+            "send",
+            "--from-member-id",
+            str(from_id),
+            "--to-member-id",
+            str(to_id),
+            "--file",
+            "-",
+            *extra,
+            input=body.encode("utf-8"),
+            environ=environ,
+        )
 
     def create(self, name: str) -> dict:
         """``member create --coding-agent standin --json``, then wait for its input line."""
-        result = self.cafleet("member", "create", "--fleet-id", str(self.fleet_id), "--name", name,
-                              "--description", f"{name} stand-in", "--coding-agent", "standin", "--json",
-                              "Wait for tasks from {director_member_id}.")
+        result = self.cafleet(
+            "member",
+            "create",
+            "--fleet-id",
+            str(self.fleet_id),
+            "--name",
+            name,
+            "--description",
+            f"{name} stand-in",
+            "--coding-agent",
+            "standin",
+            "--json",
+            "Wait for tasks from {director_member_id}.",
+        )
         assert result.code == 0, result
         record = result.json()
         self.wait_ready(record["member_id"])
@@ -160,8 +184,11 @@ def prepare_env(env: dict, tmp_path: Path, monkeypatch) -> Path:
     records.mkdir()
     fake_bin = tmp_path / "fake-bin"
     write_fake_claude(fake_bin)
-    env.update(CAFLEET_STANDIN_RECORD_DIR=str(records), CAFLEET_SUBMIT_SETTLE=SETTLE,
-               PATH=f"{fake_bin}{os.pathsep}{env['PATH']}")
+    env.update(
+        CAFLEET_STANDIN_RECORD_DIR=str(records),
+        CAFLEET_SUBMIT_SETTLE=SETTLE,
+        PATH=f"{fake_bin}{os.pathsep}{env['PATH']}",
+    )
     for key in ("CAFLEET_STANDIN_RECORD_DIR", "CAFLEET_SUBMIT_SETTLE", "PATH"):
         monkeypatch.setenv(key, env[key])
     return records

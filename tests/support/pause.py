@@ -34,9 +34,16 @@ def held_commands(tmp_path):
         marker, go = tmp_path / f"paused-{len(started)}", tmp_path / f"release-{len(started)}"
         proc = subprocess.Popen(
             [sys.executable, "-m", "cafleet", *args],
-            env=dict(environ, CAFLEET_TEST_PAUSE_AT=point, CAFLEET_TEST_PAUSE_FILE=str(marker),
-                     CAFLEET_TEST_PAUSE_UNTIL=str(go)),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_sigint)
+            env=dict(
+                environ,
+                CAFLEET_TEST_PAUSE_AT=point,
+                CAFLEET_TEST_PAUSE_FILE=str(marker),
+                CAFLEET_TEST_PAUSE_UNTIL=str(go),
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=default_sigint,
+        )
         started.append(proc)
 
         def reached():

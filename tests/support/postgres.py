@@ -56,11 +56,33 @@ class Cluster:
         return subprocess.run(command, capture_output=True, text=True, check=check, timeout=120)
 
     def start(self) -> None:
-        self._run(f"{self.bin}/initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "-E", "UTF8",
-                  "--no-sync", "--locale=C.UTF-8")
+        self._run(
+            f"{self.bin}/initdb",
+            "-D",
+            self.data,
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--locale=C.UTF-8",
+        )
         options = f"-k {self.socket_dir} -c listen_addresses='' -c fsync=off -c max_connections=200"
-        self._run(f"{self.bin}/pg_ctl", "-D", self.data, "-w", "-t", "60", "-o", options,
-                  "-l", os.path.join(self.root, "log"), "start")
+        self._run(
+            f"{self.bin}/pg_ctl",
+            "-D",
+            self.data,
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            options,
+            "-l",
+            os.path.join(self.root, "log"),
+            "start",
+        )
         self.admin("CREATE DATABASE cafleet_template")
 
     def url(self, dbname: str) -> str:

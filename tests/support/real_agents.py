@@ -92,8 +92,10 @@ def agent_binary(agent: str) -> Path | None:
 
 def skip_reason(agent: str) -> str | None:
     if agent_prefix() is None:
-        return ("CAFLEET_AGENT_PREFIX is not set; run scripts/test.sh (it installs the pinned agents "
-                "into .cache/agents) or set it to an npm prefix holding them")
+        return (
+            "CAFLEET_AGENT_PREFIX is not set; run scripts/test.sh (it installs the pinned agents "
+            "into .cache/agents) or set it to an npm prefix holding them"
+        )
     if agent_binary(agent) is None:
         return f"{agent} is not installed under {agent_prefix()}/node_modules/.bin; run scripts/test.sh"
     return None
@@ -103,8 +105,14 @@ def agent_version(agent: str) -> str:
     """``1.2.3`` from ``<agent> --version`` (its first number-like word)."""
     import re
 
-    out = subprocess.run([str(agent_binary(agent)), "--version"], capture_output=True, text=True, timeout=30,
-                         stdin=subprocess.DEVNULL, env={"PATH": os.defpath, "HOME": "/nonexistent"}).stdout
+    out = subprocess.run(
+        [str(agent_binary(agent)), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        env={"PATH": os.defpath, "HOME": "/nonexistent"},
+    ).stdout
     found = re.search(r"\d+\.\d+\.\d+", out)
     return found.group(0) if found else "unknown"
 
@@ -135,7 +143,7 @@ def agent_environ(root: Path, api_url: str, workdir: Path, agent: str = "claude"
         if binary is not None and not link.exists():
             link.symlink_to(binary)
     wrapper = pinned / "cafleet"  # what a member's shell tool runs: this checkout's command line
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} -m cafleet \"$@\"\n", encoding="utf-8")
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -m cafleet "$@"\n', encoding="utf-8")
     wrapper.chmod(0o755)
     claude_dir = home / ".claude"
     environ.update(
@@ -165,8 +173,9 @@ def _write_claude_config(claude_dir: Path, workdir: Path) -> None:
         "theme": "dark",
         "autoUpdates": False,
         "customApiKeyResponses": {"approved": [FAKE_KEY[-20:]], "rejected": []},
-        "projects": {str(workdir): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True,
-                                    "allowedTools": []}},
+        "projects": {
+            str(workdir): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True, "allowedTools": []}
+        },
     }
     (claude_dir / ".claude.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
 
@@ -198,8 +207,9 @@ class Result:
 class RealFleet:
     """A fleet whose Director pane runs the byte recorder and whose members are real agents."""
 
-    def __init__(self, root: Path, api: ModelAPI, server, environ: dict[str, str], workdir: Path,
-                 director_bytes: Path) -> None:
+    def __init__(
+        self, root: Path, api: ModelAPI, server, environ: dict[str, str], workdir: Path, director_bytes: Path
+    ) -> None:
         self.root = root
         self.api = api
         self.server = server
@@ -213,22 +223,43 @@ class RealFleet:
         self.director = 0
 
     # -- the command line
-    def cafleet(self, *args: str, input: bytes = b"", environ: Mapping[str, str] | None = None,
-                timeout: float = 60) -> Result:
-        done = subprocess.run([sys.executable, "-m", "cafleet", *args], input=input, capture_output=True,
-                              env=dict(self.environ if environ is None else environ), cwd=self.workdir,
-                              timeout=timeout)
+    def cafleet(
+        self, *args: str, input: bytes = b"", environ: Mapping[str, str] | None = None, timeout: float = 60
+    ) -> Result:
+        done = subprocess.run(
+            [sys.executable, "-m", "cafleet", *args],
+            input=input,
+            capture_output=True,
+            env=dict(self.environ if environ is None else environ),
+            cwd=self.workdir,
+            timeout=timeout,
+        )
         return Result(done.returncode, done.stdout, done.stderr)
 
     def start_cli(self, *args: str, input: bytes = b"") -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-m", "cafleet", *args], env=dict(self.environ),
-                                cwd=self.workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cafleet", *args],
+            env=dict(self.environ),
+            cwd=self.workdir,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         return proc
 
     def send(self, to_id: int, body: str, *extra: str) -> Result:
-        return self.cafleet("message", "send", "--from-member-id", str(self.director), "--to-member-id",
-                            str(to_id), "--file", "-", *extra, input=body.encode("utf-8"))
+        return self.cafleet(
+            "message",
+            "send",
+            "--from-member-id",
+            str(self.director),
+            "--to-member-id",
+            str(to_id),
+            "--file",
+            "-",
+            *extra,
+            input=body.encode("utf-8"),
+        )
 
     def create_fleet(self, agent: str) -> None:
         setup = self.cafleet("setup", "--coding-agent", agent)
@@ -239,22 +270,36 @@ class RealFleet:
         self.director = created.json()["director_member_id"]
 
     # -- members
-    def create_member(self, agent: str, name: str, prompt: str = "Wait for messages.", *,
-                      ready: bool = True) -> dict:
+    def create_member(self, agent: str, name: str, prompt: str = "Wait for messages.", *, ready: bool = True) -> dict:
         """``cafleet member create`` with the agent's real argv; returns its JSON record
         (``member_id``, ``pane_id``). With ``ready``, waits until the agent has answered its
         spawn prompt (a turn reached the model API) and shows an empty composer again."""
         turns = len(self.api.turns())
-        created = self.cafleet("member", "create", "--fleet-id", str(self.fleet_id), "--name", name,
-                               "--description", f"{name}, a real {agent}", "--coding-agent", agent, "--json",
-                               prompt)
+        created = self.cafleet(
+            "member",
+            "create",
+            "--fleet-id",
+            str(self.fleet_id),
+            "--name",
+            name,
+            "--description",
+            f"{name}, a real {agent}",
+            "--coding-agent",
+            agent,
+            "--json",
+            prompt,
+        )
         assert created.code == 0, created
         record = created.json()
         self.check_pinned(record["pane_id"], agent)
         if ready:
             self.api.wait(lambda _: len(self.api.turns()) > turns, START_TIMEOUT)
-            self.wait_screen(record["pane_id"], lambda s: len(self.api.turns()) > turns and composer_empty(agent, s),
-                             START_TIMEOUT, f"{agent} to answer its spawn prompt")
+            self.wait_screen(
+                record["pane_id"],
+                lambda s: len(self.api.turns()) > turns and composer_empty(agent, s),
+                START_TIMEOUT,
+                f"{agent} to answer its spawn prompt",
+            )
         return record
 
     def start_plain(self, agent: str, name: str) -> dict:
@@ -266,10 +311,20 @@ class RealFleet:
         store = open_store(self.db)
         try:
             member_id = members.register_member(
-                store, fleet_id=self.fleet_id, name=name, description=f"{name}, a plain {agent}",
-                backend="tmux", session=shown["session"], window_id=shown["window_id"], coding_agent=agent)
-            env = {"CAFLEET_DATABASE_URL": self.db, "CAFLEET_MEMBER_ID": str(member_id),
-                   "CAFLEET_FLEET_ID": str(self.fleet_id)}
+                store,
+                fleet_id=self.fleet_id,
+                name=name,
+                description=f"{name}, a plain {agent}",
+                backend="tmux",
+                session=shown["session"],
+                window_id=shown["window_id"],
+                coding_agent=agent,
+            )
+            env = {
+                "CAFLEET_DATABASE_URL": self.db,
+                "CAFLEET_MEMBER_ID": str(member_id),
+                "CAFLEET_FLEET_ID": str(self.fleet_id),
+            }
             pane_id = self.server.new_pane([str(agent_binary(agent))], cwd=str(self.workdir), env=env)
             members.set_pane_id(store, member_id, pane_id)
         finally:
@@ -311,13 +366,15 @@ class RealFleet:
             time.sleep(0.05)
 
     def wait_state(self, pane_id: str, agent: str, state: str, timeout: float = START_TIMEOUT) -> str:
-        return self.wait_screen(pane_id, lambda s: screen.classify(agent, s) == state, timeout,
-                                f"{agent} in pane {pane_id} to look {state}")
+        return self.wait_screen(
+            pane_id, lambda s: screen.classify(agent, s) == state, timeout, f"{agent} in pane {pane_id} to look {state}"
+        )
 
     def wait_composer(self, pane_id: str, agent: str, timeout: float = START_TIMEOUT) -> str:
         """Wait until the agent is idle with an empty composer (its startup is over)."""
-        return self.wait_screen(pane_id, lambda s: composer_empty(agent, s), timeout,
-                                f"{agent}'s empty composer in pane {pane_id}")
+        return self.wait_screen(
+            pane_id, lambda s: composer_empty(agent, s), timeout, f"{agent}'s empty composer in pane {pane_id}"
+        )
 
     def type_keys(self, pane_id: str, text: str) -> None:
         self.server.run("send-keys", "-t", pane_id, "-l", text)

@@ -66,14 +66,22 @@ class SshHost:
         """Run ``command`` on the host over a fresh connection (no master): for checks."""
         return subprocess.run(
             ["ssh", "-F", str(self.config), "-o", "ControlMaster=no", "-o", "ControlPath=none", self.alias, command],
-            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
         )
 
     def remote_tmux(self, *args: str) -> str:
         """A tmux command against cafleet's server on the host (``-L cafleet``), run locally
         with the host's TMUX_TMPDIR: the same machine, so no SSH is needed to look."""
-        done = subprocess.run(["tmux", "-L", "cafleet", *args], capture_output=True, text=True, timeout=20,
-                              env={**os.environ, "TMUX_TMPDIR": str(self.remote_tmux_tmpdir)})
+        done = subprocess.run(
+            ["tmux", "-L", "cafleet", *args],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            env={**os.environ, "TMUX_TMPDIR": str(self.remote_tmux_tmpdir)},
+        )
         if done.returncode != 0:
             raise RuntimeError(f"remote tmux {args[:1]} failed: {done.stderr.strip()}")
         return done.stdout
@@ -83,8 +91,12 @@ class SshHost:
         assert self.proc is None
         self._log_handle = open(self.log, "ab")
         offset = self.log.stat().st_size
-        self.proc = subprocess.Popen([sshd_binary(), "-D", "-e", "-f", str(self.root / "sshd_config")],
-                                     stdin=subprocess.DEVNULL, stdout=self._log_handle, stderr=self._log_handle)
+        self.proc = subprocess.Popen(
+            [sshd_binary(), "-D", "-e", "-f", str(self.root / "sshd_config")],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_handle,
+            stderr=self._log_handle,
+        )
         deadline = time.monotonic() + 20
         while True:
             if self.proc.poll() is not None:
@@ -98,8 +110,12 @@ class SshHost:
     def close_masters(self) -> None:
         """Close the connection master cafleet keeps for this host, if any (it is ours)."""
         control_dir = self.root / "control"
-        subprocess.run(["ssh", "-F", str(self.config), "-o", f"ControlPath={control_dir}/%C", "-O", "exit",
-                        self.alias], capture_output=True, timeout=20, stdin=subprocess.DEVNULL)
+        subprocess.run(
+            ["ssh", "-F", str(self.config), "-o", f"ControlPath={control_dir}/%C", "-O", "exit", self.alias],
+            capture_output=True,
+            timeout=20,
+            stdin=subprocess.DEVNULL,
+        )
 
     def stop(self) -> None:
         """Stop sshd (by its pid) and drop the connection master: the host is unreachable."""
@@ -121,8 +137,12 @@ class SshHost:
             pid = int(self.remote_tmux("display-message", "-p", "#{pid}").strip())
         except (RuntimeError, ValueError):
             return
-        subprocess.run(["tmux", "-L", "cafleet", "kill-server"], capture_output=True, timeout=20,
-                       env={**os.environ, "TMUX_TMPDIR": str(self.remote_tmux_tmpdir)})
+        subprocess.run(
+            ["tmux", "-L", "cafleet", "kill-server"],
+            capture_output=True,
+            timeout=20,
+            env={**os.environ, "TMUX_TMPDIR": str(self.remote_tmux_tmpdir)},
+        )
         deadline = time.monotonic() + 20
         while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
             try:
@@ -134,13 +154,19 @@ class SshHost:
 
 
 def _keygen(path: Path) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "cafleet-test", "-f", str(path)],
-                   check=True, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "cafleet-test", "-f", str(path)],
+        check=True,
+        capture_output=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @contextmanager
-def running_sshd(root: Path, remote_path: str, alias: str = "farhost",
-                 extra_env: Mapping[str, str] | None = None) -> Iterator[SshHost]:
+def running_sshd(
+    root: Path, remote_path: str, alias: str = "farhost", extra_env: Mapping[str, str] | None = None
+) -> Iterator[SshHost]:
     """Start an sshd in ``root`` (a fresh, short directory); stop it on exit.
 
     ``remote_path`` is PATH on the remote side (tmux, this Python, the venv's ``cafleet``);
@@ -161,43 +187,59 @@ def running_sshd(root: Path, remote_path: str, alias: str = "farhost",
     shutil.copy(root / "client_key.pub", root / "authorized_keys")
     port = free_port()
     user = getpass.getuser()
-    remote_env = {"HOME": str(remote_home), "TMUX_TMPDIR": str(remote_tmp), "PATH": remote_path,
-                  "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", **(extra_env or {})}
+    remote_env = {
+        "HOME": str(remote_home),
+        "TMUX_TMPDIR": str(remote_tmp),
+        "PATH": remote_path,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        **(extra_env or {}),
+    }
     for key, value in remote_env.items():
         assert " " not in value and '"' not in value, f"{key} must be a plain word for sshd's SetEnv"
-    (root / "sshd_config").write_text("\n".join([
-        "ListenAddress 127.0.0.1",
-        f"Port {port}",
-        f"HostKey {root / 'host_key'}",
-        f"AuthorizedKeysFile {root / 'authorized_keys'}",
-        "PidFile none",
-        "StrictModes no",
-        "UsePAM no",
-        "PermitRootLogin prohibit-password",
-        "PubkeyAuthentication yes",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        f"AllowUsers {user}",
-        "PrintMotd no",
-        "LogLevel INFO",
-        "SetEnv " + " ".join(f"{k}={v}" for k, v in remote_env.items()),
-        "",
-    ]), encoding="utf-8")
+    (root / "sshd_config").write_text(
+        "\n".join(
+            [
+                "ListenAddress 127.0.0.1",
+                f"Port {port}",
+                f"HostKey {root / 'host_key'}",
+                f"AuthorizedKeysFile {root / 'authorized_keys'}",
+                "PidFile none",
+                "StrictModes no",
+                "UsePAM no",
+                "PermitRootLogin prohibit-password",
+                "PubkeyAuthentication yes",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                f"AllowUsers {user}",
+                "PrintMotd no",
+                "LogLevel INFO",
+                "SetEnv " + " ".join(f"{k}={v}" for k, v in remote_env.items()),
+                "",
+            ]
+        ),
+        encoding="utf-8",
+    )
     host_pub = (root / "host_key.pub").read_text().split()
     (root / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n", encoding="utf-8")
-    (root / "ssh_config").write_text("\n".join([
-        f"Host {alias}",
-        "  HostName 127.0.0.1",
-        f"  Port {port}",
-        f"  User {user}",
-        f"  IdentityFile {root / 'client_key'}",
-        "  IdentitiesOnly yes",
-        f"  UserKnownHostsFile {root / 'known_hosts'}",
-        "  GlobalKnownHostsFile /dev/null",
-        "  StrictHostKeyChecking yes",
-        "  CheckHostIP no",
-        "",
-    ]), encoding="utf-8")
+    (root / "ssh_config").write_text(
+        "\n".join(
+            [
+                f"Host {alias}",
+                "  HostName 127.0.0.1",
+                f"  Port {port}",
+                f"  User {user}",
+                f"  IdentityFile {root / 'client_key'}",
+                "  IdentitiesOnly yes",
+                f"  UserKnownHostsFile {root / 'known_hosts'}",
+                "  GlobalKnownHostsFile /dev/null",
+                "  StrictHostKeyChecking yes",
+                "  CheckHostIP no",
+                "",
+            ]
+        ),
+        encoding="utf-8",
+    )
     host = SshHost(root, alias, port, remote_env)
     host.start()
     try:

@@ -42,9 +42,7 @@ TMUX_TIMEOUT = 10.0
 T = TypeVar("T")
 
 
-def wait_for(
-    check: Callable[[], T], timeout: float = 10.0, interval: float = 0.02, what: str = "condition"
-) -> T:
+def wait_for(check: Callable[[], T], timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> T:
     """Poll ``check`` until it returns something truthy; fail the test after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while True:
@@ -191,9 +189,7 @@ class HerdrEnv:
             "HERDR_PANE_ID": self.root_pane,
         }
 
-    def run(
-        self, *args: str, environ: Mapping[str, str] | None = None
-    ) -> subprocess.CompletedProcess:
+    def run(self, *args: str, environ: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
         """Invoke the stand-in ``herdr`` (bytes in ``stdout``/``stderr``)."""
         return subprocess.run(
             [self.binary, *args],

@@ -19,7 +19,10 @@ class Stream:
     def __init__(self, env, fleet_id, *extra):
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cafleet", "fleet", "watch", str(fleet_id), "--json", *extra],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.events: list[dict] = []
         self._buffer = b""
 

@@ -86,9 +86,9 @@ class SSEReader:
                     if line.startswith(":"):
                         self.comments.put(line[1:].strip())
                     elif line.startswith("event: "):
-                        name = line[len("event: "):]
+                        name = line[len("event: ") :]
                     elif line.startswith("data: "):
-                        data.append(line[len("data: "):])
+                        data.append(line[len("data: ") :])
                     elif line == "" and data:
                         self.events.put((name, json.loads("\n".join(data))))
                         name, data = None, []
@@ -128,7 +128,10 @@ class ServerProcess:
     def __init__(self, env: dict, *args: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cafleet", "server", *args],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(ROOT),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(ROOT),
         )
         self.first_line = read_line(self.proc.stdout, 20)
         self.url = self.first_line.rsplit(" ", 1)[-1] if self.first_line.startswith("serving ") else None

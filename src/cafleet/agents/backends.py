@@ -91,7 +91,9 @@ def _check_model(spec: Backend, model: str) -> None:
     if spec.provider_model:
         provider, _, name = model.partition("/")
         if not provider or not name:
-            raise UsageError(f"invalid --model {shown(model)} for opencode; use the form provider/model (for example anthropic/claude-sonnet-4-5)")
+            raise UsageError(
+                f"invalid --model {shown(model)} for opencode; use the form provider/model (for example anthropic/claude-sonnet-4-5)"
+            )
 
 
 def validate(agent: str, model: str | None, effort: str | None) -> None:

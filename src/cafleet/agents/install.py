@@ -84,7 +84,9 @@ def _absolute(environ: Mapping[str, str], name: str) -> Path | None:
 def _home(environ: Mapping[str, str]) -> Path:
     home = _absolute(environ, "HOME")
     if home is None:
-        raise ConfigError("HOME is not set; set it to your home directory so cafleet knows where to install agent assets")
+        raise ConfigError(
+            "HOME is not set; set it to your home directory so cafleet knows where to install agent assets"
+        )
     return home
 
 
@@ -157,7 +159,9 @@ def _write(dest: Path, data: bytes) -> str:
     except (FileNotFoundError, NotADirectoryError):
         old_stat, old = None, None
     except OSError as error:
-        raise ConfigError(f"cannot read {dest}: {error.strerror or error}; fix or remove it, then rerun cafleet setup") from None
+        raise ConfigError(
+            f"cannot read {dest}: {error.strerror or error}; fix or remove it, then rerun cafleet setup"
+        ) from None
     if old == data:
         return UNCHANGED
     import tempfile
@@ -180,7 +184,9 @@ def _write(dest: Path, data: bytes) -> str:
         os.replace(tmp, dest)
         tmp = None
     except OSError as error:
-        raise ConfigError(f"cannot write {dest}: {error.strerror or error}; check the directory's permissions") from None
+        raise ConfigError(
+            f"cannot write {dest}: {error.strerror or error}; check the directory's permissions"
+        ) from None
     finally:
         if tmp is not None:
             try:

@@ -28,7 +28,7 @@ def _parse(template: str) -> list[tuple[str, str]]:
             end = template.find("}", i + 1)
             if end < 0:
                 raise UsageError("the prompt has an unclosed '{'; write {{ for a literal brace.")
-            name = template[i + 1:end]
+            name = template[i + 1 : end]
             if name not in PLACEHOLDERS:
                 shown = name if len(name) <= 30 else name[:30] + "…"
                 raise UsageError(
@@ -58,7 +58,9 @@ def check_template(template: str) -> None:
     _parse(template)
 
 
-def render_spawn_prompt(template: str, *, fleet_id: int, member_id: int, director_member_id: int, coding_agent: str) -> str:
+def render_spawn_prompt(
+    template: str, *, fleet_id: int, member_id: int, director_member_id: int, coding_agent: str
+) -> str:
     values = {
         "fleet_id": str(fleet_id),
         "member_id": str(member_id),
@@ -66,15 +68,17 @@ def render_spawn_prompt(template: str, *, fleet_id: int, member_id: int, directo
         "coding_agent": coding_agent,
     }
     body = "".join(value if kind == "text" else values[value] for kind, value in _parse(template))
-    identity = "\n".join((
-        "cafleet identity:",
-        f"- fleet id: {fleet_id}",
-        f"- your member id: {member_id}",
-        f"- Director member id: {director_member_id}",
-        f"- messages wake you as `[cafleet msg ID from SENDER TIME]` lines; read them with "
-        f"`cafleet message poll {member_id}` and the full body with `cafleet message show ID`",
-        "- acknowledge each message once handled: `cafleet message ack ID`",
-        f"- reply: `cafleet message send --from-member-id {member_id} --to-member-id {director_member_id} \"TEXT\"`",
-        "- a send that printed a message id is stored, even if the recipient was not woken: never resend it",
-    ))
+    identity = "\n".join(
+        (
+            "cafleet identity:",
+            f"- fleet id: {fleet_id}",
+            f"- your member id: {member_id}",
+            f"- Director member id: {director_member_id}",
+            f"- messages wake you as `[cafleet msg ID from SENDER TIME]` lines; read them with "
+            f"`cafleet message poll {member_id}` and the full body with `cafleet message show ID`",
+            "- acknowledge each message once handled: `cafleet message ack ID`",
+            f'- reply: `cafleet message send --from-member-id {member_id} --to-member-id {director_member_id} "TEXT"`',
+            "- a send that printed a message id is stored, even if the recipient was not woken: never resend it",
+        )
+    )
     return body.rstrip("\n") + "\n\n" + identity

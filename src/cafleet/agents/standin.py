@@ -223,9 +223,7 @@ class StandIn:
         me = str(self.member_id)
 
         def run(*args: str) -> str:
-            done = subprocess.run(
-                [*base, *args], capture_output=True, text=True, timeout=_COMMAND_TIMEOUT
-            )
+            done = subprocess.run([*base, *args], capture_output=True, text=True, timeout=_COMMAND_TIMEOUT)
             if done.returncode != 0:
                 last = (done.stderr.strip().splitlines() or ["no output"])[-1]
                 raise RuntimeError(f"cafleet {args[0]} {args[1]} exited {done.returncode}: {last}")
@@ -234,13 +232,11 @@ class StandIn:
         try:
             for message in json.loads(run("message", "poll", me, "--json")):
                 sender = str(message["from_member_id"])
-                run("message", "send", "--from-member-id", me, "--to-member-id", sender,
-                    "ack: " + message["text"][:40])
+                run("message", "send", "--from-member-id", me, "--to-member-id", sender, "ack: " + message["text"][:40])
                 run("message", "ack", str(message["message_id"]))
                 self.record("reply", message_id=message["message_id"], to=message["from_member_id"])
                 self.scrollback.append(f"(replied to msg {message['message_id']})")
-        except (RuntimeError, OSError, ValueError, KeyError, TypeError,
-                subprocess.TimeoutExpired) as error:
+        except (RuntimeError, OSError, ValueError, KeyError, TypeError, subprocess.TimeoutExpired) as error:
             self.record("reply-error", error=str(error))
             self.scrollback.append(f"(auto-reply failed: {error})")
 
@@ -334,8 +330,11 @@ def _visible(text: str) -> str:
     """``text`` with control characters shown in caret notation, so that echoing it can
     never drive this terminal."""
     return "".join(
-        f"^{chr(ord(ch) ^ 0x40)}" if ch < " " or ch == "\x7f"
-        else f"<U+{ord(ch):04X}>" if "\x80" <= ch <= "\x9f" else ch
+        f"^{chr(ord(ch) ^ 0x40)}"
+        if ch < " " or ch == "\x7f"
+        else f"<U+{ord(ch):04X}>"
+        if "\x80" <= ch <= "\x9f"
+        else ch
         for ch in text
     )
 
@@ -369,20 +368,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", help="append what arrives here, one JSON object a line")
     parser.add_argument("--auto-reply", action="store_true")
     parser.add_argument("--permission-prompt", action="store_true")
-    parser.add_argument("--prompt", default=PROMPT,
-                        help='the input line\'s prompt (default "> "; "❯ " looks like claude)')
-    parser.add_argument("--enter-guard", type=float, default=0.0, metavar="SECONDS",
-                        help="ignore an Enter arriving this soon after typed text")
+    parser.add_argument(
+        "--prompt", default=PROMPT, help='the input line\'s prompt (default "> "; "❯ " looks like claude)'
+    )
+    parser.add_argument(
+        "--enter-guard",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="ignore an Enter arriving this soon after typed text",
+    )
     parser.add_argument("--placeholder", default="", help="hint drawn in the empty input line")
     parser.add_argument("--prefill", default="", help="text already typed when it starts")
-    parser.add_argument("--startup-clear", action="store_true",
-                        help="the first Enter clears the input line instead (claude starting)")
-    parser.add_argument("--waiting-for-startup", action="store_true",
-                        help="hold every Enter until SIGUSR1 (codex starting)")
-    parser.add_argument("--late-startup", action="store_true",
-                        help="enter --waiting-for-startup's state at the first key received")
-    parser.add_argument("--completion", action="store_true",
-                        help="a trailing @word opens a completion that Enter accepts")
+    parser.add_argument(
+        "--startup-clear", action="store_true", help="the first Enter clears the input line instead (claude starting)"
+    )
+    parser.add_argument(
+        "--waiting-for-startup", action="store_true", help="hold every Enter until SIGUSR1 (codex starting)"
+    )
+    parser.add_argument(
+        "--late-startup", action="store_true", help="enter --waiting-for-startup's state at the first key received"
+    )
+    parser.add_argument(
+        "--completion", action="store_true", help="a trailing @word opens a completion that Enter accepts"
+    )
     args = parser.parse_args(argv)
     # `cafleet member create` starts the stand-in with only --member-id; the demo and the
     # tests choose the rest through the pane's environment.
@@ -396,9 +405,18 @@ def main(argv: list[str] | None = None) -> int:
         print("Error: the stand-in agent needs a terminal on its standard input.", file=sys.stderr)
         return 2
     agent = StandIn(
-        args.member_id, args.record, args.auto_reply, args.permission_prompt, args.enter_guard,
-        args.prompt, placeholder=args.placeholder, prefill=args.prefill, startup_clear=args.startup_clear,
-        waiting=args.waiting_for_startup, completion=args.completion, late_startup=args.late_startup,
+        args.member_id,
+        args.record,
+        args.auto_reply,
+        args.permission_prompt,
+        args.enter_guard,
+        args.prompt,
+        placeholder=args.placeholder,
+        prefill=args.prefill,
+        startup_clear=args.startup_clear,
+        waiting=args.waiting_for_startup,
+        completion=args.completion,
+        late_startup=args.late_startup,
     )
     saved = termios.tcgetattr(fd)
     signal.signal(signal.SIGTERM, _quit)

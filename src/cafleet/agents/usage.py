@@ -58,8 +58,10 @@ def price_table(environ: Mapping[str, str]) -> dict[str, dict[str, float]]:
             for prefix, prices in models.items():
                 table[str(prefix)] = {kind: float(prices.get(kind, 0.0)) for kind in KINDS}
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-            raise UsageError(f"cannot read the price file CAFLEET_PRICE_FILE={path} ({error}); "
-                             'it must be JSON like {"models": {"claude-sonnet-4": {"input": 3.0, "output": 15.0}}}') from None
+            raise UsageError(
+                f"cannot read the price file CAFLEET_PRICE_FILE={path} ({error}); "
+                'it must be JSON like {"models": {"claude-sonnet-4": {"input": 3.0, "output": 15.0}}}'
+            ) from None
     return table
 
 
@@ -80,7 +82,9 @@ class Usage:
         self.models: dict[str, dict] = {}
 
     def add(self, model: str, tokens: Mapping[str, int], *, usd: float | None = None, calls: int = 1) -> None:
-        row = self.models.setdefault(model or "unknown", {**{kind: 0 for kind in KINDS}, "calls": 0, "recorded_usd": None})
+        row = self.models.setdefault(
+            model or "unknown", {**{kind: 0 for kind in KINDS}, "calls": 0, "recorded_usd": None}
+        )
         for kind in KINDS:
             row[kind] += int(tokens.get(kind) or 0)
         row["calls"] += calls
@@ -138,6 +142,7 @@ def data_dir(agent: str, environ: Mapping[str, str]) -> str | None:
 
 
 # -- claude -----------------------------------------------------------------------------
+
 
 def claude_transcripts(config_dir: str, session_id: str) -> list[str]:
     """``<config dir>/projects/*/<session id>.jsonl`` (long cwds are cut and hashed in the
@@ -249,12 +254,17 @@ class TranscriptReader:
                 continue
             cached = _count(usage.get("cached_input_tokens"))
             written = _count(usage.get("cache_write_input_tokens"))
-            state.calls[("codex", payload.get("response_id"))] = (state.model, {
-                "input": max(_count(usage.get("input_tokens")) - cached - written, 0),  # codex's input includes cached
-                "cache_write": written,
-                "cache_read": cached,
-                "output": _count(usage.get("output_tokens")),  # reasoning included
-            })
+            state.calls[("codex", payload.get("response_id"))] = (
+                state.model,
+                {
+                    "input": max(
+                        _count(usage.get("input_tokens")) - cached - written, 0
+                    ),  # codex's input includes cached
+                    "cache_write": written,
+                    "cache_read": cached,
+                    "output": _count(usage.get("output_tokens")),  # reasoning included
+                },
+            )
 
     @staticmethod
     def _parse(data: bytes, calls: dict) -> None:
@@ -272,15 +282,20 @@ class TranscriptReader:
                 continue
             usage = message["usage"]
             key = (message.get("id"), record.get("requestId"))
-            calls[key] = (str(message.get("model") or "unknown"), {
-                "input": _count(usage.get("input_tokens")),
-                "cache_write": _count(usage.get("cache_creation_input_tokens")),
-                "cache_read": _count(usage.get("cache_read_input_tokens")),
-                "output": _count(usage.get("output_tokens")),
-            })
+            calls[key] = (
+                str(message.get("model") or "unknown"),
+                {
+                    "input": _count(usage.get("input_tokens")),
+                    "cache_write": _count(usage.get("cache_creation_input_tokens")),
+                    "cache_read": _count(usage.get("cache_read_input_tokens")),
+                    "output": _count(usage.get("output_tokens")),
+                },
+            )
 
 
-def claude_usage(config_dir: str, session_ids: Iterable[str], reader: TranscriptReader | None = None) -> tuple[Usage, list[str]]:
+def claude_usage(
+    config_dir: str, session_ids: Iterable[str], reader: TranscriptReader | None = None
+) -> tuple[Usage, list[str]]:
     """The usage in the transcripts of ``session_ids``, and the files read."""
     reader = reader or TranscriptReader()
     total = Usage()
@@ -298,6 +313,7 @@ def claude_usage(config_dir: str, session_ids: Iterable[str], reader: Transcript
 
 
 # -- codex ------------------------------------------------------------------------------
+
 
 def codex_rollouts(codex_home: str, *, started_at: str, fleet_id: int, member_id: int) -> list[str]:
     """The member's rollout files: ``<codex home>/sessions/YYYY/MM/DD/rollout-*.jsonl`` of
@@ -344,8 +360,9 @@ def _day_before(day: str) -> str:
     return (datetime.date(*map(int, day.split("/"))) - datetime.timedelta(days=1)).strftime("%Y/%m/%d")
 
 
-def codex_usage(codex_home: str, *, started_at: str, fleet_id: int, member_id: int,
-                reader: TranscriptReader | None = None) -> tuple[Usage, list[str]]:
+def codex_usage(
+    codex_home: str, *, started_at: str, fleet_id: int, member_id: int, reader: TranscriptReader | None = None
+) -> tuple[Usage, list[str]]:
     """The usage in the member's rollout files, a call counted once per ``response_id``."""
     reader = reader or TranscriptReader()
     total = Usage()
@@ -361,6 +378,7 @@ def codex_usage(codex_home: str, *, started_at: str, fleet_id: int, member_id: i
 
 # -- opencode ---------------------------------------------------------------------------
 
+
 def _millis(stamp: str) -> int:
     """A stored ``YYYY-MM-DDTHH:MM:SS.ffffff+00:00`` time as milliseconds since the epoch."""
     import calendar
@@ -371,8 +389,9 @@ def _millis(stamp: str) -> int:
     return seconds * 1000 + int(fraction.ljust(6, "0")[:3])
 
 
-def opencode_usage(data_folder: str, *, cwd: str, started_at: str, fleet_id: int,
-                   member_id: int) -> tuple[Usage, list[str]]:
+def opencode_usage(
+    data_folder: str, *, cwd: str, started_at: str, fleet_id: int, member_id: int
+) -> tuple[Usage, list[str]]:
     """The member's usage in ``<data folder>/opencode.db``, opened read-only.
 
     Its sessions: the root sessions of agent ``cafleet`` in ``cwd`` created at or after
@@ -417,7 +436,15 @@ def opencode_usage(data_folder: str, *, cwd: str, started_at: str, fleet_id: int
             name = None
         if not calls and not (tokens_in or out):
             continue
-        total.add(str(name or "unknown"), {"input": _count(tokens_in), "cache_write": _count(write),
-                                           "cache_read": _count(read), "output": _count(out)},
-                  usd=cost if isinstance(cost, (int, float)) else None, calls=int(calls or 0))
+        total.add(
+            str(name or "unknown"),
+            {
+                "input": _count(tokens_in),
+                "cache_write": _count(write),
+                "cache_read": _count(read),
+                "output": _count(out),
+            },
+            usd=cost if isinstance(cost, (int, float)) else None,
+            calls=int(calls or 0),
+        )
     return total, [path]

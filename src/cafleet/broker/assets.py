@@ -14,4 +14,3 @@ def record_install(store, coding_agent: str, path: str, cafleet_version: str) ->
             "installed_at = excluded.installed_at",
             (coding_agent, path, cafleet_version, clock.now()),
         )
-

@@ -34,25 +34,57 @@ def _fleet_record(store, row) -> dict:
     }
 
 
-def create_fleet(store, *, name: str, coding_agent: str, backend: str, session: str, window_id: str, pane_id: str,
-                 identity: str | None = None) -> dict:
+def create_fleet(
+    store,
+    *,
+    name: str,
+    coding_agent: str,
+    backend: str,
+    session: str,
+    window_id: str,
+    pane_id: str,
+    identity: str | None = None,
+) -> dict:
     """Insert fleet, Director, the Director's placement and the back-filled reference in one commit."""
     validation.name(name, "the fleet name")
     with store.write():
         now = clock.now()
         fleet_id = store.insert(
             "INSERT INTO fleets (name, created_at, deleted_at, director_member_id) VALUES (?, ?, NULL, NULL)",
-            (name, now), "fleet_id",
+            (name, now),
+            "fleet_id",
         )
-        member_id = insert_member(store, fleet_id, DIRECTOR_NAME, DIRECTOR_DESCRIPTION, now, backend=backend,
-                                          session=session, window_id=window_id, pane_id=pane_id,
-                                          coding_agent=coding_agent, identity=identity)
+        member_id = insert_member(
+            store,
+            fleet_id,
+            DIRECTOR_NAME,
+            DIRECTOR_DESCRIPTION,
+            now,
+            backend=backend,
+            session=session,
+            window_id=window_id,
+            pane_id=pane_id,
+            coding_agent=coding_agent,
+            identity=identity,
+        )
         store.execute("UPDATE fleets SET director_member_id = ? WHERE fleet_id = ?", (member_id, fleet_id))
     return {"fleet_id": fleet_id, "name": name, "director_member_id": member_id, "created_at": now}
 
 
-def insert_member(store, fleet_id: int, name: str, description: str, now: str, *, backend: str, session: str,
-                  window_id: str, pane_id: str | None, coding_agent: str, identity: str | None = None) -> int:
+def insert_member(
+    store,
+    fleet_id: int,
+    name: str,
+    description: str,
+    now: str,
+    *,
+    backend: str,
+    session: str,
+    window_id: str,
+    pane_id: str | None,
+    coding_agent: str,
+    identity: str | None = None,
+) -> int:
     """Insert an active member and its placement; the caller holds the write transaction.
 
     The one INSERT of a member, shared by the fleet's bootstrap (its Director) and
@@ -61,7 +93,8 @@ def insert_member(store, fleet_id: int, name: str, description: str, now: str, *
     member_id = store.insert(
         "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at) "
         "VALUES (?, ?, ?, 'active', ?, NULL)",
-        (fleet_id, name, description, now), "member_id",
+        (fleet_id, name, description, now),
+        "member_id",
     )
     store.execute(
         "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, "
@@ -119,8 +152,10 @@ def check_director(store, fleet_id: int, director_id: int | None) -> None:
         elif row[2] is None:
             reason = f"its Director, member {director_id}, has no placement"
     if reason is not None:
-        raise Conflict(f"fleet {fleet_id} is not live: {reason}; it accepts no messages or members.",
-                       f"`cafleet fleet delete {fleet_id}` retires it.")
+        raise Conflict(
+            f"fleet {fleet_id} is not live: {reason}; it accepts no messages or members.",
+            f"`cafleet fleet delete {fleet_id}` retires it.",
+        )
 
 
 def fleet_placements(store, fleet_id: int) -> list[dict]:

@@ -18,8 +18,23 @@ _MEMBER_SQL = (
 
 
 def _decode(store, row, detail: bool) -> dict:
-    (member_id, fleet_id, name, description, status, registered_at, deregistered_at,
-     director_id, _fleet_deleted_at, backend, session, window_id, stored_pane, coding_agent, placed_at) = row
+    (
+        member_id,
+        fleet_id,
+        name,
+        description,
+        status,
+        registered_at,
+        deregistered_at,
+        director_id,
+        _fleet_deleted_at,
+        backend,
+        session,
+        window_id,
+        stored_pane,
+        coding_agent,
+        placed_at,
+    ) = row
     pane_id, identity = decode_pane(stored_pane)
     last = activity.last_activity(store, member_id)
     record = {
@@ -39,7 +54,9 @@ def _decode(store, row, detail: bool) -> dict:
             registered_at=registered_at,
             deregistered_at=deregistered_at,
             fleet_id=fleet_id,
-            placement=None if backend is None else {
+            placement=None
+            if backend is None
+            else {
                 "backend": backend,
                 "session": session,
                 "window_id": window_id,
@@ -105,12 +122,29 @@ def register_member(
     with store.write():
         now = clock.now()
         fleets.require_live(store, fleet_id)
-        return fleets.insert_member(store, fleet_id, name, description, now, backend=backend, session=session,
-                             window_id=window_id, pane_id=pane_id, coding_agent=coding_agent)
+        return fleets.insert_member(
+            store,
+            fleet_id,
+            name,
+            description,
+            now,
+            backend=backend,
+            session=session,
+            window_id=window_id,
+            pane_id=pane_id,
+            coding_agent=coding_agent,
+        )
 
 
-def set_pane_id(store, member_id: int, pane_id: str, identity: str | None = None, *,
-                session: str | None = None, window_id: str | None = None) -> None:
+def set_pane_id(
+    store,
+    member_id: int,
+    pane_id: str,
+    identity: str | None = None,
+    *,
+    session: str | None = None,
+    window_id: str | None = None,
+) -> None:
     """Patch a pending placement with its concrete pane (the caller holds the pane lock);
     ``session``/``window_id`` too when they were only known once the pane existed (a
     member on another host gets a tmux session of its own there)."""
@@ -129,8 +163,10 @@ def check_deletable(store, member_id: int) -> dict:
     """The member's detail, refusing the root Director and inactive members."""
     member = get_member(store, member_id)
     if member["kind"] == "director":
-        raise Conflict(f"member {member_id} is the root Director of fleet {member['fleet_id']}.",
-                       f"use `cafleet fleet delete {member['fleet_id']}`.")
+        raise Conflict(
+            f"member {member_id} is the root Director of fleet {member['fleet_id']}.",
+            f"use `cafleet fleet delete {member['fleet_id']}`.",
+        )
     if member["status"] != "active":
         raise Conflict(f"member {member_id} is already deregistered (at {member['deregistered_at']}).")
     return member
@@ -151,8 +187,10 @@ def deregister_member(store, member_id: int) -> bool:
             raise NotFound(f"member {member_id} not found.")
         status, director_id, fleet_id = row
         if director_id == member_id:
-            raise Conflict(f"member {member_id} is the root Director of fleet {fleet_id}.",
-                           f"use `cafleet fleet delete {fleet_id}`.")
+            raise Conflict(
+                f"member {member_id} is the root Director of fleet {fleet_id}.",
+                f"use `cafleet fleet delete {fleet_id}`.",
+            )
         if records.member_status(member_id, status) != "active":
             return False
         store.execute("DELETE FROM member_placements WHERE member_id = ?", (member_id,))

@@ -61,7 +61,8 @@ def send(store, from_id: int, to_id: int, text: str) -> dict:
         message_id = store.insert(
             "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text, notified_at) "
             "VALUES (?, ?, ?, 'input_required', ?, ?, ?)",
-            (from_id, to_id, now, now, text, now if from_id == to_id else None), "message_id",
+            (from_id, to_id, now, now, text, now if from_id == to_id else None),
+            "message_id",
         )
         pause_point("send.before_commit")
     return {
@@ -126,8 +127,7 @@ def poll(store, member_id: int) -> list[dict]:
     """
     require_member(store, member_id)
     rows = store.execute(
-        _SELECT + f"WHERE to_member_id = ? AND {records.UNACKED} "
-        "ORDER BY status_timestamp DESC, message_id DESC",
+        _SELECT + f"WHERE to_member_id = ? AND {records.UNACKED} ORDER BY status_timestamp DESC, message_id DESC",
         (member_id,),
     ).fetchall()
     return [records.message(row) for row in rows]
@@ -184,8 +184,7 @@ def member_standing(store, member_id: int) -> tuple[str, int]:
 def pending_after(store, member_id: int, after_id: int) -> list[dict]:
     """Unacknowledged incoming messages with id > after_id, oldest first (for listen)."""
     rows = store.execute(
-        _SELECT + f"WHERE to_member_id = ? AND {records.UNACKED} AND message_id > ? "
-        "ORDER BY created_at, message_id",
+        _SELECT + f"WHERE to_member_id = ? AND {records.UNACKED} AND message_id > ? ORDER BY created_at, message_id",
         (member_id, after_id),
     ).fetchall()
     return [records.message(row) for row in rows]

@@ -19,8 +19,17 @@ def has_table(store, name: str = TABLE) -> bool:
     return bool(store.tables_present([name]))
 
 
-def record_source(store, member_id: int, *, coding_agent: str, session_id: str | None, data_dir: str | None,
-                  cwd: str, budget_usd: float | None = None, budget_tokens: int | None = None) -> bool:
+def record_source(
+    store,
+    member_id: int,
+    *,
+    coding_agent: str,
+    session_id: str | None,
+    data_dir: str | None,
+    cwd: str,
+    budget_usd: float | None = None,
+    budget_tokens: int | None = None,
+) -> bool:
     """Remember where ``member_id``'s agent writes its usage; False when the file has no
     table for it (nothing is written then)."""
     if not has_table(store):
@@ -39,8 +48,9 @@ def sources(store, member_ids: list[int]) -> dict[int, dict]:
     if not member_ids or not has_table(store):
         return {}
     marks = ",".join("?" * len(member_ids))
-    rows = store.execute(f"SELECT {', '.join(_COLUMNS)} FROM {TABLE} WHERE member_id IN ({marks})",
-                         tuple(member_ids)).fetchall()
+    rows = store.execute(
+        f"SELECT {', '.join(_COLUMNS)} FROM {TABLE} WHERE member_id IN ({marks})", tuple(member_ids)
+    ).fetchall()
     return {row[0]: dict(zip(_COLUMNS, row)) for row in rows}
 
 
@@ -58,16 +68,28 @@ def fleet_members(store, fleet_id: int) -> list[dict]:
         "LEFT JOIN member_placements p ON p.member_id = m.member_id WHERE m.fleet_id = ? ORDER BY m.member_id",
         (fleet_id,),
     ).fetchall()
-    return [{"member_id": r[0], "name": r[1], "status": r[2], "coding_agent": r[3], "backend": r[4],
-             "identity": decode_pane(r[5])[1]} for r in rows]
+    return [
+        {
+            "member_id": r[0],
+            "name": r[1],
+            "status": r[2],
+            "coding_agent": r[3],
+            "backend": r[4],
+            "identity": decode_pane(r[5])[1],
+        }
+        for r in rows
+    ]
 
 
 def add_session(store, member_id: int, session_id: str) -> None:
     """Remember one more claude session of the member (after ``/clear``): the
     ``session_id`` column holds the member's session ids, space-separated, oldest first."""
     with store.write():
-        store.execute(f"UPDATE {TABLE} SET session_id = session_id || ' ' || ? WHERE member_id = ? "
-                      "AND ' ' || session_id || ' ' NOT LIKE '% ' || ? || ' %'", (session_id, member_id, session_id))
+        store.execute(
+            f"UPDATE {TABLE} SET session_id = session_id || ' ' || ? WHERE member_id = ? "
+            "AND ' ' || session_id || ' ' NOT LIKE '% ' || ? || ' %'",
+            (session_id, member_id, session_id),
+        )
 
 
 def budgets_for_send(store, member_id: int) -> dict | None:
@@ -80,8 +102,9 @@ def budgets_for_send(store, member_id: int) -> dict | None:
         return None
     mine = fleet = None
     if TABLE in names:
-        row = store.execute(f"SELECT budget_usd, budget_tokens FROM {TABLE} WHERE member_id = ?",
-                            (member_id,)).fetchone()
+        row = store.execute(
+            f"SELECT budget_usd, budget_tokens FROM {TABLE} WHERE member_id = ?", (member_id,)
+        ).fetchone()
         if row is not None and (row[0] is not None or row[1] is not None):
             mine = (row[0], row[1])
     if FLEET_TABLE in names:
@@ -89,7 +112,8 @@ def budgets_for_send(store, member_id: int) -> dict | None:
             f"SELECT b.fleet_id, b.budget_usd, b.budget_tokens FROM {FLEET_TABLE} b "
             "JOIN members m ON m.fleet_id = b.fleet_id JOIN fleets f ON f.fleet_id = m.fleet_id "
             "WHERE m.member_id = ? AND (f.director_member_id IS NULL OR f.director_member_id != m.member_id)",
-            (member_id,)).fetchone()
+            (member_id,),
+        ).fetchone()
         if row is not None and (row[1] is not None or row[2] is not None):
             fleet = (row[0], row[1], row[2])
     return {"member": mine, "fleet": fleet} if mine or fleet else None
@@ -109,15 +133,19 @@ def set_fleet_budget(store, fleet_id: int, usd: float | None, tokens: int | None
         if usd is None and tokens is None:
             store.execute(f"DELETE FROM {FLEET_TABLE} WHERE fleet_id = ?", (fleet_id,))
         else:
-            store.execute(f"INSERT OR REPLACE INTO {FLEET_TABLE} (fleet_id, budget_usd, budget_tokens) VALUES (?, ?, ?)",
-                          (fleet_id, usd, tokens))
+            store.execute(
+                f"INSERT OR REPLACE INTO {FLEET_TABLE} (fleet_id, budget_usd, budget_tokens) VALUES (?, ?, ?)",
+                (fleet_id, usd, tokens),
+            )
 
 
 def fleet_budget(store, fleet_id: int) -> tuple | None:
     """``(usd, tokens)`` of the fleet's budget, or None."""
     if not has_table(store, FLEET_TABLE):
         return None
-    row = store.execute(f"SELECT budget_usd, budget_tokens FROM {FLEET_TABLE} WHERE fleet_id = ?", (fleet_id,)).fetchone()
+    row = store.execute(
+        f"SELECT budget_usd, budget_tokens FROM {FLEET_TABLE} WHERE fleet_id = ?", (fleet_id,)
+    ).fetchone()
     return None if row is None else (row[0], row[1])
 
 
@@ -128,5 +156,6 @@ def capped_members(store, fleet_id: int) -> set[int]:
     rows = store.execute(
         f"SELECT s.member_id FROM {TABLE} s JOIN members m ON m.member_id = s.member_id "
         "WHERE m.fleet_id = ? AND m.status = 'active' AND (s.budget_usd IS NOT NULL OR s.budget_tokens IS NOT NULL)",
-        (fleet_id,)).fetchall()
+        (fleet_id,),
+    ).fetchall()
     return {row[0] for row in rows}

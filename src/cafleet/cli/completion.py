@@ -49,7 +49,7 @@ def bash() -> str:
         "_cafleet() {",
         '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"',
         '    local key="${COMP_WORDS[1]}" words="" valued=""',
-        "    if [ \"$COMP_CWORD\" -eq 1 ]; then",
+        '    if [ "$COMP_CWORD" -eq 1 ]; then',
         f'        COMPREPLY=($(compgen -W "{" ".join([*GROUPS, *TOP_OPTIONS])}" -- "$cur"))',
         "        return 0",
         "    fi",
@@ -66,8 +66,10 @@ def bash() -> str:
         ]
     lines += ["    esac", '    case "$key" in']
     for command in COMMANDS:
-        lines.append(f'        "{_key(command)}") words="{" ".join(_words(command))}"; '
-                     f'valued=" {" ".join(_valued(command))} " ;;')
+        lines.append(
+            f'        "{_key(command)}") words="{" ".join(_words(command))}"; '
+            f'valued=" {" ".join(_valued(command))} " ;;'
+        )
     lines += [
         "        *) return 0 ;;",
         "    esac",
@@ -110,8 +112,9 @@ def zsh() -> str:
         ]
     lines += ["    esac", "    case $key in"]
     for command in COMMANDS:
-        lines.append(f"        '{_key(command)}') next=({' '.join(_words(command))}); "
-                     f"valued=({' '.join(_valued(command))}) ;;")
+        lines.append(
+            f"        '{_key(command)}') next=({' '.join(_words(command))}); valued=({' '.join(_valued(command))}) ;;"
+        )
     lines += [
         "        *) return ;;",
         "    esac",
@@ -124,7 +127,7 @@ def zsh() -> str:
         "    fi",
         "    compadd -- $next",
         "}",
-        'if (( $+functions[compdef] )); then compdef _cafleet cafleet; fi',
+        "if (( $+functions[compdef] )); then compdef _cafleet cafleet; fi",
     ]
     return "\n".join(lines) + "\n"
 
@@ -161,8 +164,9 @@ def fish() -> str:
     for group in subcommands:
         for command in COMMANDS:
             if command.group == group:
-                lines.append(f"complete -c cafleet -n '__cafleet_at {group}' -a {command.name} "
-                             f"-d {_fish_quote(command.summary)}")
+                lines.append(
+                    f"complete -c cafleet -n '__cafleet_at {group}' -a {command.name} -d {_fish_quote(command.summary)}"
+                )
     for command in COMMANDS:
         where = f"-n '__cafleet_in {_key(command)}'"
         for param in command.params:

@@ -43,8 +43,9 @@ class _Demo:
         self.ctx.out(text)
 
     def tmux(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-S", self.socket, *args], capture_output=True, text=True,
-                              env=self.server_env, timeout=10)
+        done = subprocess.run(
+            ["tmux", "-S", self.socket, *args], capture_output=True, text=True, env=self.server_env, timeout=10
+        )
         if done.returncode != 0:
             raise CafleetError(f"tmux {args[0]} failed: {done.stderr.strip() or done.returncode}.")
         return done.stdout.strip()
@@ -52,8 +53,9 @@ class _Demo:
     def cafleet(self, *args: str, show: bool = True) -> str:
         if show:
             self.say("$ cafleet " + " ".join(shlex.quote(a) for a in args))
-        done = subprocess.run([sys.executable, "-m", "cafleet", *args], capture_output=True, text=True,
-                              env=self.env, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "cafleet", *args], capture_output=True, text=True, env=self.env, timeout=120
+        )
         if show:
             for line in (done.stdout + done.stderr).splitlines():
                 self.say("  " + line)
@@ -63,7 +65,19 @@ class _Demo:
 
     def run(self) -> None:
         self.say(f"cafleet demo: private tmux server {self.socket}, database {self.db}")
-        self.tmux("new-session", "-d", "-s", "demo", "-x", "160", "-y", "48", "sh", "-c", "echo Director pane; exec sleep 86400")
+        self.tmux(
+            "new-session",
+            "-d",
+            "-s",
+            "demo",
+            "-x",
+            "160",
+            "-y",
+            "48",
+            "sh",
+            "-c",
+            "echo Director pane; exec sleep 86400",
+        )
         director_pane = self.tmux("display-message", "-p", "-t", "demo", "#{pane_id}")
         self.env.update(TMUX=f"{self.socket},0,0", TMUX_PANE=director_pane, CAFLEET_MULTIPLEXER="tmux")
 
@@ -72,17 +86,30 @@ class _Demo:
         self.say(f"  fleet {fleet_id}, Director member {director} in pane {director_pane}")
         member_ids = {}
         for name in TASKS:
-            created = json.loads(self.cafleet(
-                "member", "create", "--fleet-id", str(fleet_id), "--name", name, "--description", f"{name}, a stand-in agent",
-                "--coding-agent", "standin", "--json",
-                f"You are {name} (member {{member_id}}). Wait for tasks from the Director {{director_member_id}}.",
-            ))
+            created = json.loads(
+                self.cafleet(
+                    "member",
+                    "create",
+                    "--fleet-id",
+                    str(fleet_id),
+                    "--name",
+                    name,
+                    "--description",
+                    f"{name}, a stand-in agent",
+                    "--coding-agent",
+                    "standin",
+                    "--json",
+                    f"You are {name} (member {{member_id}}). Wait for tasks from the Director {{director_member_id}}.",
+                )
+            )
             member_ids[name] = created["member_id"]
             self.say(f"  {name} is member {created['member_id']} in pane {created['pane_id']}")
         self._wait_for_prompts(member_ids)
         self.cafleet("member", "list", str(fleet_id))
         for name, task in TASKS.items():
-            self.cafleet("message", "send", "--from-member-id", str(director), "--to-member-id", str(member_ids[name]), task)
+            self.cafleet(
+                "message", "send", "--from-member-id", str(director), "--to-member-id", str(member_ids[name]), task
+            )
         replies = self._collect_replies(director, len(TASKS))
         for record in replies:
             self.cafleet("message", "ack", str(record["message_id"]))
@@ -94,7 +121,9 @@ class _Demo:
             raise CafleetError("the exchange did not complete: see the timeline above.")
         self.say("")
         self.say("alice's pane:")
-        for line in self.cafleet("member", "capture", str(member_ids["alice"]), "--lines", "12", show=False).splitlines():
+        for line in self.cafleet(
+            "member", "capture", str(member_ids["alice"]), "--lines", "12", show=False
+        ).splitlines():
             self.say(("  | " + line).rstrip())
         self.say("")
         self.cafleet("fleet", "delete", str(fleet_id))
@@ -139,8 +168,10 @@ class _Demo:
             store.close()
         for record in reversed(records):
             woke = "preview typed" if record["notified"] else "no preview (the Director waits)"
-            self.say(f"  #{record['message_id']} {names[record['from_member_id']]} -> {names[record['to_member_id']]}: "
-                     f"{record['status_state']}, {woke}: {record['text']}")
+            self.say(
+                f"  #{record['message_id']} {names[record['from_member_id']]} -> {names[record['to_member_id']]}: "
+                f"{record['status_state']}, {woke}: {record['text']}"
+            )
         return records
 
 
@@ -152,7 +183,9 @@ def demo(ctx, keep):
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         demo.run()
-        ctx.out("demo finished: messages went both ways, every task's preview woke its member, every message was ACKed.")
+        ctx.out(
+            "demo finished: messages went both ways, every task's preview woke its member, every message was ACKed."
+        )
     except KeyboardInterrupt:
         ctx.err("demo interrupted; tearing down.")
         return 130

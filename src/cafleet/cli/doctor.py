@@ -16,7 +16,13 @@ def multiplexer_section(environ) -> dict:
         pane = multiplexer_for_environment(environ).current_pane()
     except CafleetError as error:
         return {"ok": False, "error": str(error), "fix": "run cafleet inside a tmux or herdr pane"}
-    return {"ok": True, "backend": backend, "session": pane.session, "window_id": pane.window_id, "pane_id": pane.pane_id}
+    return {
+        "ok": True,
+        "backend": backend,
+        "session": pane.session,
+        "window_id": pane.window_id,
+        "pane_id": pane.pane_id,
+    }
 
 
 def database_section(ctx) -> dict:
@@ -43,10 +49,11 @@ def database_section(ctx) -> dict:
         problems = auxiliary_problems(store.conn)
     section = {"ok": True, "path": path, "diagnosis": "current format (schema 1)", "auxiliary_indexes": problems}
     if section["auxiliary_indexes"]:
-        section["advice"] = ("commands work but read a member's whole history; run `cafleet setup` to add "
-                             "the missing index" if "missing" in section["auxiliary_indexes"].values() else
-                             "an index with cafleet's auxiliary name has another definition; drop it and run "
-                             "`cafleet setup`")
+        section["advice"] = (
+            "commands work but read a member's whole history; run `cafleet setup` to add the missing index"
+            if "missing" in section["auxiliary_indexes"].values()
+            else "an index with cafleet's auxiliary name has another definition; drop it and run `cafleet setup`"
+        )
     return section
 
 
@@ -94,8 +101,14 @@ def assets_section(environ, agents_found: list[str]) -> dict:
         for agent in agents_found:
             for target in asset_targets(agent, environ):
                 version = installed_version(target.path)
-                targets.append({"coding_agent": agent, "path": str(target.path), "installed_version": version,
-                                "current": version == __version__})
+                targets.append(
+                    {
+                        "coding_agent": agent,
+                        "path": str(target.path),
+                        "installed_version": version,
+                        "current": version == __version__,
+                    }
+                )
     except CafleetError as error:
         return {"ok": False, "error": str(error), "targets": targets, "fix": "fix the variable named above"}
     ok = all(t["current"] for t in targets)
@@ -105,8 +118,10 @@ def assets_section(environ, agents_found: list[str]) -> dict:
     return section
 
 
-_HOST_PROBE = ('for p; do printf "%s\\t%s\\n" "$p" "$(command -v "$p" 2>/dev/null)"; done; '
-               'printf "tmux -V\\t%s\\n" "$(tmux -V 2>/dev/null)"')
+_HOST_PROBE = (
+    'for p; do printf "%s\\t%s\\n" "$p" "$(command -v "$p" 2>/dev/null)"; done; '
+    'printf "tmux -V\\t%s\\n" "$(tmux -V 2>/dev/null)"'
+)
 
 
 def placement_hosts(ctx) -> dict[str, set[str]]:
@@ -138,18 +153,27 @@ def check_host(host: str, agents, environ) -> dict:
     names = sorted(agents) if agents else list(AGENTS)
     binaries = {name: backend(name).binary if name != "standin" else __import__("sys").executable for name in names}
     try:
-        code, out, err = Ssh(host, environ).run(["sh", "-c", _HOST_PROBE, "sh", "tmux", "cafleet",
-                                                 *binaries.values()])
+        code, out, err = Ssh(host, environ).run(["sh", "-c", _HOST_PROBE, "sh", "tmux", "cafleet", *binaries.values()])
     except CafleetError as error:
-        return {"ok": False, "host": host, "reachable": False, "error": str(error),
-                "fix": f"check `ssh -o BatchMode=yes {host} true` works without a prompt (keys, known_hosts)"}
+        return {
+            "ok": False,
+            "host": host,
+            "reachable": False,
+            "error": str(error),
+            "fix": f"check `ssh -o BatchMode=yes {host} true` works without a prompt (keys, known_hosts)",
+        }
     found = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
     agent_paths = {name: found.get(binary) or None for name, binary in binaries.items()}
     tmux_ok, cafleet = bool(found.get("tmux")), found.get("cafleet") or None
     agents_ok = all(agent_paths.values()) if agents else any(agent_paths.values())
-    section = {"ok": code == 0 and tmux_ok and bool(cafleet) and agents_ok, "host": host, "reachable": True,
-               "tmux": (found.get("tmux -V") or found["tmux"]) if tmux_ok else None, "cafleet": cafleet,
-               "coding_agents": agent_paths}
+    section = {
+        "ok": code == 0 and tmux_ok and bool(cafleet) and agents_ok,
+        "host": host,
+        "reachable": True,
+        "tmux": (found.get("tmux -V") or found["tmux"]) if tmux_ok else None,
+        "cafleet": cafleet,
+        "coding_agents": agent_paths,
+    }
     if not section["ok"]:
         missing = "tmux" if not tmux_ok else "cafleet" if not cafleet else "the coding agent"
         section["fix"] = f"install {missing} on {host} so that `ssh {host} command -v ...` finds it on PATH"
@@ -185,13 +209,20 @@ def doctor(ctx, hosts):
         report["hosts"] = remote
 
     def text():
-        lines = [f"{_mark(mux['ok'])} multiplexer: " + (f"{mux['backend']}, calling pane {mux['pane_id']}" if mux["ok"] else mux["error"])]
-        lines.append(f"{_mark(db['ok'])} database: " + (f"{db['path']} ({db['diagnosis']})" if db["ok"] else db["error"]))
+        lines = [
+            f"{_mark(mux['ok'])} multiplexer: "
+            + (f"{mux['backend']}, calling pane {mux['pane_id']}" if mux["ok"] else mux["error"])
+        ]
+        lines.append(
+            f"{_mark(db['ok'])} database: " + (f"{db['path']} ({db['diagnosis']})" if db["ok"] else db["error"])
+        )
         for name, problem in db.get("auxiliary_indexes", {}).items():
             lines.append(f"    ! index {name} is {problem}: {db['advice']}")
         lines.append(f"{_mark(agents['ok'])} coding agents:")
         for name, entry in agents["agents"].items():
-            detail = f"{entry['path']} ({entry['version'] or 'version unknown'})" if entry["found"] else "not found on PATH"
+            detail = (
+                f"{entry['path']} ({entry['version'] or 'version unknown'})" if entry["found"] else "not found on PATH"
+            )
             lines.append(f"    {_mark(entry['found'])} {name}: {detail}")
         if "error" in assets:
             lines.append(f"✗ assets: {assets['error']}")

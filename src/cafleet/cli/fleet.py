@@ -25,8 +25,10 @@ def create(ctx, name, coding_agent):
     )
     ctx.emit(
         record,
-        lambda: f"created fleet {record['fleet_id']} ({render.inline(name)}); "
-                f"you are its Director, member {record['director_member_id']}",
+        lambda: (
+            f"created fleet {record['fleet_id']} ({render.inline(name)}); "
+            f"you are its Director, member {record['director_member_id']}"
+        ),
     )
 
 
@@ -37,7 +39,10 @@ def list_(ctx):
         if not records:
             return "no live fleets"
         return render.table(
-            [[r["fleet_id"], r["name"] or "-", r["director_member_id"], r["active_members"], r["created_at"]] for r in records],
+            [
+                [r["fleet_id"], r["name"] or "-", r["director_member_id"], r["active_members"], r["created_at"]]
+                for r in records
+            ],
             ["FLEET", "NAME", "DIRECTOR", "MEMBERS", "CREATED"],
         )
 

@@ -59,7 +59,9 @@ def _storage_fault(ctx, error: Exception):
         return None
     from cafleet.store.faults import as_database_error
 
-    return as_database_error(error, getattr(ctx, "_db_path", None), ctx.busy_timeout if hasattr(ctx, "busy_timeout") else 5.0)
+    return as_database_error(
+        error, getattr(ctx, "_db_path", None), ctx.busy_timeout if hasattr(ctx, "busy_timeout") else 5.0
+    )
 
 
 def _report(ctx, message: str) -> None:

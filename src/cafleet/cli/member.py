@@ -20,13 +20,24 @@ def list_(ctx, fleet_id, state, idle_after):
 
     def text():
         rows = [
-            [r["member_id"], r["name"], r["kind"], r["backend"] or "-", r["coding_agent"] or "-",
-             r["pane_id"] or "pending", render.dash(r["idle_seconds"])] + ([r["state"]] if state else [])
+            [
+                r["member_id"],
+                r["name"],
+                r["kind"],
+                r["backend"] or "-",
+                r["coding_agent"] or "-",
+                r["pane_id"] or "pending",
+                render.dash(r["idle_seconds"]),
+            ]
+            + ([r["state"]] if state else [])
             + ([spend.get(r["member_id"], "-")] if spend else [])
             for r in records
         ]
-        headers = (["MEMBER", "NAME", "KIND", "BACKEND", "AGENT", "PANE", "IDLE_S"] + (["STATE"] if state else [])
-                   + (["SPEND/BUDGET"] if spend else []))
+        headers = (
+            ["MEMBER", "NAME", "KIND", "BACKEND", "AGENT", "PANE", "IDLE_S"]
+            + (["STATE"] if state else [])
+            + (["SPEND/BUDGET"] if spend else [])
+        )
         return render.table(rows, headers)
 
     ctx.emit(records, text)
@@ -75,7 +86,9 @@ def show(ctx, member_id):
             )
         else:
             lines.append("placement: none")
-        lines.append(f"last activity: {safe(record['last_activity_at'])} (idle {render.dash(record['idle_seconds'])} s)")
+        lines.append(
+            f"last activity: {safe(record['last_activity_at'])} (idle {render.dash(record['idle_seconds'])} s)"
+        )
         return "\n".join(lines)
 
     ctx.emit(record, text)
@@ -91,13 +104,28 @@ def create(ctx, fleet_id, name, description, coding_agent, model, effort, host, 
     usd, tokens = parse_budget(budget_usd, "--budget-usd", budget_tokens, "--budget-tokens")
     prompt = read_body(ctx, text, file)
     record = panes.create_member(
-        ctx.store(), ctx.environ, ctx.db_path, fleet_id=fleet_id, name=name, description=description,
-        coding_agent=coding_agent, model=model, effort=effort, prompt=prompt, host=host,
-        budget_usd=usd, budget_tokens=tokens,
+        ctx.store(),
+        ctx.environ,
+        ctx.db_path,
+        fleet_id=fleet_id,
+        name=name,
+        description=description,
+        coding_agent=coding_agent,
+        model=model,
+        effort=effort,
+        prompt=prompt,
+        host=host,
+        budget_usd=usd,
+        budget_tokens=tokens,
     )
     where = f" on host {render.inline(host)}" if host else ""
-    ctx.emit(record, lambda: f"created member {record['member_id']} ({render.inline(name)}, "
-                            f"{render.inline(record['coding_agent'])}) in pane {render.inline(record['pane_id'])}{where}")
+    ctx.emit(
+        record,
+        lambda: (
+            f"created member {record['member_id']} ({render.inline(name)}, "
+            f"{render.inline(record['coding_agent'])}) in pane {render.inline(record['pane_id'])}{where}"
+        ),
+    )
 
 
 def delete(ctx, member_id):

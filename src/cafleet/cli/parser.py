@@ -68,8 +68,10 @@ def parse(argv: list[str]) -> Parsed:
         return _help("top")
     group = argv[0]
     if group not in GROUPS:
-        raise UsageError(f"unknown command {shown(group)}; "
-                         + _did_you_mean(group, GROUPS, "`cafleet {}`", "run `cafleet --help` for the list."))
+        raise UsageError(
+            f"unknown command {shown(group)}; "
+            + _did_you_mean(group, GROUPS, "`cafleet {}`", "run `cafleet --help` for the list.")
+        )
     rest = argv[1:]
     command = find_command(group, None)
     if command is None:
@@ -78,9 +80,12 @@ def parse(argv: list[str]) -> Parsed:
         command = find_command(group, rest[0])
         if command is None:
             names = [c.name for c in COMMANDS if c.group == group]
-            raise UsageError(f"unknown command {group} {shown(rest[0])}; "
-                             + _did_you_mean(rest[0], names, f"`cafleet {group} {{}}`",
-                                             f"run `cafleet {group} --help` for the list."))
+            raise UsageError(
+                f"unknown command {group} {shown(rest[0])}; "
+                + _did_you_mean(
+                    rest[0], names, f"`cafleet {group} {{}}`", f"run `cafleet {group} --help` for the list."
+                )
+            )
         rest = rest[1:]
     return _parse_params(command, rest)
 
@@ -153,6 +158,7 @@ def _looks_negative_number(token: str) -> bool:
 
 
 # --- the error path -------------------------------------------------------------------------
+
 
 def suggestions(word: str, candidates) -> list[str]:
     """Known words close to ``word``, best first: those it begins (``--from`` ->

@@ -30,9 +30,11 @@ def setup(ctx, coding_agents):
             record_install(store, result.coding_agent, str(result.path), __version__)
             installed.append({"coding_agent": result.coding_agent, "path": str(result.path), "status": result.status})
     shown = store.path if store.engine == "postgresql" else ctx.db_path  # a URL without its password
-    report = {"database": {"path": shown, "ok": True, "indexes_added": indexes, "tables_added": tables},
-              "assets": installed,
-              "cafleet_version": __version__}
+    report = {
+        "database": {"path": shown, "ok": True, "indexes_added": indexes, "tables_added": tables},
+        "assets": installed,
+        "cafleet_version": __version__,
+    }
 
     def text():
         lines = [f"database ready: {shown}"]

@@ -10,9 +10,18 @@ def _dollars(value) -> str:
 
 
 def _model_rows(report: dict) -> list[list]:
-    return [[model, row["input"], row["cache_write"], row["cache_read"], row["output"], row["calls"],
-             _dollars(row["usd"]) + ("" if row["usd"] is None else f" ({row['usd_source']})")]
-            for model, row in report["models"].items()]
+    return [
+        [
+            model,
+            row["input"],
+            row["cache_write"],
+            row["cache_read"],
+            row["output"],
+            row["calls"],
+            _dollars(row["usd"]) + ("" if row["usd"] is None else f" ({row['usd_source']})"),
+        ]
+        for model, row in report["models"].items()
+    ]
 
 
 MODEL_HEADERS = ["MODEL", "INPUT", "CACHE_WRITE", "CACHE_READ", "OUTPUT", "CALLS", "USD"]
@@ -20,9 +29,11 @@ MODEL_HEADERS = ["MODEL", "INPUT", "CACHE_WRITE", "CACHE_READ", "OUTPUT", "CALLS
 
 def _summary(report: dict) -> str:
     tokens = report["tokens"]
-    line = (f"{tokens['total']} tokens (input {tokens['input']}, cache write {tokens['cache_write']}, "
-            f"cache read {tokens['cache_read']}, output {tokens['output']}) in {report['calls']} calls, "
-            f"{_dollars(report['usd'])}")
+    line = (
+        f"{tokens['total']} tokens (input {tokens['input']}, cache write {tokens['cache_write']}, "
+        f"cache read {tokens['cache_read']}, output {tokens['output']}) in {report['calls']} calls, "
+        f"{_dollars(report['usd'])}"
+    )
     if report["unpriced"]:
         line += f" plus unpriced models: {', '.join(render.inline(m) for m in report['unpriced'])}"
     return line
@@ -52,11 +63,23 @@ def fleet(ctx, fleet_id):
     report = usage.fleet_usage(ctx.store(), ctx.environ, fleet_id)
 
     def text():
-        rows = [[r["member_id"], r["name"], r["coding_agent"] or "-", r["tokens"]["total"], r["calls"],
-                 _dollars(r["usd"]) if not r["no_records"] else r["no_records"], _budget_text(r["budget"])]
-                for r in report["members"]]
-        lines = [f"fleet {fleet_id}: {_summary(report)}" + (f"; {_budget_text(report['budget'])}" if report["budget"] else ""),
-                 render.table(rows, ["MEMBER", "NAME", "AGENT", "TOKENS", "CALLS", "USD", "BUDGET"])]
+        rows = [
+            [
+                r["member_id"],
+                r["name"],
+                r["coding_agent"] or "-",
+                r["tokens"]["total"],
+                r["calls"],
+                _dollars(r["usd"]) if not r["no_records"] else r["no_records"],
+                _budget_text(r["budget"]),
+            ]
+            for r in report["members"]
+        ]
+        lines = [
+            f"fleet {fleet_id}: {_summary(report)}"
+            + (f"; {_budget_text(report['budget'])}" if report["budget"] else ""),
+            render.table(rows, ["MEMBER", "NAME", "AGENT", "TOKENS", "CALLS", "USD", "BUDGET"]),
+        ]
         if report["models"]:
             lines.append(render.table(_model_rows(report), MODEL_HEADERS))
         lines.append("totals are lower bounds: see `cafleet member usage ID` for what each agent's files leave out")
@@ -88,7 +111,8 @@ def _budget_text(budget) -> str:
     if not budget:
         return "no budget"
     parts = ([f"${budget['usd']:.4f}"] if budget["usd"] is not None else []) + (
-        [f"{budget['tokens']} tokens"] if budget["tokens"] is not None else [])
+        [f"{budget['tokens']} tokens"] if budget["tokens"] is not None else []
+    )
     return "budget " + " or ".join(parts) + (" (over)" if budget["over"] else "")
 
 

@@ -24,7 +24,8 @@ def _line(item: dict, ctx) -> str:
 def watch(ctx, fleet_id, interval, idle_after):
     from cafleet.delivery.watch import Watcher, event
 
-    watcher = Watcher(ctx.store(), ctx.environ, ctx.db_path, fleet_id, interval, idle_after,
-                      lambda item: ctx.out(_line(item, ctx)))
+    watcher = Watcher(
+        ctx.store(), ctx.environ, ctx.db_path, fleet_id, interval, idle_after, lambda item: ctx.out(_line(item, ctx))
+    )
     reason = watcher.run()
     ctx.out(_line(event("end", fleet_id, detail=f"watch ended: {reason}"), ctx))

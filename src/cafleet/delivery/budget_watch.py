@@ -41,10 +41,17 @@ class BudgetWatch:
             if why and not self.over.get(key):
                 what = f"member {key}" if key is not None else f"fleet {self.fleet_id}"
                 refused = "sends to it are refused" if key is not None else "sends to its members are refused"
-                emit(event("over-budget", self.fleet_id, member_id=key,
-                           detail=f"{what} is over its budget ({why}); {refused}",
-                           command=f"cafleet member usage {key}" if key is not None
-                           else f"cafleet fleet usage {self.fleet_id}"))
+                emit(
+                    event(
+                        "over-budget",
+                        self.fleet_id,
+                        member_id=key,
+                        detail=f"{what} is over its budget ({why}); {refused}",
+                        command=f"cafleet member usage {key}"
+                        if key is not None
+                        else f"cafleet fleet usage {self.fleet_id}",
+                    )
+                )
             self.over[key] = bool(why)
         for gone in set(self.over) - set(found):
             del self.over[gone]

@@ -55,8 +55,7 @@ class Outcome:
         self.failure = failure
 
 
-def send(store, settings: Settings, from_id: int, to_id: int, text: str,
-         on_stored=None) -> tuple[dict, Outcome]:
+def send(store, settings: Settings, from_id: int, to_id: int, text: str, on_stored=None) -> tuple[dict, Outcome]:
     """The one send path (CLI and WebUI): persist, then run the drain for the recipient.
 
     ``on_stored(record)`` runs between the two: the message is durable by then, so the
@@ -69,8 +68,7 @@ def send(store, settings: Settings, from_id: int, to_id: int, text: str,
     return record, notify_after_send(store, settings, to_id, record)
 
 
-def broadcast(store, settings: Settings, director_id: int, text: str,
-              on_stored=None) -> tuple[dict, list[Outcome]]:
+def broadcast(store, settings: Settings, director_id: int, text: str, on_stored=None) -> tuple[dict, list[Outcome]]:
     """Fan-out: every committed message is notified like a single send (``on_stored``
     as in :func:`send`, with the whole result)."""
     result = messages.broadcast(store, director_id, text)
@@ -117,8 +115,13 @@ def retry_fleet(store, settings: Settings, member_id: int) -> list[Outcome]:
         except Exception as error:  # nothing here may keep the caller from its own messages
             failure = _unexpected(error)
         if failure:
-            outcomes.append(Outcome(False, f"Warning: member {recipient_id} was not notified: {failure}; "
-                                           "a later `cafleet message wait` retries. Do not resend."))
+            outcomes.append(
+                Outcome(
+                    False,
+                    f"Warning: member {recipient_id} was not notified: {failure}; "
+                    "a later `cafleet message wait` retries. Do not resend.",
+                )
+            )
     return outcomes
 
 
@@ -138,8 +141,9 @@ def not_notified(message_id: int, recipient_id: int, reason: str) -> str:
     )
 
 
-def drain(store, settings: Settings, recipient_id: int, attempted: set, stamped: set, *,
-          wait_for_lock: bool = True) -> str | None:
+def drain(
+    store, settings: Settings, recipient_id: int, attempted: set, stamped: set, *, wait_for_lock: bool = True
+) -> str | None:
     """Deliver owed previews to one recipient; return a failure reason or None.
 
     ``wait_for_lock=False``: one attempt at the pane's lock; when another process holds
@@ -159,8 +163,13 @@ def drain(store, settings: Settings, recipient_id: int, attempted: set, stamped:
         if target is None:
             return None
         try:
-            with lock.pane_lock(settings.lock_dir, target["backend"], target["session"], target["pane_id"],
-                                settings.lock_timeout if wait_for_lock else 0):
+            with lock.pane_lock(
+                settings.lock_dir,
+                target["backend"],
+                target["session"],
+                target["pane_id"],
+                settings.lock_timeout if wait_for_lock else 0,
+            ):
                 current = notifications.notification_target(store, recipient_id)
                 if current != target:
                     return f"member {recipient_id}'s placement changed during delivery"

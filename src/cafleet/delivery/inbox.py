@@ -52,8 +52,10 @@ def require_receiving(store, member_id: int) -> None:
     reason = gone_reason(store, member_id)
     if reason:
         who = "it" if reason.startswith("member") else f"member {member_id}"
-        raise Conflict(f"{reason}, so {who} receives no more messages.",
-                       hint=f"`cafleet message poll {member_id}` still lists what it received.")
+        raise Conflict(
+            f"{reason}, so {who} receives no more messages.",
+            hint=f"`cafleet message poll {member_id}` still lists what it received.",
+        )
 
 
 def wait_for_messages(store, member_id: int, timeout: float | None, interval: float = DEFAULT_INTERVAL) -> list[dict]:

@@ -96,8 +96,10 @@ def _key(placement: dict) -> tuple[str, str, str]:
 
 
 def _busy(placement: dict) -> str:
-    return (f"not closed (its pane-input lock is held by another cafleet process; "
-            f"close pane {placement['pane_id']} by hand when it is free)")
+    return (
+        f"not closed (its pane-input lock is held by another cafleet process; "
+        f"close pane {placement['pane_id']} by hand when it is free)"
+    )
 
 
 def delete_member(store, environ, db_path: str, member_id: int) -> str:
@@ -109,8 +111,13 @@ def delete_member(store, environ, db_path: str, member_id: int) -> str:
         return PANE_NONE
     from cafleet.delivery.lock import pane_lock
 
-    with pane_lock(config.lock_dir(db_path), placement["backend"], placement["session"], placement["pane_id"],
-                   config.lock_timeout(environ)):
+    with pane_lock(
+        config.lock_dir(db_path),
+        placement["backend"],
+        placement["session"],
+        placement["pane_id"],
+        config.lock_timeout(environ),
+    ):
         status = _kill(placement)
         pause_point("delete.killed")
         if status.startswith("not closed"):
@@ -119,17 +126,33 @@ def delete_member(store, environ, db_path: str, member_id: int) -> str:
     return status
 
 
-def record_pane(store, environ, db_path: str, member_id: int, placement: dict, pane_id: str,
-                identity: str | None = None, *, window_id: str | None = None) -> None:
+def record_pane(
+    store,
+    environ,
+    db_path: str,
+    member_id: int,
+    placement: dict,
+    pane_id: str,
+    identity: str | None = None,
+    *,
+    window_id: str | None = None,
+) -> None:
     """The pane-id patch at member creation (with the pane's identity), under the new pane's
     lock; ``window_id`` (and the placement's session) are written too when given, for a
     member on another host."""
     from cafleet.delivery.lock import pane_lock
 
-    with pane_lock(config.lock_dir(db_path), placement["backend"], placement["session"], pane_id,
-                   config.lock_timeout(environ)):
-        members.set_pane_id(store, member_id, pane_id, identity,
-                            session=placement["session"] if window_id else None, window_id=window_id)
+    with pane_lock(
+        config.lock_dir(db_path), placement["backend"], placement["session"], pane_id, config.lock_timeout(environ)
+    ):
+        members.set_pane_id(
+            store,
+            member_id,
+            pane_id,
+            identity,
+            session=placement["session"] if window_id else None,
+            window_id=window_id,
+        )
 
 
 def _same_pane(caller, placement: dict) -> bool:
@@ -151,9 +174,22 @@ class CreateFailed(CafleetError):
     """Member creation failed after the registry write; the message says what was undone."""
 
 
-def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, description: str, coding_agent: str | None,
-                  model: str | None, effort: str | None, prompt: str, host: str | None = None,
-                  budget_usd: float | None = None, budget_tokens: int | None = None) -> dict:
+def create_member(
+    store,
+    environ,
+    db_path: str,
+    *,
+    fleet_id: int,
+    name: str,
+    description: str,
+    coding_agent: str | None,
+    model: str | None,
+    effort: str | None,
+    prompt: str,
+    host: str | None = None,
+    budget_usd: float | None = None,
+    budget_tokens: int | None = None,
+) -> dict:
     """Member creation: pending registration, spawn prompt, split a pane, record it under the lock.
 
     Every check that can fail without side effects runs first; any failure after the
@@ -177,8 +213,7 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
         raise CafleetError(
             f"only fleet {fleet_id}'s Director (pane {placement['pane_id']}) can create members; "
             f"this command runs in pane {caller.pane_id}"
-            + (" of another server or an earlier pane with that id." if caller.pane_id == placement["pane_id"]
-               else ".")
+            + (" of another server or an earlier pane with that id." if caller.pane_id == placement["pane_id"] else ".")
         )
     agent = coding_agent or placement["coding_agent"]
     backends.validate(agent, model, effort)
@@ -188,13 +223,27 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
         from cafleet.broker import usage
 
         if host is not None:
-            raise CafleetError("a member on another host has no budget: its agent's records are on that host; "
-                               "leave out --budget-usd/--budget-tokens.")
+            raise CafleetError(
+                "a member on another host has no budget: its agent's records are on that host; "
+                "leave out --budget-usd/--budget-tokens."
+            )
         if not usage.has_table(store):
             raise CafleetError("this database has no budget table yet; run `cafleet setup` once, then retry.")
     if host is not None:
-        return _create_remote(store, environ, db_path, host, fleet_id=fleet_id, director=director, name=name,
-                              description=description, agent=agent, model=model, effort=effort, prompt=prompt)
+        return _create_remote(
+            store,
+            environ,
+            db_path,
+            host,
+            fleet_id=fleet_id,
+            director=director,
+            name=name,
+            description=description,
+            agent=agent,
+            model=model,
+            effort=effort,
+            prompt=prompt,
+        )
     backends.find_binary(agent, environ)
     try:
         cwd = os.getcwd()  # the new pane starts here; a deleted directory is refused before any write
@@ -205,30 +254,49 @@ def create_member(store, environ, db_path: str, *, fleet_id: int, name: str, des
         ) from None
 
     member_id = members.register_member(
-        store, fleet_id=fleet_id, name=name, description=description, backend=placement["backend"],
-        session=placement["session"], window_id=placement["window_id"], coding_agent=agent,
+        store,
+        fleet_id=fleet_id,
+        name=name,
+        description=description,
+        backend=placement["backend"],
+        session=placement["session"],
+        window_id=placement["window_id"],
+        coding_agent=agent,
     )
     pause_point("create.registered")
     mux = multiplexer_for_placement(placement["backend"], placement["session"])
     pane_id = None
     try:
-        text = render_spawn_prompt(prompt, fleet_id=fleet_id, member_id=member_id,
-                                   director_member_id=director["member_id"], coding_agent=agent)
+        text = render_spawn_prompt(
+            prompt, fleet_id=fleet_id, member_id=member_id, director_member_id=director["member_id"], coding_agent=agent
+        )
         session_id = _record_usage_source(store, environ, member_id, agent, cwd, **budgets)
-        argv = backends.build_argv(agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id,
-                                   session_id=session_id)
-        pane_env = {"CAFLEET_DATABASE_URL": db_path, "CAFLEET_MEMBER_ID": str(member_id), "CAFLEET_FLEET_ID": str(fleet_id)}
+        argv = backends.build_argv(
+            agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id, session_id=session_id
+        )
+        pane_env = {
+            "CAFLEET_DATABASE_URL": db_path,
+            "CAFLEET_MEMBER_ID": str(member_id),
+            "CAFLEET_FLEET_ID": str(fleet_id),
+        }
         if getattr(store, "engine", "sqlite") == "postgresql":
             pane_env["CAFLEET_PG_SCHEMA"] = store.schema  # the member's cafleet reaches the same tables
-        pane_id, identity = mux.split_identified(placement["window_id"], argv, cwd=cwd, env=pane_env,
-                                                 target_pane=placement["pane_id"])
+        pane_id, identity = mux.split_identified(
+            placement["window_id"], argv, cwd=cwd, env=pane_env, target_pane=placement["pane_id"]
+        )
         pause_point("create.split")
         record_pane(store, environ, db_path, member_id, placement, pane_id, identity)
         pause_point("create.patched")
     except BaseException as error:
         raise CreateFailed(_compensate(store, mux, member_id, pane_id, error)) from None
-    return {"member_id": member_id, "fleet_id": fleet_id, "name": name, "coding_agent": agent,
-            "backend": placement["backend"], "pane_id": pane_id}
+    return {
+        "member_id": member_id,
+        "fleet_id": fleet_id,
+        "name": name,
+        "coding_agent": agent,
+        "backend": placement["backend"],
+        "pane_id": pane_id,
+    }
 
 
 def _record_usage_source(store, environ, member_id: int, agent: str, cwd: str, **budgets) -> str | None:
@@ -244,29 +312,57 @@ def _record_usage_source(store, environ, member_id: int, agent: str, cwd: str, *
 
         session_id = str(uuid.uuid4())
     data_dir = agent_usage.data_dir(agent, environ)
-    usage.record_source(store, member_id, coding_agent=agent, session_id=session_id, data_dir=data_dir,
-                        cwd=cwd, **budgets)
+    usage.record_source(
+        store, member_id, coding_agent=agent, session_id=session_id, data_dir=data_dir, cwd=cwd, **budgets
+    )
     return session_id
 
 
 # Variables that describe this machine, not the fleet: never handed to a pane on another host.
-_HOST_LOCAL = frozenset({"CAFLEET_SSH_CONFIG", "CAFLEET_SSH_CONTROL_DIR", "CAFLEET_HOST", "CAFLEET_MULTIPLEXER",
-                         "CAFLEET_HERDR_BIN", "CAFLEET_TEST_PAUSE_AT", "CAFLEET_TEST_PAUSE_FILE"})
+_HOST_LOCAL = frozenset(
+    {
+        "CAFLEET_SSH_CONFIG",
+        "CAFLEET_SSH_CONTROL_DIR",
+        "CAFLEET_HOST",
+        "CAFLEET_MULTIPLEXER",
+        "CAFLEET_HERDR_BIN",
+        "CAFLEET_TEST_PAUSE_AT",
+        "CAFLEET_TEST_PAUSE_FILE",
+    }
+)
 
 
 def remote_pane_env(environ, db_path: str, host: str, fleet_id: int, member_id: int) -> dict[str, str]:
     """What a member's pane on ``host`` starts with: the caller's ``CAFLEET_*`` settings
     (a local pane inherits them from its tmux server; a remote server has its own), the
     database location, the member's ids, and ``CAFLEET_HOST`` naming the host it runs on."""
-    env = {key: value for key, value in environ.items()
-           if key.startswith("CAFLEET_") and key not in _HOST_LOCAL and value}
-    env.update(CAFLEET_DATABASE_URL=db_path, CAFLEET_MEMBER_ID=str(member_id), CAFLEET_FLEET_ID=str(fleet_id),
-               CAFLEET_HOST=host)
+    env = {
+        key: value for key, value in environ.items() if key.startswith("CAFLEET_") and key not in _HOST_LOCAL and value
+    }
+    env.update(
+        CAFLEET_DATABASE_URL=db_path,
+        CAFLEET_MEMBER_ID=str(member_id),
+        CAFLEET_FLEET_ID=str(fleet_id),
+        CAFLEET_HOST=host,
+    )
     return env
 
 
-def _create_remote(store, environ, db_path: str, host: str, *, fleet_id: int, director: dict, name: str,
-                   description: str, agent: str, model, effort, prompt: str) -> dict:
+def _create_remote(
+    store,
+    environ,
+    db_path: str,
+    host: str,
+    *,
+    fleet_id: int,
+    director: dict,
+    name: str,
+    description: str,
+    agent: str,
+    model,
+    effort,
+    prompt: str,
+) -> dict:
     """A member on another host: check that the host answers and has tmux and the agent,
     register it pending (session ``ssh://<host>/``), open a detached tmux session of its
     own on the host's ``-L cafleet`` server, and record the session, window and pane."""
@@ -279,21 +375,33 @@ def _create_remote(store, environ, db_path: str, host: str, *, fleet_id: int, di
     probe = backends.build_argv(agent, member_name=name, prompt="", model=model, effort=effort, member_id=0)[0]
     missing = remote_missing(ssh, ["tmux", probe])
     if missing:
-        raise CafleetError(f"{missing} is not installed on host {host} (not on its PATH for SSH commands); "
-                           "install it there, or check with `cafleet doctor --host`.")
+        raise CafleetError(
+            f"{missing} is not installed on host {host} (not on its PATH for SSH commands); "
+            "install it there, or check with `cafleet doctor --host`."
+        )
     member_id = members.register_member(
-        store, fleet_id=fleet_id, name=name, description=description, backend="tmux",
-        session=join_session(host, ""), window_id="", coding_agent=agent,
+        store,
+        fleet_id=fleet_id,
+        name=name,
+        description=description,
+        backend="tmux",
+        session=join_session(host, ""),
+        window_id="",
+        coding_agent=agent,
     )
     pause_point("create.registered")
     mux = Tmux(None, remote=ssh, label=REMOTE_SERVER)
     pane_id = None
     try:
-        text = render_spawn_prompt(prompt, fleet_id=fleet_id, member_id=member_id,
-                                   director_member_id=director["member_id"], coding_agent=agent)
-        argv = backends.build_argv(agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id)
+        text = render_spawn_prompt(
+            prompt, fleet_id=fleet_id, member_id=member_id, director_member_id=director["member_id"], coding_agent=agent
+        )
+        argv = backends.build_argv(
+            agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id
+        )
         session, window_id, pane_id, identity = mux.new_session(
-            argv, env=remote_pane_env(environ, db_path, host, fleet_id, member_id), window_name=f"cafleet-{member_id}")
+            argv, env=remote_pane_env(environ, db_path, host, fleet_id, member_id), window_name=f"cafleet-{member_id}"
+        )
         mux.socket = session.partition("@")[2]  # from now on, exactly the server that holds the pane
         pause_point("create.split")
         placement = {"backend": "tmux", "session": join_session(host, session)}
@@ -301,8 +409,15 @@ def _create_remote(store, environ, db_path: str, host: str, *, fleet_id: int, di
         pause_point("create.patched")
     except BaseException as error:
         raise CreateFailed(_compensate(store, mux, member_id, pane_id, error)) from None
-    return {"member_id": member_id, "fleet_id": fleet_id, "name": name, "coding_agent": agent,
-            "backend": "tmux", "pane_id": pane_id, "host": host}
+    return {
+        "member_id": member_id,
+        "fleet_id": fleet_id,
+        "name": name,
+        "coding_agent": agent,
+        "backend": "tmux",
+        "pane_id": pane_id,
+        "host": host,
+    }
 
 
 REMOTE_SERVER = "cafleet"  # the tmux server (-L) that holds members' panes on another host
@@ -367,8 +482,14 @@ def prompt_member(store, environ, db_path: str, member_id: int, text: str) -> di
         raise UsageError("the prompt must be one non-blank line.")
     placement = _live_placement(store, member_id)
     mux = reach(placement)
-    with lock.pane_lock(config.lock_dir(db_path), placement["backend"], placement["session"],
-                        placement["pane_id"], config.lock_timeout(environ)):
-        submit.type_prompt(mux, placement["pane_id"], text, placement["coding_agent"],
-                           settle=submit.settle_delay(environ))
+    with lock.pane_lock(
+        config.lock_dir(db_path),
+        placement["backend"],
+        placement["session"],
+        placement["pane_id"],
+        config.lock_timeout(environ),
+    ):
+        submit.type_prompt(
+            mux, placement["pane_id"], text, placement["coding_agent"], settle=submit.settle_delay(environ)
+        )
     return {"member_id": member_id, "pane_id": placement["pane_id"], "submitted": True}

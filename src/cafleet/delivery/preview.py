@@ -64,9 +64,7 @@ def flatten(text: str) -> str:
     return sanitise(text).replace("\n", NEWLINE_MARK)
 
 
-def render_preview(
-    message_id: int, sender_member_id: int, created_at: str, body: str, max_len: int
-) -> str:
+def render_preview(message_id: int, sender_member_id: int, created_at: str, body: str, max_len: int) -> str:
     """The two-line preview: a header naming the message, then the flattened body cut to
     ``max_len`` code points (``…`` appended only when something was cut)."""
     if max_len < 0:

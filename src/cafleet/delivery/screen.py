@@ -111,11 +111,18 @@ class AgentCues:
 
 
 _CODEX_HINTS = (
-    "Ask Codex to do anything", "Explain this codebase", "Summarize recent commits",
-    "Implement {feature}", "Find and fix a bug in @filename", "Write tests for @filename",
-    "Improve documentation in @filename", "Run /review on my current changes",
-    "Use /skills to list available skills", "Check recently modified functions for compatibility",
-    "How many files have been modified?", "Will this algorithm scale well?",
+    "Ask Codex to do anything",
+    "Explain this codebase",
+    "Summarize recent commits",
+    "Implement {feature}",
+    "Find and fix a bug in @filename",
+    "Write tests for @filename",
+    "Improve documentation in @filename",
+    "Run /review on my current changes",
+    "Use /skills to list available skills",
+    "Check recently modified functions for compatibility",
+    "How many files have been modified?",
+    "Will this algorithm scale well?",
 )
 
 CUES: dict[str, AgentCues] = {
@@ -229,7 +236,7 @@ def input_box(agent: str, screen_text: str) -> list[str] | None:
         return None
     lines = _agent_lines(cues, screen_text)
     span = _box_span(cues, lines)
-    return None if span is None else lines[span[0]:span[1]]
+    return None if span is None else lines[span[0] : span[1]]
 
 
 def box_text(agent: str, screen_text: str) -> str | None:
@@ -245,8 +252,8 @@ def box_text(agent: str, screen_text: str) -> str | None:
     span = _box_span(cues, lines)
     if span is None:
         return None
-    rows = lines[span[0]:span[1]]
-    if "\x1b" in screen_text and _dim_only(cues, rows, screen_text.splitlines()[span[0]:span[1]]):
+    rows = lines[span[0] : span[1]]
+    if "\x1b" in screen_text and _dim_only(cues, rows, screen_text.splitlines()[span[0] : span[1]]):
         return ""
     return _text_of(cues, rows)
 
@@ -277,7 +284,7 @@ def outside_box(agent: str, screen_text: str) -> list[str]:
     cues = CUES.get(agent)
     lines = _agent_lines(cues, screen_text)
     span = _box_span(cues, lines) if cues is not None else None
-    return lines if span is None else lines[:span[0]] + lines[span[1]:]
+    return lines if span is None else lines[: span[0]] + lines[span[1] :]
 
 
 def screen_lines(screen_text: str) -> list[str]:
@@ -321,7 +328,7 @@ def _text_of(cues: AgentCues, rows: list[str]) -> str:
     texts = [text.rstrip(" \t│").strip() for text in texts]
     texts = [text for text in texts if text]
     if cues.footer_rows:
-        texts = texts[:-cues.footer_rows]
+        texts = texts[: -cues.footer_rows]
     text = " ".join(texts)
     if any(_regex(hint).search(text) for hint in cues.empty):
         return ""
@@ -335,11 +342,11 @@ def _dim_only(cues: AgentCues, rows: list[str], raw_rows: list[str]) -> bool:
     seen = False
     content = [i for i, row in enumerate(rows) if row.strip()]
     if cues.footer_rows:
-        content = content[:-cues.footer_rows]
+        content = content[: -cues.footer_rows]
     for i in content:
         row = rows[i]
         skip = len(row) - len(prompt.sub("", row, count=1)) if i == 0 else len(row) - len(row.lstrip(" \t│▌┃"))
-        for ch, dim in _cells(raw_rows[i])[skip:len(row)]:
+        for ch, dim in _cells(raw_rows[i])[skip : len(row)]:
             if ch.isspace() or ch in "│┃▌":
                 continue
             if not dim:
@@ -365,7 +372,7 @@ def _cells(raw: str) -> list[tuple[str, bool]]:
                     while k < len(codes):
                         code = codes[k]
                         if code in ("38", "48", "58"):  # a colour: skip its parameters
-                            k += 2 if codes[k + 1:k + 2] == ["5"] else 4 if codes[k + 1:k + 2] == ["2"] else 0
+                            k += 2 if codes[k + 1 : k + 2] == ["5"] else 4 if codes[k + 1 : k + 2] == ["2"] else 0
                         elif code in ("0", ""):
                             dim = False
                         elif code == "2":
@@ -380,8 +387,7 @@ def _cells(raw: str) -> list[tuple[str, bool]]:
     return cells
 
 
-def _matches(table: tuple[Cue, ...], lines: list[str], box: tuple[int, int] | None,
-             below_only: bool = False) -> bool:
+def _matches(table: tuple[Cue, ...], lines: list[str], box: tuple[int, int] | None, below_only: bool = False) -> bool:
     """Whether a cue of ``table`` matches a row outside the input box within its window."""
     numbered = [(i, line) for i, line in enumerate(lines) if line.strip()]
     for cue in table:

@@ -171,9 +171,7 @@ def _submit(
     mux.type_text(pane_id, line)
     pause_point("submit.typed")  # test-only hook (cafleet.faults): typed, Enter not pressed
     time.sleep(settle)
-    seen, shown = _poll(
-        mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder)
-    )
+    seen, shown = _poll(mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder))
     if not seen:
         removed = _erase_ours(mux, pane_id, agent, shown, line)
         raise SubmissionNotConfirmed(
@@ -216,22 +214,18 @@ def _check_ready(mux: Multiplexer, pane_id: str, agent: str, shown: str, line: s
             "answer it in that pane and the message will be retried."
         )
     if screen.starting(agent, shown):
-        raise PaneNotReady(
-            f"pane {pane_id} shows {agent} still starting, so nothing was typed."
-        )
+        raise PaneNotReady(f"pane {pane_id} shows {agent} still starting, so nothing was typed.")
     text = screen.box_text(agent, shown)
     if text is None:
         raise PaneNotReady(
-            f"pane {pane_id} does not show the {agent} input box (is that agent running "
-            "there?), so nothing was typed."
+            f"pane {pane_id} does not show the {agent} input box (is that agent running there?), so nothing was typed."
         )
     if not text:
         return shown
     count = _leftover_count(text, line)
     if count:
         mux.press_backspace(pane_id, count)
-        cleared, shown = _poll(mux, pane_id, DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "",
-                               ansi=True)
+        cleared, shown = _poll(mux, pane_id, DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "", ansi=True)
         if cleared:
             return shown
     raise PaneInputBusy(
@@ -278,8 +272,15 @@ def _erase_ours(mux: Multiplexer, pane_id: str, agent: str, shown: str, line: st
 _ECHOED, _VANISHED, _IN_BOX = "echoed", "vanished", "in box"
 
 
-def _await_outcome(mux: Multiplexer, pane_id: str, agent: str, ends: tuple[str, str], placeholder: str | None,
-                   echoes: tuple[int, int], timeout: float) -> tuple[str, str]:
+def _await_outcome(
+    mux: Multiplexer,
+    pane_id: str,
+    agent: str,
+    ends: tuple[str, str],
+    placeholder: str | None,
+    echoes: tuple[int, int],
+    timeout: float,
+) -> tuple[str, str]:
     """After an Enter: watch until the line's first characters show outside the box more
     often than before typing (``echoes[0]``), or — once the box no longer holds them — its
     first or last characters do (``echoes[1]``: the start of a long echo may have scrolled

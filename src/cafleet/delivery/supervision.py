@@ -75,8 +75,9 @@ def pane_state(member: dict, pool: MuxPool, idle_after: float, now: float | None
     return ALIVE, "working" if seen == screen.PaneState.WORKING else "ok"
 
 
-def fleet_states(store, fleet_id: int, pool: MuxPool, idle_after: float = DEFAULT_IDLE_AFTER,
-                 roster: list[dict] | None = None) -> dict[int, tuple[str, str]]:
+def fleet_states(
+    store, fleet_id: int, pool: MuxPool, idle_after: float = DEFAULT_IDLE_AFTER, roster: list[dict] | None = None
+) -> dict[int, tuple[str, str]]:
     """States of the fleet's active members other than the root Director.
 
     ``roster``: the fleet's ``members.roster(detail=True)`` when the caller has read it

@@ -45,12 +45,20 @@ def _claude_live(source: dict, record: dict) -> str | None:
     return agent_usage.claude_live_session(source["data_dir"], int(pid), source["cwd"])
 
 
-def _member_usage(store, record: dict, source: dict | None, agent: str | None, reader, fleet_id: int) -> tuple[agent_usage.Usage, list[str], str | None]:
+def _member_usage(
+    store, record: dict, source: dict | None, agent: str | None, reader, fleet_id: int
+) -> tuple[agent_usage.Usage, list[str], str | None]:
     """(usage, files read, why there are no records) for one member."""
     empty = agent_usage.Usage()
     if source is None:
-        return empty, [], ("no attribution recorded for this member (created before `cafleet setup` added "
-                           "the usage table, or not spawned by `member create`)")
+        return (
+            empty,
+            [],
+            (
+                "no attribution recorded for this member (created before `cafleet setup` added "
+                "the usage table, or not spawned by `member create`)"
+            ),
+        )
     if agent == "claude" and source["session_id"] and source["data_dir"]:
         sessions = source["session_id"].split()
         live = _claude_live(source, record)
@@ -63,12 +71,22 @@ def _member_usage(store, record: dict, source: dict | None, agent: str | None, r
         found, paths = agent_usage.claude_usage(source["data_dir"], sessions, reader)
         return found, paths, None if found.models else "no records yet"
     if agent == "codex" and source["data_dir"]:
-        found, paths = agent_usage.codex_usage(source["data_dir"], started_at=source["started_at"], fleet_id=fleet_id,
-                                               member_id=source["member_id"], reader=reader)
+        found, paths = agent_usage.codex_usage(
+            source["data_dir"],
+            started_at=source["started_at"],
+            fleet_id=fleet_id,
+            member_id=source["member_id"],
+            reader=reader,
+        )
         return found, paths, None if found.models else "no records yet"
     if agent == "opencode" and source["data_dir"]:
-        found, paths = agent_usage.opencode_usage(source["data_dir"], cwd=source["cwd"], started_at=source["started_at"],
-                                                  fleet_id=fleet_id, member_id=source["member_id"])
+        found, paths = agent_usage.opencode_usage(
+            source["data_dir"],
+            cwd=source["cwd"],
+            started_at=source["started_at"],
+            fleet_id=fleet_id,
+            member_id=source["member_id"],
+        )
         return found, paths, None if found.models else "no records yet"
     return empty, [], f"usage of {agent or 'this agent'} is not read yet"
 
@@ -76,9 +94,14 @@ def _member_usage(store, record: dict, source: dict | None, agent: str | None, r
 def _member_report(store, record: dict, source: dict | None, prices, reader, fleet_id: int) -> dict:
     found, paths, why = _member_usage(store, record, source, record["coding_agent"], reader, fleet_id)
     report = found.report(prices)
-    report.update(member_id=record["member_id"], name=record["name"], coding_agent=record["coding_agent"],
-                  files=paths, no_records=why,
-                  lower_bound_because=list(NOT_SEEN.get(record["coding_agent"] or "", ())))
+    report.update(
+        member_id=record["member_id"],
+        name=record["name"],
+        coding_agent=record["coding_agent"],
+        files=paths,
+        no_records=why,
+        lower_bound_because=list(NOT_SEEN.get(record["coding_agent"] or "", ())),
+    )
     report["_usage"] = found
     return report
 
@@ -90,11 +113,17 @@ def member_usage(store, environ: Mapping[str, str], member_id: int) -> dict:
     record = members.get_member(store, member_id)
     placement = record.get("placement") or {}
     fleet_id = record["fleet_id"]
-    record = {"member_id": member_id, "name": record["name"], "coding_agent": placement.get("coding_agent"),
-              "backend": placement.get("backend"), "identity": placement.get("identity")}
+    record = {
+        "member_id": member_id,
+        "name": record["name"],
+        "coding_agent": placement.get("coding_agent"),
+        "backend": placement.get("backend"),
+        "identity": placement.get("identity"),
+    }
     source = usage.sources(store, [member_id]).get(member_id)
-    report = _member_report(store, record, source, agent_usage.price_table(environ), agent_usage.TranscriptReader(),
-                            fleet_id)
+    report = _member_report(
+        store, record, source, agent_usage.price_table(environ), agent_usage.TranscriptReader(), fleet_id
+    )
     report.pop("_usage")
     report["budget"] = _budget(report, source)
     return report
@@ -103,8 +132,11 @@ def member_usage(store, environ: Mapping[str, str], member_id: int) -> dict:
 def _budget(report: dict, source: dict | None) -> dict | None:
     if source is None or (source["budget_usd"] is None and source["budget_tokens"] is None):
         return None
-    return {"usd": source["budget_usd"], "tokens": source["budget_tokens"],
-            "over": over(report, source["budget_usd"], source["budget_tokens"]) is not None}
+    return {
+        "usd": source["budget_usd"],
+        "tokens": source["budget_tokens"],
+        "over": over(report, source["budget_usd"], source["budget_tokens"]) is not None,
+    }
 
 
 def fleet_usage(store, environ: Mapping[str, str], fleet_id: int, reader=None) -> dict:
@@ -123,8 +155,13 @@ def fleet_usage(store, environ: Mapping[str, str], fleet_id: int, reader=None) -
         reports.append(report)
     fleet = total.report(prices)
     budget = usage.fleet_budget(store, fleet_id)
-    fleet.update(fleet_id=fleet_id, members=reports, budget=None if budget is None else {
-        "usd": budget[0], "tokens": budget[1], "over": over(fleet, *budget) is not None})
+    fleet.update(
+        fleet_id=fleet_id,
+        members=reports,
+        budget=None
+        if budget is None
+        else {"usd": budget[0], "tokens": budget[1], "over": over(fleet, *budget) is not None},
+    )
     return fleet
 
 
@@ -145,11 +182,14 @@ def check_budget(store, environ: Mapping[str, str], member_id: int, budgets: dic
     if budgets["member"] is not None:
         why = over(member_usage(store, environ, member_id), *budgets["member"])
         if why:
-            raise CafleetError(f"member {member_id} is over its budget ({why}); it gets no new work. "
-                               "Send anyway with --force.")
+            raise CafleetError(
+                f"member {member_id} is over its budget ({why}); it gets no new work. Send anyway with --force."
+            )
     if budgets["fleet"] is not None:
         fleet_id, usd, tokens = budgets["fleet"]
         why = over(fleet_usage(store, environ, fleet_id), usd, tokens)
         if why:
-            raise CafleetError(f"fleet {fleet_id} is over its budget ({why}); its members get no new work. "
-                               "Send anyway with --force, or raise it with `cafleet fleet budget`.")
+            raise CafleetError(
+                f"fleet {fleet_id} is over its budget ({why}); its members get no new work. "
+                "Send anyway with --force, or raise it with `cafleet fleet budget`."
+            )

@@ -24,10 +24,25 @@ from cafleet.store.changes import Changes, StopRequests, Stopped
 MESSAGE_CHECK = 0.25  # seconds between checks for new Director messages (SQLite) and member rounds
 
 
-def event(kind: str, fleet_id: int, *, member_id=None, message_id=None, detail: str = "", command: str | None = None,
-          record: dict | None = None) -> dict:
-    out = {"event": kind, "fleet_id": fleet_id, "member_id": member_id, "message_id": message_id,
-           "detail": detail, "command": command, "at": clock.now()}
+def event(
+    kind: str,
+    fleet_id: int,
+    *,
+    member_id=None,
+    message_id=None,
+    detail: str = "",
+    command: str | None = None,
+    record: dict | None = None,
+) -> dict:
+    out = {
+        "event": kind,
+        "fleet_id": fleet_id,
+        "member_id": member_id,
+        "message_id": message_id,
+        "detail": detail,
+        "command": command,
+        "at": clock.now(),
+    }
     if record is not None:
         out["message"] = record
     return out
@@ -92,9 +107,17 @@ class Watcher:
     def director_messages(self) -> None:
         for record in messages.pending_after(self.store, self.director, self.last_message_id):
             self.last_message_id = max(self.last_message_id, record["message_id"])
-            self.emit(event("message", self.fleet_id, member_id=record["from_member_id"], message_id=record["message_id"],
-                            detail=f"message for the Director from member {record['from_member_id']}",
-                            command=f"cafleet message show {record['message_id']}", record=record))
+            self.emit(
+                event(
+                    "message",
+                    self.fleet_id,
+                    member_id=record["from_member_id"],
+                    message_id=record["message_id"],
+                    detail=f"message for the Director from member {record['from_member_id']}",
+                    command=f"cafleet message show {record['message_id']}",
+                    record=record,
+                )
+            )
 
     def members_round(self) -> None:
         states = supervision.fleet_states(self.store, self.fleet_id, self.pool, self.idle_after)
@@ -103,8 +126,15 @@ class Watcher:
             # episode that both fall between two rounds still give a new idle event.
             key = (state, activity.last_activity(self.store, member_id)) if state == supervision.IDLE else state
             if state in ACTIONS and self.last_state.get(member_id) != key:
-                self.emit(event(state, self.fleet_id, member_id=member_id, detail=detail,
-                                command=ACTIONS[state].format(member_id=member_id)))
+                self.emit(
+                    event(
+                        state,
+                        self.fleet_id,
+                        member_id=member_id,
+                        detail=detail,
+                        command=ACTIONS[state].format(member_id=member_id),
+                    )
+                )
             self.last_state[member_id] = key
         for gone in set(self.last_state) - set(states):
             del self.last_state[gone]  # deregistered meanwhile: nothing more to report
@@ -126,11 +156,24 @@ class Watcher:
                 failure = str(error)
             for message_id in message_ids:
                 self.retried_at[message_id] = now
-                delivered = message_id in stamped or not notifications.still_pending_notification(self.store, message_id)
-                detail = (f"preview of message {message_id} delivered on retry" if delivered
-                          else f"preview of message {message_id} still not delivered: {failure or 'not attempted'}")
-                self.emit(event("notify", self.fleet_id, member_id=recipient, message_id=message_id, detail=detail,
-                                command=None if delivered else f"cafleet member capture {recipient}"))
+                delivered = message_id in stamped or not notifications.still_pending_notification(
+                    self.store, message_id
+                )
+                detail = (
+                    f"preview of message {message_id} delivered on retry"
+                    if delivered
+                    else f"preview of message {message_id} still not delivered: {failure or 'not attempted'}"
+                )
+                self.emit(
+                    event(
+                        "notify",
+                        self.fleet_id,
+                        member_id=recipient,
+                        message_id=message_id,
+                        detail=detail,
+                        command=None if delivered else f"cafleet member capture {recipient}",
+                    )
+                )
 
 
 def _iso_seconds_ago(seconds: float) -> str:

@@ -32,7 +32,6 @@ else:
     Protocol = object
 
 
-
 class PaneContext:
     """Where a pane lives: enough to store a placement and to reach the pane again."""
 

@@ -24,9 +24,7 @@ def detect_backend(environ: Mapping[str, str]) -> str:
     chosen = environ.get("CAFLEET_MULTIPLEXER", "")
     if chosen:
         if chosen not in BACKENDS:
-            raise ConfigError(
-                f"CAFLEET_MULTIPLEXER={chosen!r} is not a multiplexer; set it to tmux or herdr."
-            )
+            raise ConfigError(f"CAFLEET_MULTIPLEXER={chosen!r} is not a multiplexer; set it to tmux or herdr.")
         return chosen
     in_herdr = bool(environ.get("HERDR_ENV"))
     in_tmux = bool(environ.get("TMUX"))
@@ -53,8 +51,9 @@ def multiplexer_for_environment(environ: Mapping[str, str], timeout: float = 5.0
     return Tmux.from_env(environ, timeout)
 
 
-def multiplexer_for_placement(backend: str, session: str, timeout: float = 5.0,
-                              environ: Mapping[str, str] | None = None) -> Multiplexer:
+def multiplexer_for_placement(
+    backend: str, session: str, timeout: float = 5.0, environ: Mapping[str, str] | None = None
+) -> Multiplexer:
     """The backend that reaches a stored placement, from any process.
 
     A session ``ssh://[user@]host[:port]/...`` lives on another host and is reached over
@@ -66,8 +65,10 @@ def multiplexer_for_placement(backend: str, session: str, timeout: float = 5.0,
     if session.startswith("ssh://"):
         return _remote(backend, session, timeout, environ)
     if _here(environ) and backend in BACKENDS:
-        raise MuxError(f"this process runs on host {_here(environ)}, and the pane is on the fleet's home "
-                       "machine; a process there (`cafleet message wait`, `fleet watch`) delivers to it.")
+        raise MuxError(
+            f"this process runs on host {_here(environ)}, and the pane is on the fleet's home "
+            "machine; a process there (`cafleet message wait`, `fleet watch`) delivers to it."
+        )
     if backend == "tmux":
         from cafleet.mux.tmux import Tmux
 

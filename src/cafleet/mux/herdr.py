@@ -156,8 +156,7 @@ class Herdr:
             )
         except FileNotFoundError:
             raise MuxError(
-                f"{self.binary} is not installed or not on PATH; install herdr or set "
-                "CAFLEET_HERDR_BIN."
+                f"{self.binary} is not installed or not on PATH; install herdr or set CAFLEET_HERDR_BIN."
             ) from None
         except subprocess.TimeoutExpired:
             raise MuxError(
@@ -179,9 +178,7 @@ class Herdr:
         try:
             result = json.loads(out)["result"]
         except (ValueError, KeyError, TypeError):
-            raise MuxError(
-                f"herdr {' '.join(args[:2])} printed no JSON result (got {out.strip()[:60]!r})."
-            ) from None
+            raise MuxError(f"herdr {' '.join(args[:2])} printed no JSON result (got {out.strip()[:60]!r}).") from None
         if not isinstance(result, dict):
             raise MuxError(f"herdr {' '.join(args[:2])} printed a malformed result.")
         return result
@@ -217,10 +214,7 @@ class Herdr:
         from cafleet.mux.base import PaneContext
 
         if not self.pane:
-            raise MuxError(
-                "HERDR_PANE_ID is not set, so the calling herdr pane is unknown; "
-                "run inside a herdr pane."
-            )
+            raise MuxError("HERDR_PANE_ID is not set, so the calling herdr pane is unknown; run inside a herdr pane.")
         args = ["pane", "current", "--pane", self.pane]
         pane = self._on_pane(self.pane, args, json_result=True).get("pane") or {}
         try:
@@ -244,8 +238,11 @@ class Herdr:
     def _check(self, pane_id: str, identity: str) -> None:
         want = self.expected.get(pane_id)
         if want and identity != want:
-            why = ("its process has ended" if not identity
-                   else "its herdr server was restarted or the pane's process was replaced")
+            why = (
+                "its process has ended"
+                if not identity
+                else "its herdr server was restarted or the pane's process was replaced"
+            )
             raise stale("herdr", pane_id, why)
 
     def _verify(self, pane_id: str) -> None:

@@ -53,7 +53,7 @@ def split_session(session: str) -> tuple[str | None, str]:
     """(host, the multiplexer's own session string); host is None for a local placement."""
     if not session.startswith(PREFIX):
         return None, session
-    host, sep, rest = session[len(PREFIX):].partition("/")
+    host, sep, rest = session[len(PREFIX) :].partition("/")
     if not sep or not host:
         raise MuxError(f"the stored session {session!r} is not of the form ssh://[user@]host[:port]/<session>.")
     return check_host(host), rest
@@ -78,17 +78,24 @@ def control_dir(environ) -> str:
     chosen = environ.get("CAFLEET_SSH_CONTROL_DIR", "")
     if not chosen:
         runtime = environ.get("XDG_RUNTIME_DIR", "")
-        chosen = (os.path.join(runtime, "cafleet-ssh") if runtime
-                  else os.path.join(tempfile.gettempdir(), f"cafleet-ssh-{os.getuid()}"))
+        chosen = (
+            os.path.join(runtime, "cafleet-ssh")
+            if runtime
+            else os.path.join(tempfile.gettempdir(), f"cafleet-ssh-{os.getuid()}")
+        )
     try:
         os.makedirs(chosen, mode=0o700, exist_ok=True)
         info = os.lstat(chosen)
     except OSError as error:
-        raise MuxError(f"cannot use {chosen} for SSH connection sockets ({error.strerror}); "
-                       "set CAFLEET_SSH_CONTROL_DIR to a private directory.") from None
+        raise MuxError(
+            f"cannot use {chosen} for SSH connection sockets ({error.strerror}); "
+            "set CAFLEET_SSH_CONTROL_DIR to a private directory."
+        ) from None
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise MuxError(f"{chosen} is not a private directory of this user, so it cannot hold SSH connection "
-                       "sockets; remove it or set CAFLEET_SSH_CONTROL_DIR to a private directory.")
+        raise MuxError(
+            f"{chosen} is not a private directory of this user, so it cannot hold SSH connection "
+            "sockets; remove it or set CAFLEET_SSH_CONTROL_DIR to a private directory."
+        )
     return chosen
 
 
@@ -105,10 +112,24 @@ class Ssh:
         """The local argv that runs ``remote_argv`` (a list of words) on the host."""
         import shlex
 
-        options = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}",
-                   "-o", "ControlMaster=auto", "-o", f"ControlPath={control_dir(self.environ)}/%C",
-                   "-o", f"ControlPersist={CONTROL_PERSIST}",
-                   "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2", "-T", "-x"]
+        options = [
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={CONNECT_TIMEOUT}",
+            "-o",
+            "ControlMaster=auto",
+            "-o",
+            f"ControlPath={control_dir(self.environ)}/%C",
+            "-o",
+            f"ControlPersist={CONTROL_PERSIST}",
+            "-o",
+            "ServerAliveInterval=5",
+            "-o",
+            "ServerAliveCountMax=2",
+            "-T",
+            "-x",
+        ]
         config = self.environ.get("CAFLEET_SSH_CONFIG", "")
         if config:
             options = ["-F", config, *options]
@@ -125,10 +146,13 @@ class Ssh:
         import subprocess
 
         try:
-            done = subprocess.run(self.argv(remote_argv), stdin=subprocess.DEVNULL, capture_output=True,
-                                  timeout=timeout)
+            done = subprocess.run(
+                self.argv(remote_argv), stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout
+            )
         except FileNotFoundError:
-            raise MuxError("ssh is not installed or not on PATH; install OpenSSH's client to reach other hosts.") from None
+            raise MuxError(
+                "ssh is not installed or not on PATH; install OpenSSH's client to reach other hosts."
+            ) from None
         except subprocess.TimeoutExpired:
             raise MuxError(f"host {self.host} did not answer over SSH within {timeout:g} s.") from None
         err = done.stderr.decode("utf-8", "replace")

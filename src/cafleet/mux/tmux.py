@@ -161,10 +161,7 @@ class Tmux:
         ``remote``'s host when given; see :mod:`cafleet.mux.ssh`)."""
         session_id, sep, socket = session.partition("@")
         if not (sep and session_id and socket):
-            raise MuxError(
-                f"the stored tmux session {session!r} is not of the form "
-                "<session_id>@<socket_path>."
-            )
+            raise MuxError(f"the stored tmux session {session!r} is not of the form <session_id>@<socket_path>.")
         return cls(socket, timeout, remote=remote)
 
     # -- subprocess plumbing -------------------------------------------------------------
@@ -196,8 +193,7 @@ class Tmux:
             ) from None
         except subprocess.TimeoutExpired:
             raise MuxError(
-                f"tmux {args[0]} did not answer within {self.timeout:g} s; "
-                "check that the tmux server is responsive."
+                f"tmux {args[0]} did not answer within {self.timeout:g} s; check that the tmux server is responsive."
             ) from None
         except ValueError:  # an embedded NUL character
             raise MuxError(f"tmux {args[0]} was given text containing a NUL character.") from None
@@ -253,8 +249,11 @@ class Tmux:
         if identity == want:
             return
         server_then, server_now = want.rsplit(":", 1)[0], identity.rsplit(":", 1)[0]
-        why = ("its tmux server was restarted" if server_then != server_now
-               else "the program cafleet started there was replaced")
+        why = (
+            "its tmux server was restarted"
+            if server_then != server_now
+            else "the program cafleet started there was replaced"
+        )
         raise stale("tmux", pane_id, why)
 
     def _guarded(self, pane_id: str, command: str, args: Sequence[str]) -> tuple[int, str, str]:
@@ -289,9 +288,7 @@ class Tmux:
         from cafleet.mux.base import PaneContext
 
         if not self.pane:
-            raise MuxError(
-                "TMUX_PANE is not set, so the calling tmux pane is unknown; run inside a tmux pane."
-            )
+            raise MuxError("TMUX_PANE is not set, so the calling tmux pane is unknown; run inside a tmux pane.")
         identity, fields = self._pane_fields(self.pane, "#{session_id}\t#{window_id}\t#{socket_path}")
         session_id, window_id, socket = fields.split("\t", 2)
         return PaneContext(
@@ -338,8 +335,9 @@ class Tmux:
             raise MuxError(f"tmux split-window did not report a pane id (got {out[:40]!r}).")
         return pane_id, identity
 
-    def new_session(self, argv: Sequence[str], *, env: dict[str, str] | None = None,
-                    window_name: str | None = None) -> tuple[str, str, str, str]:
+    def new_session(
+        self, argv: Sequence[str], *, env: dict[str, str] | None = None, window_name: str | None = None
+    ) -> tuple[str, str, str, str]:
         """Open a detached session of its own running ``argv`` (no shell), starting the
         server if needed: (``<session_id>@<socket_path>``, window id, pane id, identity).
         Used for members on another host, where there is no Director's window to split."""
@@ -374,7 +372,9 @@ class Tmux:
 
     def kill(self, pane_id: str) -> bool:
         try:
-            code, _, err = self._guarded(pane_id, f"kill-pane -t {quote_for_tmux(pane_id)}", ["kill-pane", "-t", pane_id])
+            code, _, err = self._guarded(
+                pane_id, f"kill-pane -t {quote_for_tmux(pane_id)}", ["kill-pane", "-t", pane_id]
+            )
         except PaneStale:
             raise
         except PaneGone:
@@ -430,12 +430,23 @@ class Tmux:
         """(exists, dead, foreground command, last ``lines`` of the screen) in ONE tmux call,
         so supervising a fleet costs one subprocess per member per round; the expected
         identity is checked in that call too (PaneStale)."""
-        code, out, err = self._call([
-            "display-message", "-p", "-t", pane_id,
-            f"#{{pane_id}}\t#{{pane_dead}}\t{IDENTITY_FORMAT}\t#{{pane_current_command}}",
-            COMMAND_SEPARATOR,
-            "capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{max(1, lines)}",
-        ])
+        code, out, err = self._call(
+            [
+                "display-message",
+                "-p",
+                "-t",
+                pane_id,
+                f"#{{pane_id}}\t#{{pane_dead}}\t{IDENTITY_FORMAT}\t#{{pane_current_command}}",
+                COMMAND_SEPARATOR,
+                "capture-pane",
+                "-p",
+                "-J",
+                "-t",
+                pane_id,
+                "-S",
+                f"-{max(1, lines)}",
+            ]
+        )
         if code != 0:
             if _is_gone(err):
                 return False, False, "", ""

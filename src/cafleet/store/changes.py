@@ -108,8 +108,9 @@ class Changes:
     :class:`StopRequests`) makes the sleeps interruptible.
     """
 
-    def __init__(self, store, interval: float, *, deadline: float | None = None,
-                 stop: StopRequests | None = None) -> None:
+    def __init__(
+        self, store, interval: float, *, deadline: float | None = None, stop: StopRequests | None = None
+    ) -> None:
         self.store = store
         self.interval = interval
         self.deadline = deadline

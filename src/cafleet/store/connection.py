@@ -66,8 +66,9 @@ class Store:
     def tables_present(self, names) -> set[str]:
         """Which of ``names`` are tables of this database (auxiliary tables are optional)."""
         names = list(names)
-        rows = self.execute(f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({','.join('?' * len(names))})",
-                            names).fetchall()
+        rows = self.execute(
+            f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({','.join('?' * len(names))})", names
+        ).fetchall()
         return {row[0] for row in rows}
 
     def file_replaced(self) -> bool:
@@ -292,8 +293,10 @@ class _WriteTransaction:
                 raise translate(error, self.store.path, self.store.busy_timeout) from None
         else:
             _rollback_quietly(conn)
-            if exc_type is not None and issubclass(exc_type, sqlite3.DatabaseError) and not issubclass(
-                exc_type, sqlite3.IntegrityError
+            if (
+                exc_type is not None
+                and issubclass(exc_type, sqlite3.DatabaseError)
+                and not issubclass(exc_type, sqlite3.IntegrityError)
             ):
                 raise translate(exc, self.store.path, self.store.busy_timeout) from None
         return False
@@ -375,7 +378,9 @@ def diagnose_open(
             raise diagnosis.hot_journal(path) from None
         if faults.is_environment(exc):
             raise translate(exc, path, busy_timeout) from None
-        raise diagnosis.Refused(f"{path} cannot be read as a cafleet database ({exc}); it was left unchanged.") from None
+        raise diagnosis.Refused(
+            f"{path} cannot be read as a cafleet database ({exc}); it was left unchanged."
+        ) from None
 
 
 def _read_only_uri(path: str) -> str:
@@ -494,8 +499,12 @@ def _initialise(conn: sqlite3.Connection, path: str, busy_timeout: float) -> Non
                 conn.execute("PRAGMA application_id").fetchone()[0] == 0
             ):
                 conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
-                for sql in (*schema.TABLES.values(), *schema.INDEXES.values(), *schema.AUX_INDEXES.values(),
-                            *schema.AUX_TABLES.values()):
+                for sql in (
+                    *schema.TABLES.values(),
+                    *schema.INDEXES.values(),
+                    *schema.AUX_INDEXES.values(),
+                    *schema.AUX_TABLES.values(),
+                ):
                     conn.execute(sql)
                 conn.execute(
                     f"INSERT INTO {schema.LEDGER_TABLE} (version, name, applied_on, checksum) VALUES (?, ?, ?, ?)",

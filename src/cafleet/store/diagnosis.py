@@ -131,9 +131,12 @@ def auxiliary_problems(conn) -> dict[str, str]:
     """``{name: "missing" | "altered"}`` for cafleet's auxiliary indexes. They are never a
     reason to refuse a file: without them commands work, only slower."""
     names = tuple(schema.AUX_INDEXES)
-    stored = dict(conn.execute(
-        f"SELECT name, sql FROM sqlite_master WHERE type = 'index' AND name IN ({','.join('?' * len(names))})", names
-    ).fetchall())
+    stored = dict(
+        conn.execute(
+            f"SELECT name, sql FROM sqlite_master WHERE type = 'index' AND name IN ({','.join('?' * len(names))})",
+            names,
+        ).fetchall()
+    )
     problems = {}
     for name, sql in schema.AUX_INDEXES.items():
         if name not in stored:
@@ -192,9 +195,13 @@ def first_shape_problem(conn) -> str | None:
             if name not in actual:
                 return f"column {table}.{name} is missing"
             if actual[name] != column:
-                return f"column {table}.{name} is altered (expected {_describe(column)}, found {_describe(actual[name])})"
+                return (
+                    f"column {table}.{name} is altered (expected {_describe(column)}, found {_describe(actual[name])})"
+                )
         extra_required = [
-            name for name, col in actual.items() if name not in {c[0] for c in expected_columns} and col[2] and col[3] is None
+            name
+            for name, col in actual.items()
+            if name not in {c[0] for c in expected_columns} and col[2] and col[3] is None
         ]
         if extra_required:
             return f"column {table}.{extra_required[0]} is NOT NULL without a default, so cafleet cannot insert rows"
@@ -233,4 +240,3 @@ def _describe(column: tuple) -> str:
 
 def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
-

@@ -45,8 +45,19 @@ def is_damage(exc: BaseException) -> bool:
 
 # The file system or the process environment failed; the format may be fine.
 ENVIRONMENT = frozenset(
-    ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_READONLY",
-     "SQLITE_PERM", "SQLITE_NOMEM", "SQLITE_AUTH", "SQLITE_NOLFS", "SQLITE_PROTOCOL")
+    (
+        "SQLITE_BUSY",
+        "SQLITE_LOCKED",
+        "SQLITE_FULL",
+        "SQLITE_IOERR",
+        "SQLITE_CANTOPEN",
+        "SQLITE_READONLY",
+        "SQLITE_PERM",
+        "SQLITE_NOMEM",
+        "SQLITE_AUTH",
+        "SQLITE_NOLFS",
+        "SQLITE_PROTOCOL",
+    )
 )
 
 
@@ -79,9 +90,7 @@ def translate(exc: BaseException, path: str, busy_timeout: float) -> DatabaseErr
     name = errorname(exc)
     base = base_name(exc)
     if base in ("SQLITE_BUSY", "SQLITE_LOCKED"):
-        return DatabaseError(
-            f"database {path} is locked by another process (waited {busy_timeout:g} s); try again."
-        )
+        return DatabaseError(f"database {path} is locked by another process (waited {busy_timeout:g} s); try again.")
     if base == "SQLITE_FULL" or (base in ("SQLITE_IOERR", "SQLITE_CANTOPEN") and _disk_full(path)):
         return full(path)
     if base in ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH"):

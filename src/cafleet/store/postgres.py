@@ -57,8 +57,12 @@ def redact(url: str) -> str:
 
 
 def valid_schema(name: str) -> bool:
-    return bool(name) and len(name) <= 63 and name[0].isascii() and (name[0].isalpha() or name[0] == "_") and all(
-        c.isascii() and (c.isalnum() or c == "_") and not c.isupper() for c in name
+    return (
+        bool(name)
+        and len(name) <= 63
+        and name[0].isascii()
+        and (name[0].isalpha() or name[0] == "_")
+        and all(c.isascii() and (c.isalnum() or c == "_") and not c.isupper() for c in name)
     )
 
 
@@ -140,30 +144,69 @@ AUX_INDEXES = schema.AUX_INDEXES
 # freshly initialised schema reads back exactly this).
 _ID = "bigint NOT NULL identity"
 EXPECTED_COLUMNS: dict[str, tuple[str, ...]] = {
-    "fleets": (f"fleet_id {_ID}", "name text", "created_at text NOT NULL", "deleted_at text",
-               "director_member_id bigint"),
-    "members": (f"member_id {_ID}", "fleet_id bigint NOT NULL", "name text NOT NULL", "description text NOT NULL",
-                "status text NOT NULL", "registered_at text NOT NULL", "deregistered_at text"),
-    "member_placements": ("member_id bigint NOT NULL", "mux_session text NOT NULL", "mux_window_id text NOT NULL",
-                          "mux_pane_id text", "backend text NOT NULL DEFAULT 'tmux'::text",
-                          "coding_agent text NOT NULL", "created_at text NOT NULL"),
-    "messages": (f"message_id {_ID}", "from_member_id bigint NOT NULL", "to_member_id bigint NOT NULL",
-                 "created_at text NOT NULL", "status_state text NOT NULL", "status_timestamp text NOT NULL",
-                 "text text NOT NULL", "notified_at text"),
-    "asset_installs": ("coding_agent text NOT NULL", "path text NOT NULL", "cafleet_version text NOT NULL",
-                       "installed_at text NOT NULL"),
-    schema.LEDGER_TABLE: ("version integer NOT NULL", "name character varying(255)",
-                          "applied_on character varying(255)", "checksum character varying(255)"),
+    "fleets": (
+        f"fleet_id {_ID}",
+        "name text",
+        "created_at text NOT NULL",
+        "deleted_at text",
+        "director_member_id bigint",
+    ),
+    "members": (
+        f"member_id {_ID}",
+        "fleet_id bigint NOT NULL",
+        "name text NOT NULL",
+        "description text NOT NULL",
+        "status text NOT NULL",
+        "registered_at text NOT NULL",
+        "deregistered_at text",
+    ),
+    "member_placements": (
+        "member_id bigint NOT NULL",
+        "mux_session text NOT NULL",
+        "mux_window_id text NOT NULL",
+        "mux_pane_id text",
+        "backend text NOT NULL DEFAULT 'tmux'::text",
+        "coding_agent text NOT NULL",
+        "created_at text NOT NULL",
+    ),
+    "messages": (
+        f"message_id {_ID}",
+        "from_member_id bigint NOT NULL",
+        "to_member_id bigint NOT NULL",
+        "created_at text NOT NULL",
+        "status_state text NOT NULL",
+        "status_timestamp text NOT NULL",
+        "text text NOT NULL",
+        "notified_at text",
+    ),
+    "asset_installs": (
+        "coding_agent text NOT NULL",
+        "path text NOT NULL",
+        "cafleet_version text NOT NULL",
+        "installed_at text NOT NULL",
+    ),
+    schema.LEDGER_TABLE: (
+        "version integer NOT NULL",
+        "name character varying(255)",
+        "applied_on character varying(255)",
+        "checksum character varying(255)",
+    ),
 }
 EXPECTED_CONSTRAINTS: dict[str, tuple[str, ...]] = {
-    "fleets": ("PRIMARY KEY (fleet_id)",
-               "FOREIGN KEY (director_member_id) REFERENCES members(member_id) ON DELETE RESTRICT"),
+    "fleets": (
+        "PRIMARY KEY (fleet_id)",
+        "FOREIGN KEY (director_member_id) REFERENCES members(member_id) ON DELETE RESTRICT",
+    ),
     "members": ("PRIMARY KEY (member_id)", "FOREIGN KEY (fleet_id) REFERENCES fleets(fleet_id) ON DELETE RESTRICT"),
-    "member_placements": ("PRIMARY KEY (member_id)",
-                          "FOREIGN KEY (member_id) REFERENCES members(member_id) ON DELETE CASCADE"),
-    "messages": ("PRIMARY KEY (message_id)",
-                 "FOREIGN KEY (from_member_id) REFERENCES members(member_id) ON DELETE RESTRICT",
-                 "FOREIGN KEY (to_member_id) REFERENCES members(member_id) ON DELETE RESTRICT"),
+    "member_placements": (
+        "PRIMARY KEY (member_id)",
+        "FOREIGN KEY (member_id) REFERENCES members(member_id) ON DELETE CASCADE",
+    ),
+    "messages": (
+        "PRIMARY KEY (message_id)",
+        "FOREIGN KEY (from_member_id) REFERENCES members(member_id) ON DELETE RESTRICT",
+        "FOREIGN KEY (to_member_id) REFERENCES members(member_id) ON DELETE RESTRICT",
+    ),
     "asset_installs": ("PRIMARY KEY (coding_agent, path)",),
     schema.LEDGER_TABLE: ("PRIMARY KEY (version)",),
 }
@@ -220,8 +263,11 @@ class PgStore:
     def tables_present(self, names) -> set[str]:
         """Which of ``names`` are tables in this store's schema."""
         names = list(names)
-        rows = self.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = ? "
-                            f"AND table_name IN ({','.join('?' * len(names))})", [self.schema, *names]).fetchall()
+        rows = self.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = ? "
+            f"AND table_name IN ({','.join('?' * len(names))})",
+            [self.schema, *names],
+        ).fetchall()
         return {row[0] for row in rows}
 
     def execute(self, sql: str, params=()):
@@ -374,7 +420,7 @@ def _read_shape(conn, schema_name: str) -> dict[str, dict[str, set[str]]]:
 
 
 def diagnose(conn, where: str, schema_name: str) -> str:
-    """"empty" (initialise it) or "cafleet" (use it); refuses anything else with one line,
+    """ "empty" (initialise it) or "cafleet" (use it); refuses anything else with one line,
     having only read."""
     found = _read_shape(conn, schema_name)
     if not found["relation"]:
@@ -411,14 +457,23 @@ def first_shape_problem(found: dict[str, dict[str, set[str]]]) -> str | None:
             if column not in actual:
                 name = column.split(" ", 1)[0]
                 other = [c for c in actual if c.split(" ", 1)[0] == name]
-                return (f"column {table}.{name} is altered (expected {column}, found {other[0]})" if other
-                        else f"column {table}.{name} is missing")
+                return (
+                    f"column {table}.{name} is altered (expected {column}, found {other[0]})"
+                    if other
+                    else f"column {table}.{name} is missing"
+                )
         names = {c.split(" ", 1)[0] for c in columns}
         for column in actual:
-            if column.split(" ", 1)[0] not in names and " NOT NULL" in column and " DEFAULT " not in column \
-                    and "identity" not in column:
-                return (f"column {table}.{column.split(' ', 1)[0]} is NOT NULL without a default, "
-                        "so cafleet cannot insert rows")
+            if (
+                column.split(" ", 1)[0] not in names
+                and " NOT NULL" in column
+                and " DEFAULT " not in column
+                and "identity" not in column
+            ):
+                return (
+                    f"column {table}.{column.split(' ', 1)[0]} is NOT NULL without a default, "
+                    "so cafleet cannot insert rows"
+                )
         for constraint in EXPECTED_CONSTRAINTS[table]:
             if constraint not in found["constraint"].get(table, ()):
                 return f"constraint {constraint} on {table} is missing or altered"

@@ -169,19 +169,23 @@ class Shape:
             for sql in (*TABLES.values(), *INDEXES.values()):
                 conn.execute(sql)
             self.columns = {
-                table: tuple((r[1], (r[2] or "").upper(), r[3], r[4], r[5])
-                             for r in conn.execute(f"PRAGMA table_xinfo({table})"))
+                table: tuple(
+                    (r[1], (r[2] or "").upper(), r[3], r[4], r[5]) for r in conn.execute(f"PRAGMA table_xinfo({table})")
+                )
                 for table in TABLES
             }
             self.foreign_keys = {
-                table: tuple((r[3], r[2], r[4], (r[6] or "").upper())  # in the order declared
-                             for r in sorted(conn.execute(f"PRAGMA foreign_key_list({table})"), key=lambda r: -r[0]))
+                table: tuple(
+                    (r[3], r[2], r[4], (r[6] or "").upper())  # in the order declared
+                    for r in sorted(conn.execute(f"PRAGMA foreign_key_list({table})"), key=lambda r: -r[0])
+                )
                 for table in TABLES
             }
             self.index_columns = {
                 name: (table, tuple(r[2] for r in conn.execute(f"PRAGMA index_info({name})")))
                 for name, table in conn.execute(
-                    "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+                    "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+                )
                 if name in INDEXES
             }
         finally:

@@ -198,8 +198,10 @@ def _send(state, from_id: int, to_id: int, text: str) -> JSONResponse:
         sender = members.get_member(store, from_id)
         if sender["kind"] != "director":
             raise ApiError(
-                422, f"member {from_id} is not the Director of fleet {sender['fleet_id']}; "
-                     "the WebUI sends only as a fleet's Director")
+                422,
+                f"member {from_id} is not the Director of fleet {sender['fleet_id']}; "
+                "the WebUI sends only as a fleet's Director",
+            )
         record, outcome = drain.send(store, drain.Settings(config.environ, config.db_path), from_id, to_id, text)
     body = dict(record, notified=outcome.notified)
     if outcome.failure:
@@ -247,4 +249,3 @@ def _send_fields(payload: dict) -> tuple[int, int, str]:
     except UsageError as error:
         raise _refused(422, error) from None
     return ids[0], ids[1], text
-

@@ -50,8 +50,9 @@ class WebConfig:
 class StorePool:
     """A few validated connections reused across requests (diagnosis runs once per connection)."""
 
-    def __init__(self, db_path: str, busy_timeout: float, keep: int = 4,
-                 gone: Callable[[Exception], None] | None = None) -> None:
+    def __init__(
+        self, db_path: str, busy_timeout: float, keep: int = 4, gone: Callable[[Exception], None] | None = None
+    ) -> None:
         self.db_path = db_path
         self.busy_timeout = busy_timeout
         self.keep = keep
@@ -143,8 +144,9 @@ async def _cafleet_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
-    return JSONResponse({"error": str(exc.detail).lower().rstrip(".")}, status_code=exc.status_code,
-                        headers=exc.headers)
+    return JSONResponse(
+        {"error": str(exc.detail).lower().rstrip(".")}, status_code=exc.status_code, headers=exc.headers
+    )
 
 
 class ErrorBoundary:
@@ -172,8 +174,10 @@ class ErrorBoundary:
         except ClientDisconnect:
             return  # the client went away (or was closed by the request timeout): nobody to answer
         except Exception as exc:  # the boundary: anything not handled above is a bug
-            line = f"cafleet server: internal error on {scope.get('method')} {scope.get('path')}: " \
-                   f"{type(exc).__name__}: {exc}"
+            line = (
+                f"cafleet server: internal error on {scope.get('method')} {scope.get('path')}: "
+                f"{type(exc).__name__}: {exc}"
+            )
             print(line, file=sys.stderr, flush=True)
             if self.debug:
                 import traceback
@@ -182,7 +186,8 @@ class ErrorBoundary:
             if started:
                 return
             status, headers, body = security.json_error(
-                500, f"internal error ({type(exc).__name__}); see the server log")
+                500, f"internal error ({type(exc).__name__}); see the server log"
+            )
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": body})
 
@@ -231,8 +236,11 @@ def create_app(config: WebConfig) -> Starlette:
             Middleware(security.SecurityMiddleware, allowed=config.allowed_hosts),
             Middleware(ErrorBoundary, debug=settings.debug(config.environ)),
         ],
-        exception_handlers={errors.CafleetError: _cafleet_error, api.ApiError: _cafleet_error,
-                            HTTPException: _http_error},
+        exception_handlers={
+            errors.CafleetError: _cafleet_error,
+            api.ApiError: _cafleet_error,
+            HTTPException: _http_error,
+        },
         lifespan=lifespan,
     )
     app.state.config = config
@@ -241,4 +249,3 @@ def create_app(config: WebConfig) -> Starlette:
     app.state.screen_rate = screens.RateLimit()
     app.state.graphs = graph.GraphCache()
     return app
-

@@ -33,11 +33,24 @@ def items(store, fleet_id: int, states: dict[int, tuple[str, str]], owed_after: 
     out = []
     for member_id, (state, detail) in sorted(states.items()):
         if state in (supervision.BLOCKED, supervision.DEAD):
-            out.append({"kind": state, "member_id": member_id, "message_id": None, "detail": detail,
-                        "command": watch.ACTIONS[state].format(member_id=member_id)})
+            out.append(
+                {
+                    "kind": state,
+                    "member_id": member_id,
+                    "message_id": None,
+                    "detail": detail,
+                    "command": watch.ACTIONS[state].format(member_id=member_id),
+                }
+            )
     owed = notifications.stale_notifications(store, fleet_id, watch._iso_seconds_ago(owed_after))
     for message_id, recipient in owed[:MAX_OWED]:
-        out.append({"kind": "notify", "member_id": recipient, "message_id": message_id,
-                    "detail": f"preview of message {message_id} still not delivered after {owed_after:g} s",
-                    "command": f"cafleet member capture {recipient}"})
+        out.append(
+            {
+                "kind": "notify",
+                "member_id": recipient,
+                "message_id": message_id,
+                "detail": f"preview of message {message_id} still not delivered after {owed_after:g} s",
+                "command": f"cafleet member capture {recipient}",
+            }
+        )
     return {"items": out, "owed_more": max(0, len(owed) - MAX_OWED)}

@@ -36,14 +36,19 @@ REPORT_EVERY = 10.0
 MAX_BACKLOG = 128
 
 _REFUSAL_BODY = b'{"error": "the server holds too many connections; retry shortly"}'
-REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n"
-           b"content-length: %d\r\n\r\n%s" % (len(_REFUSAL_BODY), _REFUSAL_BODY))
+REFUSAL = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    b"content-length: %d\r\n\r\n%s" % (len(_REFUSAL_BODY), _REFUSAL_BODY)
+)
 
 
 class Limits:
-    def __init__(self, request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-                 keepalive_timeout: float = DEFAULT_KEEPALIVE_TIMEOUT,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+    def __init__(
+        self,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        keepalive_timeout: float = DEFAULT_KEEPALIVE_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
         self.request_timeout = request_timeout
         self.keepalive_timeout = min(keepalive_timeout, request_timeout)
         self.max_connections, self.backlog = fitting(max_connections)

@@ -52,27 +52,39 @@ class FleetTally:
         fleet_id = self.fleet_id
         if not self.ready:
             self.last_id = store.execute("SELECT coalesce(max(message_id), 0) FROM messages").fetchone()[0]
-            self.totals = {(f, t): n for f, t, n in store.execute(
-                "SELECT msg.from_member_id, msg.to_member_id, count(*) "
-                "FROM members m CROSS JOIN messages msg ON msg.from_member_id = m.member_id "
-                "WHERE m.fleet_id = ? AND +msg.message_id <= ? GROUP BY msg.from_member_id, msg.to_member_id",
-                (fleet_id, self.last_id))}
-            self.open = {i: (f, t, bool(u)) for i, f, t, u in store.execute(
-                "SELECT msg.message_id, msg.from_member_id, msg.to_member_id, msg.notified_at IS NULL FROM messages msg "
-                "WHERE msg.to_member_id IN (SELECT member_id FROM members WHERE fleet_id = ?) "
-                "AND msg.status_state = 'input_required' AND msg.message_id <= ?", (fleet_id, self.last_id))}
+            self.totals = {
+                (f, t): n
+                for f, t, n in store.execute(
+                    "SELECT msg.from_member_id, msg.to_member_id, count(*) "
+                    "FROM members m CROSS JOIN messages msg ON msg.from_member_id = m.member_id "
+                    "WHERE m.fleet_id = ? AND +msg.message_id <= ? GROUP BY msg.from_member_id, msg.to_member_id",
+                    (fleet_id, self.last_id),
+                )
+            }
+            self.open = {
+                i: (f, t, bool(u))
+                for i, f, t, u in store.execute(
+                    "SELECT msg.message_id, msg.from_member_id, msg.to_member_id, msg.notified_at IS NULL FROM messages msg "
+                    "WHERE msg.to_member_id IN (SELECT member_id FROM members WHERE fleet_id = ?) "
+                    "AND msg.status_state = 'input_required' AND msg.message_id <= ?",
+                    (fleet_id, self.last_id),
+                )
+            }
             rows = store.execute(
                 "SELECT msg.created_at, msg.from_member_id, msg.to_member_id "
                 "FROM members m CROSS JOIN messages msg ON msg.from_member_id = m.member_id "
                 "WHERE m.fleet_id = ? AND +msg.message_id <= ? AND msg.created_at >= ?",
-                (fleet_id, self.last_id, _iso(since))).fetchall()
+                (fleet_id, self.last_id, _iso(since)),
+            ).fetchall()
             self.recent = deque(sorted((clock.to_epoch(c), f, t) for c, f, t in rows))
             self.ready = True
             return
         ours = {row[0] for row in store.execute("SELECT member_id FROM members WHERE fleet_id = ?", (fleet_id,))}
         delta = store.execute(
             "SELECT message_id, from_member_id, to_member_id, created_at, status_state = 'input_required', "
-            "notified_at IS NULL FROM messages WHERE message_id > ? ORDER BY message_id", (self.last_id,)).fetchall()
+            "notified_at IS NULL FROM messages WHERE message_id > ? ORDER BY message_id",
+            (self.last_id,),
+        ).fetchall()
         still_open = [i for i in self.open]
         for message_id, sender, recipient, created_at, is_open, unnotified in delta:
             self.last_id = message_id
@@ -83,11 +95,13 @@ class FleetTally:
             if is_open:
                 self.open[message_id] = (sender, recipient, bool(unnotified))
         for start in range(0, len(still_open), _CHUNK):
-            ids = still_open[start:start + _CHUNK]
+            ids = still_open[start : start + _CHUNK]
             marks = ",".join("?" * len(ids))
             for message_id, is_open, unnotified in store.execute(
-                    f"SELECT message_id, status_state = 'input_required', notified_at IS NULL FROM messages "
-                    f"WHERE message_id IN ({marks})", ids):
+                f"SELECT message_id, status_state = 'input_required', notified_at IS NULL FROM messages "
+                f"WHERE message_id IN ({marks})",
+                ids,
+            ):
                 if not is_open:
                     del self.open[message_id]
                 else:
@@ -137,8 +151,15 @@ def fleet_graph(store, fleet_id: int, cache: GraphCache | None = None, now: floa
 
     def node(member_id: int, name: str | None = None, kind: str | None = None) -> dict:
         if member_id not in nodes:
-            nodes[member_id] = {"member_id": member_id, "name": name, "kind": kind, "active": False,
-                                "pending": 0, "unnotified": 0, "activity": [0] * BUCKETS}
+            nodes[member_id] = {
+                "member_id": member_id,
+                "name": name,
+                "kind": kind,
+                "active": False,
+                "pending": 0,
+                "unnotified": 0,
+                "activity": [0] * BUCKETS,
+            }
         return nodes[member_id]
 
     for entry in roster:
@@ -157,8 +178,13 @@ def fleet_graph(store, fleet_id: int, cache: GraphCache | None = None, now: floa
             node(sender)["activity"][index] += 1
             if recipient != sender:
                 node(recipient)["activity"][index] += 1
-    return {"fleet_id": fleet_id, "director_member_id": director, "bucket_seconds": BUCKET_SECONDS,
-            "nodes": sorted(nodes.values(), key=lambda n: n["member_id"]), "edges": edges}
+    return {
+        "fleet_id": fleet_id,
+        "director_member_id": director,
+        "bucket_seconds": BUCKET_SECONDS,
+        "nodes": sorted(nodes.values(), key=lambda n: n["member_id"]),
+        "edges": edges,
+    }
 
 
 def _iso(epoch: float) -> str:

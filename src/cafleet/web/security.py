@@ -19,8 +19,10 @@ STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 SECURITY_HEADERS = (
-    (b"content-security-policy",
-     b"default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; object-src 'none'"),
+    (
+        b"content-security-policy",
+        b"default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; object-src 'none'",
+    ),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
     (b"referrer-policy", b"no-referrer"),
@@ -80,7 +82,10 @@ class SecurityMiddleware:
             if message["type"] == "http.response.start":
                 present = {name.lower() for name, _ in message.get("headers", [])}
                 message = dict(message)
-                message["headers"] = [*message.get("headers", []), *(h for h in SECURITY_HEADERS if h[0] not in present)]
+                message["headers"] = [
+                    *message.get("headers", []),
+                    *(h for h in SECURITY_HEADERS if h[0] not in present),
+                ]
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
