@@ -532,7 +532,11 @@ def test_any_environment_value_gives_success_or_one_error_line(cli, env, paned, 
     "name, value, message",
     [
         ("CAFLEET_DATABASE_URL", b"relative/\xff.db", "is not supported; use sqlite:///ABS/PATH"),
-        ("CAFLEET_DATABASE_URL", b"postgres://x", "is not supported; use sqlite:///ABS/PATH"),
+        (
+            "CAFLEET_DATABASE_URL",
+            b"postgres://127.0.0.1:1/x",
+            "cannot reach database postgres://127.0.0.1:1/x",
+        ),  # nothing listens on port 1
         ("CAFLEET_MAX_TEXT_LEN", b"\xff\xfe", "CAFLEET_MAX_TEXT_LEN must be an integer from 1 to 1000000"),
         ("CAFLEET_BUSY_TIMEOUT", b"nan", "CAFLEET_BUSY_TIMEOUT must be a number of seconds from 0 to 3600, got 'nan'."),
         ("CAFLEET_WAIT_INTERVAL", b"-1", "CAFLEET_WAIT_INTERVAL must be a number of seconds from 0.005 to 5"),

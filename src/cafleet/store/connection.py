@@ -338,7 +338,7 @@ def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: st
     if state == diagnosis.MISSING:
         _make_parent(path)
     elif state in (diagnosis.CAFLEET, diagnosis.ZERO_IDENTITY):
-        state = _diagnose_read_only(path, state, busy_timeout)
+        state = _diagnose_read_only_retrying(path, state, busy_timeout)
     identity = file_identity(path)
     try:
         conn = _connect(path, busy_timeout)
@@ -401,6 +401,26 @@ def _read_only_uri(path: str) -> str:
     if os.path.exists(path + "-journal"):
         return uri
     return uri + "&immutable=1"
+
+
+_CANTOPEN_RETRIES = (0.01, 0.03, 0.06, 0.1, 0.2)  # seconds between tries
+
+
+def _diagnose_read_only_retrying(path: str, state: str, busy_timeout: float) -> str:
+    """:func:`_diagnose_read_only`, tried again when the read-only open fails with
+    SQLITE_CANTOPEN: the side files it chose its URI by can appear or vanish in between
+    (another process opening the file, or the last one closing it and removing its
+    ``-wal`` and ``-shm``). A folder that really cannot be read still fails, after ~0.4 s."""
+    import time
+
+    for pause in (*_CANTOPEN_RETRIES, None):
+        try:
+            return _diagnose_read_only(path, state, busy_timeout)
+        except DatabaseError as error:
+            if pause is None or getattr(error, "sqlite_base", None) != "SQLITE_CANTOPEN":
+                raise
+            time.sleep(pause)
+    raise AssertionError("unreachable")
 
 
 def _diagnose_read_only(path: str, state: str, busy_timeout: float) -> str:

@@ -86,7 +86,14 @@ def full(path: str) -> StorageFault:
 
 
 def translate(exc: BaseException, path: str, busy_timeout: float) -> DatabaseError:
-    """One line for a failed SQLite call on ``path``."""
+    """One line for a failed SQLite call on ``path``; the error keeps SQLite's base error
+    name as ``sqlite_base`` (SQLITE_CANTOPEN, ...) for callers that retry a transient one."""
+    error = _translate(exc, path, busy_timeout)
+    error.sqlite_base = base_name(exc)  # type: ignore[attr-defined]
+    return error
+
+
+def _translate(exc: BaseException, path: str, busy_timeout: float) -> DatabaseError:
     name = errorname(exc)
     base = base_name(exc)
     if base in ("SQLITE_BUSY", "SQLITE_LOCKED"):
