@@ -108,3 +108,33 @@ def test_a_file_without_the_usage_tables_works_and_setup_adds_them(fleet, env):
     by_id = {r["member_id"]: r for r in as_json}
     assert by_id[capped.json()["member_id"]]["spend"] == {"usd": 0.0, "tokens": 0}
     assert "spend" not in by_id[worker_id]  # no budget: the roster record is unchanged
+
+
+def test_a_fleet_over_its_budget_gets_no_work_from_a_broadcast_or_the_webui(cli, build, store, db_path, env):
+    """The budget gate is on the one send path: a broadcast leaves every capped member out
+    (reporting each), the WebUI refuses like the command line, and --force still sends."""
+    fleet_id, director, (m1, m2) = build.fleet("capped", 2)
+    assert cli("fleet", "budget", str(fleet_id), "--tokens", "1").code == 0
+    # stand-ins spend nothing: a cap of 0 (only writable by hand) is one they are at, so over
+    store.execute("UPDATE cafleet_aux_fleet_budgets SET budget_tokens = 0 WHERE fleet_id = ?", (fleet_id,))
+    broadcast = cli("message", "broadcast", "--from-member-id", str(director), "start", "--json")
+    assert broadcast.code == 1
+    assert broadcast.json()["sent"] == []
+    assert [f["to_member_id"] for f in broadcast.json()["failed"]] == [m1, m2]
+    assert all("over its budget" in f["error"] for f in broadcast.json()["failed"])
+    from tests.support.web_server import BASE, make_app
+
+    with __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("ignore")
+        from starlette.testclient import TestClient
+    with TestClient(make_app(db_path, env), base_url=BASE) as client:
+        refused = client.post(
+            "/api/messages",
+            json={"from_member_id": director, "to_member_id": m1, "text": "more work"},
+            headers={"Origin": BASE},
+        )
+    assert refused.status_code >= 400 and "over its budget" in refused.json()["error"]
+    assert store.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+    forced = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(m1), "--force", "go")
+    assert forced.code == 0, forced
+    assert store.execute("SELECT count(*) FROM messages").fetchone()[0] == 1

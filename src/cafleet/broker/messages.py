@@ -102,11 +102,17 @@ def broadcast_recipients(store, director_id: int) -> list[int]:
     return [member_id for member_id, status in rows if records.member_status(member_id, status)]
 
 
-def broadcast(store, director_id: int, text: str) -> dict:
-    """Fan-out: one ordinary message per recipient, each committed on its own."""
+def broadcast(store, director_id: int, text: str, refuse=None) -> dict:
+    """Fan-out: one ordinary message per recipient, each committed on its own.
+
+    ``refuse(to_id)``: why a recipient gets no message (over its budget), or None."""
     validate_text(text)
     sent, failed = [], []
     for to_id in broadcast_recipients(store, director_id):
+        why = refuse(to_id) if refuse is not None else None
+        if why:
+            failed.append({"to_member_id": to_id, "error": why})
+            continue
         try:
             sent.append(send(store, director_id, to_id, text))
         except CafleetError as error:

@@ -9,22 +9,16 @@ from cafleet.errors import ExitCode
 
 
 def send(ctx, from_id, to_id, force, text, file):
-    from cafleet.broker import usage
     from cafleet.delivery import drain
 
     body = read_body(ctx, text, file)
-    budgets = None if force else usage.budgets_for_send(ctx.store(), to_id)
-    if budgets is not None:  # only when a budget is set: reads the agents' records
-        from cafleet.delivery.usage import check_budget
-
-        check_budget(ctx.store(), ctx.environ, to_id, budgets)
 
     def print_id(record):  # text form: the id is out before any pane input
         if not ctx.json:
             ctx.out(f"sent message {record['message_id']} to member {to_id}")
 
     settings = drain.Settings(ctx.environ, ctx.db_path)
-    record, outcome = drain.send(ctx.store(), settings, from_id, to_id, body, on_stored=print_id)
+    record, outcome = drain.send(ctx.store(), settings, from_id, to_id, body, on_stored=print_id, force=force)
     if ctx.json:  # one document, so it waits for "notified"
         ctx.emit(dict(record, notified=outcome.notified), None)
     _diagnose(ctx, outcome)

@@ -36,9 +36,10 @@ class Settings:
     must refuse the command before a message is stored, never after its id was printed
     (an agent trusting the exit code would resend)."""
 
-    __slots__ = ("lock_dir", "lock_timeout", "settle", "max_len")
+    __slots__ = ("lock_dir", "lock_timeout", "settle", "max_len", "environ")
 
     def __init__(self, environ, db_path: str) -> None:
+        self.environ = environ  # for the budget gate, which reads the agents' usage records
         self.lock_dir = config.lock_dir(db_path)
         self.lock_timeout = config.lock_timeout(environ)
         self.settle = config.submit_settle(environ)
@@ -55,12 +56,18 @@ class Outcome:
         self.failure = failure
 
 
-def send(store, settings: Settings, from_id: int, to_id: int, text: str, on_stored=None) -> tuple[dict, Outcome]:
+def send(
+    store, settings: Settings, from_id: int, to_id: int, text: str, on_stored=None, force: bool = False
+) -> tuple[dict, Outcome]:
     """The one send path (CLI and WebUI): persist, then run the drain for the recipient.
 
-    ``on_stored(record)`` runs between the two: the message is durable by then, so the
-    caller can print its id before any typing that might hang or be killed.
+    A recipient over its budget (or its fleet's) gets no new work: refused before anything
+    is stored, unless ``force`` (docs/usage.md). ``on_stored(record)`` runs between the
+    two: the message is durable by then, so the caller can print its id before any typing
+    that might hang or be killed.
     """
+    if not force:
+        _refuse_over_budget(store, settings, to_id)
     record = messages.send(store, from_id, to_id, text)
     pause_point("send.after_commit")
     if on_stored is not None:
@@ -71,11 +78,28 @@ def send(store, settings: Settings, from_id: int, to_id: int, text: str, on_stor
 def broadcast(store, settings: Settings, director_id: int, text: str, on_stored=None) -> tuple[dict, list[Outcome]]:
     """Fan-out: every committed message is notified like a single send (``on_stored``
     as in :func:`send`, with the whole result)."""
-    result = messages.broadcast(store, director_id, text)
+
+    def over_budget(to_id: int) -> str | None:
+        try:
+            _refuse_over_budget(store, settings, to_id)
+        except CafleetError as error:
+            return str(error)
+        return None
+
+    result = messages.broadcast(store, director_id, text, refuse=over_budget)
     if on_stored is not None:
         on_stored(result)
     outcomes = [notify_after_send(store, settings, r["to_member_id"], r) for r in result["sent"]]
     return result, outcomes
+
+
+def _refuse_over_budget(store, settings: Settings, to_id: int) -> None:
+    from cafleet.broker import usage
+
+    if usage.budgets_for_send(store, to_id) is not None:  # only then are the agents' records read
+        from cafleet.delivery.usage import refuse_over_budget
+
+        refuse_over_budget(store, settings.environ, to_id)
 
 
 def notify_after_send(store, settings: Settings, recipient_id: int, record: dict) -> Outcome:

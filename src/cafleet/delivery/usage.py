@@ -193,3 +193,13 @@ def check_budget(store, environ: Mapping[str, str], member_id: int, budgets: dic
                 f"fleet {fleet_id} is over its budget ({why}); its members get no new work. "
                 "Send anyway with --force, or raise it with `cafleet fleet budget`."
             )
+
+
+def refuse_over_budget(store, environ: Mapping[str, str], member_id: int) -> None:
+    """The send path's budget gate: raise when ``member_id`` or its fleet is over budget.
+    Costs one catalogue lookup when no budget is set (nothing of the agents' is read)."""
+    from cafleet.broker import usage as budgets_table
+
+    budgets = budgets_table.budgets_for_send(store, member_id)
+    if budgets is not None:
+        check_budget(store, environ, member_id, budgets)
