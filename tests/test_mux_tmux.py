@@ -102,8 +102,8 @@ def test_split_of_a_single_word_command_runs_it_without_shell_parsing(tmux_serve
     script.write_text(f"#!/bin/sh\necho ok > '{marker}'\nsleep 60\n")
     script.chmod(0o755)
     tmux.split(tmux.current_pane().window_id, [str(script)])
-    wait_for(marker.exists, what="the single-word command to run")
-    assert marker.read_text() == "ok\n"
+    # the shell creates the file before it writes to it: wait for the whole line
+    wait_for(lambda: marker.exists() and marker.read_text() == "ok\n", what="the single-word command to run")
 
 
 def test_split_keeps_focus_on_the_calling_pane(tmux_server, tmux):
