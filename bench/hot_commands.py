@@ -51,8 +51,8 @@ def run_plan(plan, env, workdir):
         return marshal.load(handle)
 
 
-def make_database(path: str, history: int):
-    store = open_store(path)
+def bench_fleet(store) -> tuple[int, int, list[int]]:
+    """A fleet with a Director and five members on pending placements (no panes)."""
     fleet = fleets.create_fleet(
         store,
         name="bench",
@@ -76,6 +76,12 @@ def make_database(path: str, history: int):
         )
         for i in range(5)
     ]
+    return fleet_id, director, workers
+
+
+def make_database(path: str, history: int):
+    store = open_store(path)
+    fleet_id, director, workers = bench_fleet(store)
     if history:
         fill_history(store, history)
     # a realistic inbox: a few pending messages for the polled member

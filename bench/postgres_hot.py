@@ -23,36 +23,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from bench.hot_commands import cafleet_bin, run_plan  # noqa: E402
-from cafleet.broker import fleets, members, messages  # noqa: E402
+from bench.hot_commands import bench_fleet, cafleet_bin, run_plan  # noqa: E402
+from cafleet.broker import messages  # noqa: E402
 from cafleet.store.connection import open_store  # noqa: E402
 
 
 def build(url: str, acks: int):
     store = open_store(url)
-    fleet = fleets.create_fleet(
-        store,
-        name="bench",
-        coding_agent="claude",
-        backend="tmux",
-        session="$0@/nonexistent",
-        window_id="@0",
-        pane_id="%0",
-    )
-    fleet_id, director = fleet["fleet_id"], fleet["director_member_id"]
-    workers = [
-        members.register_member(
-            store,
-            fleet_id=fleet_id,
-            name=f"w{i}",
-            description="bench",
-            backend="tmux",
-            session="$0@/nonexistent",
-            window_id="@0",
-            coding_agent="claude",
-        )
-        for i in range(5)
-    ]
+    fleet_id, director, workers = bench_fleet(store)
     for i in range(5):
         messages.send(store, director, workers[0], f"task {i}")
     ack_ids = [messages.send(store, director, workers[1], "to ack")["message_id"] for _ in range(acks)]
