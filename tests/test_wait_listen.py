@@ -38,11 +38,6 @@ def spawn(env, *args, **kwargs):
     )
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def messages_dump(store):
     return store.execute("SELECT * FROM messages ORDER BY message_id").fetchall()
 
@@ -63,27 +58,42 @@ def test_wait_timeout_prints_nothing_and_exits_3(cli, trio):
     assert time.monotonic() - started >= 0.3  # never early; how late is load's business
 
 
-# SQLite only: PostgreSQL's waiter blocks in LISTEN but re-reads every 2 s as a fallback, which
-# costs 0.5-1.5% of a core on a loaded machine: not separable from spinning by a CPU share.
-@pytest.mark.stores("sqlite")
-def test_wait_wakes_for_a_message_without_spinning(env, cli, trio, held):
-    """CPU is measured only once the wait stands in its loop (released from the pause
-    hook), so a slow start-up under load is never counted as waiting. How fast it wakes is
-    a benchmark's business (bench/); here it must wake, with the message."""
+def test_wait_wakes_for_a_message_without_spinning(env, cli, trio, held, tmp_path, store_kind):
+    """A quiet wait neither re-reads its inbox nor checks for changes more often than its
+    interval allows. Counted, not timed: the command appends each loop turn to a trace file
+    (cafleet.faults.trace_point), and a sleep never ends early, so in ``elapsed`` seconds
+    there can be at most ``elapsed / step`` checks whatever the machine's load. How fast it
+    wakes is a benchmark's business (bench/); here it must wake, with the message."""
+    from cafleet.delivery.inbox import DEFAULT_INTERVAL
+    from cafleet.store.changes import BLOCKING_STEP
+    from cafleet.store.postgres import FALLBACK_POLL
+
     _, _, (m1, m2) = trio
+    trace = tmp_path / "trace"
     quiet_env = {k: v for k, v in env.items() if k != "CAFLEET_WAIT_INTERVAL"}  # default interval
+    quiet_env["CAFLEET_TEST_TRACE"] = str(trace)
     waiter, release = held(quiet_env, "wait.empty", "message", "wait", str(m2), "--timeout", "600", "--json")
+    assert trace.read_text(encoding="utf-8") == "wait.read\n"  # the one read before it waits
+    released = time.monotonic()
     release()
-    cpu_before, t_before = cpu_seconds(waiter.pid), time.monotonic()
     time.sleep(2.0)
     assert waiter.poll() is None
-    cpu_used = cpu_seconds(waiter.pid) - cpu_before
-    share = cpu_used / (time.monotonic() - t_before)
-    assert share < 0.01, f"waiting used {share:.2%} of a core"
+    lines = trace.read_text(encoding="utf-8").split("\n")[:-1]  # whole lines only
+    elapsed = time.monotonic() - released
+    if store_kind == "postgres":  # blocks in LISTEN a step at a time, re-reads on its fallback poll
+        again = lines.count("wait.read") - 1
+        assert again <= elapsed / FALLBACK_POLL + 1, lines
+        checks = lines.count("changes.check")  # a step ends at its time or with a read again
+        assert 0 < checks <= elapsed / BLOCKING_STEP + 1 + again, lines
+        assert lines.count("store.wait") <= 2 * checks, lines  # one block, then the step's end
+    else:
+        assert lines.count("wait.read") == 1, lines  # nothing committed: nothing read again
+        assert 0 < lines.count("changes.check") <= elapsed / DEFAULT_INTERVAL + 1, len(lines)
     sent = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "wake up", "--json").json()
     out, err = waiter.communicate(timeout=60)  # bounds a failure; the wait itself is for 600 s
     assert waiter.returncode == 0, err
     assert [r["message_id"] for r in json.loads(out)] == [sent["message_id"]]
+    assert trace.read_text(encoding="utf-8").count("wait.read") >= 2  # woke by reading again
 
 
 def test_wait_unknown_member(cli):

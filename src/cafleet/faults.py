@@ -28,6 +28,10 @@ The points, in the order a command reaches them (tests/test_crash.py kills at ea
                         a change not begun
 =====================  =========================================================
 
+``CAFLEET_TEST_TRACE=<path>`` is the counting half: each :func:`trace_point` reached appends
+its name (one line) to that file, so a test can count how often a loop ran instead of
+guessing from CPU time (tests/test_wait_listen.py bounds a quiet wait's checks and reads).
+
 With ``CAFLEET_TEST_PAUSE_UNTIL=<path>`` as well, the paused process carries on once that
 file exists instead of sleeping for good: a test can act exactly while the command stands
 at the point (tests/test_wake.py commits a message in the window of ``wait.empty``).
@@ -46,6 +50,15 @@ import os
 PAUSE_AT = "CAFLEET_TEST_PAUSE_AT"
 PAUSE_FILE = "CAFLEET_TEST_PAUSE_FILE"
 PAUSE_UNTIL = "CAFLEET_TEST_PAUSE_UNTIL"
+TRACE = "CAFLEET_TEST_TRACE"
+
+
+def trace_point(name: str) -> None:
+    """Append ``name`` to the file named by ``CAFLEET_TEST_TRACE``; without it, one lookup."""
+    path = os.environ.get(TRACE)
+    if path:
+        with open(path, "a", encoding="utf-8") as trace:
+            trace.write(f"{name}\n")
 
 
 def pause_point(name: str) -> None:

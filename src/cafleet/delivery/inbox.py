@@ -24,7 +24,7 @@ import time
 
 from cafleet.broker import messages
 from cafleet.errors import Conflict, DatabaseGone
-from cafleet.faults import pause_point
+from cafleet.faults import pause_point, trace_point
 from cafleet.store.changes import Changes, StopRequests, Stopped
 
 DEFAULT_INTERVAL = 0.05
@@ -67,6 +67,7 @@ def wait_for_messages(store, member_id: int, timeout: float | None, interval: fl
     changes = Changes(store, interval, deadline=deadline)  # baseline before the read
     try:
         while True:
+            trace_point("wait.read")
             require_receiving(store, member_id)
             records = messages.poll(store, member_id)
             if records:

@@ -23,6 +23,8 @@ from __future__ import annotations
 import signal
 import time
 
+from cafleet.faults import trace_point
+
 
 BLOCKING_STEP = 1.0  # seconds a waiter that blocks (PostgreSQL LISTEN) waits between file checks
 
@@ -144,6 +146,7 @@ class Changes:
         end = min(ends) if ends else None
         blocks = getattr(self.waiter, "blocks", False)  # it can wait for a change itself (LISTEN)
         while True:
+            trace_point("changes.check")  # test-only count (cafleet.faults)
             step = max(self.interval, BLOCKING_STEP) if blocks else self.interval
             if end is None:
                 nap = step

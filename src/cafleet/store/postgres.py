@@ -31,6 +31,7 @@ from psycopg import sql as pgsql
 
 from cafleet import clock
 from cafleet.errors import DatabaseError
+from cafleet.faults import trace_point
 from cafleet.store import diagnosis, schema
 
 DEFAULT_SCHEMA = "cafleet"
@@ -536,6 +537,7 @@ class NotifyWaiter:
     def wait(self, deadline: float | None) -> bool:
         """True when the caller should read again; False once ``deadline`` has passed."""
         while True:
+            trace_point("store.wait")  # test-only count (cafleet.faults)
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 return False
