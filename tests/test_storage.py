@@ -371,6 +371,38 @@ def test_concurrent_first_use_initialises_once(env, tmp_path):
     assert conn.execute("SELECT count(*) FROM refinery_schema_history").fetchone()[0] == 1
 
 
+OPEN_CLOSE_LOOP = """
+import sys
+from cafleet.errors import DatabaseError
+from cafleet.store.connection import open_store
+failures = []
+for _ in range(int(sys.argv[2])):
+    try:
+        open_store(sys.argv[1]).close()
+    except DatabaseError as error:
+        failures.append(str(error))
+print(len(failures), failures[:1])
+"""
+
+
+def test_opening_while_others_open_and_close_is_never_refused(db_path):
+    """Commands that open and close the file back to back: now and then the last one to
+    close removes the -wal and -shm while the next one's read-only diagnosis starts on
+    them, and sees the log index half made (SQLITE_READONLY_RECOVERY). That is a moment of
+    someone else's open, not a read-only file: the diagnosis tries again. Three processes,
+    1,500 opens each, hit that moment most runs on an unfixed build."""
+    open_store(str(db_path)).close()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPEN_CLOSE_LOOP, str(db_path), "1500"], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0]
+    assert outputs == ["0 []\n"] * 3
+
+
 def test_unknown_stored_status_is_a_clear_error(cli, build, store):
     fleet_id, director, (m1, m2) = build.fleet()
     store.conn.execute("UPDATE members SET status = 'zombie' WHERE member_id = ?", (m1,))

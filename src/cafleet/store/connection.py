@@ -407,17 +407,23 @@ _CANTOPEN_RETRIES = (0.01, 0.03, 0.06, 0.1, 0.2)  # seconds between tries
 
 
 def _diagnose_read_only_retrying(path: str, state: str, busy_timeout: float) -> str:
-    """:func:`_diagnose_read_only`, tried again when the read-only open fails with
-    SQLITE_CANTOPEN: the side files it chose its URI by can appear or vanish in between
-    (another process opening the file, or the last one closing it and removing its
-    ``-wal`` and ``-shm``). A folder that really cannot be read still fails, after ~0.4 s."""
+    """:func:`_diagnose_read_only`, tried again when the read-only open meets another
+    process's open or close: the side files it chose its URI by can appear or vanish in
+    between (SQLITE_CANTOPEN: the last connection closing removed its ``-wal`` and
+    ``-shm``), or the log index is being made by the process opening the file after it
+    (SQLITE_READONLY_RECOVERY and kin, :data:`faults.OPENING_ELSEWHERE`), which this
+    connection, not allowed to write the index, cannot do itself. A folder that really
+    cannot be read still fails, after ~0.4 s."""
     import time
 
     for pause in (*_CANTOPEN_RETRIES, None):
         try:
             return _diagnose_read_only(path, state, busy_timeout)
         except DatabaseError as error:
-            if pause is None or getattr(error, "sqlite_base", None) != "SQLITE_CANTOPEN":
+            transient = getattr(error, "sqlite_base", None) == "SQLITE_CANTOPEN" or (
+                getattr(error, "sqlite_name", None) in faults.OPENING_ELSEWHERE
+            )
+            if pause is None or not transient:
                 raise
             time.sleep(pause)
     raise AssertionError("unreachable")

@@ -90,12 +90,20 @@ def translate(exc: BaseException, path: str, busy_timeout: float) -> DatabaseErr
     name as ``sqlite_base`` (SQLITE_CANTOPEN, ...) for callers that retry a transient one."""
     error = _translate(exc, path, busy_timeout)
     error.sqlite_base = base_name(exc)  # type: ignore[attr-defined]
+    error.sqlite_name = errorname(exc)  # type: ignore[attr-defined]
     return error
+
+
+# Another process is opening the file at this moment: its log index (-shm) is being made
+# or recovered, which a connection that may not write the index cannot wait out by itself.
+OPENING_ELSEWHERE = frozenset(("SQLITE_READONLY_RECOVERY", "SQLITE_READONLY_CANTINIT", "SQLITE_BUSY_RECOVERY"))
 
 
 def _translate(exc: BaseException, path: str, busy_timeout: float) -> DatabaseError:
     name = errorname(exc)
     base = base_name(exc)
+    if name in OPENING_ELSEWHERE:
+        return DatabaseError(f"database {path} is being opened by another process ({name}); try again.")
     if base in ("SQLITE_BUSY", "SQLITE_LOCKED"):
         return DatabaseError(f"database {path} is locked by another process (waited {busy_timeout:g} s); try again.")
     if base == "SQLITE_FULL" or (base in ("SQLITE_IOERR", "SQLITE_CANTOPEN") and _disk_full(path)):
