@@ -148,6 +148,8 @@ def test_rate_limit_is_per_client(app, client, build):
         }
     ]
     assert answers[3].json()["error"].startswith("too many screen requests; retry in ")
+    assert int(answers[3].headers["retry-after"]) >= 1  # whole seconds, rounded up
+    assert "retry-after" not in answers[0].headers
     assert limit.take("another-client") == 0.0  # the next client has its own bucket
 
 

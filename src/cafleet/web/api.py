@@ -27,10 +27,11 @@ SEND_FIELDS = ("from_member_id", "to_member_id", "text")
 class ApiError(Exception):
     """A request the API refuses before it reaches the broker (bad id, bad body)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers
 
 
 def _refused(status: int, error: CafleetError) -> ApiError:

@@ -137,7 +137,7 @@ def status_for(error: errors.CafleetError) -> int:
 
 async def _cafleet_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, api.ApiError):
-        return JSONResponse({"error": exc.message}, status_code=exc.status)
+        return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
     assert isinstance(exc, errors.CafleetError)
     return JSONResponse({"error": str(exc)}, status_code=status_for(exc))
 

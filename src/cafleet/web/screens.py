@@ -23,6 +23,8 @@ what is left with ``textContent`` only.
 
 from __future__ import annotations
 
+import math
+
 import re
 import threading
 import time
@@ -201,7 +203,8 @@ def fleet_screens(request: Request) -> JSONResponse:
     client = request.client.host if request.client else "?"
     wait = state.screen_rate.take(client)
     if wait:
-        raise ApiError(429, f"too many screen requests; retry in {wait:.1f} s")
+        # Retry-After counts whole seconds, rounded up so that a client honouring it is let in.
+        raise ApiError(429, f"too many screen requests; retry in {wait:.1f} s", {"Retry-After": str(math.ceil(wait))})
     fleet_id = parse_id(request.path_params["fleet_id"], "fleet id")
     wanted = _member_list(request.query_params.get("members"))
     lines = _lines(request.query_params.get("lines"))
