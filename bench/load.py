@@ -432,7 +432,7 @@ def report_busy_wait(load: Load, phase: dict) -> None:
         raise SystemExit(1)
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--senders", type=int, default=8)
     parser.add_argument("--messages", type=int, default=150, help="messages per sender")
@@ -450,6 +450,11 @@ def main() -> None:
     )
     parser.add_argument("--probe-gap", type=float, default=0.35, help="seconds between probe messages")
     parser.add_argument("--spawn", action="store_true", help="run every command as a real process")
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
     if args.receivers < 2:
         parser.error("--receivers must be at least 2")

@@ -21,6 +21,10 @@ with wall-clock ``start``/``end`` (``time.time()``, comparable across processes)
 created_at], ...], ...}``, ``{"op": "ack", "id", ...}``, ``{"op": "poll", "ids", ...}``.
 A command that fails (any exit status but 0, or 3 for a wait that timed out) or writes
 anything on stderr ends the worker: its stderr is copied and the exit status is 1.
+
+``LOAD_WITHOUT_WRITERS_QUEUE=1`` in a worker's environment turns the writers' queue off
+for its in-process commands (SQLite's busy handler alone), for bench/write_queue.py's
+before/after in one run.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import sys
 import time
 
 WAIT_TIMEOUT = "5"
+NO_WRITERS_QUEUE = "LOAD_WITHOUT_WRITERS_QUEUE"  # in-process commands only
 WAIT_TIMED_OUT = 3
 
 
@@ -150,6 +155,10 @@ def main() -> None:
     p_poll.add_argument("stop_file")
     p_poll.add_argument("--gap", type=float, default=0.0)
     args = parser.parse_args()
+    if os.environ.get(NO_WRITERS_QUEUE) == "1":  # bench/write_queue.py: SQLite's busy handler alone
+        from cafleet.store.connection import Store
+
+        Store.write_queue = lambda self: None  # type: ignore[method-assign]
     run = Runner(args.spawn)
     if args.role == "send":
         send(run, args.sender, args.targets.split(","), args.count, args.tag, args.gap, args.until)
