@@ -401,9 +401,7 @@ def create_member(fleet, host, name: str) -> dict:
 
 
 @pytest.mark.stores("postgres")
-def test_three_hosts_eight_members_each_sixteen_senders_lose_nothing_and_preview_each_once(
-    two_hosts, cli, tmp_path, store_kind
-):
+def test_three_hosts_eight_members_each_sixteen_senders_lose_nothing_and_preview_each_once(two_hosts, cli, tmp_path):
     fleet, hosts = two_hosts
     places = [None, *hosts]  # None: this machine, beside the Director
 
@@ -415,7 +413,7 @@ def test_three_hosts_eight_members_each_sixteen_senders_lose_nothing_and_preview
                 fleet.server.run("select-layout", "-t", fleet.director_pane, "tiled")
         return made
 
-    with ThreadPoolExecutor(len(places)) as pool:  # the hosts one after another each, side by side
+    with ThreadPoolExecutor(len(places)) as pool:  # one place's members in turn, the three places at once
         per_place = list(pool.map(create_all, places))
     for host, made in zip(places, per_place):
         for record in made:
