@@ -5,7 +5,8 @@ test; the remote side has its own HOME and tmux socket directory, so the tmux se
 cafleet starts there is not the Director's. The Director sits in a private local tmux
 server (tests/support/pane_fleet.py); members run the stand-in agent on the remote side and
 record what they receive; the database is the test's SQLite file, which the remote
-members reach by the same path (it is the same machine).
+members reach by the same path (it is the same machine). The load test at the end spans
+three hosts (this machine and two sshd hosts named in one ssh_config) on a PostgreSQL store.
 """
 
 from __future__ import annotations
