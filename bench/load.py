@@ -3,6 +3,7 @@
     python bench/load.py [--senders N] [--messages N] [--receivers N] [--pollers N]
                          [--listeners N] [--pane-messages N] [--pane-gap S]
                          [--wait-probes N] [--probe-gap S] [--spawn]
+                         [--store sqlite|postgres|both]
 
 One throw-away fleet in a private tmux server (its own socket in a temporary folder): a
 Director pane, one member running the stand-in agent in a real pane, and ``--receivers``
@@ -34,6 +35,13 @@ latencies (message stored -> returned by a wait, -> printed by a listen, send st
 preview submitted in the pane); and the checks: nothing lost or duplicated, no process
 wrote to stderr (so no "database is locked"), each listen got every message once, each
 pane message previewed exactly once. Nothing outside the temporary folder is touched.
+
+``--store`` chooses the database: a SQLite file in the work folder (the default), a fresh
+database on a private PostgreSQL cluster started for the run (tests/support/postgres.py:
+Debian's server on a Unix socket, as the postgres user when run as root; needs psycopg),
+or ``both``: the same load on a SQLite file and then on PostgreSQL, each in its own fleet,
+followed by a table of ratios, PostgreSQL over SQLite, for the throughput and the p50/p99
+of send, ack, wait and listen.
 """
 
 from __future__ import annotations
@@ -75,9 +83,11 @@ class Bench(PaneFleet):
     """A private tmux server, an isolated environment, a database and a stand-in record
     folder, all inside ``workdir`` (see _pane_fleet.py)."""
 
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str, database_url: str | None = None) -> None:
         keep = {k: os.environ[k] for k in ("CAFLEET_SUBMIT_SETTLE", "CAFLEET_LOCK_TIMEOUT") if k in os.environ}
         super().__init__(workdir, "load", keep)
+        if database_url is not None:  # PostgreSQL; else the SQLite file in the work folder
+            self.env["CAFLEET_DATABASE_URL"] = database_url
         self.cafleet = [sys.executable, "-m", "cafleet"]
 
 
@@ -270,8 +280,8 @@ class Load:
             problems.append("a message id was printed twice")
         store = open_store(self.env["CAFLEET_DATABASE_URL"])
         try:
-            rows = store.conn.execute("SELECT message_id, to_member_id, text FROM messages").fetchall()
-            if store.conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+            rows = store.execute("SELECT message_id, to_member_id, text FROM messages").fetchall()
+            if store.engine == "sqlite" and store.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
                 problems.append("integrity_check failed")
         finally:
             store.close()
@@ -328,7 +338,9 @@ def op_line(label: str, records: list[dict]) -> str:
     return line(label, [r["end"] - r["start"] for r in records], span)
 
 
-def report(load: Load, result: dict, settle: float) -> None:
+def report(load: Load, result: dict, settle: float) -> dict:
+    """Print the run and its checks (SystemExit when one failed); return its figures for
+    the ratio table: messages stored per second and, per operation, its latencies."""
     args = load.args
     if load.failures:
         raise SystemExit("load run failed:\n  " + "\n  ".join(load.failures))
@@ -340,7 +352,7 @@ def report(load: Load, result: dict, settle: float) -> None:
         f"load: {args.senders} senders x {args.messages}, {args.receivers} wait+ack receivers, {args.pollers} "
         f"pollers ({args.poll_gap * 1000:.0f} ms apart), {args.listeners} listeners, 2 pane senders x "
         f"{args.pane_messages} ({args.pane_gap * 1000:.0f} ms apart); {mode}; settle {settle * 1000:.0f} ms; "
-        f"{os.cpu_count()} CPUs"
+        f"{os.cpu_count()} CPUs; {store_name(load.env['CAFLEET_DATABASE_URL'])}"
     )
     print(
         f"  sustained: {len(sent)} messages stored in {send_span:.1f} s = {len(sent) / send_span:.0f} messages/s "
@@ -351,36 +363,25 @@ def report(load: Load, result: dict, settle: float) -> None:
     print(op_line("send + preview typed (pane)", result["pane_sent"]))
     print(op_line("ack", acks))
     print(op_line("poll", polled))
-    print(op_line("wait (until it returned)", [r for r in received if r["op"] == "wait"]))
+    waits = [r for r in received if r["op"] == "wait"]
+    print(op_line("wait (until it returned)", waits))
     print("  delivery")
-    print(
-        line(
-            "stored -> returned by a wait",
-            [r["end"] - epoch(m[2]) for r in received if r["op"] == "wait" for m in r["messages"]],
-        )
-    )
+    stored_to_wait = [r["end"] - epoch(m[2]) for r in waits for m in r["messages"]]
+    print(line("stored -> returned by a wait", stored_to_wait))
     store = open_store(load.env["CAFLEET_DATABASE_URL"])
     try:
-        stamps = dict(store.conn.execute("SELECT message_id, created_at FROM messages").fetchall())
+        stamps = dict(store.execute("SELECT message_id, created_at FROM messages").fetchall())
     finally:
         store.close()
-    print(
-        line(
-            "stored -> printed by a listen",
-            [seen - epoch(stamps[rec["message_id"]]) for li in result["listeners"] for seen, rec in li.lines],
-        )
-    )
+    stored_to_listen = [seen - epoch(stamps[rec["message_id"]]) for li in result["listeners"] for seen, rec in li.lines]
+    print(line("stored -> printed by a listen", stored_to_listen))
     submitted = {}
     for record in load.bench_records(result["pane_member"]):
         for r in result["pane_sent"]:
             if f"[cafleet msg {r['id']} from " in record["text"]:
                 submitted.setdefault(r["id"], epoch(record["ts"]))
-    print(
-        line(
-            "send started -> preview submitted",
-            [submitted[r["id"]] - r["start"] for r in result["pane_sent"] if r["id"] in submitted],
-        )
-    )
+    to_preview = [submitted[r["id"]] - r["start"] for r in result["pane_sent"] if r["id"] in submitted]
+    print(line("send started -> preview submitted", to_preview))
     problems = load.check(result)
     print(
         "  checks: "
@@ -392,15 +393,26 @@ def report(load: Load, result: dict, settle: float) -> None:
     )
     if problems:
         raise SystemExit(1)
+    return {
+        "throughput": len(sent) / send_span,
+        "send (no pane)": [r["end"] - r["start"] for r in sent],
+        "send + preview typed (pane)": [r["end"] - r["start"] for r in result["pane_sent"]],
+        "ack": [r["end"] - r["start"] for r in acks],
+        "poll": [r["end"] - r["start"] for r in polled],
+        "wait (until it returned)": [r["end"] - r["start"] for r in waits],
+        "stored -> returned by a wait": stored_to_wait,
+        "stored -> printed by a listen": stored_to_listen,
+        "send started -> preview submitted": to_preview,
+    }
 
 
-def report_busy_wait(load: Load, phase: dict) -> None:
+def report_busy_wait(load: Load, phase: dict) -> dict:
     """Commit -> returned by the waiter's wait, for probes committed during a pane send."""
     if load.failures:
         raise SystemExit("busy-pane wait phase failed:\n  " + "\n  ".join(load.failures))
     store = open_store(load.env["CAFLEET_DATABASE_URL"])
     try:
-        stamps = dict(store.conn.execute("SELECT message_id, created_at FROM messages").fetchall())
+        stamps = dict(store.execute("SELECT message_id, created_at FROM messages").fetchall())
     finally:
         store.close()
     busy = [(r["start"], r["end"]) for r in phase["busy"]]
@@ -430,6 +442,61 @@ def report_busy_wait(load: Load, phase: dict) -> None:
     )
     if lost:
         raise SystemExit(1)
+    return {"busy pane: commit -> returned by a wait": during}
+
+
+RATIO_ROWS = (  # the latencies in the ratio table, each by its p50 and p99
+    "send (no pane)",
+    "ack",
+    "wait (until it returned)",
+    "stored -> returned by a wait",
+    "stored -> printed by a listen",
+    "send + preview typed (pane)",
+    "busy pane: commit -> returned by a wait",
+)
+
+
+def store_name(url: str) -> str:
+    return "PostgreSQL" if url.startswith(("postgresql://", "postgres://")) else "SQLite"
+
+
+def report_ratios(figures: dict[str, dict]) -> None:
+    """PostgreSQL over SQLite, from the two runs just printed."""
+    lite, pg = figures["sqlite"], figures["postgres"]
+    print(
+        "postgres / sqlite, the same load one after the other (throughput: above 1 is PostgreSQL "
+        "faster; latencies: below 1 is PostgreSQL faster)"
+    )
+    print(f"  {'figure':<48} {'sqlite':>10} {'postgres':>10} {'ratio':>8}")
+    print(
+        f"  {'throughput (messages stored per second)':<48} {lite['throughput']:>10.1f} "
+        f"{pg['throughput']:>10.1f} {pg['throughput'] / lite['throughput']:>7.2f}x"
+    )
+    for name in RATIO_ROWS:
+        if not lite.get(name) or not pg.get(name):
+            continue
+        for label, fraction in (("p50", 0.5), ("p99", 0.99)):
+            a, b = percentile(lite[name], fraction) * 1000, percentile(pg[name], fraction) * 1000
+            ratio = f"{b / a:>7.2f}x" if a > 0 else "       -"
+            print(f"  {name + ' ' + label + ' (ms)':<48} {a:>10.1f} {b:>10.1f} {ratio}")
+
+
+def run_once(args: argparse.Namespace, database_url: str | None) -> dict:
+    """One load on one store, in a work folder and tmux server of its own; its figures."""
+    workdir = tempfile.mkdtemp(prefix="cafleet-load-")
+    bench = Bench(workdir, database_url)
+    settle = settle_delay(bench.env)
+    load = Load(bench, args)
+    try:
+        result = load.run()
+        figures = report(load, result, settle)
+        if args.wait_probes > 0:
+            figures.update(report_busy_wait(load, load.busy_wait(result["director"], result["pane_member"])))
+        return figures
+    finally:
+        load.kill_all()
+        bench.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -450,6 +517,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--probe-gap", type=float, default=0.35, help="seconds between probe messages")
     parser.add_argument("--spawn", action="store_true", help="run every command as a real process")
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "postgres", "both"),
+        default="sqlite",
+        help="a SQLite file, a private PostgreSQL cluster, or both one after the other with their ratios",
+    )
     return parser
 
 
@@ -460,19 +533,29 @@ def main() -> None:
         parser.error("--receivers must be at least 2")
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is not installed")
-    workdir = tempfile.mkdtemp(prefix="cafleet-load-")
-    bench = Bench(workdir)
-    settle = settle_delay(bench.env)
-    load = Load(bench, args)
+    stores = ["sqlite", "postgres"] if args.store == "both" else [args.store]
+    cluster = None
+    if "postgres" in stores:
+        sys.path.insert(0, ROOT)
+        from tests.support.postgres import Cluster, missing_reason
+
+        reason = missing_reason()
+        if reason:
+            raise SystemExit(reason)
+        cluster = Cluster()
+    figures = {}
     try:
-        result = load.run()
-        report(load, result, settle)
-        if args.wait_probes > 0:
-            report_busy_wait(load, load.busy_wait(result["director"], result["pane_member"]))
+        if cluster is not None:
+            cluster.start()
+        for kind in stores:
+            if len(stores) > 1:
+                print(f"== {kind} ==")
+            figures[kind] = run_once(args, cluster.fresh_database() if kind == "postgres" and cluster else None)
     finally:
-        load.kill_all()
-        bench.kill()
-        shutil.rmtree(workdir, ignore_errors=True)
+        if cluster is not None:
+            cluster.stop()
+    if len(stores) > 1:
+        report_ratios(figures)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Benchmark: send -> submitted latency to a pane on another host (over SSH) against a local one.
 
-    python bench/remote_latency.py [--sends N]
+    python bench/remote_latency.py [--sends N] [--store sqlite|postgres]
 
 Builds a throw-away fleet in a private tmux server (bench/_pane_fleet.py) with one local
 stand-in member beside the Director, and "another host": a real sshd on 127.0.0.1 with keys
@@ -11,6 +11,10 @@ to the local and to the remote member and measures the time from starting the se
 stand-in recording the submitted preview. Reports medians, p95 and the ratio remote/local
 (goal: within 2x), plus how many SSH connections sshd accepted during the sends (goal: none
 beyond the one opened at creation). Nothing outside the temporary folders is touched.
+
+``--store postgres`` puts the fleet in a fresh database of a private PostgreSQL cluster
+(tests/support/postgres.py) instead of a SQLite file: the pane-input lock is then the
+advisory lock, taken on a connection of its own for each preview, local or remote.
 """
 
 from __future__ import annotations
@@ -66,14 +70,26 @@ def wait_ready(fleet: PaneFleet, member_id: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sends", type=int, default=20, help="sends to each member")
+    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is not installed")
+    cluster = None
+    if args.store == "postgres":
+        from tests.support.postgres import Cluster, missing_reason
+
+        reason = missing_reason()
+        if reason:
+            raise SystemExit(reason)
+        cluster = Cluster()
     workdir = tempfile.mkdtemp(prefix="cafleet-bench-")
     sshdir = Path(tempfile.mkdtemp(prefix="cf-ssh-", dir="/tmp"))  # short: socket paths are limited
     fleet = PaneFleet(workdir, "remote")
     remote_path = os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]])
     try:
+        if cluster is not None:
+            cluster.start()
+            fleet.env["CAFLEET_DATABASE_URL"] = cluster.fresh_database()
         with running_sshd(sshdir, remote_path) as host:
             fleet.env.update(CAFLEET_SSH_CONFIG=str(host.config), CAFLEET_SSH_CONTROL_DIR=str(sshdir / "control"))
             director, local = fleet.setup()
@@ -123,11 +139,13 @@ def main() -> None:
             new_connections = host.accepted() - connections_before
     finally:
         fleet.kill()
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(sshdir, ignore_errors=True)
 
     local_median, remote_median = statistics.median(times[local]), statistics.median(times[remote])
-    print(f"remote latency: {args.sends} sends each, interleaved, send -> preview submitted")
+    print(f"remote latency: {args.sends} sends each, interleaved, send -> preview submitted; {args.store}")
     for label, values in (("local pane", times[local]), ("pane over SSH (127.0.0.1)", times[remote])):
         print(
             f"  {label:<28} median {statistics.median(values) * 1000:7.0f} ms   "

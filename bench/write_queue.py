@@ -79,6 +79,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.spawn:
         parser.error("--spawn is not supported here: the queue is switched in the in-process workers")
+    if args.store != "sqlite":
+        parser.error("the writers' queue is SQLite's: --store must be sqlite")
     runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
     failed = dict.fromkeys(MODES, 0)
     columns = ("sends/s", "send p50", "send p95", "send p99", "send max", "send mean", "ack p50", "ack p99", "ack mean")

@@ -5,7 +5,8 @@ test; the remote side has its own HOME and tmux socket directory, so the tmux se
 cafleet starts there is not the Director's. The Director sits in a private local tmux
 server (tests/support/pane_fleet.py); members run the stand-in agent on the remote side and
 record what they receive; the database is the test's SQLite file, which the remote
-members reach by the same path (it is the same machine).
+members reach by the same path (it is the same machine). The load test at the end spans
+three hosts (this machine and two sshd hosts named in one ssh_config) on a PostgreSQL store.
 """
 
 from __future__ import annotations
@@ -13,15 +14,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from cafleet.mux.ssh import join_session, split_session
 from tests.support.pane_fleet import preview_line, start, tmux_fleet
-from tests.support.sshd import running_sshd
+from tests.support.sshd import running_sshds
 from tests.support.tmux_fixtures import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.tmux]
@@ -35,19 +40,34 @@ def short_dir():
     shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.fixture
-def remote(env, tmp_path, monkeypatch, short_dir):
-    """(fleet, host): a live local fleet and a reachable host for its members."""
+@contextmanager
+def fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, aliases):
+    """(fleet, hosts): a live local fleet and one reachable host per alias, all named in
+    one ssh_config (CAFLEET_SSH_CONFIG) with one connection-master directory."""
     remote_path = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
-    with running_sshd(short_dir, remote_path) as host:
+    with running_sshds(short_dir, remote_path, aliases) as (config, hosts):
         for key, value in {
-            "CAFLEET_SSH_CONFIG": str(host.config),
+            "CAFLEET_SSH_CONFIG": str(config),
             "CAFLEET_SSH_CONTROL_DIR": str(short_dir / "control"),
         }.items():
             env[key] = value
             monkeypatch.setenv(key, value)
         with tmux_fleet(env, tmp_path, monkeypatch) as fleet:
-            yield fleet, host
+            yield fleet, hosts
+
+
+@pytest.fixture
+def remote(env, tmp_path, monkeypatch, short_dir):
+    """(fleet, host): a live local fleet and a reachable host for its members."""
+    with fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (fleet, [host]):
+        yield fleet, host
+
+
+@pytest.fixture
+def two_hosts(env, tmp_path, monkeypatch, short_dir):
+    """(fleet, hosts): a live local fleet and two reachable hosts: three hosts in all."""
+    with fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost", "gpuhost"]) as (fleet, hosts):
+        yield fleet, hosts
 
 
 def create_remote(fleet, host, name: str, *extra: str):
@@ -344,3 +364,153 @@ def test_a_restarted_tmux_on_the_host_is_stale_and_nothing_is_typed_there(remote
     assert f"tmux pane {pane_id} is stale" in sent.err
     assert fleet.notified_at(sent.json()["message_id"]) is None
     assert marker.read_bytes() == b""  # the identity check ran on the host, in the same tmux call
+
+
+# --- three hosts under load ---------------------------------------------------------------
+# This machine and two hosts over SSH, eight stand-in members on each, sixteen senders at
+# once, on a PostgreSQL store: the pane-input lock is PostgreSQL's advisory lock, shared by
+# every process, and a remote preview is typed over its host's one shared connection.
+
+MEMBERS_PER_HOST = 8
+SENDERS = 16
+PER_SENDER = 3  # 48 messages: two to each of the 24 members, each sender's three on the three hosts
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def create_member(fleet, host, name: str) -> dict:
+    """``member create --coding-agent standin --json`` beside the Director (host None) or on
+    ``host``; not waited for."""
+    if host is not None:
+        created = create_remote(fleet, host, name, "--json")
+    else:
+        created = fleet.cafleet(
+            "member",
+            "create",
+            "--fleet-id",
+            str(fleet.fleet_id),
+            "--name",
+            name,
+            "--description",
+            f"{name} here",
+            "--coding-agent",
+            "standin",
+            "--json",
+            "Wait for tasks from {director_member_id}.",
+        )
+    assert created.code == 0 and created.err == "", created
+    return created.json()
+
+
+@pytest.mark.stores("postgres")
+def test_three_hosts_eight_members_each_sixteen_senders_lose_nothing_and_preview_each_once(two_hosts, cli, tmp_path):
+    fleet, hosts = two_hosts
+    places = [None, *hosts]  # None: this machine, beside the Director
+
+    def create_all(host) -> list[dict]:
+        made = []
+        for i in range(MEMBERS_PER_HOST):
+            made.append(create_member(fleet, host, f"{host.alias if host else 'here'}-{i}"))
+            if host is None:  # each member splits the Director's pane: share the window out again
+                fleet.server.run("select-layout", "-t", fleet.director_pane, "tiled")
+        return made
+
+    with ThreadPoolExecutor(len(places)) as pool:  # one place's members in turn, the three places at once
+        per_place = list(pool.map(create_all, places))
+    for host, made in zip(places, per_place):
+        for record in made:
+            pane = record["pane_id"]
+
+            def ready(host=host, pane=pane) -> bool:
+                shown = (host.remote_tmux if host else fleet.server.run)("capture-pane", "-p", "-t", pane)
+                return any(line.startswith(">") for line in shown.splitlines())
+
+            wait_for(ready, timeout=60, what=f"the stand-in in pane {pane} to draw its input line")
+    # Interleaved: any three in a row are one on each host.
+    members = [made[i]["member_id"] for i in range(MEMBERS_PER_HOST) for made in per_place]
+    host_of = {r["member_id"]: (h.alias if h else None) for h, made in zip(places, per_place) for r in made}
+
+    # Sender i sends to three members in a row, one per host; senders i and i + 8 have the
+    # same list, so each member gets two messages that reach its pane at about the same
+    # moment. Half send as the Director, half as a member that is not their recipient.
+    plan = {}
+    for i in range(SENDERS):
+        to = [members[(i * PER_SENDER + k) % len(members)] for k in range(PER_SENDER)]
+        sender = fleet.director if i % 2 == 0 else members[(i * PER_SENDER + 12) % len(members)]
+        assert sender not in to
+        plan[f"s{i}"] = (sender, to)
+    expected = {f"{tag}-{k}": (sender, to[k]) for tag, (sender, to) in plan.items() for k in range(PER_SENDER)}
+
+    trace = tmp_path / "trace"
+    environ = dict(
+        fleet.environ,
+        CAFLEET_SUBMIT_SETTLE="0",  # the stand-in takes Enter at once; the echo is still awaited
+        CAFLEET_LOCK_TIMEOUT="300",  # a queue behind a pane only bounds a failure here
+        CAFLEET_TEST_TRACE=str(trace),  # the drain's attempts, to bound repeated previews
+    )
+    senders = []
+    for tag, (sender, to) in plan.items():
+        out = tmp_path / f"{tag}.jsonl"
+        with open(out, "wb") as handle:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.support.load_workers", "send", str(sender), ",".join(map(str, to))]
+                + [str(PER_SENDER), tag],
+                cwd=ROOT,
+                env=environ,
+                stdout=handle,
+                stderr=subprocess.PIPE,
+            )
+        senders.append((tag, proc, out))
+    try:
+        for tag, proc, _ in senders:
+            _, err = proc.communicate(timeout=600)  # bounds a failure only
+            assert (proc.returncode, err.decode()) == (0, ""), f"sender {tag}"
+    finally:
+        for _, proc, _ in senders:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    sent = [json.loads(line) for _, _, out in senders for line in out.read_bytes().splitlines()]
+
+    # Every printed id is stored once, with its exact body, sender and recipient, and was
+    # reported notified (no warning: no process wrote anything on stderr).
+    ids = [r["id"] for r in sent]
+    assert len(ids) == len(set(ids)) == len(expected)
+    rows = fleet.query(
+        "SELECT message_id, from_member_id, to_member_id, text, notified_at FROM messages ORDER BY message_id"
+    )
+    assert [r[0] for r in rows] == sorted(ids)
+    assert {r[3]: (r[1], r[2]) for r in rows} == expected
+    assert all(r["notified"] for r in sent) and all(r[4] is not None for r in rows)
+
+    # Each preview reached its recipient's pane, whole, on the right host, and nowhere else.
+    # At least once: a copy is typed only by an attempt of the drain, and a second copy can
+    # only come from an attempt whose submission was not confirmed (its echo not seen in
+    # time) and was retried; so copies <= attempts, and exactly one attempt was confirmed.
+    # Unless the machine stalls a pane for seconds, every attempt is confirmed: one copy.
+    attempts = Counter(trace.read_text(encoding="utf-8").splitlines())
+    by_text = {r[3]: r for r in rows}
+    previews = {  # message id -> (recipient, the one line its preview is typed as)
+        by_text[r["text"]][0]: (
+            by_text[r["text"]][2],
+            preview_line({**r, "message_id": by_text[r["text"]][0], "from_member_id": by_text[r["text"]][1]}),
+        )
+        for r in sent
+    }
+    submitted = {member: Counter(fleet.submits(member)) for member in members}
+    for member, got in submitted.items():
+        owed = {line for to, line in previews.values() if to == member}
+        assert set(got) <= owed, f"member {member} on {host_of[member] or 'this machine'} got another's preview"
+    for message_id, (to, line) in previews.items():
+        copies = submitted[to][line]
+        typed, confirmed = attempts[f"drain.typing {message_id}"], attempts[f"drain.submitted {message_id}"]
+        assert confirmed == 1 and 1 <= copies <= typed, (message_id, host_of[to], copies, typed, confirmed)
+
+    # Every message can be ACKed once, and only once.
+    for message_id in ids:
+        first = cli("message", "ack", str(message_id))
+        assert (first.code, first.out, first.err) == (0, f"acknowledged message {message_id}\n", ""), first
+        again = cli("message", "ack", str(message_id))
+        assert again.code == 1 and again.err.startswith(f"Error: message {message_id} is already acknowledged")
+    assert fleet.query("SELECT DISTINCT status_state FROM messages") == [("completed",)]
+    for host in hosts:
+        assert remote_panes(host).keys() >= {r["pane_id"] for r in per_place[places.index(host)]}

@@ -17,7 +17,7 @@ it opens its own connection, diagnoses the file, does its work and closes, as on
 ``cafleet`` invocation does after interpreter start-up; with ``--spawn`` each is a real
 ``python -m cafleet`` process instead. Every operation prints one JSON line on stdout
 with wall-clock ``start``/``end`` (``time.time()``, comparable across processes):
-``{"op": "send", "id", "to", "text", ...}``, ``{"op": "wait", "messages": [[id, to,
+``{"op": "send", "id", "to", "text", "notified", "created_at", ...}``, ``{"op": "wait", "messages": [[id, to,
 created_at], ...], ...}``, ``{"op": "ack", "id", ...}``, ``{"op": "poll", "ids", ...}``.
 A command that fails (any exit status but 0, or 3 for a wait that timed out) or writes
 anything on stderr ends the worker: its stderr is copied and the exit status is 1.
@@ -87,6 +87,7 @@ def send(
             to=record["to_member_id"],
             text=record["text"],
             notified=record["notified"],
+            created_at=record["created_at"],
             start=start,
             end=end,
         )

@@ -9,6 +9,11 @@ host ``alias`` with its port, key and a known-hosts file in the same directory.
 The remote side gets a HOME and a ``TMUX_TMPDIR`` of its own through sshd's ``SetEnv``,
 so the tmux server cafleet starts "there" is not the test's local one. sshd is stopped by
 its own pid; connection masters left by cafleet are closed with ``ssh -O exit`` first.
+
+:func:`running_sshds` starts several such hosts (one folder, HOME, tmux socket directory
+and sshd each) and writes one ``ssh_config`` naming them all, with one connection-master
+directory for all of them, as a user's own configuration would: "three hosts" in a test
+are this machine plus two of these.
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -45,8 +50,11 @@ def free_port() -> int:
 class SshHost:
     """A running sshd: reach it as ``alias`` with ``ssh -F config``."""
 
-    def __init__(self, root: Path, alias: str, port: int, remote_env: Mapping[str, str]) -> None:
+    def __init__(
+        self, root: Path, alias: str, port: int, remote_env: Mapping[str, str], control_dir: Path | None = None
+    ) -> None:
         self.root = root
+        self.control_dir = root / "control" if control_dir is None else control_dir
         self.alias = alias
         self.port = port
         self.config = root / "ssh_config"
@@ -109,9 +117,8 @@ class SshHost:
 
     def close_masters(self) -> None:
         """Close the connection master cafleet keeps for this host, if any (it is ours)."""
-        control_dir = self.root / "control"
         subprocess.run(
-            ["ssh", "-F", str(self.config), "-o", f"ControlPath={control_dir}/%C", "-O", "exit", self.alias],
+            ["ssh", "-F", str(self.config), "-o", f"ControlPath={self.control_dir}/%C", "-O", "exit", self.alias],
             capture_output=True,
             timeout=20,
             stdin=subprocess.DEVNULL,
@@ -165,12 +172,17 @@ def _keygen(path: Path) -> None:
 
 @contextmanager
 def running_sshd(
-    root: Path, remote_path: str, alias: str = "farhost", extra_env: Mapping[str, str] | None = None
+    root: Path,
+    remote_path: str,
+    alias: str = "farhost",
+    extra_env: Mapping[str, str] | None = None,
+    control_dir: Path | None = None,
 ) -> Iterator[SshHost]:
     """Start an sshd in ``root`` (a fresh, short directory); stop it on exit.
 
     ``remote_path`` is PATH on the remote side (tmux, this Python, the venv's ``cafleet``);
-    ``extra_env`` adds variables every remote session gets.
+    ``extra_env`` adds variables every remote session gets; ``control_dir`` is where the
+    client's connection masters live (``root/control`` unless given).
     """
     if sshd_binary() is None:
         pytest.fail("sshd is not installed; run `bash scripts/install.sh --test` (openssh-server)")
@@ -180,7 +192,8 @@ def running_sshd(
     os.chmod(root, 0o700)
     remote_home = root / "remote-home"
     remote_tmp = root / "remote-tmp"
-    for folder in (remote_home, remote_tmp, root / "control"):
+    control_dir = root / "control" if control_dir is None else control_dir
+    for folder in (remote_home, remote_tmp, control_dir):
         folder.mkdir(mode=0o700, exist_ok=True)
     _keygen(root / "host_key")
     _keygen(root / "client_key")
@@ -240,10 +253,26 @@ def running_sshd(
         ),
         encoding="utf-8",
     )
-    host = SshHost(root, alias, port, remote_env)
+    host = SshHost(root, alias, port, remote_env, control_dir)
     host.start()
     try:
         yield host
     finally:
         host.stop()
         host.kill_remote_tmux()
+
+
+@contextmanager
+def running_sshds(root: Path, remote_path: str, aliases: Sequence[str]) -> Iterator[tuple[Path, list[SshHost]]]:
+    """One sshd per alias, each in ``root/<alias>``: (one ``ssh_config`` naming every host,
+    the hosts). Their connection masters share ``root/control``."""
+    root.mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o700)
+    config = root / "ssh_config"
+    with ExitStack() as stack:
+        hosts = [
+            stack.enter_context(running_sshd(root / alias, remote_path, alias, control_dir=root / "control"))
+            for alias in aliases
+        ]
+        config.write_text("".join(host.config.read_text(encoding="utf-8") for host in hosts), encoding="utf-8")
+        yield config, hosts

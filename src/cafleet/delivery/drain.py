@@ -28,7 +28,7 @@ from __future__ import annotations
 from cafleet import config
 from cafleet.broker import messages, notifications
 from cafleet.errors import CafleetError
-from cafleet.faults import pause_point
+from cafleet.faults import pause_point, trace_point
 
 
 class Settings:
@@ -204,7 +204,9 @@ def drain(
                     message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_len
                 )
                 mux = reach(target)  # checks the pane's recorded identity before each keystroke
+                trace_point(f"drain.typing {message_id}")  # test-only count (cafleet.faults)
                 submit.submit_preview(mux, target["pane_id"], text, target["coding_agent"], settle=settings.settle)
+                trace_point(f"drain.submitted {message_id}")
                 pause_point("drain.submitted")
                 if notifications.stamp_notified(store, message_id):
                     stamped.add(message_id)
