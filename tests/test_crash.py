@@ -119,15 +119,9 @@ def on_postgres(url: str) -> bool:
 
 def killed_sessions(url: str) -> int:
     """How many sessions of the killed commands the PostgreSQL server still has open."""
-    import psycopg
+    from tests.support.postgres import sessions
 
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
-            (KILLED_APP,),
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
+    return sessions(url, KILLED_APP)
 
 
 def assert_lock_free(fleet, backend: str, session: str, pane_id: str) -> None:
@@ -157,8 +151,8 @@ def assert_invariants(fleet, *panes: str) -> None:
     """Intact database, no stamp without a submission, no lock held (every concrete
     placement plus ``panes``)."""
     if on_postgres(fleet.db):
-        # The server releases a killed session's advisory locks before that session leaves
-        # pg_stat_activity; wait for that (bounded), then each lock gets its single try.
+        # A killed session's advisory locks are free once it has left pg_stat_activity; wait
+        # for that (bounded), then each lock gets its single try.
         wait_for(lambda: killed_sessions(fleet.db) == 0, timeout=30, what="the server to end the killed sessions")
     else:
         conn = sqlite3.connect(fleet.db)

@@ -30,7 +30,10 @@ The points, in the order a command reaches them (tests/test_crash.py kills at ea
 
 ``CAFLEET_TEST_TRACE=<path>`` is the counting half: each :func:`trace_point` reached appends
 its name (one line) to that file, so a test can count how often a loop ran instead of
-guessing from CPU time (tests/test_wait_listen.py bounds a quiet wait's checks and reads).
+guessing from CPU time (tests/test_wait_listen.py bounds a quiet wait's checks and reads),
+or see that a process has reached a wait: ``lock.busy`` is written each time a try for a
+pane-input lock finds it held, on either store (tests/test_member_lifecycle.py starts a
+member only once ``fleet delete`` is waiting for a lock).
 
 With ``CAFLEET_TEST_PAUSE_UNTIL=<path>`` as well, the paused process carries on once that
 file exists instead of sleeping for good: a test can act exactly while the command stands
