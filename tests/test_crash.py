@@ -21,8 +21,8 @@ delivers what is owed with at most one extra copy of a preview, and a half-creat
 half-deleted member can be finished with ``member delete``.
 
 Every test runs on both stores. On PostgreSQL the killed command is a client: the server,
-which owns the files, is never killed and checks every foreign key itself on commit, so the
-file checks are SQLite's. The pane-input lock is there an advisory lock held by the killed
+which owns the files, is never killed and enforces every foreign key itself, so the file
+checks are SQLite's. The pane-input lock is there an advisory lock held by the killed
 command's session, which the server ends once it sees the connection close; the checks
 first wait (bounded) until the server has ended every session of the killed commands,
 then take each lock with the same single try.
