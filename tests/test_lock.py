@@ -1,7 +1,17 @@
 """The pane-input lock across real processes: a holder makes others time out within
-the bound, a killed holder frees it, equal keys share it and different keys do not."""
+the bound, a killed holder frees it, equal keys share it and different keys do not.
+
+Each test that takes a lock runs on both stores: on SQLite the lock is an ``flock`` on a
+file in a lock folder, on PostgreSQL a session advisory lock in the test's database
+(``lock_dir`` is then its URL). A killed holder's advisory lock is released when the
+server ends its session, so on PostgreSQL a check right after a kill first waits
+(bounded) for that session to leave ``pg_stat_activity``. What is about the lock file
+itself (its name, its folder, spellings of the database path) is SQLite's.
+"""
 
 from __future__ import annotations
+
+STORES = ("sqlite", "postgres")  # the lock tests run on both stores (tests/conftest.py)
 
 import os
 import signal
@@ -13,11 +23,12 @@ import time
 
 import pytest
 
-from cafleet.delivery.lock import lock_path, pane_lock
+from cafleet.delivery.lock import advisory_key, lock_path, pane_lock
 from cafleet.errors import LockTimeout
 from cafleet.mux.base import PaneContext
 
 SESSION = "$1@/tmp/tmux-1000/default"
+HOLDER_APP = "cafleet-lock-holder"  # the holders' PostgreSQL sessions are named so (PGAPPNAME)
 
 HOLDER = textwrap.dedent(
     """
@@ -32,8 +43,23 @@ HOLDER = textwrap.dedent(
 
 
 @pytest.fixture
-def lock_dir(tmp_path):
+def lock_dir(tmp_path, store_kind, database_url):
+    """A lock folder (SQLite) or the database URL (PostgreSQL: advisory locks)."""
+    if store_kind == "postgres":
+        import cafleet.store.postgres  # noqa: F401  imported before any timing, as a command has it
+
+        return database_url
     return tmp_path / "state" / "locks"
+
+
+def holders_ended(lock_dir) -> None:
+    """Return once killed holders can hold nothing: at once for an ``flock`` (the kernel
+    releases it with the process); on PostgreSQL once the server has ended their sessions."""
+    if isinstance(lock_dir, str):
+        from tests.support.postgres import sessions
+        from tests.support.tmux_fixtures import wait_for
+
+        wait_for(lambda: sessions(lock_dir, HOLDER_APP) == 0, timeout=30, what="the server to end the holder's session")
 
 
 @pytest.fixture
@@ -46,7 +72,7 @@ def holder(lock_dir, env):
             [sys.executable, "-c", HOLDER, str(lock_dir), backend, session, pane],
             stdout=subprocess.PIPE,
             text=True,
-            env=env,
+            env=dict(env, PGAPPNAME=HOLDER_APP),
         )
         children.append(child)
         assert child.stdout.readline() == "held\n"
@@ -84,8 +110,13 @@ def test_waiting_sleeps_instead_of_spinning(holder, lock_dir):
 
 def test_killed_holder_frees_the_lock(holder, lock_dir):
     child = holder()
+    if isinstance(lock_dir, str):
+        from tests.support.postgres import sessions
+
+        assert sessions(lock_dir, HOLDER_APP) == 1  # so the wait below is not vacuous
     os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=10)
+    holders_ended(lock_dir)
     with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=0):  # one non-blocking try: free now
         pass
 
@@ -108,6 +139,9 @@ def test_same_key_from_two_placements_shares_one_lock(holder, lock_dir):
     assert lock_path(lock_dir, first.backend, first.session, first.pane_id) == lock_path(
         lock_dir, second.backend, second.session, second.pane_id
     )
+    assert advisory_key(first.backend, first.session, first.pane_id) == advisory_key(
+        second.backend, second.session, second.pane_id
+    )
     holder(first.backend, first.session, first.pane_id)
     with pytest.raises(LockTimeout):
         with pane_lock(lock_dir, second.backend, second.session, second.pane_id, timeout=0.1):
@@ -124,11 +158,12 @@ def test_different_keys_do_not_block_each_other(holder, lock_dir, backend, sessi
         pass
 
 
-def test_key_parts_cannot_run_together(lock_dir):
-    assert lock_path(lock_dir, "tmux", "a", "b%1") != lock_path(lock_dir, "tmux", "ab", "%1")
+def test_key_parts_cannot_run_together(tmp_path):
+    assert lock_path(tmp_path, "tmux", "a", "b%1") != lock_path(tmp_path, "tmux", "ab", "%1")
+    assert advisory_key("tmux", "a", "b%1") != advisory_key("tmux", "ab", "%1")
 
 
-def test_release_on_exit_and_on_error_keeps_the_file(lock_dir):
+def test_release_on_exit_and_on_error(lock_dir):
     with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=1):
         pass
     with pytest.raises(RuntimeError):
@@ -136,6 +171,15 @@ def test_release_on_exit_and_on_error_keeps_the_file(lock_dir):
             raise RuntimeError("boom")
     with pane_lock(str(lock_dir), "tmux", SESSION, "%3", timeout=0):
         pass
+
+
+@pytest.mark.stores("sqlite")  # the lock file itself; an advisory lock has none
+def test_release_on_exit_and_on_error_keeps_the_file(lock_dir):
+    with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=1):
+        pass
+    with pytest.raises(RuntimeError):
+        with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=1):
+            raise RuntimeError("boom")
     path = lock_path(lock_dir, "tmux", SESSION, "%3")
     assert path.exists()  # never deleted: another process may be waiting on it
     assert stat.S_IMODE(lock_dir.stat().st_mode) == 0o700
@@ -164,6 +208,7 @@ def spellings(tmp_path, db_path: str) -> dict[str, str]:
     return {"folder symlink": str(folder / os.path.basename(db_path)), "file symlink": str(elsewhere / "link.db")}
 
 
+@pytest.mark.stores("sqlite")  # spellings of a file's path; a PostgreSQL URL names a server
 @pytest.mark.parametrize("spelling", ["folder symlink", "file symlink"])
 def test_two_spellings_of_one_database_share_each_pane_lock(tmp_path, env, cli, build, store, db_path, spelling):
     """A sender reaching the database through another name sees the lock the first holds:

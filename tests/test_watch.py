@@ -220,8 +220,26 @@ def test_held_preview_is_reported_each_interval_then_delivered(fleet, store, tmu
     assert texts[0] == "half a thought" and len(texts) == 2 and f"[cafleet msg {message_id} " in texts[1]
 
 
-@pytest.mark.stores("sqlite")  # it holds SQLite's write lock from another process
-def test_survives_busy_database_and_member_deleted(fleet, store, cli, db_path, tmux_server):
+# Another process holds the database's write lock until its stdin closes: SQLite's (a raw
+# ``BEGIN IMMEDIATE``, as any program writing the file would), or on PostgreSQL the writers'
+# advisory lock every cafleet write transaction takes first (through cafleet's own store).
+HOLD_WRITE_LOCK = {
+    "sqlite": (
+        "import sqlite3,sys\n"
+        "c=sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('BEGIN IMMEDIATE')\n"
+        "print('held', flush=True); sys.stdin.read()\n"
+    ),
+    "postgres": (
+        "import sys\n"
+        "from cafleet.store.connection import open_store\n"
+        "with open_store(sys.argv[1]).write():\n"
+        "    print('held', flush=True); sys.stdin.read()\n"
+    ),
+}
+
+
+def test_survives_busy_database_and_member_deleted(fleet, store, cli, db_path, tmux_server, store_kind):
     """A writer holds the database while watch retries a stuck preview: the stamp fails
     as busy, the stream goes on, and a later round delivers (at least once)."""
     fleet_id, director, environ, add = fleet
@@ -240,14 +258,7 @@ def test_survives_busy_database_and_member_deleted(fleet, store, cli, db_path, t
     assert sent["notified"] is False
     tmux_server.run("send-keys", "-t", pane, "1", "Enter")  # healthy again, preview still owed
     holder = subprocess.Popen(  # holds the write lock until the test closes its stdin
-        [
-            sys.executable,
-            "-c",
-            "import sqlite3,sys\n"
-            f"c=sqlite3.connect({db_path!r}, isolation_level=None)\n"
-            "c.execute('BEGIN IMMEDIATE')\n"
-            "print('held', flush=True); sys.stdin.read()\n",
-        ],
+        [sys.executable, "-c", HOLD_WRITE_LOCK[store_kind], db_path],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )

@@ -34,6 +34,9 @@ guessing from CPU time (tests/test_wait_listen.py bounds a quiet wait's checks a
 or a name with a message id: the drain appends ``drain.typing <id>`` before each attempt to
 type a preview and ``drain.submitted <id>`` once its submission is confirmed, so
 tests/test_remote_hosts.py can bound each preview's copies by the attempts that typed it.
+Tests also see that a process has reached a wait: ``lock.busy`` is written each time a
+try for a pane-input lock finds it held, on either store (tests/test_member_lifecycle.py
+starts a member only once ``fleet delete`` is waiting for a lock).
 
 With ``CAFLEET_TEST_PAUSE_UNTIL=<path>`` as well, the paused process carries on once that
 file exists instead of sleeping for good: a test can act exactly while the command stands

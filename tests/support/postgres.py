@@ -103,3 +103,18 @@ class Cluster:
     def stop(self) -> None:
         self._run(f"{self.bin}/pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop", check=False)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def sessions(url: str, application_name: str) -> int:
+    """How many sessions named ``application_name`` (libpq's ``PGAPPNAME``) the server still
+    has on the URL's database. The server releases a session's advisory locks before the
+    session leaves ``pg_stat_activity``, so at 0 a killed holder's locks are free."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
+            (application_name,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])

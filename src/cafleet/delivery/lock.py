@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Iterator
 
 from cafleet.errors import CafleetError, LockTimeout
+from cafleet.faults import trace_point
 
 _MIN_SLEEP = 0.01
 _MAX_SLEEP = 0.05
@@ -133,7 +134,7 @@ def _acquire(fd: int, pane_id: str, timeout: float) -> None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
-            pass
+            trace_point("lock.busy")  # test-only count (cafleet.faults): a try found it held
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise LockTimeout(

@@ -609,6 +609,7 @@ class AdvisoryLock:
             row = self.conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
             if row is not None and row[0]:
                 return True
+            trace_point("lock.busy")  # test-only count (cafleet.faults): a try found it held
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.release()
