@@ -2,13 +2,14 @@
 after 1 MB was appended, by the same reader (only the new bytes are parsed). Then the
 budget check a send makes when no budget is set, against the send's own commit.
 
-    python bench/usage_read.py [--megabytes 100]
+    python bench/usage_read.py [--megabytes 100] [--postgres]
 
 The transcript is written in claude's shape (docs/usage.md): user turns and tool results
 (most of the bytes, skipped without JSON parsing), and assistant calls written as two
 lines each (one per content block) repeating the call's usage. Reported: seconds and MB/s
 of the full read, seconds of the incremental re-read, their ratio, and a check that the
-calls counted equal the calls written.
+calls counted equal the calls written. With ``--postgres`` the budget check also runs on a
+private PostgreSQL cluster (tests/support/postgres.py), beside SQLite in the same run.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def write_calls(handle, start: int, target_bytes: int) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--megabytes", type=int, default=100)
+    parser.add_argument("--postgres", action="store_true", help="also time the budget check on PostgreSQL")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as root:
         folder = os.path.join(root, "projects", "-home-user-work")
@@ -107,55 +109,70 @@ def main() -> int:
         f"re-read after 1 MB appended: {again * 1000:.1f} ms, counted {recounted} calls "
         f"({'ok' if recounted == calls + more else 'WRONG'}); full read / re-read = {full / again:.0f}x"
     )
-    budget_check()
+    with tempfile.TemporaryDirectory() as root:
+        budget_check(os.path.join(root, "cafleet.db"), "sqlite")
+    if args.postgres:
+        sys.path.insert(0, os.path.join(HERE, ".."))
+        from tests.support.postgres import Cluster, missing_reason
+
+        reason = missing_reason()
+        if reason:
+            raise SystemExit(reason)
+        cluster = Cluster()
+        try:
+            cluster.start()
+            budget_check(cluster.fresh_database(), "postgres", rounds=500)
+        finally:
+            cluster.stop()
     return 0 if counted == calls and recounted == calls + more else 1
 
 
-def budget_check(rounds: int = 2000) -> None:
-    """``budgets_for_send`` with no budget set (tables present, and a file without them)
-    as a fraction of one ``messages.send`` (its write transaction)."""
+def budget_check(url: str, kind: str, rounds: int = 2000) -> None:
+    """``budgets_for_send`` with no budget set (tables present, and a database without
+    them) as a fraction of one ``messages.send`` (its write transaction), on one store."""
     from cafleet.broker import fleets, members, messages
     from cafleet.broker import usage as budgets
     from cafleet.store.connection import open_store
 
-    with tempfile.TemporaryDirectory() as root:
-        store = open_store(os.path.join(root, "cafleet.db"))
-        fleet = fleets.create_fleet(
-            store,
-            name="b",
-            coding_agent="claude",
-            backend="tmux",
-            session="s",
-            window_id="@1",
-            pane_id="%1",
-            identity=None,
-        )
-        worker = members.register_member(
-            store,
-            fleet_id=fleet["fleet_id"],
-            name="w",
-            description="w",
-            backend="tmux",
-            session="s",
-            window_id="@1",
-            coding_agent="claude",
-        )
-        director = fleet["director_member_id"]
+    store = open_store(url)
+    fleet = fleets.create_fleet(
+        store,
+        name="b",
+        coding_agent="claude",
+        backend="tmux",
+        session="s",
+        window_id="@1",
+        pane_id="%1",
+        identity=None,
+    )
+    worker = members.register_member(
+        store,
+        fleet_id=fleet["fleet_id"],
+        name="w",
+        description="w",
+        backend="tmux",
+        session="s",
+        window_id="@1",
+        coding_agent="claude",
+    )
+    director = fleet["director_member_id"]
 
-        def per_call(action) -> float:
-            began = time.perf_counter()
-            for _ in range(rounds):
-                action()
-            return (time.perf_counter() - began) / rounds
+    def per_call(action) -> float:
+        began = time.perf_counter()
+        for _ in range(rounds):
+            action()
+        return (time.perf_counter() - began) / rounds
 
-        send = per_call(lambda: messages.send(store, director, worker, "payload"))
-        with_tables = per_call(lambda: budgets.budgets_for_send(store, worker))
-        for name in (budgets.TABLE, budgets.FLEET_TABLE):
-            store.execute(f"DROP TABLE {name}")
-        without = per_call(lambda: budgets.budgets_for_send(store, worker))
-        store.close()
+    send = per_call(lambda: messages.send(store, director, worker, "payload"))
+    with_tables = per_call(lambda: budgets.budgets_for_send(store, worker))
+    for name in (budgets.TABLE, budgets.FLEET_TABLE):
+        store.execute(f"DROP TABLE {name}")
+    store.close()
+    store = open_store(url)  # as the next command would find the database
+    without = per_call(lambda: budgets.budgets_for_send(store, worker))
+    store.close()
     print(
-        f"budget check, no budget set: {with_tables * 1e6:.0f} us with the tables, {without * 1e6:.0f} us "
+        f"{kind} budget check, no budget set: {with_tables * 1e6:.0f} us with the tables, {without * 1e6:.0f} us "
         f"without; one send's commit: {send * 1e6:.0f} us (check / send = {with_tables / send:.2f})"
     )
 

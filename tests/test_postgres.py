@@ -92,6 +92,18 @@ def test_fresh_schema_reads_back_exactly_the_expected_shape(pg, url):
     for index, definition in postgres.EXPECTED_INDEXES.items():
         assert found["index"][index] == {definition}
     assert "idx_cafleet_aux_messages_pending" in found["index"]
+    # the auxiliary usage tables, the same columns as SQLite's in the same order
+    assert {t: found["column"][t] for t in postgres.EXPECTED_AUX_COLUMNS} == {
+        t: set(c) for t, c in postgres.EXPECTED_AUX_COLUMNS.items()
+    }
+    from cafleet.store import schema
+
+    assert list(postgres.AUX_TABLES) == list(postgres.EXPECTED_AUX_COLUMNS) == list(schema.AUX_TABLES)
+    for table, columns in postgres.EXPECTED_AUX_COLUMNS.items():
+        assert [c.split(" ", 1)[0] for c in columns] == [
+            line.split()[0] for line in schema.AUX_TABLES[table].splitlines()[1:-1]
+        ]
+    assert postgres.auxiliary_problems(pg) == {}
     assert pg.execute("SELECT version, name FROM refinery_schema_history").fetchall() == [(1, "baseline")]
     assert postgres.first_shape_problem(found) is None
 
@@ -354,7 +366,7 @@ def test_setup_and_doctor_work_on_postgresql_and_never_print_the_password(url, e
     doctor = cli("doctor", "--json", environ=environ)
     assert "hunter2" not in doctor.out + doctor.err
     database = doctor.json()["database"]
-    assert database["ok"] is True and database["auxiliary_indexes"] == {}
+    assert database["ok"] is True and database["auxiliary_indexes"] == {} and database["auxiliary_tables"] == {}
     store = open_store(url)
     try:
         assert store.execute("SELECT count(*) FROM asset_installs").fetchone()[0] == len(setup.json()["assets"])

@@ -1,14 +1,20 @@
-"""Usage and budgets without a real agent (docs/usage.md): a file without cafleet's usage
-tables works and says so, `cafleet setup` adds them, and bad budget values are refused
-before anything is written. The real agents' numbers are in tests/test_usage_real.py."""
+"""Usage and budgets without a real agent (docs/usage.md), on both stores: a database
+without cafleet's usage tables works and says so, `cafleet doctor` reports them missing and
+`cafleet setup` adds them, bad budget values are refused before anything is written, and
+usage records written where claude writes them are summed per member and gate the send.
+The real agents' own records are in tests/test_usage_real.py."""
 
 from __future__ import annotations
 
-import sqlite3
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
+
+import json
 
 import pytest
 
+from cafleet.broker import usage
 from cafleet.store import schema
+from cafleet.store.connection import open_store
 from tests.support.pane_fleet import tmux_fleet
 
 
@@ -40,6 +46,25 @@ def members(fleet) -> int:
     return fleet.query("SELECT count(*) FROM members")[0][0]
 
 
+def drop_usage_tables(url: str) -> None:
+    """The database as an older cafleet (or another implementation) made it."""
+    store = open_store(url)
+    try:
+        with store.write():
+            for name in schema.AUX_TABLES:
+                store.execute(f"DROP TABLE {name}")
+    finally:
+        store.close()
+
+
+def usage_tables(url: str) -> set[str]:
+    store = open_store(url)
+    try:
+        return store.tables_present(schema.AUX_TABLES)
+    finally:
+        store.close()
+
+
 def test_bad_budgets_are_refused_before_anything_is_written(fleet):
     before = members(fleet)
     for flag, value, said in (
@@ -58,11 +83,7 @@ def test_bad_budgets_are_refused_before_anything_is_written(fleet):
 
 
 def test_a_file_without_the_usage_tables_works_and_setup_adds_them(fleet, env):
-    conn = sqlite3.connect(fleet.db)
-    for name in schema.AUX_TABLES:
-        conn.execute(f"DROP TABLE {name}")
-    conn.commit()
-    conn.close()
+    drop_usage_tables(fleet.db)
     worker = create(fleet, "plain")
     assert worker.code == 0, worker
     worker_id = worker.json()["member_id"]
@@ -84,16 +105,8 @@ def test_a_file_without_the_usage_tables_works_and_setup_adds_them(fleet, env):
 
     setup = fleet.cafleet("setup", "--coding-agent", "claude", "--json")
     assert setup.code == 0, setup
-    assert (
-        sorted(setup.json()["database"]["tables_added"])
-        == sorted(schema.AUX_TABLES)
-        == sorted(
-            name
-            for (name,) in fleet.query(
-                "SELECT name FROM sqlite_master WHERE name LIKE 'cafleet_aux_%' AND type = 'table'"
-            )
-        )
-    )
+    assert sorted(setup.json()["database"]["tables_added"]) == sorted(schema.AUX_TABLES)
+    assert usage_tables(fleet.db) == set(schema.AUX_TABLES)
     assert fleet.query("SELECT version FROM refinery_schema_history") == [(1,)]
     capped = create(fleet, "capped", "--budget-tokens", "10")
     assert capped.code == 0, capped
@@ -138,3 +151,165 @@ def test_a_fleet_over_its_budget_gets_no_work_from_a_broadcast_or_the_webui(cli,
     forced = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(m1), "--force", "go")
     assert forced.code == 0, forced
     assert store.execute("SELECT count(*) FROM messages").fetchone()[0] == 1
+
+
+# --- cafleet doctor and the usage tables ------------------------------------------------------
+
+
+def test_doctor_reports_missing_usage_tables_and_setup_adds_them(cli, env, db_path):
+    """The tables are optional: a database without them is accepted (commands work), and
+    `cafleet doctor` says so, with the fix, until `cafleet setup` adds them."""
+    assert cli("fleet", "list").code == 0  # initialises the database, tables included
+    healthy = cli("doctor", "--json").json()["database"]
+    assert (healthy["ok"], healthy["auxiliary_tables"], healthy["auxiliary_indexes"]) == (True, {}, {})
+    assert "advice" not in healthy
+    drop_usage_tables(db_path)
+    assert cli("fleet", "list").code == 0  # diagnosis still accepts it
+    report = cli("doctor", "--json").json()["database"]
+    assert report["ok"] is True and report["auxiliary_indexes"] == {}
+    assert report["auxiliary_tables"] == {name: "missing" for name in schema.AUX_TABLES}
+    assert "run `cafleet setup` to add the missing table" in report["advice"]
+    text = cli("doctor").out.splitlines()
+    for name in schema.AUX_TABLES:
+        assert (
+            f"    ! table {name} is missing: usage and budgets are off (members get no attribution, "
+            "budgets are refused); run `cafleet setup` to add the missing table"
+        ) in text
+    setup = cli("setup", "--coding-agent", "claude", "--json")
+    assert setup.code == 0, setup
+    assert setup.json()["database"]["tables_added"] == list(schema.AUX_TABLES)
+    assert setup.json()["database"]["indexes_added"] == []
+    assert cli("doctor", "--json").json()["database"]["auxiliary_tables"] == {}
+    again = cli("setup", "--coding-agent", "claude", "--json").json()["database"]
+    assert again["tables_added"] == [] and again["indexes_added"] == []
+
+
+def test_doctor_reports_a_usage_table_with_other_columns_and_setup_leaves_it(cli, env, db_path):
+    assert cli("fleet", "list").code == 0
+    store = open_store(db_path)
+    try:
+        with store.write():
+            store.execute(f"DROP TABLE {usage.FLEET_TABLE}")
+            store.execute(f"CREATE TABLE {usage.FLEET_TABLE} (fleet_id INTEGER NOT NULL PRIMARY KEY, cap TEXT)")
+            store.execute(f"INSERT INTO {usage.FLEET_TABLE} (fleet_id, cap) VALUES (1, 'mine')")
+    finally:
+        store.close()
+    report = cli("doctor", "--json").json()["database"]
+    assert report["ok"] is True and report["auxiliary_tables"] == {usage.FLEET_TABLE: "altered"}
+    assert "has other columns" in report["advice"] and "rename it and run `cafleet setup`" in report["advice"]
+    assert cli("setup", "--coding-agent", "claude", "--json").json()["database"]["tables_added"] == []
+    store = open_store(db_path)
+    try:
+        assert store.execute(f"SELECT fleet_id, cap FROM {usage.FLEET_TABLE}").fetchall() == [(1, "mine")]
+    finally:
+        store.close()
+
+
+# --- spend read from claude's records, per member, on both stores --------------------------------
+
+
+def call_lines(message_id: str, input_tokens: int, output_tokens: int, blocks: int = 1) -> str:
+    """One model call as claude writes it into its transcript: a line per content block, each
+    repeating the call's usage under the same message id and request id."""
+    line = {
+        "type": "assistant",
+        "requestId": f"req_{message_id}",
+        "message": {
+            "id": message_id,
+            "model": "claude-sonnet-4-5",
+            "usage": {
+                "input_tokens": input_tokens,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "output_tokens": output_tokens,
+            },
+        },
+    }
+    return "".join(json.dumps(line) + "\n" for _ in range(blocks))
+
+
+def write_calls(config_dir, session_id: str, text: str) -> None:
+    folder = config_dir / "projects" / "-work"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{session_id}.jsonl", "a", encoding="utf-8") as out:
+        out.write(text)
+
+
+def test_recorded_spend_is_summed_per_member_and_gates_the_send(cli, build, store, db_path, env, tmp_path):
+    """Two claude members in one directory, each tied to its own session at spawn (the
+    attribution row, as `member create` writes it): each one's calls are summed exactly,
+    the fleet's is their sum, a session added later (/clear) counts, the WebUI serves the
+    same figures, and a member over its budget is refused new work unless --force."""
+    config = tmp_path / "claude-config"
+    fleet_id, director, (alice, bob) = build.fleet("spend", 2)
+    usage.record_source(
+        store, alice, coding_agent="claude", session_id="s-alice", data_dir=str(config), cwd="/work", budget_tokens=5000
+    )
+    usage.record_source(store, bob, coding_agent="claude", session_id="s-bob", data_dir=str(config), cwd="/work")
+    write_calls(config, "s-alice", call_lines("m1", 1001, 11, blocks=2) + call_lines("m2", 2002, 22))
+    write_calls(config, "s-bob", call_lines("m3", 3003, 33))
+
+    def tokens(member_id: int) -> tuple:
+        report = cli("member", "usage", str(member_id), "--json").json()
+        return report["calls"], report["tokens"]["total"], report["budget"]
+
+    assert tokens(alice) == (2, 3036, {"usd": None, "tokens": 5000, "over": False})
+    assert tokens(bob) == (1, 3036, None)
+    # a session the member started later (/clear) is remembered once and counted
+    usage.add_session(store, alice, "s-alice-2")
+    usage.add_session(store, alice, "s-alice-2")
+    assert usage.sources(store, [alice])[alice]["session_id"] == "s-alice s-alice-2"
+    write_calls(config, "s-alice-2", call_lines("m4", 1500, 50))
+    assert tokens(alice) == (3, 4586, {"usd": None, "tokens": 5000, "over": False})
+
+    whole = cli("fleet", "usage", str(fleet_id), "--json").json()
+    assert (whole["calls"], whole["tokens"]["total"]) == (4, 4586 + 3036)
+    listed = cli("member", "list", str(fleet_id))
+    assert any(line.startswith(f"{alice} ") and line.endswith("4586/5000 tok") for line in listed.out.splitlines())
+    from tests.support.web_server import BASE, make_app
+
+    with __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("ignore")
+        from starlette.testclient import TestClient
+    with TestClient(make_app(db_path, env), base_url=BASE) as client:
+        served = client.get(f"/api/fleets/{fleet_id}/usage").json()
+    assert served["tokens"] == whole["tokens"]
+    assert {r["member_id"]: r["tokens"]["total"] for r in served["members"]} == {director: 0, alice: 4586, bob: 3036}
+
+    sent = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(alice), "under", "--json")
+    assert sent.code == 0, sent
+    write_calls(config, "s-alice-2", call_lines("m5", 400, 14))  # 5000 reached
+    count = store.execute("SELECT count(*) FROM messages").fetchone()[0]
+    refused = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(alice), "over")
+    assert (refused.code, refused.out, refused.err) == (
+        1,
+        "",
+        f"Error: member {alice} is over its budget (5000 tokens spent of a 5000-token budget); "
+        "it gets no new work. Send anyway with --force.\n",
+    )
+    assert store.execute("SELECT count(*) FROM messages").fetchone()[0] == count
+    own = cli("message", "send", "--from-member-id", str(alice), "--to-member-id", str(director), "report")
+    assert own.code == 0, own
+    to_bob = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(bob), "fine")
+    assert to_bob.code == 0, to_bob
+    forced = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(alice), "--force", "go")
+    assert forced.code == 0, forced
+    assert store.execute("SELECT count(*) FROM messages").fetchone()[0] == count + 3
+
+
+def test_fleet_budget_options_keep_what_they_do_not_name(cli, build, store):
+    """`fleet budget --usd` leaves the token budget as it was and `--tokens` the dollars
+    (the options' documented default: unchanged); `--clear` removes both."""
+    fleet_id, _, _ = build.fleet("budgeted", 1)
+
+    def budget(*options: str):
+        done = cli("fleet", "budget", str(fleet_id), *options, "--json")
+        assert done.code == 0, done
+        return done.json()["budget"]
+
+    assert budget() is None
+    assert budget("--usd", "2.5") == {"usd": 2.5, "tokens": None, "over": False}
+    assert budget("--tokens", "7000") == {"usd": 2.5, "tokens": 7000, "over": False}
+    assert budget("--usd", "0.75") == {"usd": 0.75, "tokens": 7000, "over": False}
+    assert budget("--clear") is None
+    assert store.execute(f"SELECT count(*) FROM {usage.FLEET_TABLE}").fetchone()[0] == 0

@@ -1,9 +1,11 @@
 """The rows that tie a member to its coding agent's own usage records, and its budgets
 (the auxiliary table ``cafleet_aux_member_usage_sources``; docs/usage.md).
 
-The table is cafleet's own, outside the format: a file made without it (by an older
-cafleet or another implementation) works for every command; its members simply have no
-attribution until ``cafleet setup`` adds the table and new members are created.
+The table is cafleet's own, outside the format, on both stores: a database made without
+it (by an older cafleet or another implementation) works for every command; its members
+simply have no attribution until ``cafleet setup`` adds the table and new members are
+created. Each query is written once for both engines (upserts as ``ON CONFLICT ... DO
+UPDATE``, which both read alike; :mod:`cafleet.store.dialect`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ from cafleet import clock
 TABLE = "cafleet_aux_member_usage_sources"
 FLEET_TABLE = "cafleet_aux_fleet_budgets"
 _COLUMNS = ("member_id", "coding_agent", "session_id", "data_dir", "cwd", "started_at", "budget_usd", "budget_tokens")
+_UPSERT_SOURCE = (
+    f"INSERT INTO {TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
+    "ON CONFLICT (member_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
+)
 
 
 def has_table(store, name: str = TABLE) -> bool:
@@ -36,8 +42,7 @@ def record_source(
         return False
     with store.write():
         store.execute(
-            f"INSERT OR REPLACE INTO {TABLE} (member_id, coding_agent, session_id, data_dir, cwd, started_at, "
-            "budget_usd, budget_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            _UPSERT_SOURCE,
             (member_id, coding_agent, session_id, data_dir, cwd, clock.now(), budget_usd, budget_tokens),
         )
     return True
@@ -95,46 +100,51 @@ def add_session(store, member_id: int, session_id: str) -> None:
 def budgets_for_send(store, member_id: int) -> dict | None:
     """The budgets that may refuse a send to ``member_id``: ``{"member": (usd, tokens) or
     None, "fleet": (fleet_id, usd, tokens) or None}``, or None when neither is set. On
-    the send path: one lookup of the auxiliary tables' names, and a primary-key lookup in
-    each that exists; a file without them costs only the first."""
+    the send path: which auxiliary tables exist (a PostgreSQL store knows from its
+    diagnosis) and one query joining the member to each that does (primary-key lookups);
+    a database without them costs only the first."""
     names = store.tables_present([TABLE, FLEET_TABLE])
     if not names:
         return None
-    mine = fleet = None
+    columns, joins = ["NULL", "NULL"], ""
     if TABLE in names:
-        row = store.execute(
-            f"SELECT budget_usd, budget_tokens FROM {TABLE} WHERE member_id = ?", (member_id,)
-        ).fetchone()
-        if row is not None and (row[0] is not None or row[1] is not None):
-            mine = (row[0], row[1])
-    if FLEET_TABLE in names:
-        row = store.execute(
-            f"SELECT b.fleet_id, b.budget_usd, b.budget_tokens FROM {FLEET_TABLE} b "
-            "JOIN members m ON m.fleet_id = b.fleet_id JOIN fleets f ON f.fleet_id = m.fleet_id "
-            "WHERE m.member_id = ? AND (f.director_member_id IS NULL OR f.director_member_id != m.member_id)",
-            (member_id,),
-        ).fetchone()
-        if row is not None and (row[1] is not None or row[2] is not None):
-            fleet = (row[0], row[1], row[2])
+        columns = ["s.budget_usd", "s.budget_tokens"]
+        joins += f" LEFT JOIN {TABLE} s ON s.member_id = m.member_id"
+    if FLEET_TABLE in names:  # the Director is never refused
+        columns += ["b.fleet_id", "b.budget_usd", "b.budget_tokens"]
+        joins += (
+            f" JOIN fleets f ON f.fleet_id = m.fleet_id LEFT JOIN {FLEET_TABLE} b ON b.fleet_id = m.fleet_id "
+            "AND (f.director_member_id IS NULL OR f.director_member_id != m.member_id)"
+        )
+    else:
+        columns += ["NULL", "NULL", "NULL"]
+    row = store.execute(
+        f"SELECT {', '.join(columns)} FROM members m{joins} WHERE m.member_id = ?", (member_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    mine = (row[0], row[1]) if row[0] is not None or row[1] is not None else None
+    fleet = (row[2], row[3], row[4]) if row[3] is not None or row[4] is not None else None
     return {"member": mine, "fleet": fleet} if mine or fleet else None
 
 
 def set_fleet_budget(store, fleet_id: int, usd: float | None, tokens: int | None) -> None:
-    """Set (or, with both None, clear) a live fleet's budget."""
+    """Set a live fleet's budget in dollars and/or tokens, keeping the one given as None
+    (the options' default: unchanged); with both None, clear it."""
     from cafleet.broker import fleets
     from cafleet.errors import CafleetError
 
     fleets.require_live(store, fleet_id)
     if not has_table(store, FLEET_TABLE):
-        if getattr(store, "engine", "sqlite") == "postgresql":
-            raise CafleetError("budgets are kept on a SQLite store only for now (docs/usage.md).")
         raise CafleetError("this database has no budget table yet; run `cafleet setup` once, then retry.")
     with store.write():
         if usd is None and tokens is None:
             store.execute(f"DELETE FROM {FLEET_TABLE} WHERE fleet_id = ?", (fleet_id,))
         else:
             store.execute(
-                f"INSERT OR REPLACE INTO {FLEET_TABLE} (fleet_id, budget_usd, budget_tokens) VALUES (?, ?, ?)",
+                f"INSERT INTO {FLEET_TABLE} (fleet_id, budget_usd, budget_tokens) VALUES (?, ?, ?) "
+                f"ON CONFLICT (fleet_id) DO UPDATE SET budget_usd = COALESCE(excluded.budget_usd, {FLEET_TABLE}.budget_usd), "
+                f"budget_tokens = COALESCE(excluded.budget_tokens, {FLEET_TABLE}.budget_tokens)",
                 (fleet_id, usd, tokens),
             )
 

@@ -47,14 +47,41 @@ def database_section(ctx) -> dict:
         from cafleet.store.diagnosis import auxiliary_problems
 
         problems = auxiliary_problems(store.conn)
-    section = {"ok": True, "path": path, "diagnosis": "current format (schema 1)", "auxiliary_indexes": problems}
-    if section["auxiliary_indexes"]:
-        section["advice"] = (
-            "commands work but read a member's whole history; run `cafleet setup` to add the missing index"
-            if "missing" in section["auxiliary_indexes"].values()
-            else "an index with cafleet's auxiliary name has another definition; drop it and run `cafleet setup`"
-        )
+    from cafleet.store.schema import AUX_TABLES
+
+    indexes = {name: problem for name, problem in problems.items() if name not in AUX_TABLES}
+    tables = {name: problem for name, problem in problems.items() if name in AUX_TABLES}
+    section = {
+        "ok": True,
+        "path": path,
+        "diagnosis": "current format (schema 1)",
+        "auxiliary_indexes": indexes,
+        "auxiliary_tables": tables,
+    }
+    advice = [ADVICE["index", p] for p in sorted(set(indexes.values()))]
+    advice += [ADVICE["table", p] for p in sorted(set(tables.values()))]
+    if advice:  # the auxiliaries are optional: reported, never a failure
+        section["advice"] = "; ".join(advice)
     return section
+
+
+# What `cafleet doctor` says about a missing or altered auxiliary index or table.
+ADVICE = {
+    ("index", "missing"): (
+        "commands work but read a member's whole history; run `cafleet setup` to add the missing index"
+    ),
+    ("index", "altered"): (
+        "an index with cafleet's auxiliary name has another definition; drop it and run `cafleet setup`"
+    ),
+    ("table", "missing"): (
+        "usage and budgets are off (members get no attribution, budgets are refused); "
+        "run `cafleet setup` to add the missing table"
+    ),
+    ("table", "altered"): (
+        "a table with cafleet's auxiliary name has other columns, so usage and budgets may fail; "
+        "rename it and run `cafleet setup`"
+    ),
+}
 
 
 def _database_fix(error: CafleetError) -> str:
@@ -217,7 +244,9 @@ def doctor(ctx, hosts):
             f"{_mark(db['ok'])} database: " + (f"{db['path']} ({db['diagnosis']})" if db["ok"] else db["error"])
         )
         for name, problem in db.get("auxiliary_indexes", {}).items():
-            lines.append(f"    ! index {name} is {problem}: {db['advice']}")
+            lines.append(f"    ! index {name} is {problem}: {ADVICE['index', problem]}")
+        for name, problem in db.get("auxiliary_tables", {}).items():
+            lines.append(f"    ! table {name} is {problem}: {ADVICE['table', problem]}")
         lines.append(f"{_mark(agents['ok'])} coding agents:")
         for name, entry in agents["agents"].items():
             detail = (

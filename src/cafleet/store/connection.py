@@ -474,26 +474,28 @@ def _look_inside_zero_identity(conn: sqlite3.Connection, path: str, busy_timeout
 
 
 def add_auxiliary_indexes(store: Store) -> list[str]:
-    """Create cafleet's auxiliary indexes that a file lacks (``cafleet setup``); returns
-    the names created. One write transaction; the ledger and required shape are unchanged."""
+    """Create cafleet's auxiliary tables and indexes that a database lacks (``cafleet
+    setup``); returns the names created, tables first. One write transaction; the ledger and
+    required shape are unchanged. Each engine's own statements: the tables' column types
+    differ (``postgres.AUX_TABLES``), the indexes are the same text."""
     if store.engine == "postgresql":
         from cafleet.store import postgres
 
         problems = postgres.auxiliary_problems(store)  # type: ignore[arg-type]
+        tables_sql = postgres.AUX_TABLES
     else:
         problems = diagnosis.auxiliary_problems(store.conn)
-    created = [name for name, problem in problems.items() if problem == "missing"]
-    # the usage tables are SQLite's for now (docs/usage.md); PostgreSQL gets the index only
-    present = set() if store.engine == "postgresql" else store.tables_present(schema.AUX_TABLES)
-    tables = [] if store.engine == "postgresql" else [name for name in schema.AUX_TABLES if name not in present]
-    if created or tables:
+        tables_sql = schema.AUX_TABLES
+    missing = {name for name, problem in problems.items() if problem == "missing"}
+    tables = [name for name in tables_sql if name in missing]
+    indexes = [name for name in schema.AUX_INDEXES if name in missing]
+    if tables or indexes:
         with store.write():
             for name in tables:
-                store.execute(schema.create_if_missing(schema.AUX_TABLES[name]))
-            for name in created:
+                store.execute(schema.create_if_missing(tables_sql[name]))
+            for name in indexes:
                 store.execute(schema.create_if_missing(schema.AUX_INDEXES[name]))
-    created = tables + created
-    return created
+    return tables + indexes
 
 
 _URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-~")

@@ -128,17 +128,20 @@ def check_ledger_and_shape(conn, path: str) -> None:
 
 
 def auxiliary_problems(conn) -> dict[str, str]:
-    """``{name: "missing" | "altered"}`` for cafleet's auxiliary indexes. They are never a
-    reason to refuse a file: without them commands work, only slower."""
-    names = tuple(schema.AUX_INDEXES)
+    """``{name: "missing" | "altered"}`` for cafleet's auxiliary indexes and tables. They
+    are never a reason to refuse a file: without them commands work (only slower without
+    the index; without the tables, with no usage attribution or budgets)."""
+    expected = {**schema.AUX_INDEXES, **schema.AUX_TABLES}
+    names = tuple(expected)
     stored = dict(
         conn.execute(
-            f"SELECT name, sql FROM sqlite_master WHERE type = 'index' AND name IN ({','.join('?' * len(names))})",
+            "SELECT name, sql FROM sqlite_master WHERE type IN ('index', 'table') "
+            f"AND name IN ({','.join('?' * len(names))})",
             names,
         ).fetchall()
     )
     problems = {}
-    for name, sql in schema.AUX_INDEXES.items():
+    for name, sql in expected.items():
         if name not in stored:
             problems[name] = "missing"
         elif stored[name] != sql:

@@ -140,6 +140,29 @@ LATE_FOREIGN_KEYS = (
 )
 INDEXES = schema.INDEXES  # the same statements on both engines
 AUX_INDEXES = schema.AUX_INDEXES
+# cafleet's auxiliary tables (schema.AUX_TABLES: outside the format, optional), translated
+# the same way; REAL (SQLite's 8-byte float) -> DOUBLE PRECISION.
+AUX_TABLES: dict[str, str] = {
+    "cafleet_aux_member_usage_sources": (
+        "CREATE TABLE cafleet_aux_member_usage_sources (\n"
+        "    member_id BIGINT NOT NULL PRIMARY KEY,\n"
+        "    coding_agent TEXT NOT NULL,\n"
+        "    session_id TEXT,\n"
+        "    data_dir TEXT,\n"
+        "    cwd TEXT NOT NULL,\n"
+        "    started_at TEXT NOT NULL,\n"
+        "    budget_usd DOUBLE PRECISION,\n"
+        "    budget_tokens BIGINT\n"
+        ")"
+    ),
+    "cafleet_aux_fleet_budgets": (
+        "CREATE TABLE cafleet_aux_fleet_budgets (\n"
+        "    fleet_id BIGINT NOT NULL PRIMARY KEY,\n"
+        "    budget_usd DOUBLE PRECISION,\n"
+        "    budget_tokens BIGINT\n"
+        ")"
+    ),
+}
 
 # What the catalogue must show, as read back by _SHAPE_QUERY (the test suite checks that a
 # freshly initialised schema reads back exactly this).
@@ -211,6 +234,25 @@ EXPECTED_CONSTRAINTS: dict[str, tuple[str, ...]] = {
     "asset_installs": ("PRIMARY KEY (coding_agent, path)",),
     schema.LEDGER_TABLE: ("PRIMARY KEY (version)",),
 }
+# An auxiliary table whose columns read back otherwise is reported "altered" by
+# `cafleet doctor` (never a reason to refuse the schema).
+EXPECTED_AUX_COLUMNS: dict[str, tuple[str, ...]] = {
+    "cafleet_aux_member_usage_sources": (
+        "member_id bigint NOT NULL",
+        "coding_agent text NOT NULL",
+        "session_id text",
+        "data_dir text",
+        "cwd text NOT NULL",
+        "started_at text NOT NULL",
+        "budget_usd double precision",
+        "budget_tokens bigint",
+    ),
+    "cafleet_aux_fleet_budgets": (
+        "fleet_id bigint NOT NULL",
+        "budget_usd double precision",
+        "budget_tokens bigint",
+    ),
+}
 EXPECTED_INDEXES: dict[str, str] = {
     "idx_members_fleet_status": "members (fleet_id, status)",
     "idx_messages_to_member_status_ts": "messages (to_member_id, status_timestamp)",
@@ -249,7 +291,7 @@ SELECT 'index', i.relname, t.relname || ' ('
 class PgStore:
     """A diagnosed connection to the schema, with the same interface as the SQLite Store."""
 
-    __slots__ = ("conn", "path", "url", "schema", "busy_timeout", "identity", "channel")
+    __slots__ = ("conn", "path", "url", "schema", "busy_timeout", "identity", "channel", "present")
     engine = "postgresql"
 
     def __init__(self, conn: psycopg.Connection, url: str, schema_name: str, busy_timeout: float) -> None:
@@ -260,16 +302,24 @@ class PgStore:
         self.busy_timeout = busy_timeout
         self.identity = (url, schema_name)
         self.channel = "cafleet_" + schema_name
+        # Tables known to exist (from the diagnosis' catalogue read, or a later look): cafleet
+        # never drops a table, so a name found once is not asked for again. This keeps a
+        # round trip off the send path's budget check (docs/performance.md).
+        self.present: set[str] = set()
 
     def tables_present(self, names) -> set[str]:
-        """Which of ``names`` are tables in this store's schema."""
+        """Which of ``names`` are tables in this store's schema; asks the catalogue only
+        about those not already known to exist."""
         names = list(names)
-        rows = self.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = ? "
-            f"AND table_name IN ({','.join('?' * len(names))})",
-            [self.schema, *names],
-        ).fetchall()
-        return {row[0] for row in rows}
+        unknown = [name for name in names if name not in self.present]
+        if unknown:
+            rows = self.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = ? "
+                f"AND table_name IN ({','.join('?' * len(unknown))})",
+                [self.schema, *unknown],
+            ).fetchall()
+            self.present.update(row[0] for row in rows)
+        return {name for name in names if name in self.present}
 
     def execute(self, sql: str, params=()):
         from cafleet.store import dialect
@@ -402,9 +452,12 @@ def open_store(url: str, busy_timeout: float, schema_name: str | None = None) ->
     store = PgStore(conn, url, schema_name, busy_timeout)
     try:
         try:
-            if diagnose(conn, store.path, schema_name) == "empty":
+            found = _read_shape(conn, schema_name)
+            if diagnose(conn, store.path, schema_name, found) == "empty":
                 _initialise(conn, schema_name)
-                diagnose(conn, store.path, schema_name)
+                found = _read_shape(conn, schema_name)
+                diagnose(conn, store.path, schema_name, found)
+            store.present.update(found["column"])
         except psycopg.Error as exc:
             raise translate(exc, store.path, busy_timeout) from None
     except BaseException:
@@ -420,10 +473,11 @@ def _read_shape(conn, schema_name: str) -> dict[str, dict[str, set[str]]]:
     return found
 
 
-def diagnose(conn, where: str, schema_name: str) -> str:
+def diagnose(conn, where: str, schema_name: str, found: dict | None = None) -> str:
     """ "empty" (initialise it) or "cafleet" (use it); refuses anything else with one line,
-    having only read."""
-    found = _read_shape(conn, schema_name)
+    having only read. ``found``: the schema's shape as :func:`_read_shape` read it."""
+    if found is None:
+        found = _read_shape(conn, schema_name)
     if not found["relation"]:
         return "empty"
     place = f"schema {schema_name} of database {where}"
@@ -493,7 +547,13 @@ def _initialise(conn, schema_name: str) -> None:
         if _read_shape(conn, schema_name)["relation"]:
             return  # another process initialised it while this one waited
         conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(schema_name)))
-        for statement in (*TABLES.values(), *LATE_FOREIGN_KEYS, *INDEXES.values(), *AUX_INDEXES.values()):
+        for statement in (
+            *TABLES.values(),
+            *LATE_FOREIGN_KEYS,
+            *INDEXES.values(),
+            *AUX_INDEXES.values(),
+            *AUX_TABLES.values(),
+        ):
             conn.execute(statement)
         conn.execute(
             f"INSERT INTO {schema.LEDGER_TABLE} (version, name, applied_on, checksum) VALUES (%s, %s, %s, %s)",
@@ -502,12 +562,19 @@ def _initialise(conn, schema_name: str) -> None:
 
 
 def auxiliary_problems(store: PgStore) -> dict[str, str]:
-    """``{name: "missing" | "altered"}`` for cafleet's auxiliary indexes."""
-    found = _read_shape(store.conn, store.schema)["index"]
+    """``{name: "missing" | "altered"}`` for cafleet's auxiliary indexes and tables (one
+    catalogue read). Never a reason to refuse the schema: without them commands work."""
+    found = _read_shape(store.conn, store.schema)
     problems = {}
     for name in AUX_INDEXES:
-        if name not in found:
+        if name not in found["index"]:
             problems[name] = "missing"
+    for name, columns in EXPECTED_AUX_COLUMNS.items():
+        actual = found["column"].get(name)
+        if actual is None:
+            problems[name] = "missing"
+        elif actual != set(columns):
+            problems[name] = "altered"
     return problems
 
 

@@ -105,7 +105,8 @@ AUX_INDEXES: dict[str, str] = {
 
 # cafleet's auxiliary tables: like the auxiliary indexes, outside the format (the seed allows
 # unrelated auxiliary tables), created with the baseline of a new file and by `cafleet setup`;
-# every command works on a file without them.
+# every command works on a file without them, and `cafleet doctor` reports one missing or
+# with another definition. PostgreSQL's translation is postgres.AUX_TABLES.
 #
 # cafleet_aux_member_usage_sources: what ties a member to its coding agent's own usage
 # records (docs/usage.md), written by `member create`: the agent, the session id cafleet
