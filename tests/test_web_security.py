@@ -213,7 +213,6 @@ def test_fleet_scoped_views_never_show_another_fleets_data(client, build, store)
 @pytest.mark.parametrize(
     "path", ["/", "/static/app.js", "/static/app.css", "/api/fleets", "/api/fleets/999", "/api/nothing"]
 )
-@pytest.mark.stores("sqlite")  # the request screen adds them to every answer, whatever the store
 def test_security_headers_on_every_response(client, trio, path):
     response = client.get(path)
     assert response.headers["content-security-policy"] == (
