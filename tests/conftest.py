@@ -53,7 +53,7 @@ def pytest_generate_tests(metafunc):
     stores = getattr(metafunc.module, "STORES", None)
     only = metafunc.definition.get_closest_marker(
         "stores"
-    )  # @pytest.mark.stores("sqlite"): what it inspects is one store's
+    )  # @pytest.mark.stores("sqlite"): what it inspects is one store's, or its comment says why once is enough
     if only is not None:
         stores = only.args
     if stores and "store_kind" in metafunc.fixturenames:

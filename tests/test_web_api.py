@@ -392,6 +392,49 @@ def test_an_unexpected_exception_is_a_json_500_and_one_log_line(db_path, store, 
     assert err == "cafleet server: internal error on GET /api/broken: KeyError: 'missing'\n"
 
 
+def end_sessions(store) -> int:
+    """Have the server end every other session of the test's database, as a restart or an
+    administrator does; returns how many, once they are gone."""
+    return store.execute(
+        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 30000)) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    ).fetchone()[0]
+
+
+@pytest.mark.stores("postgres")  # a server that ends its clients' sessions is PostgreSQL's
+def test_pooled_connections_the_server_ended_are_replaced_not_answered_500(client, trio, store, capfd, monkeypatch):
+    """Before: each pooled connection the server had ended answered one request with a 500
+    (psycopg's "the connection is closed", raised by the pool's own ROLLBACK)."""
+    import contextlib
+
+    fleet_id, director, (m1, _) = trio
+    pool = client.app.state.pool
+    with contextlib.ExitStack() as borrowed:
+        for _ in range(pool.keep):
+            borrowed.enter_context(pool.borrow())  # all given back at once: the pool is full
+    assert end_sessions(store) >= pool.keep
+    for _ in range(pool.keep + 1):
+        response = client.get(f"/api/fleets/{fleet_id}")
+        assert response.status_code == 200, response.text
+    response = post(client, {"from_member_id": director, "to_member_id": m1, "text": "after the restart"})
+    assert response.status_code == 201, response.text
+    assert count_messages(store) == 1
+
+    # A session ended between that check and the request's query (the check is pretended
+    # away): the request fails with the database's one line, never a 500, and the
+    # connection is not kept.
+    idle = len(pool._idle)
+    assert idle >= 1 and end_sessions(store) >= 1  # the connection the last requests used
+    with monkeypatch.context() as patch:
+        patch.setattr(type(store), "usable", lambda self: True)
+        response = client.get(f"/api/fleets/{fleet_id}")
+    assert response.status_code == 503
+    assert response.json()["error"].startswith(f"cannot reach database {store.path}: ")
+    assert len(pool._idle) == idle - 1
+    assert client.get(f"/api/fleets/{fleet_id}").status_code == 200
+    assert "internal error" not in capfd.readouterr().err
+
+
 # --- the live stream ------------------------------------------------------------------------
 
 

@@ -6,6 +6,8 @@ Set CAFLEET_WEBUI_SCREENSHOT=docs/webui.png to refresh the screenshot in the doc
 
 from __future__ import annotations
 
+STORES = ("sqlite", "postgres")  # the dashboard test runs on both stores (tests/conftest.py)
+
 import os
 import signal
 import subprocess
@@ -215,6 +217,10 @@ def open_page(browser, server, fleet_id, init_script=None):
     return page, errors
 
 
+# SQLite only, for the suite's time (a browser test costs seconds): what it adds is the page
+# drawing pane text; the screens route it draws from runs on both stores in test_web_screens.py
+# and the dashboard test above proves the page against both.
+@pytest.mark.stores("sqlite")
 def test_member_screens_show_typed_text_and_render_hostile_panes_inert(browser, pane_server, panes, tmux_server):
     from playwright.sync_api import expect
 
@@ -292,6 +298,10 @@ def test_member_screens_show_typed_text_and_render_hostile_panes_inert(browser, 
     page.close()
 
 
+# SQLite only, for the suite's time (it waits out the state and owed-preview intervals): what it
+# adds is the page's banner, title and graph; the attention items, the owed preview pushed without
+# a write and the kept-up graph they draw run on both stores in test_web_screens.py.
+@pytest.mark.stores("sqlite")
 def test_blocked_member_raises_attention_and_the_graph_shows_a_send(
     browser, pane_server, panes, tmux_server, store, tmp_path
 ):

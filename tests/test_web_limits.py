@@ -10,6 +10,8 @@ reached quickly and boundedly).
 
 from __future__ import annotations
 
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
+
 import resource
 import signal
 import socket
@@ -132,6 +134,8 @@ def test_a_slow_body_is_closed_after_the_request_timeout_too(servers):
         ("CAFLEET_SERVER_MAX_CONNECTIONS", "9" * 5000),
     ],
 )
+# SQLite only, for the suite's time: refused before `cafleet server` opens its store, whatever the store.
+@pytest.mark.stores("sqlite")
 def test_bad_limits_are_refused_before_listening(cli, env, store, name, value):
     port = free_port()
     result = cli("server", "--port", str(port), environ=dict(env, **{name: value}))

@@ -6,6 +6,8 @@ The browser side (tiles, graph, banner) is in test_web_browser.py.
 
 from __future__ import annotations
 
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
+
 import threading
 
 import pytest

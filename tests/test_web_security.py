@@ -4,6 +4,10 @@ to have stored nothing."""
 
 from __future__ import annotations
 
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py), except, for
+# the suite's time, the matrices answered before any store is read (on PostgreSQL each case costs a
+# fresh database): they run on SQLite, and a case of each of their checks runs on both.
+
 import warnings
 
 import pytest
@@ -55,6 +59,8 @@ def test_allowed_host_values():
     assert allowed_hosts("box.lan", 80, False) == {"box.lan:80", "box.lan"}
 
 
+# The Host screen decides, whatever the store: test_a_non_loopback_bind_answers_only_its_own_name is on both.
+@pytest.mark.stores("sqlite")
 @pytest.mark.parametrize("host", ["127.0.0.1:8000", "localhost:8000", "[::1]:8000", "LOCALHOST:8000"])
 def test_loopback_spellings_are_answered(client, trio, host):
     response = client.get("/api/fleets", headers={"host": host})
@@ -78,6 +84,7 @@ def test_loopback_spellings_are_answered(client, trio, host):
     ],
 )
 @pytest.mark.parametrize("path", ["/", "/static/app.js", "/api/fleets", "/api/fleets/1", "/api/events?fleet_id=1"])
+@pytest.mark.stores("sqlite")  # the Host screen answers before any store is read; the next two tests are on both
 def test_a_foreign_host_is_refused_400_everywhere(client, trio, host, path):
     response = client.get(path, headers={"host": host})
     assert response.status_code == 400
@@ -263,6 +270,8 @@ def nothing_listens(port: int) -> bool:
 
 
 @pytest.mark.parametrize("host", WILDCARD_SPELLINGS)
+# Refused before `cafleet server` opens its store: test_a_non_loopback_address_needs_the_explicit_opt_in is on both.
+@pytest.mark.stores("sqlite")
 def test_every_spelling_of_every_interface_is_refused(run_cli, store, host):
     """Judged by what the address resolves to: all of these mean 0.0.0.0 or ::. (In a
     subprocess with a bound: before, the server started and answered `Host: 0:PORT`.)"""
@@ -279,6 +288,8 @@ def test_every_spelling_of_every_interface_is_refused(run_cli, store, host):
 
 
 @pytest.mark.parametrize("host", ["0", "::0"])
+# Refused before `cafleet server` opens its store: test_a_non_loopback_address_needs_the_explicit_opt_in is on both.
+@pytest.mark.stores("sqlite")
 def test_a_wildcard_from_the_environment_is_refused_too(run_cli, env, store, host):
     result = run_cli(
         "server", environ=dict(env, CAFLEET_BROKER_HOST=host, CAFLEET_BROKER_PORT=str(free_port())), timeout=30

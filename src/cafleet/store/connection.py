@@ -83,6 +83,11 @@ class Store:
         if self.file_replaced():
             raise replaced_error(self.path)
 
+    def usable(self) -> bool:
+        """Whether an idle connection can serve again (the WebUI's pool asks before reuse):
+        always, a SQLite connection is a file handle no server can end."""
+        return True
+
     def close(self) -> None:
         self.conn.close()
         if self._queue is not None:

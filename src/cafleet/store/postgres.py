@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import select
 import time
 from typing import Any
 
@@ -354,6 +355,18 @@ class PgStore:
 
     def file_replaced(self) -> bool:
         return False
+
+    def usable(self) -> bool:
+        """Whether this idle connection can serve again, without a round trip: open, outside
+        a transaction, and nothing unasked for waiting on its socket. A server that ends the
+        session (a restart, ``pg_terminate_backend``, an idle timeout) sends its reason and
+        closes, which psycopg would only notice on the next query."""
+        conn = self.conn
+        if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            return False
+        poller = select.poll()  # not select(): a descriptor above 1023 is fine
+        poller.register(conn.fileno(), select.POLLIN)
+        return not poller.poll(0)
 
     def check_file(self) -> None:
         return None

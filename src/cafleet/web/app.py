@@ -87,6 +87,9 @@ class StorePool:
         self.check_file()
         with self._lock:
             store = self._idle.pop() if self._idle else None
+        if store is not None and not store.usable():  # its server ended it meanwhile (PostgreSQL)
+            store.close()
+            store = None
         if store is None:
             store = self.open()
         healthy = False
@@ -101,8 +104,11 @@ class StorePool:
                 raise
             raise translate(error, self.db_path, self.busy_timeout) from None
         finally:
-            if store.conn.in_transaction:
-                store.conn.execute("ROLLBACK")
+            try:
+                if store.conn.in_transaction:
+                    store.conn.execute("ROLLBACK")
+            except Exception:  # the connection died during the request: dropped; the request's own error stands
+                healthy = False
             self._give_back(store, healthy)
 
     def _give_back(self, store: Store, healthy: bool) -> None:
