@@ -3,12 +3,11 @@ turn with usage numbers this test chooses, and `cafleet member usage` / `fleet u
 sum exactly those, per member, for two members of one agent in one working directory
 (docs/usage.md). Skipped, with the reason, without the pinned claude.
 
-Every test runs on both stores: one real fleet per store for the whole module (the tests
-build on the members the ones before them created)."""
+SQLite only: what is read here is the agents' own files, the same whatever the store; the
+store's half (sources, budgets, the gate on the send path, the WebUI's figures) runs on both
+in tests/test_usage.py, without the real agents' minutes."""
 
 from __future__ import annotations
-
-STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
 
 import json
 import threading
@@ -26,23 +25,11 @@ TURN_TIMEOUT = 90.0
 
 
 @pytest.fixture(scope="module")
-def store_kind(request) -> str:
-    """conftest's ``store_kind``, module-scoped here: a fleet of real agents per store."""
-    return request.param
-
-
-def store_url(request, store_kind: str) -> str | None:
-    """A fresh PostgreSQL database, or None for real_fleet's own SQLite file."""
-    return request.getfixturevalue("pg_cluster").fresh_database() if store_kind == "postgres" else None
-
-
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory, request, store_kind):
+def fleet(tmp_path_factory):
     reason = skip_reason("claude")
     if reason:
         pytest.skip(reason)
-    url = store_url(request, store_kind)
-    with real_fleet("claude", tmp_path_factory.mktemp(f"usage-claude-{store_kind}"), url) as real:
+    with real_fleet("claude", tmp_path_factory.mktemp("usage-claude")) as real:
         yield real
 
 
@@ -191,12 +178,11 @@ def test_a_member_whose_first_call_has_not_completed_has_no_records_yet(fleet):
 
 
 @pytest.fixture(scope="module")
-def ocfleet(tmp_path_factory, request, store_kind):
+def ocfleet(tmp_path_factory):
     reason = skip_reason("opencode")
     if reason:
         pytest.skip(reason)
-    url = store_url(request, store_kind)
-    with real_fleet("opencode", tmp_path_factory.mktemp(f"usage-opencode-{store_kind}"), url) as real:
+    with real_fleet("opencode", tmp_path_factory.mktemp("usage-opencode")) as real:
         yield real
 
 

@@ -384,14 +384,6 @@ class RealFleet:
 
     # -- the database
     def query(self, sql: str, *params):
-        if self.db.startswith(("postgresql://", "postgres://")):
-            from cafleet.store.connection import open_store
-
-            store = open_store(self.db)
-            try:
-                return store.execute(sql, params).fetchall()
-            finally:
-                store.close()
         conn = sqlite3.connect(self.db)
         try:
             return conn.execute(sql, params).fetchall()
@@ -466,16 +458,13 @@ def received_count(api: ModelAPI, marker: str) -> int:
 
 
 @contextmanager
-def real_fleet(agent: str, root: Path, database_url: str | None = None) -> Iterator[RealFleet]:
+def real_fleet(agent: str, root: Path) -> Iterator[RealFleet]:
     """A model API, a private tmux server whose first pane is the Director's (the byte
-    recorder), and a fleet of ``agent`` created there; everything stopped on exit.
-    ``database_url``: the store (default: a SQLite file under ``root``)."""
+    recorder), and a fleet of ``agent`` created there; everything stopped on exit."""
     workdir = root / "home" / "work"  # shown as ~/work: the same text in every capture
     workdir.mkdir(parents=True, exist_ok=True)
     with ModelAPI() as api:
         environ = agent_environ(root, api.url, workdir, agent)
-        if database_url is not None:
-            environ["CAFLEET_DATABASE_URL"] = database_url
         director_bytes = root / "director.bytes"
         command = (sys.executable, str(RECORDER), str(director_bytes))
         with running_tmux_server(environ, command=command) as server:
