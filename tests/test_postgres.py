@@ -106,6 +106,8 @@ def test_fresh_schema_reads_back_exactly_the_expected_shape(pg, url):
     assert postgres.auxiliary_problems(pg) == {}
     assert pg.execute("SELECT version, name FROM refinery_schema_history").fetchall() == [(1, "baseline")]
     assert postgres.first_shape_problem(found) is None
+    # the baseline's digest is the catalogue's, and the fast path sees the auxiliary tables
+    assert postgres._fast_accept(pg.conn, "cafleet", 5.0) == {*postgres.EXPECTED_COLUMNS, *postgres.AUX_TABLES}
 
 
 @pytest.mark.parametrize(
@@ -136,6 +138,71 @@ def test_a_schema_that_is_not_cafleets_current_one_is_refused_unchanged(url, dam
     result = cli("fleet", "create", "--name", "x", environ=dict(env, CAFLEET_DATABASE_URL=url))
     assert result.code != 0 and result.err.startswith("Error: ") and result.err.count("\n") == 1
     assert _snapshot(url) == before
+
+
+def test_a_healthy_schema_is_accepted_in_one_round_trip_and_any_other_is_diagnosed_in_detail(
+    url, tmp_path, monkeypatch
+):
+    """Counted, not timed: every statement the open sends is traced (CAFLEET_TEST_TRACE_SQL).
+    A healthy schema costs one message (the settings and the digest query); auxiliary objects,
+    present or missing, do not change that; a schema that differs from the baseline, acceptable
+    or not, goes on to the detailed diagnosis, and the settings hold on both paths."""
+    from cafleet.faults import TRACE_SQL
+
+    opened = []
+
+    from cafleet.store import postgres
+
+    def open_traced(present=(*postgres.EXPECTED_COLUMNS, *postgres.AUX_TABLES)) -> list[str]:
+        trace = tmp_path / f"sql{len(opened)}"
+        monkeypatch.setenv(TRACE_SQL, str(trace))
+        try:
+            store = open_store(url, busy_timeout=3)
+        finally:
+            monkeypatch.delenv(TRACE_SQL)
+            sent = trace.read_text(encoding="utf-8").splitlines() if trace.exists() else []
+            opened.append(sent)
+        try:
+            assert store.execute("SHOW search_path").fetchone() == ('"cafleet"',)
+            assert store.execute("SHOW lock_timeout").fetchone() == ("3s",)
+            assert set(present) <= store.present  # the tables it knows exist (no later catalogue look)
+            assert store.tables_present(postgres.AUX_TABLES) == set(present) & set(postgres.AUX_TABLES)
+        finally:
+            store.close()
+        return sent
+
+    def is_fast(line: str) -> bool:
+        return line.startswith("sql SELECT set_config(") and "md5(string_agg(" in line
+
+    def is_detailed(line: str) -> bool:
+        return "SELECT 'relation', c.relname" in line
+
+    first = open_traced()  # an empty database: the fast query fails, the detailed one initialises
+    assert is_fast(first[0]) and any(is_detailed(line) for line in first)
+    healthy = open_traced()
+    assert len(healthy) == 1 and is_fast(healthy[0]), healthy
+    with _raw(url) as conn:
+        conn.execute("DROP INDEX cafleet.idx_cafleet_aux_messages_pending")
+        conn.execute("DROP TABLE cafleet.cafleet_aux_fleet_budgets")
+        conn.execute(
+            "CREATE TABLE cafleet.cafleet_aux_later (member_id BIGINT NOT NULL REFERENCES cafleet.members(member_id), "
+            "tokens BIGINT NOT NULL)"
+        )
+        conn.execute("CREATE INDEX idx_cafleet_aux_later_member ON cafleet.cafleet_aux_later (member_id)")
+    # auxiliary objects, two missing and two more (one referencing members), are not in the digest
+    without_budgets = [name for name in (*postgres.EXPECTED_COLUMNS, *postgres.AUX_TABLES) if "budgets" not in name]
+    auxiliary = open_traced(without_budgets)
+    assert len(auxiliary) == 1 and is_fast(auxiliary[0]), auxiliary
+    with _raw(url) as conn:
+        conn.execute("ALTER TABLE cafleet.members ADD COLUMN badge text")
+    different = open_traced(without_budgets)  # accepted (an extra nullable column), but only by the detailed check
+    assert is_fast(different[0]) and any(is_detailed(line) for line in different[1:]), different
+    with _raw(url) as conn:
+        conn.execute("ALTER TABLE cafleet.members DROP COLUMN badge")
+        conn.execute("DROP INDEX cafleet.idx_members_fleet_status")
+    with pytest.raises(DatabaseError, match="index idx_members_fleet_status on members"):
+        open_traced(without_budgets)
+    assert is_fast(opened[-1][0]) and any(is_detailed(line) for line in opened[-1][1:]), opened[-1]
 
 
 def test_racing_first_opens_initialise_once(url):

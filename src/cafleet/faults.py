@@ -38,6 +38,11 @@ Tests also see that a process has reached a wait: ``lock.busy`` is written each 
 try for a pane-input lock finds it held, on either store (tests/test_member_lifecycle.py
 starts a member only once ``fleet delete`` is waiting for a lock).
 
+``CAFLEET_TEST_TRACE_SQL=<path>`` traces the PostgreSQL store's statements, one line each
+(``sql <statement>``), into a file of their own so the counts above stay as they are:
+tests/test_postgres.py counts what an open sends to prove a healthy schema is accepted
+after one round trip. Read once per connection, so it costs nothing per statement without it.
+
 With ``CAFLEET_TEST_PAUSE_UNTIL=<path>`` as well, the paused process carries on once that
 file exists instead of sleeping for good: a test can act exactly while the command stands
 at the point (tests/test_wake.py commits a message in the window of ``wait.empty``).
@@ -57,11 +62,13 @@ PAUSE_AT = "CAFLEET_TEST_PAUSE_AT"
 PAUSE_FILE = "CAFLEET_TEST_PAUSE_FILE"
 PAUSE_UNTIL = "CAFLEET_TEST_PAUSE_UNTIL"
 TRACE = "CAFLEET_TEST_TRACE"
+TRACE_SQL = "CAFLEET_TEST_TRACE_SQL"
 
 
-def trace_point(name: str) -> None:
-    """Append ``name`` to the file named by ``CAFLEET_TEST_TRACE``; without it, one lookup."""
-    path = os.environ.get(TRACE)
+def trace_point(name: str, variable: str = TRACE) -> None:
+    """Append ``name`` to the file named by ``CAFLEET_TEST_TRACE`` (or ``variable``);
+    without it, one lookup."""
+    path = os.environ.get(variable)
     if path:
         with open(path, "a", encoding="utf-8") as trace:
             trace.write(f"{name}\n")

@@ -32,7 +32,7 @@ from psycopg import sql as pgsql
 
 from cafleet import clock
 from cafleet.errors import DatabaseError
-from cafleet.faults import trace_point
+from cafleet.faults import TRACE_SQL, trace_point
 from cafleet.store import diagnosis, schema
 
 DEFAULT_SCHEMA = "cafleet"
@@ -435,23 +435,44 @@ class Connection(psycopg.Connection):
         return self.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
 
-def connect(url: str, busy_timeout: float, schema_name: str) -> psycopg.Connection:
+def connect(url: str, busy_timeout: float, schema_name: str, settings: bool = True) -> psycopg.Connection:
     """An autocommit connection with keepalives, ``search_path`` set to the schema and
-    ``lock_timeout`` to the busy timeout."""
+    ``lock_timeout`` to the busy timeout; with ``settings=False`` the caller sends
+    :func:`_settings_sql` itself (the store's open folds it into its diagnosis)."""
     where = redact(url)
     try:
         conn = Connection.connect(url, autocommit=True, connect_timeout=max(2, int(busy_timeout) + 1), **KEEPALIVES)
     except psycopg.Error as exc:
         raise translate(exc, where, busy_timeout) from None
-    try:
-        conn.execute(
-            "SELECT set_config('search_path', %s, false), set_config('lock_timeout', %s, false)",
-            (f'"{schema_name}"', f"{max(1, int(busy_timeout * 1000))}ms"),
-        )
-    except psycopg.Error as exc:
-        conn.close()
-        raise translate(exc, where, busy_timeout) from None
+    if os.environ.get(TRACE_SQL):
+        conn.cursor_factory = _TracedCursor
+    if settings:
+        try:
+            conn.execute(_settings_sql(schema_name, busy_timeout))
+        except psycopg.Error as exc:
+            conn.close()
+            raise translate(exc, where, busy_timeout) from None
     return conn
+
+
+def _settings_sql(schema_name: str, busy_timeout: float) -> str:
+    """The connection's settings as one statement. Sent as a statement rather than as the
+    startup packet's ``options``: a pooler such as PgBouncer refuses a connection whose
+    startup packet carries parameters it does not know. ``schema_name`` is a checked
+    lower-case name (:func:`valid_schema`), so it is quoted here, never bound."""
+    return (
+        f"SELECT set_config('search_path', '\"{schema_name}\"', false), "
+        f"set_config('lock_timeout', '{max(1, int(busy_timeout * 1000))}ms', false)"
+    )
+
+
+class _TracedCursor(psycopg.Cursor):
+    """Test-only (``CAFLEET_TEST_TRACE_SQL``, cafleet.faults): each statement sent goes to
+    the trace on one line, so a test counts what an open sends instead of timing it."""
+
+    def execute(self, query, params=None, **kwargs):
+        trace_point("sql " + " ".join(str(query).split()), TRACE_SQL)
+        return super().execute(query, params, **kwargs)
 
 
 def open_store(url: str, busy_timeout: float, schema_name: str | None = None) -> PgStore:
@@ -461,10 +482,15 @@ def open_store(url: str, busy_timeout: float, schema_name: str | None = None) ->
         raise DatabaseError(
             f"CAFLEET_PG_SCHEMA {schema_name!r} must be a lower-case SQL name (letters, digits, _; at most 63)."
         )
-    conn = connect(url, busy_timeout, schema_name)
+    conn = connect(url, busy_timeout, schema_name, settings=False)
     store = PgStore(conn, url, schema_name, busy_timeout)
     try:
         try:
+            present = _fast_accept(conn, schema_name, busy_timeout)
+            if present is not None:
+                store.present.update(present)
+                return store
+            conn.execute(_settings_sql(schema_name, busy_timeout))  # the fast path's were rolled back or unchecked
             found = _read_shape(conn, schema_name)
             if diagnose(conn, store.path, schema_name, found) == "empty":
                 _initialise(conn, schema_name)
@@ -477,6 +503,95 @@ def open_store(url: str, busy_timeout: float, schema_name: str | None = None) ->
         conn.close()
         raise
     return store
+
+
+# --- the diagnosis's fast path ---------------------------------------------------------------
+# A healthy schema is accepted after one round trip: the settings, then one query over
+# pg_catalog reading the ledger's version and an MD5 digest of the required shape, each line
+# rendered exactly as _SHAPE_QUERY renders it (so what the digest accepts, the detailed check
+# accepts too). The digest of the baseline is computed here from EXPECTED_*. Anything else
+# (an empty schema, another one, a newer ledger, a damaged or merely different shape, a
+# server without md5()) falls back to the detailed diagnosis, which names what is wrong.
+# Auxiliary objects are left out of the digest, as the detailed check leaves them out.
+#
+# The required objects are looked up by regclass casts of qualified names, not by joining
+# pg_namespace and pg_class: on a new backend, with its catalogue caches cold, planning those
+# joins cost more than the rest of the open (docs/performance.md). A missing object makes
+# the cast fail, which is a fallback too. Table names render unqualified because the
+# settings put the schema alone on search_path; a different search_path renders them
+# qualified, so the digest differs and the detailed path (which sets it again) runs.
+
+_FAST_LINES = """
+SELECT 'column ' || a.attrelid::regclass::text || ' ' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+  || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
+  || CASE WHEN a.attidentity <> '' THEN ' identity' ELSE '' END
+  || COALESCE(' DEFAULT ' || pg_get_expr(d.adbin, d.adrelid), '') AS line
+  FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+  WHERE a.attrelid = ANY('{TABLES}'::regclass[]) AND a.attnum > 0 AND NOT a.attisdropped
+UNION ALL
+SELECT 'constraint ' || k.conrelid::regclass::text || ' ' || pg_get_constraintdef(k.oid) FROM pg_constraint k
+  WHERE k.conrelid = ANY('{TABLES}'::regclass[]) AND k.contype <> 'n'
+UNION ALL
+SELECT 'index ' || x.indexrelid::regclass::text || ' ' || x.indrelid::regclass::text || ' ('
+  || array_to_string(ARRAY(SELECT pg_get_indexdef(x.indexrelid, k, true) FROM generate_series(1, x.indnkeyatts) k), ', ')
+  || ')'
+  || CASE WHEN x.indisunique THEN ' unique' ELSE '' END
+  || COALESCE(' WHERE ' || pg_get_expr(x.indpred, x.indrelid), '')
+  FROM pg_index x WHERE x.indexrelid = ANY('{INDEXES}'::regclass[])
+"""
+_fast_queries: dict[tuple[str, float], str] = {}
+_baseline: list[str] = []
+
+
+def _fast_query(schema_name: str, busy_timeout: float) -> str:
+    """The settings and the digest query, two statements sent as one message."""
+    key = (schema_name, busy_timeout)
+    query = _fast_queries.get(key)
+    if query is None:
+        query = _fast_queries[key] = _build_fast_query(schema_name, busy_timeout)
+    return query
+
+
+def _build_fast_query(schema_name: str, busy_timeout: float) -> str:
+    def names(objects) -> str:  # a regclass[] literal; a checked schema name needs no quotes in it
+        return "{" + ",".join(f"{schema_name}.{name}" for name in objects) + "}"
+
+    lines = _FAST_LINES.replace("{TABLES}", names(EXPECTED_COLUMNS)).replace("{INDEXES}", names(EXPECTED_INDEXES))
+    # Which auxiliary tables exist: to_regclass() is a cache lookup, with no scan to plan.
+    auxiliary = "".join(f", to_regclass('{schema_name}.{name}') IS NOT NULL" for name in AUX_TABLES)
+    return (
+        _settings_sql(schema_name, busy_timeout)
+        + f';\nSELECT (SELECT max(version) FROM "{schema_name}".{schema.LEDGER_TABLE}), '
+        + f"md5(string_agg(line, E'\\n' ORDER BY line COLLATE \"C\")){auxiliary} FROM ({lines}) lines"
+    )
+
+
+def baseline_digest() -> str:
+    """The MD5 digest the fast path expects: EXPECTED_* as the catalogue renders them,
+    sorted and joined by newlines (computed once per process)."""
+    if not _baseline:
+        lines = [f"column {table} {column}" for table, columns in EXPECTED_COLUMNS.items() for column in columns]
+        lines += [f"constraint {table} {c}" for table, constraints in EXPECTED_CONSTRAINTS.items() for c in constraints]
+        lines += [f"index {name} {definition}" for name, definition in EXPECTED_INDEXES.items()]
+        _baseline.append(hashlib.md5("\n".join(sorted(lines)).encode(), usedforsecurity=False).hexdigest())
+    return _baseline[0]
+
+
+def _fast_accept(conn, schema_name: str, busy_timeout: float) -> set[str] | None:
+    """When one round trip shows the ledger at the head version and exactly the baseline's
+    shape (the settings are then in effect): the tables present, required and auxiliary
+    (PgStore.present). None means "diagnose in detail"."""
+    try:
+        cursor = conn.execute(_fast_query(schema_name, busy_timeout))
+        cursor.nextset()
+        row = cursor.fetchone()
+    except psycopg.Error:
+        if conn.broken or conn.closed:
+            raise
+        return None  # a missing ledger or object, no md5(): the detailed diagnosis says what
+    if row is None or row[:2] != (schema.HEAD_VERSION, baseline_digest()):
+        return None
+    return {*EXPECTED_COLUMNS, *(name for name, present in zip(AUX_TABLES, row[2:]) if present)}
 
 
 def _read_shape(conn, schema_name: str) -> dict[str, dict[str, set[str]]]:
@@ -610,7 +725,8 @@ class NotifyWaiter:
         self._listen()
 
     def _listen(self) -> None:
-        conn = connect(self.store.url, self.store.busy_timeout, self.store.schema)
+        # LISTEN needs neither search_path nor lock_timeout: no settings round trip.
+        conn = connect(self.store.url, self.store.busy_timeout, self.store.schema, settings=False)
         conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(self.store.channel)))
         self.conn = conn
 
@@ -682,7 +798,8 @@ class AdvisoryLock:
         self.conn: psycopg.Connection | None = None
 
     def acquire(self, timeout: float, busy_timeout: float = 5.0) -> bool:
-        self.conn = connect(self.url, busy_timeout, DEFAULT_SCHEMA)
+        # pg_try_advisory_lock never waits and names no table: no settings round trip.
+        self.conn = connect(self.url, busy_timeout, DEFAULT_SCHEMA, settings=False)
         deadline = time.monotonic() + timeout
         pause = 0.01
         while True:
