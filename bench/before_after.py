@@ -1,11 +1,12 @@
-"""Benchmark: the SQLite hot commands of this tree against another revision's, in one run.
+"""Benchmark: the hot commands of this tree against another revision's, in one run.
 
-    python bench/before_after.py REV [--runs N]
+    python bench/before_after.py REV [--runs N] [--postgres]
 
 Extracts ``src/`` of git revision REV into a temporary folder, byte-compiles both trees,
 and runs `message poll`, `message send` and `fleet list` through the installed `cafleet`
 console script with PYTHONPATH pointing at one tree or the other, interleaved, on one
-SQLite file. Prints the medians and their ratio (this tree over REV).
+SQLite file, or with ``--postgres`` on one database of a private PostgreSQL cluster
+(tests/support/postgres.py). Prints the medians and their ratio (this tree over REV).
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rev")
     parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--postgres", action="store_true", help="on a private PostgreSQL cluster instead of SQLite")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="cafleet-ab-")
+    cluster = None
     try:
         before = os.path.join(work, "before")
         os.makedirs(before)
@@ -45,6 +48,16 @@ def main() -> None:
         from cafleet.store.connection import open_store
 
         db = os.path.join(work, "bench.db")
+        if args.postgres:
+            sys.path.insert(0, ROOT)
+            from tests.support.postgres import Cluster, missing_reason
+
+            reason = missing_reason()
+            if reason:
+                raise SystemExit(reason)
+            cluster = Cluster()
+            cluster.start()
+            db = cluster.fresh_database()
         store = open_store(db)
         fleet = fleets.create_fleet(
             store, name="b", coding_agent="claude", backend="tmux", session="$0@/n", window_id="@0", pane_id="%0"
@@ -66,7 +79,7 @@ def main() -> None:
             messages.send(store, fleet["director_member_id"], workers[0], "task")
         store.close()
         cafleet = os.path.join(os.path.dirname(sys.executable), "cafleet")
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("CAFLEET_", "TMUX", "HERDR"))}
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("CAFLEET_", "TMUX", "HERDR", "PG"))}
         base["CAFLEET_DATABASE_URL"] = db
         commands = {
             "message poll": ["message", "poll", str(workers[0])],
@@ -95,6 +108,8 @@ def main() -> None:
             b, a = statistics.median(samples[(name, "before")]), statistics.median(samples[(name, "after")])
             print(f"{name:<13} {args.rev[:10]} {b * 1000:6.1f} ms   this tree {a * 1000:6.1f} ms   ratio {a / b:.3f}")
     finally:
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -8,6 +8,11 @@ and in a PostgreSQL database, then runs each hot command on both stores, interle
 the small spawning runner of bench/hot_commands.py. Prints medians as ratios: PostgreSQL
 over SQLite for each command, each store over `python -c pass`, and the import of psycopg
 alone; the PostgreSQL cost per command in milliseconds is the difference of the medians.
+
+Then, in this process (psycopg already imported), the store's open alone, interleaved:
+connecting, the open as it is (one round trip to accept a healthy schema), the detailed
+diagnosis it falls back to (settings, catalogue query, ledger query: the open before the
+fast path) and the SQLite open, as medians and ratios.
 """
 
 from __future__ import annotations
@@ -36,6 +41,39 @@ def build(url: str, acks: int):
     ack_ids = [messages.send(store, director, workers[1], "to ack")["message_id"] for _ in range(acks)]
     store.close()
     return fleet_id, director, workers, ack_ids
+
+
+def open_costs(url: str, sqlite_path: str, runs: int) -> None:
+    """The store's open, in process and interleaved, on each path."""
+    import time
+
+    from cafleet.store import postgres
+
+    def connect_only():
+        postgres.connect(url, 5.0, postgres.DEFAULT_SCHEMA, settings=False).close()
+
+    def detailed():
+        conn = postgres.connect(url, 5.0, postgres.DEFAULT_SCHEMA)
+        assert postgres.diagnose(conn, "bench", postgres.DEFAULT_SCHEMA) == "cafleet"
+        conn.close()
+
+    cases = {
+        "connect only": connect_only,
+        "open (fast path)": lambda: open_store(url).close(),
+        "open (detailed)": detailed,
+        "sqlite open": lambda: open_store(sqlite_path).close(),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(runs):
+        for name, case in cases.items():
+            started = time.perf_counter()
+            case()
+            samples[name].append(time.perf_counter() - started)
+    ms = {name: statistics.median(values) * 1000 for name, values in samples.items()}
+    print(f"store open in process, {runs} runs each, interleaved (medians):")
+    for name, value in ms.items():
+        print(f"  {name:<18} {value:7.2f} ms  {value / ms['sqlite open']:6.2f}x sqlite open")
+    print(f"  detailed / fast: {ms['open (detailed)'] / ms['open (fast path)']:.2f}x")
 
 
 def main() -> None:
@@ -104,6 +142,7 @@ def main() -> None:
             print(
                 f"{name:<14} {lite / bare:>11.2f}x {pg / bare:>13.2f}x {pg / lite:>15.2f}x {(pg - lite) * 1000:>11.1f}"
             )
+        open_costs(stores["postgres"], stores["sqlite"], max(30, args.runs * 3))
     finally:
         cluster.stop()
         shutil.rmtree(workdir, ignore_errors=True)
