@@ -514,28 +514,28 @@ def open_store(url: str, busy_timeout: float, schema_name: str | None = None) ->
 # server without md5()) falls back to the detailed diagnosis, which names what is wrong.
 # Auxiliary objects are left out of the digest, as the detailed check leaves them out.
 #
-# The required objects are looked up by regclass casts of qualified names, not by joining
-# pg_namespace and pg_class: on a new backend, with its catalogue caches cold, planning those
-# joins cost more than the rest of the open (docs/performance.md). A missing object makes
+# A new backend starts with its catalogue caches cold, so what the query names costs more
+# than what it reads (docs/performance.md): the required objects are looked up by regclass
+# casts of qualified names, not by joining pg_namespace and pg_class (planning those joins
+# cost more than the rest of the open), and lines are built with concat(), one function, not
+# with || and COALESCE, whose operators each have to be resolved. A missing object makes
 # the cast fail, which is a fallback too. Table names render unqualified because the
 # settings put the schema alone on search_path; a different search_path renders them
 # qualified, so the digest differs and the detailed path (which sets it again) runs.
 
 _FAST_LINES = """
-SELECT 'column ' || a.attrelid::regclass::text || ' ' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
-  || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
-  || CASE WHEN a.attidentity <> '' THEN ' identity' ELSE '' END
-  || COALESCE(' DEFAULT ' || pg_get_expr(d.adbin, d.adrelid), '') AS line
+SELECT concat('column ', a.attrelid::regclass, ' ', a.attname, ' ', format_type(a.atttypid, a.atttypmod),
+  CASE WHEN a.attnotnull THEN ' NOT NULL' END, CASE WHEN a.attidentity <> '' THEN ' identity' END,
+  CASE WHEN d.adbin IS NOT NULL THEN ' DEFAULT ' END, pg_get_expr(d.adbin, d.adrelid)) AS line
   FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
   WHERE a.attrelid = ANY('{TABLES}'::regclass[]) AND a.attnum > 0 AND NOT a.attisdropped
 UNION ALL
-SELECT 'constraint ' || k.conrelid::regclass::text || ' ' || pg_get_constraintdef(k.oid) FROM pg_constraint k
+SELECT concat('constraint ', k.conrelid::regclass, ' ', pg_get_constraintdef(k.oid)) FROM pg_constraint k
   WHERE k.conrelid = ANY('{TABLES}'::regclass[]) AND k.contype <> 'n'
 UNION ALL
-SELECT 'index ' || x.indexrelid::regclass::text || ' ' || x.indrelid::regclass::text || ' ('
-  || concat_ws(', ', {KEY_COLUMNS}) || ')'
-  || CASE WHEN x.indisunique THEN ' unique' ELSE '' END
-  || COALESCE(' WHERE ' || pg_get_expr(x.indpred, x.indrelid), '')
+SELECT concat('index ', x.indexrelid::regclass, ' ', x.indrelid::regclass, ' (', concat_ws(', ', {KEY_COLUMNS}), ')',
+  CASE WHEN x.indisunique THEN ' unique' END, CASE WHEN x.indpred IS NOT NULL THEN ' WHERE ' END,
+  pg_get_expr(x.indpred, x.indrelid))
   FROM pg_index x WHERE x.indexrelid = ANY('{INDEXES}'::regclass[])
 """
 _fast_queries: dict[tuple[str, float], str] = {}
