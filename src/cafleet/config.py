@@ -277,6 +277,20 @@ ENVIRONMENT = (
     _s("CAFLEET_TEST_PAUSE_FILE", "text", None, "fault injection: where the pause is announced", audience="test"),
     _s("CAFLEET_TEST_PAUSE_UNTIL", "text", None, "fault injection: carry on once this file exists", audience="test"),
     _s(
+        "CAFLEET_TEST_TRACE",
+        "text",
+        None,
+        "test counting: append each trace point reached to this file",
+        audience="test",
+    ),
+    _s(
+        "CAFLEET_TEST_TRACE_SQL",
+        "text",
+        None,
+        "test counting: append each SQL statement a PostgreSQL store sends to this file",
+        audience="test",
+    ),
+    _s(
         "CAFLEET_STANDIN_RECORD_DIR", "text", None, "stand-in agent: where it records what it received", audience="test"
     ),
     _s("CAFLEET_STANDIN_AUTO_REPLY", "text", None, "stand-in agent: 1 replies to every message", audience="test"),
