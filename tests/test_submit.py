@@ -386,6 +386,17 @@ def test_text_cleared_while_starting_is_reported_vanished_at_once(server, standi
     assert kinds_and_texts(record)[2:] == [("submit", line)]
 
 
+def test_an_echo_drawn_late_is_confirmed_not_called_vanished(server, standin, tmp_path):
+    """An agent on a loaded machine clears its box at Enter but draws the echo seconds later:
+    that is a submission, waited for, never "vanished" (which would owe the preview again and
+    type it a second time). The echo comes 2.5 s after Enter, past one confirm timeout."""
+    record = tmp_path / "record.jsonl"
+    pane = standin("--late-echo", "2.5", record=record)
+    preview = render_preview(28, 3, TS, "late echo", 200)
+    submit_preview(server.mux, pane, preview, "standin", **FAST)
+    assert kinds_and_texts(record) == [("submit", f"[cafleet msg 28 from 3 {TS}]⏎late echo")]
+
+
 def test_waiting_for_startup_holds_before_typing(server, standin, tmp_path):
     import signal as signals
 

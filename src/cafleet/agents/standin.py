@@ -5,6 +5,7 @@ box, for tests and demos that need a real pane without a real agent.
                                      [--permission-prompt] [--enter-guard SECONDS]
                                      [--prompt TEXT] [--placeholder TEXT] [--prefill TEXT]
                                      [--startup-clear] [--waiting-for-startup] [--completion]
+                                     [--late-echo SECONDS]
 
 It puts its terminal in raw mode and draws a banner, the lines it received (``• …``), a
 rule and the input line ``> `` (the "standin" cues of cafleet.delivery.screen). Printable
@@ -40,6 +41,8 @@ Behaviours of the real agents that delivery must survive, each off by default:
 * ``--completion`` opens a file-mention popup under the input line while the text ends in
   ``@word``; Enter then accepts the completion (the word becomes ``word.txt``, without the
   ``@``, as codex does; the key ``completion-accepted``) instead of submitting.
+* ``--late-echo S`` is an agent on a loaded machine: Enter submits and clears the input
+  line at once, but the line shows in the transcript only S seconds later.
 
 SIGUSR2 freezes the stand-in (it reads no input and draws nothing, like an agent busy
 with its own work; tmux resumes a stopped pane at once, so SIGSTOP cannot do this) and a
@@ -109,8 +112,11 @@ class StandIn:
         waiting: bool = False,
         completion: bool = False,
         late_startup: bool = False,
+        late_echo: float = 0.0,
     ) -> None:
         self.late_startup = late_startup
+        self.late_echo = late_echo
+        self.echoes_due: list[tuple[float, str]] = []  # (when, line): echoes drawn late
         self.member_id = member_id
         self.placeholder = placeholder
         self.startup_clear = startup_clear
@@ -194,6 +200,14 @@ class StandIn:
             return None
         return word
 
+    def draw_due_echoes(self) -> float | None:
+        """Move the late echoes that are due into the transcript; seconds to the next one."""
+        now = time.monotonic()
+        while self.echoes_due and self.echoes_due[0][0] <= now:
+            self.scrollback.append(self.echoes_due.pop(0)[1])
+            self.draw()
+        return self.echoes_due[0][0] - now if self.echoes_due else None
+
     def started(self) -> None:
         """SIGUSR1: codex-like start-up is over; Enter works again."""
         self.waiting = False
@@ -205,7 +219,10 @@ class StandIn:
             self.asking = line.strip() not in ("1", "2")
             return
         self.record("submit", text=line)
-        self.scrollback.append(line)
+        if self.late_echo:
+            self.echoes_due.append((time.monotonic() + self.late_echo, line))
+        else:
+            self.scrollback.append(line)
         if self.auto_reply and HEADER_START in line:
             self.working = True
             self.draw()
@@ -392,6 +409,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--completion", action="store_true", help="a trailing @word opens a completion that Enter accepts"
     )
+    parser.add_argument(
+        "--late-echo",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="clear the input line on Enter at once, echo the line into the transcript this much later",
+    )
     args = parser.parse_args(argv)
     # `cafleet member create` starts the stand-in with only --member-id; the demo and the
     # tests choose the rest through the pane's environment.
@@ -417,6 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         waiting=args.waiting_for_startup,
         completion=args.completion,
         late_startup=args.late_startup,
+        late_echo=args.late_echo,
     )
     saved = termios.tcgetattr(fd)
     signal.signal(signal.SIGTERM, _quit)
@@ -443,7 +468,9 @@ def main(argv: list[str] | None = None) -> int:
             if frozen[0]:
                 time.sleep(_ESC_WAIT)
                 continue
-            ready, _, _ = select.select([fd], [], [], _ESC_WAIT if agent.pending else 1.0)
+            next_echo = agent.draw_due_echoes()
+            wait = _ESC_WAIT if agent.pending else 1.0
+            ready, _, _ = select.select([fd], [], [], wait if next_echo is None else min(wait, next_echo))
             if frozen[0] or (not ready and not agent.pending):
                 continue
             if not ready:

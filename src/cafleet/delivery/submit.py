@@ -38,7 +38,9 @@ bounded in time:
    confirmation. While the text stays in the box, Enter is retried up to
    ``enter_retries`` times, ``confirm_timeout`` apart; when it left the box but never
    reached the transcript (claude clears its composer while it starts), the attempt fails
-   at once as *vanished*;
+   as *vanished*, without another Enter, once ``VANISH_WAIT`` confirm timeouts passed
+   with no echo (an agent on a loaded machine may take seconds to draw one; calling the
+   text vanished too early would owe it again and type it twice);
 6. otherwise remove our text where safe and raise :class:`SubmissionNotConfirmed`.
 
 A failed attempt leaves the message owed: the next send, ``message wait`` or ``fleet
@@ -64,6 +66,7 @@ from cafleet.mux.base import Multiplexer
 
 DEFAULT_ECHO_TIMEOUT = 2.0
 DEFAULT_CONFIRM_TIMEOUT = 2.0
+VANISH_WAIT = 3  # confirm timeouts to wait for the echo of a text that left the box
 CAPTURE_LINES = 50
 MARKER_LEN = 24
 _POLL = 0.05
@@ -304,6 +307,10 @@ def _await_outcome(
         return _echoes(agent, shown, ends) > echoes[1]
 
     echoed, shown = _poll(mux, pane_id, timeout, check)
+    if not echoed and left:
+        # It left the box: most likely taken, and an agent on a loaded machine may draw the
+        # echo late. Calling it vanished too early would owe it again and type it twice.
+        echoed, shown = _poll(mux, pane_id, timeout * (VANISH_WAIT - 1), check)
     if echoed:
         return _ECHOED, shown
     if _box_holds(agent, shown, marker, placeholder):
