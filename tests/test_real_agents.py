@@ -358,30 +358,32 @@ def test_real_send_right_after_member_create_is_never_stamped_while_lost(fleet, 
     prompt). A stamped preview must reach the model exactly once; an unstamped one is
     owed and delivered once by the next send."""
     record = fleet.create_member(fleet.agent, f"early{len(fleet.api.requests)}", ready=False)
-    if when == "composer drawn":
+    try:
+        if when == "composer drawn":
+            fleet.wait_composer(record["pane_id"], fleet.agent, TURN_TIMEOUT)
+        result = fleet.send(record["member_id"], "Sent while you start.")
+        message_id = sent_id(result)
+        stamped = fleet.notified_at(message_id) is not None
+        fleet.wait_screen(
+            record["pane_id"],
+            lambda s: fleet.api.turns() and composer_empty(fleet.agent, s),
+            TURN_TIMEOUT,
+            "the new member's first turns",
+        )
+        if stamped:
+            got = fleet.api.wait(lambda _: received_count(fleet.api, marker(message_id)), TURN_TIMEOUT)
+            assert got == 1, f"message {message_id} was stamped notified but its model received it {got} times"
+        # a later send delivers whatever is owed, once
         fleet.wait_composer(record["pane_id"], fleet.agent, TURN_TIMEOUT)
-    result = fleet.send(record["member_id"], "Sent while you start.")
-    message_id = sent_id(result)
-    stamped = fleet.notified_at(message_id) is not None
-    fleet.wait_screen(
-        record["pane_id"],
-        lambda s: fleet.api.turns() and composer_empty(fleet.agent, s),
-        TURN_TIMEOUT,
-        "the new member's first turns",
-    )
-    if stamped:
-        got = fleet.api.wait(lambda _: received_count(fleet.api, marker(message_id)), TURN_TIMEOUT)
-        assert got == 1, f"message {message_id} was stamped notified but its model received it {got} times"
-    # a later send delivers whatever is owed, once
-    fleet.wait_composer(record["pane_id"], fleet.agent, TURN_TIMEOUT)
-    second = sent_id(fleet.send(record["member_id"], "Second message."))
-    deliver_owed(fleet, record, [message_id, second])
-    wait_received(fleet, second)
-    wait_received(fleet, message_id)
-    settle_idle(fleet, record)
-    assert received_count(fleet.api, marker(message_id)) == 1
-    assert received_count(fleet.api, marker(second)) == 1
-    deleted = fleet.cafleet("member", "delete", str(record["member_id"]))
+        second = sent_id(fleet.send(record["member_id"], "Second message."))
+        deliver_owed(fleet, record, [message_id, second])
+        wait_received(fleet, second)
+        wait_received(fleet, message_id)
+        settle_idle(fleet, record)
+        assert received_count(fleet.api, marker(message_id)) == 1
+        assert received_count(fleet.api, marker(second)) == 1
+    finally:  # its pane goes either way: the module's next tests split the same window
+        deleted = fleet.cafleet("member", "delete", str(record["member_id"]))
     assert deleted.code == 0, deleted
 
 
