@@ -64,7 +64,10 @@ from cafleet.errors import CafleetError, UsageError
 from cafleet.faults import pause_point
 from cafleet.mux.base import Multiplexer
 
-DEFAULT_ECHO_TIMEOUT = 2.0
+# How long typed text may take to show in the box before the attempt gives up without
+# Enter. Generous: an agent on a loaded machine can draw it seconds late, and text drawn
+# after the attempt gave up would stay in the box, where it holds every later preview.
+DEFAULT_ECHO_TIMEOUT = 6.0
 DEFAULT_CONFIRM_TIMEOUT = 2.0
 VANISH_WAIT = 3  # confirm timeouts to wait for the echo of a text that left the box
 CAPTURE_LINES = 50
