@@ -2,7 +2,7 @@
 # Installs cafleet into ./.venv, plus the system packages it needs (tmux).
 # Usage: bash scripts/install.sh [--test]   (--test also installs the test dependencies,
 # Debian's chromium for the WebUI browser tests, OpenSSH for the remote-host tests and
-# postgresql + libpq5 for the PostgreSQL store's tests; CAFLEET_POSTGRES=1 installs the postgres
+# postgresql + libpq5 for the PostgreSQL store's tests, npm for the real agents; CAFLEET_POSTGRES=1 installs the postgres
 # extra and libpq5 without tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,8 @@ if [ "$with_tests" = 1 ]; then
   { command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ]; } || apt_packages+=(openssh-server)
   # A real PostgreSQL server for the tests of the PostgreSQL store (they start their own cluster).
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)
+  # npm (with Node.js) installs the pinned claude, codex and opencode the real-agent tests run.
+  command -v npm >/dev/null 2>&1 || apt_packages+=(npm)
 fi
 # libpq, which psycopg (the postgres extra, and the test extra) loads.
 if [ "$with_tests" = 1 ] || [ "${CAFLEET_POSTGRES:-}" = 1 ]; then
