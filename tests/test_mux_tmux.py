@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from cafleet.errors import MuxError, PaneGone, PaneStale
+from cafleet.errors import DamagedPlacement, MuxError, PaneGone, PaneStale
 from cafleet.mux.base import PaneContext
 from cafleet.mux.tmux import Tmux, tail_lines, text_chunks
 from tests.support.recorder import READY
@@ -72,7 +72,7 @@ def test_current_pane_unknown_to_the_server_is_gone(tmux_server):
 
 @pytest.mark.parametrize("session", ["", "$1", "@/tmp/sock", "$1@"])
 def test_malformed_stored_session_is_refused(session):
-    with pytest.raises(MuxError, match="<session_id>@<socket_path>"):
+    with pytest.raises(DamagedPlacement, match=r"is not \$N@<absolute socket path>: the placement is damaged"):
         Tmux.from_session(session)
 
 

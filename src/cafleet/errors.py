@@ -101,6 +101,13 @@ class PaneStale(PaneGone):
     member's own pane is gone, and the one with its id must not be typed into or closed."""
 
 
+class DamagedPlacement(MuxError):
+    """A stored placement value (session, window, pane, identity, host, backend) that does
+    not match its multiplexer's encoding: written by hand or by a hostile database writer.
+    Nothing is typed into, read from or closed through it, and no part of it reaches a
+    multiplexer, SSH or a shell."""
+
+
 class LockTimeout(CafleetError):
     """The pane-input lock could not be taken within its bounded wait."""
 

@@ -221,6 +221,8 @@ def drain(
 
 def _with_pane(reason: str, pane_id: str) -> str:
     """The reason, naming the pane once (most errors already do; a timeout may not)."""
+    from cafleet.mux import printable
+
     if pane_id in {word.strip("().,;:'\"") for word in reason.split()}:
         return reason
-    return f"{reason} (pane {pane_id})"
+    return f"{reason} (pane {printable(pane_id)})"

@@ -26,15 +26,15 @@ from cafleet.faults import pause_point
 PANE_CLOSED = "closed"
 PANE_ALREADY_GONE = "already gone"
 PANE_NONE = "none"  # pending placement: no pane was ever recorded
-PANE_STALE = "stale"  # prefix: the id names a pane cafleet did not create; left open
+PANE_STALE = "stale"  # prefix: the id names a pane cafleet did not create, or is damaged; left open
 
 
 def _kill(placement: dict) -> str:
-    from cafleet.errors import PaneStale
+    from cafleet.errors import DamagedPlacement, PaneStale
 
     try:
         return PANE_CLOSED if reach(placement).kill(placement["pane_id"]) else PANE_ALREADY_GONE
-    except PaneStale as error:
+    except (PaneStale, DamagedPlacement) as error:
         return f"{PANE_STALE}, left open ({str(error).rstrip('.')})"
     except CafleetError as error:
         return f"not closed ({error})"
@@ -201,13 +201,14 @@ def create_member(
 
     from cafleet.agents import backends
     from cafleet.agents.prompt import check_template, render_spawn_prompt
-    from cafleet.mux.detect import multiplexer_for_environment, multiplexer_for_placement
+    from cafleet.mux.detect import multiplexer_for_environment
 
     fleet = fleets.require_live(store, fleet_id)
     director = members.get_member(store, fleet["director_member_id"])
     placement = director["placement"]
     if placement is None or placement["pane_id"] is None:
         raise CafleetError(f"fleet {fleet_id}'s Director has no pane; recreate the fleet from a pane.")
+    mux = reach(placement)  # a damaged placement is refused here, before anything is run or written
     caller = multiplexer_for_environment(environ).current_pane()
     if not _same_pane(caller, placement):
         raise CafleetError(
@@ -264,7 +265,6 @@ def create_member(
         coding_agent=agent,
     )
     pause_point("create.registered")
-    mux = multiplexer_for_placement(placement["backend"], placement["session"])
     pane_id = None
     try:
         text = render_spawn_prompt(

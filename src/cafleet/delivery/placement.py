@@ -9,9 +9,11 @@ from __future__ import annotations
 
 def reach(placement: dict):
     """The multiplexer client for a concrete placement, checking its recorded identity
-    before every call that targets the pane (PaneStale when it no longer matches)."""
-    from cafleet.mux.detect import multiplexer_for_placement
+    before every call that targets the pane (PaneStale when it no longer matches); a
+    placement whose stored values do not match their encoding is DamagedPlacement."""
+    from cafleet.mux.detect import check_placement, multiplexer_for_placement
 
+    check_placement(placement)  # no stored value reaches the multiplexer unchecked
     mux = multiplexer_for_placement(placement["backend"], placement["session"])
     mux.expect(placement["pane_id"], placement.get("identity"), recorded_at(placement))
     return mux

@@ -7,7 +7,8 @@ the WebUI roster, so the three always agree. Each member costs one multiplexer i
 - pending: the placement has no pane yet (creation in progress);
 - dead: the pane is gone, its program exited, or it is back at a plain shell; also a
   *stale* pane: its id now names a pane cafleet did not create (the multiplexer server
-  restarted), detected from the placement's recorded identity in the same inspection;
+  restarted), detected from the placement's recorded identity in the same inspection; and
+  a *damaged* placement, whose stored values do not match their encoding (never inspected);
 - blocked: the pane shows a permission prompt or a question for its user;
 - idle: no message activity and no "working" cue on screen for longer than ``idle_after``;
 - alive: anything else.
@@ -16,7 +17,7 @@ the WebUI roster, so the three always agree. Each member costs one multiplexer i
 from __future__ import annotations
 
 from cafleet import clock
-from cafleet.errors import CafleetError, PaneStale
+from cafleet.errors import CafleetError, DamagedPlacement, PaneStale
 
 ALIVE, IDLE, BLOCKED, DEAD, PENDING = "alive", "idle", "blocked", "dead", "pending"
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "tcsh", "csh", "-bash", "-zsh", "-sh"})
@@ -45,16 +46,18 @@ def pane_state(member: dict, pool: MuxPool, idle_after: float, now: float | None
     the broker: that is ``broker.messages.member_standing``)."""
     from cafleet.delivery import screen
     from cafleet.delivery.placement import recorded_at
+    from cafleet.mux.detect import check_placement
 
     placement = member["placement"]
     if placement is None or placement["pane_id"] is None:
         return PENDING, "its pane is being created"
     pane = placement["pane_id"]
     try:
+        check_placement(placement)
         mux = pool.get(placement["backend"], placement["session"])
         mux.expect(pane, placement.get("identity"), recorded_at(placement))
         exists, dead, command, text = mux.inspect(pane, SCREEN_LINES)
-    except PaneStale as error:
+    except (PaneStale, DamagedPlacement) as error:
         return DEAD, str(error).rstrip(".")
     except CafleetError as error:
         return DEAD, f"pane {pane} cannot be inspected ({str(error).rstrip('.')})"

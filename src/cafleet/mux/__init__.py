@@ -1,7 +1,51 @@
-"""Terminal multiplexers (tmux, herdr) behind one small protocol."""
+"""Terminal multiplexers (tmux, herdr) behind one small protocol.
+
+Stored placement values are checked against their backend's encoding before any of them
+reaches a multiplexer, SSH or a shell (each backend's ``check_*`` functions, called where
+a stored value enters it: ``from_session``, ``expect``, ``split``). The checks use string
+methods, not ``re``: they run on every send.
+"""
+
+from cafleet.errors import DamagedPlacement
 
 
 def first_line(text: str) -> str:
     """The first non-blank line of a tool's stderr, cut short for a one-line error."""
     line = next((line.strip() for line in text.splitlines() if line.strip()), "")
     return line[:200]
+
+
+def is_number(text: str) -> bool:
+    """ASCII decimal digits only, at most 19 of them (a pid, a time, a tmux index)."""
+    return 0 < len(text) <= 19 and text.isascii() and text.isdigit()
+
+
+# Characters no socket path cafleet records contains and a hostile writer would: shell and
+# tmux format metacharacters, quotes and whitespace. Control characters are refused too.
+_PATH_REFUSED = frozenset("#$`;'\"\\ \t&|<>(){}*?!")
+
+
+def is_socket_path(path: str) -> bool:
+    """An absolute path of printable characters without shell or format metacharacters."""
+    return (
+        path.startswith("/") and len(path) <= 4096 and path.isprintable() and not any(c in _PATH_REFUSED for c in path)
+    )
+
+
+def printable(value: object) -> str:
+    """A stored value as it may be shown: itself when it is printable and short, else
+    quoted with escapes (so no control or bidi character reaches a terminal) and cut."""
+    from cafleet.errors import shown
+
+    text = str(value)
+    return text if text.isprintable() and " " not in text and len(text) <= 40 else shown(text)
+
+
+def damaged(what: str, value: object, form: str) -> DamagedPlacement:
+    """The one-line error for a stored ``what`` that is not of its ``form``."""
+    from cafleet.errors import shown
+
+    return DamagedPlacement(
+        f"the stored {what} {shown(value)} is not {form}: the placement is damaged, so nothing was "
+        "typed into its pane, read from it or closed; repair the row or delete the member"
+    )

@@ -5,7 +5,7 @@ Cheap to import: the backends (and their subprocess use) load only when asked fo
 
 from __future__ import annotations
 
-from cafleet.errors import ConfigError, CorruptRow, MuxError
+from cafleet.errors import ConfigError, MuxError
 
 TYPE_CHECKING = False  # importing typing costs milliseconds on every command
 if TYPE_CHECKING:
@@ -77,7 +77,41 @@ def multiplexer_for_placement(
         from cafleet.mux.herdr import Herdr
 
         return Herdr.from_session(session, timeout)
-    raise CorruptRow(f"a placement names the unknown multiplexer backend {backend!r}.")
+    from cafleet.mux import damaged
+
+    raise damaged("multiplexer backend", backend, "tmux or herdr")
+
+
+def check_placement(placement: Mapping) -> None:
+    """Every stored value of a concrete placement (backend, session with its host, window,
+    pane, identity) against its backend's encoding: DamagedPlacement, in one line, for the
+    first that does not match. :func:`multiplexer_for_placement` and the backends'
+    ``expect`` check the same values again where they use them."""
+    from cafleet.mux import damaged
+
+    backend, session = placement["backend"], placement["session"]
+    if backend not in BACKENDS:
+        raise damaged("multiplexer backend", backend, "tmux or herdr")
+    if backend == "tmux":
+        from cafleet.mux import tmux
+
+        host, rest = None, session
+        if session.startswith("ssh://"):  # cafleet.mux.ssh loads only for a placement on another host
+            from cafleet.mux.ssh import split_session
+
+            host, rest = split_session(session)
+        tmux.check_session(rest)
+        if host is None or placement["window_id"]:  # a member on another host may predate its window id
+            tmux.check_window(placement["window_id"])
+        tmux.check_pane(placement["pane_id"])
+        tmux.check_identity(placement.get("identity"))
+    else:
+        from cafleet.mux import herdr
+
+        herdr.Herdr.from_session(session)
+        herdr.check_id("tab", placement["window_id"])
+        herdr.check_id("pane", placement["pane_id"])
+        herdr.check_identity(placement.get("identity"))
 
 
 def _here(environ: Mapping[str, str] | None) -> str:
@@ -90,11 +124,13 @@ def _remote(backend: str, session: str, timeout: float, environ: Mapping[str, st
     from cafleet.mux.ssh import Ssh, split_session
     from cafleet.mux.tmux import Tmux
 
+    from cafleet.mux import damaged
+
     host, rest = split_session(session)
     if host is None:
-        raise CorruptRow(f"the stored session {session!r} names no host.")
+        raise damaged("session", session, "ssh://[user@]host[:port]/<session>")
     if backend != "tmux":
-        raise CorruptRow(f"a placement on host {host} names the {backend!r} backend; only tmux is reached over SSH.")
+        raise damaged("multiplexer backend of a placement on another host", backend, "tmux")
     if host == _here(environ):
         return Tmux.from_session(rest, timeout)
     return Tmux.from_session(rest, timeout, remote=Ssh(host, environ))

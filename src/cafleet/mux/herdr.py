@@ -40,7 +40,7 @@ Choices where herdr's documentation is silent or that are ours:
 from __future__ import annotations
 
 from cafleet.errors import MuxError, PaneGone, PaneStale
-from cafleet.mux import first_line
+from cafleet.mux import damaged, first_line, is_number, is_socket_path
 from cafleet.mux.tmux import stale, tail_lines, text_chunks
 
 TYPE_CHECKING = False  # typing (and base's dataclasses) cost milliseconds on every command
@@ -53,6 +53,26 @@ if TYPE_CHECKING:
 _SPLIT_DIRECTION = "down"
 # Error codes meaning the pane no longer exists: closed, or its whole server has stopped.
 _GONE_CODES = ("pane_not_found", "server_not_running")
+
+
+def check_id(what: str, value: str) -> str:
+    """A stored herdr id (``w1``, ``w1:t2``, ``w4:p11``): ASCII letters and digits with
+    ``:``, ``_``, ``.``, ``-`` after the first, at most 64; never an option to herdr."""
+    if not (
+        0 < len(value) <= 64
+        and value.isascii()
+        and value[0].isalnum()
+        and all(c.isalnum() or c in ":_.-" for c in value)
+    ):
+        raise damaged(f"herdr {what} id", value, f"a herdr {what} id (like w1:p1)")
+    return value
+
+
+def check_identity(identity: str | None) -> str | None:
+    """A stored herdr pane identity: ``<shell pid>[:<start time>]``, or None."""
+    if identity is not None and not (identity.count(":") <= 1 and all(map(is_number, identity.split(":")))):
+        raise damaged("herdr pane identity", identity, "<shell pid>:<start time>")
+    return identity
 
 
 def _process_identity(info: dict[str, Any]) -> str:
@@ -132,8 +152,9 @@ class Herdr:
     def from_session(cls, session: str, timeout: float = 5.0) -> Herdr:
         """Reach the server named by a stored ``<workspace_id>[@<socket_path>]`` string."""
         workspace, _, socket = session.partition("@")
-        if not workspace:
-            raise MuxError(f"the stored herdr session {session!r} names no workspace.")
+        check_id("workspace", workspace)
+        if socket and not is_socket_path(socket):
+            raise damaged("herdr session", session, "<workspace id>@<absolute socket path>")
         return cls(socket or None, timeout, workspace=workspace)
 
     # -- subprocess plumbing -------------------------------------------------------------
@@ -230,7 +251,9 @@ class Herdr:
         )
 
     def expect(self, pane_id: str, identity: str | None, recorded_at: float | None = None) -> None:
-        self.expected[pane_id] = identity  # herdr tells nothing of a server's age: recorded_at unused
+        self.expected[check_id("pane", pane_id)] = check_identity(
+            identity
+        )  # herdr tells nothing of a server's age: recorded_at unused
 
     def identity(self, pane_id: str) -> str:
         return _process_identity(self._process_info(pane_id))
@@ -277,7 +300,8 @@ class Herdr:
             raise MuxError("cannot open a pane without a command to run.")
         if cwd is not None and not os.path.isdir(cwd):
             raise MuxError(f"the working directory {cwd} does not exist.")
-        target = target_pane or self._pane_in_tab(window_id)
+        check_id("tab", window_id)
+        target = check_id("pane", target_pane) if target_pane else self._pane_in_tab(window_id)
         args = ["pane", "split", "--pane", target, "--direction", _SPLIT_DIRECTION, "--no-focus"]
         if cwd is not None:
             args += ["--cwd", cwd]

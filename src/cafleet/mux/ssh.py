@@ -34,7 +34,7 @@ CONTROL_PERSIST = "10m"
 CONNECT_TIMEOUT = 5
 # A user, a host (name, IPv4, or bracketed IPv6) and a port: what a URI destination allows,
 # and nothing the remote shell or ssh's option parser could misread.
-_HOST_PATTERN = r"(?:[A-Za-z0-9._-]+@)?(?:[A-Za-z0-9_][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?"
+_HOST_PATTERN = r"(?:[A-Za-z0-9_][A-Za-z0-9._-]*@)?(?:[A-Za-z0-9_][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?"
 
 
 def check_host(host: str) -> str:
@@ -54,9 +54,14 @@ def split_session(session: str) -> tuple[str | None, str]:
     if not session.startswith(PREFIX):
         return None, session
     host, sep, rest = session[len(PREFIX) :].partition("/")
-    if not sep or not host:
-        raise MuxError(f"the stored session {session!r} is not of the form ssh://[user@]host[:port]/<session>.")
-    return check_host(host), rest
+    try:
+        if sep:
+            return check_host(host), rest
+    except MuxError:
+        pass
+    from cafleet.mux import damaged
+
+    raise damaged("session", session, "ssh://[user@]host[:port]/<session>")
 
 
 def join_session(host: str, session: str) -> str:

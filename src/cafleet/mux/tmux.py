@@ -24,6 +24,10 @@ Facts about tmux (checked against tmux 3.3a) that shape this module:
   check and input. That command is a string tmux parses; single quotes keep everything in
   it literal (no format, variable or ``~`` expansion, ``;`` included), and ``'`` itself is
   written ``'\\''``.
+* Stored values are checked before use (:func:`check_session`, :func:`check_pane`,
+  :func:`check_window`, :func:`check_identity`): only ``$N@<absolute socket path>``,
+  ``%N``, ``@N`` and three numbers pass, so no stored text becomes part of a format or a
+  command string, and no stored pane id or socket is an option to tmux.
 * On another host (``remote``, :mod:`cafleet.mux.ssh`) the same argv runs there through one
   ``ssh`` call, quoted word by word for the remote shell, so every guarantee above holds.
 """
@@ -31,7 +35,7 @@ Facts about tmux (checked against tmux 3.3a) that shape this module:
 from __future__ import annotations
 
 from cafleet.errors import MuxError, PaneGone, PaneStale
-from cafleet.mux import first_line
+from cafleet.mux import damaged, first_line, is_number, is_socket_path
 
 TYPE_CHECKING = False  # typing (and base's dataclasses) cost milliseconds on every command
 if TYPE_CHECKING:
@@ -57,6 +61,35 @@ _GONE = (
 
 
 COMMAND_SEPARATOR = object()  # a literal ";" between two tmux commands in one call
+
+
+def check_pane(pane_id: str) -> str:
+    """A stored tmux pane id: ``%`` and a number (DamagedPlacement otherwise)."""
+    if not (pane_id[:1] == "%" and is_number(pane_id[1:])):
+        raise damaged("tmux pane id", pane_id, "a tmux pane id (%N)")
+    return pane_id
+
+
+def check_window(window_id: str) -> str:
+    """A stored tmux window id: ``@`` and a number."""
+    if not (window_id[:1] == "@" and is_number(window_id[1:])):
+        raise damaged("tmux window id", window_id, "a tmux window id (@N)")
+    return window_id
+
+
+def check_identity(identity: str | None) -> str | None:
+    """A stored tmux pane identity: ``<server pid>:<server start>:<pane pid>``, or None."""
+    if identity is not None and not (identity.count(":") == 2 and all(map(is_number, identity.split(":")))):
+        raise damaged("tmux pane identity", identity, "<server pid>:<start time>:<pane pid>")
+    return identity
+
+
+def check_session(session: str) -> tuple[str, str]:
+    """(session id, socket path) of a stored ``<session_id>@<socket_path>``."""
+    session_id, sep, socket = session.partition("@")
+    if not (sep and session_id[:1] == "$" and is_number(session_id[1:]) and is_socket_path(socket)):
+        raise damaged("tmux session", session, "$N@<absolute socket path>")
+    return session_id, socket
 
 
 def _protect(arg: str) -> str:
@@ -159,10 +192,7 @@ class Tmux:
     def from_session(cls, session: str, timeout: float = 5.0, remote: Ssh | None = None) -> Tmux:
         """Reach the server named by a stored ``<session_id>@<socket_path>`` string (on
         ``remote``'s host when given; see :mod:`cafleet.mux.ssh`)."""
-        session_id, sep, socket = session.partition("@")
-        if not (sep and session_id and socket):
-            raise MuxError(f"the stored tmux session {session!r} is not of the form <session_id>@<socket_path>.")
-        return cls(socket, timeout, remote=remote)
+        return cls(check_session(session)[1], timeout, remote=remote)
 
     # -- subprocess plumbing -------------------------------------------------------------
 
@@ -275,7 +305,7 @@ class Tmux:
         return code, out, err
 
     def expect(self, pane_id: str, identity: str | None, recorded_at: float | None = None) -> None:
-        self.expected[pane_id] = identity
+        self.expected[check_pane(pane_id)] = check_identity(identity)
         if recorded_at is not None:
             self.recorded[pane_id] = recorded_at
 
@@ -324,7 +354,9 @@ class Tmux:
         if not argv:
             raise MuxError("cannot open a pane without a command to run.")
         fmt = f"#{{pane_id}}\t{IDENTITY_FORMAT}"
-        args = ["split-window", "-d", "-P", "-F", fmt, "-t", target_pane or window_id]
+        target = check_pane(target_pane) if target_pane else window_id
+        check_window(window_id)
+        args = ["split-window", "-d", "-P", "-F", fmt, "-t", target]
         if cwd is not None:
             if not os.path.isdir(cwd):
                 raise MuxError(f"the working directory {cwd} does not exist.")

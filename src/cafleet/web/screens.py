@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from cafleet.broker import members as broker_members
-from cafleet.errors import CafleetError, Conflict, PaneGone, PaneStale
+from cafleet.errors import CafleetError, Conflict, DamagedPlacement, PaneGone, PaneStale
 
 INTERVAL = 1.0  # seconds a capture is reused: at most one multiplexer call per member per second
 MAX_LINES = 120  # lines captured per member (a request asks for at most this many)
@@ -129,6 +129,8 @@ def _capture(placement: dict) -> dict:
         text = reach(placement).capture(pane, MAX_LINES, ansi=True)
     except PaneStale as error:
         return {"status": "stale", "error": str(error).rstrip("."), "text": ""}
+    except DamagedPlacement as error:
+        return {"status": "damaged", "error": str(error).rstrip("."), "text": ""}
     except PaneGone as error:
         return {"status": "gone", "error": str(error).rstrip("."), "text": ""}
     except CafleetError as error:
@@ -194,7 +196,8 @@ def fleet_screens(request: Request) -> JSONResponse:
     "screens": [{"member_id", "pane_id", "status", "error", "text", "truncated", "captured_at"}]}``.
 
     ``status``: ``ok``; ``pending`` (no pane yet); ``gone`` (the pane closed); ``stale`` (its
-    id names another pane now; nothing was captured); ``error`` (the multiplexer failed).
+    id names another pane now; nothing was captured); ``damaged`` (a stored value of its
+    placement does not match its encoding; nothing was run); ``error`` (the multiplexer failed).
     A member of another fleet or a deregistered one is a 404/409 for the whole request.
     """
     from cafleet.web.api import ApiError, parse_id

@@ -1,0 +1,166 @@
+"""Every stored value is hostile where it meets a multiplexer, SSH or a shell.
+
+A database writer (on PostgreSQL, any member pane on any host holds the URL that can make
+the change) rewrites a placement's columns with tmux format sequences (``#(...)`` runs a
+shell command when tmux expands it) and shell metacharacters. Every command that reaches
+the pane is then run against the damaged placement in a real private tmux server, and the
+test checks that no marker file appeared (nothing ran), that no pane was closed, that the
+member received no keystroke, and that each command said in one line that the placement
+is damaged.
+
+Runs on SQLite only: the checks live in the multiplexer layer, below the store, and the
+PostgreSQL store hands the same strings to it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from cafleet.broker import members
+from cafleet.store.connection import open_store
+from cafleet.web import screens
+from tests.support.pane_fleet import tmux_fleet
+from tests.support.watch_stream import Stream
+
+
+@pytest.fixture
+def fleet(env, tmp_path, monkeypatch):
+    with tmux_fleet(env, tmp_path, monkeypatch) as pane_fleet:
+        yield pane_fleet
+
+
+@pytest.fixture
+def markers(tmp_path) -> Path:
+    folder = tmp_path / "markers"
+    folder.mkdir()
+    return folder
+
+
+def attack(markers: Path, tag: str) -> str:
+    """A tmux format that runs a command, and shell substitutions, each touching a marker."""
+    return f"#(touch${{IFS}}{markers}/{tag}-fmt)$(touch {markers}/{tag}-sh)`touch {markers}/{tag}-bq`;touch${{IFS}}{markers}/{tag}-semi"
+
+
+def placement_row(db: str, member_id: int) -> dict:
+    conn = sqlite3.connect(db)
+    try:
+        row = conn.execute(
+            "SELECT backend, mux_session, mux_window_id, mux_pane_id FROM member_placements WHERE member_id = ?",
+            (member_id,),
+        ).fetchone()
+    finally:
+        conn.close()
+    return dict(zip(("backend", "mux_session", "mux_window_id", "mux_pane_id"), row))
+
+
+def damage(db: str, member_id: int, column: str, value: str) -> None:
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute(f"UPDATE member_placements SET {column} = ? WHERE member_id = ?", (value, member_id))
+        conn.commit()
+    finally:
+        conn.close()
+
+
+# column -> how the stored value is rewritten: (stored row, attack text) -> new value
+MEMBER_DAMAGE = {
+    "identity": ("mux_pane_id", lambda row, bad: row["mux_pane_id"] + bad),
+    "pane id": ("mux_pane_id", lambda row, bad: row["mux_pane_id"].replace(" ", bad + " ", 1)),
+    "bare pane id": ("mux_pane_id", lambda row, bad: row["mux_pane_id"].split(" ")[0] + bad),
+    "session id": ("mux_session", lambda row, bad: row["mux_session"].replace("@", bad + "@", 1)),
+    "socket path": ("mux_session", lambda row, bad: row["mux_session"] + bad),
+    "host": ("mux_session", lambda row, bad: f"ssh://localhost{bad}/" + row["mux_session"]),
+    "host with a user": ("mux_session", lambda row, bad: "ssh://-oProxyCommand=x@localhost/" + row["mux_session"]),
+    "backend": ("backend", lambda row, bad: "tmux" + bad),
+}
+
+
+def panes(fleet) -> list[str]:
+    return sorted(fleet.server.run("list-panes", "-a", "-F", "#{pane_id}").split())
+
+
+def says_damaged(text: str) -> bool:
+    return "placement is damaged" in text
+
+
+@pytest.mark.parametrize("case", sorted(MEMBER_DAMAGE))
+def test_a_damaged_member_placement_runs_nothing_types_nothing_and_closes_nothing(fleet, markers, case):
+    alice = fleet.create("alice")["member_id"]
+    bob = fleet.create("bob")["member_id"]
+    column, rewrite = MEMBER_DAMAGE[case]
+    for member_id in (alice, bob):
+        row = placement_row(fleet.db, member_id)
+        damage(fleet.db, member_id, column, rewrite(row, attack(markers, f"{case}-{member_id}".replace(" ", "_"))))
+    before = panes(fleet)
+    director = str(fleet.director)
+
+    sent = fleet.send(fleet.director, alice, "hello", "--json")
+    assert sent.code == 0 and sent.json()["notified"] is False, sent  # stored; the preview is owed
+    assert says_damaged(sent.err) and "Do not resend." in sent.err, sent
+
+    waited = fleet.cafleet("message", "wait", director, "--timeout", "0.3")
+    assert waited.code == 3 and says_damaged(waited.err), waited  # its retry pass refused to type
+
+    captured = fleet.cafleet("member", "capture", str(alice))
+    assert captured.code == 1 and says_damaged(captured.err) and captured.err.count("\n") == 1, captured
+
+    prompted = fleet.cafleet("member", "prompt", str(alice), "do it")
+    assert prompted.code == 1 and says_damaged(prompted.err), prompted
+
+    listed = fleet.cafleet("member", "list", str(fleet.fleet_id), "--state", "--json")
+    assert listed.code == 0, listed
+    states = {m["member_id"]: m for m in listed.json()}
+    assert states[alice]["state"] == "dead" and says_damaged(states[alice]["state_detail"]), states[alice]
+
+    stream = Stream(fleet.environ, fleet.fleet_id, "--interval", "0.3")
+    try:
+        dead = stream.wait_event(lambda e: e["event"] == "dead" and e["member_id"] == alice)
+        assert says_damaged(dead["detail"]), dead
+    finally:
+        assert stream.stop() == 0
+
+    store = open_store(fleet.db)
+    try:
+        shown = screens._capture(members.get_member(store, alice)["placement"])
+    finally:
+        store.close()
+    assert shown["status"] == "damaged" and says_damaged(shown["error"]) and shown["text"] == "", shown
+
+    deleted = fleet.cafleet("member", "delete", str(alice))
+    assert deleted.code == 0 and says_damaged(deleted.out + deleted.err), deleted  # deregistered, pane left open
+    assert fleet.query("SELECT status FROM members WHERE member_id = ?", alice) == [("deregistered",)]
+
+    gone = fleet.cafleet("fleet", "delete", str(fleet.fleet_id))
+    assert gone.code == 0 and says_damaged(gone.out + gone.err), gone
+
+    assert list(markers.iterdir()) == [], "a stored value ran a command"
+    assert panes(fleet) == before, "a pane was closed"
+    assert fleet.records(alice) == fleet.records(bob) == [], "a member received keystrokes"
+
+
+DIRECTOR_DAMAGE = {
+    "identity": ("mux_pane_id", lambda row, bad: row["mux_pane_id"] + bad),
+    "pane id": ("mux_pane_id", lambda row, bad: row["mux_pane_id"].replace(" ", bad + " ", 1)),
+    "window id": ("mux_window_id", lambda row, bad: row["mux_window_id"] + bad),
+    "session id": ("mux_session", lambda row, bad: row["mux_session"].replace("@", bad + "@", 1)),
+    "socket path": ("mux_session", lambda row, bad: row["mux_session"] + bad),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DIRECTOR_DAMAGE))
+def test_member_create_refuses_a_damaged_director_placement(fleet, markers, case):
+    column, rewrite = DIRECTOR_DAMAGE[case]
+    row = placement_row(fleet.db, fleet.director)
+    damage(fleet.db, fleet.director, column, rewrite(row, attack(markers, case.replace(" ", "_"))))
+    before = panes(fleet)
+    created = fleet.cafleet(
+        "member", "create", "--fleet-id", str(fleet.fleet_id), "--name", "carol", "--description", "c",
+        "--coding-agent", "standin", "Wait.",
+    )  # fmt: skip
+    assert created.code == 1 and says_damaged(created.err) and created.err.count("\n") == 1, created
+    assert fleet.member_count() == 1, "a member was registered"
+    assert list(markers.iterdir()) == [], "a stored value ran a command"
+    assert panes(fleet) == before
