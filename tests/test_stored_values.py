@@ -164,3 +164,28 @@ def test_member_create_refuses_a_damaged_director_placement(fleet, markers, case
     assert fleet.member_count() == 1, "a member was registered"
     assert list(markers.iterdir()) == [], "a stored value ran a command"
     assert panes(fleet) == before
+
+
+def test_fleet_create_refuses_a_socket_path_it_would_later_refuse(env, tmp_path):
+    """A tmux server whose socket path holds a space could record a placement that every
+    later command refuses as damaged: the fleet is refused at once instead, saying why."""
+    import subprocess
+
+    from tests.support.pane_fleet import cafleet
+
+    folder = tmp_path / "with space"
+    folder.mkdir()
+    socket = str(folder / "sock")
+    tmux = ["tmux", "-f", "/dev/null", "-S", socket]
+    started = subprocess.run([*tmux, "new-session", "-d", "-x", "80", "-y", "20", "--", "sleep", "600"], env=env)
+    assert started.returncode == 0
+    try:
+        pane = subprocess.run([*tmux, "display-message", "-p", "#{pane_id}"], capture_output=True, env=env, text=True)
+        inside = dict(env, TMUX=f"{socket},1,0", TMUX_PANE=pane.stdout.strip())
+        created = cafleet(["fleet", "create", "--name", "x", "--coding-agent", "standin"], inside)
+        assert created.code == 1 and "socket path" in created.err and "plain socket path" in created.err, created
+        assert created.err.count("\n") == 1
+        listed = cafleet(["fleet", "list", "--json"], env)
+        assert listed.code == 0 and listed.json() == [], listed
+    finally:
+        subprocess.run([*tmux, "kill-server"], env=env, capture_output=True)

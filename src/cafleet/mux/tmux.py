@@ -321,6 +321,11 @@ class Tmux:
             raise MuxError("TMUX_PANE is not set, so the calling tmux pane is unknown; run inside a tmux pane.")
         identity, fields = self._pane_fields(self.pane, "#{session_id}\t#{window_id}\t#{socket_path}")
         session_id, window_id, socket = fields.split("\t", 2)
+        if not is_socket_path(socket):
+            raise MuxError(
+                f"this tmux server's socket path {socket!r} has whitespace, quotes or shell characters, which "
+                "cafleet refuses in a stored placement; start tmux with a plain socket path (-S or TMUX_TMPDIR)."
+            )
         return PaneContext(
             backend="tmux",
             session=f"{session_id}@{socket}",
