@@ -12,21 +12,17 @@ three hosts (this machine and two sshd hosts named in one ssh_config) on a Postg
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from cafleet.mux.ssh import join_session, split_session
-from tests.support.pane_fleet import preview_line, start, tmux_fleet
-from tests.support.sshd import running_sshds
+from tests.support.pane_fleet import preview_line, start
+from tests.support.remote_fleet import create_remote, fleet_with_hosts, proc_environ, remote_panes, short_directory
 from tests.support.tmux_fixtures import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.tmux]
@@ -34,26 +30,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.tmux]
 
 @pytest.fixture
 def short_dir():
-    """A short private directory (sockets have a ~100-byte path limit)."""
-    path = Path(tempfile.mkdtemp(prefix="cf-ssh-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@contextmanager
-def fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, aliases):
-    """(fleet, hosts): a live local fleet and one reachable host per alias, all named in
-    one ssh_config (CAFLEET_SSH_CONFIG) with one connection-master directory."""
-    remote_path = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
-    with running_sshds(short_dir, remote_path, aliases) as (config, hosts):
-        for key, value in {
-            "CAFLEET_SSH_CONFIG": str(config),
-            "CAFLEET_SSH_CONTROL_DIR": str(short_dir / "control"),
-        }.items():
-            env[key] = value
-            monkeypatch.setenv(key, value)
-        with tmux_fleet(env, tmp_path, monkeypatch) as fleet:
-            yield fleet, hosts
+    with short_directory() as path:
+        yield path
 
 
 @pytest.fixture
@@ -70,43 +48,10 @@ def two_hosts(env, tmp_path, monkeypatch, short_dir):
         yield fleet, hosts
 
 
-def create_remote(fleet, host, name: str, *extra: str):
-    return fleet.cafleet(
-        "member",
-        "create",
-        "--fleet-id",
-        str(fleet.fleet_id),
-        "--name",
-        name,
-        "--description",
-        f"{name} far away",
-        "--coding-agent",
-        "standin",
-        "--host",
-        host.alias,
-        *extra,
-        "Wait for tasks from {director_member_id}.",
-    )
-
-
 def placement(fleet, member_id: int) -> dict:
     shown = fleet.cafleet("member", "show", str(member_id), "--json")
     assert shown.code == 0, shown
     return shown.json()["placement"]
-
-
-def remote_panes(host) -> dict[str, str]:
-    """pane id -> pane pid on the host's cafleet tmux server."""
-    try:
-        out = host.remote_tmux("list-panes", "-a", "-F", "#{pane_id}\t#{pane_pid}")
-    except RuntimeError:
-        return {}
-    return dict(line.split("\t") for line in out.splitlines())
-
-
-def proc_environ(pid: int) -> dict[str, str]:
-    entries = Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace").split("\0")
-    return dict(entry.split("=", 1) for entry in entries if "=" in entry)
 
 
 def test_session_encoding_round_trips_and_keeps_local_sessions_as_they_are():

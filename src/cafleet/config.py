@@ -369,18 +369,18 @@ def database_path(environ) -> str:
             rest = url[len("sqlite://") :]
             if rest == "/" or "?" in rest:
                 raise ConfigError(
-                    f"CAFLEET_DATABASE_URL {shown(url)} must be sqlite:///ABS/PATH with a file path and no query string."
+                    f"CAFLEET_DATABASE_URL {_shown_location(url)} must be sqlite:///ABS/PATH with a file path and no query string."
                 )
             if not rest.startswith("//"):  # sqlite:///relative.db, sqlite:///~/x.db
                 raise ConfigError(
-                    f"CAFLEET_DATABASE_URL {shown(url)} names a relative path; use sqlite:///ABS/PATH "
+                    f"CAFLEET_DATABASE_URL {_shown_location(url)} names a relative path; use sqlite:///ABS/PATH "
                     "(for example sqlite:////home/me/cafleet.db) or an absolute file path."
                 )
             return os.path.normpath("/" + rest.lstrip("/"))
         if os.path.isabs(url):
             return os.path.normpath(url)
         raise ConfigError(
-            f"CAFLEET_DATABASE_URL {shown(url)} is not supported; use sqlite:///ABS/PATH, an absolute file path "
+            f"CAFLEET_DATABASE_URL {_shown_location(url)} is not supported; use sqlite:///ABS/PATH, an absolute file path "
             "or postgresql://..."
         )
     data_home = environ.get("XDG_DATA_HOME", "")
@@ -392,6 +392,13 @@ def database_path(environ) -> str:
             raise ConfigError("HOME is not set to an absolute path; set CAFLEET_DATABASE_URL to an absolute path.")
         data_home = os.path.join(home, ".local", "share")
     return os.path.join(data_home, "cafleet", DATABASE_FILENAME)
+
+
+def _shown_location(url: str) -> str:
+    """A database location as an error quotes it: cut short, its password hidden."""
+    from cafleet.credentials import redact
+
+    return shown(redact(url))
 
 
 def is_postgres(url: str) -> bool:

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 
 
@@ -99,6 +100,35 @@ class Cluster:
         name = "t_" + uuid.uuid4().hex[:12]
         self.admin(f"CREATE DATABASE {name} TEMPLATE cafleet_template")
         return self.url(name)
+
+    def password_database(self, password: str) -> str:
+        """A new database owned by a new role that must log in with ``password`` (SCRAM over
+        the socket: a ``pg_hba.conf`` line ahead of the cluster's trust lines, reloaded);
+        returns its URL without the password."""
+        suffix = uuid.uuid4().hex[:12]
+        role, name = f"r_{suffix}", f"p_{suffix}"
+        quoted = password.replace("'", "''")
+        self.admin(f"CREATE ROLE {role} LOGIN PASSWORD '{quoted}'")
+        self.admin(f"CREATE DATABASE {name} OWNER {role} TEMPLATE cafleet_template")
+        hba = os.path.join(self.data, "pg_hba.conf")
+        with open(hba, encoding="utf-8") as handle:
+            rest = handle.read()
+        with open(hba, "w", encoding="utf-8") as handle:
+            handle.write(f"local {name} {role} scram-sha-256\n{rest}")
+        self.admin("SELECT pg_reload_conf()")
+        url = f"postgresql://{role}@/{name}?host={self.socket_dir}"
+        import psycopg
+
+        deadline = time.monotonic() + 30  # the reload is asynchronous: wait until it is in force
+        while True:
+            try:
+                psycopg.connect(url + "&password=", connect_timeout=5).close()
+            except psycopg.OperationalError as error:
+                if "password" in str(error):
+                    return url
+                raise
+            assert time.monotonic() < deadline, "pg_hba.conf was not reloaded"
+            time.sleep(0.05)
 
     def stop(self) -> None:
         self._run(f"{self.bin}/pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop", check=False)

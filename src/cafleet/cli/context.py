@@ -11,6 +11,10 @@ import sys
 
 from cafleet import config
 
+TYPE_CHECKING = False  # typing costs milliseconds on every command
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 class Context:
     def __init__(self, environ=None, stdin=None, stdout=None, stderr=None, json_output: bool = False) -> None:
@@ -22,6 +26,7 @@ class Context:
         self._store = None
         self._db_path: str | None = None
         self._settings: config.Settings | None = None
+        self._scrub: Callable[[str], str] | None = None
 
     @property
     def settings(self) -> config.Settings:
@@ -52,12 +57,26 @@ class Context:
     def max_text_len(self) -> int:
         return self.settings.max_text_len
 
+    def hide_secrets(self, text: str) -> str:
+        """``text`` without the database location's password (:mod:`cafleet.credentials`):
+        every error and warning line passes here (stdout does not: a message body is
+        printed byte for byte). A location that cannot carry one costs a string test, once."""
+        if self._scrub is None:
+            location = self.environ.get("CAFLEET_DATABASE_URL", "")
+            if "@" in location or "password" in location.lower():
+                from cafleet.credentials import Scrubber
+
+                self._scrub = Scrubber(location)
+            else:
+                self._scrub = str
+        return self._scrub(text)
+
     def out(self, text: str) -> None:
         self.stdout.write(text.encode("utf-8", "surrogateescape") + b"\n")
         self.stdout.flush()
 
     def err(self, text: str) -> None:
-        self.stderr.write(text.encode("utf-8", "surrogateescape") + b"\n")
+        self.stderr.write(self.hide_secrets(text).encode("utf-8", "surrogateescape") + b"\n")
         self.stderr.flush()
 
     def emit(self, value, text) -> None:

@@ -31,7 +31,7 @@ def database_section(ctx) -> dict:
     except CafleetError as error:
         return {"ok": False, "path": None, "error": str(error), "fix": "set CAFLEET_DATABASE_URL to an absolute path"}
     if path.startswith(("postgresql://", "postgres://")):
-        from cafleet.store.postgres import redact
+        from cafleet.credentials import redact
 
         path = redact(path)  # never print a password
     try:
@@ -278,5 +278,10 @@ def doctor(ctx, hosts):
                 lines.append(f"fix: {section['fix']}")
         return "\n".join(lines)
 
-    ctx.emit(report, text)
+    if ctx.json:  # every line without the database password, whatever quoted it
+        from cafleet.render import to_json
+
+        ctx.out(ctx.hide_secrets(to_json(report)))
+    else:
+        ctx.out(ctx.hide_secrets(text()))
     return ExitCode.OK if all(section["ok"] for section in report.values()) else ExitCode.FAILURE

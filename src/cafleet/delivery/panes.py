@@ -254,6 +254,9 @@ def create_member(
             "cd to an existing directory and retry."
         ) from None
 
+    from cafleet.credentials import member_url
+
+    database = member_url(db_path, environ)  # no password in the pane's argv: a private pgpass file
     member_id = members.register_member(
         store,
         fleet_id=fleet_id,
@@ -275,7 +278,7 @@ def create_member(
             agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id, session_id=session_id
         )
         pane_env = {
-            "CAFLEET_DATABASE_URL": db_path,
+            "CAFLEET_DATABASE_URL": database,
             "CAFLEET_MEMBER_ID": str(member_id),
             "CAFLEET_FLEET_ID": str(fleet_id),
         }
@@ -379,6 +382,7 @@ def _create_remote(
             f"{missing} is not installed on host {host} (not on its PATH for SSH commands); "
             "install it there, or check with `cafleet doctor --host`."
         )
+    database = remote_database_url(ssh, db_path)
     member_id = members.register_member(
         store,
         fleet_id=fleet_id,
@@ -400,7 +404,7 @@ def _create_remote(
             agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id
         )
         session, window_id, pane_id, identity = mux.new_session(
-            argv, env=remote_pane_env(environ, db_path, host, fleet_id, member_id), window_name=f"cafleet-{member_id}"
+            argv, env=remote_pane_env(environ, database, host, fleet_id, member_id), window_name=f"cafleet-{member_id}"
         )
         mux.socket = session.partition("@")[2]  # from now on, exactly the server that holds the pane
         pause_point("create.split")
@@ -421,6 +425,39 @@ def _create_remote(
 
 
 REMOTE_SERVER = "cafleet"  # the tmux server (-L) that holds members' panes on another host
+
+# Writes standard input to a pgpass file in a private folder on the host ($1 is its name,
+# never a secret) and prints the file's path: the host's own XDG_RUNTIME_DIR, else ~/.cache.
+_REMOTE_PASSFILE = (
+    'umask 077; d="${XDG_RUNTIME_DIR:-$HOME/.cache}/cafleet"; mkdir -p "$d" && [ -d "$d" ] && [ ! -L "$d" ] '
+    '&& [ -O "$d" ] && chmod 700 "$d" && cat > "$d/$1.tmp" && mv -f "$d/$1.tmp" "$d/$1" && printf "%s\\n" "$d/$1"'
+)
+
+
+def remote_database_url(ssh, db_path: str) -> str:
+    """The database location a member's pane on ``ssh``'s host gets: the URL without its
+    password, naming a pgpass file written there through SSH's standard input (so the
+    password is in no argv on either machine); a location without a password as it is."""
+    from cafleet import credentials
+    from cafleet.errors import MuxError
+    from cafleet.mux import first_line
+
+    if not credentials.is_url(db_path):
+        return db_path
+    bare, password = credentials.split_password(db_path)
+    if password is None:
+        return bare
+    name = credentials.passfile_name(db_path)
+    code, out, err = ssh.run(
+        ["sh", "-c", _REMOTE_PASSFILE, "sh", name], input=credentials.pgpass_line(password).encode()
+    )
+    path = (out.strip().splitlines() or [""])[-1]
+    if code != 0 or not (path.startswith("/") and path.endswith("/" + name)):
+        raise MuxError(
+            f"host {ssh.host} could not keep the database password in a private file "
+            f"({first_line(err) or f'exit status {code}'}); nothing was written."
+        )
+    return credentials.with_passfile(bare, path)
 
 
 def remote_missing(ssh, programs: list[str]) -> str | None:

@@ -145,15 +145,19 @@ class Ssh:
 
         return MuxError(f"host {self.host} cannot be reached over SSH ({first_line(stderr) or 'ssh failed'}).")
 
-    def run(self, remote_argv, timeout: float = 15.0) -> tuple[int, str, str]:
+    def run(self, remote_argv, timeout: float = 15.0, input: bytes | None = None) -> tuple[int, str, str]:
         """Run ``remote_argv`` on the host: (exit status, stdout, stderr); MuxError when ssh
-        itself failed (not installed, no answer in ``timeout`` s, or could not connect)."""
+        itself failed (not installed, no answer in ``timeout`` s, or could not connect).
+        ``input`` goes to the remote command's standard input (never its argv)."""
         import subprocess
 
         try:
-            done = subprocess.run(
-                self.argv(remote_argv), stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout
-            )
+            if input is None:
+                done = subprocess.run(
+                    self.argv(remote_argv), stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout
+                )
+            else:
+                done = subprocess.run(self.argv(remote_argv), input=input, capture_output=True, timeout=timeout)
         except FileNotFoundError:
             raise MuxError(
                 "ssh is not installed or not on PATH; install OpenSSH's client to reach other hosts."

@@ -31,6 +31,7 @@ import psycopg
 from psycopg import sql as pgsql
 
 from cafleet import clock
+from cafleet.credentials import redact, scrub
 from cafleet.errors import DatabaseError
 from cafleet.faults import TRACE_SQL, trace_point
 from cafleet.store import diagnosis, schema
@@ -47,15 +48,6 @@ def lock_key(*parts: str) -> int:
     (PostgreSQL's ``hashtext`` is 32 bits and collides; this one is ours alone)."""
     text = "\0".join(("cafleet", *parts)).encode("utf-8", "surrogatepass")
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big", signed=True)
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    scheme, sep, rest = url.partition("://")
-    userinfo, at, host = rest.rpartition("@")
-    if at and ":" in userinfo:
-        userinfo = userinfo.split(":", 1)[0] + ":***"
-    return f"{scheme}{sep}{userinfo}{at}{host}" if at else url
 
 
 def valid_schema(name: str) -> bool:
@@ -338,9 +330,9 @@ class PgStore:
                 raise DatabaseError(
                     "PostgreSQL text cannot hold the character U+0000 (NUL); remove it from the text and try again."
                 ) from None
-            raise translate(exc, self.path, self.busy_timeout) from None
+            raise translate(exc, self.url, self.busy_timeout) from None
         except psycopg.Error as exc:
-            raise translate(exc, self.path, self.busy_timeout) from None
+            raise translate(exc, self.url, self.busy_timeout) from None
 
     def insert(self, sql: str, params, key: str) -> int:
         """Run an INSERT and return the new row's ``key`` column (its generated id)."""
@@ -398,7 +390,7 @@ class _PgWrite:
                 store.conn.execute(pgsql.SQL("NOTIFY {}; COMMIT").format(pgsql.Identifier(store.channel)))
             except psycopg.Error as error:
                 _rollback_quietly(store.conn)
-                raise translate(error, store.path, store.busy_timeout) from None
+                raise translate(error, store.url, store.busy_timeout) from None
         else:
             _rollback_quietly(store.conn)
 
@@ -411,8 +403,15 @@ def _rollback_quietly(conn) -> None:
         pass
 
 
-def translate(exc: BaseException, where: str, busy_timeout: float) -> DatabaseError:
-    """One line for a failed PostgreSQL call, by SQLSTATE."""
+def translate(exc: BaseException, url: str, busy_timeout: float) -> DatabaseError:
+    """One line for a failed PostgreSQL call on ``url``, by SQLSTATE; the URL's password
+    is never in it, nor anything libpq quoted of it (:func:`cafleet.credentials.scrub`)."""
+    error = _translated(exc, redact(url), busy_timeout)
+    error.message = scrub(error.message, url)
+    return error
+
+
+def _translated(exc: BaseException, where: str, busy_timeout: float) -> DatabaseError:
     state = getattr(exc, "sqlstate", None) or ""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if state == "55P03":  # lock_not_available: lock_timeout expired
@@ -439,11 +438,10 @@ def connect(url: str, busy_timeout: float, schema_name: str, settings: bool = Tr
     """An autocommit connection with keepalives, ``search_path`` set to the schema and
     ``lock_timeout`` to the busy timeout; with ``settings=False`` the caller sends
     :func:`_settings_sql` itself (the store's open folds it into its diagnosis)."""
-    where = redact(url)
     try:
         conn = Connection.connect(url, autocommit=True, connect_timeout=max(2, int(busy_timeout) + 1), **KEEPALIVES)
     except psycopg.Error as exc:
-        raise translate(exc, where, busy_timeout) from None
+        raise translate(exc, url, busy_timeout) from None
     if os.environ.get(TRACE_SQL):
         conn.cursor_factory = _TracedCursor
     if settings:
@@ -451,7 +449,7 @@ def connect(url: str, busy_timeout: float, schema_name: str, settings: bool = Tr
             conn.execute(_settings_sql(schema_name, busy_timeout))
         except psycopg.Error as exc:
             conn.close()
-            raise translate(exc, where, busy_timeout) from None
+            raise translate(exc, url, busy_timeout) from None
     return conn
 
 
@@ -498,7 +496,7 @@ def open_store(url: str, busy_timeout: float, schema_name: str | None = None) ->
                 diagnose(conn, store.path, schema_name, found)
             store.present.update(found["column"])
         except psycopg.Error as exc:
-            raise translate(exc, store.path, busy_timeout) from None
+            raise translate(exc, store.url, busy_timeout) from None
     except BaseException:
         conn.close()
         raise
