@@ -23,7 +23,6 @@ import re
 
 from cafleet.errors import ConfigError
 
-SECRET_KEYS = ("password", "sslpassword")
 MIN_SCRUBBED = 4
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^:@/\s]*):([^@/\s]*)@")
 _KEYWORD = re.compile(r"(?<![A-Za-z0-9_])((?:ssl)?password)(\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&\s]*)", re.IGNORECASE)
@@ -61,29 +60,19 @@ def secrets(location: str) -> list[str]:
 
 def scrub(text: str, location: str | None) -> str:
     """``text`` with ``location``'s secrets hidden, and any password it spells itself."""
-    text = redact(text)
-    for secret in secrets(location or ""):
-        if len(secret) >= MIN_SCRUBBED:
-            text = text.replace(secret, "***")
-    return text
+    return Scrubber(location)(text)
 
 
 class Scrubber:
-    """:func:`scrub` for one location, with its secrets found once (the command line's
-    output passes every line through it)."""
+    """:func:`scrub` for one location, its secrets found once (every error and warning
+    line of a command passes through one)."""
 
-    __slots__ = ("location", "_secrets")
+    __slots__ = ("_secrets",)
 
     def __init__(self, location: str | None) -> None:
-        self.location = location or ""
-        self._secrets: list[str] | None = None
+        self._secrets = [secret for secret in secrets(location or "") if len(secret) >= MIN_SCRUBBED]
 
     def __call__(self, text: str) -> str:
-        if self._secrets is None:
-            maybe = "://" in self.location or "password" in self.location.lower()
-            self._secrets = [s for s in secrets(self.location) if len(s) >= MIN_SCRUBBED] if maybe else []
-        if not self._secrets and "://" not in text and "password" not in text.lower():
-            return text
         text = redact(text)
         for secret in self._secrets:
             text = text.replace(secret, "***")

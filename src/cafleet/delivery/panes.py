@@ -26,7 +26,8 @@ from cafleet.faults import pause_point
 PANE_CLOSED = "closed"
 PANE_ALREADY_GONE = "already gone"
 PANE_NONE = "none"  # pending placement: no pane was ever recorded
-PANE_STALE = "stale"  # prefix: the id names a pane cafleet did not create, or is damaged; left open
+PANE_STALE = "stale"  # prefix: the id names a pane cafleet did not create; left open
+PANE_DAMAGED = "damaged"  # prefix: a stored value of the placement does not match its encoding; left open
 
 
 def _kill(placement: dict) -> str:
@@ -34,8 +35,10 @@ def _kill(placement: dict) -> str:
 
     try:
         return PANE_CLOSED if reach(placement).kill(placement["pane_id"]) else PANE_ALREADY_GONE
-    except (PaneStale, DamagedPlacement) as error:
+    except PaneStale as error:
         return f"{PANE_STALE}, left open ({str(error).rstrip('.')})"
+    except DamagedPlacement as error:
+        return f"{PANE_DAMAGED}, left open ({str(error).rstrip('.')})"
     except CafleetError as error:
         return f"not closed ({error})"
 
