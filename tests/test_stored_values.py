@@ -14,6 +14,7 @@ PostgreSQL store hands the same strings to it.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -22,13 +23,16 @@ import pytest
 from cafleet.broker import members
 from cafleet.store.connection import open_store
 from cafleet.web import screens
-from tests.support.pane_fleet import tmux_fleet
+from tests.support.pane_fleet import herdr_fleet, tmux_fleet
+from tests.support.tmux_fixtures import HerdrEnv
 from tests.support.watch_stream import Stream
 
 
-@pytest.fixture
-def fleet(env, tmp_path, monkeypatch):
-    with tmux_fleet(env, tmp_path, monkeypatch) as pane_fleet:
+@pytest.fixture(params=["tmux", "herdr"])
+def fleet(request, env, tmp_path, monkeypatch):
+    """A live fleet on a real private tmux server, or on the herdr stand-in (whose CLI takes
+    every stored id as an argument: an id that looks like an option must never reach it)."""
+    with (tmux_fleet if request.param == "tmux" else herdr_fleet)(env, tmp_path, monkeypatch) as pane_fleet:
         yield pane_fleet
 
 
@@ -75,10 +79,15 @@ MEMBER_DAMAGE = {
     "host": ("mux_session", lambda row, bad: f"ssh://localhost{bad}/" + row["mux_session"]),
     "host with a user": ("mux_session", lambda row, bad: "ssh://-oProxyCommand=x@localhost/" + row["mux_session"]),
     "backend": ("backend", lambda row, bad: "tmux" + bad),
+    "pane id as an option": ("mux_pane_id", lambda row, bad: "--help " + row["mux_pane_id"].partition(" ")[2]),
 }
 
 
 def panes(fleet) -> list[str]:
+    if isinstance(fleet.server, HerdrEnv):
+        listed = fleet.server.run("pane", "list")
+        assert listed.returncode == 0, listed.stderr
+        return sorted(p["pane_id"] for p in json.loads(listed.stdout)["result"]["panes"])
     return sorted(fleet.server.run("list-panes", "-a", "-F", "#{pane_id}").split())
 
 
