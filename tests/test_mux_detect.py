@@ -76,7 +76,7 @@ def test_placement_builds_a_backend_for_the_stored_session():
 
 
 def test_unknown_stored_backend_is_a_corrupt_row():
-    with pytest.raises(CorruptRow, match="unknown multiplexer backend 'screen'"):
+    with pytest.raises(CorruptRow, match="stored multiplexer backend 'screen' is not tmux or herdr"):
         multiplexer_for_placement("screen", "x")
 
 

@@ -101,7 +101,7 @@ class PaneStale(PaneGone):
     member's own pane is gone, and the one with its id must not be typed into or closed."""
 
 
-class DamagedPlacement(MuxError):
+class DamagedPlacement(MuxError, CorruptRow):
     """A stored placement value (session, window, pane, identity, host, backend) that does
     not match its multiplexer's encoding: written by hand or by a hostile database writer.
     Nothing is typed into, read from or closed through it, and no part of it reaches a
