@@ -294,6 +294,13 @@ ENVIRONMENT = (
         "CAFLEET_STANDIN_RECORD_DIR", "text", None, "stand-in agent: where it records what it received", audience="test"
     ),
     _s("CAFLEET_STANDIN_AUTO_REPLY", "text", None, "stand-in agent: 1 replies to every message", audience="test"),
+    _s(
+        "CAFLEET_STANDIN_START_DELAY",
+        "text",
+        None,
+        "stand-in agent: seconds before it draws its input box",
+        audience="test",
+    ),
     _s("CAFLEET_BIN", "command", None, "stand-in agent: the cafleet command it runs", audience="test"),
 )
 

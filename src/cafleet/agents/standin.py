@@ -5,7 +5,7 @@ box, for tests and demos that need a real pane without a real agent.
                                      [--permission-prompt] [--enter-guard SECONDS]
                                      [--prompt TEXT] [--placeholder TEXT] [--prefill TEXT]
                                      [--startup-clear] [--waiting-for-startup] [--completion]
-                                     [--late-echo SECONDS]
+                                     [--late-echo SECONDS] [--start-delay SECONDS]
 
 It puts its terminal in raw mode and draws a banner, the lines it received (``• …``), a
 rule and the input line ``> `` (the "standin" cues of cafleet.delivery.screen). Printable
@@ -43,6 +43,11 @@ Behaviours of the real agents that delivery must survive, each off by default:
   ``@``, as codex does; the key ``completion-accepted``) instead of submitting.
 * ``--late-echo S`` is an agent on a loaded machine: Enter submits and clears the input
   line at once, but the line shows in the transcript only S seconds later.
+* ``--start-delay S`` is an agent that draws its input box only S seconds after it starts
+  (opencode's first seconds, any agent on a loaded machine): until then the screen shows
+  the banner and ``starting…``, with no rule and no input line, and every key is dropped
+  (recorded as the key ``before-input-box``); ``{"kind": "box-drawn"}`` is recorded when
+  the box appears.
 
 SIGUSR2 freezes the stand-in (it reads no input and draws nothing, like an agent busy
 with its own work; tmux resumes a stopped pane at once, so SIGSTOP cannot do this) and a
@@ -56,7 +61,8 @@ with ``┊``.
 
 Environment (for panes started by ``cafleet member create``, which passes only
 ``--member-id``): ``CAFLEET_STANDIN_RECORD_DIR`` records into ``<dir>/member-<id>.jsonl``
-and ``CAFLEET_STANDIN_AUTO_REPLY=1`` turns on ``--auto-reply``.
+and ``CAFLEET_STANDIN_AUTO_REPLY=1`` turns on ``--auto-reply``;
+``CAFLEET_STANDIN_START_DELAY=S`` sets ``--start-delay``.
 
 ``--auto-reply``: when a submitted line holds a cafleet preview header ``[cafleet msg <id>
 from <sender> …``, the stand-in shows ``working… (esc to interrupt)`` and runs the real
@@ -90,6 +96,7 @@ QUESTION = ("Do you want to proceed?", "❯ 1. Yes", "  2. No")
 HEADER_START = "[cafleet msg "
 STARTING = "Waiting for startup"
 STARTUP_PROMPT = "(start-up prompt)"
+NO_BOX_YET = "starting…"
 _ESC_WAIT = 0.05  # how long a lone ESC waits for the rest of a sequence
 _COMMAND_TIMEOUT = 30.0
 
@@ -113,7 +120,9 @@ class StandIn:
         completion: bool = False,
         late_startup: bool = False,
         late_echo: float = 0.0,
+        start_delay: float = 0.0,
     ) -> None:
+        self.box_at = time.monotonic() + start_delay if start_delay > 0 else 0.0  # when the input box appears
         self.late_startup = late_startup
         self.late_echo = late_echo
         self.echoes_due: list[tuple[float, str]] = []  # (when, line): echoes drawn late
@@ -158,7 +167,16 @@ class StandIn:
             self.record("key", key=_key_name(self.pending))
             self.pending = ""
 
+    def no_box_yet(self) -> bool:
+        if self.box_at and time.monotonic() >= self.box_at:
+            self.box_at = 0.0
+            self.record("box-drawn")  # when the input box appears (what a delivery waited for)
+        return bool(self.box_at)
+
     def key(self, ch: str) -> None:
+        if self.no_box_yet() and ch not in "\x03\x04":
+            self.record("key", key="before-input-box")
+            return
         if self.late_startup:
             self.late_startup = False
             self.waiting = True
@@ -273,7 +291,9 @@ class StandIn:
         size = os.get_terminal_size(sys.stdout.fileno())
         width = max(size.columns - 1, 4)  # never the last column: no terminal auto-wrap
         room = max(size.lines - 1, 1)  # under the banner
-        if self.asking:
+        if self.no_box_yet():
+            bottom = [NO_BOX_YET]
+        elif self.asking:
             bottom = list(QUESTION)
         else:
             if self.buffer or not self.placeholder:
@@ -410,6 +430,13 @@ def main(argv: list[str] | None = None) -> int:
         "--completion", action="store_true", help="a trailing @word opens a completion that Enter accepts"
     )
     parser.add_argument(
+        "--start-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="draw the input box only this long after starting",
+    )
+    parser.add_argument(
         "--late-echo",
         type=float,
         default=0.0,
@@ -424,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         args.record = os.path.join(record_dir, f"member-{args.member_id}.jsonl")
     if os.environ.get("CAFLEET_STANDIN_AUTO_REPLY") == "1":
         args.auto_reply = True
+    if os.environ.get("CAFLEET_STANDIN_START_DELAY") and not args.start_delay:
+        args.start_delay = float(os.environ["CAFLEET_STANDIN_START_DELAY"])
     fd = sys.stdin.fileno()
     if not os.isatty(fd):
         print("Error: the stand-in agent needs a terminal on its standard input.", file=sys.stderr)
@@ -442,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         completion=args.completion,
         late_startup=args.late_startup,
         late_echo=args.late_echo,
+        start_delay=args.start_delay,
     )
     saved = termios.tcgetattr(fd)
     signal.signal(signal.SIGTERM, _quit)
@@ -469,6 +499,11 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(_ESC_WAIT)
                 continue
             next_echo = agent.draw_due_echoes()
+            if agent.box_at:  # redraw when the input box is due
+                if not agent.no_box_yet():
+                    agent.draw()
+                else:
+                    next_echo = min(next_echo or 1.0, max(0.0, agent.box_at - time.monotonic()))
             wait = _ESC_WAIT if agent.pending else 1.0
             ready, _, _ = select.select([fd], [], [], wait if next_echo is None else min(wait, next_echo))
             if frozen[0] or (not ready and not agent.pending):
