@@ -205,9 +205,7 @@ def test_wait_retry_step_reports_a_broken_lock_and_still_waits(cli, db_path, pan
     )
     waited = cli("message", "wait", str(second), "--timeout", "0")
     assert (waited.code, waited.out) == (3, "")
-    assert waited.err == (
-        f"Warning: member {first} was not notified: {reason}; a later `cafleet message wait` retries. Do not resend.\n"
-    )
+    assert waited.err == warning(1, first, reason)  # the id, like a send's line
     own = cli("message", "wait", str(first), "--timeout", "0", "--json")
     assert own.code == 0
     assert [r["text"] for r in own.json()] == ["owed to p1"]

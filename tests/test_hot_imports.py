@@ -124,6 +124,9 @@ DELIVERY = SEND | {
     "ipaddress",  # imported by pathlib (delivery/lock.py)
 }
 WAIT = DELIVERY | {"cafleet.delivery.inbox", "cafleet.store.changes"}  # changes: the wake-up primitive
+# A preview left owed with the keeper on: whether the fleet's keeper runs (its record), and
+# the Director's placement, to start one (the Director's pane does not exist here).
+KEEPER = DELIVERY | {"cafleet.delivery.keepers", "cafleet.broker.members", "cafleet.broker.activity"}
 
 
 def bare_modules(env) -> set[str]:
@@ -157,6 +160,7 @@ def loaded_by(env, tmp_path, *args) -> set[str]:
 def test_hot_commands_import_only_their_allowlist(env, tmp_path, fleet):
     bare = bare_modules(env)
     f, d, m1, m2, paned = (str(fleet[k]) for k in ("fleet", "director", "m1", "m2", "paned"))
+    keeper_on = dict(env, CAFLEET_KEEPER="on")
     cases = [
         (["message", "send", "--from-member-id", m1, "--to-member-id", m2, "hi"], SEND),
         (["message", "send", "--from-member-id", d, "--to-member-id", paned, "hi"], DELIVERY),
@@ -173,6 +177,10 @@ def test_hot_commands_import_only_their_allowlist(env, tmp_path, fleet):
         extra = loaded_by(env, tmp_path, *args) - bare - allowed
         if extra:
             strays[" ".join(args)] = sorted(extra)
+    owed = ["message", "send", "--from-member-id", d, "--to-member-id", paned, "hi"]
+    extra = loaded_by(keeper_on, tmp_path, *owed) - bare - KEEPER
+    if extra:
+        strays["keeper on: " + " ".join(owed)] = sorted(extra)
     assert strays == {}
 
 

@@ -113,7 +113,7 @@ def test_tmux_restart_send_types_nothing_and_keeps_the_message_owed(fleet, marke
 
         waited = fleet.cafleet("message", "wait", str(fleet.director), "--timeout", "0.5", "--json")
         assert (waited.code, waited.out) == (3, ""), waited  # the wait itself timed out: nothing for the Director
-        assert "Warning: member 2 was not notified: tmux pane %1 is stale" in waited.err
+        assert "Warning: message 1 is stored but member 2 was not notified: tmux pane %1 is stale" in waited.err
 
         again = fleet.send(fleet.director, alice["member_id"], "second", "--json")
         assert again.json()["notified"] is False and "is stale" in again.err

@@ -74,4 +74,29 @@ def test_wait_skips_a_busy_pane_and_returns_its_own_messages(env, cli, build, st
     busy_pane.wait(timeout=10)
     again = cli("message", "wait", str(waiter), "--timeout", "0", environ=patient)
     assert again.code == 0
-    assert again.err.startswith(f"Warning: member {typed_into} was not notified: tmux pane %5 is gone")
+    assert again.err.startswith(
+        f"Warning: message {owed} is stored but member {typed_into} was not notified: tmux pane %5 is gone"
+    )
+    assert again.err.endswith(
+        f"The preview will be retried by the next send to member {typed_into} or a later `cafleet message wait`. "
+        "Do not resend.\n"
+    )
+
+
+def test_wait_names_every_message_it_could_not_notify(env, cli, build, store):
+    """Each not-notified line of wait's retry names the message ids still owed and what
+    retries them, like a send's (the fleet keeper when one runs: tests/test_keeper.py)."""
+    fleet_id, director, _ = build.fleet(members_count=0)
+    gone = build.member(fleet_id, "gone", pane_id="%5")  # on a tmux socket that does not exist
+    waiter = build.member(fleet_id, "waiter")
+    owed = [messages.send(store, director, gone, f"task {n}")["message_id"] for n in (1, 2)]
+    waited = cli("message", "wait", str(waiter), "--timeout", "0")
+    assert (waited.code, waited.out) == (3, "")
+    [line] = waited.err.splitlines()
+    assert line.startswith(
+        f"Warning: messages {owed[0]}, {owed[1]} are stored but member {gone} was not notified: tmux pane %5 is gone"
+    )
+    assert line.endswith(
+        f"The previews will be retried by the next send to member {gone} or a later `cafleet message wait`. "
+        "Do not resend."
+    )

@@ -23,7 +23,15 @@ _FOREIGN = None  # compiled on first use: cafleet's own timestamps never need it
 
 
 def now() -> str:
-    ns = time.time_ns()
+    return _format_ns(time.time_ns())
+
+
+def from_epoch(seconds: float) -> str:
+    """An epoch time as cafleet writes timestamps (microseconds, UTC)."""
+    return _format_ns(round(seconds * 1_000_000) * 1000)
+
+
+def _format_ns(ns: int) -> str:
     seconds, rest = divmod(ns, 1_000_000_000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + ".%06d+00:00" % (rest // 1000)
 

@@ -249,6 +249,13 @@ ENVIRONMENT = (
     ),
     _s("CAFLEET_DEBUG", "switch", False, "show the traceback of an internal error"),
     _s(
+        "CAFLEET_KEEPER",
+        "switch",
+        True,
+        "start each fleet's keeper, the resident process that delivers owed previews as soon as a pane can "
+        "take them (off: run `cafleet fleet watch`, which then does that job; docs/delivery.md)",
+    ),
+    _s(
         "CAFLEET_SSH_CONFIG",
         "path",
         None,
@@ -443,6 +450,11 @@ def busy_timeout(environ) -> float:
     return _BY_NAME["CAFLEET_BUSY_TIMEOUT"].read(environ)
 
 
+def keeper_enabled(environ) -> bool:
+    """``CAFLEET_KEEPER``: whether commands start the fleet keeper (on by default)."""
+    return _BY_NAME["CAFLEET_KEEPER"].read(environ)
+
+
 def debug(environ) -> bool:
     """``CAFLEET_DEBUG``; on an error path a bad value counts as off."""
     try:
@@ -463,7 +475,7 @@ def _default_text(setting: Setting) -> str:
     if setting.default is None:
         return "-"
     if setting.kind == "switch":
-        return "off"
+        return "on" if setting.default else "off"
     if isinstance(setting.default, float):
         return _number(setting.default)
     return str(setting.default)

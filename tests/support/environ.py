@@ -14,9 +14,14 @@ ISOLATED_PREFIXES = ("CAFLEET_", "TMUX", "HERDR", "XDG_", "CLAUDE_", "CODEX_", "
 
 def isolated_environ(home: Path, **extra: str) -> dict[str, str]:
     """``os.environ`` without the isolated variables, with HOME and every XDG folder under
-    ``home`` (created), a UTF-8 locale, and ``extra`` on top."""
+    ``home`` (created), a UTF-8 locale, the fleet keeper off, and ``extra`` on top.
+
+    The keeper is off because a resident process delivering beside a test's own commands
+    would change what the test observes and could outlive it; the keeper's own tests turn
+    it on (``CAFLEET_KEEPER=on``) and end every keeper they start (docs/testing.md)."""
     home.mkdir(parents=True, exist_ok=True)
     environ = {k: v for k, v in os.environ.items() if not k.startswith(ISOLATED_PREFIXES)}
+    environ["CAFLEET_KEEPER"] = "off"
     environ.update(
         HOME=str(home),
         XDG_CONFIG_HOME=str(home / ".config"),

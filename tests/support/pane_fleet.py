@@ -131,6 +131,39 @@ class PaneFleet:
         self.wait_ready(record["member_id"])
         return record
 
+    def attach(self, name: str, *flags: str) -> dict:
+        """A member whose pane the test opens itself (the stand-in started with ``flags``,
+        a new window of the Director's session), registered through the broker as
+        ``member create`` would register it: ``{"member_id", "pane_id"}``."""
+        from cafleet.broker import members
+        from cafleet.store.connection import open_store
+
+        shown = self.cafleet("member", "show", str(self.director), "--json").json()["placement"]
+        store = open_store(str(self.db))
+        try:
+            member_id = members.register_member(
+                store,
+                fleet_id=self.fleet_id,
+                name=name,
+                description=f"{name} stand-in",
+                backend="tmux",
+                session=shown["session"],
+                window_id=shown["window_id"],
+                coding_agent="standin",
+            )
+            record = self.records_dir / f"member-{member_id}.jsonl"
+            standin = [sys.executable, "-m", "cafleet.agents.standin", "--member-id", str(member_id)]
+            pane_id = self.server.new_pane([*standin, "--record", str(record), *flags])
+            members.set_pane_id(store, member_id, pane_id)
+        finally:
+            store.close()
+        return {"member_id": member_id, "pane_id": pane_id}
+
+    def input_row(self, pane_id: str) -> str:
+        """The last row of a pane as tmux shows it (the stand-in's input line)."""
+        rows = self.server.run("capture-pane", "-p", "-t", pane_id).rstrip("\n").splitlines()
+        return rows[-1] if rows else ""
+
     def wait_ready(self, member_id: int, prompt: str = ">") -> None:
         def ready():
             shown = self.cafleet("member", "capture", str(member_id), "--lines", "3")

@@ -82,6 +82,19 @@ def next_pending_notification(store, member_id: int, attempted) -> dict | None:
     return None
 
 
+def owed_message_ids(store, member_id: int) -> list[int]:
+    """The ids of the messages owed a preview for this recipient, oldest first (what a
+    not-notified line names)."""
+    return [
+        row[0]
+        for row in store.execute(
+            f"SELECT msg.message_id FROM messages msg WHERE msg.to_member_id = ? AND {OWED} "
+            "ORDER BY msg.created_at, msg.message_id",
+            (member_id,),
+        ).fetchall()
+    ]
+
+
 def still_pending_notification(store, message_id: int) -> bool:
     """Whether the message is still owed its preview (not ACKed, not notified meanwhile)."""
     row = store.execute(f"SELECT 1 FROM messages msg WHERE msg.message_id = ? AND {OWED}", (message_id,)).fetchone()

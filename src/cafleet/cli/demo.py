@@ -38,6 +38,7 @@ class _Demo:
         base = {k: v for k, v in ctx.environ.items() if not k.startswith(("TMUX", "HERDR", "CAFLEET_"))}
         self.server_env = dict(base, CAFLEET_DATABASE_URL=self.db, CAFLEET_STANDIN_AUTO_REPLY="1")
         self.env = dict(self.server_env)
+        self.fleet_id: int | None = None
 
     def say(self, text: str) -> None:
         self.ctx.out(text)
@@ -83,6 +84,7 @@ class _Demo:
 
         fleet = json.loads(self.cafleet("fleet", "create", "--name", "demo", "--coding-agent", "standin", "--json"))
         fleet_id, director = fleet["fleet_id"], fleet["director_member_id"]
+        self.fleet_id = fleet_id  # its keeper (started by `fleet create`) is ended at teardown
         self.say(f"  fleet {fleet_id}, Director member {director} in pane {director_pane}")
         member_ids = {}
         for name in TASKS:
@@ -127,6 +129,20 @@ class _Demo:
             self.say(("  | " + line).rstrip())
         self.say("")
         self.cafleet("fleet", "delete", str(fleet_id))
+
+    def stop_keeper(self) -> None:
+        """End the fleet's keeper if it still runs (`fleet delete` ends it by itself; an
+        interrupted demo must not leave it behind)."""
+        if self.fleet_id is None or not os.path.exists(self.db):
+            return
+        from cafleet.delivery import keepers
+        from cafleet.store.connection import open_store
+
+        store = open_store(self.db)
+        try:
+            keepers.stop(store, self.env, self.db, self.fleet_id)
+        finally:
+            store.close()
 
     def _wait_for_prompts(self, member_ids: dict) -> None:
         """Wait until each stand-in has drawn its input line (it is ready for previews)."""
@@ -191,6 +207,10 @@ def demo(ctx, keep):
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+        try:
+            demo.stop_keeper()
+        except (CafleetError, OSError) as error:
+            ctx.err(f"Warning: the demo fleet's keeper could not be stopped ({error}).")
         if keep:
             ctx.out(f"kept: tmux -S {demo.socket} attach   (database {demo.db})")
         else:

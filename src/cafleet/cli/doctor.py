@@ -1,6 +1,7 @@
 """`cafleet doctor`: four sections — multiplexer, database, coding agents, assets — each
-✓/✗ with a one-line fix, and a fifth, hosts, when members live on other hosts (or
-``--host`` names some): each host's reachability over SSH, its tmux and its coding agents.
+✓/✗ with a one-line fix, a fifth, hosts, when members live on other hosts (or ``--host``
+names some): each host's reachability over SSH, its tmux and its coding agents, and a
+sixth, keepers, when there are live fleets: whether each one's keeper runs (pid, since).
 Exit 0 when every section is healthy, 1 otherwise."""
 
 from __future__ import annotations
@@ -220,6 +221,40 @@ def hosts_section(ctx, hosts) -> dict | None:
     return section
 
 
+def keepers_section(ctx) -> dict | None:
+    """The keeper of each live fleet (docs/delivery.md): running (pid, since) or not. Not
+    running is a failure only while the keeper is on and the fleet has previews owed:
+    then nothing delivers them until a command runs."""
+    from cafleet.broker import fleets, notifications
+    from cafleet.cli.fleet import keeper_text
+    from cafleet.delivery import keepers
+
+    try:
+        store = ctx.store()
+        live = fleets.list_fleets(store)
+    except CafleetError:  # the database section reports it
+        return None
+    if not live:
+        return None
+    enabled = keepers.enabled(ctx.environ)
+    entries = []
+    for fleet in live:
+        found = keepers.status(store, ctx.environ, ctx.db_path, fleet["fleet_id"])
+        owed = len(notifications.recipients_owed_notifications(store, fleet["fleet_id"]))
+        entry = dict(found.as_dict(), fleet_id=fleet["fleet_id"], members_owed=owed)
+        entry["ok"] = found.running or not enabled or not owed
+        entry["text"] = keeper_text(found, ctx.environ)
+        entries.append(entry)
+    section = {"ok": all(e["ok"] for e in entries), "enabled": enabled, "fleets": entries}
+    if not section["ok"]:
+        stalled = next(e["fleet_id"] for e in entries if not e["ok"])
+        section["fix"] = (
+            f"fleet {stalled} has previews owed and no keeper: any `cafleet message send` or `message wait` "
+            f"in it starts one, or run `cafleet fleet keep {stalled}`"
+        )
+    return section
+
+
 def _mark(ok: bool) -> str:
     return "✓" if ok else "✗"
 
@@ -234,6 +269,9 @@ def doctor(ctx, hosts):
     remote = hosts_section(ctx, hosts) if db["ok"] or hosts else None
     if remote is not None:
         report["hosts"] = remote
+    keeping = keepers_section(ctx) if db["ok"] else None
+    if keeping is not None:
+        report["keepers"] = keeping
 
     def text():
         lines = [
@@ -273,7 +311,13 @@ def doctor(ctx, hosts):
             lines.append(f"    {_mark(bool(entry['cafleet']))} cafleet: {entry['cafleet'] or 'not found on its PATH'}")
             for name, path in entry["coding_agents"].items():
                 lines.append(f"    {_mark(bool(path))} {name}: {path or 'not found on its PATH'}")
-        for section in (mux, db, agents, assets, *([remote] if remote else [])):
+        if keeping is not None:
+            state = "on" if keeping["enabled"] else "off (CAFLEET_KEEPER=off)"
+            lines.append(f"{_mark(keeping['ok'])} keepers ({state}):")
+            for entry in keeping["fleets"]:
+                owed = f"; {entry['members_owed']} member(s) owed a preview" if entry["members_owed"] else ""
+                lines.append(f"    {_mark(entry['ok'])} fleet {entry['fleet_id']}: keeper {entry['text']}{owed}")
+        for section in (mux, db, agents, assets, *([remote] if remote else []), *([keeping] if keeping else [])):
             if not section["ok"] and section.get("fix"):
                 lines.append(f"fix: {section['fix']}")
         return "\n".join(lines)

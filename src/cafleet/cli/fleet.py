@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cafleet import render, validation
 from cafleet.broker import fleets
+from cafleet.errors import CafleetError
 
 
 def create(ctx, name, coding_agent):
@@ -30,6 +31,25 @@ def create(ctx, name, coding_agent):
             f"you are its Director, member {record['director_member_id']}"
         ),
     )
+    _start_keeper(ctx, record["fleet_id"])
+
+
+def _start_keeper(ctx, fleet_id) -> None:
+    """The fleet's keeper, started detached (docs/delivery.md); a failure to start it is a
+    warning: the fleet exists, and the next command that leaves a preview owed tries again."""
+    from cafleet import config
+
+    if not config.keeper_enabled(ctx.environ):
+        return
+    from cafleet.delivery import keepers
+
+    try:
+        keepers.ensure(ctx.store(), ctx.environ, ctx.db_path, fleet_id)
+    except (OSError, CafleetError) as error:
+        ctx.err(
+            f"Warning: the keeper of fleet {fleet_id} could not be started ({str(error).rstrip('.')}); "
+            "the next command that leaves a preview owed tries again."
+        )
 
 
 def list_(ctx):
@@ -50,7 +70,11 @@ def list_(ctx):
 
 
 def show(ctx, fleet_id):
+    from cafleet.delivery import keepers
+
     record = fleets.get_fleet(ctx.store(), fleet_id)
+    keeper = keepers.status(ctx.store(), ctx.environ, ctx.db_path, fleet_id)
+    record["keeper"] = dict(keeper.as_dict(), enabled=keepers.enabled(ctx.environ))
 
     def text():
         lines = [
@@ -61,6 +85,7 @@ def show(ctx, fleet_id):
         ]
         if record["deleted_at"]:
             lines.append(f"deleted: {render.inline(record['deleted_at'])}")
+        lines.append(f"keeper: {keeper_text(keeper, ctx.environ)}")
         return "\n".join(lines)
 
     ctx.emit(record, text)
@@ -77,3 +102,29 @@ def delete(ctx, fleet_id):
         return "\n".join(lines)
 
     ctx.emit(dict(result, panes=[{"member_id": m, "pane_status": s} for m, s in closed]), text)
+
+
+def keeper_text(keeper, environ) -> str:
+    """``running, pid … since …`` or why it does not run (shared with doctor)."""
+    from cafleet.delivery import keepers
+
+    if keeper.running or keepers.enabled(environ):
+        return render.inline(keeper.describe())
+    return "not running (CAFLEET_KEEPER=off: `cafleet fleet watch` delivers owed previews while it runs)"
+
+
+def keep(ctx, fleet_id):
+    """Run the fleet's keeper in the foreground: one log line per event, the last one
+    saying why it ended."""
+    import os
+
+    from cafleet import clock
+    from cafleet.delivery import keeper
+
+    pid = os.getpid()
+
+    def say(text: str) -> None:
+        ctx.out(f"{clock.now()} keeper[{pid}] {ctx.hide_secrets(text)}")
+
+    reason = keeper.keep(ctx.store(), ctx.environ, ctx.db_path, fleet_id, say)
+    say(f"keeper for fleet {fleet_id} ended: {reason}")

@@ -165,6 +165,14 @@ COMMANDS = [
         ),
     ),
     Command(
+        "fleet",
+        "keep",
+        "cafleet.cli.fleet:keep",
+        "Run the fleet's keeper in the foreground: deliver owed previews as soon as panes can take them "
+        "(`fleet create` starts it for you; docs/delivery.md).",
+        (_id("fleet_id", "the fleet to keep"),),
+    ),
+    Command(
         "member",
         "create",
         "cafleet.cli.member:create",

@@ -4,8 +4,10 @@ For each message owed a preview (oldest first, each at most once per invocation)
 the recipient's pane-input lock, re-check eligibility and placement under it, type the
 preview and submit it, and only then stamp ``notified_at`` with a conditional update (an
 ACK that came first counts as notified). No database transaction is open while typing.
-Any per-attempt failure leaves ``notified_at`` NULL and ends the drain with a diagnostic;
-the next send to that recipient or a later ``message wait`` retries.
+Any per-attempt failure leaves ``notified_at`` NULL and ends the drain with a diagnostic
+naming the message ids still owed and what retries them: the fleet keeper (started here
+when none runs, :mod:`cafleet.delivery.keepers`), else the next send to that recipient or
+a later ``message wait``.
 
 A stored message is never reported as a failure: once a send has committed, every fault
 of the delivery path, an ``OSError`` of the lock folder or of the multiplexer client
@@ -36,10 +38,11 @@ class Settings:
     must refuse the command before a message is stored, never after its id was printed
     (an agent trusting the exit code would resend)."""
 
-    __slots__ = ("lock_dir", "lock_timeout", "settle", "max_len", "environ")
+    __slots__ = ("lock_dir", "lock_timeout", "settle", "max_len", "environ", "db_path")
 
     def __init__(self, environ, db_path: str) -> None:
         self.environ = environ  # for the budget gate, which reads the agents' usage records
+        self.db_path = db_path  # for the fleet keeper's lock and record
         self.lock_dir = config.lock_dir(db_path)
         self.lock_timeout = config.lock_timeout(environ)
         self.settle = config.submit_settle(environ)
@@ -108,7 +111,8 @@ def notify_after_send(store, settings: Settings, recipient_id: int, record: dict
         return Outcome(True)  # self-sends are stamped on insert and type nothing
     message_id = record["message_id"]
     try:
-        if notifications.notification_target(store, recipient_id) is None:
+        target = notifications.notification_target(store, recipient_id)
+        if target is None:
             return Outcome(False)  # the root Director and pending placements poll/listen instead
         stamped: set[int] = set()
         failure = drain(store, settings, recipient_id, set(), stamped)
@@ -119,7 +123,9 @@ def notify_after_send(store, settings: Settings, recipient_id: int, record: dict
         failure = f"member {recipient_id}'s placement changed before message {message_id} could be typed"
     if failure is None:
         return Outcome(notified)
-    return Outcome(notified, None if notified else not_notified(message_id, recipient_id, failure))
+    if notified:
+        return Outcome(True)
+    return Outcome(False, not_notified(message_id, recipient_id, failure, _keeper_retries(store, settings, target)))
 
 
 def retry_fleet(store, settings: Settings, member_id: int) -> list[Outcome]:
@@ -131,22 +137,38 @@ def retry_fleet(store, settings: Settings, member_id: int) -> list[Outcome]:
     _state, fleet_id = messages.member_standing(store, member_id)
     outcomes = []
     attempted: set[int] = set()
+    keeper = None
     for recipient_id in notifications.recipients_owed_notifications(store, fleet_id):
+        before = set(attempted)
         try:
-            if notifications.notification_target(store, recipient_id) is None:
+            target = notifications.notification_target(store, recipient_id)
+            if target is None:
                 continue
             failure = drain(store, settings, recipient_id, attempted, set(), wait_for_lock=False)
+            if failure:
+                owed = notifications.owed_message_ids(store, recipient_id)
+                if keeper is None:
+                    keeper = _keeper_retries(store, settings, target)
         except Exception as error:  # nothing here may keep the caller from its own messages
-            failure = _unexpected(error)
-        if failure:
-            outcomes.append(
-                Outcome(
-                    False,
-                    f"Warning: member {recipient_id} was not notified: {failure}; "
-                    "a later `cafleet message wait` retries. Do not resend.",
-                )
-            )
+            failure, owed = _unexpected(error), sorted(attempted - before)  # at least the one that failed
+        if failure and owed:
+            outcomes.append(Outcome(False, not_notified(owed, recipient_id, failure, bool(keeper))))
     return outcomes
+
+
+def _keeper_retries(store, settings: Settings, target: dict) -> bool:
+    """Whether the fleet keeper runs (started now if none did) to retry what stays owed.
+
+    Never an error: a keeper that cannot be started leaves the message owed, and the
+    not-notified line then names the commands that retry it instead."""
+    try:
+        if not config.keeper_enabled(settings.environ):
+            return False  # off: nothing is imported or started
+        from cafleet.delivery import keepers
+
+        return keepers.ensure(store, settings.environ, settings.db_path, target["fleet_id"]) is not None
+    except Exception:
+        return False
 
 
 def _unexpected(error: Exception) -> str:
@@ -157,12 +179,24 @@ def _unexpected(error: Exception) -> str:
     return f"delivery stopped by an internal error ({type(error).__name__}: {error})"
 
 
-def not_notified(message_id: int, recipient_id: int, reason: str) -> str:
-    return (
-        f"Warning: message {message_id} is stored but member {recipient_id} was not notified: {reason}. "
-        f"The preview will be retried by the next send to member {recipient_id} or a later "
-        "`cafleet message wait`. Do not resend."
-    )
+def not_notified(message_ids, recipient_id: int, reason: str, keeper: bool = False) -> str:
+    """The not-notified line: the ids still owed (one id or a list), the reason, and what
+    retries them (the fleet keeper when one runs)."""
+    ids = [message_ids] if isinstance(message_ids, int) else list(message_ids)
+    many = len(ids) > 1
+    if many:
+        head = f"Warning: messages {', '.join(map(str, ids))} are stored but member {recipient_id} was not notified"
+    else:
+        head = f"Warning: message {ids[0]} is stored but member {recipient_id} was not notified"
+    it = "them" if many else "it"
+    if keeper:
+        retry = f"The fleet keeper retries {it} as soon as the pane can take {it}"
+    else:
+        retry = (
+            f"The preview{'s' if many else ''} will be retried by the next send to member {recipient_id} "
+            "or a later `cafleet message wait`"
+        )
+    return f"{head}: {reason}. {retry}. Do not resend."
 
 
 def drain(

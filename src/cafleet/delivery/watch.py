@@ -3,8 +3,12 @@
 Stateless by design: no table or column is added; what was already reported lives in
 this process, so a restart may repeat the current state once but never invents an event.
 Each round (every ``interval`` seconds) inspects every member once (one multiplexer call
-per member for tmux) and retries previews owed for longer than one interval (each message
-at most once per interval). Between rounds, new messages for the Director are picked up
+per member for tmux), retries previews owed for longer than one interval (each message
+at most once per interval) and reports the fleet keeper (a ``keeper`` event when it starts
+or stops running; a keeper that should run and does not is started when previews are
+owed). With the keeper turned off (``CAFLEET_KEEPER=off``) the watch does the keeper's job
+itself between rounds (:class:`cafleet.delivery.keeper.Deliverer`): each owed preview is
+delivered as soon as its pane can take it. Between rounds, new messages for the Director are picked up
 within a fraction of a second by waiting on :class:`cafleet.store.changes.Changes` (the
 store's change waiter: ``PRAGMA data_version`` on SQLite, LISTEN/NOTIFY on PostgreSQL; no
 busy loop). SIGINT/SIGTERM end the stream between rounds (never in the middle of typing a
@@ -68,6 +72,13 @@ class Watcher:
         self.last_message_id = 0
         self.director = fleets.get_fleet(store, fleet_id)["director_member_id"]
         self.settings = drain.Settings(environ, db_path)  # validated before the stream starts
+        from cafleet.delivery import keeper, keepers
+
+        self.keeper_on = keepers.enabled(environ)
+        self.keeper_seen: str | None = None  # the last keeper event's detail
+        self.deliverer = None if self.keeper_on else keeper.Deliverer(store, self.settings, fleet_id, lambda _: None)
+        if self.deliverer is not None:
+            self.deliverer.on_delivered = self.delivered
         from cafleet.delivery.budget_watch import BudgetWatch
 
         self.budgets = BudgetWatch(store, environ, fleet_id)  # the over-budget event (docs/usage.md)
@@ -91,9 +102,11 @@ class Watcher:
                             self.members_round()
                             self.retry_stale()
                             self.budgets.round(self.emit, event)
+                            self.keeper_round()
                             next_round = time.monotonic() + self.interval
+                        due = self.deliverer.round() if self.deliverer is not None else None
                         stop.check()
-                        unread = changes.wait(until=next_round) or unread
+                        unread = changes.wait(until=next_round if due is None else min(due, next_round)) or unread
                     except DatabaseGone as gone:
                         return str(gone).rstrip(".")
                     except DatabaseError:
@@ -138,6 +151,38 @@ class Watcher:
             self.last_state[member_id] = key
         for gone in set(self.last_state) - set(states):
             del self.last_state[gone]  # deregistered meanwhile: nothing more to report
+
+    def keeper_round(self) -> None:
+        """A ``keeper`` event when the keeper's state changed; start one that should run."""
+        from cafleet.delivery import keepers
+
+        found = keepers.status(self.store, self.settings.environ, self.settings.db_path, self.fleet_id)
+        if (
+            not found.running
+            and self.keeper_on
+            and notifications.recipients_owed_notifications(self.store, self.fleet_id)
+        ):
+            found = keepers.ensure(self.store, self.settings.environ, self.settings.db_path, self.fleet_id) or found
+        if found.running:
+            detail = f"keeper {found.describe()}"
+        elif self.keeper_on:
+            detail = "keeper not running (the next command that leaves a preview owed starts it)"
+        else:
+            detail = "keeper off (CAFLEET_KEEPER=off): this watch delivers owed previews while it runs"
+        if detail != self.keeper_seen:
+            self.keeper_seen = detail
+            self.emit(event("keeper", self.fleet_id, detail=detail))
+
+    def delivered(self, member_id: int, message_id: int) -> None:
+        self.emit(
+            event(
+                "notify",
+                self.fleet_id,
+                member_id=member_id,
+                message_id=message_id,
+                detail=f"preview of message {message_id} delivered on retry",
+            )
+        )
 
     def retry_stale(self) -> None:
         now = time.monotonic()

@@ -1,0 +1,198 @@
+"""The fleet keeper: one resident process per fleet that delivers every owed preview as
+soon as the recipient's pane can take it, with no command running (docs/delivery.md,
+"The fleet keeper").
+
+``cafleet fleet keep FLEET_ID`` runs it (``fleet create`` and any command that leaves a
+preview owed start it detached when none runs: :mod:`cafleet.delivery.keepers`, which also
+holds its lock and its record). It runs the one drain (:func:`cafleet.delivery.drain.drain`)
+with the seed's rules unchanged: oldest first, revalidated under the pane-input lock,
+stamped only after a confirmed submission. It only adds *when* the drain runs:
+
+- it sleeps on the store's change waiter (:class:`cafleet.store.changes.Changes`: ``PRAGMA
+  data_version`` every :data:`WAKE` s on SQLite, LISTEN/NOTIFY on PostgreSQL) and, when
+  woken, reads which members of the fleet are owed a preview (one query);
+- a member owed something is tried at once; while its pane cannot take the preview (a
+  prompt awaiting its user, no input box yet, a person's text in the box, its pane lock
+  busy, its host unreachable) it is tried again after a back-off of its own:
+  :data:`FIRST_RETRY` s, doubling to :data:`MAX_RETRY` s, plus twice what the failed
+  attempt took (a host that takes seconds to time out is not retried back to back). A
+  pane becoming ready is not a database change, so this short poll of the panes that are
+  owed something is what notices it; the panes of members owed nothing are never read;
+- it checks that its fleet is live on every wake-up (one query), and that its Director's
+  pane is still the one recorded: every :data:`DIRECTOR_LOOK` s in ``/proc`` (the
+  processes the pane's recorded identity names: the tmux server and the pane's process, or
+  herdr's shell with its start time; no subprocess), and every :data:`DIRECTOR_CHECK` s,
+  or at once when that look finds one gone, with the multiplexer itself (identity
+  checked). On PostgreSQL the full check also asks its lock's session for ``SELECT 1``.
+
+Each try takes the pane's lock once without waiting (``wait_for_lock=False``): a busy pane
+is being typed into by another process, and is tried again after its back-off.
+
+It ends, with a last log line ``keeper for fleet F ended: <why>``, when the fleet is
+deleted, when the Director's pane is gone or no longer its own, on SIGTERM or SIGINT
+(between two tries, never while typing), when the database file is deleted or replaced,
+or (PostgreSQL) when its lock's session ended. It ignores SIGHUP.
+
+:class:`Deliverer` is the delivering part alone: ``fleet watch`` runs it between its
+rounds when the keeper is turned off (``CAFLEET_KEEPER=off``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from cafleet import clock
+from cafleet.broker import notifications
+from cafleet.delivery import drain, keepers
+from cafleet.errors import CafleetError, DatabaseError, DatabaseGone
+from cafleet.store.changes import Changes, StopRequests, Stopped
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+WAKE = 0.25  # seconds between two looks for another process's commit (SQLite)
+FIRST_RETRY = 0.25  # seconds before a member whose pane could not take its preview is tried again
+MAX_RETRY = 1.0  # the back-off's ceiling: a pane that becomes ready gets its preview within about this
+DIRECTOR_LOOK = 2.0  # seconds between two looks in /proc at the Director's pane's processes
+DIRECTOR_CHECK = 30.0  # seconds between two full checks of the Director's pane (one multiplexer call)
+ERROR_PAUSE = 1.0  # seconds to wait after a database error or an unexpected one before going on
+
+
+class Deliverer:
+    """Delivers the fleet's owed previews through the drain, each recipient on its own
+    back-off (see the module's text); ``say`` gets one line per change worth logging."""
+
+    def __init__(self, store, settings: drain.Settings, fleet_id: int, say) -> None:
+        self.store = store
+        self.settings = settings
+        self.fleet_id = fleet_id
+        self.say = say
+        self.retries: dict[int, list] = {}  # member id -> [failures so far, next try (monotonic), last reason]
+        self.on_delivered: Callable[[int, int], None] | None = None  # for each preview delivered
+
+    def round(self) -> float | None:
+        """Try every owed recipient that is due; return when the next one is due
+        (``time.monotonic()``), or None when nothing is owed."""
+        owed = notifications.recipients_owed_notifications(self.store, self.fleet_id)
+        for member_id in set(self.retries) - set(owed):
+            del self.retries[member_id]  # ACKed, delivered by another process, or deregistered
+        for member_id in owed:
+            entry = self.retries.get(member_id)
+            if entry is None or entry[1] <= time.monotonic():
+                self.attempt(member_id)
+        return min((entry[1] for entry in self.retries.values()), default=None)
+
+    def attempt(self, member_id: int) -> None:
+        started = time.monotonic()
+        stamped: set[int] = set()
+        try:
+            if notifications.notification_target(self.store, member_id) is None:
+                failure: str | None = "its pane is not recorded yet"
+            else:
+                failure = drain.drain(self.store, self.settings, member_id, set(), stamped, wait_for_lock=False)
+        except DatabaseError:
+            raise
+        except Exception as error:  # the drain's own faults are reasons; nothing ends the keeper
+            failure = drain._unexpected(error)
+        for message_id in sorted(stamped):
+            self.say(f"delivered the preview of message {message_id} to member {member_id}")
+            if self.on_delivered is not None:
+                self.on_delivered(member_id, message_id)
+        owed = notifications.owed_message_ids(self.store, member_id)
+        if not owed:
+            self.retries.pop(member_id, None)
+            return
+        entry = self.retries.setdefault(member_id, [0, 0.0, None])
+        entry[0] += 1
+        took = time.monotonic() - started
+        entry[1] = time.monotonic() + min(MAX_RETRY, FIRST_RETRY * 2 ** (entry[0] - 1)) + 2 * took
+        reason = failure or "its pane-input lock is held by another process"
+        if reason != entry[2]:  # one line per reason, not one per try
+            entry[2] = reason
+            ids = ", ".join(map(str, owed))
+            self.say(f"member {member_id} still owed message{'s' if len(owed) > 1 else ''} {ids}: {reason}; retrying")
+
+
+def keep(store, environ, db_path: str, fleet_id: int, say) -> str:
+    """Run the fleet's keeper until it should end; return why it ended (the caller logs it).
+
+    Returns at once, saying so, when another keeper holds the fleet's lock."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    problem = keepers.director_problem(store, fleet_id)  # the fleet exists (NotFound otherwise)
+    if problem is not None:
+        return problem
+    lock = keepers.FleetLock(store, environ, db_path, fleet_id)
+    try:
+        acquired = lock.acquire(clock.now())
+    except OSError as error:
+        return f"its lock or record in {os.path.dirname(lock.where.lock_path)} cannot be written ({error})"
+    if not acquired:
+        other = keepers.status(store, environ, db_path, fleet_id)
+        return f"another keeper already runs for fleet {fleet_id} ({other.describe()}), so this one is not needed"
+    try:
+        say(f"keeper for fleet {fleet_id} started (database {_shown(db_path)})")
+        return _run(store, drain.Settings(environ, db_path), fleet_id, lock, say)
+    finally:
+        lock.release()
+
+
+def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock, say) -> str:
+    deliverer = Deliverer(store, settings, fleet_id, say)
+    changes = None
+    try:
+        with StopRequests() as stop:
+            changes = Changes(store, WAKE, stop=stop)  # the baseline before the first read
+            processes = keepers.director_processes(store, fleet_id)
+            look = DIRECTOR_LOOK if processes is not None else DIRECTOR_CHECK
+            next_look = time.monotonic() + look
+            next_check = time.monotonic() + DIRECTOR_CHECK
+            while True:
+                try:
+                    now = time.monotonic()
+                    if now >= next_look:
+                        if processes is not None and not keepers.processes_alive(processes):
+                            next_check = now  # one is gone: ask the multiplexer why, now
+                        next_look = now + look
+                    if now >= next_check:
+                        problem = keepers.director_problem(store, fleet_id)
+                        if problem is None and not lock.held():
+                            problem = "its lock's database session ended (another keeper may start)"
+                        if problem is not None:
+                            return problem
+                        if processes is not None and not keepers.processes_alive(processes):
+                            processes, look = None, DIRECTOR_CHECK  # /proc is not the pane's here: full checks only
+                        next_check = time.monotonic() + DIRECTOR_CHECK
+                    elif _deleted(store, fleet_id):
+                        return f"fleet {fleet_id} was deleted"
+                    due = deliverer.round()
+                    stop.check()
+                    wake = min(next_look, next_check)
+                    changes.wait(until=wake if due is None else min(due, wake))
+                except DatabaseGone as gone:
+                    return str(gone).rstrip(".")
+                except DatabaseError as error:  # busy or unreachable for a while: keep trying
+                    say(f"database error ({str(error).rstrip('.')}); retrying in {ERROR_PAUSE:g} s")
+                    stop.sleep(ERROR_PAUSE)
+                except CafleetError as error:
+                    say(f"{str(error).rstrip('.')}; retrying in {ERROR_PAUSE:g} s")
+                    stop.sleep(ERROR_PAUSE)
+    except Stopped as stopped:
+        return str(stopped)
+    finally:
+        if changes is not None:
+            changes.close()
+
+
+def _deleted(store, fleet_id: int) -> bool:
+    from cafleet.broker import fleets
+
+    return fleets.get_fleet(store, fleet_id)["deleted_at"] is not None
+
+
+def _shown(db_path: str) -> str:
+    from cafleet.credentials import redact
+
+    return redact(db_path)

@@ -1,0 +1,311 @@
+"""The fleet keeper (docs/delivery.md, "The fleet keeper"): a preview that cannot be typed
+when it is sent is delivered as soon as the pane can take it, with no command running.
+
+Real panes on a private tmux server, the real command line, the stand-in agent. The test
+environment turns the keeper off; these tests turn it on, and the ``fleet`` fixture ends
+every keeper of the test's database by its pid at teardown, failing the test if one it
+did not know of was left running (tests/support/keeper.py). Every wait is bounded
+(``wait_for``); none is a timed assertion.
+"""
+
+from __future__ import annotations
+
+STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.keeper import alive, assert_none_left, keeper_processes, kill, log_lines
+from tests.support.pane_fleet import preview_line, start, tmux_fleet
+from tests.support.tmux_fixtures import wait_for
+from tests.support.watch_stream import Stream
+
+KEEPER_RETRIES = "The fleet keeper retries it as soon as the pane can take it. Do not resend."
+
+
+@pytest.fixture
+def fleet(env, tmp_path, monkeypatch):
+    """A fleet in a real pane with the keeper on (`fleet create` starts it)."""
+    env["CAFLEET_KEEPER"] = "on"
+    monkeypatch.setenv("CAFLEET_KEEPER", "on")
+    with tmux_fleet(env, tmp_path, monkeypatch) as pane_fleet:
+        try:
+            yield pane_fleet
+        finally:
+            known = keeper(pane_fleet)
+            assert_none_left(pane_fleet.db, [known["pid"]] if known["running"] and known["pid"] else [])
+
+
+@pytest.fixture
+def fleet_without_keeper(env, tmp_path, monkeypatch):
+    with tmux_fleet(env, tmp_path, monkeypatch) as pane_fleet:
+        try:
+            yield pane_fleet
+        finally:
+            assert_none_left(pane_fleet.db, [])
+
+
+def keeper(fleet) -> dict:
+    """The fleet's keeper as `fleet show --json` reports it."""
+    shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id), "--json")
+    assert shown.code == 0, shown
+    return shown.json()["keeper"]
+
+
+def running_keeper(fleet, other_than: int | None = None) -> dict:
+    def found():
+        record = keeper(fleet)
+        return record if record["running"] and record["pid"] not in (None, other_than) else None
+
+    return wait_for(found, timeout=20, interval=0.05, what="the fleet's keeper to run")
+
+
+def asking_member(fleet) -> dict:
+    asking = fleet.attach("asking", "--permission-prompt")
+    wait_for(lambda: fleet.input_row(asking["pane_id"]) == "  2. No", what="the permission prompt")
+    return asking
+
+
+def answer(fleet, pane: str) -> None:
+    fleet.server.run("send-keys", "-t", pane, "1", "Enter")  # the user answers the prompt
+    wait_for(lambda: fleet.input_row(pane) == ">", what="the prompt to be answered")
+
+
+def submitted(fleet, member_id: int, count: int, timeout: float = 30) -> list[str]:
+    return wait_for(
+        lambda: len(fleet.submits(member_id)) >= count and fleet.submits(member_id),
+        timeout=timeout,
+        interval=0.05,
+        what=f"{count} preview(s) submitted to member {member_id}",
+    )
+
+
+def stamped(fleet, *message_ids: int) -> None:
+    wait_for(
+        lambda: all(fleet.notified_at(message_id) is not None for message_id in message_ids),
+        what=f"messages {message_ids} stamped",
+    )
+
+
+# --- (a) a send right after `member create`, the Director blocked in `message wait` ------------
+
+
+def test_a_preview_owed_at_start_up_is_delivered_while_the_director_waits(fleet):
+    """The member's agent draws its input box seconds after `member create` returns; the
+    send right after it is owed; the Director then blocks in `message wait` and runs
+    nothing else. The keeper types the preview once, as soon as the box is there."""
+    running_keeper(fleet)
+    fleet.server.run("set-environment", "-g", "CAFLEET_STANDIN_START_DELAY", "4")
+    created = fleet.cafleet(
+        "member",
+        "create",
+        "--fleet-id",
+        str(fleet.fleet_id),
+        "--name",
+        "slow",
+        "--description",
+        "draws its input box late",
+        "--coding-agent",
+        "standin",
+        "--json",
+        "Wait for tasks.",
+    )
+    assert created.code == 0, created
+    member = created.json()["member_id"]
+    sent = fleet.send(fleet.director, member, "first task", "--json")
+    assert (sent.code, sent.json()["notified"]) == (0, False), sent
+    assert sent.err.startswith(f"Warning: message 1 is stored but member {member} was not notified: ")
+    assert sent.err.endswith(KEEPER_RETRIES + "\n")
+    waiting = start(["message", "wait", str(fleet.director), "--json"], fleet.environ)
+    try:
+        assert submitted(fleet, member, 1) == [preview_line(sent.json())]
+        stamped(fleet, 1)
+        assert waiting.poll() is None  # the Director is still waiting: no command delivered it
+        reply = fleet.send(member, fleet.director, "on it")
+        assert reply.code == 0, reply
+        out, err = waiting.communicate(timeout=30)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait()
+    assert waiting.returncode == 0 and [r["text"] for r in json.loads(out)] == ["on it"], err
+    assert fleet.submits(member) == [preview_line(sent.json())]  # exactly once
+
+
+# --- (b) a permission prompt holds the preview until it is answered ----------------------------
+
+
+def test_b_a_preview_held_by_a_permission_prompt_follows_the_answer(fleet):
+    running_keeper(fleet)
+    asking = asking_member(fleet)
+    member, pane = asking["member_id"], asking["pane_id"]
+    sent = fleet.send(fleet.director, member, "first task", "--json")
+    assert (sent.code, sent.json()["notified"]) == (0, False)
+    assert "shows a prompt awaiting its user" in sent.err and sent.err.endswith(KEEPER_RETRIES + "\n")
+    log = keeper(fleet)["log"]
+    wait_for(
+        lambda: any(f"member {member} still owed message 1: " in line for line in log_lines(log)),
+        what="the keeper to find the preview held",
+    )
+    assert fleet.records(member) == []  # not a key reached the prompt
+    answer(fleet, pane)  # no command runs after this
+    assert submitted(fleet, member, 1) == [preview_line(sent.json())]
+    stamped(fleet, 1)
+    assert [(r["kind"], r.get("text")) for r in fleet.records(member)] == [
+        ("permission", "1"),
+        ("submit", preview_line(sent.json())),
+    ]
+
+
+# --- (c) a person's half-typed text is never submitted -----------------------------------------
+
+
+def test_c_half_typed_text_is_left_alone_and_the_preview_follows_once_cleared(fleet):
+    running_keeper(fleet)
+    typing = fleet.attach("typing", "--prefill", "fix the te")
+    member, pane = typing["member_id"], typing["pane_id"]
+    wait_for(lambda: fleet.input_row(pane) == "> fix the te", what="the half-typed text")
+    sent = fleet.send(fleet.director, member, "first task", "--json")
+    assert (sent.code, sent.json()["notified"]) == (0, False)
+    assert "held: input box has text" in sent.err and sent.err.endswith(KEEPER_RETRIES + "\n")
+    log = keeper(fleet)["log"]
+    wait_for(
+        lambda: any(f"member {member} still owed message 1: held: " in line for line in log_lines(log)),
+        what="the keeper to hold the preview",
+    )
+    assert fleet.input_row(pane) == "> fix the te" and fleet.records(member) == []  # untouched
+    fleet.server.run("send-keys", "-t", pane, "C-u")  # the person clears their text
+    assert submitted(fleet, member, 1) == [preview_line(sent.json())]
+    stamped(fleet, 1)
+    assert fleet.submits(member) == [preview_line(sent.json())]  # their text was never submitted
+
+
+# --- (d) a keeper killed with SIGKILL is replaced ------------------------------------------------
+
+
+def test_d_a_killed_keeper_is_replaced_by_the_next_command_that_leaves_a_preview_owed(fleet):
+    first_keeper = running_keeper(fleet)
+    asking = asking_member(fleet)
+    member, pane = asking["member_id"], asking["pane_id"]
+    first = fleet.send(fleet.director, member, "first task", "--json")
+    assert first.json()["notified"] is False and first.err.endswith(KEEPER_RETRIES + "\n")
+
+    kill(first_keeper["pid"])  # SIGKILL: no last word, its record stays behind
+    assert keeper(fleet)["running"] is False  # a dead keeper's record reads "not running"
+    second = fleet.send(fleet.director, member, "second task", "--json")
+    assert second.json()["notified"] is False and second.err.endswith(KEEPER_RETRIES + "\n")
+    replacement = running_keeper(fleet, other_than=first_keeper["pid"])
+    assert keeper_processes(fleet.db) == [replacement["pid"]]
+
+    answer(fleet, pane)
+    previews = [preview_line(first.json()), preview_line(second.json())]
+    assert submitted(fleet, member, 2) == previews  # each once, oldest first: nothing lost or doubled
+    stamped(fleet, 1, 2)
+    assert fleet.submits(member) == previews
+
+
+# --- (e) two keepers started at once leave exactly one --------------------------------------------
+
+
+def test_e_two_keepers_started_at_once_leave_exactly_one(fleet):
+    kill(running_keeper(fleet)["pid"])  # the one `fleet create` started
+    argv = [sys.executable, "-m", "cafleet", "fleet", "keep", str(fleet.fleet_id)]
+    both = [
+        subprocess.Popen(argv, env=fleet.environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(2)
+    ]
+    try:
+        ended = wait_for(lambda: [p for p in both if p.poll() is not None], timeout=30, what="one keeper to give way")
+        [loser] = ended
+        [winner] = [p for p in both if p is not loser]
+        out = loser.stdout.read()
+        assert loser.returncode == 0 and "another keeper already runs" in out, out
+        assert f"keeper for fleet {fleet.fleet_id} ended: another keeper already runs" in out.splitlines()[-1]
+        record = keeper(fleet)
+        assert record["running"] and record["pid"] == winner.pid and winner.poll() is None
+        assert keeper_processes(fleet.db) == [winner.pid]
+    finally:
+        for process in both:
+            if process.poll() is None:
+                kill(process.pid)
+                process.wait()
+            process.stdout.close()
+
+
+# --- (f) it ends with its fleet, with its Director's pane, on SIGTERM -----------------------------
+
+
+@pytest.mark.parametrize("ending", ["fleet deleted", "Director's pane gone", "SIGTERM"])
+def test_f_the_keeper_ends_with_a_last_log_line(fleet, ending):
+    record = running_keeper(fleet)
+    pid, log = record["pid"], record["log"]
+    if ending == "fleet deleted":
+        assert fleet.cafleet("fleet", "delete", str(fleet.fleet_id)).code == 0
+        why = f"fleet {fleet.fleet_id} was deleted"
+    elif ending == "SIGTERM":
+        os.kill(pid, signal.SIGTERM)
+        why = "stopped by SIGTERM"
+    else:
+        fleet.server.run("kill-pane", "-t", fleet.director_pane)
+        why = f"the Director's pane {fleet.director_pane} is gone"
+    wait_for(lambda: not alive(pid), timeout=30, what="the keeper to end")
+    assert log_lines(log)[-1].endswith(f"keeper[{pid}] keeper for fleet {fleet.fleet_id} ended: {why}")
+    assert keeper(fleet)["running"] is False
+
+
+# --- (g) fleet show and doctor report it ---------------------------------------------------------
+
+
+def test_g_fleet_show_and_doctor_report_the_keeper(fleet):
+    record = running_keeper(fleet)
+    pid, since = record["pid"], record["since"]
+    assert since is not None and record["log"].endswith(f"-{fleet.fleet_id}.log")
+    shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id)).out.splitlines()
+    assert shown[-1] == f"keeper: running, pid {pid} since {since} (log {record['log']})"
+    doctor = fleet.cafleet("doctor", "--json").json()["keepers"]
+    assert doctor["enabled"] is True
+    assert [(f["fleet_id"], f["running"], f["pid"], f["since"]) for f in doctor["fleets"]] == [
+        (fleet.fleet_id, True, pid, since)
+    ]
+    text = fleet.cafleet("doctor").out
+    assert f"fleet {fleet.fleet_id}: keeper running, pid {pid} since {since}" in text
+
+    kill(pid)
+    shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id)).out.splitlines()
+    assert shown[-1] == "keeper: not running"
+    [entry] = fleet.cafleet("doctor", "--json").json()["keepers"]["fleets"]
+    assert (entry["running"], entry["pid"]) == (False, None)
+
+
+# --- the keeper turned off: `fleet watch` does its job --------------------------------------------
+
+
+def test_with_the_keeper_off_fleet_watch_delivers_as_soon_as_the_pane_can_take_it(fleet_without_keeper):
+    """The watch's own retry runs once a round; with a round far longer than the test's
+    bound, only the keeper's delivery inside the watch can type the preview in time."""
+    fleet = fleet_without_keeper
+    assert keeper(fleet) == dict(keeper(fleet), running=False, enabled=False)
+    asking = asking_member(fleet)
+    member, pane = asking["member_id"], asking["pane_id"]
+    sent = fleet.send(fleet.director, member, "first task", "--json")
+    assert sent.json()["notified"] is False and "The preview will be retried by the next send" in sent.err
+    watch = Stream(fleet.environ, fleet.fleet_id, "--interval", "3600")
+    try:
+        watch.wait_event(
+            lambda e: (
+                e["event"] == "keeper"
+                and e["detail"] == "keeper off (CAFLEET_KEEPER=off): this watch delivers owed previews while it runs"
+            )
+        )
+        answer(fleet, pane)
+        assert submitted(fleet, member, 1) == [preview_line(sent.json())]
+        stamped(fleet, 1)
+        watch.wait_event(lambda e: e["event"] == "notify" and e["detail"] == "preview of message 1 delivered on retry")
+    finally:
+        watch.stop()
+    assert keeper_processes(fleet.db) == []  # the watch started none
