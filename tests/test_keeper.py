@@ -22,23 +22,46 @@ import pytest
 
 from tests.support.keeper import alive, assert_none_left, keeper_processes, kill, log_lines
 from tests.support.pane_fleet import preview_line, start, tmux_fleet
+from tests.support.remote_fleet import create_remote, fleet_with_hosts, short_directory
 from tests.support.tmux_fixtures import wait_for
 from tests.support.watch_stream import Stream
 
 KEEPER_RETRIES = "The fleet keeper retries it as soon as the pane can take it. Do not resend."
 
 
+def keeper_on(env, monkeypatch) -> None:
+    """Turn the keeper on for the test (before any pane or server starts: they inherit it)."""
+    env["CAFLEET_KEEPER"] = "on"
+    monkeypatch.setenv("CAFLEET_KEEPER", "on")
+
+
+def end_every_keeper(pane_fleet) -> None:
+    """End the fleet's keeper by its pid; fail if any other keeper of the database is left."""
+    known = keeper(pane_fleet)
+    assert_none_left(pane_fleet.db, [known["pid"]] if known["running"] and known["pid"] else [])
+
+
 @pytest.fixture
 def fleet(env, tmp_path, monkeypatch):
     """A fleet in a real pane with the keeper on (`fleet create` starts it)."""
-    env["CAFLEET_KEEPER"] = "on"
-    monkeypatch.setenv("CAFLEET_KEEPER", "on")
+    keeper_on(env, monkeypatch)
     with tmux_fleet(env, tmp_path, monkeypatch) as pane_fleet:
         try:
             yield pane_fleet
         finally:
-            known = keeper(pane_fleet)
-            assert_none_left(pane_fleet.db, [known["pid"]] if known["running"] and known["pid"] else [])
+            end_every_keeper(pane_fleet)
+
+
+@pytest.fixture
+def remote(env, tmp_path, monkeypatch):
+    """(fleet, host): a fleet with the keeper on and a host reached over a real sshd."""
+    keeper_on(env, monkeypatch)
+    with short_directory() as short_dir:
+        with fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (pane_fleet, [host]):
+            try:
+                yield pane_fleet, host
+            finally:
+                end_every_keeper(pane_fleet)
 
 
 @pytest.fixture
@@ -135,6 +158,31 @@ def test_a_preview_owed_at_start_up_is_delivered_while_the_director_waits(fleet)
             waiting.wait()
     assert waiting.returncode == 0 and [r["text"] for r in json.loads(out)] == ["on it"], err
     assert fleet.submits(member) == [preview_line(sent.json())]  # exactly once
+
+
+# --- a member on another host: the host comes back ---------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_preview_owed_to_an_unreachable_host_follows_when_it_answers_again(remote):
+    fleet, host = remote
+    running_keeper(fleet)
+    created = create_remote(fleet, host, "far", "--json")
+    assert created.code == 0, created
+    member = created.json()["member_id"]
+    fleet.wait_ready(member)
+    host.stop()  # sshd gone and the shared connection closed: the host cannot be reached
+    sent = fleet.send(fleet.director, member, "are you there?", "--json")
+    assert (sent.code, sent.json()["notified"]) == (0, False), sent
+    assert f"host {host.alias} cannot be reached over SSH" in sent.err and sent.err.endswith(KEEPER_RETRIES + "\n")
+    log = keeper(fleet)["log"]
+    wait_for(
+        lambda: any(f"member {member} still owed message 1: host " in line for line in log_lines(log)),
+        what="the keeper to find the host unreachable",
+    )
+    host.start()  # no command runs after this
+    assert submitted(fleet, member, 1) == [preview_line(sent.json())]
+    stamped(fleet, 1)
 
 
 # --- (b) a permission prompt holds the preview until it is answered ----------------------------
