@@ -93,6 +93,14 @@ def test_fleet_detail_has_the_fleet_and_its_roster(client, trio, store):
     sent = messages.send(store, m1, m2, "hello")
     body = client.get(f"/api/fleets/{fleet_id}").json()
     assert body["fleet"] == fleets.get_fleet(store, fleet_id)
+    assert body["keeper"] == {  # the test environment turns the keeper off (tests/test_keeper.py turns it on)
+        "running": False,
+        "pid": None,
+        "since": None,
+        "host": None,
+        "log": None,
+        "enabled": False,
+    }
     assert body["members"][0] == {
         "member_id": director,
         "name": "Director",

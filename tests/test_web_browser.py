@@ -86,6 +86,7 @@ def test_dashboard_shows_the_fleet_sends_as_director_and_updates_live(browser, s
     rows = page.locator("#roster tbody tr")
     expect(rows).to_have_count(4, timeout=WAIT_MS)
     expect(rows.nth(0)).to_contain_text(f"Director#{fleet['director']}")
+    expect(page.locator("#fleet-meta")).to_contain_text("keeper off")  # the test environment turns it off
     assert [cell.strip() for cell in rows.nth(3).locator("td").all_inner_texts()[:6]] == [
         f"tester#{fleet['tester']}",
         "member",

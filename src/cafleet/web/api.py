@@ -134,9 +134,17 @@ def list_fleets(request: Request) -> JSONResponse:
 
 
 def fleet_detail(request: Request) -> JSONResponse:
+    """The fleet, its roster with states, and its keeper (docs/delivery.md): ``keeper`` is
+    ``fleet show --json``'s (running, pid, since, host, log, enabled)."""
     fleet_id = parse_id(request.path_params["fleet_id"], "fleet id")
+    config = request.app.state.config
     with request.app.state.pool.borrow() as store, read_snapshot(store):
-        return JSONResponse(fleet_view_with_states(store, fleet_id))
+        view = fleet_view_with_states(store, fleet_id)
+        from cafleet.delivery import keepers
+
+        found = keepers.status(store, config.environ, config.db_path, fleet_id)
+        view["keeper"] = dict(found.as_dict(), enabled=keepers.enabled(config.environ))
+        return JSONResponse(view)
 
 
 _USAGE_READERS: dict = {}  # fleet id -> the transcript reader kept across refreshes (docs/usage.md)

@@ -11,6 +11,7 @@ const state = {
   fleet: null,
   members: [],          // active roster, as GET /api/fleets/ID returns it
   usage: null,          // GET /api/fleets/ID/usage: spend per member and for the fleet
+  keeper: null,         // GET /api/fleets/ID's keeper: running, pid, since (with the fleet's id)
   rosterAt: 0,          // performance.now() when idle_seconds were read
   messages: new Map(),  // message_id -> timeline record
   nextBefore: null,     // id to page below, or null when the oldest message is shown
@@ -184,6 +185,18 @@ async function reload(generation) {
 
 // --- roster -------------------------------------------------------------------------
 
+// The fleet keeper (docs/delivery.md), as GET /api/fleets/ID reports it; the event
+// stream's roster updates do not carry it, so the last one read is kept.
+function keeperText(fleet) {
+  const keeper = state.keeper;
+  if (!keeper || keeper.fleetId !== fleet.fleet_id || fleet.deleted_at) return "";
+  if (keeper.running) {
+    const since = keeper.since ? ` since ${formatTime(keeper.since)}` : "";
+    return ` · keeper running${keeper.pid !== null ? ` (pid ${keeper.pid})` : ""}${since}`;
+  }
+  return keeper.enabled ? " · keeper not running" : " · keeper off";
+}
+
 function applyFleet(detail) {
   state.fleet = detail.fleet;
   state.members = detail.members;
@@ -191,7 +204,9 @@ function applyFleet(detail) {
   const fleet = detail.fleet;
   const option = [...$("fleet-picker").options].find((o) => Number(o.value) === fleet.fleet_id);
   if (option) option.textContent = fleetLabel(fleet);
-  $("fleet-meta").textContent = `created ${formatTime(fleet.created_at)} · Director #${fleet.director_member_id}`;
+  if (detail.keeper !== undefined) state.keeper = { fleetId: fleet.fleet_id, ...detail.keeper };
+  $("fleet-meta").textContent =
+    `created ${formatTime(fleet.created_at)} · Director #${fleet.director_member_id}` + keeperText(fleet);
   if (fleet.deleted_at) {
     showBanner(`Fleet ${fleet.fleet_id} was deleted at ${formatTime(fleet.deleted_at)}; its history is read-only.`);
   } else {
