@@ -42,6 +42,7 @@ class PaneFleet:
             XDG_CONFIG_HOME=os.path.join(home, "config"),
             CAFLEET_DATABASE_URL=os.path.join(workdir, f"{name}.db"),
             CAFLEET_STANDIN_RECORD_DIR=self.records,
+            CAFLEET_KEEPER="off",  # each benchmark measures its own commands; bench/keeper.py measures the keeper
             **(env_extra or {}),
         )
         self.cafleet = cafleet_argv()
