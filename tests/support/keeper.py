@@ -2,9 +2,10 @@
 
 The test environment turns the keeper off (``tests/support/environ.py``); a test that
 turns it on (``CAFLEET_KEEPER=on``) ends every keeper of its database at teardown
-(:func:`end_keepers`), by pid: first the one the fleet's record names, then any other
-``cafleet fleet keep`` process whose environment names the test's database, which fails
-the test (a keeper the test did not know of was left running).
+(:func:`end_keepers`), by pid: the one the fleet's record names (also one that was still
+starting, once it has written its record), then any other ``cafleet fleet keep`` process
+whose environment names the test's database, which fails the test (a keeper the test did
+not know of was left running).
 """
 
 from __future__ import annotations
@@ -62,18 +63,24 @@ def kill(pid: int, timeout: float = 10.0) -> None:
         pass
 
 
-def end_keepers(database_url: str, known: list[int], settle: float = 10.0) -> list[int]:
-    """Kill the ``known`` keepers, then wait (bounded) for the rest to end by themselves;
-    kill and return those that did not (strays)."""
-    for pid in known:
-        kill(pid)
+def end_keepers(database_url: str, recorded, settle: float = 10.0) -> list[int]:
+    """End every keeper of the database: each one ``recorded()`` names (the fleet's record:
+    a list of pids) is killed; any other is given ``settle`` s (bounded) to end by itself
+    or to become the recorded one (a keeper that was starting); those left are killed and
+    returned (strays)."""
+    killed: set[int] = set()
     deadline = time.monotonic() + settle
-    while keeper_processes(database_url) and time.monotonic() < deadline:
+    while True:
+        for pid in recorded():
+            kill(pid)
+            killed.add(pid)
+        left = [pid for pid in keeper_processes(database_url) if pid not in killed]
+        if not left or time.monotonic() > deadline:
+            break
         time.sleep(0.05)
-    strays = keeper_processes(database_url)
-    for pid in strays:
+    for pid in left:
         kill(pid)
-    return strays
+    return left
 
 
 def log_lines(path: str | None) -> list[str]:
@@ -82,7 +89,7 @@ def log_lines(path: str | None) -> list[str]:
     return Path(path).read_text(encoding="utf-8").splitlines()
 
 
-def assert_none_left(database_url: str, known: list[int]) -> None:
-    strays = end_keepers(database_url, known)
+def assert_none_left(database_url: str, recorded=lambda: []) -> None:
+    strays = end_keepers(database_url, recorded)
     if strays:
         pytest.fail(f"keeper processes {strays} were still running at the end of the test")

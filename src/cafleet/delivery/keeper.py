@@ -23,7 +23,9 @@ stamped only after a confirmed submission. It only adds *when* the drain runs:
   processes the pane's recorded identity names: the tmux server and the pane's process, or
   herdr's shell with its start time; no subprocess), and every :data:`DIRECTOR_CHECK` s,
   or at once when that look finds one gone, with the multiplexer itself (identity
-  checked). On PostgreSQL the full check also asks its lock's session for ``SELECT 1``.
+  checked). On PostgreSQL it also checks every :data:`DIRECTOR_LOOK` s, and after any
+  database error, that its lock's session is still open; once it is not, the lock is gone
+  and the keeper ends rather than run beside a second one.
 
 Each try takes the pane's lock once without waiting (``wait_for_lock=False``): a busy pane
 is being typed into by another process, and is tried again after its back-off.
@@ -95,8 +97,10 @@ class Deliverer:
                 failure = drain.drain(self.store, self.settings, member_id, set(), stamped, wait_for_lock=False)
         except DatabaseError:
             raise
-        except Exception as error:  # the drain's own faults are reasons; nothing ends the keeper
-            failure = drain._unexpected(error)
+        except CafleetError as error:  # the drain's own faults are reasons; nothing ends the keeper
+            failure = str(error).rstrip(".")
+        except OSError as error:
+            failure = f"pane input failed with an operating-system error ({error})"
         for message_id in sorted(stamped):
             self.say(f"delivered the preview of message {message_id} to member {member_id}")
             if self.on_delivered is not None:
@@ -146,24 +150,25 @@ def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock
         with StopRequests() as stop:
             changes = Changes(store, WAKE, stop=stop)  # the baseline before the first read
             processes = keepers.director_processes(store, fleet_id)
-            look = DIRECTOR_LOOK if processes is not None else DIRECTOR_CHECK
+            look = DIRECTOR_LOOK  # /proc and the lock's session; the multiplexer only every DIRECTOR_CHECK
             next_look = time.monotonic() + look
             next_check = time.monotonic() + DIRECTOR_CHECK
+            last_error = ""
             while True:
                 try:
                     now = time.monotonic()
                     if now >= next_look:
                         if processes is not None and not keepers.processes_alive(processes):
                             next_check = now  # one is gone: ask the multiplexer why, now
+                        if not lock.held():
+                            return "its lock's database session ended (another keeper may start)"
                         next_look = now + look
                     if now >= next_check:
                         problem = keepers.director_problem(store, fleet_id)
-                        if problem is None and not lock.held():
-                            problem = "its lock's database session ended (another keeper may start)"
                         if problem is not None:
                             return problem
                         if processes is not None and not keepers.processes_alive(processes):
-                            processes, look = None, DIRECTOR_CHECK  # /proc is not the pane's here: full checks only
+                            processes = None  # /proc does not show the pane's processes here: full checks only
                         next_check = time.monotonic() + DIRECTOR_CHECK
                     elif _deleted(store, fleet_id):
                         return f"fleet {fleet_id} was deleted"
@@ -173,12 +178,19 @@ def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock
                     changes.wait(until=wake if due is None else min(due, wake))
                 except DatabaseGone as gone:
                     return str(gone).rstrip(".")
-                except DatabaseError as error:  # busy or unreachable for a while: keep trying
-                    say(f"database error ({str(error).rstrip('.')}); retrying in {ERROR_PAUSE:g} s")
+                except Exception as error:  # the database busy or unreachable for a while, or a bug
+                    if isinstance(error, DatabaseError) and not lock.held():
+                        return f"its lock's database session ended ({str(error).rstrip('.')})"
+                    if isinstance(error, CafleetError):
+                        text = str(error).rstrip(".")
+                    else:
+                        text = f"internal error ({type(error).__name__}: {error})"
+                    if text != last_error:  # said once, not once a second
+                        say(f"{text}; retrying every {ERROR_PAUSE:g} s")
+                        last_error = text
                     stop.sleep(ERROR_PAUSE)
-                except CafleetError as error:
-                    say(f"{str(error).rstrip('.')}; retrying in {ERROR_PAUSE:g} s")
-                    stop.sleep(ERROR_PAUSE)
+                    continue
+                last_error = ""
     except Stopped as stopped:
         return str(stopped)
     finally:

@@ -260,11 +260,21 @@ class FleetLock:
 
     def held(self) -> bool:
         """Whether the lock is still ours: always on SQLite; on PostgreSQL, whether the
-        lock's session still answers (a server restart ends it, and the lock with it)."""
+        lock's session is still open (a server restart or ``pg_terminate_backend`` ends
+        it, and the lock with it). Costs no round trip while nothing arrived on the
+        session's socket: a server that ends a session says so first."""
         if self.conn is None:
             return self.fd is not None
+        import select
+
         try:
-            self.conn.execute("SELECT 1").fetchone()
+            if self.conn.closed:
+                return False
+            poller = select.poll()
+            poller.register(self.conn.fileno(), select.POLLIN)
+            if not poller.poll(0):
+                return True  # nothing unasked for: the session is as it was
+            self.conn.execute("SELECT 1").fetchone()  # something came: ask whether the session lives
         except Exception:  # psycopg's errors: the session is gone, and so is the lock
             return False
         return True
@@ -361,7 +371,11 @@ def director_here(store, environ, fleet_id: int) -> bool:
 
 # --- starting one -------------------------------------------------------------------------
 
-_STARTED: dict[tuple[str, int], Keeper] = {}  # what this process started, so it starts each one once
+# What this process started: (pid, when). It is not started again while that process lives
+# or for STARTING s after (it may still be taking the lock and writing its record); a
+# long-lived process (the WebUI, `fleet watch`) starts another once it has died.
+_STARTED: dict[tuple[str, int], tuple[int, float]] = {}
+STARTING = 5.0
 
 
 def enabled(environ) -> bool:
@@ -382,15 +396,19 @@ def ensure(store, environ, db_path: str, fleet_id: int) -> Keeper | None:
         return found
     if not enabled(environ):
         return None
+    import time
+
     where = Where(store, environ, db_path, fleet_id)
     key = (where.log_path, fleet_id)
     if key in _STARTED:
-        return _STARTED[key]
+        pid, when = _STARTED[key]
+        if process_start(pid) is not None or time.monotonic() - when < STARTING:
+            return Keeper(True, pid, None, _hostname(), where.log_path)
     if not director_here(store, environ, fleet_id) or director_problem(store, fleet_id) is not None:
         return None
     pid = spawn(environ, where.log_path, fleet_id)
-    _STARTED[key] = started = Keeper(True, pid, None, _hostname(), where.log_path)
-    return started
+    _STARTED[key] = (pid, time.monotonic())
+    return Keeper(True, pid, None, _hostname(), where.log_path)
 
 
 def spawn(environ, log_path: str, fleet_id: int) -> int:
