@@ -322,7 +322,7 @@ def test_f_the_keeper_ends_with_a_last_log_line(fleet, ending, store_kind):
 # --- (g) fleet show and doctor report it ---------------------------------------------------------
 
 
-def test_g_fleet_show_and_doctor_report_the_keeper(fleet):
+def test_g_fleet_show_doctor_and_watch_report_the_keeper(fleet):
     record = running_keeper(fleet)
     pid, since = record["pid"], record["since"]
     assert since is not None and record["log"].endswith(f"-{fleet.fleet_id}.log")
@@ -335,6 +335,12 @@ def test_g_fleet_show_and_doctor_report_the_keeper(fleet):
     ]
     text = fleet.cafleet("doctor").out
     assert f"fleet {fleet.fleet_id}: keeper running, pid {pid} since {since}" in text
+    watch = Stream(fleet.environ, fleet.fleet_id, "--interval", "0.5")
+    try:
+        event = watch.wait_event(lambda e: e["event"] == "keeper")
+        assert event["detail"] == f"keeper running, pid {pid} since {since} (log {record['log']})"
+    finally:
+        watch.stop()
 
     kill(pid)
     shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id)).out.splitlines()
