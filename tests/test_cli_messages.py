@@ -158,6 +158,43 @@ def test_text_output_never_emits_control_characters(cli, trio):
     assert not any(ord(c) < 32 and c not in "\n" for c in out)
 
 
+# Bidi controls (embeddings, overrides, isolates, marks) and other invisible format
+# characters: zero-width space, BOM, word joiner, a tag character, soft hyphen, and the
+# line and paragraph separators some terminals break lines at.
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+INVISIBLE = BIDI + "\u200b\ufeff\u2060\U000e0041\u00ad\u2028\u2029"
+ESCAPES = [
+    f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
+    for c in INVISIBLE
+]
+
+
+def test_text_output_shows_bidi_and_format_characters_as_escapes(cli, build):
+    """A stored name, description or body in text output can never reorder what the reader
+    sees; ZWJ stays (emoji sequences need it); --json keeps every character."""
+    hostile = "ab" + INVISIBLE + "cd 👩\u200d💻"
+    fleet_id, director, (m1, m2) = build.fleet(f"fleet {hostile}")
+    m3 = build.member(fleet_id, f"name {hostile}")
+    message_id = send(cli, m1, m3, f"body {hostile}").json()["message_id"]
+    outputs = {
+        "fleet list": cli("fleet", "list").out,
+        "fleet show": cli("fleet", "show", str(fleet_id)).out,
+        "member list": cli("member", "list", str(fleet_id)).out,
+        "member show": cli("member", "show", str(m3)).out,
+        "message show": cli("message", "show", str(message_id)).out,
+        "message poll": cli("message", "poll", str(m3)).out,
+    }
+    for command, out in outputs.items():
+        assert not set(out) & set(INVISIBLE), (command, out)
+        assert "\\u202e" in out and "\\U000e0041" in out and "\\xad" in out, (command, out)
+        assert "👩\u200d💻" in out, (command, out)
+    escaped = "ab" + "".join(ESCAPES) + "cd 👩\u200d💻"
+    assert f"member {m3}: name {escaped} (member, active)" in outputs["member show"]
+    assert f"name {escaped}" in outputs["member list"] and f"fleet {escaped}" in outputs["fleet list"]
+    assert cli("member", "show", str(m3), "--json").json()["name"] == f"name {hostile}"
+    assert cli("message", "show", str(message_id), "--json").json()["text"] == f"body {hostile}"
+
+
 def test_cross_fleet_send_is_refused(cli, build):
     _, _, (a1, _) = build.fleet("one")
     _, _, (b1, _) = build.fleet("two")

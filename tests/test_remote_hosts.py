@@ -321,6 +321,34 @@ def test_a_failed_creation_on_a_host_closes_the_session_it_started_there(remote)
     assert fleet.member_count() == 2
 
 
+def test_doctor_shows_what_a_host_printed_with_its_control_characters_escaped(remote):
+    """What the host answers is the host's: a folder on its PATH named with an escape
+    sequence (it retitles the terminal) holding a cafleet, and a tmux whose version line
+    clears the screen and reverses the text. Text output shows them as escapes; --json
+    keeps them exact."""
+    fleet, host = remote
+    title, clear = "\x1b]0;owned\x07", "\x1b[2J\u202e"
+    folder = host.remote_home / f"{title}bin"
+    folder.mkdir()
+    (folder / "cafleet").write_text("#!/bin/sh\n", encoding="utf-8")
+    real = shutil.which("tmux")
+    (folder / "tmux").write_text(
+        f'#!/bin/sh\n[ "$1" = -V ] && {{ printf "tmux 3.3a{clear}\\n"; exit 0; }}\nexec {real} "$@"\n', encoding="utf-8"
+    )
+    for program in ("cafleet", "tmux"):
+        (folder / program).chmod(0o755)
+    (host.remote_home / ".bashrc").write_text(
+        'PATH="$HOME/$(printf "\\033]0;owned\\007")bin:$PATH"\n', encoding="utf-8"
+    )
+
+    text = fleet.cafleet("doctor", "--host", host.alias)
+    assert "\x1b" not in text.out and "\x07" not in text.out and "\u202e" not in text.out, text
+    assert f"host {host.alias}: reachable over SSH, tmux 3.3a\\x1b[2J\\u202e" in text.out, text
+    assert f"✓ cafleet: {host.remote_home}/\\x1b]0;owned\\x07bin/cafleet" in text.out, text
+    entry = fleet.cafleet("doctor", "--json", "--host", host.alias).json()["hosts"]["hosts"][0]
+    assert entry["tmux"] == f"tmux 3.3a{clear}" and entry["cafleet"] == f"{folder}/cafleet"
+
+
 def test_a_changed_host_key_is_reported_as_a_changed_host_key(remote):
     fleet, host = remote
     created = create_remote(fleet, host, "far", "--json")
