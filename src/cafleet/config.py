@@ -305,7 +305,7 @@ OPTIONS = (
         "--idle-after",
         "seconds",
         600.0,
-        "`fleet watch`, `member list --state`: idle after this many quiet seconds",
+        "`fleet watch`, `member list --state`: idle (or silent) after this many quiet seconds",
         low=0.0,
         high=30 * DAY,
     ),

@@ -225,6 +225,8 @@ def _mark(ok: bool) -> str:
 
 
 def doctor(ctx, hosts):
+    from cafleet.render import inline
+
     mux = multiplexer_section(ctx.environ)
     db = database_section(ctx)
     agents = coding_agents_section(ctx.environ)
@@ -236,46 +238,59 @@ def doctor(ctx, hosts):
         report["hosts"] = remote
 
     def text():
+        # Every value is shown through inline: paths and versions a host printed, ssh's
+        # errors, the names of files here can all hold escape sequences or bidi controls.
+        show = inline
         lines = [
             f"{_mark(mux['ok'])} multiplexer: "
-            + (f"{mux['backend']}, calling pane {mux['pane_id']}" if mux["ok"] else mux["error"])
+            + (f"{show(mux['backend'])}, calling pane {show(mux['pane_id'])}" if mux["ok"] else show(mux["error"]))
         ]
         lines.append(
-            f"{_mark(db['ok'])} database: " + (f"{db['path']} ({db['diagnosis']})" if db["ok"] else db["error"])
+            f"{_mark(db['ok'])} database: "
+            + (f"{show(db['path'])} ({db['diagnosis']})" if db["ok"] else show(db["error"]))
         )
         for name, problem in db.get("auxiliary_indexes", {}).items():
-            lines.append(f"    ! index {name} is {problem}: {ADVICE['index', problem]}")
+            lines.append(f"    ! index {show(name)} is {problem}: {ADVICE['index', problem]}")
         for name, problem in db.get("auxiliary_tables", {}).items():
-            lines.append(f"    ! table {name} is {problem}: {ADVICE['table', problem]}")
+            lines.append(f"    ! table {show(name)} is {problem}: {ADVICE['table', problem]}")
         lines.append(f"{_mark(agents['ok'])} coding agents:")
         for name, entry in agents["agents"].items():
             detail = (
-                f"{entry['path']} ({entry['version'] or 'version unknown'})" if entry["found"] else "not found on PATH"
+                f"{show(entry['path'])} ({show(entry['version'] or 'version unknown')})"
+                if entry["found"]
+                else "not found on PATH"
             )
             lines.append(f"    {_mark(entry['found'])} {name}: {detail}")
         if "error" in assets:
-            lines.append(f"✗ assets: {assets['error']}")
+            lines.append(f"✗ assets: {show(assets['error'])}")
         elif not assets["targets"]:
             lines.append(f"{_mark(assets['ok'])} assets: no coding agent found, nothing to check")
         else:
             lines.append(f"{_mark(assets['ok'])} assets (cafleet {assets['cafleet_version']}):")
             for target in assets["targets"]:
-                state = "current" if target["current"] else f"installed {target['installed_version'] or 'nothing'}"
-                lines.append(f"    {_mark(target['current'])} {target['coding_agent']}: {target['path']} ({state})")
+                state = (
+                    "current" if target["current"] else f"installed {show(target['installed_version'] or 'nothing')}"
+                )
+                lines.append(
+                    f"    {_mark(target['current'])} {target['coding_agent']}: {show(target['path'])} ({state})"
+                )
         for entry in (remote or {}).get("hosts", []):
+            host = show(entry["host"])
             if not entry["reachable"]:
-                lines.append(f"✗ host {entry['host']}: {entry['error']}")
+                lines.append(f"✗ host {host}: {show(entry['error'])}")
                 continue
             if entry["tmux"]:
-                lines.append(f"{_mark(entry['ok'])} host {entry['host']}: reachable over SSH, {entry['tmux']}")
+                lines.append(f"{_mark(entry['ok'])} host {host}: reachable over SSH, {show(entry['tmux'])}")
             else:
-                lines.append(f"✗ host {entry['host']}: reachable over SSH, but tmux is not on its PATH")
-            lines.append(f"    {_mark(bool(entry['cafleet']))} cafleet: {entry['cafleet'] or 'not found on its PATH'}")
+                lines.append(f"✗ host {host}: reachable over SSH, but tmux is not on its PATH")
+            lines.append(
+                f"    {_mark(bool(entry['cafleet']))} cafleet: {show(entry['cafleet'] or 'not found on its PATH')}"
+            )
             for name, path in entry["coding_agents"].items():
-                lines.append(f"    {_mark(bool(path))} {name}: {path or 'not found on its PATH'}")
+                lines.append(f"    {_mark(bool(path))} {show(name)}: {show(path or 'not found on its PATH')}")
         for section in (mux, db, agents, assets, *([remote] if remote else [])):
             if not section["ok"] and section.get("fix"):
-                lines.append(f"fix: {section['fix']}")
+                lines.append(f"fix: {show(section['fix'])}")
         return "\n".join(lines)
 
     if ctx.json:  # every line without the database password, whatever quoted it

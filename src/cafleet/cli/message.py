@@ -29,15 +29,20 @@ def broadcast(ctx, from_id, text, file):
 
     body = read_body(ctx, text, file)
 
-    def print_ids(result):  # text form: every committed id is out before any pane input
+    def print_each(entry):  # text form: each id is out as soon as it is committed, in recipient order
         if ctx.json:
             return
-        lines = [f"sent message {r['message_id']} to member {r['to_member_id']}" for r in result["sent"]]
-        lines += [f"failed to send to member {f['to_member_id']}: {f['error']}" for f in result["failed"]]
-        ctx.out("\n".join(lines) if lines else "no other active members to send to")
+        if "message_id" in entry:
+            ctx.out(f"sent message {entry['message_id']} to member {entry['to_member_id']}")
+        else:
+            ctx.out(f"failed to send to member {entry['to_member_id']}: {render.inline(entry['error'])}")
+
+    def print_none(result):
+        if not ctx.json and not result["sent"] and not result["failed"]:
+            ctx.out("no other active members to send to")
 
     settings = drain.Settings(ctx.environ, ctx.db_path)
-    result, outcomes = drain.broadcast(ctx.store(), settings, from_id, body, on_stored=print_ids)
+    result, outcomes = drain.broadcast(ctx.store(), settings, from_id, body, on_stored=print_none, each=print_each)
     if ctx.json:
         ctx.emit(result, None)
     for outcome in outcomes:

@@ -143,7 +143,7 @@ COMMANDS = [
         "fleet",
         "watch",
         "cafleet.cli.watch:watch",
-        "Stream what needs the Director's attention: messages, idle, blocked and dead members, stuck previews.",
+        "Stream what needs the Director's attention: messages, idle, silent, blocked and dead members, stuck previews.",
         (
             _id("fleet_id", "the fleet to watch"),
             Param(
@@ -160,7 +160,7 @@ COMMANDS = [
                 "seconds",
                 metavar="S",
                 default=FROM_SETTINGS,
-                help="report a member idle after S quiet seconds",
+                help="report a member idle (silent: no message activity since it was registered) after S quiet seconds",
             ),
         ),
     ),
@@ -224,7 +224,7 @@ COMMANDS = [
                 "state",
                 "--state",
                 "flag",
-                help="inspect each pane: alive, idle, blocked, dead (one multiplexer call each)",
+                help="inspect each pane: alive, idle, silent, blocked, dead (one multiplexer call each)",
             ),
             Param(
                 "idle_after",
@@ -232,7 +232,7 @@ COMMANDS = [
                 "seconds",
                 metavar="S",
                 default=FROM_SETTINGS,
-                help="with --state: idle after S quiet seconds",
+                help="with --state: idle (or silent) after S quiet seconds",
             ),
         ),
     ),

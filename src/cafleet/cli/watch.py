@@ -13,7 +13,7 @@ def _line(item: dict, ctx) -> str:
         where += f" member={item['member_id']}"
     if item["message_id"] is not None:
         where += f" message={item['message_id']}"
-    text = f"{item['event']} {where}: {item['detail']}"
+    text = f"{item['event']} {where}: {render.inline(item['detail'])}"  # it can quote a host's or a pane's text
     if "message" in item:
         text += " | " + render.message_line(item["message"], ctx.max_text_len)
     if item["command"]:

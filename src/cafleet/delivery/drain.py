@@ -75,9 +75,12 @@ def send(
     return record, notify_after_send(store, settings, to_id, record)
 
 
-def broadcast(store, settings: Settings, director_id: int, text: str, on_stored=None) -> tuple[dict, list[Outcome]]:
+def broadcast(
+    store, settings: Settings, director_id: int, text: str, on_stored=None, each=None
+) -> tuple[dict, list[Outcome]]:
     """Fan-out: every committed message is notified like a single send (``on_stored``
-    as in :func:`send`, with the whole result)."""
+    as in :func:`send`, with the whole result; ``each`` as in
+    :func:`cafleet.broker.messages.broadcast`, with each recipient's record or failure)."""
 
     def over_budget(to_id: int) -> str | None:
         try:
@@ -86,7 +89,7 @@ def broadcast(store, settings: Settings, director_id: int, text: str, on_stored=
             return str(error)
         return None
 
-    result = messages.broadcast(store, director_id, text, refuse=over_budget)
+    result = messages.broadcast(store, director_id, text, refuse=over_budget, each=each)
     if on_stored is not None:
         on_stored(result)
     outcomes = [notify_after_send(store, settings, r["to_member_id"], r) for r in result["sent"]]

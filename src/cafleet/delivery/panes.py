@@ -415,7 +415,8 @@ def _create_remote(
         record_pane(store, environ, db_path, member_id, placement, pane_id, identity, window_id=window_id)
         pause_point("create.patched")
     except BaseException as error:
-        raise CreateFailed(_compensate(store, mux, member_id, pane_id, error)) from None
+        closed = None if pane_id is not None else _close_started_session(ssh, member_id, database)
+        raise CreateFailed(_compensate(store, mux, member_id, pane_id, error, closed)) from None
     return {
         "member_id": member_id,
         "fleet_id": fleet_id,
@@ -425,6 +426,38 @@ def _create_remote(
         "pane_id": pane_id,
         "host": host,
     }
+
+
+# Closes the sessions of cafleet's server on the host ($1) whose environment is the one
+# cafleet gave a member's pane: its member id ($2) and database ($3); prints their ids.
+_CLOSE_STARTED = (
+    'for s in $(tmux -L "$1" list-sessions -F "#{session_id}" 2>/dev/null); do '
+    '[ "$(tmux -L "$1" show-environment -t "$s" CAFLEET_MEMBER_ID 2>/dev/null)" = "CAFLEET_MEMBER_ID=$2" ] '
+    '&& [ "$(tmux -L "$1" show-environment -t "$s" CAFLEET_DATABASE_URL 2>/dev/null)" = "CAFLEET_DATABASE_URL=$3" ] '
+    '&& tmux -L "$1" kill-session -t "$s" && printf "%s\\n" "$s"; done; true'
+)
+
+
+def _close_started_session(ssh, member_id: int, database: str) -> str:
+    """After a failed creation whose pane cafleet never learnt (new-session's report was
+    lost: unreadable, cut by a timeout or a signal), close the session it may have started
+    on the host, found by what cafleet gave it: the member id (never reused) and the
+    database, in its environment. What was done, for the clean-up report."""
+    from cafleet.render import inline
+
+    try:
+        code, out, err = ssh.run(["sh", "-c", _CLOSE_STARTED, "sh", REMOTE_SERVER, str(member_id), database])
+    except CafleetError as error:
+        return f"could not confirm that no tmux session of it runs on host {ssh.host} ({str(error).rstrip('.')})"
+    if code != 0:
+        from cafleet.mux import first_line
+
+        reason = first_line(err) or f"exit status {code}"
+        return f"could not confirm that no tmux session of it runs on host {ssh.host} ({reason})"
+    sessions = out.split()
+    if not sessions:
+        return f"found no tmux session of it on host {ssh.host}"
+    return f"closed its tmux session on host {ssh.host} ({', '.join(inline(s) for s in sessions)})"
 
 
 REMOTE_SERVER = "cafleet"  # the tmux server (-L) that holds members' panes on another host
@@ -477,9 +510,13 @@ def remote_missing(ssh, programs: list[str]) -> str | None:
     return None
 
 
-def _compensate(store, mux, member_id: int, pane_id: str | None, error: BaseException) -> str:
+def _compensate(
+    store, mux, member_id: int, pane_id: str | None, error: BaseException, closed: str | None = None
+) -> str:
+    """Undo a creation that failed after the registry write: close its pane (``closed``:
+    what was done instead when cafleet never learnt the pane), deregister the member."""
     reason = str(error).rstrip(".") if isinstance(error, CafleetError) else f"{type(error).__name__}: {error}"
-    undone = []
+    undone = [] if closed is None else [closed]
     if pane_id is not None:
         try:
             mux.kill(pane_id)

@@ -1,6 +1,6 @@
 """Typing a preview or a prompt into a coding agent's input box and submitting it (docs/delivery.md).
 
-One line, never two. The preview has two lines (header, body), but a newline means a
+One line, never two. The preview is rendered as a header and a body, but a newline means a
 different thing in every input box: Enter-like in some, "insert line break" (Ctrl-J,
 Shift-Enter, bracketed paste) in others, and a multi-line paste is collapsed into a
 ``[Pasted text #1 +1 lines]`` placeholder by claude and opencode, hiding the text we need

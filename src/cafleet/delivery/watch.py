@@ -52,6 +52,7 @@ ACTIONS = {
     supervision.DEAD: "cafleet member delete {member_id}",
     supervision.BLOCKED: "cafleet member capture {member_id}",
     supervision.IDLE: "cafleet member capture {member_id}",
+    supervision.SILENT: "cafleet member capture {member_id}",
 }
 
 

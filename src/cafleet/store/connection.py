@@ -48,9 +48,7 @@ class Store:
     def execute(self, sql: str, params=()):
         try:
             return self.conn.execute(sql, params)
-        except sqlite3.IntegrityError:
-            raise
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.DatabaseError as exc:  # a refused constraint too: ConstraintRefused
             raise translate(exc, self.path, self.busy_timeout) from None
 
     def insert(self, sql: str, params, key: str) -> int:
@@ -298,11 +296,7 @@ class _WriteTransaction:
                 raise translate(error, self.store.path, self.store.busy_timeout) from None
         else:
             _rollback_quietly(conn)
-            if (
-                exc_type is not None
-                and issubclass(exc_type, sqlite3.DatabaseError)
-                and not issubclass(exc_type, sqlite3.IntegrityError)
-            ):
+            if exc_type is not None and issubclass(exc_type, sqlite3.DatabaseError):
                 raise translate(exc, self.store.path, self.store.busy_timeout) from None
         return False
 

@@ -323,8 +323,6 @@ class PgStore:
             if sql == "BEGIN":  # a read snapshot (the WebUI): one consistent view, as on SQLite
                 sql = "BEGIN ISOLATION LEVEL REPEATABLE READ"
             return self.conn.execute(dialect.postgres(sql, False))
-        except psycopg.errors.IntegrityError:
-            raise
         except psycopg.DataError as exc:
             if "NUL" in str(exc) and any("\0" in p for p in params if isinstance(p, str)):
                 raise DatabaseError(
@@ -422,6 +420,10 @@ def _translated(exc: BaseException, where: str, busy_timeout: float) -> Database
         return DatabaseError(f"database {where} refused the login: {first}.")
     if state == "42501":
         return DatabaseError(f"database {where}: permission denied ({first}).")
+    if state.startswith("23") or state == "P0001":  # integrity constraint, or a trigger's RAISE EXCEPTION
+        from cafleet.errors import constraint_refused
+
+        return constraint_refused(where, first)
     return DatabaseError(f"database {where} failed: {first}.")
 
 

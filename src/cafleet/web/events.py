@@ -13,7 +13,7 @@ something changed, the stream diffs a cheap snapshot of the fleet:
 - the unacknowledged messages and whether each was notified → ``ack`` when one left the
   set, ``notified`` when its stamp appeared (completed rows never change again);
 - the roster without ``idle_seconds`` (which ticks by itself) → ``roster``; member states
-  (alive, idle, blocked, dead: a pane can die without any write) are re-inspected every
+  (alive, idle, silent, blocked, dead: a pane can die without any write) are re-inspected every
   ``STATE_INTERVAL`` seconds as well, one multiplexer call per member.
 
 Each event's data is JSON: a message event carries the timeline record (with
