@@ -8,14 +8,13 @@ from __future__ import annotations
 
 STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
 
-import json
-
 import pytest
 
 from cafleet.broker import usage
 from cafleet.store import schema
 from cafleet.store.connection import open_store
 from tests.support.pane_fleet import tmux_fleet
+from tests.support.usage_records import call_lines, write_calls
 
 
 @pytest.fixture
@@ -206,33 +205,6 @@ def test_doctor_reports_a_usage_table_with_other_columns_and_setup_leaves_it(cli
 
 
 # --- spend read from claude's records, per member, on both stores --------------------------------
-
-
-def call_lines(message_id: str, input_tokens: int, output_tokens: int, blocks: int = 1) -> str:
-    """One model call as claude writes it into its transcript: a line per content block, each
-    repeating the call's usage under the same message id and request id."""
-    line = {
-        "type": "assistant",
-        "requestId": f"req_{message_id}",
-        "message": {
-            "id": message_id,
-            "model": "claude-sonnet-4-5",
-            "usage": {
-                "input_tokens": input_tokens,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
-                "output_tokens": output_tokens,
-            },
-        },
-    }
-    return "".join(json.dumps(line) + "\n" for _ in range(blocks))
-
-
-def write_calls(config_dir, session_id: str, text: str) -> None:
-    folder = config_dir / "projects" / "-work"
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f"{session_id}.jsonl", "a", encoding="utf-8") as out:
-        out.write(text)
 
 
 def test_recorded_spend_is_summed_per_member_and_gates_the_send(cli, build, store, db_path, env, tmp_path):

@@ -138,7 +138,9 @@ def test_usage_is_summed_exactly_per_member_in_one_cwd(fleet, tmp_path):
 
 def test_clear_starts_a_new_session_and_counting_goes_on(fleet):
     """``/clear`` gives the member a session id cafleet did not choose; the live
-    ``sessions/<pid>.json`` names it, and both sessions are counted."""
+    ``sessions/<pid>.json`` names it, the pane's process is the one started with the
+    member's ``--session-id`` and the new session begins with the preview of a message to
+    the member, so it is the member's: both sessions are counted."""
     bob = next(r for r in usage_json(fleet, "fleet", "usage", str(fleet.fleet_id))["members"] if r["name"] == "bob")
     before = bob["tokens"]["total"]
     pane = fleet.cafleet("member", "show", str(bob["member_id"]), "--json").json()["placement"]["pane_id"]

@@ -36,6 +36,9 @@ def _summary(report: dict) -> str:
     )
     if report["unpriced"]:
         line += f" plus unpriced models: {', '.join(render.inline(m) for m in report['unpriced'])}"
+    skipped = report["unreadable_records"]
+    if skipped:
+        line += f"; {skipped} unreadable record{'' if skipped == 1 else 's'} skipped"
     return line
 
 
