@@ -145,7 +145,7 @@ def test_a_fleet_over_its_budget_gets_no_work_from_a_broadcast_or_the_webui(cli,
             json={"from_member_id": director, "to_member_id": m1, "text": "more work"},
             headers={"Origin": BASE},
         )
-    assert refused.status_code >= 400 and "over its budget" in refused.json()["error"]
+    assert refused.status_code == 409 and "over its budget" in refused.json()["error"]
     assert store.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
     forced = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(m1), "--force", "go")
     assert forced.code == 0, forced
@@ -257,7 +257,7 @@ def test_recorded_spend_is_summed_per_member_and_gates_the_send(cli, build, stor
         1,
         "",
         f"Error: member {alice} is over its budget (5000 tokens spent of a 5000-token budget); "
-        "it gets no new work. Send anyway with --force.\n",
+        "it gets no new work; give --force to send anyway.\n",
     )
     assert store.execute("SELECT count(*) FROM messages").fetchone()[0] == count
     own = cli("message", "send", "--from-member-id", str(alice), "--to-member-id", str(director), "report")

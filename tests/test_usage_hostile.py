@@ -19,6 +19,7 @@ import pytest
 
 from cafleet.agents import usage as agent_usage
 from cafleet.broker import usage
+from cafleet.store.connection import open_store
 from tests.support.pane_fleet import tmux_fleet
 from tests.support.tmux_fixtures import wait_for
 from tests.support.usage_records import call_line, call_lines, user_line, write_calls, write_live_session
@@ -413,3 +414,88 @@ def test_a_live_file_of_a_process_cafleet_did_not_start_for_the_member_names_not
     finally:
         proc.stdin.close()
         proc.wait()
+
+
+# --- item 10: one budget gate for every way work reaches a member -------------------------------
+
+
+@pytest.fixture
+def fleet(env, tmp_path, monkeypatch):
+    with tmux_fleet(env, tmp_path, monkeypatch) as pane_fleet:
+        yield pane_fleet
+
+
+def over_budget(db: str, member_id: int | None = None, fleet_id: int | None = None) -> None:
+    """Stand-ins spend nothing: a cap of 0 (only writable by hand) is one they are at."""
+    store = open_store(db)
+    try:
+        with store.write():
+            if member_id is not None:
+                store.execute(f"UPDATE {usage.TABLE} SET budget_tokens = 0 WHERE member_id = ?", (member_id,))
+            if fleet_id is not None:
+                store.execute(f"UPDATE {usage.FLEET_TABLE} SET budget_tokens = 0 WHERE fleet_id = ?", (fleet_id,))
+    finally:
+        store.close()
+
+
+def standin(fleet, name: str, *extra: str):
+    return fleet.cafleet(
+        "member", "create", "--fleet-id", str(fleet.fleet_id), "--name", name, "--description", name,
+        "--coding-agent", "standin", *extra, "--json", "Hi",
+    )  # fmt: skip
+
+
+def test_member_prompt_and_member_create_honour_the_budget_gate(fleet):
+    """`member prompt` to a member over its budget types nothing (unless --force), and
+    `member create` in a fleet over its budget registers nothing (unless --force)."""
+    created = standin(fleet, "capped", "--budget-tokens", "10")
+    assert created.code == 0, created
+    member = created.json()["member_id"]
+    fleet.wait_ready(member)
+    over_budget(fleet.db, member_id=member)
+    refused = fleet.cafleet("member", "prompt", str(member), "more work")
+    assert one_error_line(refused, 1) == (
+        f"Error: member {member} is over its budget (0 tokens spent of a 0-token budget); it gets no new work; "
+        "give --force to type the prompt anyway.\n"
+    )
+    forced = fleet.cafleet("member", "prompt", str(member), "--force", "stop now")
+    assert forced.code == 0, forced
+    wait_for(lambda: fleet.submits(member)[-1:] == ["stop now"], what="the forced prompt")
+    assert "more work" not in fleet.submits(member)
+
+    assert fleet.cafleet("fleet", "budget", str(fleet.fleet_id), "--tokens", "5").code == 0
+    over_budget(fleet.db, fleet_id=fleet.fleet_id)
+    rows = fleet.query("SELECT count(*) FROM members")[0][0]
+    err = one_error_line(standin(fleet, "late"), 1)
+    assert err.startswith(f"Error: fleet {fleet.fleet_id} is over its budget (0 tokens spent of a 0-token budget)")
+    assert fleet.query("SELECT count(*) FROM members")[0][0] == rows
+    late = standin(fleet, "late", "--force")
+    assert late.code == 0, late
+    fleet.wait_ready(late.json()["member_id"])
+
+
+def test_the_webui_answers_409_for_a_budget_refusal_and_400_for_a_nul_body(build, store, db_path, env, cli):
+    fleet_id, director, (m1, _) = build.fleet("web", 2)
+    with TestClient(make_app(db_path, env), base_url=BASE) as client:
+
+        def post(text: str):
+            return client.post(
+                "/api/messages",
+                json={"from_member_id": director, "to_member_id": m1, "text": text},
+                headers={"Origin": BASE},
+            )
+
+        nul = post("a\x00b")
+        assert (nul.status_code, nul.json()) == (
+            400,
+            {"error": "text contains the character U+0000 (NUL), which a message cannot hold; remove it"},
+        )
+        assert cli("fleet", "budget", str(fleet_id), "--tokens", "1").code == 0
+        over_budget(db_path, fleet_id=fleet_id)
+        refused = post("more work")
+        assert refused.status_code == 409, refused.text
+        assert refused.json() == {
+            "error": f"fleet {fleet_id} is over its budget (0 tokens spent of a 0-token budget); "
+            "its members get no new work."
+        }
+    assert messages(store) == 0

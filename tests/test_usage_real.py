@@ -268,7 +268,7 @@ def test_a_member_over_its_budget_gets_no_new_work_unless_forced(fleet):
     assert refused.code == 1 and refused.out == "", refused
     assert refused.err == (
         f"Error: member {frank['member_id']} is over its budget (1050 tokens spent of a "
-        "1000-token budget); it gets no new work. Send anyway with --force.\n"
+        "1000-token budget); it gets no new work; give --force to send anyway.\n"
     )
     assert fleet.query("SELECT count(*) FROM messages")[0][0] == count  # nothing stored
     report = usage_json(fleet, "member", "usage", str(frank["member_id"]))

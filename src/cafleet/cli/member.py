@@ -94,7 +94,9 @@ def show(ctx, member_id):
     ctx.emit(record, text)
 
 
-def create(ctx, fleet_id, name, description, coding_agent, model, effort, host, budget_usd, budget_tokens, text, file):
+def create(
+    ctx, fleet_id, name, description, coding_agent, model, effort, host, budget_usd, budget_tokens, force, text, file
+):
     from cafleet.cli.body import read_body
     from cafleet.cli.usage import parse_budget
     from cafleet.delivery import panes
@@ -117,6 +119,7 @@ def create(ctx, fleet_id, name, description, coding_agent, model, effort, host, 
         host=host,
         budget_usd=usd,
         budget_tokens=tokens,
+        force=force,
     )
     where = f" on host {render.inline(host)}" if host else ""
     ctx.emit(
@@ -142,8 +145,8 @@ def capture(ctx, member_id, lines, ansi):
     ctx.emit(record, record["text"])
 
 
-def prompt(ctx, member_id, text):
+def prompt(ctx, member_id, force, text):
     from cafleet.delivery import panes
 
-    record = panes.prompt_member(ctx.store(), ctx.environ, ctx.db_path, member_id, text)
+    record = panes.prompt_member(ctx.store(), ctx.environ, ctx.db_path, member_id, text, force=force)
     ctx.emit(record, lambda: f"prompt submitted to member {member_id} (pane {record['pane_id']})")

@@ -209,6 +209,7 @@ COMMANDS = [
                 help="refuse new work for the member once it has spent this many tokens",
                 default_text="no budget",
             ),
+            Param("force", "--force", "flag", help="create the member even in a fleet over its budget"),
             *_body_params("the spawn prompt; {fleet_id} {member_id} {director_member_id} {coding_agent} are filled in"),
         ),
         body=True,
@@ -271,6 +272,7 @@ COMMANDS = [
         "Type one line into a member's pane and submit it.",
         (
             _id("member_id", "the member"),
+            Param("force", "--force", "flag", help="type it even to a member over its budget or its fleet's"),
             Param("text", None, "text", required=True, metavar="TEXT", help="the line to type"),
         ),
     ),

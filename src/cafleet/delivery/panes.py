@@ -189,10 +189,12 @@ def create_member(
     host: str | None = None,
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
+    force: bool = False,
 ) -> dict:
     """Member creation: pending registration, spawn prompt, split a pane, record it under the lock.
 
-    Every check that can fail without side effects runs first; any failure after the
+    Every check that can fail without side effects runs first (a fleet over its budget
+    unless ``force``); any failure after the
     registry write is compensated (pane killed, member deregistered) and reported.
     With ``host``, the pane is a new tmux session on that host, over SSH
     (:func:`_create_remote`).
@@ -220,6 +222,11 @@ def create_member(
     backends.validate(agent, model, effort)
     check_template(prompt)
     budgets = {"budget_usd": budget_usd, "budget_tokens": budget_tokens}
+    if not force:  # the spawn prompt is new work: a fleet over its budget gets none
+        from cafleet.broker import usage
+        from cafleet.delivery.usage import check_fleet_budget
+
+        check_fleet_budget(store, environ, fleet_id, usage.fleet_budget(store, fleet_id), "create")
     if budget_usd is not None or budget_tokens is not None:
         from cafleet.broker import usage
 
@@ -510,14 +517,19 @@ def capture_member(store, member_id: int, lines: int, ansi: bool) -> dict:
     return {"member_id": member_id, "pane_id": placement["pane_id"], "text": screen}
 
 
-def prompt_member(store, environ, db_path: str, member_id: int, text: str) -> dict:
-    """Type one line into the member's agent and submit it, under the pane lock (``member prompt``)."""
+def prompt_member(store, environ, db_path: str, member_id: int, text: str, *, force: bool = False) -> dict:
+    """Type one line into the member's agent and submit it, under the pane lock (``member
+    prompt``). New work like a message: refused for a member over its budget or its
+    fleet's unless ``force`` (the one gate, :func:`cafleet.delivery.drain.refuse_over_budget`)."""
     from cafleet.delivery import lock, submit
+    from cafleet.delivery.drain import refuse_over_budget
     from cafleet.errors import UsageError
 
     if not text.strip() or "\n" in text or "\r" in text:
         raise UsageError("the prompt must be one non-blank line.")
     placement = _live_placement(store, member_id)
+    if not force:
+        refuse_over_budget(store, environ, member_id, "prompt")
     mux = reach(placement)
     with lock.pane_lock(
         config.lock_dir(db_path),

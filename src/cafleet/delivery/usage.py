@@ -194,32 +194,44 @@ def over(spent: dict, usd: float | None, tokens: int | None) -> str | None:
     return None
 
 
-def check_budget(store, environ: Mapping[str, str], member_id: int, budgets: dict) -> None:
-    """Refuse new work for a member over its own budget or its fleet's (the send path,
-    only when a budget is set: :func:`cafleet.broker.usage.budgets_for_send`)."""
-    from cafleet.errors import CafleetError
+# What --force overrides, by the way the work would reach the member (the refusal's hint).
+FORCE_HINTS = {
+    "send": "give --force to send anyway",
+    "prompt": "give --force to type the prompt anyway",
+    "create": "give --force to create the member anyway",
+}
+
+
+def check_budget(store, environ: Mapping[str, str], member_id: int, budgets: dict, action: str = "send") -> None:
+    """Refuse new work for a member over its own budget or its fleet's (the gate,
+    :func:`cafleet.delivery.drain.refuse_over_budget`, calls this only when a budget is
+    set: :func:`cafleet.broker.usage.budgets_for_send`). ``action`` names the way the work
+    would reach the member, for the hint."""
+    from cafleet.errors import OverBudget
 
     if budgets["member"] is not None:
         why = over(member_usage(store, environ, member_id), *budgets["member"])
         if why:
-            raise CafleetError(
-                f"member {member_id} is over its budget ({why}); it gets no new work. Send anyway with --force."
+            raise OverBudget(
+                f"member {member_id} is over its budget ({why}); it gets no new work.", FORCE_HINTS[action] + "."
             )
     if budgets["fleet"] is not None:
         fleet_id, usd, tokens = budgets["fleet"]
-        why = over(fleet_usage(store, environ, fleet_id), usd, tokens)
-        if why:
-            raise CafleetError(
-                f"fleet {fleet_id} is over its budget ({why}); its members get no new work. "
-                "Send anyway with --force, or raise it with `cafleet fleet budget`."
-            )
+        check_fleet_budget(store, environ, fleet_id, (usd, tokens), action)
 
 
-def refuse_over_budget(store, environ: Mapping[str, str], member_id: int) -> None:
-    """The send path's budget gate: raise when ``member_id`` or its fleet is over budget.
-    Costs one catalogue lookup when no budget is set (nothing of the agents' is read)."""
-    from cafleet.broker import usage as budgets_table
+def check_fleet_budget(
+    store, environ: Mapping[str, str], fleet_id: int, budget: tuple | None, action: str = "send"
+) -> None:
+    """Refuse new work in a fleet at or over its budget (``budget``: ``(usd, tokens)``, or
+    None for none set): a send or prompt to one of its members, or a new member."""
+    from cafleet.errors import OverBudget
 
-    budgets = budgets_table.budgets_for_send(store, member_id)
-    if budgets is not None:
-        check_budget(store, environ, member_id, budgets)
+    if budget is None:
+        return
+    why = over(fleet_usage(store, environ, fleet_id), *budget)
+    if why:
+        raise OverBudget(
+            f"fleet {fleet_id} is over its budget ({why}); its members get no new work.",
+            f"{FORCE_HINTS[action]}, or raise the budget with `cafleet fleet budget {fleet_id}`.",
+        )
