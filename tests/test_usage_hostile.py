@@ -499,3 +499,69 @@ def test_the_webui_answers_409_for_a_budget_refusal_and_400_for_a_nul_body(build
             "its members get no new work."
         }
     assert messages(store) == 0
+
+
+# --- item 11: every input checked before anything is written ----------------------------------
+
+
+def test_budget_numbers_beyond_their_range_are_usage_errors_that_write_nothing(cli, build, store):
+    fleet_id, _, _ = build.fleet("numbers", 1)
+    for flag, value in (
+        ("--tokens", str(2**63)),
+        ("--tokens", "9" * 5000),
+        ("--tokens", "0"),
+        ("--usd", "1e400"),
+        ("--usd", "nan"),
+        ("--usd", "-3"),
+    ):
+        err = one_error_line(cli("fleet", "budget", str(fleet_id), flag, value), 2)
+        assert err.startswith(f"Error: {flag} must be "), err
+    assert store.execute(f"SELECT count(*) FROM {usage.FLEET_TABLE}").fetchone()[0] == 0
+
+
+def test_member_create_checks_every_input_before_it_registers(fleet, tmp_path):
+    """A budget past its range, a NUL in a spawn prompt read from a file and a spawn
+    prompt longer than a pane's command line can carry are refused before any row is
+    written: nothing is registered, so nothing is "cleaned up"."""
+    nul = tmp_path / "nul.txt"
+    nul.write_bytes(b"do this\x00and that")
+    long = tmp_path / "long.txt"
+    long.write_text("x" * 20_000, encoding="utf-8")
+    rows = fleet.query("SELECT count(*) FROM members")[0][0]
+    for agent, extra, said in (
+        ("standin", ("--budget-tokens", str(2**63), "Hi"), "Error: --budget-tokens must be "),
+        ("claude", ("--file", str(nul)), f"Error: file {nul} holds a NUL character (U+0000)"),
+        ("claude", ("--file", str(long)), f"Error: file {long} is longer than"),
+        ("claude", ("x" * 16_000,), "Error: the spawn prompt is too long"),  # tmux: "command too long"
+    ):
+        created = fleet.cafleet(
+            "member", "create", "--fleet-id", str(fleet.fleet_id), "--name", "w", "--description", "w",
+            "--coding-agent", agent, *extra,
+        )  # fmt: skip
+        assert one_error_line(created, 2).startswith(said), (extra[:1], created)
+    assert fleet.query("SELECT count(*) FROM members")[0][0] == rows
+
+
+BODY_LIMIT = 16 * 1024 * 1024  # the longest body (cafleet.validation.MAX_BODY_BYTES, docs/usage.md)
+
+
+def test_a_body_file_is_read_only_to_its_allowed_length(build, env):
+    """`--file /dev/zero` (and an endless standard input) is refused with the length
+    error, reading at most the allowed length plus one byte: the command stays within a
+    memory cap that reading the whole stream would break."""
+    _, director, (m1,) = build.fleet("zeros", 1)
+    for args, stdin, where in (
+        (("--file", "/dev/zero"), None, "file /dev/zero"),
+        (("--file", "-"), open("/dev/zero", "rb"), "standard input"),
+    ):
+        done = capped_cafleet(
+            env, "message", "send", "--from-member-id", str(director), "--to-member-id", str(m1), *args, stdin=stdin
+        )
+        assert (done.returncode, done.stdout) == (2, b""), done
+        assert done.stderr.decode() == f"Error: {where} is longer than {BODY_LIMIT} bytes, the most a body may hold.\n"
+        if stdin is not None:
+            stdin.close()
+    done = capped_cafleet(
+        env, "member", "create", "--fleet-id", "1", "--name", "z", "--description", "z", "--file", "/dev/zero"
+    )
+    assert done.returncode == 2 and done.stderr.decode().startswith("Error: file /dev/zero is longer than"), done

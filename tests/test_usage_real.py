@@ -315,7 +315,7 @@ def test_a_fleet_over_its_budget_gets_no_new_work(fleet):
         stream.stop()
     assert stream.count("over-budget", frank) == 1 and stream.count("over-budget", None) == 1, stream.events
     bad = fleet.cafleet("fleet", "budget", str(fleet.fleet_id), "--usd", "-3")
-    assert (bad.code, bad.err) == (2, "Error: invalid --usd -3; give a positive number of dollars, like 2.50\n")
+    assert (bad.code, bad.err) == (2, "Error: --usd must be a number of dollars from 0.01 to 1000000000, got '-3'.\n")
     cleared = usage_json(fleet, "fleet", "budget", str(fleet.fleet_id), "--clear")
     assert cleared["budget"] is None
 

@@ -174,6 +174,39 @@ class CreateFailed(CafleetError):
     """Member creation failed after the registry write; the message says what was undone."""
 
 
+MAX_COMMAND_BYTES = 12_000
+"""The most bytes a member's command may take: its agent's argv, the spawn prompt (with its
+placeholders and identity lines filled in) included. tmux carries one command of at most
+16 KiB (longer: "command too long"), which also holds the pane's directory, environment
+and tmux's own options; measured on tmux 3.4 (docs/usage.md)."""
+
+
+def _check_command(prompt: str, *, agent, name, model, effort, fleet_id: int, director_id: int) -> None:
+    """Refuse, before anything is written, a spawn prompt that no pane could start: one
+    holding a NUL, or one that makes the member's command longer than MAX_COMMAND_BYTES
+    with the largest member id it could be given."""
+    from cafleet.agents import backends
+    from cafleet.agents.prompt import render_spawn_prompt
+    from cafleet.errors import UsageError
+    from cafleet.validation import MAX_ID
+
+    text = render_spawn_prompt(
+        prompt, fleet_id=fleet_id, member_id=MAX_ID, director_member_id=director_id, coding_agent=agent
+    )
+    session = "0" * 36 if agent == "claude" else None  # a session id's length
+    argv = backends.build_argv(
+        agent, member_name=name, prompt=text, model=model, effort=effort, member_id=MAX_ID, session_id=session
+    )
+    size = sum(len(arg.encode("utf-8", "surrogatepass")) + 1 for arg in argv)
+    if size > MAX_COMMAND_BYTES:
+        raise UsageError(
+            f"the spawn prompt is too long: the member's command (the prompt with its identity lines, the "
+            f"name and the agent's options) would take {size} bytes, and a pane's command holds at most "
+            f"{MAX_COMMAND_BYTES}; put the details in a file the member reads, or send them as a message once "
+            "it has started."
+        )
+
+
 def create_member(
     store,
     environ,
@@ -193,8 +226,8 @@ def create_member(
 ) -> dict:
     """Member creation: pending registration, spawn prompt, split a pane, record it under the lock.
 
-    Every check that can fail without side effects runs first (a fleet over its budget
-    unless ``force``); any failure after the
+    Every check that can fail without side effects runs first (the spawn prompt's NUL and
+    length, the budgets, a fleet over its budget unless ``force``); any failure after the
     registry write is compensated (pane killed, member deregistered) and reported.
     With ``host``, the pane is a new tmux session on that host, over SSH
     (:func:`_create_remote`).
@@ -221,7 +254,11 @@ def create_member(
     agent = coding_agent or placement["coding_agent"]
     backends.validate(agent, model, effort)
     check_template(prompt)
+    _check_command(
+        prompt, agent=agent, name=name, model=model, effort=effort, fleet_id=fleet_id, director_id=director["member_id"]
+    )
     budgets = {"budget_usd": budget_usd, "budget_tokens": budget_tokens}
+    _check_budgets(budget_usd, budget_tokens)
     if not force:  # the spawn prompt is new work: a fleet over its budget gets none
         from cafleet.broker import usage
         from cafleet.delivery.usage import check_fleet_budget
@@ -307,6 +344,20 @@ def create_member(
         "backend": placement["backend"],
         "pane_id": pane_id,
     }
+
+
+def _check_budgets(usd: float | None, tokens: int | None) -> None:
+    """A member's budgets within the bounds declared for ``--budget-usd``/``--budget-tokens``
+    (the command line's parser checks them already; this guards every other caller)."""
+    from cafleet.config import declared
+    from cafleet.errors import UsageError
+
+    for flag, value in (("--budget-usd", usd), ("--budget-tokens", tokens)):
+        setting = declared(flag)
+        if value is not None and (
+            type(value) not in (int, float) or isinstance(value, bool) or not setting.low <= value <= setting.high
+        ):
+            raise UsageError(f"the member's budget must be {setting.allowed()}, got {value!r}.")
 
 
 def _record_usage_source(store, environ, member_id: int, agent: str, cwd: str, **budgets) -> str | None:
