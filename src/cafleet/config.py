@@ -36,8 +36,8 @@ SWITCH_OFF = ("0", "false", "no", "off")
 class Setting:
     """One declared setting.
 
-    kind: "seconds" (a finite number, ``low``..``high``), "integer" (decimal digits,
-    ``low``..``high``), "switch" (on/off), "choice" (one of ``choices``), or a free text
+    kind: "seconds" (a finite number, ``low``..``high``), "number" (the same, of another
+    unit: ``noun`` says which), "integer" (decimal digits, ``low``..``high``), "switch" (on/off), "choice" (one of ``choices``), or a free text
     kind ("location", "path", "command", "host", "text") checked where it is used.
     ``audience``: "user" (the README table), "pane" (set by cafleet in member panes for
     the agent to read), "test" (test hooks and the stand-in agent).
@@ -85,11 +85,11 @@ class Setting:
 
     @property
     def checked(self) -> bool:
-        return self.kind in ("seconds", "integer", "switch", "choice", "identifier")
+        return self.kind in ("seconds", "number", "integer", "switch", "choice", "identifier")
 
     def allowed(self) -> str:
         """The allowed values, as an error message and the README table say them."""
-        if self.kind == "seconds":
+        if self.kind in ("seconds", "number"):
             return f"{self.noun} from {_number(self.low)} to {_number(self.high)}"
         if self.kind == "integer":
             return f"{self.noun} from {self.low} to {self.high}"
@@ -109,7 +109,7 @@ class Setting:
         """The value of ``raw`` (an environment value or an option's argument), or
         :class:`SettingError` naming this setting, the quoted value and the allowed range."""
         kind = self.kind
-        if kind == "seconds":
+        if kind in ("seconds", "number"):
             text = raw.strip()
             # float() also reads "nan", "inf", "1_0" and non-ASCII digits; only plain
             # decimal numbers are seconds.
@@ -320,6 +320,47 @@ OPTIONS = (
     ),
     _s("--lines", "integer", 40, "`member capture`: lines of the pane to print", low=1, high=10_000),
     _s("--port", "integer", 8000, "`cafleet server`: the port to listen on", low=1, high=65535, noun="a port number"),
+    # Budgets (docs/usage.md): bounded so that a budget is always a number both stores keep.
+    _s(
+        "--budget-usd",
+        "number",
+        None,
+        "`member create`: the member's budget in dollars",
+        low=0.01,
+        high=1e9,
+        noun="a number of dollars",
+        default_text="no budget",
+    ),
+    _s(
+        "--budget-tokens",
+        "integer",
+        None,
+        "`member create`: the member's budget in tokens",
+        low=1,
+        high=10**15,
+        noun="a number of tokens",
+        default_text="no budget",
+    ),
+    _s(
+        "--usd",
+        "number",
+        None,
+        "`fleet budget`: the fleet's budget in dollars",
+        low=0.01,
+        high=1e9,
+        noun="a number of dollars",
+        default_text="unchanged",
+    ),
+    _s(
+        "--tokens",
+        "integer",
+        None,
+        "`fleet budget`: the fleet's budget in tokens",
+        low=1,
+        high=10**15,
+        noun="a number of tokens",
+        default_text="unchanged",
+    ),
 )
 
 _BY_NAME = {setting.name: setting for setting in (*ENVIRONMENT, *OPTIONS)}

@@ -102,6 +102,11 @@ class Conflict(CafleetError):
     fleet, cross-fleet send, acking a completed message, deleting the root Director)."""
 
 
+class OverBudget(Conflict):
+    """A member, or its fleet, is at or over its budget: it gets no new work (the WebUI
+    answers 409; docs/usage.md)."""
+
+
 class CorruptRow(CafleetError):
     """A stored value that this version cannot decode (unknown status, ...)."""
 

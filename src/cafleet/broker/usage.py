@@ -86,15 +86,45 @@ def fleet_members(store, fleet_id: int) -> list[dict]:
     ]
 
 
+_HOLDS = "' ' || {0}.session_id || ' ' LIKE '% ' || ? || ' %'"  # session ids hold no LIKE wildcards
+
+
 def add_session(store, member_id: int, session_id: str) -> None:
     """Remember one more claude session of the member (after ``/clear``): the
-    ``session_id`` column holds the member's session ids, space-separated, oldest first."""
+    ``session_id`` column holds the member's session ids, space-separated, oldest first.
+    A session another member holds is never added (a session is one member's)."""
     with store.write():
         store.execute(
             f"UPDATE {TABLE} SET session_id = session_id || ' ' || ? WHERE member_id = ? "
-            "AND ' ' || session_id || ' ' NOT LIKE '% ' || ? || ' %'",
-            (session_id, member_id, session_id),
+            f"AND NOT ({_HOLDS.format(TABLE)}) "
+            f"AND NOT EXISTS (SELECT 1 FROM {TABLE} o WHERE o.member_id != ? AND {_HOLDS.format('o')})",
+            (session_id, member_id, session_id, member_id, session_id),
         )
+
+
+def session_holder(store, session_id: str, *, besides: int) -> int | None:
+    """The member other than ``besides`` whose row holds ``session_id``, or None."""
+    row = store.execute(
+        f"SELECT o.member_id FROM {TABLE} o WHERE o.member_id != ? AND {_HOLDS.format('o')}",
+        (besides, session_id),
+    ).fetchone()
+    return None if row is None else row[0]
+
+
+def previews_are_for(store, member_id: int, previews: list[tuple[int, int]]) -> bool:
+    """Whether every ``(message id, sender id)`` names a stored message from that sender
+    to ``member_id`` (the previews a session's transcript begins turns with)."""
+    from cafleet.validation import MAX_ID
+
+    wanted = {(message, sender) for message, sender in previews}
+    ids = sorted({message for message, _ in wanted if 0 < message <= MAX_ID})
+    if not ids or len(ids) != len(wanted):
+        return False
+    rows = store.execute(
+        f"SELECT message_id, from_member_id, to_member_id FROM messages WHERE message_id IN ({','.join('?' * len(ids))})",
+        tuple(ids),
+    ).fetchall()
+    return len(rows) == len(ids) and all((row[0], row[1]) in wanted and row[2] == member_id for row in rows)
 
 
 def budgets_for_send(store, member_id: int) -> dict | None:

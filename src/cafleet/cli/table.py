@@ -16,8 +16,9 @@ FROM_SETTINGS = "from cafleet.config.OPTIONS"
 class Param:
     """A positional argument (``flag`` is None) or an option (``--flag``).
 
-    kind: "id" (positive integer, :func:`cafleet.validation.parse_id`), "count" (integer)
-    and "seconds" (number) bounded by the option's declaration in ``cafleet.config.OPTIONS``,
+    kind: "id" (positive integer, :func:`cafleet.validation.parse_id`), "count" (integer),
+    "seconds" and "number" (a finite number) bounded by the option's declaration in
+    ``cafleet.config.OPTIONS`` (checked by the parser, before the handler runs),
     "text", "flag" (boolean switch), "multi" (repeatable text).
     ``default`` is the value the handler gets when the parameter is not given (a flag:
     False, a multi: []); ``default_text`` says in the help what a ``None`` default means.
@@ -134,8 +135,8 @@ COMMANDS = [
         "Set, show or clear a fleet's budget: over it, its members get no new work (docs/usage.md).",
         (
             _id("fleet_id", "the fleet"),
-            Param("usd", "--usd", metavar="USD", help="the budget in dollars", default_text="unchanged"),
-            Param("tokens", "--tokens", metavar="N", help="the budget in tokens", default_text="unchanged"),
+            Param("usd", "--usd", "number", metavar="USD", help="the budget in dollars", default_text="unchanged"),
+            Param("tokens", "--tokens", "count", metavar="N", help="the budget in tokens", default_text="unchanged"),
             Param("clear", "--clear", "flag", help="remove the fleet's budget"),
         ),
     ),
@@ -198,6 +199,7 @@ COMMANDS = [
             Param(
                 "budget_usd",
                 "--budget-usd",
+                "number",
                 metavar="USD",
                 help="refuse new work for the member once it has spent this many dollars (docs/usage.md)",
                 default_text="no budget",
@@ -205,10 +207,12 @@ COMMANDS = [
             Param(
                 "budget_tokens",
                 "--budget-tokens",
+                "count",
                 metavar="N",
                 help="refuse new work for the member once it has spent this many tokens",
                 default_text="no budget",
             ),
+            Param("force", "--force", "flag", help="create the member even in a fleet over its budget"),
             *_body_params("the spawn prompt; {fleet_id} {member_id} {director_member_id} {coding_agent} are filled in"),
         ),
         body=True,
@@ -271,6 +275,7 @@ COMMANDS = [
         "Type one line into a member's pane and submit it.",
         (
             _id("member_id", "the member"),
+            Param("force", "--force", "flag", help="type it even to a member over its budget or its fleet's"),
             Param("text", None, "text", required=True, metavar="TEXT", help="the line to type"),
         ),
     ),

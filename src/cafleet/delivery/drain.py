@@ -67,7 +67,7 @@ def send(
     that might hang or be killed.
     """
     if not force:
-        _refuse_over_budget(store, settings, to_id)
+        refuse_over_budget(store, settings.environ, to_id)
     record = messages.send(store, from_id, to_id, text)
     pause_point("send.after_commit")
     if on_stored is not None:
@@ -84,7 +84,7 @@ def broadcast(
 
     def over_budget(to_id: int) -> str | None:
         try:
-            _refuse_over_budget(store, settings, to_id)
+            refuse_over_budget(store, settings.environ, to_id)
         except CafleetError as error:
             return str(error)
         return None
@@ -96,13 +96,19 @@ def broadcast(
     return result, outcomes
 
 
-def _refuse_over_budget(store, settings: Settings, to_id: int) -> None:
+def refuse_over_budget(store, environ, member_id: int, action: str = "send") -> None:
+    """The one budget gate, on every way new work reaches a member (``message send``,
+    ``message broadcast``, the WebUI's send, ``member prompt``): raise
+    :class:`~cafleet.errors.OverBudget` when ``member_id`` or its fleet is at or over its
+    budget (docs/usage.md). Costs one catalogue lookup and one query when no budget is
+    set; only then are the agents' records read."""
     from cafleet.broker import usage
 
-    if usage.budgets_for_send(store, to_id) is not None:  # only then are the agents' records read
-        from cafleet.delivery.usage import refuse_over_budget
+    budgets = usage.budgets_for_send(store, member_id)
+    if budgets is not None:
+        from cafleet.delivery.usage import check_budget
 
-        refuse_over_budget(store, settings.environ, to_id)
+        check_budget(store, environ, member_id, budgets, action)
 
 
 def notify_after_send(store, settings: Settings, recipient_id: int, record: dict) -> Outcome:

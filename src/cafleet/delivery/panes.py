@@ -177,6 +177,39 @@ class CreateFailed(CafleetError):
     """Member creation failed after the registry write; the message says what was undone."""
 
 
+MAX_COMMAND_BYTES = 12_000
+"""The most bytes a member's command may take: its agent's argv, the spawn prompt (with its
+placeholders and identity lines filled in) included. tmux carries one command of at most
+16 KiB (longer: "command too long"), which also holds the pane's directory, environment
+and tmux's own options; measured on tmux 3.4 (docs/usage.md)."""
+
+
+def _check_command(prompt: str, *, agent, name, model, effort, fleet_id: int, director_id: int) -> None:
+    """Refuse, before anything is written, a spawn prompt that no pane could start: one
+    holding a NUL, or one that makes the member's command longer than MAX_COMMAND_BYTES
+    with the largest member id it could be given."""
+    from cafleet.agents import backends
+    from cafleet.agents.prompt import render_spawn_prompt
+    from cafleet.errors import UsageError
+    from cafleet.validation import MAX_ID
+
+    text = render_spawn_prompt(
+        prompt, fleet_id=fleet_id, member_id=MAX_ID, director_member_id=director_id, coding_agent=agent
+    )
+    session = "0" * 36 if agent == "claude" else None  # a session id's length
+    argv = backends.build_argv(
+        agent, member_name=name, prompt=text, model=model, effort=effort, member_id=MAX_ID, session_id=session
+    )
+    size = sum(len(arg.encode("utf-8", "surrogatepass")) + 1 for arg in argv)
+    if size > MAX_COMMAND_BYTES:
+        raise UsageError(
+            f"the spawn prompt is too long: the member's command (the prompt with its identity lines, the "
+            f"name and the agent's options) would take {size} bytes, and a pane's command holds at most "
+            f"{MAX_COMMAND_BYTES}; put the details in a file the member reads, or send them as a message once "
+            "it has started."
+        )
+
+
 def create_member(
     store,
     environ,
@@ -192,10 +225,12 @@ def create_member(
     host: str | None = None,
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
+    force: bool = False,
 ) -> dict:
     """Member creation: pending registration, spawn prompt, split a pane, record it under the lock.
 
-    Every check that can fail without side effects runs first; any failure after the
+    Every check that can fail without side effects runs first (the spawn prompt's NUL and
+    length, the budgets, a fleet over its budget unless ``force``); any failure after the
     registry write is compensated (pane killed, member deregistered) and reported.
     With ``host``, the pane is a new tmux session on that host, over SSH
     (:func:`_create_remote`).
@@ -222,7 +257,16 @@ def create_member(
     agent = coding_agent or placement["coding_agent"]
     backends.validate(agent, model, effort)
     check_template(prompt)
+    _check_command(
+        prompt, agent=agent, name=name, model=model, effort=effort, fleet_id=fleet_id, director_id=director["member_id"]
+    )
     budgets = {"budget_usd": budget_usd, "budget_tokens": budget_tokens}
+    _check_budgets(budget_usd, budget_tokens)
+    if not force:  # the spawn prompt is new work: a fleet over its budget gets none
+        from cafleet.broker import usage
+        from cafleet.delivery.usage import check_fleet_budget
+
+        check_fleet_budget(store, environ, fleet_id, usage.fleet_budget(store, fleet_id), "create")
     if budget_usd is not None or budget_tokens is not None:
         from cafleet.broker import usage
 
@@ -303,6 +347,20 @@ def create_member(
         "backend": placement["backend"],
         "pane_id": pane_id,
     }
+
+
+def _check_budgets(usd: float | None, tokens: int | None) -> None:
+    """A member's budgets within the bounds declared for ``--budget-usd``/``--budget-tokens``
+    (the command line's parser checks them already; this guards every other caller)."""
+    from cafleet.config import declared
+    from cafleet.errors import UsageError
+
+    for flag, value in (("--budget-usd", usd), ("--budget-tokens", tokens)):
+        setting = declared(flag)
+        if value is not None and (
+            type(value) not in (int, float) or isinstance(value, bool) or not setting.low <= value <= setting.high
+        ):
+            raise UsageError(f"the member's budget must be {setting.allowed()}, got {value!r}.")
 
 
 def _record_usage_source(store, environ, member_id: int, agent: str, cwd: str, **budgets) -> str | None:
@@ -550,14 +608,19 @@ def capture_member(store, member_id: int, lines: int, ansi: bool) -> dict:
     return {"member_id": member_id, "pane_id": placement["pane_id"], "text": screen}
 
 
-def prompt_member(store, environ, db_path: str, member_id: int, text: str) -> dict:
-    """Type one line into the member's agent and submit it, under the pane lock (``member prompt``)."""
+def prompt_member(store, environ, db_path: str, member_id: int, text: str, *, force: bool = False) -> dict:
+    """Type one line into the member's agent and submit it, under the pane lock (``member
+    prompt``). New work like a message: refused for a member over its budget or its
+    fleet's unless ``force`` (the one gate, :func:`cafleet.delivery.drain.refuse_over_budget`)."""
     from cafleet.delivery import lock, submit
+    from cafleet.delivery.drain import refuse_over_budget
     from cafleet.errors import UsageError
 
     if not text.strip() or "\n" in text or "\r" in text:
         raise UsageError("the prompt must be one non-blank line.")
     placement = _live_placement(store, member_id)
+    if not force:
+        refuse_over_budget(store, environ, member_id, "prompt")
     mux = reach(placement)
     with lock.pane_lock(
         config.lock_dir(db_path),
