@@ -343,6 +343,7 @@ def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: st
     if state == diagnosis.MISSING:
         _make_parent(path)
     elif state in (diagnosis.CAFLEET, diagnosis.ZERO_IDENTITY):
+        _check_log(path)
         state = _diagnose_read_only_retrying(path, state, busy_timeout)
     identity = file_identity(path)
     try:
@@ -365,6 +366,20 @@ def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: st
         conn.close()
         raise
     return Store(conn, path, busy_timeout, identity)
+
+
+def _check_log(path: str) -> None:
+    """Refuse a ``-wal`` that SQLite's recovery would cut short, losing committed writes
+    (:mod:`cafleet.store.wal`), before any connection reads it. One ``stat`` when there is
+    no log with a frame in it (a quiet database: the last connection to close removed it)."""
+    try:
+        if os.stat(path + "-wal").st_size < 32 + 24 + 512:  # the log's header and one frame of the smallest page
+            return
+    except OSError:
+        return
+    from cafleet.store import wal
+
+    wal.check(path)
 
 
 def diagnose_open(
