@@ -335,6 +335,29 @@ def test_sqlite_url_forms_resolve_to_the_same_file(env, tmp_path):
     assert database_path({"HOME": "/h", "XDG_DATA_HOME": "/d"}) == "/d/cafleet/cafleet_v8.db"
 
 
+@pytest.mark.parametrize("form", ["plain", "sqlite:///"])
+def test_a_path_through_a_symlink_and_dotdot_names_the_file_the_kernel_opens(cli, env, tmp_path, form):
+    """``link/..`` is the parent of the link's target for the kernel, not the folder that
+    holds the link (what a textual normalisation would make of it)."""
+    from cafleet.config import database_path
+    from tests.conftest import FleetBuilder
+
+    (tmp_path / "real" / "inner").mkdir(parents=True)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "link").symlink_to(tmp_path / "real" / "inner")
+    kernel = tmp_path / "real" / "cafleet.db"
+    spelled = f"{tmp_path}/other/link/../cafleet.db"
+    url = spelled if form == "plain" else "sqlite:///" + spelled
+    assert database_path({"CAFLEET_DATABASE_URL": url}) == str(kernel)
+    store = open_store(str(kernel))
+    FleetBuilder(store).fleet("kernel")
+    store.close()
+    listed = cli("fleet", "list", "--json", environ=dict(env, CAFLEET_DATABASE_URL=url))
+    assert listed.code == 0, listed
+    assert [fleet["name"] for fleet in listed.json()] == ["kernel"]
+    assert not (tmp_path / "other" / "cafleet.db").exists()  # no second database beside the link
+
+
 def test_unwritable_folder_is_a_clear_error(cli, env, tmp_path):
     blocker = tmp_path / "afile"
     blocker.write_text("x")

@@ -251,3 +251,17 @@ def test_a_log_in_use_is_never_read(cli, env, tmp_path, crashed, monkeypatch):
     finally:
         own.close()
     assert not os.path.exists(str(path) + "-wal")  # the last connection checkpointed and removed it
+
+
+def test_a_damaged_log_reached_through_a_symlinked_path_is_refused(cli, env, tmp_path, crashed):
+    """SQLite keeps the -wal beside the file a symlink points to; so does the check."""
+    files = crashed["files"]
+    log = files["-wal"]
+    target = place(tmp_path / "target", {**files, "-wal": flipped(log, frame_offset(log, 15) + 100)})
+    (tmp_path / "links").mkdir()
+    link = tmp_path / "links" / "cafleet.db"
+    link.symlink_to(target)
+    before = snapshot(target)
+    assert_refused(poll(cli, env, link, crashed["member"]), target, f"frame 15 of {frames(log)}")
+    assert snapshot(target) == before
+    assert sorted(os.listdir(tmp_path / "links")) == ["cafleet.db"]
