@@ -11,7 +11,8 @@ Three figures, each the median of --runs:
   plus the import of ``cafleet.store.wal`` (and ``fcntl``) in a fresh interpreter after
   the modules every command loads, paid once per command then;
 * the read of a log a killed writer left with N sends in it (no checkpoint), against
-  SQLite's own recovery of the same log (the first read of a copy).
+  SQLite's own recovery of the same log (the first read of a copy); and of one restarted
+  after a checkpoint (one send at its start, the older generation's frames after it).
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ member = members.register_member(store, fleet_id=fleet["fleet_id"], name="m", de
                                  session="$0@/nonexistent", window_id="@0", coding_agent="claude")
 for i in range(int(sys.argv[2])):
     messages.send(store, fleet["director_member_id"], member, f"message {i}")
+if sys.argv[4] == "restarted":  # the log starts again at frame 1; the older frames stay behind
+    store.conn.execute("PRAGMA wal_checkpoint").fetchone()
+    messages.send(store, fleet["director_member_id"], member, "after the checkpoint")
 print("done", flush=True)
 time.sleep(600)
 """
@@ -68,10 +72,10 @@ def median_us(call, runs: int, inner: int = 200) -> float:
     return statistics.median(samples)
 
 
-def crashed_log(folder: str, sends: int) -> str:
-    path = os.path.join(folder, "crashed.db")
+def crashed_log(folder: str, sends: int, mode: str = "plain") -> str:
+    path = os.path.join(folder, f"crashed-{mode}.db")
     src = os.path.join(HERE, "..", "src")
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, path, str(sends), src], stdout=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, path, str(sends), src, mode], stdout=subprocess.PIPE)
     assert proc.stdout.readline() == b"done\n"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -127,25 +131,26 @@ def main() -> None:
             f"{statistics.median(imports):.0f} us"
         )
 
-        crashed = crashed_log(folder, args.sends)
-        size = os.path.getsize(crashed + "-wal")
-        frames = (size - 32) // (24 + 4096)
-        ours, sqlite_recovery = [], []
-        for run in range(args.runs):
-            target = copy(crashed, os.path.join(folder, f"copy{run}.db"))
-            start = time.perf_counter()
-            _check_log(target)
-            ours.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            conn = sqlite.connect(f"file:{target}?mode=ro", uri=True)
-            conn.execute("SELECT count(*) FROM messages").fetchone()
-            sqlite_recovery.append(time.perf_counter() - start)
-            conn.close()
-        print(
-            f"log left by a killed writer: {frames} frames ({size / 1e6:.1f} MB): read and checked in "
-            f"{statistics.median(ours) * 1e3:.1f} ms; SQLite's own recovery of it "
-            f"{statistics.median(sqlite_recovery) * 1e3:.1f} ms"
-        )
+        for mode, what in (("plain", "one generation"), ("restarted", "restarted after a checkpoint")):
+            crashed = crashed_log(folder, args.sends, mode)
+            size = os.path.getsize(crashed + "-wal")
+            frames = (size - 32) // (24 + 4096)
+            ours, sqlite_recovery = [], []
+            for run in range(args.runs):
+                target = copy(crashed, os.path.join(folder, f"copy-{mode}-{run}.db"))
+                start = time.perf_counter()
+                _check_log(target)
+                ours.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                conn = sqlite.connect(f"file:{target}?mode=ro", uri=True)
+                conn.execute("SELECT count(*) FROM messages").fetchone()
+                sqlite_recovery.append(time.perf_counter() - start)
+                conn.close()
+            print(
+                f"log left by a killed writer, {what}: {frames} frames ({size / 1e6:.1f} MB): checked in "
+                f"{statistics.median(ours) * 1e3:.1f} ms; SQLite's own recovery of it "
+                f"{statistics.median(sqlite_recovery) * 1e3:.1f} ms"
+            )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

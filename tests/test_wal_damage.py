@@ -37,16 +37,18 @@ member = members.register_member(store, fleet_id=fleet["fleet_id"], name="m1", d
                                  backend="tmux", session="$0@/nonexistent/socket", window_id="@0",
                                  coding_agent="claude")
 ids = [messages.send(store, fleet["director_member_id"], member, f"message {i}")["message_id"] for i in range(4)]
+if sys.argv[2] == "restarted":  # a checkpoint, then one more send: the log starts again at its first frame
+    store.conn.execute("PRAGMA wal_checkpoint").fetchone()
+    ids.append(messages.send(store, fleet["director_member_id"], member, "after the checkpoint")["message_id"])
 print(member, *ids, flush=True)
-time.sleep(600)  # killed here, before any checkpoint
+time.sleep(600)  # killed here, before any (further) checkpoint
 """
 
 
-@pytest.fixture(scope="module")
-def crashed(tmp_path_factory) -> dict:
+def killed_writer(folder: Path, mode: str) -> dict:
     """The files a killed cafleet writer left: ``{"files": {side: bytes}, "member", "ids"}``."""
-    path = tmp_path_factory.mktemp("crashed") / "cafleet.db"
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE)
+    path = folder / "cafleet.db"
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), mode], stdout=subprocess.PIPE)
     try:
         line = proc.stdout.readline().split()
     finally:
@@ -56,6 +58,19 @@ def crashed(tmp_path_factory) -> dict:
     files = {side: Path(str(path) + side).read_bytes() for side in ("", "-wal", "-shm")}
     assert len(files["-wal"]) > HEADER
     return {"files": files, "member": int(line[0]), "ids": [int(i) for i in line[1:]]}
+
+
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory) -> dict:
+    """Every write of the killed process is in the -wal, one generation of frames."""
+    return killed_writer(tmp_path_factory.mktemp("crashed"), "plain")
+
+
+@pytest.fixture(scope="module")
+def restarted(tmp_path_factory) -> dict:
+    """A log restarted after a checkpoint: the last send's frames (new salts) at its start,
+    then what is left of the older generation, all of it already in the database file."""
+    return killed_writer(tmp_path_factory.mktemp("restarted"), "restarted")
 
 
 def page_size(log: bytes) -> int:
@@ -161,6 +176,32 @@ def test_damage_in_any_frame_but_the_last_is_refused_and_every_byte_kept(cli, en
         else:
             assert result.code == 0, result
             assert sorted(m["message_id"] for m in result.json()) == ids[:-1]
+
+
+def test_a_restarted_log_is_read_to_its_current_end_and_its_older_frames_never_count(cli, env, tmp_path, restarted):
+    """After a checkpoint the log starts again at frame 1 with new salts, so an older
+    generation's frames follow the current ones: not part of the log, damaged or not.
+    Damage in the current frames before the last commit is refused."""
+    files, member, ids = restarted["files"], restarted["member"], restarted["ids"]
+    log = files["-wal"]
+    salts = log[16:24]
+    current = [
+        n for n in range(1, frames(log) + 1) if log[frame_offset(log, n) + 8 : frame_offset(log, n) + 16] == salts
+    ]
+    assert current == list(range(1, len(current) + 1)) and len(current) < frames(log) - 10, current
+    healthy = poll(cli, env, place(tmp_path / "healthy", files), member)
+    assert sorted(m["message_id"] for m in healthy.json()) == ids
+    for number in range(1, frames(log) + 1):
+        path = place(tmp_path / "damaged", {**files, "-wal": flipped(log, frame_offset(log, number) + 100)})
+        before = snapshot(path)
+        result = poll(cli, env, path, member)
+        if number < len(current):
+            assert_refused(result, path, f"frame {number} of {frames(log)}")
+            assert snapshot(path) == before
+        else:  # the current last frame (a torn write), or an older generation's frame
+            assert result.code == 0, (number, result)
+            kept = ids[:-1] if number == len(current) else ids
+            assert sorted(m["message_id"] for m in result.json()) == kept, number
 
 
 @pytest.mark.parametrize("cut", ["inside the frame header", "inside the page"])

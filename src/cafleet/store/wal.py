@@ -128,12 +128,15 @@ def _scan(
 ) -> tuple[int, int] | None:
     """Frames in order, checksummed a chunk at a time, each from the checksum its
     predecessor stores (as SQLite does while they are valid); after the first failure,
-    the later commit frames of the same generation that would have been valid."""
+    only the later commit frames of the same generation, and whether they would have been
+    valid. So a log restarted after a checkpoint, whose current frames are followed by an
+    older generation's, costs the current frames' checksums and a look at each later
+    frame's header."""
     frame_size = FRAME_HEADER + page_size
     damaged = 0 if header_bad else None
     last_commit = None
-    previous_stored = header_seeds[0]
-    previous_computed = header_seeds[-1]
+    previous_stored: tuple[int, int] = header_seeds[0]
+    previous_computed: tuple[int, int] | None = header_seeds[-1]
     for start in range(0, frames, _CHUNK):
         count = min(_CHUNK, frames - start)
         data = os.pread(fd, count * frame_size, HEADER + start * frame_size)
@@ -141,18 +144,24 @@ def _scan(
             return None
         heads = [data[i * frame_size : i * frame_size + FRAME_HEADER] for i in range(count)]
         stored = [(int.from_bytes(h[16:20], "big"), int.from_bytes(h[20:24], "big")) for h in heads]
-        seeds = [previous_stored, *stored[:-1]]
-        sums = _frame_checksums(data, count, page_size, big_endian, seeds)
-        for i, head in enumerate(heads):
+        ours = [h[8:16] == salts and h[0:4] != b"\0\0\0\0" for h in heads]  # this generation's, a page
+        commits = [mine and h[4:8] != b"\0\0\0\0" for mine, h in zip(ours, heads)]
+        if damaged is not None and not any(commits):
+            previous_stored, previous_computed = stored[-1], None
+            continue  # nothing here that SQLite would drop
+        sums = _frame_checksums(data, count, page_size, big_endian, [previous_stored, *stored[:-1]])
+        for i in range(count):
             number = start + i + 1
-            ok = head[8:16] == salts and head[0:4] != b"\0\0\0\0"
-            valid = ok and sums[i] == stored[i]
+            valid = ours[i] and sums[i] == stored[i]
             if damaged is None:
                 if not valid:
                     damaged = number
-            elif ok and head[4:8] != b"\0\0\0\0":  # a commit frame after the damage
-                alternative = header_seeds if number == 1 else (previous_computed if i == 0 else sums[i - 1],)
-                if valid or any(_one_frame(data, i, page_size, big_endian, seed) == stored[i] for seed in alternative):
+            elif commits[i]:  # a commit frame after the damage: would SQLite have read it?
+                before = header_seeds if number == 1 else (previous_computed if i == 0 else sums[i - 1],)
+                if valid or any(
+                    seed is not None and _one_frame(data, i, page_size, big_endian, seed) == stored[i]
+                    for seed in before
+                ):
                     last_commit = number
         previous_stored, previous_computed = stored[-1], sums[-1]
     if damaged is None or last_commit is None:
