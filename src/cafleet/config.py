@@ -417,9 +417,9 @@ def database_path(environ) -> str:
                     f"CAFLEET_DATABASE_URL {_shown_location(url)} names a relative path; use sqlite:///ABS/PATH "
                     "(for example sqlite:////home/me/cafleet.db) or an absolute file path."
                 )
-            return os.path.normpath("/" + rest.lstrip("/"))
+            return resolved("/" + rest.lstrip("/"))
         if os.path.isabs(url):
-            return os.path.normpath(url)
+            return resolved(url)
         raise ConfigError(
             f"CAFLEET_DATABASE_URL {_shown_location(url)} is not supported; use sqlite:///ABS/PATH, an absolute file path "
             "or postgresql://..."
@@ -432,7 +432,17 @@ def database_path(environ) -> str:
         if not home or not os.path.isabs(home):
             raise ConfigError("HOME is not set to an absolute path; set CAFLEET_DATABASE_URL to an absolute path.")
         data_home = os.path.join(home, ".local", "share")
-    return os.path.join(data_home, "cafleet", DATABASE_FILENAME)
+    return resolved(os.path.join(data_home, "cafleet", DATABASE_FILENAME))
+
+
+def resolved(path: str) -> str:
+    """``path`` with every symbolic link and ``..`` resolved as the kernel resolves them:
+    ``link/..`` is the parent of the link's target, not the folder holding the link (a
+    textual ``normpath`` would open another file). The database's side files are then
+    named beside the file SQLite really opens (it resolves a link to the file itself),
+    which is where the diagnosis and the damaged-log check look for them. A folder that
+    does not exist yet (cafleet creates it) is taken as written."""
+    return os.path.realpath(path)
 
 
 def _shown_location(url: str) -> str:

@@ -45,8 +45,15 @@ def create_fleet(
     pane_id: str,
     identity: str | None = None,
 ) -> dict:
-    """Insert fleet, Director, the Director's placement and the back-filled reference in one commit."""
+    """Insert fleet, Director, the Director's placement and the back-filled reference in one commit.
+
+    First, in a transaction of its own, cafleet's auxiliary pending index when the file
+    lacks it (a new file's baseline is exactly the seed's tables): every message belongs to
+    a fleet, so the first fleet is where it starts to serve (docs/storage.md)."""
     validation.name(name, "the fleet name")
+    from cafleet.store.schema import AUX_INDEXES
+
+    store.create_auxiliary(AUX_INDEXES)
     with store.write():
         now = clock.now()
         fleet_id = store.insert(

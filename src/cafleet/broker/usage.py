@@ -1,10 +1,11 @@
 """The rows that tie a member to its coding agent's own usage records, and its budgets
 (the auxiliary table ``cafleet_aux_member_usage_sources``; docs/usage.md).
 
-The table is cafleet's own, outside the format, on both stores: a database made without
-it (by an older cafleet or another implementation) works for every command; its members
-simply have no attribution until ``cafleet setup`` adds the table and new members are
-created. Each query is written once for both engines (upserts as ``ON CONFLICT ... DO
+The table is cafleet's own, outside the format, on both stores, and never part of a new
+database's baseline: the first write that needs it (``member create`` recording a source,
+``fleet budget`` setting a fleet's budget) creates it in a transaction of its own. Every
+read works on a database without it (made by another implementation, or where no member
+was created yet): its members simply have no attribution. Each query is written once for both engines (upserts as ``ON CONFLICT ... DO
 UPDATE``, which both read alike; :mod:`cafleet.store.dialect`).
 """
 
@@ -35,17 +36,15 @@ def record_source(
     cwd: str,
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
-) -> bool:
-    """Remember where ``member_id``'s agent writes its usage; False when the file has no
-    table for it (nothing is written then)."""
-    if not has_table(store):
-        return False
+) -> None:
+    """Remember where ``member_id``'s agent writes its usage, and its budgets (the table
+    is created first, in a transaction of its own, when the database has none yet)."""
+    store.create_auxiliary([TABLE])
     with store.write():
         store.execute(
             _UPSERT_SOURCE,
             (member_id, coding_agent, session_id, data_dir, cwd, clock.now(), budget_usd, budget_tokens),
         )
-    return True
 
 
 def sources(store, member_ids: list[int]) -> dict[int, dict]:
@@ -160,13 +159,14 @@ def budgets_for_send(store, member_id: int) -> dict | None:
 
 def set_fleet_budget(store, fleet_id: int, usd: float | None, tokens: int | None) -> None:
     """Set a live fleet's budget in dollars and/or tokens, keeping the one given as None
-    (the options' default: unchanged); with both None, clear it."""
+    (the options' default: unchanged); with both None, clear it. The budget table is
+    created first, in a transaction of its own, when the database has none yet."""
     from cafleet.broker import fleets
-    from cafleet.errors import CafleetError
 
     fleets.require_live(store, fleet_id)
-    if not has_table(store, FLEET_TABLE):
-        raise CafleetError("this database has no budget table yet; run `cafleet setup` once, then retry.")
+    if usd is None and tokens is None and not has_table(store, FLEET_TABLE):
+        return  # nothing to clear
+    store.create_auxiliary([FLEET_TABLE])
     with store.write():
         if usd is None and tokens is None:
             store.execute(f"DELETE FROM {FLEET_TABLE} WHERE fleet_id = ?", (fleet_id,))

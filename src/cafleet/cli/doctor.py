@@ -68,14 +68,15 @@ def database_section(ctx) -> dict:
 # What `cafleet doctor` says about a missing or altered auxiliary index or table.
 ADVICE = {
     ("index", "missing"): (
-        "commands work but read a member's whole history; run `cafleet setup` to add the missing index"
+        "commands work but read a member's whole history; the next `fleet create` adds it, "
+        "or run `cafleet setup` to add it now"
     ),
     ("index", "altered"): (
         "an index with cafleet's auxiliary name has another definition; drop it and run `cafleet setup`"
     ),
     ("table", "missing"): (
-        "usage and budgets are off (members get no attribution, budgets are refused); "
-        "run `cafleet setup` to add the missing table"
+        "not created yet, commands work without it; the first `member create` (usage, member budgets) "
+        "or `fleet budget` (fleet budgets) that needs it creates it, or run `cafleet setup` to add it now"
     ),
     ("table", "altered"): (
         "a table with cafleet's auxiliary name has other columns, so usage and budgets may fail; "

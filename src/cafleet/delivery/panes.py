@@ -267,16 +267,11 @@ def create_member(
         from cafleet.delivery.usage import check_fleet_budget
 
         check_fleet_budget(store, environ, fleet_id, usage.fleet_budget(store, fleet_id), "create")
-    if budget_usd is not None or budget_tokens is not None:
-        from cafleet.broker import usage
-
-        if host is not None:
-            raise CafleetError(
-                "a member on another host has no budget: its agent's records are on that host; "
-                "leave out --budget-usd/--budget-tokens."
-            )
-        if not usage.has_table(store):
-            raise CafleetError("this database has no budget table yet; run `cafleet setup` once, then retry.")
+    if (budget_usd is not None or budget_tokens is not None) and host is not None:
+        raise CafleetError(
+            "a member on another host has no budget: its agent's records are on that host; "
+            "leave out --budget-usd/--budget-tokens."
+        )
     if host is not None:
         return _create_remote(
             store,
@@ -366,7 +361,7 @@ def _check_budgets(usd: float | None, tokens: int | None) -> None:
 def _record_usage_source(store, environ, member_id: int, agent: str, cwd: str, **budgets) -> str | None:
     """Choose what ties the member's usage records to it (claude: a new session id) and
     record it with the agent's data folder and the pane's cwd (docs/usage.md); returns
-    claude's session id. A file without the auxiliary table records nothing."""
+    claude's session id. The auxiliary table is created when the database has none yet."""
     from cafleet.agents import usage as agent_usage
     from cafleet.broker import usage
 

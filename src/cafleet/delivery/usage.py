@@ -70,8 +70,8 @@ def _member_usage(
             empty,
             [],
             (
-                "no attribution recorded for this member (created before `cafleet setup` added "
-                "the usage table, or not spawned by `member create`)"
+                "no attribution recorded for this member (not spawned by `member create`: the "
+                "Director, or a member made by another program or an older cafleet)"
             ),
         )
     if agent == "claude" and source["session_id"] and source["data_dir"]:

@@ -295,9 +295,10 @@ class PgStore:
         self.busy_timeout = busy_timeout
         self.identity = (url, schema_name)
         self.channel = "cafleet_" + schema_name
-        # Tables known to exist (from the diagnosis' catalogue read, or a later look): cafleet
-        # never drops a table, so a name found once is not asked for again. This keeps a
-        # round trip off the send path's budget check (docs/performance.md).
+        # Tables and indexes known to exist (from the diagnosis' catalogue read, or a later
+        # look): cafleet never drops one, so a name found once is not asked for again. This
+        # keeps a round trip off the send path's budget check (docs/performance.md) and off
+        # `fleet create`'s look for the pending index.
         self.present: set[str] = set()
 
     def tables_present(self, names) -> set[str]:
@@ -313,6 +314,29 @@ class PgStore:
             ).fetchall()
             self.present.update(row[0] for row in rows)
         return {name for name in names if name in self.present}
+
+    def create_auxiliary(self, names) -> list[str]:
+        """Create those of cafleet's auxiliary tables and indexes ``names`` that the schema
+        lacks, in one write transaction of their own (the writers' lock serialises racing
+        creators; ``IF NOT EXISTS`` makes the later one a no-op), and return them. Never
+        part of the initialising transaction, which creates exactly the seed's tables."""
+        names = list(names)
+        unknown = [name for name in names if name not in self.present]
+        if unknown:
+            rows = self.execute(
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                f"WHERE n.nspname = ? AND c.relname IN ({','.join('?' * len(unknown))})",
+                [self.schema, *unknown],
+            ).fetchall()
+            self.present.update(row[0] for row in rows)
+        missing = [name for name in names if name not in self.present]
+        if missing:
+            statements = {**AUX_TABLES, **AUX_INDEXES}
+            with self.write():
+                for name in missing:
+                    self.execute(schema.create_if_missing(statements[name]))
+            self.present.update(missing)
+        return missing
 
     def execute(self, sql: str, params=()):
         from cafleet.store import dialect
@@ -496,7 +520,7 @@ def open_store(url: str, busy_timeout: float, schema_name: str | None = None) ->
                 _initialise(conn, schema_name)
                 found = _read_shape(conn, schema_name)
                 diagnose(conn, store.path, schema_name, found)
-            store.present.update(found["column"])
+            store.present.update(found["column"], found["index"])
         except psycopg.Error as exc:
             raise translate(exc, store.url, busy_timeout) from None
     except BaseException:
@@ -564,8 +588,8 @@ def _build_fast_query(schema_name: str, busy_timeout: float) -> str:
         .replace("{INDEXES}", names(EXPECTED_INDEXES))
         .replace("{KEY_COLUMNS}", columns)
     )
-    # Which auxiliary tables exist: to_regclass() is a cache lookup, with no scan to plan.
-    auxiliary = "".join(f", to_regclass('{schema_name}.{name}') IS NOT NULL" for name in AUX_TABLES)
+    # Which auxiliary objects exist: to_regclass() is a cache lookup, with no scan to plan.
+    auxiliary = "".join(f", to_regclass('{schema_name}.{name}') IS NOT NULL" for name in (*AUX_TABLES, *AUX_INDEXES))
     return (
         _settings_sql(schema_name, busy_timeout)
         + f';\nSELECT (SELECT max(version) FROM "{schema_name}".{schema.LEDGER_TABLE}), '
@@ -586,8 +610,8 @@ def baseline_digest() -> str:
 
 def _fast_accept(conn, schema_name: str, busy_timeout: float) -> set[str] | None:
     """When one round trip shows the ledger at the head version and exactly the baseline's
-    shape (the settings are then in effect): the tables present, required and auxiliary
-    (PgStore.present). None means "diagnose in detail"."""
+    shape (the settings are then in effect): the tables present, required and auxiliary,
+    and the auxiliary indexes present (PgStore.present). None means "diagnose in detail"."""
     try:
         cursor = conn.execute(_fast_query(schema_name, busy_timeout))
         cursor.nextset()
@@ -598,7 +622,7 @@ def _fast_accept(conn, schema_name: str, busy_timeout: float) -> set[str] | None
         return None  # a missing ledger or object, no md5(): the detailed diagnosis says what
     if row is None or row[:2] != (schema.HEAD_VERSION, baseline_digest()):
         return None
-    return {*EXPECTED_COLUMNS, *(name for name, present in zip(AUX_TABLES, row[2:]) if present)}
+    return {*EXPECTED_COLUMNS, *(name for name, present in zip((*AUX_TABLES, *AUX_INDEXES), row[2:]) if present)}
 
 
 def _read_shape(conn, schema_name: str) -> dict[str, dict[str, set[str]]]:
@@ -674,7 +698,9 @@ def first_shape_problem(found: dict[str, dict[str, set[str]]]) -> str | None:
 
 
 def _initialise(conn, schema_name: str) -> None:
-    """Create the schema, tables, indexes and ledger row in one transaction. Concurrent
+    """Create the schema, the seed's tables and indexes and the ledger row in one
+    transaction (cafleet's auxiliary objects come later, each where it is first needed:
+    :meth:`PgStore.create_auxiliary`). Concurrent
     first opens queue on an advisory lock; the one that finds the schema filled meanwhile
     does nothing."""
     with conn.transaction():
@@ -682,13 +708,7 @@ def _initialise(conn, schema_name: str) -> None:
         if _read_shape(conn, schema_name)["relation"]:
             return  # another process initialised it while this one waited
         conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(schema_name)))
-        for statement in (
-            *TABLES.values(),
-            *LATE_FOREIGN_KEYS,
-            *INDEXES.values(),
-            *AUX_INDEXES.values(),
-            *AUX_TABLES.values(),
-        ):
+        for statement in (*TABLES.values(), *LATE_FOREIGN_KEYS, *INDEXES.values()):  # exactly the seed's
             conn.execute(statement)
         conn.execute(
             f"INSERT INTO {schema.LEDGER_TABLE} (version, name, applied_on, checksum) VALUES (%s, %s, %s, %s)",
