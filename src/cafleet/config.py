@@ -26,6 +26,7 @@ DATABASE_FILENAME = "cafleet_v8.db"
 DEFAULT_MAX_TEXT_LEN = 200
 DEFAULT_SUBMIT_SETTLE = 0.3  # seconds; see delivery/submit.py for why
 DEFAULT_LOCK_TIMEOUT = 15.0  # seconds; many senders may queue behind one pane
+DEFAULT_SERVER_MAX_STREAMS = 32  # open WebUI pages (event streams) one server serves at once
 
 HOUR = 3600.0
 DAY = 24 * HOUR
@@ -244,6 +245,14 @@ ENVIRONMENT = (
         "integer",
         100,
         "`cafleet server`: open connections at most (lowered to fit the open-file limit)",
+        low=1,
+        high=100_000,
+    ),
+    _s(
+        "CAFLEET_SERVER_MAX_STREAMS",
+        "integer",
+        DEFAULT_SERVER_MAX_STREAMS,
+        "`cafleet server`: open event streams (WebUI pages) at most; one more is answered 503 with Retry-After",
         low=1,
         high=100_000,
     ),

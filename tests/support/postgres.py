@@ -39,10 +39,13 @@ def missing_reason() -> str | None:
 
 
 class Cluster:
-    """A private cluster; ``url(dbname)`` names a database on its socket."""
+    """A private cluster; ``url(dbname)`` names a database on its socket. ``max_connections``
+    is the server's session limit (the session cluster's 200 leaves room for the suite; a
+    test of what happens at the limit starts a cluster of its own with a smaller one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_connections: int = 200) -> None:
         self.bin = binaries()
+        self.max_connections = max_connections
         # Short: the socket path (folder + "/.s.PGSQL.5432") must stay under 107 bytes.
         self.root = tempfile.mkdtemp(prefix="cfpg-", dir="/tmp")
         os.chmod(self.root, 0o755)
@@ -70,7 +73,7 @@ class Cluster:
             "--no-sync",
             "--locale=C.UTF-8",
         )
-        options = f"-k {self.socket_dir} -c listen_addresses='' -c fsync=off -c max_connections=200"
+        options = f"-k {self.socket_dir} -c listen_addresses='' -c fsync=off -c max_connections={self.max_connections}"
         self._run(
             f"{self.bin}/pg_ctl",
             "-D",

@@ -616,15 +616,19 @@ def prompt_member(store, environ, db_path: str, member_id: int, text: str, *, fo
     placement = _live_placement(store, member_id)
     if not force:
         refuse_over_budget(store, environ, member_id, "prompt")
+    lock_dir, timeout = config.lock_dir(db_path), config.lock_timeout(environ)
     mux = reach(placement)
-    with lock.pane_lock(
-        config.lock_dir(db_path),
-        placement["backend"],
-        placement["session"],
-        placement["pane_id"],
-        config.lock_timeout(environ),
-    ):
-        submit.type_prompt(
-            mux, placement["pane_id"], text, placement["coding_agent"], settle=submit.settle_delay(environ)
-        )
+    try:
+        with lock.pane_lock(
+            lock_dir, placement["backend"], placement["session"], placement["pane_id"], timeout
+        ) as held:
+            mux = held.guard(mux)  # the lock is checked before each keystroke too
+            submit.type_prompt(
+                mux, placement["pane_id"], text, placement["coding_agent"], settle=submit.settle_delay(environ)
+            )
+    except lock.LockLost as error:
+        from cafleet.delivery.drain import after_lost_lock
+
+        typed = getattr(mux, "typed", False)
+        raise CafleetError(after_lost_lock(lock_dir, placement, text, timeout, error, typed) + ".") from None
     return {"member_id": member_id, "pane_id": placement["pane_id"], "submitted": True}

@@ -815,9 +815,22 @@ class NotifyWaiter:
 # --- the pane-input lock --------------------------------------------------------------------
 
 
+# Whether this session holds the advisory lock of a bigint key: pg_locks shows the key's
+# high half as classid, its low half as objid, and objsubid 1.
+_HOLDS_LOCK = (
+    "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() "
+    "AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1 AND granted)"
+)
+
+
 class AdvisoryLock:
     """A session advisory lock on its own connection: released on unlock, on close and when
-    the holder dies (the server ends its session; keepalives make that seconds)."""
+    the holder dies (the server ends its session; keepalives make that seconds).
+
+    A session can also end under a living holder (``pg_terminate_backend``, a server
+    restart, an idle timeout, keepalives giving up on a partitioned host), and with it the
+    lock: :meth:`held` asks, in one round trip on the lock's own connection, whether it is
+    still held."""
 
     def __init__(self, url: str, key: int) -> None:
         self.url = url
@@ -840,6 +853,18 @@ class AdvisoryLock:
                 return False
             time.sleep(max(0.01, min(pause, remaining)))
             pause = min(pause * 2, 0.05)
+
+    def held(self) -> bool:
+        """Whether this session still holds the lock: False once the session ended (its
+        connection is closed or broken, or the query fails), never an exception."""
+        conn = self.conn
+        if conn is None or conn.closed or conn.broken:
+            return False
+        try:
+            row = conn.execute(_HOLDS_LOCK, ((self.key >> 32) & 0xFFFFFFFF, self.key & 0xFFFFFFFF)).fetchone()
+        except psycopg.Error:
+            return False
+        return bool(row and row[0])
 
     def release(self) -> None:
         if self.conn is not None:
