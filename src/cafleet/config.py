@@ -186,6 +186,15 @@ ENVIRONMENT = (
         default_text="none: only the connecting role",
     ),
     _s(
+        "CAFLEET_PG_RECONNECT_TIMEOUT",
+        "seconds",
+        30.0,
+        "PostgreSQL only: how long `message wait`/`listen` and `fleet watch` keep reconnecting to a server "
+        "that ended their session before they give up",
+        low=0.0,
+        high=DAY,
+    ),
+    _s(
         "CAFLEET_MULTIPLEXER",
         "choice",
         None,

@@ -32,7 +32,7 @@ from psycopg import sql as pgsql
 
 from cafleet import clock
 from cafleet.credentials import redact, scrub
-from cafleet.errors import DatabaseError
+from cafleet.errors import DatabaseError, DatabaseUnreachable
 from cafleet.faults import TRACE_SQL, trace_point
 from cafleet.store import diagnosis, schema
 
@@ -371,6 +371,19 @@ class PgStore:
     def check_file(self) -> None:
         return None
 
+    def reopen(self) -> None:
+        """Replace the connection with a new one that passed the diagnosis again, as a
+        command's open does (one round trip on a healthy schema): after the server ended
+        the session (a restart, ``pg_terminate_backend``, ``idle_session_timeout``).
+        Raises what the open raises; the old connection is kept until a new one is had."""
+        fresh = open_store(self.url, self.busy_timeout, self.schema, self.trusted_owner)
+        old, self.conn = self.conn, fresh.conn
+        self.present |= fresh.present
+        try:
+            old.close()
+        except psycopg.Error:
+            pass
+
     def close(self) -> None:
         self.conn.close()
 
@@ -425,7 +438,7 @@ def _translated(exc: BaseException, where: str, busy_timeout: float) -> Database
     if state == "55P03":  # lock_not_available: lock_timeout expired
         return DatabaseError(f"database {where} is locked by another process (waited {busy_timeout:g} s); try again.")
     if state.startswith("08") or isinstance(exc, psycopg.OperationalError):
-        return DatabaseError(f"cannot reach database {where}: {first}; check the server and the URL.")
+        return DatabaseUnreachable(f"cannot reach database {where}: {first}; check the server and the URL.")
     if state.startswith("28"):
         return DatabaseError(f"database {where} refused the login: {first}.")
     if state == "42501":
@@ -846,8 +859,11 @@ class NotifyWaiter:
 
     A notification is only a hint (sent on commit, merged within a transaction, lost while
     disconnected), so :meth:`wait` answering True means "read again", never "here is the
-    change"; and a dropped connection is answered by reconnecting, listening again and
-    answering True, so the caller re-reads whatever it missed."""
+    change"; and a dropped connection is answered by listening again at once and answering
+    True, so the caller re-reads whatever it missed. When that new LISTEN cannot be had,
+    the next :meth:`wait` raises :class:`~cafleet.errors.DatabaseUnreachable` (one line):
+    the caller's :meth:`~cafleet.store.changes.Changes.recover` backs off and calls
+    :meth:`reopen`, bounded by its reconnection time."""
 
     __slots__ = ("store", "conn", "last_read")
     blocks = True  # :meth:`wait` sleeps in the connection until a notification comes
@@ -861,11 +877,24 @@ class NotifyWaiter:
     def _listen(self) -> None:
         # LISTEN needs neither search_path nor lock_timeout: no settings round trip.
         conn = connect(self.store.url, self.store.busy_timeout, self.store.schema, settings=False)
-        conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(self.store.channel)))
+        try:
+            conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(self.store.channel)))
+        except psycopg.Error as exc:
+            conn.close()
+            raise translate(exc, self.store.url, self.store.busy_timeout) from None
         self.conn = conn
+
+    def reopen(self) -> None:
+        """LISTEN on a new connection (raises when none can be had); the caller reads next."""
+        self._drop()
+        self._listen()
+        self.last_read = time.monotonic()
 
     def wait(self, deadline: float | None) -> bool:
         """True when the caller should read again; False once ``deadline`` has passed."""
+        if self.conn is None:
+            self.reopen()  # the last try failed: this one raises if it fails too
+            return True  # whatever came meanwhile was not announced
         while True:
             trace_point("store.wait")  # test-only count (cafleet.faults)
             now = time.monotonic()
@@ -878,17 +907,19 @@ class NotifyWaiter:
             if deadline is not None:
                 timeout = min(timeout, deadline - now)
             try:
-                if self.conn is None:
-                    self._listen()
-                    self.last_read = time.monotonic()
-                    return True  # reconnected: whatever came meanwhile was not announced
                 # list(): the generator holds the connection's lock until it is closed.
                 if list(self.conn.notifies(timeout=timeout, stop_after=1)):
                     self.last_read = time.monotonic()
                     return True
             except (psycopg.OperationalError, DatabaseError):
-                self._drop()
-                time.sleep(min(0.5, max(0.0, (deadline or now + 1) - time.monotonic())))
+                # The session ended (a restart, an administrator, a timeout): listen again
+                # at once; if that fails too, the next wait raises. Either way, read again.
+                try:
+                    self.reopen()
+                except DatabaseError:
+                    pass
+                self.last_read = time.monotonic()
+                return True
 
     def changed(self) -> bool:
         """Without waiting (a millisecond at most): read again? A queued notification, the
