@@ -8,10 +8,12 @@ STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/co
 import json
 import subprocess
 import sys
+import uuid
 
 import pytest
 
 from cafleet.broker import members
+from tests.support.postgres import terminate
 from tests.support.tmux_fixtures import wait_for
 from tests.support.watch_stream import Stream
 
@@ -341,6 +343,53 @@ def test_survives_busy_database_and_member_deleted(fleet, store, cli, db_path, t
         stream.stop()
     typed = [json.loads(line) for line in record.read_text().splitlines()]
     assert sum(1 for t in typed if t["kind"] == "submit" and f"[cafleet msg {sent['message_id']} " in t["text"]) >= 1
+
+
+@pytest.mark.stores("postgres")
+def test_reconnects_when_the_server_ends_its_sessions_and_ends_with_its_line_when_it_gives_up(
+    fleet, store, cli, db_path, tmp_path, pg_cluster
+):
+    """The server ends the watch's sessions (pg_terminate_backend, as a restart or an
+    idle_session_timeout would): it reconnects and reports the next message, without
+    repeating one; when no connection can be had for CAFLEET_PG_RECONNECT_TIMEOUT it ends
+    with its end event and exits 1 with one line."""
+    fleet_id, director, environ, add = fleet
+    trace, app = tmp_path / "watch.trace", f"cafleet-watch-{uuid.uuid4().hex[:8]}"
+    watched = dict(environ, CAFLEET_TEST_TRACE=str(trace), PGAPPNAME=app, CAFLEET_PG_RECONNECT_TIMEOUT="1")
+    database = db_path.split("@/", 1)[1].split("?", 1)[0]
+
+    def note(text):
+        return cli(
+            "message", "send", "--from-member-id", str(director), "--to-member-id", str(director), text, "--json",
+            environ=environ,
+        ).json()  # fmt: skip
+
+    def reconnects():
+        return trace.read_text(encoding="utf-8").split("\n").count("store.reconnect") if trace.exists() else 0
+
+    stream = Stream(watched, fleet_id, "--interval", "0.5", "--idle-after", "600")
+    try:
+        first = note("before")
+        stream.wait_event(lambda e: e["event"] == "message" and e["message_id"] == first["message_id"])
+        assert terminate(db_path, app) >= 2  # its store's session and its LISTEN's
+        wait_for(lambda: stream.proc.poll() is not None or reconnects() > 0, timeout=60, what="a reconnection")
+        assert stream.proc.poll() is None, stream.proc.stderr.read()
+        second = note("after")
+        stream.wait_event(lambda e: e["event"] == "message" and e["message_id"] == second["message_id"])
+        pg_cluster.admin(f"ALTER DATABASE {database} ALLOW_CONNECTIONS false")
+        terminate(db_path, app)
+        end = stream.wait_event(lambda e: e["event"] == "end")
+        assert stream.proc.wait(timeout=60) == 1
+        err = stream.proc.stderr.read().decode()
+    finally:
+        pg_cluster.admin(f"ALTER DATABASE {database} ALLOW_CONNECTIONS true")
+        stream.stop()
+    assert [e["message_id"] for e in stream.events if e["event"] == "message"] == [
+        first["message_id"],
+        second["message_id"],
+    ]
+    assert err.startswith("Error: cannot reach database ") and err.count("\n") == 1, err
+    assert end["detail"] == "watch ended: " + err.removeprefix("Error: ").rstrip("\n").removesuffix(".")
 
 
 def test_member_list_and_webui_show_the_same_states(fleet, store, tmux_server, cli):

@@ -86,7 +86,7 @@ class Setting:
 
     @property
     def checked(self) -> bool:
-        return self.kind in ("seconds", "number", "integer", "switch", "choice", "identifier")
+        return self.kind in ("seconds", "number", "integer", "switch", "choice", "identifier", "role")
 
     def allowed(self) -> str:
         """The allowed values, as an error message and the README table say them."""
@@ -104,6 +104,7 @@ class Setting:
             "command": "a command name or path",
             "host": "a host name or IP address",
             "identifier": "a lower-case SQL name (a-z, 0-9, _; at most 63)",
+            "role": "a PostgreSQL role name, as pg_roles spells it (at most 63 bytes)",
         }.get(self.kind, "any text")
 
     def parse(self, raw: str):
@@ -143,6 +144,10 @@ class Setting:
                 and all(c == "_" or "a" <= c <= "z" or "0" <= c <= "9" for c in raw)
             ):
                 return raw
+        elif kind == "role":
+            # Any name the server can hold: at most NAMEDATALEN - 1 bytes, no control character.
+            if 0 < len(raw.encode("utf-8", "surrogatepass")) <= 63 and all(c >= " " and c != "\x7f" for c in raw):
+                return raw
         else:
             return raw
         raise SettingError(f"{self.name} must be {self.allowed()}, got {shown(raw)}.")
@@ -173,6 +178,23 @@ ENVIRONMENT = (
         default_text="$XDG_DATA_HOME/cafleet/" + DATABASE_FILENAME,
     ),
     _s("CAFLEET_PG_SCHEMA", "identifier", "cafleet", "PostgreSQL only: the schema that holds cafleet's tables"),
+    _s(
+        "CAFLEET_PG_TRUSTED_OWNER",
+        "role",
+        None,
+        "PostgreSQL only: a role besides the connecting one that may own the schema and cafleet's tables "
+        "(another owner is refused: it can read every message)",
+        default_text="none: only the connecting role",
+    ),
+    _s(
+        "CAFLEET_PG_RECONNECT_TIMEOUT",
+        "seconds",
+        30.0,
+        "PostgreSQL only: how long `message wait`/`listen` and `fleet watch` keep reconnecting to a server "
+        "that ended their session before they give up",
+        low=0.0,
+        high=DAY,
+    ),
     _s(
         "CAFLEET_MULTIPLEXER",
         "choice",

@@ -88,6 +88,12 @@ def constraint_refused(where: str, reason: str) -> ConstraintRefused:
     )
 
 
+class DatabaseUnreachable(DatabaseError):
+    """The database server cannot be reached, or it ended this connection's session (a
+    restart, an administrator's ``pg_terminate_backend``, ``idle_session_timeout``): a
+    long-running reader reconnects and reads again (:meth:`cafleet.store.changes.Changes.recover`)."""
+
+
 class DatabaseGone(DatabaseError):
     """The database file was deleted or replaced under a running command: its open
     connection reads a file nobody else sees, so the command stops."""

@@ -38,10 +38,12 @@ def database_section(ctx) -> dict:
         store = ctx.store()
     except CafleetError as error:
         return {"ok": False, "path": path, "error": str(error), "fix": _database_fix(error)}
+    triggers = None
     if store.engine == "postgresql":
-        from cafleet.store.postgres import auxiliary_problems as pg_auxiliary_problems
+        from cafleet.store.postgres import auxiliary_problems as pg_auxiliary_problems, triggers_and_rules
 
         problems = pg_auxiliary_problems(store)
+        triggers = triggers_and_rules(store)
         path = f"{store.path} (schema {store.schema})"  # the URL without its password
     else:
         from cafleet.store.diagnosis import auxiliary_problems
@@ -62,7 +64,46 @@ def database_section(ctx) -> dict:
     advice += [ADVICE["table", p] for p in sorted(set(tables.values()))]
     if advice:  # the auxiliaries are optional: reported, never a failure
         section["advice"] = "; ".join(advice)
+    if triggers is not None:
+        section["triggers"] = triggers
+        foreign = [t for t in triggers if t["foreign"]]
+        if foreign:  # another role's code runs on every write to a table of messages
+            first = foreign[0]
+            section["ok"] = False
+            section["error"] = (
+                f"{trigger_text(first)}, a role that neither connects nor is the trusted owner "
+                f"(CAFLEET_PG_TRUSTED_OWNER): every write to {first['table']} runs that role's code"
+            )
+            section["fix"] = (
+                f"DROP TRIGGER {_ident(first['name'])} ON {_ident(store.schema)}.{_ident(first['table'])}, "
+                f"or REVOKE TRIGGER ON {_ident(store.schema)}.{_ident(first['table'])} from the role that made it, "
+                "unless you know what it does"
+            )
     return section
+
+
+def trigger_text(item: dict) -> str:
+    """One trigger or rule as doctor names it."""
+    from cafleet.store.postgres import role_text
+
+    text = f"{item['kind']} {item['name']} on {item['table']}"
+    if item["kind"] == "trigger":
+        text += f" runs {item['function']} of role {role_text(item['function_owner'])}"
+        if item["security_definer"]:
+            text += " (SECURITY DEFINER)"
+    return text
+
+
+def _ident(name: str) -> str:
+    """An SQL identifier as it has to be typed: bare when lower-case and plain, else quoted."""
+    plain = name and (name[0] == "_" or "a" <= name[0] <= "z")
+    if plain and all(c == "_" or "a" <= c <= "z" or "0" <= c <= "9" for c in name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+# What `cafleet doctor` says about a trigger or rule on a required table that is not foreign.
+TRIGGER_NOTE = "cafleet creates no trigger or rule on its tables; make sure it belongs there"
 
 
 # What `cafleet doctor` says about a missing or altered auxiliary index or table.
@@ -250,6 +291,11 @@ def doctor(ctx, hosts):
             f"{_mark(db['ok'])} database: "
             + (f"{show(db['path'])} ({db['diagnosis']})" if db["ok"] else show(db["error"]))
         )
+        for item in db.get("triggers", []):
+            lines.append(
+                f"    {'✗' if item['foreign'] else '!'} {trigger_text(item)}"
+                + ("" if item["foreign"] else f": {TRIGGER_NOTE}")
+            )
         for name, problem in db.get("auxiliary_indexes", {}).items():
             lines.append(f"    ! index {show(name)} is {problem}: {ADVICE['index', problem]}")
         for name, problem in db.get("auxiliary_tables", {}).items():

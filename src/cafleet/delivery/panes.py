@@ -326,6 +326,8 @@ def create_member(
         }
         if getattr(store, "engine", "sqlite") == "postgresql":
             pane_env["CAFLEET_PG_SCHEMA"] = store.schema  # the member's cafleet reaches the same tables
+            if store.trusted_owner:  # and accepts them as the Director's does
+                pane_env["CAFLEET_PG_TRUSTED_OWNER"] = store.trusted_owner
         pane_id, identity = mux.split_identified(
             placement["window_id"], argv, cwd=cwd, env=pane_env, target_pane=placement["pane_id"]
         )

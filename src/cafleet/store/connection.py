@@ -336,11 +336,14 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
     return conn
 
 
-def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: str | None = None) -> Store:
+def open_store(
+    path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: str | None = None, trusted_owner: str | None = None
+) -> Store:
     """Diagnose ``path`` and return a Store ready for use, initialising it if new/empty.
 
     A ``postgresql://`` or ``postgres://`` URL opens the PostgreSQL store instead
-    (:mod:`cafleet.store.postgres`, imported only then; ``schema`` is its schema).
+    (:mod:`cafleet.store.postgres`, imported only then; ``schema`` is its schema and
+    ``trusted_owner`` the role besides the connecting one that may own it).
 
     An existing file is diagnosed through a connection that cannot write (see
     :func:`_diagnose_read_only`); only a file that passed is opened for writing, so a
@@ -349,7 +352,7 @@ def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: st
     if path.startswith(("postgresql://", "postgres://")):
         from cafleet.store import postgres
 
-        return postgres.open_store(path, busy_timeout, schema)  # type: ignore[return-value]
+        return postgres.open_store(path, busy_timeout, schema, trusted_owner)  # type: ignore[return-value]
     state = diagnosis.read_header_state(path)
     if state == diagnosis.MISSING:
         _make_parent(path)
