@@ -314,12 +314,17 @@ class PgStore:
     def tables_present(self, names) -> set[str]:
         """Which of ``names`` are tables in this store's schema; asks the catalogue only
         about those not already known to exist."""
+        return self._present(names)
+
+    def _present(self, names) -> set[str]:
+        """Which of ``names`` (tables or indexes) exist in the schema: one catalogue read for
+        those not already known to (cafleet never drops one, so a name found stays found)."""
         names = list(names)
         unknown = [name for name in names if name not in self.present]
         if unknown:
             rows = self.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = ? "
-                f"AND table_name IN ({','.join('?' * len(unknown))})",
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                f"WHERE n.nspname = ? AND c.relname IN ({','.join('?' * len(unknown))})",
                 [self.schema, *unknown],
             ).fetchall()
             self.present.update(row[0] for row in rows)
@@ -331,15 +336,8 @@ class PgStore:
         creators; ``IF NOT EXISTS`` makes the later one a no-op), and return them. Never
         part of the initialising transaction, which creates exactly the seed's tables."""
         names = list(names)
-        unknown = [name for name in names if name not in self.present]
-        if unknown:
-            rows = self.execute(
-                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                f"WHERE n.nspname = ? AND c.relname IN ({','.join('?' * len(unknown))})",
-                [self.schema, *unknown],
-            ).fetchall()
-            self.present.update(row[0] for row in rows)
-        missing = [name for name in names if name not in self.present]
+        found = self._present(names)
+        missing = [name for name in names if name not in found]
         if missing:
             statements = {**AUX_TABLES, **AUX_INDEXES}
             with self.write():
