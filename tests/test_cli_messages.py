@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from cafleet.broker import messages
 from cafleet.errors import Conflict
 
 TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00"
@@ -158,6 +159,43 @@ def test_text_output_never_emits_control_characters(cli, trio):
     assert not any(ord(c) < 32 and c not in "\n" for c in out)
 
 
+# Bidi controls (embeddings, overrides, isolates, marks) and other invisible format
+# characters: zero-width space, BOM, word joiner, a tag character, soft hyphen, and the
+# line and paragraph separators some terminals break lines at.
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+INVISIBLE = BIDI + "\u200b\ufeff\u2060\U000e0041\u00ad\u2028\u2029"
+ESCAPES = [
+    f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
+    for c in INVISIBLE
+]
+
+
+def test_text_output_shows_bidi_and_format_characters_as_escapes(cli, build):
+    """A stored name, description or body in text output can never reorder what the reader
+    sees; ZWJ stays (emoji sequences need it); --json keeps every character."""
+    hostile = "ab" + INVISIBLE + "cd 👩\u200d💻"
+    fleet_id, director, (m1, m2) = build.fleet(f"fleet {hostile}")
+    m3 = build.member(fleet_id, f"name {hostile}")
+    message_id = send(cli, m1, m3, f"body {hostile}").json()["message_id"]
+    outputs = {
+        "fleet list": cli("fleet", "list").out,
+        "fleet show": cli("fleet", "show", str(fleet_id)).out,
+        "member list": cli("member", "list", str(fleet_id)).out,
+        "member show": cli("member", "show", str(m3)).out,
+        "message show": cli("message", "show", str(message_id)).out,
+        "message poll": cli("message", "poll", str(m3)).out,
+    }
+    for command, out in outputs.items():
+        assert not set(out) & set(INVISIBLE), (command, out)
+        assert "\\u202e" in out and "\\U000e0041" in out and "\\xad" in out, (command, out)
+        assert "👩\u200d💻" in out, (command, out)
+    escaped = "ab" + "".join(ESCAPES) + "cd 👩\u200d💻"
+    assert f"member {m3}: name {escaped} (member, active)" in outputs["member show"]
+    assert f"name {escaped}" in outputs["member list"] and f"fleet {escaped}" in outputs["fleet list"]
+    assert cli("member", "show", str(m3), "--json").json()["name"] == f"name {hostile}"
+    assert cli("message", "show", str(message_id), "--json").json()["text"] == f"body {hostile}"
+
+
 def test_cross_fleet_send_is_refused(cli, build):
     _, _, (a1, _) = build.fleet("one")
     _, _, (b1, _) = build.fleet("two")
@@ -288,6 +326,68 @@ def test_broadcast_reports_each_recipient(cli, build, store):
     refused = cli("message", "broadcast", "--from-member-id", str(m1), "mutiny")
     assert refused.code == 1
     assert refused.err == f"Error: member {m1} is not the Director of fleet {fleet_id}; only the Director broadcasts.\n"
+
+
+def _refuse_broadcasts_to(store, store_kind: str, member_id: int, how: str) -> None:
+    """An auxiliary the seed allows that refuses every new message to ``member_id``: a
+    trigger's RAISE, or a UNIQUE index on (recipient, body) with the body already sent."""
+    if how == "unique index":
+        store.execute("CREATE UNIQUE INDEX aux_one_copy_each ON messages (to_member_id, text)")
+        for body in ("all hands", "again"):
+            messages.send(store, member_id, member_id, body)
+    elif store_kind == "sqlite":
+        store.execute(
+            f"CREATE TRIGGER aux_no_broadcasts BEFORE INSERT ON messages WHEN NEW.to_member_id = {member_id} "
+            "BEGIN SELECT RAISE(ABORT, 'this member takes no broadcasts'); END"
+        )
+    else:
+        store.execute(
+            "CREATE FUNCTION aux_no_broadcasts() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"IF NEW.to_member_id = {member_id} THEN RAISE EXCEPTION 'this member takes no broadcasts'; END IF; "
+            "RETURN NEW; END $$"
+        )
+        store.execute(
+            "CREATE TRIGGER aux_no_broadcasts BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION aux_no_broadcasts()"
+        )
+
+
+@pytest.mark.parametrize("how", ["trigger", "unique index"])
+def test_broadcast_reports_a_recipient_the_database_refuses_and_every_committed_id(cli, build, store, store_kind, how):
+    fleet_id, director, (m1, m2) = build.fleet()
+    m3 = build.member(fleet_id, "m3")
+    _refuse_broadcasts_to(store, store_kind, m2, how)
+    reason = (
+        "this member takes no broadcasts"
+        if how == "trigger"
+        else "UNIQUE constraint failed"
+        if store_kind == "sqlite"
+        else "duplicate key value"
+    )
+
+    result = cli("message", "broadcast", "--from-member-id", str(director), "all hands")
+    assert result.code == 1 and result.err == "", result
+    stored = [r["message_id"] for r in cli("message", "poll", str(m1), "--json").json()]
+    stored += [r["message_id"] for r in cli("message", "poll", str(m3), "--json").json()]
+    lines = result.out.splitlines()
+    assert lines[0] == f"sent message {stored[0]} to member {m1}"
+    assert lines[1].startswith(f"failed to send to member {m2}: database ") and reason in lines[1], lines
+    assert "refused the change" in lines[1] and "nothing of it was stored" in lines[1]
+    assert lines[2:] == [f"sent message {stored[1]} to member {m3}"]
+    assert [
+        r["text"] for r in cli("message", "poll", str(m2), "--json").json() if r["from_member_id"] == director
+    ] == []
+
+    as_json = cli("message", "broadcast", "--from-member-id", str(director), "again", "--json")
+    assert as_json.code == 1 and as_json.err == "", as_json
+    data = as_json.json()
+    assert [r["to_member_id"] for r in data["sent"]] == [m1, m3]
+    for record in data["sent"]:
+        assert cli("message", "show", str(record["message_id"]), "--json").json() == record
+    assert [f["to_member_id"] for f in data["failed"]] == [m2] and reason in data["failed"][0]["error"]
+
+    single = send(cli, director, m2, "all hands", json=False)
+    assert single.code == 1 and single.out == "" and single.err.startswith("Error: database "), single
+    assert reason in single.err and len(single.err.splitlines()) == 1
 
 
 def test_member_list_and_show(cli, build, store):

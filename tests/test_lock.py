@@ -265,3 +265,72 @@ def test_zero_timeout_is_one_attempt(holder, lock_dir):
         with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=0):
             pass
     assert time.process_time() - cpu < 0.1
+
+
+class KeyLog:
+    """A multiplexer stand-in that only records the calls it gets (nothing here reaches a pane)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def type_text(self, pane_id: str, text: str) -> None:
+        self.calls.append(("type", pane_id, text))
+
+    def press_enter(self, pane_id: str) -> None:
+        self.calls.append(("enter", pane_id))
+
+    def press_backspace(self, pane_id: str, count: int) -> None:
+        self.calls.append(("backspace", pane_id, count))
+
+    def capture(self, pane_id: str, lines: int = 50, ansi: bool = False) -> str:
+        self.calls.append(("capture", pane_id))
+        return ""
+
+
+def test_keystrokes_are_checked_against_the_lock_only_where_a_living_holder_can_lose_it(lock_dir, store_kind):
+    """An flock is held for as long as its holder lives: the guard is the multiplexer itself
+    (nothing checked, nothing added). An advisory lock dies with its session: each call that
+    sends keys asks first, and once the session was ended none is made."""
+    from cafleet.delivery.lock import LockLost
+
+    keys = KeyLog()
+    with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=5) as held:
+        held.check()
+        guarded = held.guard(keys)
+        if store_kind == "sqlite":
+            assert guarded is keys
+            return
+        guarded.type_text("%3", "abc")
+        guarded.press_enter("%3")
+        assert keys.calls == [("type", "%3", "abc"), ("enter", "%3")] and guarded.typed
+
+        import psycopg
+
+        key = advisory_key("tmux", SESSION, "%3")
+        with psycopg.connect(lock_dir, autocommit=True) as admin:
+            [(pid,)] = admin.execute(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+                "AND classid = %s::bigint::oid AND objid = %s::bigint::oid",
+                ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
+            ).fetchall()
+            assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+            from tests.support.tmux_fixtures import wait_for
+
+            wait_for(
+                lambda: (
+                    admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() == (0,)
+                ),
+                timeout=30,
+                what="the server to end the lock's session",
+            )
+        message = "the pane-input lock for pane %3 was lost (its database session ended), so typing stopped"
+        for call in (lambda: guarded.type_text("%3", "d"), lambda: guarded.press_enter("%3"), held.check):
+            with pytest.raises(LockLost) as caught:
+                call()
+            assert str(caught.value) == message
+        with pytest.raises(LockLost):
+            guarded.press_backspace("%3", 3)
+        assert guarded.capture("%3") == ""  # reading the pane is no keystroke: it goes through
+        assert keys.calls == [("type", "%3", "abc"), ("enter", "%3"), ("capture", "%3")]
+    with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=0):  # free: the ended session held nothing
+        pass

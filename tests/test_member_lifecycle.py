@@ -85,9 +85,10 @@ def nothing_written(fleet) -> bool:
 # --- member create ------------------------------------------------------------------------
 
 
-def test_create_splits_a_pane_running_the_agent_and_keeps_the_directors_focus(fleet):
+def test_create_splits_a_pane_running_the_agent_and_keeps_the_directors_focus(fleet, store_kind):
     director = director_placement(fleet)
-    result = fleet.cafleet(*create_args(fleet, "alice", "--coding-agent", "standin"), "Hi {member_id}")
+    environ = dict(fleet.environ, CAFLEET_PG_TRUSTED_OWNER="the_trusted_owner")  # passed on with the schema
+    result = fleet.cafleet(*create_args(fleet, "alice", "--coding-agent", "standin"), "Hi {member_id}", environ=environ)
     assert (result.code, result.err) == (0, "")
     new_pane = sorted(set(panes(fleet.server)) - {fleet.director_pane})
     assert len(new_pane) == 1
@@ -106,6 +107,9 @@ def test_create_splits_a_pane_running_the_agent_and_keeps_the_directors_focus(fl
         str(fleet.fleet_id),
         fleet.db,
     )
+    postgres = store_kind == "postgres"  # the member's cafleet must accept the same schema
+    assert pane_env.get("CAFLEET_PG_SCHEMA") == ("cafleet" if postgres else None)
+    assert pane_env.get("CAFLEET_PG_TRUSTED_OWNER") == ("the_trusted_owner" if postgres else None)
 
     record = fleet.cafleet("member", "show", "2", "--json").json()
     placement = dict(record["placement"])

@@ -60,6 +60,16 @@ def test_stored_session_reaches_the_same_server(tmux_server, tmux):
     assert not again.pane_exists("%999")
 
 
+def test_a_tools_stderr_quoted_in_an_error_is_display_safe(tmux_server, tmux):
+    """tmux echoes a bad target in its error; an escape sequence or a bidi override in it
+    reaches the one-line error as escapes, never raw."""
+    with pytest.raises(MuxError) as raised:
+        tmux._run(["has-session", "-t", "nope\x1b]0;owned\x07\x1b[2J\u202egnpexe"])
+    message = str(raised.value)
+    assert "can't find" in message and "nope\\x1b]0;owned\\x07\\x1b[2J\\u202egnpexe" in message, message
+    assert message.isprintable()
+
+
 def test_current_pane_needs_tmux_pane():
     with pytest.raises(MuxError, match="TMUX_PANE is not set"):
         Tmux.from_env({"TMUX": "/tmp/x,1,0"}).current_pane()

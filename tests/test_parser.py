@@ -275,12 +275,12 @@ def test_the_table_is_consistent():
         flags = [p.flag for p in command.params if p.flag]
         assert len(flags) == len(set(flags)) and "--json" not in flags and "--help" not in flags
         for param in command.params:
-            assert param.kind in ("id", "count", "seconds", "text", "flag", "multi")
+            assert param.kind in ("id", "count", "seconds", "number", "text", "flag", "multi")
             assert not (param.required and param.default is not None)
             if param.flag:
                 assert param.flag.startswith("--") and not any(c.isspace() for c in param.flag)
                 kinds.setdefault(param.flag, set()).add(param.kind == "flag")
-            if param.kind in ("count", "seconds"):
+            if param.kind in ("count", "seconds", "number"):
                 from cafleet.config import declared
 
                 declared(param.flag)  # every numeric option is declared (and so bounded)

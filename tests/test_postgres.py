@@ -17,7 +17,7 @@ import pytest
 
 from cafleet.broker import fleets, members, messages
 from cafleet.errors import Conflict, DatabaseError, LockTimeout
-from cafleet.store.connection import open_store
+from cafleet.store.connection import add_auxiliary_indexes, open_store
 
 
 @pytest.fixture
@@ -91,23 +91,37 @@ def test_fresh_schema_reads_back_exactly_the_expected_shape(pg, url):
     }
     for index, definition in postgres.EXPECTED_INDEXES.items():
         assert found["index"][index] == {definition}
+    # the initialising transaction creates exactly the seed's tables and indexes
+    assert set(found["column"]) == set(postgres.EXPECTED_COLUMNS)
+    assert set(found["index"]) == {*postgres.EXPECTED_INDEXES, *(f"{t}_pkey" for t in postgres.EXPECTED_COLUMNS)}
+    from cafleet.store import schema
+
+    assert postgres.auxiliary_problems(pg) == {name: "missing" for name in (*schema.AUX_INDEXES, *schema.AUX_TABLES)}
+    assert pg.execute("SELECT version, name FROM refinery_schema_history").fetchall() == [(1, "baseline")]
+    assert postgres.first_shape_problem(found) is None
+    # the baseline's digest is the catalogue's; the fast path sees no auxiliary object yet
+    assert postgres._fast_accept(pg.conn, "cafleet", 5.0) == set(postgres.EXPECTED_COLUMNS)
+
+    # the auxiliary objects as `cafleet setup` adds them: the usage tables with the same
+    # columns as SQLite's in the same order, and the fast path sees them
+    assert add_auxiliary_indexes(pg) == [*schema.AUX_TABLES, *schema.AUX_INDEXES]
+    found = postgres._read_shape(pg.conn, "cafleet")
     assert "idx_cafleet_aux_messages_pending" in found["index"]
-    # the auxiliary usage tables, the same columns as SQLite's in the same order
     assert {t: found["column"][t] for t in postgres.EXPECTED_AUX_COLUMNS} == {
         t: set(c) for t, c in postgres.EXPECTED_AUX_COLUMNS.items()
     }
-    from cafleet.store import schema
-
     assert list(postgres.AUX_TABLES) == list(postgres.EXPECTED_AUX_COLUMNS) == list(schema.AUX_TABLES)
     for table, columns in postgres.EXPECTED_AUX_COLUMNS.items():
         assert [c.split(" ", 1)[0] for c in columns] == [
             line.split()[0] for line in schema.AUX_TABLES[table].splitlines()[1:-1]
         ]
     assert postgres.auxiliary_problems(pg) == {}
-    assert pg.execute("SELECT version, name FROM refinery_schema_history").fetchall() == [(1, "baseline")]
     assert postgres.first_shape_problem(found) is None
-    # the baseline's digest is the catalogue's, and the fast path sees the auxiliary tables
-    assert postgres._fast_accept(pg.conn, "cafleet", 5.0) == {*postgres.EXPECTED_COLUMNS, *postgres.AUX_TABLES}
+    assert postgres._fast_accept(pg.conn, "cafleet", 5.0) == {
+        *postgres.EXPECTED_COLUMNS,
+        *postgres.AUX_TABLES,
+        *postgres.AUX_INDEXES,
+    }
 
 
 @pytest.mark.parametrize(
@@ -153,7 +167,9 @@ def test_a_healthy_schema_is_accepted_in_one_round_trip_and_any_other_is_diagnos
 
     from cafleet.store import postgres
 
-    def open_traced(present=(*postgres.EXPECTED_COLUMNS, *postgres.AUX_TABLES)) -> list[str]:
+    everything = (*postgres.EXPECTED_COLUMNS, *postgres.AUX_TABLES, *postgres.AUX_INDEXES)
+
+    def open_traced(present=everything) -> list[str]:
         trace = tmp_path / f"sql{len(opened)}"
         monkeypatch.setenv(TRACE_SQL, str(trace))
         try:
@@ -177,10 +193,17 @@ def test_a_healthy_schema_is_accepted_in_one_round_trip_and_any_other_is_diagnos
     def is_detailed(line: str) -> bool:
         return "SELECT 'relation', c.relname" in line
 
-    first = open_traced()  # an empty database: the fast query fails, the detailed one initialises
+    first = open_traced(postgres.EXPECTED_COLUMNS)  # empty: the fast query fails, the detailed one initialises
     assert is_fast(first[0]) and any(is_detailed(line) for line in first)
-    healthy = open_traced()
+    healthy = open_traced(postgres.EXPECTED_COLUMNS)  # exactly the seed's tables
     assert len(healthy) == 1 and is_fast(healthy[0]), healthy
+    store = open_store(url)
+    try:
+        add_auxiliary_indexes(store)  # as `cafleet setup` does
+    finally:
+        store.close()
+    with_auxiliaries = open_traced()
+    assert len(with_auxiliaries) == 1 and is_fast(with_auxiliaries[0]), with_auxiliaries
     with _raw(url) as conn:
         conn.execute("DROP INDEX cafleet.idx_cafleet_aux_messages_pending")
         conn.execute("DROP TABLE cafleet.cafleet_aux_fleet_budgets")
@@ -191,6 +214,7 @@ def test_a_healthy_schema_is_accepted_in_one_round_trip_and_any_other_is_diagnos
         conn.execute("CREATE INDEX idx_cafleet_aux_later_member ON cafleet.cafleet_aux_later (member_id)")
     # auxiliary objects, two missing and two more (one referencing members), are not in the digest
     without_budgets = [name for name in (*postgres.EXPECTED_COLUMNS, *postgres.AUX_TABLES) if "budgets" not in name]
+    # (the dropped pending index is not in `present`: the store would ask before creating it)
     auxiliary = open_traced(without_budgets)
     assert len(auxiliary) == 1 and is_fast(auxiliary[0]), auxiliary
     with _raw(url) as conn:
@@ -439,3 +463,218 @@ def test_setup_and_doctor_work_on_postgresql_and_never_print_the_password(url, e
         assert store.execute("SELECT count(*) FROM asset_installs").fetchone()[0] == len(setup.json()["assets"])
     finally:
         store.close()
+
+
+# --- whose schema it is -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def roles(pg_cluster, url):
+    """``role()`` -> (name, the test database's URL as that role): a new login role of the
+    session's cluster, with its objects and privileges dropped with it at teardown."""
+    import uuid
+
+    from urllib.parse import quote
+
+    made: list[str] = []
+
+    def make(suffix: str = "") -> tuple[str, str]:
+        name = "r_" + uuid.uuid4().hex[:12] + suffix
+        pg_cluster.admin(f"CREATE ROLE {_quoted(name)} LOGIN")
+        made.append(name)
+        return name, url.replace("postgresql://postgres@", f"postgresql://{quote(name, safe='')}@", 1)
+
+    yield make
+    if made:
+        with _raw(url) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)", (made,))
+            conn.execute(f"DROP OWNED BY {', '.join(map(_quoted, made))} CASCADE")
+        for name in made:
+            pg_cluster.admin(f"DROP ROLE {_quoted(name)}")
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _grant_all(conn, schema: str, role: str) -> None:
+    """What an owner grants a role that is to use its schema."""
+    conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {_quoted(role)}")
+    conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {_quoted(role)}")
+    conn.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {_quoted(role)}")
+
+
+def _dbname(url: str) -> str:
+    return url.split("@/", 1)[1].split("?", 1)[0]
+
+
+def _planted(url: str, owner: str, victim: str) -> None:
+    """What a role that got to the schema first leaves behind: cafleet's own tables, opened
+    by ``owner``, a SECURITY DEFINER trigger copying every message's text into a table of
+    its own, and the privileges that make it all look usable to ``victim``."""
+    open_store(url).close()
+    with _raw(url) as conn:
+        conn.execute("CREATE TABLE cafleet.loot (text text)")
+        conn.execute(
+            "CREATE FUNCTION cafleet.copy_text() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER "
+            "SET search_path = cafleet AS $$ BEGIN INSERT INTO loot VALUES (NEW.text); RETURN NEW; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER copy_text AFTER INSERT ON cafleet.messages FOR EACH ROW EXECUTE FUNCTION cafleet.copy_text()"
+        )
+        _grant_all(conn, "cafleet", victim)
+
+
+def test_a_schema_another_role_owns_is_refused_unless_that_owner_is_trusted(url, roles, env, cli):
+    """A role that created the schema first owns every table in it, so it reads every
+    message whatever the victim's privileges; here it also planted a SECURITY DEFINER
+    trigger that copies each body into its own table. The victim's cafleet refuses the
+    schema with one line and writes nothing, until CAFLEET_PG_TRUSTED_OWNER names that
+    owner; doctor then lists the trigger."""
+    owner, owner_url = roles()
+    victim, victim_url = roles()
+    with _raw(url) as conn:
+        conn.execute(f"GRANT CREATE ON DATABASE {_dbname(url)} TO {owner}")
+    _planted(owner_url, owner, victim)
+    environ = dict(env, CAFLEET_DATABASE_URL=victim_url)
+    before = _snapshot(url)
+    with pytest.raises(DatabaseError, match=f"is owned by role {owner}, not by {victim} that connects"):
+        open_store(victim_url)
+    for command in (("fleet", "list"), ("message", "poll", "1")):
+        refused = cli(*command, environ=environ)
+        assert refused.code == 1 and refused.err.count("\n") == 1, refused
+        assert refused.err.startswith(f"Error: schema cafleet of database postgresql://{victim}@/"), refused.err
+        assert f"is owned by role {owner}, not by {victim} that connects" in refused.err
+        assert f"CAFLEET_PG_TRUSTED_OWNER={owner}" in refused.err
+    assert _snapshot(url) == before
+    doctor = cli("doctor", "--json", environ=environ)
+    database = doctor.json()["database"]
+    assert doctor.code == 1 and database["ok"] is False and f"owned by role {owner}" in database["error"]
+    assert f"CAFLEET_PG_TRUSTED_OWNER={owner}" in database["fix"]
+    # the schema of one's own, with one table handed to another role: refused the same way
+    with _raw(url) as conn:
+        conn.execute(f"GRANT CREATE ON DATABASE {_dbname(url)} TO {victim}")
+    own = dict(environ, CAFLEET_PG_SCHEMA="own")
+    assert cli("fleet", "list", environ=own).code == 0
+    with _raw(url) as conn:
+        conn.execute(f"ALTER TABLE own.messages OWNER TO {owner}")
+    table = cli("fleet", "list", environ=own)
+    assert table.code == 1 and table.err.count("\n") == 1
+    assert f"table messages in schema own of database postgresql://{victim}@/" in table.err
+    assert f"is owned by role {owner}, not by {victim} that connects" in table.err
+    # trusted: accepted, and doctor names the trigger the owner planted on a required table
+    trusted = dict(environ, CAFLEET_PG_TRUSTED_OWNER=owner)
+    assert cli("fleet", "list", environ=trusted).code == 0
+    doctor = cli("doctor", "--json", environ=trusted).json()["database"]
+    assert doctor["ok"] is True
+    assert doctor["triggers"] == [
+        {
+            "kind": "trigger",
+            "name": "copy_text",
+            "table": "messages",
+            "function": "cafleet.copy_text()",
+            "function_owner": owner,
+            "security_definer": True,
+            "foreign": False,
+        }
+    ]
+    text = cli("doctor", environ=trusted).out
+    assert f"! trigger copy_text on messages runs cafleet.copy_text() of role {owner} (SECURITY DEFINER)" in text
+
+
+def test_doctor_reports_the_triggers_and_rules_on_required_tables(url, roles, env, cli):
+    """cafleet creates no trigger or rule on a required table. doctor lists each one found
+    (✓ with a note), and fails for a trigger whose function belongs to a role that is
+    neither the one connecting nor the trusted owner: a role granted TRIGGER on the table
+    can make every insert run its code."""
+    other, other_url = roles()
+    environ = dict(env, CAFLEET_DATABASE_URL=url)
+    assert cli("fleet", "list", environ=environ).code == 0
+    clean = cli("doctor", "--json", environ=environ).json()["database"]
+    assert clean["ok"] is True and clean["triggers"] == []  # the foreign keys' internal triggers are not listed
+    with _raw(url) as conn:
+        conn.execute(
+            "CREATE TRIGGER same BEFORE UPDATE ON cafleet.fleets FOR EACH ROW "
+            "EXECUTE FUNCTION suppress_redundant_updates_trigger()"
+        )
+        conn.execute("CREATE RULE tell AS ON UPDATE TO cafleet.members DO ALSO NOTIFY somewhere")
+    noted = cli("doctor", "--json", environ=environ).json()["database"]
+    assert noted["ok"] is True
+    assert [(t["kind"], t["name"], t["table"], t["foreign"]) for t in noted["triggers"]] == [
+        ("trigger", "same", "fleets", False),
+        ("rule", "tell", "members", False),
+    ]
+    with _raw(url) as conn:
+        conn.execute(f"GRANT CREATE ON DATABASE {_dbname(url)} TO {other}")
+        conn.execute(f"GRANT USAGE ON SCHEMA cafleet TO {other}")
+        conn.execute(f"GRANT TRIGGER ON cafleet.messages TO {other}")
+    with _raw(other_url) as conn:
+        conn.execute("CREATE SCHEMA mine")
+        conn.execute("CREATE FUNCTION mine.look() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$")
+        conn.execute("CREATE TRIGGER look BEFORE INSERT ON cafleet.messages FOR EACH ROW EXECUTE FUNCTION mine.look()")
+    doctor = cli("doctor", "--json", environ=environ)
+    database = doctor.json()["database"]
+    assert doctor.code == 1 and database["ok"] is False
+    assert {
+        "kind": "trigger",
+        "name": "look",
+        "table": "messages",
+        "function": "mine.look()",
+        "function_owner": other,
+        "security_definer": False,
+        "foreign": True,
+    } in database["triggers"]
+    assert f"trigger look on messages runs mine.look() of role {other}" in database["error"]
+    assert database["fix"].startswith("DROP TRIGGER look ON cafleet.messages")
+    text = cli("doctor", environ=environ).out
+    assert f"✗ database: trigger look on messages runs mine.look() of role {other}" in text
+    assert "! rule tell on members" in text
+    assert cli("fleet", "list", environ=environ).code == 0  # compatible: the store still opens
+
+
+def test_a_trusted_owners_schema_is_accepted_in_one_round_trip(url, roles, env, cli, tmp_path, monkeypatch):
+    """The ownership check rides in the fast path's one message: a healthy schema owned by
+    the trusted owner (a name with a quote and a backslash, so its SQL constant is escaped)
+    costs one statement, as one's own does; another owner is refused by the detailed check."""
+    from cafleet.faults import TRACE_SQL
+
+    owner, owner_url = roles("'\\o")
+    user, user_url = roles()
+    with _raw(url) as conn:
+        conn.execute(f"GRANT CREATE ON DATABASE {_dbname(url)} TO {_quoted(owner)}")
+    open_store(owner_url).close()
+    with _raw(owner_url) as conn:
+        _grant_all(conn, "cafleet", user)
+
+    def traced(**kwargs) -> list[str]:
+        trace = tmp_path / f"sql{len(list(tmp_path.glob('sql*')))}"
+        monkeypatch.setenv(TRACE_SQL, str(trace))
+        try:
+            store = open_store(user_url, **kwargs)
+        finally:
+            monkeypatch.delenv(TRACE_SQL)
+        store.close()
+        return trace.read_text(encoding="utf-8").splitlines()
+
+    sent = traced(trusted_owner=owner)
+    assert len(sent) == 1 and "md5(string_agg(" in sent[0] and "pg_get_userbyid(relowner)" in sent[0], sent
+    store = open_store(user_url, trusted_owner=owner)
+    try:
+        fleet_id, director, (m1, _) = _fleet(store)
+        assert messages.send(store, director, m1, "for the trusted owner's schema")["message_id"] > 0
+    finally:
+        store.close()
+    monkeypatch.setenv(TRACE_SQL, str(tmp_path / "refused"))
+    with pytest.raises(DatabaseError, match="is owned by role"):
+        open_store(user_url, trusted_owner="someone_else")
+    monkeypatch.delenv(TRACE_SQL)
+    refused = (tmp_path / "refused").read_text(encoding="utf-8").splitlines()
+    assert "md5(string_agg(" in refused[0] and any("SELECT 'relation', c.relname" in line for line in refused[1:])
+    assert not any(line.startswith("sql CREATE") or line.startswith("sql INSERT") for line in refused)
+    environ = dict(env, CAFLEET_DATABASE_URL=user_url)
+    listed = cli("fleet", "list", "--json", environ=dict(environ, CAFLEET_PG_TRUSTED_OWNER=owner))
+    assert listed.code == 0 and [f["fleet_id"] for f in listed.json()] == [fleet_id]
+    for bad in ("a\nb", "x" * 64):
+        result = cli("fleet", "list", environ=dict(environ, CAFLEET_PG_TRUSTED_OWNER=bad))
+        assert result.code == 2 and result.err.startswith("Error: CAFLEET_PG_TRUSTED_OWNER must be a PostgreSQL role")
+        assert result.err.count("\n") == 1

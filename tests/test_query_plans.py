@@ -147,11 +147,13 @@ def build_database(path: str, analyze: bool, auxiliary: bool = True) -> dict:
     for_director = messages.send(store, crew[0], director, "done, please review")["message_id"]
     owed = messages.send(store, director, crew[1], "next task")["message_id"]  # no preview typed: owed
     to_ack = [messages.send(store, director, pending_member, f"ack me {i}")["message_id"] for i in range(4)]
-    if not auxiliary:  # a file made by a cafleet without the auxiliary index
+    if auxiliary:  # every auxiliary object, as `cafleet setup` leaves the file
+        connection.add_auxiliary_indexes(store)
+    else:  # a file made by another implementation, or an older cafleet, without them
         for name in schema.AUX_INDEXES:
-            store.execute(f"DROP INDEX {name}")
+            store.execute(f"DROP INDEX IF EXISTS {name}")
         for name in schema.AUX_TABLES:
-            store.execute(f"DROP TABLE {name}")
+            store.execute(f"DROP TABLE IF EXISTS {name}")
     if analyze:
         store.execute("ANALYZE")
     store.close()

@@ -12,6 +12,7 @@ three hosts (this machine and two sshd hosts named in one ssh_config) on a Postg
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -256,6 +257,162 @@ def test_doctor_checks_the_hosts_of_live_members_and_those_given(remote, tmp_pat
     host.stop()
     down = fleet.cafleet("doctor", "--json")
     assert down.code == 1 and down.json()["hosts"]["hosts"][0]["reachable"] is False
+
+
+# --- what the host's shell prints, its host key, its address --------------------------------
+
+# bash runs ~/.bashrc for a command sshd starts (Debian builds it to), before the command:
+# a greeting on stdout, a line without its newline, a warning on stderr.
+CHATTY_BASHRC = 'echo "Welcome to farhost"\nprintf "no newline here"\necho "a warning on stderr" >&2\n'
+
+
+def test_a_host_whose_shell_prints_at_startup_works_as_any_other(remote):
+    fleet, host = remote
+    (host.remote_home / ".bashrc").write_text(CHATTY_BASHRC, encoding="utf-8")
+    noisy = host.ssh("echo ours")
+    assert noisy.stdout == "Welcome to farhost\nno newline hereours\n" and noisy.stderr == "a warning on stderr\n"
+
+    created = create_remote(fleet, host, "far", "--json")
+    assert created.code == 0 and created.err == "", created
+    member_id, pane_id = created.json()["member_id"], created.json()["pane_id"]
+    assert pane_id in remote_panes(host)
+    fleet.wait_ready(member_id)  # `member capture` over SSH reads the screen, not the greeting
+    assert not fleet.cafleet("member", "capture", str(member_id)).out.startswith("Welcome")
+    sent = fleet.send(fleet.director, member_id, "through the greeting", "--json")
+    assert sent.code == 0 and sent.err == "", sent
+    assert fleet.submits(member_id) == [preview_line(sent.json())]
+    listed = fleet.cafleet("member", "list", str(fleet.fleet_id), "--state", "--json")
+    assert {r["member_id"]: r["state"] for r in listed.json()}[member_id] == "alive", listed
+
+    report = fleet.cafleet("doctor", "--json")
+    far = report.json()["hosts"]["hosts"][0]
+    assert far["ok"] and far["tmux"].startswith("tmux ") and far["coding_agents"] == {"standin": sys.executable}
+    assert far["cafleet"] == str(Path(sys.executable).parent / "cafleet")
+    deleted = fleet.cafleet("member", "delete", str(member_id))
+    assert (deleted.code, deleted.out) == (0, f"deleted member {member_id}; pane closed\n"), deleted
+    assert pane_id not in remote_panes(host)
+
+
+def test_a_failed_creation_on_a_host_closes_the_session_it_started_there(remote):
+    """A stand-in ``tmux`` first on the host's PATH (put there by its .bashrc) runs the real
+    one but swallows what new-session reports: the session and its agent run, and cafleet
+    does not know their ids. The clean-up finds the session by the member id and database
+    cafleet gave it, and closes that one only."""
+    fleet, host = remote
+    kept = create_remote(fleet, host, "kept", "--json")
+    assert kept.code == 0, kept
+    kept_pane = kept.json()["pane_id"]
+    folder = host.remote_home / "bin"
+    folder.mkdir()
+    real = shutil.which("tmux")
+    wrapper = folder / "tmux"
+    wrapper.write_text(
+        f'#!/bin/sh\nfor a; do [ "$a" = new-session ] && {{ {real} "$@" >/dev/null; exit $?; }}; done\nexec {real} "$@"\n',
+        encoding="utf-8",
+    )
+    wrapper.chmod(0o755)
+    (host.remote_home / ".bashrc").write_text(f"PATH={folder}:$PATH\n", encoding="utf-8")
+
+    failed = create_remote(fleet, host, "lost")
+    assert failed.code == 1 and len(failed.err.splitlines()) == 1, failed
+    assert set(remote_panes(host)) == {kept_pane}  # the agent it started is gone; the other member stays
+    assert "tmux new-session did not report its pane" in failed.err
+    assert f"closed its tmux session on host {host.alias}" in failed.err, failed
+    assert fleet.member_count() == 2
+
+
+def test_doctor_shows_what_a_host_printed_with_its_control_characters_escaped(remote):
+    """What the host answers is the host's: a folder on its PATH named with an escape
+    sequence (it retitles the terminal) holding a cafleet, and a tmux whose version line
+    clears the screen and reverses the text. Text output shows them as escapes; --json
+    keeps them exact."""
+    fleet, host = remote
+    title, clear = "\x1b]0;owned\x07", "\x1b[2J\u202e"
+    folder = host.remote_home / f"{title}bin"
+    folder.mkdir()
+    (folder / "cafleet").write_text("#!/bin/sh\n", encoding="utf-8")
+    real = shutil.which("tmux")
+    (folder / "tmux").write_text(
+        f'#!/bin/sh\n[ "$1" = -V ] && {{ printf "tmux 3.3a{clear}\\n"; exit 0; }}\nexec {real} "$@"\n', encoding="utf-8"
+    )
+    for program in ("cafleet", "tmux"):
+        (folder / program).chmod(0o755)
+    (host.remote_home / ".bashrc").write_text(
+        'PATH="$HOME/$(printf "\\033]0;owned\\007")bin:$PATH"\n', encoding="utf-8"
+    )
+
+    text = fleet.cafleet("doctor", "--host", host.alias)
+    assert "\x1b" not in text.out and "\x07" not in text.out and "\u202e" not in text.out, text
+    assert f"host {host.alias}: reachable over SSH, tmux 3.3a\\x1b[2J\\u202e" in text.out, text
+    assert f"✓ cafleet: {host.remote_home}/\\x1b]0;owned\\x07bin/cafleet" in text.out, text
+    entry = fleet.cafleet("doctor", "--json", "--host", host.alias).json()["hosts"]["hosts"][0]
+    assert entry["tmux"] == f"tmux 3.3a{clear}" and entry["cafleet"] == f"{folder}/cafleet"
+
+
+def test_a_changed_host_key_is_reported_as_a_changed_host_key(remote):
+    fleet, host = remote
+    created = create_remote(fleet, host, "far", "--json")
+    assert created.code == 0, created
+    member_id = created.json()["member_id"]
+    fleet.wait_ready(member_id)
+    host.change_host_key()  # reinstalled (or intercepted): known_hosts has the old key
+
+    sent = fleet.send(fleet.director, member_id, "still there?", "--json")
+    assert sent.code == 0, sent  # stored; the preview stays owed
+    assert f"the SSH host key of {host.alias} has changed" in sent.err and "@@@" not in sent.err, sent
+    assert fleet.notified_at(sent.json()["message_id"]) is None
+
+    doctor = fleet.cafleet("doctor")
+    line = next(line for line in doctor.out.splitlines() if line.startswith(f"✗ host {host.alias}"))
+    assert f"the SSH host key of {host.alias} has changed" in line and "@@@" not in doctor.out, doctor
+    known = host.root / "known_hosts"
+    assert f'`ssh-keygen -f "{known}" -R "[127.0.0.1]:{host.port}"`' in line, doctor
+
+    again = create_remote(fleet, host, "again")
+    assert again.code == 1 and len(again.err.splitlines()) == 1, again
+    assert again.err.startswith(f"Error: the SSH host key of {host.alias} has changed"), again
+    assert fleet.member_count() == 2
+
+
+@pytest.mark.parametrize(
+    "host, user, hostname, port",
+    [
+        ("[::1]:2222", None, "::1", "2222"),
+        ("ana@[::1]", "ana", "::1", "22"),
+        ("ana@[fd00::2]:22", "ana", "fd00::2", "22"),
+        ("ana@build-box:2222", "ana", "build-box", "2222"),
+        ("127.0.0.1", None, "127.0.0.1", "22"),
+    ],
+)
+def test_every_documented_host_form_is_one_openssh_accepts(tmp_path, host, user, hostname, port):
+    """OpenSSH itself reads the destination cafleet builds (``ssh -G``: the configuration it
+    would connect with, no connection made); 9.2 refuses ``ssh://[::1]:2222``."""
+    from cafleet.mux.ssh import Ssh
+
+    config = tmp_path / "ssh_config"
+    config.write_text("", encoding="utf-8")
+    environ = {"CAFLEET_SSH_CONFIG": str(config), "CAFLEET_SSH_CONTROL_DIR": str(tmp_path / "control")}
+    argv = Ssh(host, environ).argv(["true"])
+    done = subprocess.run(
+        [argv[0], "-G", *argv[1:]], capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 0, (argv, done.stderr)
+    seen = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+    assert (seen["hostname"], seen["port"]) == (hostname, port)
+    if user:
+        assert seen["user"] == user
+
+
+def test_a_host_given_with_its_port_is_reached_on_that_port(remote):
+    fleet, host = remote
+    config = Path(fleet.environ["CAFLEET_SSH_CONFIG"])
+    alias_block = host.config.read_text(encoding="utf-8").split("\n")
+    # The same settings for the address itself, without a Port: the port comes from the host string.
+    address = ["Host 127.0.0.1"] + [line for line in alias_block[2:] if line and not line.strip().startswith("Port")]
+    config.write_text(config.read_text(encoding="utf-8") + "\n".join(address) + "\n", encoding="utf-8")
+    report = fleet.cafleet("doctor", "--json", "--host", f"127.0.0.1:{host.port}")
+    entry = next(e for e in report.json()["hosts"]["hosts"] if e["host"] == f"127.0.0.1:{host.port}")
+    assert entry["reachable"] and entry["tmux"].startswith("tmux "), entry
 
 
 def test_a_member_on_the_host_wakes_its_neighbours_there_and_leaves_home_panes_to_the_home_machine(remote):

@@ -12,16 +12,20 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+import warnings
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from starlette.testclient import TestClient
 
 from cafleet.credentials import redact, scrub, split_password
 from tests.support.pane_fleet import cafleet, tmux_fleet
 from tests.support.remote_fleet import create_remote, fleet_with_hosts, proc_environ, remote_panes, short_directory
 from tests.support.web_server import BASE, make_app
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # Starlette 1.x prefers httpx2 for its TestClient; httpx works
+    from starlette.testclient import TestClient
 
 PASSWORD = "Pw-7f3kq:/x#y&z"  # a ':', '/', '#' and '&' that URLs must percent-encode
 ENCODED = quote(PASSWORD, safe="")

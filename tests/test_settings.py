@@ -24,7 +24,7 @@ from cafleet.cli.table import COMMANDS
 from cafleet.errors import SettingError, shown
 
 ROOT = Path(__file__).resolve().parent.parent
-NUMERIC = [s for s in (*config.ENVIRONMENT, *config.OPTIONS) if s.kind in ("seconds", "integer")]
+NUMERIC = [s for s in (*config.ENVIRONMENT, *config.OPTIONS) if s.kind in ("seconds", "number", "integer")]
 
 
 def dump(db_path: str) -> list[str]:
@@ -103,11 +103,39 @@ OPTION_COMMANDS = {
     "--timeout": ["message", "wait", "{member}", "--timeout", "{value}"],
     "--lines": ["member", "capture", "{member}", "--lines", "{value}"],
     "--port": ["server", "--port", "{value}"],
+    "--usd": ["fleet", "budget", "{fleet}", "--usd", "{value}"],
+    "--tokens": ["fleet", "budget", "{fleet}", "--tokens", "{value}"],
+    "--budget-usd": [
+        "member",
+        "create",
+        "--fleet-id",
+        "{fleet}",
+        "--name",
+        "n",
+        "--description",
+        "d",
+        "--budget-usd",
+        "{value}",
+        "Hi",
+    ],
+    "--budget-tokens": [
+        "member",
+        "create",
+        "--fleet-id",
+        "{fleet}",
+        "--name",
+        "n",
+        "--description",
+        "d",
+        "--budget-tokens",
+        "{value}",
+        "Hi",
+    ],
 }
 
 
 def test_every_numeric_option_is_declared_and_exercised():
-    numeric = {p.flag for c in COMMANDS for p in c.params if p.kind in ("count", "seconds")}
+    numeric = {p.flag for c in COMMANDS for p in c.params if p.kind in ("count", "seconds", "number")}
     assert numeric == {s.name for s in config.OPTIONS} == set(OPTION_COMMANDS)
 
 
@@ -126,7 +154,7 @@ def test_every_numeric_option_refuses_bad_values(cli, trio, db_path, setting):
 @given(data=st.data())
 def test_a_declared_number_is_accepted_exactly_when_it_is_in_range(data):
     setting = data.draw(st.sampled_from(NUMERIC))
-    if setting.kind == "seconds":
+    if setting.kind in ("seconds", "number"):
         value = data.draw(st.floats(allow_nan=True, allow_infinity=True))
         raw = repr(value)
         ok = setting.low <= value <= setting.high

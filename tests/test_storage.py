@@ -40,18 +40,19 @@ def assert_refused(cli, env, path, expected_fragment: str) -> None:
 # --- the fresh baseline --------------------------------------------------------------
 
 
+def objects(conn) -> list[tuple[str, str, str]]:
+    return sorted(conn.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").fetchall())
+
+
 def test_missing_file_gets_exact_baseline(store, db_path):
+    """The seed: "The fresh baseline creates exactly the application tables declared in
+    the schema" (cafleet's auxiliary objects come later, where each is first needed)."""
     conn = store.conn
-    objects = conn.execute(
-        "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name"
-    ).fetchall()
     expected = sorted(
         [("table", name, sql) for name, sql in schema.TABLES.items()]
         + [("index", name, sql) for name, sql in schema.INDEXES.items()]
-        + [("index", name, sql) for name, sql in schema.AUX_INDEXES.items()]
-        + [("table", name, sql) for name, sql in schema.AUX_TABLES.items()]
     )
-    assert sorted(objects) == expected
+    assert objects(conn) == expected
     assert conn.execute("PRAGMA application_id").fetchone()[0] == 1128351288
     assert conn.execute("SELECT version, name FROM refinery_schema_history").fetchall() == [(1, "baseline")]
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -62,6 +63,43 @@ def test_missing_file_gets_exact_baseline(store, db_path):
         "applied_on",
         "checksum",
     ]
+
+
+def test_auxiliaries_come_when_first_needed_and_the_file_passes_the_fast_diagnosis_either_way(
+    db_path, build, store, monkeypatch
+):
+    """The pending index with the first fleet, the usage table with the first recorded
+    source, the budget table with the first fleet budget, each in a transaction of its own;
+    a file with all, some or none of them opens through the fast diagnosis."""
+    from cafleet.broker import usage
+    from cafleet.store import diagnosis
+
+    def detailed(*args):
+        raise AssertionError("the fast path fell back to the detailed diagnosis")
+
+    monkeypatch.setattr(diagnosis, "check_ledger", detailed)
+    seed = objects(store.conn)
+
+    def added() -> set[str]:
+        open_store(db_path).close()  # the fast path accepts it as it is now
+        return {name for kind, name, sql in objects(store.conn) if (kind, name, sql) not in seed}
+
+    assert added() == set()
+    fleet_id, director, (m1, _) = build.fleet()
+    assert added() == {"idx_cafleet_aux_messages_pending"}
+    assert objects(store.conn) == sorted([*seed, ("index", *next(iter(schema.AUX_INDEXES.items())))])
+    usage.record_source(store, m1, coding_agent="claude", session_id="s", data_dir=None, cwd="/", budget_tokens=9)
+    assert added() == {"idx_cafleet_aux_messages_pending", "cafleet_aux_member_usage_sources"}
+    usage.set_fleet_budget(store, fleet_id, None, 100)
+    assert added() == {*schema.AUX_INDEXES, *schema.AUX_TABLES}
+    assert {(kind, name, sql) for kind, name, sql in objects(store.conn) if name in added()} == {
+        *(("index", name, sql) for name, sql in schema.AUX_INDEXES.items()),
+        *(("table", name, sql) for name, sql in schema.AUX_TABLES.items()),
+    }
+    assert usage.budgets_for_send(store, m1) == {"member": (None, 9), "fleet": (fleet_id, None, 100)}
+    build.fleet("beta")  # the index exists: nothing more
+    assert added() == {*schema.AUX_INDEXES, *schema.AUX_TABLES}
+    assert store.execute("SELECT version FROM refinery_schema_history").fetchall() == [(1,)]
 
 
 def test_foreign_keys_enforced_with_declared_actions(store):
@@ -333,6 +371,29 @@ def test_sqlite_url_forms_resolve_to_the_same_file(env, tmp_path):
     assert database_path({"CAFLEET_DATABASE_URL": f"sqlite:////{str(path).lstrip('/')}"}) == str(path)
     assert database_path({"HOME": "/h"}) == "/h/.local/share/cafleet/cafleet_v8.db"
     assert database_path({"HOME": "/h", "XDG_DATA_HOME": "/d"}) == "/d/cafleet/cafleet_v8.db"
+
+
+@pytest.mark.parametrize("form", ["plain", "sqlite:///"])
+def test_a_path_through_a_symlink_and_dotdot_names_the_file_the_kernel_opens(cli, env, tmp_path, form):
+    """``link/..`` is the parent of the link's target for the kernel, not the folder that
+    holds the link (what a textual normalisation would make of it)."""
+    from cafleet.config import database_path
+    from tests.conftest import FleetBuilder
+
+    (tmp_path / "real" / "inner").mkdir(parents=True)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "link").symlink_to(tmp_path / "real" / "inner")
+    kernel = tmp_path / "real" / "cafleet.db"
+    spelled = f"{tmp_path}/other/link/../cafleet.db"
+    url = spelled if form == "plain" else "sqlite:///" + spelled
+    assert database_path({"CAFLEET_DATABASE_URL": url}) == str(kernel)
+    store = open_store(str(kernel))
+    FleetBuilder(store).fleet("kernel")
+    store.close()
+    listed = cli("fleet", "list", "--json", environ=dict(env, CAFLEET_DATABASE_URL=url))
+    assert listed.code == 0, listed
+    assert [fleet["name"] for fleet in listed.json()] == ["kernel"]
+    assert not (tmp_path / "other" / "cafleet.db").exists()  # no second database beside the link
 
 
 def test_unwritable_folder_is_a_clear_error(cli, env, tmp_path):

@@ -283,6 +283,24 @@ def test_refused_file_beside_a_crashed_writers_wal_stays_byte_identical(cli, env
     assert snapshot(path) == before
 
 
+def test_refused_file_with_a_wal_but_no_shm_gains_a_shm_and_nothing_else(cli, env, tmp_path):
+    """The one side file a refusal can add: a -wal without its -shm (a writer crashed,
+    then the index was removed) cannot be read without an index, so SQLite builds a -shm.
+    The file and the -wal keep every byte; no -journal appears (docs/storage.md)."""
+    path = tmp_path / "crashed.db"
+    open_store(str(path)).close()
+    damage = "INSERT INTO refinery_schema_history VALUES (2, 'future', 'x', 'y')"
+    subprocess.run([sys.executable, "-c", CRASHED_WAL_WRITER, str(path), damage], check=True)
+    os.remove(str(path) + "-shm")
+    before = snapshot(path)
+    assert set(before) == {"", "-wal"}
+    result = cli("message", "poll", "1", environ=dict(env, CAFLEET_DATABASE_URL=str(path)))
+    one_line_error(result, "newer than this cafleet")
+    after = snapshot(path)
+    assert set(after) == {"", "-wal", "-shm"}
+    assert {side: after[side] for side in before} == before
+
+
 HOT_JOURNAL_WRITER = r"""
 import os, sqlite3, sys
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)

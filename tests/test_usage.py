@@ -1,6 +1,7 @@
 """Usage and budgets without a real agent (docs/usage.md), on both stores: a database
-without cafleet's usage tables works and says so, `cafleet doctor` reports them missing and
-`cafleet setup` adds them, bad budget values are refused before anything is written, and
+without cafleet's usage tables works, the first write that needs one creates it, `cafleet
+doctor` reports them missing and `cafleet setup` adds them, bad budget values are refused
+before anything is written, and
 usage records written where claude writes them are summed per member and gate the send.
 The real agents' own records are in tests/test_usage_real.py."""
 
@@ -8,14 +9,14 @@ from __future__ import annotations
 
 STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
 
-import json
-
 import pytest
 
 from cafleet.broker import usage
 from cafleet.store import schema
 from cafleet.store.connection import open_store
+from tests.conftest import FleetBuilder
 from tests.support.pane_fleet import tmux_fleet
+from tests.support.usage_records import call_lines, write_calls
 
 
 @pytest.fixture
@@ -47,12 +48,12 @@ def members(fleet) -> int:
 
 
 def drop_usage_tables(url: str) -> None:
-    """The database as an older cafleet (or another implementation) made it."""
+    """The database as another implementation (or an older cafleet) made it."""
     store = open_store(url)
     try:
         with store.write():
             for name in schema.AUX_TABLES:
-                store.execute(f"DROP TABLE {name}")
+                store.execute(f"DROP TABLE IF EXISTS {name}")
     finally:
         store.close()
 
@@ -67,49 +68,40 @@ def usage_tables(url: str) -> set[str]:
 
 def test_bad_budgets_are_refused_before_anything_is_written(fleet):
     before = members(fleet)
-    for flag, value, said in (
-        ("--budget-usd", "-1", "a positive number of dollars"),
-        ("--budget-usd", "nan", "a positive number of dollars"),
-        ("--budget-tokens", "1.5", "a positive whole number of tokens"),
-        ("--budget-tokens", "0", "a positive whole number of tokens"),
+    for flag, value, allowed in (
+        ("--budget-usd", "-1", "a number of dollars from 0.01 to 1000000000"),
+        ("--budget-usd", "nan", "a number of dollars from 0.01 to 1000000000"),
+        ("--budget-tokens", "1.5", "a number of tokens from 1 to 1000000000000000"),
+        ("--budget-tokens", "0", "a number of tokens from 1 to 1000000000000000"),
     ):
         refused = create(fleet, "capped", flag, value)
-        assert refused.code == 2 and refused.err == f"Error: invalid {flag} {value}; give {said}" + (
-            ", like 2.50\n" if flag == "--budget-usd" else "\n"
-        ), refused
+        assert refused.code == 2 and refused.err == f"Error: {flag} must be {allowed}, got '{value}'.\n", refused
     assert members(fleet) == before
     both = fleet.cafleet("fleet", "budget", str(fleet.fleet_id), "--clear", "--tokens", "5")
     assert both.code == 2 and both.err.startswith("Error: --clear takes no --usd or --tokens"), both
 
 
-def test_a_file_without_the_usage_tables_works_and_setup_adds_them(fleet, env):
+def test_a_file_without_the_usage_tables_works_and_the_first_budget_creates_them(fleet, env):
+    """Without the tables every read works (no attribution, no budget); `member create
+    --budget-*` and `fleet budget` used to refuse with "run `cafleet setup` once" and now
+    create the table they need, each in a transaction of its own, outside the ledger."""
     drop_usage_tables(fleet.db)
-    worker = create(fleet, "plain")
-    assert worker.code == 0, worker
-    worker_id = worker.json()["member_id"]
-    shown = fleet.cafleet("member", "usage", str(worker_id))
-    assert shown.code == 0 and shown.out.startswith(f"member {worker_id} (plain, standin): no attribution recorded")
-    sent = fleet.cafleet(
-        "message", "send", "--from-member-id", str(fleet.director), "--to-member-id", str(worker_id), "hi"
-    )
-    assert sent.code == 0, sent
-    before = members(fleet)
-    capped = create(fleet, "capped", "--budget-tokens", "10")
-    assert (capped.code, capped.err) == (
-        1,
-        "Error: this database has no budget table yet; run `cafleet setup` once, then retry.\n",
-    ), capped
-    assert members(fleet) == before
-    refused = fleet.cafleet("fleet", "budget", str(fleet.fleet_id), "--usd", "3")
-    assert refused.code == 1 and "run `cafleet setup`" in refused.err
+    assert usage_tables(fleet.db) == set()
+    director = str(fleet.director)
+    shown = fleet.cafleet("member", "usage", director)
+    assert shown.code == 0 and shown.out.startswith(f"member {director} (Director, standin): no attribution recorded")
+    listed = fleet.cafleet("member", "list", str(fleet.fleet_id))
+    assert listed.code == 0 and "SPEND/BUDGET" not in listed.out, listed
+    budget = fleet.cafleet("fleet", "budget", str(fleet.fleet_id), "--json")
+    assert budget.code == 0, budget
+    cleared = fleet.cafleet("fleet", "budget", str(fleet.fleet_id), "--clear")
+    assert cleared.code == 0, cleared
+    assert usage_tables(fleet.db) == set()  # clearing a budget nobody set creates nothing
 
-    setup = fleet.cafleet("setup", "--coding-agent", "claude", "--json")
-    assert setup.code == 0, setup
-    assert sorted(setup.json()["database"]["tables_added"]) == sorted(schema.AUX_TABLES)
-    assert usage_tables(fleet.db) == set(schema.AUX_TABLES)
-    assert fleet.query("SELECT version FROM refinery_schema_history") == [(1,)]
     capped = create(fleet, "capped", "--budget-tokens", "10")
     assert capped.code == 0, capped
+    assert usage_tables(fleet.db) == {usage.TABLE}
+    assert fleet.query("SELECT version FROM refinery_schema_history") == [(1,)]
     report = fleet.cafleet("member", "usage", str(capped.json()["member_id"]), "--json").json()
     assert report["budget"] == {"usd": None, "tokens": 10, "over": False}
     assert report["no_records"] == "usage of standin is not read yet"
@@ -117,10 +109,38 @@ def test_a_file_without_the_usage_tables_works_and_setup_adds_them(fleet, env):
     assert listed.code == 0 and "SPEND/BUDGET" in listed.out.splitlines()[0], listed
     row = next(line for line in listed.out.splitlines() if " capped " in line)
     assert row.endswith("0/10 tok"), listed.out
+    plain = create(fleet, "plain")
+    assert plain.code == 0, plain
     as_json = fleet.cafleet("member", "list", str(fleet.fleet_id), "--json").json()
     by_id = {r["member_id"]: r for r in as_json}
     assert by_id[capped.json()["member_id"]]["spend"] == {"usd": 0.0, "tokens": 0}
-    assert "spend" not in by_id[worker_id]  # no budget: the roster record is unchanged
+    assert "spend" not in by_id[plain.json()["member_id"]]  # no budget: the roster record is unchanged
+    fleet_budget = fleet.cafleet("fleet", "budget", str(fleet.fleet_id), "--usd", "3")
+    assert fleet_budget.code == 0, fleet_budget
+    assert usage_tables(fleet.db) == set(schema.AUX_TABLES)
+    assert fleet.query("SELECT version FROM refinery_schema_history") == [(1,)]
+
+
+def test_the_auxiliaries_are_created_where_first_needed(cli, build, store, db_path):
+    """A new database has none of cafleet's auxiliary objects (its baseline is exactly the
+    seed's tables); the first fleet adds the pending index, the first fleet budget its
+    table, the first recorded usage source the usage table. `doctor` says ✓ throughout."""
+
+    def auxiliaries() -> tuple[dict, dict]:
+        report = cli("doctor", "--json").json()["database"]
+        assert report["ok"] is True, report
+        return report["auxiliary_indexes"], report["auxiliary_tables"]
+
+    pending = next(iter(schema.AUX_INDEXES))
+    assert auxiliaries() == ({pending: "missing"}, {name: "missing" for name in schema.AUX_TABLES})
+    fleet_id, director, (m1, _) = build.fleet()
+    assert auxiliaries() == ({}, {name: "missing" for name in schema.AUX_TABLES})
+    assert cli("fleet", "budget", str(fleet_id), "--tokens", "5").code == 0
+    assert auxiliaries() == ({}, {usage.TABLE: "missing"})
+    usage.record_source(store, m1, coding_agent="claude", session_id=None, data_dir=None, cwd="/", budget_usd=2.0)
+    assert auxiliaries() == ({}, {})
+    assert usage.budgets_for_send(store, m1) == {"member": (2.0, None), "fleet": (fleet_id, None, 5)}
+    assert store.execute("SELECT version FROM refinery_schema_history").fetchall() == [(1,)]
 
 
 def test_a_fleet_over_its_budget_gets_no_work_from_a_broadcast_or_the_webui(cli, build, store, db_path, env):
@@ -146,7 +166,7 @@ def test_a_fleet_over_its_budget_gets_no_work_from_a_broadcast_or_the_webui(cli,
             json={"from_member_id": director, "to_member_id": m1, "text": "more work"},
             headers={"Origin": BASE},
         )
-    assert refused.status_code >= 400 and "over its budget" in refused.json()["error"]
+    assert refused.status_code == 409 and "over its budget" in refused.json()["error"]
     assert store.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
     forced = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(m1), "--force", "go")
     assert forced.code == 0, forced
@@ -158,30 +178,35 @@ def test_a_fleet_over_its_budget_gets_no_work_from_a_broadcast_or_the_webui(cli,
 
 def test_doctor_reports_missing_usage_tables_and_setup_adds_them(cli, env, db_path):
     """The tables are optional: a database without them is accepted (commands work), and
-    `cafleet doctor` says so, with the fix, until `cafleet setup` adds them."""
-    assert cli("fleet", "list").code == 0  # initialises the database, tables included
-    healthy = cli("doctor", "--json").json()["database"]
-    assert (healthy["ok"], healthy["auxiliary_tables"], healthy["auxiliary_indexes"]) == (True, {}, {})
-    assert "advice" not in healthy
-    drop_usage_tables(db_path)
-    assert cli("fleet", "list").code == 0  # diagnosis still accepts it
+    `cafleet doctor` says so, with what creates them, until they exist; `cafleet setup`
+    adds every missing auxiliary object at once."""
+    assert cli("fleet", "list").code == 0  # initialises the database: exactly the seed's tables
     report = cli("doctor", "--json").json()["database"]
-    assert report["ok"] is True and report["auxiliary_indexes"] == {}
+    assert report["ok"] is True
     assert report["auxiliary_tables"] == {name: "missing" for name in schema.AUX_TABLES}
-    assert "run `cafleet setup` to add the missing table" in report["advice"]
+    assert report["auxiliary_indexes"] == {name: "missing" for name in schema.AUX_INDEXES}
+    assert "the first `member create`" in report["advice"] and "cafleet setup" in report["advice"]
     text = cli("doctor").out.splitlines()
     for name in schema.AUX_TABLES:
         assert (
-            f"    ! table {name} is missing: usage and budgets are off (members get no attribution, "
-            "budgets are refused); run `cafleet setup` to add the missing table"
+            f"    ! table {name} is missing: not created yet, commands work without it; the first `member create` "
+            "(usage, member budgets) or `fleet budget` (fleet budgets) that needs it creates it, "
+            "or run `cafleet setup` to add it now"
         ) in text
     setup = cli("setup", "--coding-agent", "claude", "--json")
     assert setup.code == 0, setup
     assert setup.json()["database"]["tables_added"] == list(schema.AUX_TABLES)
-    assert setup.json()["database"]["indexes_added"] == []
-    assert cli("doctor", "--json").json()["database"]["auxiliary_tables"] == {}
+    assert setup.json()["database"]["indexes_added"] == list(schema.AUX_INDEXES)
+    healthy = cli("doctor", "--json").json()["database"]
+    assert (healthy["ok"], healthy["auxiliary_tables"], healthy["auxiliary_indexes"]) == (True, {}, {})
+    assert "advice" not in healthy
     again = cli("setup", "--coding-agent", "claude", "--json").json()["database"]
     assert again["tables_added"] == [] and again["indexes_added"] == []
+    drop_usage_tables(db_path)
+    assert cli("fleet", "list").code == 0  # diagnosis still accepts it
+    assert cli("doctor", "--json").json()["database"]["auxiliary_tables"] == {
+        name: "missing" for name in schema.AUX_TABLES
+    }
 
 
 def test_doctor_reports_a_usage_table_with_other_columns_and_setup_leaves_it(cli, env, db_path):
@@ -189,15 +214,24 @@ def test_doctor_reports_a_usage_table_with_other_columns_and_setup_leaves_it(cli
     store = open_store(db_path)
     try:
         with store.write():
-            store.execute(f"DROP TABLE {usage.FLEET_TABLE}")
+            store.execute(f"DROP TABLE IF EXISTS {usage.FLEET_TABLE}")
             store.execute(f"CREATE TABLE {usage.FLEET_TABLE} (fleet_id INTEGER NOT NULL PRIMARY KEY, cap TEXT)")
             store.execute(f"INSERT INTO {usage.FLEET_TABLE} (fleet_id, cap) VALUES (1, 'mine')")
     finally:
         store.close()
     report = cli("doctor", "--json").json()["database"]
-    assert report["ok"] is True and report["auxiliary_tables"] == {usage.FLEET_TABLE: "altered"}
+    assert report["ok"] is True and report["auxiliary_tables"] == {usage.FLEET_TABLE: "altered", usage.TABLE: "missing"}
     assert "has other columns" in report["advice"] and "rename it and run `cafleet setup`" in report["advice"]
-    assert cli("setup", "--coding-agent", "claude", "--json").json()["database"]["tables_added"] == []
+    assert (
+        usage.FLEET_TABLE not in cli("setup", "--coding-agent", "claude", "--json").json()["database"]["tables_added"]
+    )
+    cli_store = open_store(db_path)
+    try:
+        fleet_id = FleetBuilder(cli_store).fleet()[0]
+    finally:
+        cli_store.close()
+    refused = cli("fleet", "budget", str(fleet_id), "--usd", "3")  # never written into someone else's table
+    assert refused.code == 1 and refused.err.startswith("Error: ") and refused.err.count("\n") == 1, refused
     store = open_store(db_path)
     try:
         assert store.execute(f"SELECT fleet_id, cap FROM {usage.FLEET_TABLE}").fetchall() == [(1, "mine")]
@@ -206,33 +240,6 @@ def test_doctor_reports_a_usage_table_with_other_columns_and_setup_leaves_it(cli
 
 
 # --- spend read from claude's records, per member, on both stores --------------------------------
-
-
-def call_lines(message_id: str, input_tokens: int, output_tokens: int, blocks: int = 1) -> str:
-    """One model call as claude writes it into its transcript: a line per content block, each
-    repeating the call's usage under the same message id and request id."""
-    line = {
-        "type": "assistant",
-        "requestId": f"req_{message_id}",
-        "message": {
-            "id": message_id,
-            "model": "claude-sonnet-4-5",
-            "usage": {
-                "input_tokens": input_tokens,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
-                "output_tokens": output_tokens,
-            },
-        },
-    }
-    return "".join(json.dumps(line) + "\n" for _ in range(blocks))
-
-
-def write_calls(config_dir, session_id: str, text: str) -> None:
-    folder = config_dir / "projects" / "-work"
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f"{session_id}.jsonl", "a", encoding="utf-8") as out:
-        out.write(text)
 
 
 def test_recorded_spend_is_summed_per_member_and_gates_the_send(cli, build, store, db_path, env, tmp_path):
@@ -285,7 +292,7 @@ def test_recorded_spend_is_summed_per_member_and_gates_the_send(cli, build, stor
         1,
         "",
         f"Error: member {alice} is over its budget (5000 tokens spent of a 5000-token budget); "
-        "it gets no new work. Send anyway with --force.\n",
+        "it gets no new work; give --force to send anyway.\n",
     )
     assert store.execute("SELECT count(*) FROM messages").fetchone()[0] == count
     own = cli("message", "send", "--from-member-id", str(alice), "--to-member-id", str(director), "report")

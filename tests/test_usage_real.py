@@ -138,7 +138,9 @@ def test_usage_is_summed_exactly_per_member_in_one_cwd(fleet, tmp_path):
 
 def test_clear_starts_a_new_session_and_counting_goes_on(fleet):
     """``/clear`` gives the member a session id cafleet did not choose; the live
-    ``sessions/<pid>.json`` names it, and both sessions are counted."""
+    ``sessions/<pid>.json`` names it, the pane's process is the one started with the
+    member's ``--session-id`` and the new session begins with the preview of a message to
+    the member, so it is the member's: both sessions are counted."""
     bob = next(r for r in usage_json(fleet, "fleet", "usage", str(fleet.fleet_id))["members"] if r["name"] == "bob")
     before = bob["tokens"]["total"]
     pane = fleet.cafleet("member", "show", str(bob["member_id"]), "--json").json()["placement"]["pane_id"]
@@ -266,7 +268,7 @@ def test_a_member_over_its_budget_gets_no_new_work_unless_forced(fleet):
     assert refused.code == 1 and refused.out == "", refused
     assert refused.err == (
         f"Error: member {frank['member_id']} is over its budget (1050 tokens spent of a "
-        "1000-token budget); it gets no new work. Send anyway with --force.\n"
+        "1000-token budget); it gets no new work; give --force to send anyway.\n"
     )
     assert fleet.query("SELECT count(*) FROM messages")[0][0] == count  # nothing stored
     report = usage_json(fleet, "member", "usage", str(frank["member_id"]))
@@ -313,7 +315,7 @@ def test_a_fleet_over_its_budget_gets_no_new_work(fleet):
         stream.stop()
     assert stream.count("over-budget", frank) == 1 and stream.count("over-budget", None) == 1, stream.events
     bad = fleet.cafleet("fleet", "budget", str(fleet.fleet_id), "--usd", "-3")
-    assert (bad.code, bad.err) == (2, "Error: invalid --usd -3; give a positive number of dollars, like 2.50\n")
+    assert (bad.code, bad.err) == (2, "Error: --usd must be a number of dollars from 0.01 to 1000000000, got '-3'.\n")
     cleared = usage_json(fleet, "fleet", "budget", str(fleet.fleet_id), "--clear")
     assert cleared["budget"] is None
 

@@ -10,10 +10,13 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
 from tests.support.pause import default_sigint, held_commands
+from tests.support.postgres import terminate
+from tests.support.tmux_fixtures import wait_for
 
 
 @pytest.fixture
@@ -196,3 +199,186 @@ def test_listen_ends_cleanly_when_stdout_closes(env, cli, trio):
         if listener.poll() is None:
             listener.kill()
             listener.wait()
+
+
+# --- the server ends the session (PostgreSQL) -------------------------------------------------
+# A restart, pg_terminate_backend or idle_session_timeout ends a command's sessions: its
+# store's and its LISTEN's. Each command is told apart by its own application_name
+# (libpq's PGAPPNAME) and counts its reconnection attempts in its trace (store.reconnect).
+
+
+def traced(env, tmp_path, name: str) -> tuple[dict, object, str]:
+    trace = tmp_path / f"{name}.trace"
+    app = f"cafleet-{name}-{uuid.uuid4().hex[:8]}"
+    return dict(env, CAFLEET_TEST_TRACE=str(trace), PGAPPNAME=app), trace, app
+
+
+def count(trace, name: str) -> int:
+    return trace.read_text(encoding="utf-8").split("\n").count(name) if trace.exists() else 0
+
+
+def until_running(proc, check, what: str) -> None:
+    """Wait (bounded) for ``check``; fail at once, with what it said, if ``proc`` exited."""
+
+    def done():
+        return proc.poll() is not None or check()
+
+    wait_for(done, timeout=60, what=what)
+    if proc.poll() is not None:
+        out, err = proc.communicate()
+        pytest.fail(f"exited {proc.returncode} instead: {out!r} {err!r}")
+
+
+def send(cli, from_id, to_id, text, environ=None) -> dict:
+    result = cli(
+        "message", "send", "--from-member-id", str(from_id), "--to-member-id", str(to_id), text, "--json",
+        **({"environ": environ} if environ else {}),
+    )  # fmt: skip
+    assert result.code == 0, result
+    return result.json()
+
+
+@pytest.mark.stores("postgres")
+@pytest.mark.parametrize("ending", ["terminated", "idle_session_timeout"])
+def test_wait_reconnects_when_the_server_ends_its_sessions(env, cli, trio, tmp_path, db_path, pg_cluster, ending):
+    """Terminated by an administrator, or by the server's idle_session_timeout (0.3 s, set on
+    the database once the wait is waiting, so that its start is not raced, and given to its
+    sessions by ending them once; reset before the send, so the sender is not raced either)."""
+    _, _, (m1, m2) = trio
+    environ, trace, app = traced(env, tmp_path, "wait")
+    database = db_path.split("@/", 1)[1].split("?", 1)[0]
+    waiter = spawn(environ, "message", "wait", str(m2), "--timeout", "600", "--json")
+    try:
+        until_running(waiter, lambda: count(trace, "store.wait") > 0, "the wait to block in LISTEN")
+        if ending == "idle_session_timeout":
+            pg_cluster.admin(f"ALTER DATABASE {database} SET idle_session_timeout = '300ms'")
+        assert terminate(db_path, app) >= 2  # its store's session and its LISTEN's
+        if ending == "idle_session_timeout":  # the sessions it reconnected with end by the timeout
+            until_running(waiter, lambda: count(trace, "store.reconnect") >= 3, "reconnections after timeouts")
+            pg_cluster.admin(f"ALTER DATABASE {database} RESET idle_session_timeout")
+        until_running(waiter, lambda: count(trace, "store.reconnect") > 0, "a reconnection")
+        sent = send(cli, m1, m2, "after the session ended")
+        out, err = waiter.communicate(timeout=60)  # bounds a failure
+    finally:
+        pg_cluster.admin(f"ALTER DATABASE {database} RESET idle_session_timeout")
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.wait()
+    assert (waiter.returncode, err) == (0, b""), err
+    assert [r["message_id"] for r in json.loads(out)] == [sent["message_id"]]
+
+
+@pytest.mark.stores("postgres")
+def test_listen_reconnects_losing_and_repeating_nothing_and_ends_with_its_line_when_it_gives_up(
+    env, cli, trio, tmp_path, db_path, pg_cluster
+):
+    _, _, (m1, m2) = trio
+    environ, trace, app = traced(env, tmp_path, "listen")
+    environ["CAFLEET_PG_RECONNECT_TIMEOUT"] = "1"
+    listener = spawn(environ, "message", "listen", str(m2), "--json")
+    database = db_path.split("@/", 1)[1].split("?", 1)[0]
+    try:
+        sent = [send(cli, m1, m2, "one")]
+        lines = [json.loads(listener.stdout.readline())]
+        for n, text in enumerate(("two", "three"), 1):
+            assert terminate(db_path, app) >= 2
+            until_running(listener, lambda n=n: count(trace, "store.reconnect") >= n, "a reconnection")
+            sent.append(send(cli, m1, m2, text))
+            lines.append(json.loads(listener.stdout.readline()))
+        assert [line["message_id"] for line in lines] == [record["message_id"] for record in sent]
+        # Now the server lets nobody into the database: each try fails, and after 1 s it ends.
+        pg_cluster.admin(f"ALTER DATABASE {database} ALLOW_CONNECTIONS false")
+        terminate(db_path, app)
+        out, err = listener.communicate(timeout=60)
+    finally:
+        pg_cluster.admin(f"ALTER DATABASE {database} ALLOW_CONNECTIONS true")
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
+    assert listener.returncode == 1
+    assert [json.loads(line) for line in out.decode().splitlines()] == [
+        {"event": "end", "reason": err.decode().removeprefix("Error: ").rstrip("\n").removesuffix(".")}
+    ]  # no message twice: the three lines came before, then only the end line
+    assert err.decode().startswith("Error: cannot reach database ") and err.count(b"\n") == 1
+    assert "not currently accepting connections" in err.decode() and "gave up reconnecting after" in err.decode()
+    assert count(trace, "store.reconnect") > 3  # it kept trying, backing off, until its bound
+
+
+@pytest.mark.slow
+@pytest.mark.stores("postgres")
+def test_wait_and_listen_resume_across_a_server_restart(env, tmp_path):
+    """A real restart, on a private server (the session's is shared): a fast shutdown ends
+    every session, the server stays down while both commands retry, then comes back; each
+    reads again and gets what was sent, once. Stopped for good, a listener gives up."""
+    from cafleet.broker import fleets, members, messages
+    from cafleet.store.connection import open_store
+    from tests.support.postgres import Cluster
+
+    cluster = Cluster()
+    started: list[subprocess.Popen] = []
+    try:
+        cluster.start()
+        url = cluster.fresh_database()
+        store = open_store(url)
+        fleet = fleets.create_fleet(
+            store, name="r", coding_agent="claude", backend="tmux", session="$0@/nonexistent/socket",
+            window_id="@0", pane_id="%0",
+        )  # fmt: skip
+        m1, m2 = (
+            members.register_member(
+                store,
+                fleet_id=fleet["fleet_id"],
+                name=name,
+                description="worker",
+                backend="tmux",
+                session="$0@/nonexistent/socket",
+                window_id="@0",
+                coding_agent="claude",
+            )  # fmt: skip
+            for name in ("m1", "m2")
+        )
+        environ = dict(env, CAFLEET_DATABASE_URL=url, CAFLEET_PG_RECONNECT_TIMEOUT="30")
+        listen_env, listen_trace, _ = traced(environ, tmp_path, "listen")
+        wait_env, wait_trace, _ = traced(environ, tmp_path, "wait")
+        listener = spawn(listen_env, "message", "listen", str(m2), "--json")
+        waiter = spawn(wait_env, "message", "wait", str(m1), "--timeout", "600", "--json")
+        started += [listener, waiter]
+        before = messages.send(store, m1, m2, "before")
+        assert json.loads(listener.stdout.readline())["message_id"] == before["message_id"]
+        until_running(waiter, lambda: count(wait_trace, "store.wait") > 0, "the wait to block in LISTEN")
+        store.close()
+        cluster.pause()
+        for proc, trace in ((listener, listen_trace), (waiter, wait_trace)):
+            until_running(proc, lambda trace=trace: count(trace, "store.reconnect") >= 2, "tries while down")
+        cluster.resume()
+        store = open_store(url)
+        for_wait = messages.send(store, m2, m1, "for the wait")
+        after = messages.send(store, m1, m2, "after")
+        store.close()
+        out, err = waiter.communicate(timeout=60)
+        assert (waiter.returncode, err) == (0, b""), err
+        assert [r["message_id"] for r in json.loads(out)] == [for_wait["message_id"]]
+        assert json.loads(listener.stdout.readline())["message_id"] == after["message_id"]
+        listener.send_signal(signal.SIGTERM)
+        out, err = listener.communicate(timeout=60)
+        assert (listener.returncode, err) == (0, b"")
+        assert [json.loads(line) for line in out.decode().splitlines()] == [
+            {"event": "end", "reason": "stopped by SIGTERM"}  # the restart printed nothing twice
+        ]
+        # Stopped for good: a listener bound to 1 s of reconnecting gives up, with its end line.
+        short_env, short_trace, _ = traced(dict(environ, CAFLEET_PG_RECONNECT_TIMEOUT="1"), tmp_path, "short")
+        short = spawn(short_env, "message", "listen", str(m2), "--json")
+        started.append(short)
+        assert [json.loads(short.stdout.readline())["text"] for _ in range(2)] == ["before", "after"]
+        until_running(short, lambda: count(short_trace, "store.wait") > 0, "the listener to block in LISTEN")
+        cluster.pause()
+        out, err = short.communicate(timeout=60)
+        assert short.returncode == 1 and err.startswith(b"Error: cannot reach database ") and err.count(b"\n") == 1
+        assert b"gave up reconnecting after" in err
+        assert [json.loads(line)["event"] for line in out.decode().splitlines()] == ["end"]
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        cluster.stop()

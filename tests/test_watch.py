@@ -8,10 +8,12 @@ STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/co
 import json
 import subprocess
 import sys
+import uuid
 
 import pytest
 
 from cafleet.broker import members
+from tests.support.postgres import terminate
 from tests.support.tmux_fixtures import wait_for
 from tests.support.watch_stream import Stream
 
@@ -91,49 +93,93 @@ def test_idle_once_per_episode(fleet, store, cli):
     fleet_id, director, environ, add = fleet
     member_id, _, _ = add("sleepy", store=store)
     stream = Stream(environ, fleet_id, "--interval", "0.3", "--idle-after", "1.5")
-    try:
-        first = stream.wait_event(lambda e: e["event"] == "idle" and e["member_id"] == member_id, timeout=10)
-        assert first["command"] == f"cafleet member capture {member_id}"
-        stream.drain_for(1.0)
-        assert stream.count("idle", member_id) == 1
-        # activity ends the episode: the member sends a message
-        cli(
+
+    def send_as_member(body: str) -> None:
+        sent = cli(
             "message",
             "send",
             "--from-member-id",
             str(member_id),
             "--to-member-id",
             str(director),
-            "back at work",
+            body,
             environ=environ,
         )
-        stream.wait_event(lambda e: e["event"] == "message" and e["member_id"] == member_id)
+        assert sent.code == 0, sent
+
+    try:
+        # Nothing sent, received or acked yet: silent (from registration), never idle.
+        silent = stream.wait_event(lambda e: e["event"] == "silent" and e["member_id"] == member_id, timeout=10)
+        assert silent["command"] == f"cafleet member capture {member_id}"
+        stream.drain_for(1.0)
+        assert (stream.count("silent", member_id), stream.count("idle", member_id)) == (1, 0)
+        send_as_member("first words")  # activity: from now on it is idle, or not, by its activity
+        first = stream.wait_event(lambda e: e["event"] == "idle" and e["member_id"] == member_id, timeout=10)
+        assert first["command"] == f"cafleet member capture {member_id}"
+        stream.drain_for(1.0)
+        assert stream.count("idle", member_id) == 1
+        send_as_member("back at work")  # activity ends the episode
+        stream.wait_event(lambda e: e["event"] == "message" and e["member_id"] == member_id and "back" in str(e))
         stream.wait_event(
             lambda e: e["event"] == "idle" and e["member_id"] == member_id and e is not first and e["at"] > first["at"],
             timeout=10,
         )
-        assert stream.count("idle", member_id) == 2
+        assert stream.count("idle", member_id) == 2 and stream.count("silent", member_id) == 1
     finally:
         stream.stop()
 
 
 def test_activity_between_two_rounds_starts_a_new_idle_episode(fleet, store, cli, db_path):
-    """The rounds are driven by hand (no clock in the way): with ``idle_after`` 0 the member
-    is idle in every round, and a message it sends between two rounds still ends the first
-    episode, so the second round reports a new one."""
+    """The rounds are driven by hand (no clock in the way): with ``idle_after`` 0 a member
+    with activity is idle in every round, and a message it sends between two rounds still
+    ends the first episode, so the second round reports a new one."""
     from cafleet.delivery.watch import Watcher
 
     fleet_id, director, environ, add = fleet
     member_id, _, _ = add("napper", store=store)
+    send = ["message", "send", "--from-member-id", str(member_id), "--to-member-id", str(director)]
+    assert cli(*send, "hello", environ=environ).code == 0
     seen = []
     watcher = Watcher(store, environ, db_path, fleet_id, 5.0, 0.0, seen.append)
     watcher.members_round()
     watcher.members_round()
     assert [(e["event"], e["member_id"]) for e in seen] == [("idle", member_id)]  # once per episode
-    cli("message", "send", "--from-member-id", str(member_id), "--to-member-id", str(director), "back", environ=environ)
+    assert cli(*send, "back", environ=environ).code == 0
     watcher.members_round()
     watcher.members_round()
     assert [(e["event"], e["member_id"]) for e in seen] == [("idle", member_id), ("idle", member_id)]
+
+
+def test_a_member_without_message_activity_is_silent_and_never_idle(fleet, store, cli, db_path):
+    """The seed: idle is the time since the latest activity, null when there is none. A
+    member that has sent, received and acked nothing is ``silent`` once it has been
+    registered longer than ``--idle-after`` (its own state and event, measured from
+    registration), and becomes ``idle`` only by the activity it then has."""
+    from cafleet.delivery.watch import Watcher
+
+    fleet_id, director, environ, add = fleet
+    member_id, _, _ = add("quiet", store=store)
+    seen = []
+    watcher = Watcher(store, environ, db_path, fleet_id, 5.0, 0.0, seen.append)
+    watcher.members_round()
+    watcher.members_round()
+    assert [(e["event"], e["member_id"]) for e in seen] == [("silent", member_id)]  # once
+    assert seen[0]["detail"].startswith("no message activity since it was registered ")
+    assert seen[0]["command"] == f"cafleet member capture {member_id}"
+
+    def row() -> dict:
+        listed = cli("member", "list", str(fleet_id), "--state", "--idle-after", "0", "--json", environ=environ)
+        assert listed.code == 0, listed
+        return next(r for r in listed.json() if r["member_id"] == member_id)
+
+    assert (row()["state"], row()["idle_seconds"], row()["last_activity_at"]) == ("silent", None, None)
+    sent = ["message", "send", "--from-member-id", str(member_id), "--to-member-id", str(director), "done"]
+    assert cli(*sent, environ=environ).code == 0
+    watcher.members_round()
+    assert [(e["event"], e["member_id"]) for e in seen] == [("silent", member_id), ("idle", member_id)]
+    assert seen[1]["detail"].startswith("no activity for ")
+    now = row()
+    assert now["state"] == "idle" and isinstance(now["idle_seconds"], int) and now["last_activity_at"] is not None
 
 
 def test_blocked_pane_reported(fleet, store, tmux_server):
@@ -297,6 +343,53 @@ def test_survives_busy_database_and_member_deleted(fleet, store, cli, db_path, t
         stream.stop()
     typed = [json.loads(line) for line in record.read_text().splitlines()]
     assert sum(1 for t in typed if t["kind"] == "submit" and f"[cafleet msg {sent['message_id']} " in t["text"]) >= 1
+
+
+@pytest.mark.stores("postgres")
+def test_reconnects_when_the_server_ends_its_sessions_and_ends_with_its_line_when_it_gives_up(
+    fleet, store, cli, db_path, tmp_path, pg_cluster
+):
+    """The server ends the watch's sessions (pg_terminate_backend, as a restart or an
+    idle_session_timeout would): it reconnects and reports the next message, without
+    repeating one; when no connection can be had for CAFLEET_PG_RECONNECT_TIMEOUT it ends
+    with its end event and exits 1 with one line."""
+    fleet_id, director, environ, add = fleet
+    trace, app = tmp_path / "watch.trace", f"cafleet-watch-{uuid.uuid4().hex[:8]}"
+    watched = dict(environ, CAFLEET_TEST_TRACE=str(trace), PGAPPNAME=app, CAFLEET_PG_RECONNECT_TIMEOUT="1")
+    database = db_path.split("@/", 1)[1].split("?", 1)[0]
+
+    def note(text):
+        return cli(
+            "message", "send", "--from-member-id", str(director), "--to-member-id", str(director), text, "--json",
+            environ=environ,
+        ).json()  # fmt: skip
+
+    def reconnects():
+        return trace.read_text(encoding="utf-8").split("\n").count("store.reconnect") if trace.exists() else 0
+
+    stream = Stream(watched, fleet_id, "--interval", "0.5", "--idle-after", "600")
+    try:
+        first = note("before")
+        stream.wait_event(lambda e: e["event"] == "message" and e["message_id"] == first["message_id"])
+        assert terminate(db_path, app) >= 2  # its store's session and its LISTEN's
+        wait_for(lambda: stream.proc.poll() is not None or reconnects() > 0, timeout=60, what="a reconnection")
+        assert stream.proc.poll() is None, stream.proc.stderr.read()
+        second = note("after")
+        stream.wait_event(lambda e: e["event"] == "message" and e["message_id"] == second["message_id"])
+        pg_cluster.admin(f"ALTER DATABASE {database} ALLOW_CONNECTIONS false")
+        terminate(db_path, app)
+        end = stream.wait_event(lambda e: e["event"] == "end")
+        assert stream.proc.wait(timeout=60) == 1
+        err = stream.proc.stderr.read().decode()
+    finally:
+        pg_cluster.admin(f"ALTER DATABASE {database} ALLOW_CONNECTIONS true")
+        stream.stop()
+    assert [e["message_id"] for e in stream.events if e["event"] == "message"] == [
+        first["message_id"],
+        second["message_id"],
+    ]
+    assert err.startswith("Error: cannot reach database ") and err.count("\n") == 1, err
+    assert end["detail"] == "watch ended: " + err.removeprefix("Error: ").rstrip("\n").removesuffix(".")
 
 
 def test_member_list_and_webui_show_the_same_states(fleet, store, tmux_server, cli):

@@ -40,7 +40,7 @@ with __import__("warnings").catch_warnings():
     from starlette.testclient import TestClient  # noqa: E402
 
 from cafleet.broker import fleets, members, messages, notifications  # noqa: E402
-from cafleet.web.events import FleetWatch  # noqa: E402
+from cafleet.web.events import FleetWatch, SharedChanges  # noqa: E402
 
 RECORD_KEYS = ["message_id", "from_member_id", "to_member_id", "created_at", "status_state", "status_timestamp", "text"]
 
@@ -448,29 +448,42 @@ def test_pooled_connections_the_server_ended_are_replaced_not_answered_500(clien
 
 @pytest.fixture
 def watch_for(db_path, store):
-    """A FleetWatch on its own connection (data_version only moves for other connections),
-    opened like the server's so that the test's ``store`` keeps its locks."""
-    watches = []
+    """A FleetWatch as the server makes one (reading through a pool, woken by the shared
+    change waiter), whose ``look()`` checks the waiter and polls, as a stream's tick does."""
+    pool = StorePool(db_path, 5.0)
+    changes = SharedChanges(pool, 0.0)
+    if store.engine == "postgresql":
+        # A NOTIFY reaches the listener a moment after the commit, not before the very
+        # next line; these tests check the diffs, so every look reads. The wake-up is
+        # test_event_stream_pushes_writes_from_other_processes's (and test_postgres.py's).
+        changes = _EveryLook()
 
     def make(fleet_id: int) -> FleetWatch:
-        watch = FleetWatch(StorePool(db_path, 5.0).open(), fleet_id)
-        if store.engine == "postgresql":
-            # A NOTIFY reaches the listener a moment after the commit, not before the very
-            # next line; these tests check the diffs, so every look reads. The wake-up is
-            # test_event_stream_pushes_writes_from_other_processes's (and test_postgres.py's).
-            watch.changes.close()
-            watch.changes = _EveryLook()
-        watches.append(watch)
+        watch = FleetWatch(pool, fleet_id, changes)  # type: ignore[arg-type]
+
+        def look():
+            changes.check()
+            return watch.poll()
+
+        watch.look = look  # type: ignore[attr-defined]
         return watch
 
     yield make
-    for watch in watches:
-        watch.close()
+    changes.close()
+    pool.close()
 
 
 class _EveryLook:
-    def changed(self) -> bool:
-        return True
+    """A change waiter that has always seen a commit."""
+
+    generation = 0
+
+    def baseline(self) -> int:
+        return self.generation
+
+    def check(self) -> int:
+        self.generation += 1
+        return self.generation
 
     def close(self) -> None:
         return None
@@ -496,39 +509,39 @@ def test_fleet_watch_turns_commits_into_typed_events(watch_for, build, store):
     fleet_id, director, (m1, m2) = build.fleet()
     other, _, (x1, x2) = build.fleet("other")
     watch = watch_for(fleet_id)
-    assert watch.poll() == []
+    assert watch.look() == []
 
     sent = messages.send(store, m1, m2, "hi")["message_id"]
-    assert [without_idle(e) for e in watch.poll()] == [
+    assert [without_idle(e) for e in watch.look()] == [
         ("message", timeline_record(store, sent)),
         without_idle(("roster", roster_view(store, fleet_id))),
     ]
-    assert watch.poll() == []
+    assert watch.look() == []
 
     assert notifications.stamp_notified(store, sent)
-    assert watch.poll() == [("notified", timeline_record(store, sent))]
+    assert watch.look() == [("notified", timeline_record(store, sent))]
 
     messages.ack(store, sent)
-    events = watch.poll()
+    events = watch.look()
     assert events[0] == ("ack", timeline_record(store, sent)) and events[0][1]["status_state"] == "completed"
     assert [name for name, _ in events] == ["ack", "roster"]  # the ACK is the recipient's latest activity
 
     messages.send(store, x1, x2, "elsewhere")
-    assert watch.poll() == []  # another fleet's traffic changes nothing here
+    assert watch.look() == []  # another fleet's traffic changes nothing here
 
     quick = messages.send(store, director, m1, "sent and acked between two looks")["message_id"]
     messages.ack(store, quick)
-    events = watch.poll()
+    events = watch.look()
     assert events[0] == ("message", timeline_record(store, quick)) and events[0][1]["status_state"] == "completed"
     assert [name for name, _ in events] == ["message", "roster"]
 
     new_member = build.member(fleet_id, "m3")
-    events = watch.poll()
+    events = watch.look()
     assert [name for name, _ in events] == ["roster"]
     assert [m["member_id"] for m in events[0][1]["members"]] == [director, m1, m2, new_member]
 
     fleets.delete_fleet(store, fleet_id)
-    events = watch.poll()
+    events = watch.look()
     assert [name for name, _ in events] == ["roster"]
     assert events[0][1]["members"] == [] and events[0][1]["fleet"]["deleted_at"] is not None
 

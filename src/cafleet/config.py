@@ -26,6 +26,7 @@ DATABASE_FILENAME = "cafleet_v8.db"
 DEFAULT_MAX_TEXT_LEN = 200
 DEFAULT_SUBMIT_SETTLE = 0.3  # seconds; see delivery/submit.py for why
 DEFAULT_LOCK_TIMEOUT = 15.0  # seconds; many senders may queue behind one pane
+DEFAULT_SERVER_MAX_STREAMS = 32  # open WebUI pages (event streams) one server serves at once
 
 HOUR = 3600.0
 DAY = 24 * HOUR
@@ -36,8 +37,8 @@ SWITCH_OFF = ("0", "false", "no", "off")
 class Setting:
     """One declared setting.
 
-    kind: "seconds" (a finite number, ``low``..``high``), "integer" (decimal digits,
-    ``low``..``high``), "switch" (on/off), "choice" (one of ``choices``), or a free text
+    kind: "seconds" (a finite number, ``low``..``high``), "number" (the same, of another
+    unit: ``noun`` says which), "integer" (decimal digits, ``low``..``high``), "switch" (on/off), "choice" (one of ``choices``), or a free text
     kind ("location", "path", "command", "host", "text") checked where it is used.
     ``audience``: "user" (the README table), "pane" (set by cafleet in member panes for
     the agent to read), "test" (test hooks and the stand-in agent).
@@ -85,11 +86,11 @@ class Setting:
 
     @property
     def checked(self) -> bool:
-        return self.kind in ("seconds", "integer", "switch", "choice", "identifier")
+        return self.kind in ("seconds", "number", "integer", "switch", "choice", "identifier", "role")
 
     def allowed(self) -> str:
         """The allowed values, as an error message and the README table say them."""
-        if self.kind == "seconds":
+        if self.kind in ("seconds", "number"):
             return f"{self.noun} from {_number(self.low)} to {_number(self.high)}"
         if self.kind == "integer":
             return f"{self.noun} from {self.low} to {self.high}"
@@ -103,13 +104,14 @@ class Setting:
             "command": "a command name or path",
             "host": "a host name or IP address",
             "identifier": "a lower-case SQL name (a-z, 0-9, _; at most 63)",
+            "role": "a PostgreSQL role name, as pg_roles spells it (at most 63 bytes)",
         }.get(self.kind, "any text")
 
     def parse(self, raw: str):
         """The value of ``raw`` (an environment value or an option's argument), or
         :class:`SettingError` naming this setting, the quoted value and the allowed range."""
         kind = self.kind
-        if kind == "seconds":
+        if kind in ("seconds", "number"):
             text = raw.strip()
             # float() also reads "nan", "inf", "1_0" and non-ASCII digits; only plain
             # decimal numbers are seconds.
@@ -142,6 +144,10 @@ class Setting:
                 and all(c == "_" or "a" <= c <= "z" or "0" <= c <= "9" for c in raw)
             ):
                 return raw
+        elif kind == "role":
+            # Any name the server can hold: at most NAMEDATALEN - 1 bytes, no control character.
+            if 0 < len(raw.encode("utf-8", "surrogatepass")) <= 63 and all(c >= " " and c != "\x7f" for c in raw):
+                return raw
         else:
             return raw
         raise SettingError(f"{self.name} must be {self.allowed()}, got {shown(raw)}.")
@@ -172,6 +178,23 @@ ENVIRONMENT = (
         default_text="$XDG_DATA_HOME/cafleet/" + DATABASE_FILENAME,
     ),
     _s("CAFLEET_PG_SCHEMA", "identifier", "cafleet", "PostgreSQL only: the schema that holds cafleet's tables"),
+    _s(
+        "CAFLEET_PG_TRUSTED_OWNER",
+        "role",
+        None,
+        "PostgreSQL only: a role besides the connecting one that may own the schema and cafleet's tables "
+        "(another owner is refused: it can read every message)",
+        default_text="none: only the connecting role",
+    ),
+    _s(
+        "CAFLEET_PG_RECONNECT_TIMEOUT",
+        "seconds",
+        30.0,
+        "PostgreSQL only: how long `message wait`/`listen` and `fleet watch` keep reconnecting to a server "
+        "that ended their session before they give up",
+        low=0.0,
+        high=DAY,
+    ),
     _s(
         "CAFLEET_MULTIPLEXER",
         "choice",
@@ -247,6 +270,14 @@ ENVIRONMENT = (
         low=1,
         high=100_000,
     ),
+    _s(
+        "CAFLEET_SERVER_MAX_STREAMS",
+        "integer",
+        DEFAULT_SERVER_MAX_STREAMS,
+        "`cafleet server`: open event streams (WebUI pages) at most; one more is answered 503 with Retry-After",
+        low=1,
+        high=100_000,
+    ),
     _s("CAFLEET_DEBUG", "switch", False, "show the traceback of an internal error"),
     _s(
         "CAFLEET_KEEPER",
@@ -319,7 +350,7 @@ OPTIONS = (
         "--idle-after",
         "seconds",
         600.0,
-        "`fleet watch`, `member list --state`: idle after this many quiet seconds",
+        "`fleet watch`, `member list --state`: idle (or silent) after this many quiet seconds",
         low=0.0,
         high=30 * DAY,
     ),
@@ -334,6 +365,47 @@ OPTIONS = (
     ),
     _s("--lines", "integer", 40, "`member capture`: lines of the pane to print", low=1, high=10_000),
     _s("--port", "integer", 8000, "`cafleet server`: the port to listen on", low=1, high=65535, noun="a port number"),
+    # Budgets (docs/usage.md): bounded so that a budget is always a number both stores keep.
+    _s(
+        "--budget-usd",
+        "number",
+        None,
+        "`member create`: the member's budget in dollars",
+        low=0.01,
+        high=1e9,
+        noun="a number of dollars",
+        default_text="no budget",
+    ),
+    _s(
+        "--budget-tokens",
+        "integer",
+        None,
+        "`member create`: the member's budget in tokens",
+        low=1,
+        high=10**15,
+        noun="a number of tokens",
+        default_text="no budget",
+    ),
+    _s(
+        "--usd",
+        "number",
+        None,
+        "`fleet budget`: the fleet's budget in dollars",
+        low=0.01,
+        high=1e9,
+        noun="a number of dollars",
+        default_text="unchanged",
+    ),
+    _s(
+        "--tokens",
+        "integer",
+        None,
+        "`fleet budget`: the fleet's budget in tokens",
+        low=1,
+        high=10**15,
+        noun="a number of tokens",
+        default_text="unchanged",
+    ),
 )
 
 _BY_NAME = {setting.name: setting for setting in (*ENVIRONMENT, *OPTIONS)}
@@ -390,9 +462,9 @@ def database_path(environ) -> str:
                     f"CAFLEET_DATABASE_URL {_shown_location(url)} names a relative path; use sqlite:///ABS/PATH "
                     "(for example sqlite:////home/me/cafleet.db) or an absolute file path."
                 )
-            return os.path.normpath("/" + rest.lstrip("/"))
+            return resolved("/" + rest.lstrip("/"))
         if os.path.isabs(url):
-            return os.path.normpath(url)
+            return resolved(url)
         raise ConfigError(
             f"CAFLEET_DATABASE_URL {_shown_location(url)} is not supported; use sqlite:///ABS/PATH, an absolute file path "
             "or postgresql://..."
@@ -405,7 +477,17 @@ def database_path(environ) -> str:
         if not home or not os.path.isabs(home):
             raise ConfigError("HOME is not set to an absolute path; set CAFLEET_DATABASE_URL to an absolute path.")
         data_home = os.path.join(home, ".local", "share")
-    return os.path.join(data_home, "cafleet", DATABASE_FILENAME)
+    return resolved(os.path.join(data_home, "cafleet", DATABASE_FILENAME))
+
+
+def resolved(path: str) -> str:
+    """``path`` with every symbolic link and ``..`` resolved as the kernel resolves them:
+    ``link/..`` is the parent of the link's target, not the folder holding the link (a
+    textual ``normpath`` would open another file). The database's side files are then
+    named beside the file SQLite really opens (it resolves a link to the file itself),
+    which is where the diagnosis and the damaged-log check look for them. A folder that
+    does not exist yet (cafleet creates it) is taken as written."""
+    return os.path.realpath(path)
 
 
 def _shown_location(url: str) -> str:

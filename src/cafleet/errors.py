@@ -70,6 +70,30 @@ class DatabaseError(CafleetError):
     """The database file cannot be used (diagnosis refused it, it is locked, unreadable)."""
 
 
+class ConstraintRefused(DatabaseError):
+    """A rule of the database refused a write: a constraint, a UNIQUE index or a trigger's
+    RAISE (the seed allows auxiliary indexes and triggers beside cafleet's own). The
+    transaction is rolled back, so nothing of that write is stored."""
+
+
+def constraint_refused(where: str, reason: str) -> ConstraintRefused:
+    """The one line for a write a database rule refused (``reason``: the database's own
+    first line, made display-safe and cut short)."""
+    from cafleet.render import inline
+
+    first = next((line.strip() for line in reason.splitlines() if line.strip()), "constraint failed")
+    return ConstraintRefused(
+        f"database {where} refused the change ({inline(first[:200])}): a constraint, unique index or trigger "
+        "of this database does not allow it; nothing of it was stored."
+    )
+
+
+class DatabaseUnreachable(DatabaseError):
+    """The database server cannot be reached, or it ended this connection's session (a
+    restart, an administrator's ``pg_terminate_backend``, ``idle_session_timeout``): a
+    long-running reader reconnects and reads again (:meth:`cafleet.store.changes.Changes.recover`)."""
+
+
 class DatabaseGone(DatabaseError):
     """The database file was deleted or replaced under a running command: its open
     connection reads a file nobody else sees, so the command stops."""
@@ -82,6 +106,11 @@ class NotFound(CafleetError):
 class Conflict(CafleetError):
     """The request is valid but the current state forbids it (inactive member, deleted
     fleet, cross-fleet send, acking a completed message, deleting the root Director)."""
+
+
+class OverBudget(Conflict):
+    """A member, or its fleet, is at or over its budget: it gets no new work (the WebUI
+    answers 409; docs/usage.md)."""
 
 
 class CorruptRow(CafleetError):

@@ -36,7 +36,10 @@ type a preview and ``drain.submitted <id>`` once its submission is confirmed, so
 tests/test_remote_hosts.py can bound each preview's copies by the attempts that typed it.
 Tests also see that a process has reached a wait: ``lock.busy`` is written each time a
 try for a pane-input lock finds it held, on either store (tests/test_member_lifecycle.py
-starts a member only once ``fleet delete`` is waiting for a lock).
+starts a member only once ``fleet delete`` is waiting for a lock), and ``store.reconnect``
+before each try to reconnect a PostgreSQL store whose sessions the server ended
+(tests/test_wait_listen.py and tests/test_watch.py end them only once the command waits,
+and count its tries).
 
 ``CAFLEET_TEST_TRACE_SQL=<path>`` traces the PostgreSQL store's statements, one line each
 (``sql <statement>``), into a file of their own so the counts above stay as they are:

@@ -1,9 +1,17 @@
 """Text and JSON output shared by the commands.
 
 Text output is for agents and people: short, one record per block, bodies truncated to
-``CAFLEET_MAX_TEXT_LEN`` code points and made display-safe (control characters shown as
-``\\xNN`` escapes so a body can never drive the reader's terminal). JSON output is exact:
-one compact document, bodies untruncated.
+``CAFLEET_MAX_TEXT_LEN`` code points and made display-safe, so that no stored or remote
+text can drive the reader's terminal or reorder what the reader sees: C0 and C1 controls
+are shown as ``\\xNN`` escapes, and so are, as ``\\uNNNN``/``\\UNNNNNNNN``, every other
+control or format character (bidi embeddings, overrides, isolates and marks, zero-width
+space, BOM, soft hyphen, the invisible tag characters), lone surrogates and the line and
+paragraph separators. ZWJ and ZWNJ stay: emoji sequences and several scripts need them.
+JSON output is exact: one compact document, bodies untruncated.
+
+Printable text costs one ``str.isprintable`` check after the C0/C1 table; only text with
+something else not printable (a format character, a non-ASCII space) consults
+``unicodedata``, imported then.
 """
 
 from __future__ import annotations
@@ -26,14 +34,46 @@ def truncate(text: str, max_len: int) -> str:
     return text if len(text) <= max_len else text[:max_len] + ELLIPSIS
 
 
+_KEPT_FORMAT = "\u200c\u200d"  # ZWNJ, ZWJ
+_ESCAPED_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")
+
+
+def escape(ch: str) -> str:
+    """One character as the escape text output shows in its place."""
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _escaped(text: str, table: dict, kept: str) -> str:
+    text = text.translate(table)
+    if text.isprintable():
+        return text
+    rest = text
+    for ch in kept:
+        rest = rest.replace(ch, "")
+    if rest.isprintable():
+        return text
+    import unicodedata
+
+    extra = {
+        ord(ch): escape(ch)
+        for ch in set(rest)
+        if not ch.isprintable() and ch not in _KEPT_FORMAT and unicodedata.category(ch) in _ESCAPED_CATEGORIES
+    }
+    return text.translate(extra) if extra else text
+
+
 def display_safe(text: str) -> str:
-    return text.translate(_DISPLAY_SAFE)
+    """A body as text output shows it: newlines and tabs kept, every other control or
+    format character (bidi controls included) shown as an escape."""
+    return _escaped(text, _DISPLAY_SAFE, "\n\t")
 
 
 def inline(value) -> str:
-    """A stored value (a name, a description, a pane id) as one display-safe line: every
-    control character, newline and tab included, shown as a ``\\xNN`` escape; None as -."""
-    return "-" if value is None else str(value).translate(_INLINE_SAFE)
+    """A stored or remote value (a name, a description, a pane id, a path a host printed)
+    as one display-safe line: every control and format character, newline and tab
+    included, shown as an escape (``\\x1b``, ``\\u202e``); None as -."""
+    return "-" if value is None else _escaped(str(value), _INLINE_SAFE, "")
 
 
 def message_header(record: dict) -> str:

@@ -20,6 +20,9 @@ from cafleet.errors import UsageError, shown
 
 MAX_ID = 2**63 - 1  # the largest SQLite INTEGER
 _MAX_ID_DIGITS = len(str(MAX_ID))
+MAX_BODY_BYTES = 16 * 1024 * 1024
+"""The longest message body, in bytes of UTF-8 (16 MiB): what `--file` reads at most (plus
+one byte, to tell a longer input), so an endless stream is refused, never held in memory."""
 
 
 def parse_id(raw: str, where: str) -> int:
@@ -72,10 +75,13 @@ def description(value: str, where: str) -> str:
 
 
 def body(value: str, where: str = "the body", hint: str | None = None) -> str:
-    """A message body: valid Unicode and not blank (only whitespace counts as blank)."""
+    """A message body: valid Unicode, not blank (only whitespace counts as blank) and at
+    most MAX_BODY_BYTES bytes of UTF-8."""
     if not isinstance(value, str):
         raise UsageError(f"{where} must be a string.")
     _unicode(value, where, hint)
     if not value.strip():
         raise UsageError("the body is blank; a message needs a non-blank body.")
+    if len(value) > MAX_BODY_BYTES // 4 and len(value.encode("utf-8")) > MAX_BODY_BYTES:
+        raise UsageError(f"{where} is longer than {MAX_BODY_BYTES} bytes, the most a body may hold.")
     return value

@@ -39,10 +39,13 @@ def missing_reason() -> str | None:
 
 
 class Cluster:
-    """A private cluster; ``url(dbname)`` names a database on its socket."""
+    """A private cluster; ``url(dbname)`` names a database on its socket. ``max_connections``
+    is the server's session limit (the session cluster's 200 leaves room for the suite; a
+    test of what happens at the limit starts a cluster of its own with a smaller one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_connections: int = 200) -> None:
         self.bin = binaries()
+        self.max_connections = max_connections
         # Short: the socket path (folder + "/.s.PGSQL.5432") must stay under 107 bytes.
         self.root = tempfile.mkdtemp(prefix="cfpg-", dir="/tmp")
         os.chmod(self.root, 0o755)
@@ -70,7 +73,12 @@ class Cluster:
             "--no-sync",
             "--locale=C.UTF-8",
         )
-        options = f"-k {self.socket_dir} -c listen_addresses='' -c fsync=off -c max_connections=200"
+        self.resume()
+        self.admin("CREATE DATABASE cafleet_template")
+
+    def resume(self) -> None:
+        """Start the server on the cluster's data (after :meth:`pause`, a restart)."""
+        options = f"-k {self.socket_dir} -c listen_addresses='' -c fsync=off -c max_connections={self.max_connections}"
         self._run(
             f"{self.bin}/pg_ctl",
             "-D",
@@ -84,7 +92,12 @@ class Cluster:
             os.path.join(self.root, "log"),
             "start",
         )
-        self.admin("CREATE DATABASE cafleet_template")
+
+    def pause(self) -> None:
+        """Stop the server as an administrator's fast shutdown does (every session is ended
+        with "terminating connection due to administrator command"), keeping its data.
+        Only for a private cluster: the session's ``pg_cluster`` is shared by every test."""
+        self._run(f"{self.bin}/pg_ctl", "-D", self.data, "-m", "fast", "-w", "stop")
 
     def url(self, dbname: str) -> str:
         return f"postgresql://postgres@/{dbname}?host={self.socket_dir}"
@@ -148,3 +161,20 @@ def sessions(url: str, application_name: str) -> int:
         ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+def terminate(url: str, application_name: str) -> int:
+    """End every session named ``application_name`` on the database of ``url`` (one of a
+    cluster's URLs), as an administrator's ``pg_terminate_backend`` does; returns how many
+    there were. Sent from the ``postgres`` database, so it works on a database that no
+    longer lets anyone in."""
+    import psycopg
+
+    before, rest = url.split("@/", 1)
+    name, query = rest.split("?", 1)
+    with psycopg.connect(f"{before}@/postgres?{query}", autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND application_name = %s",
+            (name, application_name),
+        ).fetchall()
+    return len(rows)

@@ -139,6 +139,15 @@ class SshHost:
             self._log_handle.close()
             self._log_handle = None
 
+    def change_host_key(self) -> None:
+        """Stop sshd, give it a new host key and start it again: the known_hosts entry the
+        client has is now wrong, as after a reinstall (or a man in the middle)."""
+        self.stop()
+        for name in ("host_key", "host_key.pub"):
+            (self.root / name).unlink()
+        _keygen(self.root / "host_key")
+        self.start()
+
     def kill_remote_tmux(self) -> None:
         try:
             pid = int(self.remote_tmux("display-message", "-p", "#{pid}").strip())

@@ -62,10 +62,13 @@ def threaded_server(db_path: str, env: dict, **options):
 
 
 class SSEReader:
-    """Reads a server-sent event stream in a thread; events and comments land in queues."""
+    """Reads a server-sent event stream in a thread; events and comments land in queues.
+    ``client``: an ``httpx.Client`` shared by many readers (making one costs an SSL
+    context, tens of milliseconds); without it each reader makes its own."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, client: httpx.Client | None = None) -> None:
         self.url = url
+        self.client = client
         self.events: queue.Queue = queue.Queue()
         self.comments: queue.Queue = queue.Queue()
         self.status: int | None = None
@@ -78,7 +81,8 @@ class SSEReader:
 
     def _run(self) -> None:
         try:
-            with httpx.stream("GET", self.url, timeout=httpx.Timeout(30, read=None)) as response:
+            opener = self.client.stream if self.client is not None else httpx.stream
+            with opener("GET", self.url, timeout=httpx.Timeout(30, read=None)) as response:
                 self.status, self.headers = response.status_code, response.headers
                 self.opened.set()
                 name, data = None, []

@@ -13,17 +13,71 @@ loads it only for ``member usage``/``fleet usage`` and ``member create``.
 
 A :class:`Usage` adds calls up by model; :class:`TranscriptReader` keeps a byte offset per
 file, so reading again only parses what was appended.
+
+Every number read is bounded where it is read: a token count is a whole number from 0 to
+:data:`MAX_COUNT`, recorded dollars are finite and from 0 to :data:`MAX_RECORDED_USD`, a
+model name or call id is text of at most :data:`MAX_NAME` characters. A record that breaks
+a bound (or is not JSON) is *unreadable*: skipped and counted (``Usage.unreadable``), never
+an error, so one hostile line cannot stop a usage read, a budget check or ``fleet watch``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 KINDS = ("input", "cache_write", "cache_read", "output")
 """Token kinds: input not read from or written to the prompt cache, written to the
 cache, read from the cache, output (reasoning included)."""
+
+MAX_COUNT = 2**53 - 1
+"""The largest token count one record may hold (the largest integer every JSON reader keeps
+exact; no model call comes near it). A larger, negative or fractional count makes its
+record unreadable."""
+MAX_RECORDED_USD = 1e9
+"""The most dollars one record of an agent's own (an opencode session) may hold."""
+MAX_NAME = 200
+"""The longest model name or call id a record may hold."""
+MAX_LINE = 32 << 20
+"""A transcript line longer than this is skipped unread (no usage line comes near it)."""
+MAX_PRICE = 1_000_000.0
+"""The highest price a price file may give, in dollars per million tokens."""
+MAX_PRICE_FILE_BYTES = 1 << 20
+PRICE_FILE_EXAMPLE = '{"models": {"claude-sonnet-4": {"input": 3.0, "output": 15.0}}}'
+
+
+class _Unreadable(Exception):
+    """A record that breaks a bound: skipped and counted."""
+
+
+def _count(value) -> int:
+    """A token count as written (absent: 0); anything but a whole number from 0 to
+    MAX_COUNT makes the record unreadable."""
+    if value is None:
+        return 0
+    if type(value) is not int or not 0 <= value <= MAX_COUNT:
+        raise _Unreadable
+    return value
+
+
+def _name(value, absent: object = None):
+    """A model name or call id: text of at most MAX_NAME characters (absent: ``absent``)."""
+    if value is None:
+        return absent
+    if type(value) is not str or len(value) > MAX_NAME:
+        raise _Unreadable
+    return value
+
+
+def _dollars(value) -> float | None:
+    """Dollars an agent recorded (absent: None): finite, from 0 to MAX_RECORDED_USD."""
+    if value is None:
+        return None
+    if type(value) not in (int, float) or not 0 <= value <= MAX_RECORDED_USD:  # NaN fails too
+        raise _Unreadable
+    return float(value)
+
 
 PRICE_TABLE_VERSION = 1
 # Dollars per million tokens, by kind, for models whose agent records no dollars. Keys
@@ -45,23 +99,46 @@ PRICES: dict[str, dict[str, float]] = {
 def price_table(environ: Mapping[str, str]) -> dict[str, dict[str, float]]:
     """The built-in prices, overlaid with the JSON file named by ``CAFLEET_PRICE_FILE``
     (``{"models": {"<prefix>": {"input": 3.0, "output": 15.0, ...}}}``, dollars per
-    million tokens; a kind left out costs 0). A file that cannot be read is an error."""
+    million tokens from 0 to MAX_PRICE; a kind left out costs 0). A file that cannot be
+    read, is larger than MAX_PRICE_FILE_BYTES, is not that shape, names another kind or
+    gives a price out of range (NaN, infinite, negative, text) is a usage error."""
     table = dict(PRICES)
     path = environ.get("CAFLEET_PRICE_FILE")
-    if path:
-        from cafleet.errors import UsageError
+    if not path:
+        return table
+    from cafleet.errors import UsageError, shown
 
-        try:
-            with open(path, encoding="utf-8") as handle:
-                loaded = json.load(handle)
-            models = loaded["models"]
-            for prefix, prices in models.items():
-                table[str(prefix)] = {kind: float(prices.get(kind, 0.0)) for kind in KINDS}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-            raise UsageError(
-                f"cannot read the price file CAFLEET_PRICE_FILE={path} ({error}); "
-                'it must be JSON like {"models": {"claude-sonnet-4": {"input": 3.0, "output": 15.0}}}'
-            ) from None
+    where = f"the price file CAFLEET_PRICE_FILE={path}"
+    shape = f"it must be JSON like {PRICE_FILE_EXAMPLE}"
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_PRICE_FILE_BYTES + 1)
+    except OSError as error:
+        raise UsageError(f"cannot read {where} ({error.strerror or error}); {shape}") from None
+    if len(data) > MAX_PRICE_FILE_BYTES:
+        raise UsageError(f"{where} is larger than {MAX_PRICE_FILE_BYTES} bytes; {shape}")
+    try:
+        loaded = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise UsageError(f"{where} is not JSON; {shape}") from None
+    models = loaded.get("models") if isinstance(loaded, dict) else None
+    if not isinstance(models, dict):
+        raise UsageError(f'{where} has no "models" object; {shape}')
+    for prefix, prices in models.items():
+        if not isinstance(prices, dict):
+            raise UsageError(f"{where} gives model {shown(prefix)} no object of prices by kind; {shape}")
+        for kind, price in prices.items():
+            if kind not in KINDS:
+                raise UsageError(
+                    f"{where} gives model {shown(prefix)} a price of unknown kind {shown(kind)}; "
+                    f"the kinds are {', '.join(KINDS)}"
+                )
+            if type(price) not in (int, float) or not 0 <= price <= MAX_PRICE:  # NaN fails the comparison
+                raise UsageError(
+                    f"{where} gives model {shown(prefix)} the {kind} price {shown(json.dumps(price))}; "
+                    f"a price is dollars per million tokens, a number from 0 to {int(MAX_PRICE)}"
+                )
+        table[prefix] = {kind: float(prices.get(kind, 0.0)) for kind in KINDS}
     return table
 
 
@@ -74,12 +151,14 @@ def price_for(model: str, table: Mapping[str, Mapping[str, float]]) -> Mapping[s
 
 
 class Usage:
-    """Tokens by model and kind, dollars recorded by the agent, and the calls counted."""
+    """Tokens by model and kind, dollars recorded by the agent, the calls counted, and the
+    records skipped as unreadable."""
 
-    __slots__ = ("models",)
+    __slots__ = ("models", "unreadable")
 
     def __init__(self) -> None:
         self.models: dict[str, dict] = {}
+        self.unreadable = 0
 
     def add(self, model: str, tokens: Mapping[str, int], *, usd: float | None = None, calls: int = 1) -> None:
         row = self.models.setdefault(
@@ -94,10 +173,11 @@ class Usage:
     def merge(self, other: "Usage") -> None:
         for model, row in other.models.items():
             self.add(model, row, usd=row["recorded_usd"], calls=row["calls"])
+        self.unreadable += other.unreadable
 
     def report(self, prices: Mapping[str, Mapping[str, float]]) -> dict:
         """``{"calls", "tokens": {kind: n, "total": n}, "usd", "unpriced": [models],
-        "models": {model: {kinds..., "calls", "usd", "usd_source"}}}``. A model's dollars
+        "unreadable_records", "models": {model: {kinds..., "calls", "usd", "usd_source"}}}``. A model's dollars
         are the agent's own when it recorded them, else tokens times the price table;
         a model in neither is listed in ``unpriced`` and left out of ``usd``."""
         models = {}
@@ -126,7 +206,14 @@ class Usage:
             calls += row["calls"]
             models[model] = out
         totals["total"] = sum(totals[kind] for kind in KINDS)
-        return {"calls": calls, "tokens": totals, "usd": round(usd, 6), "unpriced": unpriced, "models": models}
+        return {
+            "calls": calls,
+            "tokens": totals,
+            "usd": round(usd, 6),
+            "unpriced": unpriced,
+            "unreadable_records": self.unreadable,
+            "models": models,
+        }
 
 
 def data_dir(agent: str, environ: Mapping[str, str]) -> str | None:
@@ -161,76 +248,200 @@ def claude_transcripts(config_dir: str, session_id: str) -> list[str]:
     return sorted(found)
 
 
-def _count(value) -> int:
-    """A token count as written, or 0 for anything that is not a non-negative integer."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
-def claude_live_session(config_dir: str, pid: int, cwd: str) -> str | None:
-    """The session the claude process ``pid`` is in now (``<config dir>/sessions/<pid>.json``,
-    which ``/clear`` rewrites with the new session's id), when that file is a claude's
-    started in ``cwd``; else None."""
+def _started_with(pid: int, session_id: str) -> bool:
+    """Whether process ``pid`` was started with ``--session-id <session_id>`` (its
+    ``/proc/<pid>/cmdline``, before any ``--``): what cafleet put in the member's argv. A
+    member cannot change another process's argv, so this ties the pid to the member; a
+    system without /proc ties nothing."""
     try:
-        with open(os.path.join(config_dir, "sessions", f"{int(pid)}.json"), encoding="utf-8") as handle:
-            live = json.load(handle)
-    except (OSError, ValueError):
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as handle:
+            args = handle.read(1 << 20).split(b"\0")
+    except OSError:
+        return False
+    want = session_id.encode()
+    for arg, following in zip(args, args[1:]):
+        if arg == b"--":
+            return False
+        if (arg == b"--session-id" and following == want) or arg == b"--session-id=" + want:
+            return True
+    return False
+
+
+def _is_session_id(value) -> bool:
+    return type(value) is str and len(value) == 36 and all(c in "0123456789abcdef-" for c in value)
+
+
+def claude_live_session(config_dir: str, pid: int, cwd: str, *, spawn_session: str) -> str | None:
+    """The session the claude process ``pid`` says it is in now (``<config dir>/sessions/<pid>.json``,
+    which ``/clear`` rewrites with the new session's id), when ``pid`` is the process
+    cafleet started with ``--session-id <spawn_session>`` and the file names that pid and
+    ``cwd``; else None. The file is the member's own to write: the session it names is a
+    claim, checked against the session's transcript before it counts
+    (:func:`claude_previews`, docs/usage.md)."""
+    if not _started_with(pid, spawn_session):
+        return None
+    try:
+        with open(os.path.join(config_dir, "sessions", f"{int(pid)}.json"), "rb") as handle:
+            live = json.loads(handle.read(1 << 20).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(live, dict) or live.get("pid") != pid or live.get("cwd") != cwd:
         return None
     session = live.get("sessionId")
-    if isinstance(session, str) and len(session) == 36 and all(c in "0123456789abcdef-" for c in session):
-        return session
+    return session if _is_session_id(session) else None
+
+
+PREVIEW_START = "[cafleet msg "
+
+
+def claude_previews(config_dir: str, session_id: str, limit: int = 32) -> list[tuple[int, int]]:
+    """``(message id, sender id)`` of the cafleet previews that begin user turns in the
+    session's transcripts (at most ``limit``; ``(0, 0)`` for a header whose numbers do not
+    parse). A preview is typed only into its recipient's pane, so the messages these name
+    say whose session it is (:mod:`cafleet.delivery.usage` checks them)."""
+    if not _is_session_id(session_id):
+        return []
+    found: list[tuple[int, int]] = []
+    marker = PREVIEW_START.encode()
+    for path in claude_transcripts(config_dir, session_id):
+        try:
+            handle = open(path, "rb")
+        except OSError:
+            continue
+        with handle:
+            for line in _lines(handle):
+                if marker not in line:
+                    continue
+                try:
+                    record = json.loads(line)
+                except (ValueError, RecursionError):
+                    continue
+                text = _user_text(record)
+                if text is not None and text.startswith(PREVIEW_START):
+                    found.append(_preview_header(text))
+                    if len(found) >= limit:
+                        return found
+    return found
+
+
+def _user_text(record) -> str | None:
+    """The text a user turn begins with (typed into the input box), or None for any other
+    line (tool results included)."""
+    if not isinstance(record, dict) or record.get("type") != "user":
+        return None
+    message = record.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content and isinstance(content[0], dict) and content[0].get("type") == "text":
+        text = content[0].get("text")
+        return text if isinstance(text, str) else None
     return None
 
 
+def _preview_header(text: str) -> tuple[int, int]:
+    """``(message id, sender id)`` from ``[cafleet msg <id> from <sender> ...``."""
+    message, _, rest = text[len(PREVIEW_START) :].partition(" from ")
+    sender = rest.partition(" ")[0]
+    if 0 < len(message) <= 19 and 0 < len(sender) <= 19 and (message + sender).isascii():
+        if message.isdigit() and sender.isdigit():
+            return int(message), int(sender)
+    return 0, 0
+
+
+def _lines(handle) -> Iterator[bytes]:
+    """The complete lines of a file read in chunks; a line longer than MAX_LINE is
+    skipped unread."""
+    pending: list[bytes] = []
+    size = 0
+    skipping = False
+    while True:
+        chunk = handle.read(TranscriptReader.CHUNK)
+        if not chunk:
+            return
+        if skipping:
+            start = chunk.find(b"\n") + 1
+            if not start:
+                continue
+            chunk, skipping = chunk[start:], False
+        cut = chunk.rfind(b"\n") + 1
+        if not cut:
+            pending.append(chunk)
+            size += len(chunk)
+            if size > MAX_LINE:
+                pending, size, skipping = [], 0, True
+            continue
+        yield from (b"".join(pending) + chunk[:cut]).split(b"\n")[:-1]
+        pending, size = [chunk[cut:]], len(chunk) - cut
+
+
 class _FileState:
-    __slots__ = ("ident", "offset", "calls", "model")
+    __slots__ = ("ident", "offset", "calls", "model", "unreadable", "skipping")
 
     def __init__(self, ident) -> None:
         self.ident = ident
         self.offset = 0
         self.calls: dict[tuple, tuple[str, dict]] = {}
         self.model = "unknown"  # codex: the model of the latest turn_context line
+        self.unreadable = 0  # records skipped for a broken bound
+        self.skipping = False  # inside a line longer than MAX_LINE
 
 
 class TranscriptReader:
     """claude's transcripts and codex's rollout files, read incrementally: per file its
-    identity (device, inode), the byte offset of the last complete line parsed, and each
-    call's usage by its key (claude: ``(message.id, requestId)``; codex: ``response_id``).
-    A file replaced or cut short is read again from 0."""
+    identity (device, inode), the byte offset of the last complete line parsed, each
+    call's usage by its key (claude: ``(message.id, requestId)``; codex: ``response_id``)
+    and the count of unreadable records. A file replaced or cut short is read again from
+    0; a line longer than MAX_LINE is skipped unread."""
 
     CHUNK = 1 << 20
 
     def __init__(self) -> None:
         self.files: dict[str, _FileState] = {}
 
-    def read(self, path: str, codex: bool = False) -> dict[tuple, tuple[str, dict]]:
+    def read(self, path: str, codex: bool = False) -> _FileState:
         try:
             info = os.stat(path)
         except OSError:
-            return {}
+            return _FileState(None)
         ident = (info.st_dev, info.st_ino)
         state = self.files.get(path)
         if state is None or state.ident != ident or info.st_size < state.offset:
             state = self.files[path] = _FileState(ident)
         if info.st_size == state.offset:
-            return state.calls
-        with open(path, "rb") as handle:
+            return state
+        parse = self._parse_codex if codex else self._parse
+        try:
+            handle = open(path, "rb")
+        except OSError:
+            return state
+        with handle:
             handle.seek(state.offset)
-            rest = b""
+            pending: list[bytes] = []
+            size = 0
             while True:
                 chunk = handle.read(self.CHUNK)
                 if not chunk:
                     break
-                data = rest + chunk
-                cut = data.rfind(b"\n") + 1
-                rest = data[cut:]
-                if codex:
-                    self._parse_codex(data[:cut], state)
-                else:
-                    self._parse(data[:cut], state.calls)
-                state.offset += cut
-        return state.calls
+                if state.skipping:  # the rest of an over-long line
+                    start = chunk.find(b"\n") + 1
+                    state.offset += start or len(chunk)
+                    if not start:
+                        continue
+                    chunk, state.skipping = chunk[start:], False
+                cut = chunk.rfind(b"\n") + 1
+                if not cut:
+                    pending.append(chunk)
+                    size += len(chunk)
+                    if size > MAX_LINE:
+                        state.offset += size
+                        pending, size, state.skipping = [], 0, True
+                    continue
+                data = b"".join(pending) + chunk[:cut]
+                parse(data, state)
+                state.offset += len(data)
+                pending, size = [chunk[cut:]], len(chunk) - cut
+        return state
 
     @staticmethod
     def _parse_codex(data: bytes, state: _FileState) -> None:
@@ -240,57 +451,71 @@ class TranscriptReader:
                 continue
             try:
                 record = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
+                state.unreadable += 1
                 continue
             payload = record.get("payload") if isinstance(record, dict) else None
             if not isinstance(payload, dict):
                 continue
-            if record.get("type") == "turn_context":
-                if isinstance(payload.get("model"), str):
-                    state.model = payload["model"]
+            kind = record.get("type")
+            if kind not in ("turn_context", "token_usage_record"):
                 continue
-            usage = payload.get("usage")
-            if record.get("type") != "token_usage_record" or not isinstance(usage, dict):
-                continue
-            cached = _count(usage.get("cached_input_tokens"))
-            written = _count(usage.get("cache_write_input_tokens"))
-            state.calls[("codex", payload.get("response_id"))] = (
-                state.model,
-                {
+            try:
+                if kind == "turn_context":
+                    state.model = _name(payload.get("model"), state.model)
+                    continue
+                usage = payload.get("usage")
+                if not isinstance(usage, dict):
+                    raise _Unreadable
+                key = ("codex", _name(payload.get("response_id")))
+                cached = _count(usage.get("cached_input_tokens"))
+                written = _count(usage.get("cache_write_input_tokens"))
+                tokens = {
                     "input": max(
                         _count(usage.get("input_tokens")) - cached - written, 0
                     ),  # codex's input includes cached
                     "cache_write": written,
                     "cache_read": cached,
                     "output": _count(usage.get("output_tokens")),  # reasoning included
-                },
-            )
+                }
+            except _Unreadable:
+                state.unreadable += 1
+                continue
+            state.calls[key] = (state.model, tokens)
 
     @staticmethod
-    def _parse(data: bytes, calls: dict) -> None:
+    def _parse(data: bytes, state: _FileState) -> None:
         for line in data.split(b"\n"):
             if b'"usage"' not in line or b'"assistant"' not in line:
                 continue  # most lines: user turns, tool results, metadata
             try:
                 record = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
+                state.unreadable += 1
                 continue
             if not isinstance(record, dict) or record.get("type") != "assistant":
                 continue
             message = record.get("message")
-            if not isinstance(message, dict) or not isinstance(message.get("usage"), dict):
+            if not isinstance(message, dict) or "usage" not in message:
                 continue
-            usage = message["usage"]
-            key = (message.get("id"), record.get("requestId"))
-            calls[key] = (
-                str(message.get("model") or "unknown"),
-                {
-                    "input": _count(usage.get("input_tokens")),
-                    "cache_write": _count(usage.get("cache_creation_input_tokens")),
-                    "cache_read": _count(usage.get("cache_read_input_tokens")),
-                    "output": _count(usage.get("output_tokens")),
-                },
-            )
+            try:
+                usage = message["usage"]
+                if not isinstance(usage, dict):
+                    raise _Unreadable
+                key = (_name(message.get("id")), _name(record.get("requestId")))
+                call = (
+                    _name(message.get("model"), "unknown"),
+                    {
+                        "input": _count(usage.get("input_tokens")),
+                        "cache_write": _count(usage.get("cache_creation_input_tokens")),
+                        "cache_read": _count(usage.get("cache_read_input_tokens")),
+                        "output": _count(usage.get("output_tokens")),
+                    },
+                )
+            except _Unreadable:
+                state.unreadable += 1
+                continue
+            state.calls[key] = call
 
 
 def claude_usage(
@@ -304,7 +529,9 @@ def claude_usage(
     for session_id in session_ids:
         for path in claude_transcripts(config_dir, session_id):
             paths.append(path)
-            for key, (model, tokens) in reader.read(path).items():
+            state = reader.read(path)
+            total.unreadable += state.unreadable
+            for key, (model, tokens) in state.calls.items():
                 if key not in seen:
                     seen.add(key)
                     if model != "<synthetic>":  # claude's own placeholder lines, no API call
@@ -369,7 +596,9 @@ def codex_usage(
     seen: set[tuple] = set()
     paths = codex_rollouts(codex_home, started_at=started_at, fleet_id=fleet_id, member_id=member_id)
     for path in paths:
-        for key, (model, tokens) in reader.read(path, codex=True).items():
+        state = reader.read(path, codex=True)
+        total.unreadable += state.unreadable
+        for key, (model, tokens) in state.calls.items():
             if key not in seen:
                 seen.add(key)
                 total.add(model, tokens)
@@ -432,19 +661,21 @@ def opencode_usage(
     for model, cost, tokens_in, write, read, out, calls in rows:
         try:
             name = json.loads(model).get("id") if model else None
-        except (ValueError, AttributeError):
+        except (ValueError, TypeError, AttributeError, RecursionError):
             name = None
         if not calls and not (tokens_in or out):
             continue
-        total.add(
-            str(name or "unknown"),
-            {
+        try:
+            tokens = {
                 "input": _count(tokens_in),
                 "cache_write": _count(write),
                 "cache_read": _count(read),
                 "output": _count(out),
-            },
-            usd=cost if isinstance(cost, (int, float)) else None,
-            calls=int(calls or 0),
-        )
+            }
+            usd = _dollars(cost)
+        except _Unreadable:
+            total.unreadable += 1
+            continue
+        model_name = name if type(name) is str and 0 < len(name) <= MAX_NAME else "unknown"
+        total.add(model_name, tokens, usd=usd, calls=int(calls or 0))
     return total, [path]

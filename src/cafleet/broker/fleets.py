@@ -45,8 +45,21 @@ def create_fleet(
     pane_id: str,
     identity: str | None = None,
 ) -> dict:
-    """Insert fleet, Director, the Director's placement and the back-filled reference in one commit."""
+    """Insert fleet, Director, the Director's placement and the back-filled reference in one commit.
+
+    First, in a transaction of its own, cafleet's auxiliary pending index when the file
+    lacks it (a new file's baseline is exactly the seed's tables): every message belongs to
+    a fleet, so the first fleet is where it starts to serve (docs/storage.md). A store that
+    refuses to create it (a PostgreSQL role that does not own the tables) goes without it;
+    a locked or unusable store fails the fleet's own transaction next, with its own line."""
     validation.name(name, "the fleet name")
+    from cafleet.errors import DatabaseError
+    from cafleet.store.schema import AUX_INDEXES
+
+    try:
+        store.create_auxiliary(AUX_INDEXES)
+    except DatabaseError:  # a role that may not create it (it does not own `messages`): slower, not wrong
+        pass
     with store.write():
         now = clock.now()
         fleet_id = store.insert(

@@ -102,21 +102,33 @@ def broadcast_recipients(store, director_id: int) -> list[int]:
     return [member_id for member_id, status in rows if records.member_status(member_id, status)]
 
 
-def broadcast(store, director_id: int, text: str, refuse=None) -> dict:
-    """Fan-out: one ordinary message per recipient, each committed on its own.
+def broadcast(store, director_id: int, text: str, refuse=None, each=None) -> dict:
+    """Fan-out: one ordinary message per recipient, each inserted and committed in a
+    transaction of its own, so one recipient's failure (a constraint of the database, a
+    busy file) leaves every other row as it is and is reported for that recipient alone.
 
-    ``refuse(to_id)``: why a recipient gets no message (over its budget), or None."""
+    ``refuse(to_id)``: why a recipient gets no message (over its budget), or None.
+    ``each(entry)``: called as each recipient is done, with its message record or its
+    ``{"to_member_id", "error"}`` failure, so a caller can print every committed id at once."""
     validate_text(text)
     sent, failed = [], []
     for to_id in broadcast_recipients(store, director_id):
         why = refuse(to_id) if refuse is not None else None
-        if why:
-            failed.append({"to_member_id": to_id, "error": why})
-            continue
-        try:
-            sent.append(send(store, director_id, to_id, text))
-        except CafleetError as error:
-            failed.append({"to_member_id": to_id, "error": str(error)})
+        entry: dict | None = None
+        if not why:
+            try:
+                entry = send(store, director_id, to_id, text)
+            except CafleetError as error:
+                why = str(error)
+            except Exception as error:  # a bug met by one row must not hide the rows committed before it
+                why = f"internal error ({type(error).__name__}: {error}); rerun with CAFLEET_DEBUG=1 and report it"
+        if entry is None:
+            entry = {"to_member_id": to_id, "error": why}
+            failed.append(entry)
+        else:
+            sent.append(entry)
+        if each is not None:
+            each(entry)
     return {"sent": sent, "failed": failed}
 
 

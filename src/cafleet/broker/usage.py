@@ -1,10 +1,11 @@
 """The rows that tie a member to its coding agent's own usage records, and its budgets
 (the auxiliary table ``cafleet_aux_member_usage_sources``; docs/usage.md).
 
-The table is cafleet's own, outside the format, on both stores: a database made without
-it (by an older cafleet or another implementation) works for every command; its members
-simply have no attribution until ``cafleet setup`` adds the table and new members are
-created. Each query is written once for both engines (upserts as ``ON CONFLICT ... DO
+The table is cafleet's own, outside the format, on both stores, and never part of a new
+database's baseline: the first write that needs it (``member create`` recording a source,
+``fleet budget`` setting a fleet's budget) creates it in a transaction of its own. Every
+read works on a database without it (made by another implementation, or where no member
+was created yet): its members simply have no attribution. Each query is written once for both engines (upserts as ``ON CONFLICT ... DO
 UPDATE``, which both read alike; :mod:`cafleet.store.dialect`).
 """
 
@@ -35,17 +36,15 @@ def record_source(
     cwd: str,
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
-) -> bool:
-    """Remember where ``member_id``'s agent writes its usage; False when the file has no
-    table for it (nothing is written then)."""
-    if not has_table(store):
-        return False
+) -> None:
+    """Remember where ``member_id``'s agent writes its usage, and its budgets (the table
+    is created first, in a transaction of its own, when the database has none yet)."""
+    store.create_auxiliary([TABLE])
     with store.write():
         store.execute(
             _UPSERT_SOURCE,
             (member_id, coding_agent, session_id, data_dir, cwd, clock.now(), budget_usd, budget_tokens),
         )
-    return True
 
 
 def sources(store, member_ids: list[int]) -> dict[int, dict]:
@@ -86,15 +85,45 @@ def fleet_members(store, fleet_id: int) -> list[dict]:
     ]
 
 
+_HOLDS = "' ' || {0}.session_id || ' ' LIKE '% ' || ? || ' %'"  # session ids hold no LIKE wildcards
+
+
 def add_session(store, member_id: int, session_id: str) -> None:
     """Remember one more claude session of the member (after ``/clear``): the
-    ``session_id`` column holds the member's session ids, space-separated, oldest first."""
+    ``session_id`` column holds the member's session ids, space-separated, oldest first.
+    A session another member holds is never added (a session is one member's)."""
     with store.write():
         store.execute(
             f"UPDATE {TABLE} SET session_id = session_id || ' ' || ? WHERE member_id = ? "
-            "AND ' ' || session_id || ' ' NOT LIKE '% ' || ? || ' %'",
-            (session_id, member_id, session_id),
+            f"AND NOT ({_HOLDS.format(TABLE)}) "
+            f"AND NOT EXISTS (SELECT 1 FROM {TABLE} o WHERE o.member_id != ? AND {_HOLDS.format('o')})",
+            (session_id, member_id, session_id, member_id, session_id),
         )
+
+
+def session_holder(store, session_id: str, *, besides: int) -> int | None:
+    """The member other than ``besides`` whose row holds ``session_id``, or None."""
+    row = store.execute(
+        f"SELECT o.member_id FROM {TABLE} o WHERE o.member_id != ? AND {_HOLDS.format('o')}",
+        (besides, session_id),
+    ).fetchone()
+    return None if row is None else row[0]
+
+
+def previews_are_for(store, member_id: int, previews: list[tuple[int, int]]) -> bool:
+    """Whether every ``(message id, sender id)`` names a stored message from that sender
+    to ``member_id`` (the previews a session's transcript begins turns with)."""
+    from cafleet.validation import MAX_ID
+
+    wanted = {(message, sender) for message, sender in previews}
+    ids = sorted({message for message, _ in wanted if 0 < message <= MAX_ID})
+    if not ids or len(ids) != len(wanted):
+        return False
+    rows = store.execute(
+        f"SELECT message_id, from_member_id, to_member_id FROM messages WHERE message_id IN ({','.join('?' * len(ids))})",
+        tuple(ids),
+    ).fetchall()
+    return len(rows) == len(ids) and all((row[0], row[1]) in wanted and row[2] == member_id for row in rows)
 
 
 def budgets_for_send(store, member_id: int) -> dict | None:
@@ -130,13 +159,14 @@ def budgets_for_send(store, member_id: int) -> dict | None:
 
 def set_fleet_budget(store, fleet_id: int, usd: float | None, tokens: int | None) -> None:
     """Set a live fleet's budget in dollars and/or tokens, keeping the one given as None
-    (the options' default: unchanged); with both None, clear it."""
+    (the options' default: unchanged); with both None, clear it. The budget table is
+    created first, in a transaction of its own, when the database has none yet."""
     from cafleet.broker import fleets
-    from cafleet.errors import CafleetError
 
     fleets.require_live(store, fleet_id)
-    if not has_table(store, FLEET_TABLE):
-        raise CafleetError("this database has no budget table yet; run `cafleet setup` once, then retry.")
+    if usd is None and tokens is None and not has_table(store, FLEET_TABLE):
+        return  # nothing to clear
+    store.create_auxiliary([FLEET_TABLE])
     with store.write():
         if usd is None and tokens is None:
             store.execute(f"DELETE FROM {FLEET_TABLE} WHERE fleet_id = ?", (fleet_id,))

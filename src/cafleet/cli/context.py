@@ -46,7 +46,9 @@ class Context:
         if self._store is None:
             from cafleet.store.connection import open_store
 
-            self._store = open_store(self.db_path, self.busy_timeout, self.settings.pg_schema)
+            self._store = open_store(
+                self.db_path, self.busy_timeout, self.settings.pg_schema, self.settings.pg_trusted_owner or ""
+            )
         return self._store
 
     @property

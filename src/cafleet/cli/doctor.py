@@ -39,10 +39,12 @@ def database_section(ctx) -> dict:
         store = ctx.store()
     except CafleetError as error:
         return {"ok": False, "path": path, "error": str(error), "fix": _database_fix(error)}
+    triggers = None
     if store.engine == "postgresql":
-        from cafleet.store.postgres import auxiliary_problems as pg_auxiliary_problems
+        from cafleet.store.postgres import auxiliary_problems as pg_auxiliary_problems, triggers_and_rules
 
         problems = pg_auxiliary_problems(store)
+        triggers = triggers_and_rules(store)
         path = f"{store.path} (schema {store.schema})"  # the URL without its password
     else:
         from cafleet.store.diagnosis import auxiliary_problems
@@ -63,20 +65,60 @@ def database_section(ctx) -> dict:
     advice += [ADVICE["table", p] for p in sorted(set(tables.values()))]
     if advice:  # the auxiliaries are optional: reported, never a failure
         section["advice"] = "; ".join(advice)
+    if triggers is not None:
+        section["triggers"] = triggers
+        foreign = [t for t in triggers if t["foreign"]]
+        if foreign:  # another role's code runs on every write to a table of messages
+            first = foreign[0]
+            section["ok"] = False
+            section["error"] = (
+                f"{trigger_text(first)}, a role that neither connects nor is the trusted owner "
+                f"(CAFLEET_PG_TRUSTED_OWNER): every write to {first['table']} runs that role's code"
+            )
+            section["fix"] = (
+                f"DROP TRIGGER {_ident(first['name'])} ON {_ident(store.schema)}.{_ident(first['table'])}, "
+                f"or REVOKE TRIGGER ON {_ident(store.schema)}.{_ident(first['table'])} from the role that made it, "
+                "unless you know what it does"
+            )
     return section
+
+
+def trigger_text(item: dict) -> str:
+    """One trigger or rule as doctor names it."""
+    from cafleet.store.postgres import role_text
+
+    text = f"{item['kind']} {item['name']} on {item['table']}"
+    if item["kind"] == "trigger":
+        text += f" runs {item['function']} of role {role_text(item['function_owner'])}"
+        if item["security_definer"]:
+            text += " (SECURITY DEFINER)"
+    return text
+
+
+def _ident(name: str) -> str:
+    """An SQL identifier as it has to be typed: bare when lower-case and plain, else quoted."""
+    plain = name and (name[0] == "_" or "a" <= name[0] <= "z")
+    if plain and all(c == "_" or "a" <= c <= "z" or "0" <= c <= "9" for c in name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+# What `cafleet doctor` says about a trigger or rule on a required table that is not foreign.
+TRIGGER_NOTE = "cafleet creates no trigger or rule on its tables; make sure it belongs there"
 
 
 # What `cafleet doctor` says about a missing or altered auxiliary index or table.
 ADVICE = {
     ("index", "missing"): (
-        "commands work but read a member's whole history; run `cafleet setup` to add the missing index"
+        "commands work but read a member's whole history; the next `fleet create` adds it, "
+        "or run `cafleet setup` to add it now"
     ),
     ("index", "altered"): (
         "an index with cafleet's auxiliary name has another definition; drop it and run `cafleet setup`"
     ),
     ("table", "missing"): (
-        "usage and budgets are off (members get no attribution, budgets are refused); "
-        "run `cafleet setup` to add the missing table"
+        "not created yet, commands work without it; the first `member create` (usage, member budgets) "
+        "or `fleet budget` (fleet budgets) that needs it creates it, or run `cafleet setup` to add it now"
     ),
     ("table", "altered"): (
         "a table with cafleet's auxiliary name has other columns, so usage and budgets may fail; "
@@ -260,6 +302,8 @@ def _mark(ok: bool) -> str:
 
 
 def doctor(ctx, hosts):
+    from cafleet.render import inline
+
     mux = multiplexer_section(ctx.environ)
     db = database_section(ctx)
     agents = coding_agents_section(ctx.environ)
@@ -274,43 +318,61 @@ def doctor(ctx, hosts):
         report["keepers"] = keeping
 
     def text():
+        # Every value is shown through inline: paths and versions a host printed, ssh's
+        # errors, the names of files here can all hold escape sequences or bidi controls.
+        show = inline
         lines = [
             f"{_mark(mux['ok'])} multiplexer: "
-            + (f"{mux['backend']}, calling pane {mux['pane_id']}" if mux["ok"] else mux["error"])
+            + (f"{show(mux['backend'])}, calling pane {show(mux['pane_id'])}" if mux["ok"] else show(mux["error"]))
         ]
         lines.append(
-            f"{_mark(db['ok'])} database: " + (f"{db['path']} ({db['diagnosis']})" if db["ok"] else db["error"])
+            f"{_mark(db['ok'])} database: "
+            + (f"{show(db['path'])} ({db['diagnosis']})" if db["ok"] else show(db["error"]))
         )
+        for item in db.get("triggers", []):
+            lines.append(
+                f"    {'✗' if item['foreign'] else '!'} {trigger_text(item)}"
+                + ("" if item["foreign"] else f": {TRIGGER_NOTE}")
+            )
         for name, problem in db.get("auxiliary_indexes", {}).items():
-            lines.append(f"    ! index {name} is {problem}: {ADVICE['index', problem]}")
+            lines.append(f"    ! index {show(name)} is {problem}: {ADVICE['index', problem]}")
         for name, problem in db.get("auxiliary_tables", {}).items():
-            lines.append(f"    ! table {name} is {problem}: {ADVICE['table', problem]}")
+            lines.append(f"    ! table {show(name)} is {problem}: {ADVICE['table', problem]}")
         lines.append(f"{_mark(agents['ok'])} coding agents:")
         for name, entry in agents["agents"].items():
             detail = (
-                f"{entry['path']} ({entry['version'] or 'version unknown'})" if entry["found"] else "not found on PATH"
+                f"{show(entry['path'])} ({show(entry['version'] or 'version unknown')})"
+                if entry["found"]
+                else "not found on PATH"
             )
             lines.append(f"    {_mark(entry['found'])} {name}: {detail}")
         if "error" in assets:
-            lines.append(f"✗ assets: {assets['error']}")
+            lines.append(f"✗ assets: {show(assets['error'])}")
         elif not assets["targets"]:
             lines.append(f"{_mark(assets['ok'])} assets: no coding agent found, nothing to check")
         else:
             lines.append(f"{_mark(assets['ok'])} assets (cafleet {assets['cafleet_version']}):")
             for target in assets["targets"]:
-                state = "current" if target["current"] else f"installed {target['installed_version'] or 'nothing'}"
-                lines.append(f"    {_mark(target['current'])} {target['coding_agent']}: {target['path']} ({state})")
+                state = (
+                    "current" if target["current"] else f"installed {show(target['installed_version'] or 'nothing')}"
+                )
+                lines.append(
+                    f"    {_mark(target['current'])} {target['coding_agent']}: {show(target['path'])} ({state})"
+                )
         for entry in (remote or {}).get("hosts", []):
+            host = show(entry["host"])
             if not entry["reachable"]:
-                lines.append(f"✗ host {entry['host']}: {entry['error']}")
+                lines.append(f"✗ host {host}: {show(entry['error'])}")
                 continue
             if entry["tmux"]:
-                lines.append(f"{_mark(entry['ok'])} host {entry['host']}: reachable over SSH, {entry['tmux']}")
+                lines.append(f"{_mark(entry['ok'])} host {host}: reachable over SSH, {show(entry['tmux'])}")
             else:
-                lines.append(f"✗ host {entry['host']}: reachable over SSH, but tmux is not on its PATH")
-            lines.append(f"    {_mark(bool(entry['cafleet']))} cafleet: {entry['cafleet'] or 'not found on its PATH'}")
+                lines.append(f"✗ host {host}: reachable over SSH, but tmux is not on its PATH")
+            lines.append(
+                f"    {_mark(bool(entry['cafleet']))} cafleet: {show(entry['cafleet'] or 'not found on its PATH')}"
+            )
             for name, path in entry["coding_agents"].items():
-                lines.append(f"    {_mark(bool(path))} {name}: {path or 'not found on its PATH'}")
+                lines.append(f"    {_mark(bool(path))} {show(name)}: {show(path or 'not found on its PATH')}")
         if keeping is not None:
             state = "on" if keeping["enabled"] else "off (CAFLEET_KEEPER=off)"
             lines.append(f"{_mark(keeping['ok'])} keepers ({state}):")
@@ -319,7 +381,7 @@ def doctor(ctx, hosts):
                 lines.append(f"    {_mark(entry['ok'])} fleet {entry['fleet_id']}: keeper {entry['text']}{owed}")
         for section in (mux, db, agents, assets, *([remote] if remote else []), *([keeping] if keeping else [])):
             if not section["ok"] and section.get("fix"):
-                lines.append(f"fix: {section['fix']}")
+                lines.append(f"fix: {show(section['fix'])}")
         return "\n".join(lines)
 
     if ctx.json:  # every line without the database password, whatever quoted it

@@ -109,7 +109,7 @@ def describe(param: Param) -> str:
             notes.append(f"default: {setting.default_text or _number(value)}")
         elif value not in (None, []):
             notes.append(f"default: {_number(value)}")
-    if param.kind in ("count", "seconds"):
+    if param.kind in ("count", "seconds", "number"):
         from cafleet.config import declared
 
         notes.append(declared(param.flag).allowed())

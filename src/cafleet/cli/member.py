@@ -94,15 +94,17 @@ def show(ctx, member_id):
     ctx.emit(record, text)
 
 
-def create(ctx, fleet_id, name, description, coding_agent, model, effort, host, budget_usd, budget_tokens, text, file):
+def create(
+    ctx, fleet_id, name, description, coding_agent, model, effort, host, budget_usd, budget_tokens, force, text, file
+):
     from cafleet.cli.body import read_body
-    from cafleet.cli.usage import parse_budget
     from cafleet.delivery import panes
 
+    # every input is checked before anything is written: the budgets by the parser (their
+    # declarations in cafleet.config), the rest here and in panes.create_member
     validation.name(name, "--name")
     validation.description(description, "--description")
-    usd, tokens = parse_budget(budget_usd, "--budget-usd", budget_tokens, "--budget-tokens")
-    prompt = read_body(ctx, text, file)
+    prompt = read_body(ctx, text, file, limit=panes.MAX_COMMAND_BYTES, what="a spawn prompt", nul=False)
     record = panes.create_member(
         ctx.store(),
         ctx.environ,
@@ -115,8 +117,9 @@ def create(ctx, fleet_id, name, description, coding_agent, model, effort, host, 
         effort=effort,
         prompt=prompt,
         host=host,
-        budget_usd=usd,
-        budget_tokens=tokens,
+        budget_usd=budget_usd,
+        budget_tokens=budget_tokens,
+        force=force,
     )
     where = f" on host {render.inline(host)}" if host else ""
     ctx.emit(
@@ -142,8 +145,8 @@ def capture(ctx, member_id, lines, ansi):
     ctx.emit(record, record["text"])
 
 
-def prompt(ctx, member_id, text):
+def prompt(ctx, member_id, force, text):
     from cafleet.delivery import panes
 
-    record = panes.prompt_member(ctx.store(), ctx.environ, ctx.db_path, member_id, text)
+    record = panes.prompt_member(ctx.store(), ctx.environ, ctx.db_path, member_id, text, force=force)
     ctx.emit(record, lambda: f"prompt submitted to member {member_id} (pane {record['pane_id']})")

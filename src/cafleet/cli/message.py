@@ -5,7 +5,7 @@ from __future__ import annotations
 from cafleet import render
 from cafleet.broker import messages
 from cafleet.cli.body import read_body
-from cafleet.errors import ExitCode
+from cafleet.errors import DatabaseError, ExitCode
 
 
 def send(ctx, from_id, to_id, force, text, file):
@@ -29,15 +29,20 @@ def broadcast(ctx, from_id, text, file):
 
     body = read_body(ctx, text, file)
 
-    def print_ids(result):  # text form: every committed id is out before any pane input
+    def print_each(entry):  # text form: each id is out as soon as it is committed, in recipient order
         if ctx.json:
             return
-        lines = [f"sent message {r['message_id']} to member {r['to_member_id']}" for r in result["sent"]]
-        lines += [f"failed to send to member {f['to_member_id']}: {f['error']}" for f in result["failed"]]
-        ctx.out("\n".join(lines) if lines else "no other active members to send to")
+        if "message_id" in entry:
+            ctx.out(f"sent message {entry['message_id']} to member {entry['to_member_id']}")
+        else:
+            ctx.out(f"failed to send to member {entry['to_member_id']}: {render.inline(entry['error'])}")
+
+    def print_none(result):
+        if not ctx.json and not result["sent"] and not result["failed"]:
+            ctx.out("no other active members to send to")
 
     settings = drain.Settings(ctx.environ, ctx.db_path)
-    result, outcomes = drain.broadcast(ctx.store(), settings, from_id, body, on_stored=print_ids)
+    result, outcomes = drain.broadcast(ctx.store(), settings, from_id, body, on_stored=print_none, each=print_each)
     if ctx.json:
         ctx.emit(result, None)
     for outcome in outcomes:
@@ -69,7 +74,7 @@ def wait(ctx, member_id, timeout):
     inbox.require_receiving(store, member_id)  # a member that can no longer receive: exit 1 at once
     for outcome in drain.retry_fleet(store, settings, member_id):
         _diagnose(ctx, outcome)
-    records = inbox.wait_for_messages(store, member_id, timeout, interval)
+    records = inbox.wait_for_messages(store, member_id, timeout, interval, ctx.settings.pg_reconnect_timeout)
     if not records:
         return ExitCode.WAIT_TIMEOUT
     ctx.emit(records, lambda: render.messages_text(records, ctx.max_text_len))
@@ -81,9 +86,19 @@ def listen(ctx, member_id):
     def line(record):
         return render.to_json(record) if ctx.json else render.message_line(record, ctx.max_text_len)
 
+    def end(reason):
+        ctx.out(render.to_json({"event": "end", "reason": reason}) if ctx.json else f"listen ended: {reason}")
+
     interval = inbox.check_interval(ctx.environ)
-    reason = inbox.listen(ctx.store(), member_id, lambda record: ctx.out(line(record)), interval)
-    ctx.out(render.to_json({"event": "end", "reason": reason}) if ctx.json else f"listen ended: {reason}")
+    store = ctx.store()
+    try:
+        reason = inbox.listen(
+            store, member_id, lambda record: ctx.out(line(record)), interval, ctx.settings.pg_reconnect_timeout
+        )
+    except DatabaseError as error:  # gave up on the database mid-stream: the end line, then the error
+        end(ctx.hide_secrets(str(error)).removesuffix("."))
+        raise
+    end(reason)
 
 
 def _diagnose(ctx, outcome):

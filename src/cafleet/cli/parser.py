@@ -53,7 +53,7 @@ def _convert(param, raw: str, where: str):
         from cafleet.validation import parse_id
 
         return parse_id(raw, where)
-    if kind in ("count", "seconds"):  # bounded by its declaration in cafleet.config
+    if kind in ("count", "seconds", "number"):  # bounded by its declaration in cafleet.config
         from cafleet.config import option
 
         return option(where, raw)

@@ -142,6 +142,7 @@ def _serve(ctx, sock: socket.socket, host: str, port: int, loopback: bool, limit
         allowed_hosts=allowed_hosts(host, port, loopback),
         environ=ctx.environ,
         busy_timeout=ctx.busy_timeout,
+        max_streams=ctx.settings.server_max_streams,
     )
     uv_server = uvicorn.Server(
         uvicorn.Config(

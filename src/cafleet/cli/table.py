@@ -16,8 +16,9 @@ FROM_SETTINGS = "from cafleet.config.OPTIONS"
 class Param:
     """A positional argument (``flag`` is None) or an option (``--flag``).
 
-    kind: "id" (positive integer, :func:`cafleet.validation.parse_id`), "count" (integer)
-    and "seconds" (number) bounded by the option's declaration in ``cafleet.config.OPTIONS``,
+    kind: "id" (positive integer, :func:`cafleet.validation.parse_id`), "count" (integer),
+    "seconds" and "number" (a finite number) bounded by the option's declaration in
+    ``cafleet.config.OPTIONS`` (checked by the parser, before the handler runs),
     "text", "flag" (boolean switch), "multi" (repeatable text).
     ``default`` is the value the handler gets when the parameter is not given (a flag:
     False, a multi: []); ``default_text`` says in the help what a ``None`` default means.
@@ -134,8 +135,8 @@ COMMANDS = [
         "Set, show or clear a fleet's budget: over it, its members get no new work (docs/usage.md).",
         (
             _id("fleet_id", "the fleet"),
-            Param("usd", "--usd", metavar="USD", help="the budget in dollars", default_text="unchanged"),
-            Param("tokens", "--tokens", metavar="N", help="the budget in tokens", default_text="unchanged"),
+            Param("usd", "--usd", "number", metavar="USD", help="the budget in dollars", default_text="unchanged"),
+            Param("tokens", "--tokens", "count", metavar="N", help="the budget in tokens", default_text="unchanged"),
             Param("clear", "--clear", "flag", help="remove the fleet's budget"),
         ),
     ),
@@ -143,7 +144,7 @@ COMMANDS = [
         "fleet",
         "watch",
         "cafleet.cli.watch:watch",
-        "Stream what needs the Director's attention: messages, idle, blocked and dead members, stuck previews.",
+        "Stream what needs the Director's attention: messages, idle, silent, blocked and dead members, stuck previews.",
         (
             _id("fleet_id", "the fleet to watch"),
             Param(
@@ -160,7 +161,7 @@ COMMANDS = [
                 "seconds",
                 metavar="S",
                 default=FROM_SETTINGS,
-                help="report a member idle after S quiet seconds",
+                help="report a member idle (silent: no message activity since it was registered) after S quiet seconds",
             ),
         ),
     ),
@@ -206,6 +207,7 @@ COMMANDS = [
             Param(
                 "budget_usd",
                 "--budget-usd",
+                "number",
                 metavar="USD",
                 help="refuse new work for the member once it has spent this many dollars (docs/usage.md)",
                 default_text="no budget",
@@ -213,10 +215,12 @@ COMMANDS = [
             Param(
                 "budget_tokens",
                 "--budget-tokens",
+                "count",
                 metavar="N",
                 help="refuse new work for the member once it has spent this many tokens",
                 default_text="no budget",
             ),
+            Param("force", "--force", "flag", help="create the member even in a fleet over its budget"),
             *_body_params("the spawn prompt; {fleet_id} {member_id} {director_member_id} {coding_agent} are filled in"),
         ),
         body=True,
@@ -232,7 +236,7 @@ COMMANDS = [
                 "state",
                 "--state",
                 "flag",
-                help="inspect each pane: alive, idle, blocked, dead (one multiplexer call each)",
+                help="inspect each pane: alive, idle, silent, blocked, dead (one multiplexer call each)",
             ),
             Param(
                 "idle_after",
@@ -240,7 +244,7 @@ COMMANDS = [
                 "seconds",
                 metavar="S",
                 default=FROM_SETTINGS,
-                help="with --state: idle after S quiet seconds",
+                help="with --state: idle (or silent) after S quiet seconds",
             ),
         ),
     ),
@@ -279,6 +283,7 @@ COMMANDS = [
         "Type one line into a member's pane and submit it.",
         (
             _id("member_id", "the member"),
+            Param("force", "--force", "flag", help="type it even to a member over its budget or its fleet's"),
             Param("text", None, "text", required=True, metavar="TEXT", help="the line to type"),
         ),
     ),

@@ -36,6 +36,9 @@ def _summary(report: dict) -> str:
     )
     if report["unpriced"]:
         line += f" plus unpriced models: {', '.join(render.inline(m) for m in report['unpriced'])}"
+    skipped = report["unreadable_records"]
+    if skipped:
+        line += f"; {skipped} unreadable record{'' if skipped == 1 else 's'} skipped"
     return line
 
 
@@ -88,25 +91,6 @@ def fleet(ctx, fleet_id):
     ctx.emit(report, text)
 
 
-def parse_budget(usd, usd_flag: str, tokens, tokens_flag: str) -> tuple[float | None, int | None]:
-    """``(dollars, tokens)`` from the options' text; each a positive number or None."""
-    from cafleet.errors import UsageError
-
-    dollars = count = None
-    if usd is not None:
-        try:
-            dollars = float(usd)
-        except ValueError:
-            dollars = -1.0
-        if not (0 < dollars < float("inf")):
-            raise UsageError(f"invalid {usd_flag} {render.inline(usd)}; give a positive number of dollars, like 2.50")
-    if tokens is not None:
-        count = int(tokens) if tokens.isascii() and tokens.isdigit() else 0
-        if count <= 0:
-            raise UsageError(f"invalid {tokens_flag} {render.inline(tokens)}; give a positive whole number of tokens")
-    return dollars, count
-
-
 def _budget_text(budget) -> str:
     if not budget:
         return "no budget"
@@ -121,11 +105,11 @@ def budget(ctx, fleet_id, usd, tokens, clear):
     from cafleet.delivery import usage
     from cafleet.errors import UsageError
 
-    dollars, count = parse_budget(usd, "--usd", tokens, "--tokens")
-    if clear and (dollars is not None or count is not None):
+    # --usd and --tokens are bounded by their declarations in cafleet.config (the parser)
+    if clear and (usd is not None or tokens is not None):
         raise UsageError("--clear takes no --usd or --tokens; give one or the other")
-    if clear or dollars is not None or count is not None:
-        budgets.set_fleet_budget(ctx.store(), fleet_id, dollars, count)
+    if clear or usd is not None or tokens is not None:
+        budgets.set_fleet_budget(ctx.store(), fleet_id, usd, tokens)
     report = usage.fleet_usage(ctx.store(), ctx.environ, fleet_id)
     shown = {"fleet_id": fleet_id, "budget": report["budget"], "usd": report["usd"], "tokens": report["tokens"]}
     ctx.emit(shown, lambda: f"fleet {fleet_id}: {_budget_text(report['budget'])}; spent {_summary(report)}")

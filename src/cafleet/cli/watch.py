@@ -13,7 +13,7 @@ def _line(item: dict, ctx) -> str:
         where += f" member={item['member_id']}"
     if item["message_id"] is not None:
         where += f" message={item['message_id']}"
-    text = f"{item['event']} {where}: {item['detail']}"
+    text = f"{item['event']} {where}: {render.inline(item['detail'])}"  # it can quote a host's or a pane's text
     if "message" in item:
         text += " | " + render.message_line(item["message"], ctx.max_text_len)
     if item["command"]:
@@ -23,9 +23,24 @@ def _line(item: dict, ctx) -> str:
 
 def watch(ctx, fleet_id, interval, idle_after):
     from cafleet.delivery.watch import Watcher, event
+    from cafleet.errors import DatabaseError
+
+    def end(reason):
+        ctx.out(_line(event("end", fleet_id, detail=f"watch ended: {reason}"), ctx))
 
     watcher = Watcher(
-        ctx.store(), ctx.environ, ctx.db_path, fleet_id, interval, idle_after, lambda item: ctx.out(_line(item, ctx))
+        ctx.store(),
+        ctx.environ,
+        ctx.db_path,
+        fleet_id,
+        interval,
+        idle_after,
+        lambda item: ctx.out(_line(item, ctx)),
+        ctx.settings.pg_reconnect_timeout,
     )
-    reason = watcher.run()
-    ctx.out(_line(event("end", fleet_id, detail=f"watch ended: {reason}"), ctx))
+    try:
+        reason = watcher.run()
+    except DatabaseError as error:  # gave up on the database mid-stream: the end event, then the error
+        end(ctx.hide_secrets(str(error)).removesuffix("."))
+        raise
+    end(reason)

@@ -19,6 +19,10 @@ process: it tries each pane's lock once without waiting and skips a busy pane, w
 holder is delivering right now (its drain takes every owed preview of that recipient,
 oldest first); a preview still owed is retried by the next send, wait or ``fleet watch``.
 
+Keys are sent only through the lock's guard (:meth:`cafleet.delivery.lock.Held.guard`):
+on PostgreSQL a lock lost with its session stops the typing (:class:`~cafleet.delivery.lock.LockLost`), and
+:func:`after_lost_lock` takes the lock again to remove our own typed text.
+
 ``pause_point`` calls are test-only fault-injection hooks (:mod:`cafleet.faults`).
 
 Imports of the multiplexer and typing code happen only when there is a pane to type into,
@@ -70,7 +74,7 @@ def send(
     that might hang or be killed.
     """
     if not force:
-        _refuse_over_budget(store, settings, to_id)
+        refuse_over_budget(store, settings.environ, to_id)
     record = messages.send(store, from_id, to_id, text)
     pause_point("send.after_commit")
     if on_stored is not None:
@@ -78,31 +82,40 @@ def send(
     return record, notify_after_send(store, settings, to_id, record)
 
 
-def broadcast(store, settings: Settings, director_id: int, text: str, on_stored=None) -> tuple[dict, list[Outcome]]:
+def broadcast(
+    store, settings: Settings, director_id: int, text: str, on_stored=None, each=None
+) -> tuple[dict, list[Outcome]]:
     """Fan-out: every committed message is notified like a single send (``on_stored``
-    as in :func:`send`, with the whole result)."""
+    as in :func:`send`, with the whole result; ``each`` as in
+    :func:`cafleet.broker.messages.broadcast`, with each recipient's record or failure)."""
 
     def over_budget(to_id: int) -> str | None:
         try:
-            _refuse_over_budget(store, settings, to_id)
+            refuse_over_budget(store, settings.environ, to_id)
         except CafleetError as error:
             return str(error)
         return None
 
-    result = messages.broadcast(store, director_id, text, refuse=over_budget)
+    result = messages.broadcast(store, director_id, text, refuse=over_budget, each=each)
     if on_stored is not None:
         on_stored(result)
     outcomes = [notify_after_send(store, settings, r["to_member_id"], r) for r in result["sent"]]
     return result, outcomes
 
 
-def _refuse_over_budget(store, settings: Settings, to_id: int) -> None:
+def refuse_over_budget(store, environ, member_id: int, action: str = "send") -> None:
+    """The one budget gate, on every way new work reaches a member (``message send``,
+    ``message broadcast``, the WebUI's send, ``member prompt``): raise
+    :class:`~cafleet.errors.OverBudget` when ``member_id`` or its fleet is at or over its
+    budget (docs/usage.md). Costs one catalogue lookup and one query when no budget is
+    set; only then are the agents' records read."""
     from cafleet.broker import usage
 
-    if usage.budgets_for_send(store, to_id) is not None:  # only then are the agents' records read
-        from cafleet.delivery.usage import refuse_over_budget
+    budgets = usage.budgets_for_send(store, member_id)
+    if budgets is not None:
+        from cafleet.delivery.usage import check_budget
 
-        refuse_over_budget(store, settings.environ, to_id)
+        check_budget(store, environ, member_id, budgets, action)
 
 
 def notify_after_send(store, settings: Settings, recipient_id: int, record: dict) -> Outcome:
@@ -211,6 +224,8 @@ def drain(
     from cafleet.delivery.placement import reach
     from cafleet.errors import LockTimeout
 
+    timeout = settings.lock_timeout if wait_for_lock else 0
+
     while True:
         pending = notifications.next_pending_notification(store, recipient_id, attempted)
         if pending is None:
@@ -220,14 +235,11 @@ def drain(
         target = notifications.notification_target(store, recipient_id)
         if target is None:
             return None
+        mux = text = None
         try:
             with lock.pane_lock(
-                settings.lock_dir,
-                target["backend"],
-                target["session"],
-                target["pane_id"],
-                settings.lock_timeout if wait_for_lock else 0,
-            ):
+                settings.lock_dir, target["backend"], target["session"], target["pane_id"], timeout
+            ) as held:
                 current = notifications.notification_target(store, recipient_id)
                 if current != target:
                     return f"member {recipient_id}'s placement changed during delivery"
@@ -237,7 +249,9 @@ def drain(
                 text = preview.render_preview(
                     message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_len
                 )
-                mux = reach(target)  # checks the pane's recorded identity before each keystroke
+                # reach: the pane's recorded identity is checked before each keystroke;
+                # guard: so is the lock (on PostgreSQL it can be lost with its session).
+                mux = held.guard(reach(target))
                 trace_point(f"drain.typing {message_id}")  # test-only count (cafleet.faults)
                 submit.submit_preview(mux, target["pane_id"], text, target["coding_agent"], settle=settings.settle)
                 trace_point(f"drain.submitted {message_id}")
@@ -249,8 +263,31 @@ def drain(
             if not wait_for_lock:
                 return None  # busy: its holder is delivering; nothing is wrong
             return _with_pane(str(error).rstrip("."), target["pane_id"])
+        except lock.LockLost as error:
+            typed = getattr(mux, "typed", False)
+            return after_lost_lock(settings.lock_dir, target, text or "", timeout, error, typed)
         except (CafleetError, OSError) as error:  # OSError: the multiplexer client could not run
             return _with_pane(_unexpected(error), target["pane_id"])
+
+
+def after_lost_lock(lock_dir, placement: dict, text: str, timeout: float, error: CafleetError, typed: bool) -> str:
+    """What to say after the pane-input lock was lost while typing ``text`` into the
+    placement's pane: if anything was typed, the lock is taken again (bounded by
+    ``timeout``) and our own typed text removed from the input box (submit.take_back)."""
+    from cafleet.delivery import lock, submit
+    from cafleet.delivery.placement import reach
+
+    reason = str(error).rstrip(".")
+    if not typed:
+        return f"{reason}; nothing had been typed"
+    pane_id = placement["pane_id"]
+    try:
+        with lock.pane_lock(lock_dir, placement["backend"], placement["session"], pane_id, timeout) as held:
+            return f"{reason}; " + submit.take_back(
+                held.guard(reach(placement)), pane_id, text, placement["coding_agent"]
+            )
+    except (CafleetError, OSError) as failure:
+        return f"{reason}; the typed text could not be taken back ({_unexpected(failure)})"
 
 
 def _with_pane(reason: str, pane_id: str) -> str:

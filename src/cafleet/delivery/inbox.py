@@ -16,6 +16,13 @@ another process is seen (default 0.05 s, ``CAFLEET_WAIT_INTERVAL``).
 
 Both end when their member can no longer receive: ``wait`` with an error (exit 1),
 ``listen`` with its end line.
+
+A PostgreSQL server that ends their sessions (a restart, ``pg_terminate_backend``,
+``idle_session_timeout``) does not end them: each reconnects with back-off
+(:meth:`Changes.recover`) and reads again, so nothing committed meanwhile is missed and,
+``listen`` printing only ids above the last one it printed, nothing is printed twice. After
+``reconnect`` seconds without a connection that works, the last failure is raised: ``wait``
+exits 1 with it, ``listen`` prints its end line and then exits 1 with it.
 """
 
 from __future__ import annotations
@@ -23,9 +30,9 @@ from __future__ import annotations
 import time
 
 from cafleet.broker import messages
-from cafleet.errors import Conflict, DatabaseGone
+from cafleet.errors import Conflict, DatabaseGone, DatabaseUnreachable
 from cafleet.faults import pause_point, trace_point
-from cafleet.store.changes import Changes, StopRequests, Stopped
+from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
 DEFAULT_INTERVAL = 0.05
 
@@ -58,48 +65,65 @@ def require_receiving(store, member_id: int) -> None:
         )
 
 
-def wait_for_messages(store, member_id: int, timeout: float | None, interval: float = DEFAULT_INTERVAL) -> list[dict]:
+def wait_for_messages(
+    store,
+    member_id: int,
+    timeout: float | None,
+    interval: float = DEFAULT_INTERVAL,
+    reconnect: float = RECONNECT_TIMEOUT,
+) -> list[dict]:
     """Unacknowledged incoming messages as soon as there is one; [] after ``timeout``.
 
-    Raises :class:`Conflict` as soon as the member is deregistered or its fleet deleted.
+    Raises :class:`Conflict` as soon as the member is deregistered or its fleet deleted,
+    and :class:`DatabaseUnreachable` when ``reconnect`` seconds (or the timeout) pass
+    without a connection to the server that works.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
-    changes = Changes(store, interval, deadline=deadline)  # baseline before the read
+    changes = Changes(store, interval, deadline=deadline, reconnect=reconnect)  # baseline before the read
     try:
         while True:
-            trace_point("wait.read")
-            require_receiving(store, member_id)
-            records = messages.poll(store, member_id)
-            if records:
-                return records
-            pause_point("wait.empty")  # test-only hook (cafleet.faults): read, nothing found, not waiting yet
-            if not changes.wait():
-                return []
+            try:
+                trace_point("wait.read")
+                require_receiving(store, member_id)
+                records = messages.poll(store, member_id)
+                if records:
+                    return records
+                pause_point("wait.empty")  # test-only hook (cafleet.faults): read, nothing found, not waiting yet
+                if not changes.wait():
+                    return []
+            except DatabaseUnreachable as error:  # the server ended the session: reconnect, read again
+                changes.recover(error)
     finally:
         changes.close()
 
 
-def listen(store, member_id: int, emit, interval: float = DEFAULT_INTERVAL) -> str:
+def listen(
+    store, member_id: int, emit, interval: float = DEFAULT_INTERVAL, reconnect: float = RECONNECT_TIMEOUT
+) -> str:
     """Emit each pending incoming message once, oldest first, then new ones as they come.
 
     Read-only. Returns why the stream ended: member deregistered, fleet deleted, the
     database file deleted or replaced, or stopped by SIGINT/SIGTERM (taking effect between
-    lines, never in the middle of one).
+    lines, never in the middle of one). Raises :class:`DatabaseUnreachable` when it gave
+    up reconnecting to a server that ended its sessions (the caller prints the end line).
     """
     changes = None
     try:
         with StopRequests() as stop:
-            changes = Changes(store, interval, stop=stop)  # baseline before the first read
+            changes = Changes(store, interval, stop=stop, reconnect=reconnect)  # baseline before the first read
             last_id = 0
             while True:
-                reason = gone_reason(store, member_id)
-                if reason:
-                    return reason
-                for record in messages.pending_after(store, member_id, last_id):
-                    emit(record)
-                    last_id = max(last_id, record["message_id"])
-                stop.check()
-                changes.wait()
+                try:
+                    reason = gone_reason(store, member_id)
+                    if reason:
+                        return reason
+                    for record in messages.pending_after(store, member_id, last_id):
+                        emit(record)
+                        last_id = max(last_id, record["message_id"])
+                    stop.check()
+                    changes.wait()
+                except DatabaseUnreachable as error:  # the server ended the session: reconnect, read again
+                    changes.recover(error)
     except Stopped as stopped:  # outside the ``with``: a signal while it restores is caught too
         return str(stopped)
     except DatabaseGone as gone:

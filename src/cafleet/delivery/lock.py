@@ -31,6 +31,18 @@ hash of a cafleet namespace and ``(backend, host, session, pane)``: ``host`` is 
 machine's name for a local placement and empty for a remote one, whose session string
 (``ssh://host/...``) already names its host. The wait is bounded the same way (polled
 ``pg_try_advisory_lock``), with the same :class:`~cafleet.errors.LockTimeout` line.
+
+A session can end under a living holder (an administrator's ``pg_terminate_backend``, a
+server restart, an idle timeout, keepalives giving up on a partitioned host), and its
+advisory lock with it, after which another process may take the lock and type into the
+same pane. So :func:`pane_lock` yields a :class:`Held`, and the typing code sends keys
+only through ``held.guard(mux)``: before each call that sends keys (``type_text``,
+``press_enter``, ``press_backspace``) it asks the lock's own session, in one round trip,
+whether the lock is still held, and raises :class:`LockLost` (one line) when it is not,
+so that nothing more is typed. A check cannot make the next keystroke atomic with it: a
+session ended in the milliseconds between the answer and the keystroke is noticed at the
+next keystroke call. An ``flock`` cannot be lost while its holder lives, so on SQLite
+``guard`` returns the multiplexer itself: nothing is checked and nothing costs more.
 """
 
 from __future__ import annotations
@@ -53,6 +65,58 @@ class LockUnavailable(CafleetError):
     """The lock folder or file cannot be created, opened or locked (an ``OSError``)."""
 
 
+class LockLost(CafleetError):
+    """The pane-input lock was lost while held (its PostgreSQL session ended): typing stopped."""
+
+
+class Held:
+    """What :func:`pane_lock` yields: :meth:`guard` makes a multiplexer check the lock
+    before each call that sends keys; :meth:`check` is that check."""
+
+    __slots__ = ("pane_id", "_advisory")
+
+    def __init__(self, pane_id: str, advisory=None) -> None:
+        self.pane_id = pane_id
+        self._advisory = advisory  # the AdvisoryLock on PostgreSQL; None for an flock
+
+    def check(self) -> None:
+        """Raise :class:`LockLost` unless the lock is still held (an ``flock`` always is)."""
+        if self._advisory is not None and not self._advisory.held():
+            raise LockLost(
+                f"the pane-input lock for pane {self.pane_id} was lost (its database session ended), so typing stopped"
+            )
+
+    def guard(self, mux):
+        """``mux``, checking this lock before each keystroke call; on SQLite ``mux`` itself."""
+        return mux if self._advisory is None else GuardedMux(mux, self)
+
+
+class GuardedMux:
+    """A multiplexer whose calls that send keys first check the pane-input lock; every
+    other call goes straight through. ``typed``: whether any keys were sent through it."""
+
+    def __init__(self, mux, held: Held) -> None:
+        self._mux = mux
+        self._held = held
+        self.typed = False
+
+    def __getattr__(self, name: str):
+        return getattr(self._mux, name)
+
+    def type_text(self, pane_id: str, text: str) -> None:
+        self._held.check()
+        self.typed = True
+        self._mux.type_text(pane_id, text)
+
+    def press_enter(self, pane_id: str) -> None:
+        self._held.check()
+        self._mux.press_enter(pane_id)
+
+    def press_backspace(self, pane_id: str, count: int) -> None:
+        self._held.check()
+        self._mux.press_backspace(pane_id, count)
+
+
 def lock_path(lock_dir: str | os.PathLike[str], backend: str, session: str, pane_id: str) -> Path:
     """The lock file for a placement key (pure: nothing is created)."""
     import hashlib
@@ -64,13 +128,14 @@ def lock_path(lock_dir: str | os.PathLike[str], backend: str, session: str, pane
 @contextmanager
 def pane_lock(
     lock_dir: str | os.PathLike[str], backend: str, session: str, pane_id: str, timeout: float
-) -> Iterator[None]:
-    """Hold the pane-input lock for the key while the ``with`` body runs."""
+) -> Iterator[Held]:
+    """Hold the pane-input lock for the key while the ``with`` body runs; the body types
+    through ``held.guard(mux)``."""
     if timeout < 0:
         raise ValueError("timeout must not be negative")
     if isinstance(lock_dir, str) and lock_dir.startswith(("postgresql://", "postgres://")):
-        with _advisory_lock(lock_dir, backend, session, pane_id, timeout):
-            yield
+        with _advisory_lock(lock_dir, backend, session, pane_id, timeout) as held:
+            yield held
         return
     path = lock_path(lock_dir, backend, session, pane_id)
     try:
@@ -83,7 +148,7 @@ def pane_lock(
             _acquire(fd, pane_id, timeout)
         except OSError as error:  # not BlockingIOError: that one is retried (ENOLCK, EBADF...)
             raise _unavailable(error, lock_dir, pane_id) from None
-        yield
+        yield Held(pane_id)
     finally:
         os.close(fd)  # closing the only descriptor releases the flock
 
@@ -99,7 +164,7 @@ def advisory_key(backend: str, session: str, pane_id: str) -> int:
 
 
 @contextmanager
-def _advisory_lock(url: str, backend: str, session: str, pane_id: str, timeout: float) -> Iterator[None]:
+def _advisory_lock(url: str, backend: str, session: str, pane_id: str, timeout: float) -> Iterator[Held]:
     from cafleet.errors import DatabaseError
     from cafleet.store.postgres import AdvisoryLock
 
@@ -114,7 +179,7 @@ def _advisory_lock(url: str, backend: str, session: str, pane_id: str, timeout: 
             f"process after {timeout:g} s; try again when that delivery has finished"
         )
     try:
-        yield
+        yield Held(pane_id, held)
     finally:
         held.release()
 

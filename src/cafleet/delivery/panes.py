@@ -177,6 +177,39 @@ class CreateFailed(CafleetError):
     """Member creation failed after the registry write; the message says what was undone."""
 
 
+MAX_COMMAND_BYTES = 12_000
+"""The most bytes a member's command may take: its agent's argv, the spawn prompt (with its
+placeholders and identity lines filled in) included. tmux carries one command of at most
+16 KiB (longer: "command too long"), which also holds the pane's directory, environment
+and tmux's own options; measured on tmux 3.4 (docs/usage.md)."""
+
+
+def _check_command(prompt: str, *, agent, name, model, effort, fleet_id: int, director_id: int) -> None:
+    """Refuse, before anything is written, a spawn prompt that no pane could start: one
+    holding a NUL, or one that makes the member's command longer than MAX_COMMAND_BYTES
+    with the largest member id it could be given."""
+    from cafleet.agents import backends
+    from cafleet.agents.prompt import render_spawn_prompt
+    from cafleet.errors import UsageError
+    from cafleet.validation import MAX_ID
+
+    text = render_spawn_prompt(
+        prompt, fleet_id=fleet_id, member_id=MAX_ID, director_member_id=director_id, coding_agent=agent
+    )
+    session = "0" * 36 if agent == "claude" else None  # a session id's length
+    argv = backends.build_argv(
+        agent, member_name=name, prompt=text, model=model, effort=effort, member_id=MAX_ID, session_id=session
+    )
+    size = sum(len(arg.encode("utf-8", "surrogatepass")) + 1 for arg in argv)
+    if size > MAX_COMMAND_BYTES:
+        raise UsageError(
+            f"the spawn prompt is too long: the member's command (the prompt with its identity lines, the "
+            f"name and the agent's options) would take {size} bytes, and a pane's command holds at most "
+            f"{MAX_COMMAND_BYTES}; put the details in a file the member reads, or send them as a message once "
+            "it has started."
+        )
+
+
 def create_member(
     store,
     environ,
@@ -192,10 +225,12 @@ def create_member(
     host: str | None = None,
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
+    force: bool = False,
 ) -> dict:
     """Member creation: pending registration, spawn prompt, split a pane, record it under the lock.
 
-    Every check that can fail without side effects runs first; any failure after the
+    Every check that can fail without side effects runs first (the spawn prompt's NUL and
+    length, the budgets, a fleet over its budget unless ``force``); any failure after the
     registry write is compensated (pane killed, member deregistered) and reported.
     With ``host``, the pane is a new tmux session on that host, over SSH
     (:func:`_create_remote`).
@@ -222,17 +257,21 @@ def create_member(
     agent = coding_agent or placement["coding_agent"]
     backends.validate(agent, model, effort)
     check_template(prompt)
+    _check_command(
+        prompt, agent=agent, name=name, model=model, effort=effort, fleet_id=fleet_id, director_id=director["member_id"]
+    )
     budgets = {"budget_usd": budget_usd, "budget_tokens": budget_tokens}
-    if budget_usd is not None or budget_tokens is not None:
+    _check_budgets(budget_usd, budget_tokens)
+    if not force:  # the spawn prompt is new work: a fleet over its budget gets none
         from cafleet.broker import usage
+        from cafleet.delivery.usage import check_fleet_budget
 
-        if host is not None:
-            raise CafleetError(
-                "a member on another host has no budget: its agent's records are on that host; "
-                "leave out --budget-usd/--budget-tokens."
-            )
-        if not usage.has_table(store):
-            raise CafleetError("this database has no budget table yet; run `cafleet setup` once, then retry.")
+        check_fleet_budget(store, environ, fleet_id, usage.fleet_budget(store, fleet_id), "create")
+    if (budget_usd is not None or budget_tokens is not None) and host is not None:
+        raise CafleetError(
+            "a member on another host has no budget: its agent's records are on that host; "
+            "leave out --budget-usd/--budget-tokens."
+        )
     if host is not None:
         return _create_remote(
             store,
@@ -287,6 +326,8 @@ def create_member(
         }
         if getattr(store, "engine", "sqlite") == "postgresql":
             pane_env["CAFLEET_PG_SCHEMA"] = store.schema  # the member's cafleet reaches the same tables
+            if store.trusted_owner:  # and accepts them as the Director's does
+                pane_env["CAFLEET_PG_TRUSTED_OWNER"] = store.trusted_owner
         pane_id, identity = mux.split_identified(
             placement["window_id"], argv, cwd=cwd, env=pane_env, target_pane=placement["pane_id"]
         )
@@ -305,10 +346,24 @@ def create_member(
     }
 
 
+def _check_budgets(usd: float | None, tokens: int | None) -> None:
+    """A member's budgets within the bounds declared for ``--budget-usd``/``--budget-tokens``
+    (the command line's parser checks them already; this guards every other caller)."""
+    from cafleet.config import declared
+    from cafleet.errors import UsageError
+
+    for flag, value in (("--budget-usd", usd), ("--budget-tokens", tokens)):
+        setting = declared(flag)
+        if value is not None and (
+            type(value) not in (int, float) or isinstance(value, bool) or not setting.low <= value <= setting.high
+        ):
+            raise UsageError(f"the member's budget must be {setting.allowed()}, got {value!r}.")
+
+
 def _record_usage_source(store, environ, member_id: int, agent: str, cwd: str, **budgets) -> str | None:
     """Choose what ties the member's usage records to it (claude: a new session id) and
     record it with the agent's data folder and the pane's cwd (docs/usage.md); returns
-    claude's session id. A file without the auxiliary table records nothing."""
+    claude's session id. The auxiliary table is created when the database has none yet."""
     from cafleet.agents import usage as agent_usage
     from cafleet.broker import usage
 
@@ -415,7 +470,8 @@ def _create_remote(
         record_pane(store, environ, db_path, member_id, placement, pane_id, identity, window_id=window_id)
         pause_point("create.patched")
     except BaseException as error:
-        raise CreateFailed(_compensate(store, mux, member_id, pane_id, error)) from None
+        closed = None if pane_id is not None else _close_started_session(ssh, member_id, database)
+        raise CreateFailed(_compensate(store, mux, member_id, pane_id, error, closed)) from None
     return {
         "member_id": member_id,
         "fleet_id": fleet_id,
@@ -425,6 +481,38 @@ def _create_remote(
         "pane_id": pane_id,
         "host": host,
     }
+
+
+# Closes the sessions of cafleet's server on the host ($1) whose environment is the one
+# cafleet gave a member's pane: its member id ($2) and database ($3); prints their ids.
+_CLOSE_STARTED = (
+    'for s in $(tmux -L "$1" list-sessions -F "#{session_id}" 2>/dev/null); do '
+    '[ "$(tmux -L "$1" show-environment -t "$s" CAFLEET_MEMBER_ID 2>/dev/null)" = "CAFLEET_MEMBER_ID=$2" ] '
+    '&& [ "$(tmux -L "$1" show-environment -t "$s" CAFLEET_DATABASE_URL 2>/dev/null)" = "CAFLEET_DATABASE_URL=$3" ] '
+    '&& tmux -L "$1" kill-session -t "$s" && printf "%s\\n" "$s"; done; true'
+)
+
+
+def _close_started_session(ssh, member_id: int, database: str) -> str:
+    """After a failed creation whose pane cafleet never learnt (new-session's report was
+    lost: unreadable, cut by a timeout or a signal), close the session it may have started
+    on the host, found by what cafleet gave it: the member id (never reused) and the
+    database, in its environment. What was done, for the clean-up report."""
+    from cafleet.render import inline
+
+    try:
+        code, out, err = ssh.run(["sh", "-c", _CLOSE_STARTED, "sh", REMOTE_SERVER, str(member_id), database])
+    except CafleetError as error:
+        return f"could not confirm that no tmux session of it runs on host {ssh.host} ({str(error).rstrip('.')})"
+    if code != 0:
+        from cafleet.mux import first_line
+
+        reason = first_line(err) or f"exit status {code}"
+        return f"could not confirm that no tmux session of it runs on host {ssh.host} ({reason})"
+    sessions = out.split()
+    if not sessions:
+        return f"found no tmux session of it on host {ssh.host}"
+    return f"closed its tmux session on host {ssh.host} ({', '.join(inline(s) for s in sessions)})"
 
 
 REMOTE_SERVER = "cafleet"  # the tmux server (-L) that holds members' panes on another host
@@ -477,9 +565,13 @@ def remote_missing(ssh, programs: list[str]) -> str | None:
     return None
 
 
-def _compensate(store, mux, member_id: int, pane_id: str | None, error: BaseException) -> str:
+def _compensate(
+    store, mux, member_id: int, pane_id: str | None, error: BaseException, closed: str | None = None
+) -> str:
+    """Undo a creation that failed after the registry write: close its pane (``closed``:
+    what was done instead when cafleet never learnt the pane), deregister the member."""
     reason = str(error).rstrip(".") if isinstance(error, CafleetError) else f"{type(error).__name__}: {error}"
-    undone = []
+    undone = [] if closed is None else [closed]
     if pane_id is not None:
         try:
             mux.kill(pane_id)
@@ -513,23 +605,32 @@ def capture_member(store, member_id: int, lines: int, ansi: bool) -> dict:
     return {"member_id": member_id, "pane_id": placement["pane_id"], "text": screen}
 
 
-def prompt_member(store, environ, db_path: str, member_id: int, text: str) -> dict:
-    """Type one line into the member's agent and submit it, under the pane lock (``member prompt``)."""
+def prompt_member(store, environ, db_path: str, member_id: int, text: str, *, force: bool = False) -> dict:
+    """Type one line into the member's agent and submit it, under the pane lock (``member
+    prompt``). New work like a message: refused for a member over its budget or its
+    fleet's unless ``force`` (the one gate, :func:`cafleet.delivery.drain.refuse_over_budget`)."""
     from cafleet.delivery import lock, submit
+    from cafleet.delivery.drain import refuse_over_budget
     from cafleet.errors import UsageError
 
     if not text.strip() or "\n" in text or "\r" in text:
         raise UsageError("the prompt must be one non-blank line.")
     placement = _live_placement(store, member_id)
+    if not force:
+        refuse_over_budget(store, environ, member_id, "prompt")
+    lock_dir, timeout = config.lock_dir(db_path), config.lock_timeout(environ)
     mux = reach(placement)
-    with lock.pane_lock(
-        config.lock_dir(db_path),
-        placement["backend"],
-        placement["session"],
-        placement["pane_id"],
-        config.lock_timeout(environ),
-    ):
-        submit.type_prompt(
-            mux, placement["pane_id"], text, placement["coding_agent"], settle=submit.settle_delay(environ)
-        )
+    try:
+        with lock.pane_lock(
+            lock_dir, placement["backend"], placement["session"], placement["pane_id"], timeout
+        ) as held:
+            mux = held.guard(mux)  # the lock is checked before each keystroke too
+            submit.type_prompt(
+                mux, placement["pane_id"], text, placement["coding_agent"], settle=submit.settle_delay(environ)
+            )
+    except lock.LockLost as error:
+        from cafleet.delivery.drain import after_lost_lock
+
+        typed = getattr(mux, "typed", False)
+        raise CafleetError(after_lost_lock(lock_dir, placement, text, timeout, error, typed) + ".") from None
     return {"member_id": member_id, "pane_id": placement["pane_id"], "submitted": True}

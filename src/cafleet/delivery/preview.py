@@ -65,8 +65,9 @@ def flatten(text: str) -> str:
 
 
 def render_preview(message_id: int, sender_member_id: int, created_at: str, body: str, max_len: int) -> str:
-    """The two-line preview: a header naming the message, then the flattened body cut to
-    ``max_len`` code points (``…`` appended only when something was cut)."""
+    """The preview's header naming the message and, after a line break, the flattened body
+    cut to ``max_len`` code points (``…`` appended only when something was cut). It is
+    typed as one line: :func:`flatten` shows that break as ``⏎`` too (delivery/submit.py)."""
     if max_len < 0:
         raise ValueError("max_len must not be negative")
     header = f"[cafleet msg {message_id} from {sender_member_id} {flatten(created_at)}]"

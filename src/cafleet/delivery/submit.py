@@ -1,6 +1,6 @@
 """Typing a preview or a prompt into a coding agent's input box and submitting it (docs/delivery.md).
 
-One line, never two. The preview has two lines (header, body), but a newline means a
+One line, never two. The preview is rendered as a header and a body, but a newline means a
 different thing in every input box: Enter-like in some, "insert line break" (Ctrl-J,
 Shift-Enter, bracketed paste) in others, and a multi-line paste is collapsed into a
 ``[Pasted text #1 +1 lines]`` placeholder by claude and opencode, hiding the text we need
@@ -238,6 +238,25 @@ def _check_ready(mux: Multiplexer, pane_id: str, agent: str, shown: str, line: s
         f"held: input box has text in pane {pane_id} (someone is typing there), so nothing "
         "was typed and that text was left as it is."
     )
+
+
+def take_back(mux: Multiplexer, pane_id: str, text: str, agent: str) -> str:
+    """After typing stopped part-way (the pane-input lock was lost), remove what this
+    process typed of ``text`` (a preview or a prompt, as :func:`submit_preview` or
+    :func:`type_prompt` typed it), under the lock again: only when the input box shows
+    exactly that line or the start of it, with one BackSpace per typed character (the
+    rule of a leftover, step 1), never Escape. What happened, as a phrase for the error."""
+    line = with_terminator(flatten(text))
+    box = screen.box_text(agent, mux.capture(pane_id, CAPTURE_LINES, ansi=True))
+    if not box:
+        return "none of the typed text was left in the input box"
+    count = _leftover_count(box, line)
+    if not count:
+        return "the input box holds other text, which was left as it is"
+    mux.press_backspace(pane_id, count)
+    if _poll(mux, pane_id, DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "", ansi=True)[0]:
+        return "the typed text was taken back"
+    return "the typed text could not be taken back (the input box did not clear)"
 
 
 def _leftover_count(text: str, line: str) -> int:

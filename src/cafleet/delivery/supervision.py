@@ -1,4 +1,4 @@
-"""Member states for supervision: alive, idle, blocked, dead (and pending).
+"""Member states for supervision: alive, idle, silent, blocked, dead (and pending).
 
 One function computes them for `cafleet fleet watch`, `cafleet member list --state` and
 the WebUI roster, so the three always agree. Each member costs one multiplexer inspection
@@ -10,7 +10,11 @@ the WebUI roster, so the three always agree. Each member costs one multiplexer i
   restarted), detected from the placement's recorded identity in the same inspection; and
   a *damaged* placement, whose stored values do not match their encoding (never inspected);
 - blocked: the pane shows a permission prompt or a question for its user;
-- idle: no message activity and no "working" cue on screen for longer than ``idle_after``;
+- idle: no "working" cue on screen, and the member's latest message activity (sent,
+  received, ACKed) is older than ``idle_after``; the seed measures idle from activity only;
+- silent: no "working" cue, and no message activity at all since the member was registered
+  longer than ``idle_after`` ago (the seed's idle is null then: nothing to measure from, so
+  a member that never answered is told apart from one that went quiet);
 - alive: anything else.
 """
 
@@ -19,7 +23,7 @@ from __future__ import annotations
 from cafleet import clock
 from cafleet.errors import CafleetError, DamagedPlacement, PaneStale
 
-ALIVE, IDLE, BLOCKED, DEAD, PENDING = "alive", "idle", "blocked", "dead", "pending"
+ALIVE, IDLE, SILENT, BLOCKED, DEAD, PENDING = "alive", "idle", "silent", "blocked", "dead", "pending"
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "tcsh", "csh", "-bash", "-zsh", "-sh"})
 DEFAULT_IDLE_AFTER = 600.0
 SCREEN_LINES = 30
@@ -70,12 +74,16 @@ def pane_state(member: dict, pool: MuxPool, idle_after: float, now: float | None
     seen = screen.classify(placement["coding_agent"], text)
     if seen == screen.PaneState.AWAITING_USER:
         return BLOCKED, f"pane {pane} shows a prompt awaiting its user"
-    since = member["last_activity_at"] or member["registered_at"]
-    since_epoch = clock.epoch_or_none(since)  # an unreadable stored time never counts as idle
-    quiet = 0.0 if since_epoch is None else (now if now is not None else _now()) - since_epoch
-    if seen != screen.PaneState.WORKING and quiet > idle_after:
-        return IDLE, f"no activity for {int(quiet)} s"
-    return ALIVE, "working" if seen == screen.PaneState.WORKING else "ok"
+    if seen == screen.PaneState.WORKING:
+        return ALIVE, "working"
+    active = member["last_activity_at"] is not None
+    since = clock.epoch_or_none(member["last_activity_at"] if active else member["registered_at"])
+    quiet = 0.0 if since is None else (now if now is not None else _now()) - since  # unreadable: never quiet
+    if quiet > idle_after:
+        if active:
+            return IDLE, f"no activity for {int(quiet)} s"
+        return SILENT, f"no message activity since it was registered {int(quiet)} s ago"
+    return ALIVE, "ok"
 
 
 def fleet_states(

@@ -16,6 +16,7 @@ NOT_SEEN: dict[str, tuple[str, ...]] = {
         "title generation",
         "most of an interrupted reply",
         "a session begun with /clear and left before any usage read saw it",
+        "a session begun with /clear that holds no cafleet preview yet",
     ),
     "codex": (
         "the first turn's title-generation request",
@@ -35,14 +36,28 @@ def new_reader() -> agent_usage.TranscriptReader:
     return agent_usage.TranscriptReader()
 
 
-def _claude_live(source: dict, record: dict) -> str | None:
-    """The session a local claude member's process is in now (it changes with ``/clear``):
-    the pane's pid is the last field of its tmux identity."""
+def _claude_live(store, source: dict, record: dict, sessions: list[str]) -> str | None:
+    """A session a local claude member's process began after its spawn session (``/clear``),
+    once it is provably the member's; else None.
+
+    The pane's pid (the last field of its tmux identity, recorded at spawn) must be the
+    process cafleet started with the member's own ``--session-id``; the session its live
+    file names (a file the member can write, so only a claim) must be held by no other
+    member, and its transcript must begin user turns with cafleet previews, every one of a
+    message to this member (a preview is typed only into its recipient's pane)."""
     identity = record.get("identity") or ""
     pid = identity.rpartition(":")[2]
-    if record.get("backend") != "tmux" or identity.count(":") != 2 or not pid.isdigit():
+    if record.get("backend") != "tmux" or identity.count(":") != 2 or not pid.isdigit() or len(pid) > 10:
         return None
-    return agent_usage.claude_live_session(source["data_dir"], int(pid), source["cwd"])
+    live = agent_usage.claude_live_session(source["data_dir"], int(pid), source["cwd"], spawn_session=sessions[0])
+    if live is None or live in sessions:
+        return None
+    previews = agent_usage.claude_previews(source["data_dir"], live)
+    if not previews or not usage.previews_are_for(store, source["member_id"], previews):
+        return None
+    if usage.session_holder(store, live, besides=source["member_id"]) is not None:
+        return None
+    return live
 
 
 def _member_usage(
@@ -55,21 +70,21 @@ def _member_usage(
             empty,
             [],
             (
-                "no attribution recorded for this member (created before `cafleet setup` added "
-                "the usage table, or not spawned by `member create`)"
+                "no attribution recorded for this member (not spawned by `member create`: the "
+                "Director, or a member made by another program or an older cafleet)"
             ),
         )
     if agent == "claude" and source["session_id"] and source["data_dir"]:
         sessions = source["session_id"].split()
-        live = _claude_live(source, record)
-        if live is not None and live not in sessions:
+        live = _claude_live(store, source, record, sessions)
+        if live is not None:
             sessions.append(live)
             try:
                 usage.add_session(store, source["member_id"], live)
             except CafleetError:
                 pass  # counted now; remembered on a later read
         found, paths = agent_usage.claude_usage(source["data_dir"], sessions, reader)
-        return found, paths, None if found.models else "no records yet"
+        return found, paths, _why_none(found)
     if agent == "codex" and source["data_dir"]:
         found, paths = agent_usage.codex_usage(
             source["data_dir"],
@@ -78,7 +93,7 @@ def _member_usage(
             member_id=source["member_id"],
             reader=reader,
         )
-        return found, paths, None if found.models else "no records yet"
+        return found, paths, _why_none(found)
     if agent == "opencode" and source["data_dir"]:
         found, paths = agent_usage.opencode_usage(
             source["data_dir"],
@@ -87,8 +102,13 @@ def _member_usage(
             fleet_id=fleet_id,
             member_id=source["member_id"],
         )
-        return found, paths, None if found.models else "no records yet"
+        return found, paths, _why_none(found)
     return empty, [], f"usage of {agent or 'this agent'} is not read yet"
+
+
+def _why_none(found: agent_usage.Usage) -> str | None:
+    """Why a member's report has no rows: None when it has records (readable or not)."""
+    return None if found.models or found.unreadable else "no records yet"
 
 
 def _member_report(store, record: dict, source: dict | None, prices, reader, fleet_id: int) -> dict:
@@ -174,32 +194,44 @@ def over(spent: dict, usd: float | None, tokens: int | None) -> str | None:
     return None
 
 
-def check_budget(store, environ: Mapping[str, str], member_id: int, budgets: dict) -> None:
-    """Refuse new work for a member over its own budget or its fleet's (the send path,
-    only when a budget is set: :func:`cafleet.broker.usage.budgets_for_send`)."""
-    from cafleet.errors import CafleetError
+# What --force overrides, by the way the work would reach the member (the refusal's hint).
+FORCE_HINTS = {
+    "send": "give --force to send anyway",
+    "prompt": "give --force to type the prompt anyway",
+    "create": "give --force to create the member anyway",
+}
+
+
+def check_budget(store, environ: Mapping[str, str], member_id: int, budgets: dict, action: str = "send") -> None:
+    """Refuse new work for a member over its own budget or its fleet's (the gate,
+    :func:`cafleet.delivery.drain.refuse_over_budget`, calls this only when a budget is
+    set: :func:`cafleet.broker.usage.budgets_for_send`). ``action`` names the way the work
+    would reach the member, for the hint."""
+    from cafleet.errors import OverBudget
 
     if budgets["member"] is not None:
         why = over(member_usage(store, environ, member_id), *budgets["member"])
         if why:
-            raise CafleetError(
-                f"member {member_id} is over its budget ({why}); it gets no new work. Send anyway with --force."
+            raise OverBudget(
+                f"member {member_id} is over its budget ({why}); it gets no new work.", FORCE_HINTS[action] + "."
             )
     if budgets["fleet"] is not None:
         fleet_id, usd, tokens = budgets["fleet"]
-        why = over(fleet_usage(store, environ, fleet_id), usd, tokens)
-        if why:
-            raise CafleetError(
-                f"fleet {fleet_id} is over its budget ({why}); its members get no new work. "
-                "Send anyway with --force, or raise it with `cafleet fleet budget`."
-            )
+        check_fleet_budget(store, environ, fleet_id, (usd, tokens), action)
 
 
-def refuse_over_budget(store, environ: Mapping[str, str], member_id: int) -> None:
-    """The send path's budget gate: raise when ``member_id`` or its fleet is over budget.
-    Costs one catalogue lookup when no budget is set (nothing of the agents' is read)."""
-    from cafleet.broker import usage as budgets_table
+def check_fleet_budget(
+    store, environ: Mapping[str, str], fleet_id: int, budget: tuple | None, action: str = "send"
+) -> None:
+    """Refuse new work in a fleet at or over its budget (``budget``: ``(usd, tokens)``, or
+    None for none set): a send or prompt to one of its members, or a new member."""
+    from cafleet.errors import OverBudget
 
-    budgets = budgets_table.budgets_for_send(store, member_id)
-    if budgets is not None:
-        check_budget(store, environ, member_id, budgets)
+    if budget is None:
+        return
+    why = over(fleet_usage(store, environ, fleet_id), *budget)
+    if why:
+        raise OverBudget(
+            f"fleet {fleet_id} is over its budget ({why}); its members get no new work.",
+            f"{FORCE_HINTS[action]}, or raise the budget with `cafleet fleet budget {fleet_id}`.",
+        )

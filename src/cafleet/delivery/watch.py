@@ -12,7 +12,12 @@ delivered as soon as its pane can take it. Between rounds, new messages for the 
 within a fraction of a second by waiting on :class:`cafleet.store.changes.Changes` (the
 store's change waiter: ``PRAGMA data_version`` on SQLite, LISTEN/NOTIFY on PostgreSQL; no
 busy loop). SIGINT/SIGTERM end the stream between rounds (never in the middle of typing a
-retried preview) with an ``end`` event.
+retried preview) with an ``end`` event. A PostgreSQL server that ends the watch's sessions
+(a restart, ``pg_terminate_backend``, ``idle_session_timeout``) is reconnected to with
+back-off (:meth:`Changes.recover`), and the Director's inbox read again (no message is
+reported twice: only ids above the last one reported are); after ``reconnect`` seconds
+without a working connection :meth:`Watcher.run` raises the last failure, and the command
+prints its ``end`` event and exits 1.
 """
 
 from __future__ import annotations
@@ -22,8 +27,8 @@ import time
 from cafleet import clock
 from cafleet.broker import activity, fleets, messages, notifications
 from cafleet.delivery import drain, supervision
-from cafleet.errors import CafleetError, DatabaseError, DatabaseGone
-from cafleet.store.changes import Changes, StopRequests, Stopped
+from cafleet.errors import CafleetError, DatabaseError, DatabaseGone, DatabaseUnreachable
+from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
 MESSAGE_CHECK = 0.25  # seconds between checks for new Director messages (SQLite) and member rounds
 
@@ -56,12 +61,24 @@ ACTIONS = {
     supervision.DEAD: "cafleet member delete {member_id}",
     supervision.BLOCKED: "cafleet member capture {member_id}",
     supervision.IDLE: "cafleet member capture {member_id}",
+    supervision.SILENT: "cafleet member capture {member_id}",
 }
 
 
 class Watcher:
-    def __init__(self, store, environ, db_path: str, fleet_id: int, interval: float, idle_after: float, emit) -> None:
+    def __init__(
+        self,
+        store,
+        environ,
+        db_path: str,
+        fleet_id: int,
+        interval: float,
+        idle_after: float,
+        emit,
+        reconnect: float = RECONNECT_TIMEOUT,
+    ) -> None:
         self.store = store
+        self.reconnect = reconnect
         self.fleet_id = fleet_id
         self.interval = interval
         self.idle_after = idle_after
@@ -84,11 +101,12 @@ class Watcher:
         self.budgets = BudgetWatch(store, environ, fleet_id)  # the over-budget event (docs/usage.md)
 
     def run(self) -> str:
-        """Stream until the fleet is deleted or a signal stops it; returns why it ended."""
+        """Stream until the fleet is deleted or a signal stops it; returns why it ended.
+        Raises :class:`DatabaseUnreachable` once reconnecting to the server gave up."""
         changes = None
         try:
             with StopRequests() as stop:
-                changes = Changes(self.store, MESSAGE_CHECK, stop=stop)  # baseline before the first read
+                changes = Changes(self.store, MESSAGE_CHECK, stop=stop, reconnect=self.reconnect)  # baseline first
                 unread = True  # the Director's inbox is owed a read (a failed read stays owed)
                 next_round = 0.0
                 while True:
@@ -109,6 +127,9 @@ class Watcher:
                         unread = changes.wait(until=next_round if due is None else min(due, next_round)) or unread
                     except DatabaseGone as gone:
                         return str(gone).rstrip(".")
+                    except DatabaseUnreachable as error:  # the server ended the session: reconnect
+                        changes.recover(error)
+                        unread = True  # notifications were lost meanwhile: read the inbox again
                     except DatabaseError:
                         stop.sleep(MESSAGE_CHECK)  # busy database: try again, never end the stream for it
         except Stopped as stopped:  # outside the ``with``: a signal while it restores is caught too

@@ -10,9 +10,13 @@ from cafleet.errors import DamagedPlacement
 
 
 def first_line(text: str) -> str:
-    """The first non-blank line of a tool's stderr, cut short for a one-line error."""
+    """The first non-blank line of a tool's stderr, cut short for a one-line error, with
+    every control and format character shown as an escape (:func:`cafleet.render.inline`):
+    a tool's stderr, or a host's shell, can hold escape sequences and bidi controls."""
+    from cafleet.render import inline
+
     line = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    return line[:200]
+    return inline(line[:200])
 
 
 def is_number(text: str) -> bool:

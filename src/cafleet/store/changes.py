@@ -16,6 +16,19 @@ baseline when it is created, so the pattern is always::
 :class:`StopRequests` turns SIGINT/SIGTERM into a stop request that a loop sees at its next
 safe point (while it sleeps between checks, never in the middle of printing a line or
 typing a preview); a second signal stops it wherever it is.
+
+A PostgreSQL server can end a reader's sessions under it (a restart, an administrator's
+``pg_terminate_backend``, ``idle_session_timeout``): the store then raises
+:class:`~cafleet.errors.DatabaseUnreachable`, and the loop calls :meth:`Changes.recover`,
+which reconnects the store and its LISTEN with back-off and returns, so the loop reads
+again; what was committed meanwhile is found by that read, as after any wake-up::
+
+    while True:
+        try:
+            ...read...
+            changes.wait()
+        except DatabaseUnreachable as error:
+            changes.recover(error)       # raises, as one line, once it gives up
 """
 
 from __future__ import annotations
@@ -23,10 +36,14 @@ from __future__ import annotations
 import signal
 import time
 
+from cafleet.errors import DatabaseUnreachable
 from cafleet.faults import trace_point
 
 
 BLOCKING_STEP = 1.0  # seconds a waiter that blocks (PostgreSQL LISTEN) waits between file checks
+RECONNECT_TIMEOUT = 30.0  # seconds of failed reconnection before a reader gives up (CAFLEET_PG_RECONNECT_TIMEOUT)
+RECONNECT_FIRST = 0.1  # seconds before the second try (the first is at once), doubling ...
+RECONNECT_LONGEST = 2.0  # ... up to this
 
 
 class Stopped(BaseException):
@@ -107,16 +124,26 @@ class Changes:
 
     ``interval`` is the sleep between checks (one ``PRAGMA data_version`` each);
     ``deadline`` (a :func:`time.monotonic` value) ends :meth:`wait`; ``stop`` (a
-    :class:`StopRequests`) makes the sleeps interruptible.
+    :class:`StopRequests`) makes the sleeps interruptible; ``reconnect`` bounds
+    :meth:`recover`.
     """
 
     def __init__(
-        self, store, interval: float, *, deadline: float | None = None, stop: StopRequests | None = None
+        self,
+        store,
+        interval: float,
+        *,
+        deadline: float | None = None,
+        stop: StopRequests | None = None,
+        reconnect: float = RECONNECT_TIMEOUT,
     ) -> None:
         self.store = store
         self.interval = interval
         self.deadline = deadline
         self.stop = stop
+        self.reconnect = reconnect
+        self._lost_since: float | None = None  # when the reads began to fail, until one works again
+        self._pause = 0.0  # before the next try to reconnect
         self._check_file = getattr(store, "check_file", None)
         self.waiter = store.change_waiter(interval)  # the baseline, before the read it guards
 
@@ -135,6 +162,51 @@ class Changes:
         """Let go of what the waiter holds (PostgreSQL: its LISTEN connection)."""
         self.waiter.close()
 
+    def recover(self, error: DatabaseUnreachable) -> None:
+        """After ``error`` from a read or a wait: get the store a new connection and the
+        waiter a new LISTEN, at once and then after pauses from 0.1 s doubling to 2 s, and
+        return so that the caller reads again (both come before that read, so it misses
+        nothing). Raises :class:`~cafleet.errors.DatabaseUnreachable` (one line, the last
+        failure's) once the reads have failed for ``reconnect`` seconds, or the deadline has
+        passed, with no connection that worked; a refusal by the diagnosis (the schema was
+        replaced, another role owns it) at once. A store with no session to lose (SQLite) raises ``error``.
+
+        The time is counted from the first failure until a read gets through (the caller's
+        next :meth:`wait`), so a server that accepts connections and ends them before they
+        serve a read is given up on too."""
+        reopen = getattr(self.store, "reopen", None)
+        if reopen is None:
+            raise error
+        now = time.monotonic()
+        if self._lost_since is None:
+            self._lost_since = now
+        give_up = self._lost_since + self.reconnect
+        if self.deadline is not None:
+            give_up = min(give_up, self.deadline)
+        while True:
+            remaining = give_up - time.monotonic()
+            if remaining <= 0 and self._pause > 0:  # at least one try, even with a bound of 0
+                elapsed = time.monotonic() - self._lost_since
+                raise DatabaseUnreachable(
+                    f"{error.message.removesuffix('.')}; gave up reconnecting after {elapsed:.1f} s."
+                ) from None
+            if self._pause > 0:
+                nap = min(self._pause, max(0.0, remaining))
+                if self.stop is not None:
+                    self.stop.sleep(nap)  # a stop request ends the pause (Stopped)
+                else:
+                    time.sleep(nap)
+            self._pause = min(max(self._pause * 2, RECONNECT_FIRST), RECONNECT_LONGEST)
+            trace_point("store.reconnect")  # test-only count (cafleet.faults)
+            try:
+                reopen()
+                waiter_reopen = getattr(self.waiter, "reopen", None)
+                if waiter_reopen is not None:
+                    waiter_reopen()
+                return
+            except DatabaseUnreachable as again:
+                error = again
+
     def wait(self, until: float | None = None) -> bool:
         """Sleep until another connection commits (True) or until ``until`` or the deadline
         passes (False). Raises :class:`Stopped` on a stop request.
@@ -142,6 +214,7 @@ class Changes:
         It sleeps before it looks: a commit since the baseline is seen by the first check,
         one interval later, and a reader fed by a steady stream of commits still reads at
         most once per interval instead of spinning."""
+        self._lost_since, self._pause = None, 0.0  # the caller's reads got through
         ends = [t for t in (until, self.deadline) if t is not None]
         end = min(ends) if ends else None
         blocks = getattr(self.waiter, "blocks", False)  # it can wait for a change itself (LISTEN)

@@ -48,9 +48,7 @@ class Store:
     def execute(self, sql: str, params=()):
         try:
             return self.conn.execute(sql, params)
-        except sqlite3.IntegrityError:
-            raise
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.DatabaseError as exc:  # a refused constraint too: ConstraintRefused
             raise translate(exc, self.path, self.busy_timeout) from None
 
     def insert(self, sql: str, params, key: str) -> int:
@@ -70,6 +68,23 @@ class Store:
             f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({','.join('?' * len(names))})", names
         ).fetchall()
         return {row[0] for row in rows}
+
+    def create_auxiliary(self, names) -> list[str]:
+        """Create those of cafleet's auxiliary tables and indexes ``names`` that the file
+        lacks, in one write transaction of their own, and return them. Called where one is
+        first needed (and by ``cafleet setup``); never part of the baseline, which is exactly
+        the seed's tables (docs/storage.md). One read when they all exist."""
+        names = list(names)
+        rows = self.execute(
+            f"SELECT name FROM sqlite_master WHERE name IN ({','.join('?' * len(names))})", names
+        ).fetchall()
+        missing = [name for name in names if name not in {row[0] for row in rows}]
+        if missing:
+            statements = {**schema.AUX_TABLES, **schema.AUX_INDEXES}
+            with self.write():
+                for name in missing:
+                    self.execute(schema.create_if_missing(statements[name]))
+        return missing
 
     def file_replaced(self) -> bool:
         """True when ``path`` no longer names the file this store opened (deleted, or
@@ -298,11 +313,7 @@ class _WriteTransaction:
                 raise translate(error, self.store.path, self.store.busy_timeout) from None
         else:
             _rollback_quietly(conn)
-            if (
-                exc_type is not None
-                and issubclass(exc_type, sqlite3.DatabaseError)
-                and not issubclass(exc_type, sqlite3.IntegrityError)
-            ):
+            if exc_type is not None and issubclass(exc_type, sqlite3.DatabaseError):
                 raise translate(exc, self.store.path, self.store.busy_timeout) from None
         return False
 
@@ -325,11 +336,14 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
     return conn
 
 
-def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: str | None = None) -> Store:
+def open_store(
+    path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: str | None = None, trusted_owner: str | None = None
+) -> Store:
     """Diagnose ``path`` and return a Store ready for use, initialising it if new/empty.
 
     A ``postgresql://`` or ``postgres://`` URL opens the PostgreSQL store instead
-    (:mod:`cafleet.store.postgres`, imported only then; ``schema`` is its schema).
+    (:mod:`cafleet.store.postgres`, imported only then; ``schema`` is its schema and
+    ``trusted_owner`` the role besides the connecting one that may own it).
 
     An existing file is diagnosed through a connection that cannot write (see
     :func:`_diagnose_read_only`); only a file that passed is opened for writing, so a
@@ -338,11 +352,12 @@ def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: st
     if path.startswith(("postgresql://", "postgres://")):
         from cafleet.store import postgres
 
-        return postgres.open_store(path, busy_timeout, schema)  # type: ignore[return-value]
+        return postgres.open_store(path, busy_timeout, schema, trusted_owner)  # type: ignore[return-value]
     state = diagnosis.read_header_state(path)
     if state == diagnosis.MISSING:
         _make_parent(path)
     elif state in (diagnosis.CAFLEET, diagnosis.ZERO_IDENTITY):
+        _check_log(path)
         state = _diagnose_read_only_retrying(path, state, busy_timeout)
     identity = file_identity(path)
     try:
@@ -365,6 +380,20 @@ def open_store(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: st
         conn.close()
         raise
     return Store(conn, path, busy_timeout, identity)
+
+
+def _check_log(path: str) -> None:
+    """Refuse a ``-wal`` that SQLite's recovery would cut short, losing committed writes
+    (:mod:`cafleet.store.wal`), before any connection reads it. One ``stat`` when there is
+    no log with a frame in it (a quiet database: the last connection to close removed it)."""
+    try:
+        if os.stat(path + "-wal").st_size < 32 + 24 + 512:  # the log's header and one frame of the smallest page
+            return
+    except OSError:
+        return
+    from cafleet.store import wal
+
+    wal.check(path)
 
 
 def diagnose_open(
@@ -479,28 +508,18 @@ def _look_inside_zero_identity(conn: sqlite3.Connection, path: str, busy_timeout
 
 
 def add_auxiliary_indexes(store: Store) -> list[str]:
-    """Create cafleet's auxiliary tables and indexes that a database lacks (``cafleet
-    setup``); returns the names created, tables first. One write transaction; the ledger and
-    required shape are unchanged. Each engine's own statements: the tables' column types
-    differ (``postgres.AUX_TABLES``), the indexes are the same text."""
+    """Create every auxiliary table and index of cafleet's that the database lacks
+    (``cafleet setup``); returns the names created, tables first. One write transaction of
+    their own; the ledger and required shape are unchanged. A table or index of that name
+    with another definition is left as it is (``cafleet doctor`` reports it)."""
     if store.engine == "postgresql":
         from cafleet.store import postgres
 
         problems = postgres.auxiliary_problems(store)  # type: ignore[arg-type]
-        tables_sql = postgres.AUX_TABLES
     else:
         problems = diagnosis.auxiliary_problems(store.conn)
-        tables_sql = schema.AUX_TABLES
-    missing = {name for name, problem in problems.items() if problem == "missing"}
-    tables = [name for name in tables_sql if name in missing]
-    indexes = [name for name in schema.AUX_INDEXES if name in missing]
-    if tables or indexes:
-        with store.write():
-            for name in tables:
-                store.execute(schema.create_if_missing(tables_sql[name]))
-            for name in indexes:
-                store.execute(schema.create_if_missing(schema.AUX_INDEXES[name]))
-    return tables + indexes
+    missing = [name for name in (*schema.AUX_TABLES, *schema.AUX_INDEXES) if problems.get(name) == "missing"]
+    return store.create_auxiliary(missing) if missing else []
 
 
 _URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-~")
@@ -524,7 +543,9 @@ def _make_parent(path: str) -> None:
 
 
 def _initialise(conn: sqlite3.Connection, path: str, busy_timeout: float) -> None:
-    """Create the baseline in one transaction, unless another process already did."""
+    """Create the baseline in one transaction, unless another process already did: exactly
+    the seed's tables, indexes and ledger row. cafleet's auxiliary objects come later, each
+    where it is first needed, in a transaction of its own (:meth:`Store.create_auxiliary`)."""
     try:
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -532,12 +553,7 @@ def _initialise(conn: sqlite3.Connection, path: str, busy_timeout: float) -> Non
                 conn.execute("PRAGMA application_id").fetchone()[0] == 0
             ):
                 conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
-                for sql in (
-                    *schema.TABLES.values(),
-                    *schema.INDEXES.values(),
-                    *schema.AUX_INDEXES.values(),
-                    *schema.AUX_TABLES.values(),
-                ):
+                for sql in (*schema.TABLES.values(), *schema.INDEXES.values()):  # exactly the seed's
                     conn.execute(sql)
                 conn.execute(
                     f"INSERT INTO {schema.LEDGER_TABLE} (version, name, applied_on, checksum) VALUES (?, ?, ?, ?)",

@@ -130,6 +130,10 @@ def _translate(exc: BaseException, path: str, busy_timeout: float) -> DatabaseEr
             f"disk I/O error on database {path} ({name}); check the disk and its free space, then try again.",
             f"check the disk holding {path}",
         )
+    if base == "SQLITE_CONSTRAINT":  # a UNIQUE index, a trigger's RAISE, a foreign key
+        from cafleet.errors import constraint_refused
+
+        return constraint_refused(path, str(exc))
     if base in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
         return StorageFault(
             f"database {path} is damaged ({exc}); cafleet cannot read it. Restore it from a backup, "

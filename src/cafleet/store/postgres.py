@@ -32,7 +32,7 @@ from psycopg import sql as pgsql
 
 from cafleet import clock
 from cafleet.credentials import redact, scrub
-from cafleet.errors import DatabaseError
+from cafleet.errors import DatabaseError, DatabaseUnreachable
 from cafleet.faults import TRACE_SQL, trace_point
 from cafleet.store import diagnosis, schema
 
@@ -278,41 +278,73 @@ SELECT 'index', i.relname, t.relname || ' ('
   || COALESCE(' WHERE ' || pg_get_expr(x.indpred, x.indrelid), '')
   FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
   JOIN pg_namespace n ON n.oid = t.relnamespace WHERE n.nspname = %(s)s
+UNION ALL
+SELECT 'owner', '', pg_get_userbyid(n.nspowner)::text FROM pg_namespace n WHERE n.nspname = %(s)s
+UNION ALL
+SELECT 'owner', c.relname, pg_get_userbyid(c.relowner)::text FROM pg_class c
+  JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %(s)s
+UNION ALL
+SELECT 'user', '', current_user::text
 """
 
 
 class PgStore:
     """A diagnosed connection to the schema, with the same interface as the SQLite Store."""
 
-    __slots__ = ("conn", "path", "url", "schema", "busy_timeout", "identity", "channel", "present")
+    __slots__ = ("conn", "path", "url", "schema", "busy_timeout", "identity", "channel", "present", "trusted_owner")
     engine = "postgresql"
 
-    def __init__(self, conn: psycopg.Connection, url: str, schema_name: str, busy_timeout: float) -> None:
+    def __init__(
+        self, conn: psycopg.Connection, url: str, schema_name: str, busy_timeout: float, trusted_owner: str = ""
+    ) -> None:
         self.conn = conn
         self.url = url
         self.path = redact(url)  # what messages show
         self.schema = schema_name
         self.busy_timeout = busy_timeout
+        self.trusted_owner = trusted_owner  # CAFLEET_PG_TRUSTED_OWNER: "" trusts the connecting role alone
         self.identity = (url, schema_name)
         self.channel = "cafleet_" + schema_name
-        # Tables known to exist (from the diagnosis' catalogue read, or a later look): cafleet
-        # never drops a table, so a name found once is not asked for again. This keeps a
-        # round trip off the send path's budget check (docs/performance.md).
+        # Tables and indexes known to exist (from the diagnosis' catalogue read, or a later
+        # look): cafleet never drops one, so a name found once is not asked for again. This
+        # keeps a round trip off the send path's budget check (docs/performance.md) and off
+        # `fleet create`'s look for the pending index.
         self.present: set[str] = set()
 
     def tables_present(self, names) -> set[str]:
         """Which of ``names`` are tables in this store's schema; asks the catalogue only
         about those not already known to exist."""
+        return self._present(names)
+
+    def _present(self, names) -> set[str]:
+        """Which of ``names`` (tables or indexes) exist in the schema: one catalogue read for
+        those not already known to (cafleet never drops one, so a name found stays found)."""
         names = list(names)
         unknown = [name for name in names if name not in self.present]
         if unknown:
             rows = self.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = ? "
-                f"AND table_name IN ({','.join('?' * len(unknown))})",
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                f"WHERE n.nspname = ? AND c.relname IN ({','.join('?' * len(unknown))})",
                 [self.schema, *unknown],
             ).fetchall()
             self.present.update(row[0] for row in rows)
         return {name for name in names if name in self.present}
+
+    def create_auxiliary(self, names) -> list[str]:
+        """Create those of cafleet's auxiliary tables and indexes ``names`` that the schema
+        lacks, in one write transaction of their own (the writers' lock serialises racing
+        creators; ``IF NOT EXISTS`` makes the later one a no-op), and return them. Never
+        part of the initialising transaction, which creates exactly the seed's tables."""
+        names = list(names)
+        found = self._present(names)
+        missing = [name for name in names if name not in found]
+        if missing:
+            statements = {**AUX_TABLES, **AUX_INDEXES}
+            with self.write():
+                for name in missing:
+                    self.execute(schema.create_if_missing(statements[name]))
+            self.present.update(missing)
+        return missing
 
     def execute(self, sql: str, params=()):
         from cafleet.store import dialect
@@ -323,8 +355,6 @@ class PgStore:
             if sql == "BEGIN":  # a read snapshot (the WebUI): one consistent view, as on SQLite
                 sql = "BEGIN ISOLATION LEVEL REPEATABLE READ"
             return self.conn.execute(dialect.postgres(sql, False))
-        except psycopg.errors.IntegrityError:
-            raise
         except psycopg.DataError as exc:
             if "NUL" in str(exc) and any("\0" in p for p in params if isinstance(p, str)):
                 raise DatabaseError(
@@ -362,6 +392,19 @@ class PgStore:
 
     def check_file(self) -> None:
         return None
+
+    def reopen(self) -> None:
+        """Replace the connection with a new one that passed the diagnosis again, as a
+        command's open does (one round trip on a healthy schema): after the server ended
+        the session (a restart, ``pg_terminate_backend``, ``idle_session_timeout``).
+        Raises what the open raises; the old connection is kept until a new one is had."""
+        fresh = open_store(self.url, self.busy_timeout, self.schema, self.trusted_owner)
+        old, self.conn = self.conn, fresh.conn
+        self.present |= fresh.present
+        try:
+            old.close()
+        except psycopg.Error:
+            pass
 
     def close(self) -> None:
         self.conn.close()
@@ -417,11 +460,15 @@ def _translated(exc: BaseException, where: str, busy_timeout: float) -> Database
     if state == "55P03":  # lock_not_available: lock_timeout expired
         return DatabaseError(f"database {where} is locked by another process (waited {busy_timeout:g} s); try again.")
     if state.startswith("08") or isinstance(exc, psycopg.OperationalError):
-        return DatabaseError(f"cannot reach database {where}: {first}; check the server and the URL.")
+        return DatabaseUnreachable(f"cannot reach database {where}: {first}; check the server and the URL.")
     if state.startswith("28"):
         return DatabaseError(f"database {where} refused the login: {first}.")
     if state == "42501":
         return DatabaseError(f"database {where}: permission denied ({first}).")
+    if state.startswith("23") or state == "P0001":  # integrity constraint, or a trigger's RAISE EXCEPTION
+        from cafleet.errors import constraint_refused
+
+        return constraint_refused(where, first)
     return DatabaseError(f"database {where} failed: {first}.")
 
 
@@ -473,28 +520,34 @@ class _TracedCursor(psycopg.Cursor):
         return super().execute(query, params, **kwargs)
 
 
-def open_store(url: str, busy_timeout: float, schema_name: str | None = None) -> PgStore:
-    """Connect, diagnose the schema (initialising an empty one) and return the store."""
+def open_store(
+    url: str, busy_timeout: float, schema_name: str | None = None, trusted_owner: str | None = None
+) -> PgStore:
+    """Connect, diagnose the schema (initialising an empty one) and return the store.
+    ``trusted_owner`` (``CAFLEET_PG_TRUSTED_OWNER``; None reads the environment) is the one
+    role besides the connecting one that may own the schema and cafleet's tables."""
     schema_name = schema_name or os.environ.get("CAFLEET_PG_SCHEMA") or DEFAULT_SCHEMA
     if not valid_schema(schema_name):
         raise DatabaseError(
             f"CAFLEET_PG_SCHEMA {schema_name!r} must be a lower-case SQL name (letters, digits, _; at most 63)."
         )
+    if trusted_owner is None:
+        trusted_owner = os.environ.get("CAFLEET_PG_TRUSTED_OWNER", "")
     conn = connect(url, busy_timeout, schema_name, settings=False)
-    store = PgStore(conn, url, schema_name, busy_timeout)
+    store = PgStore(conn, url, schema_name, busy_timeout, trusted_owner)
     try:
         try:
-            present = _fast_accept(conn, schema_name, busy_timeout)
+            present = _fast_accept(conn, schema_name, busy_timeout, trusted_owner)
             if present is not None:
                 store.present.update(present)
                 return store
             conn.execute(_settings_sql(schema_name, busy_timeout))  # the fast path's were rolled back or unchecked
             found = _read_shape(conn, schema_name)
-            if diagnose(conn, store.path, schema_name, found) == "empty":
-                _initialise(conn, schema_name)
+            if diagnose(conn, store.path, schema_name, found, trusted_owner) == "empty":
+                _initialise(conn, store.path, schema_name, trusted_owner)
                 found = _read_shape(conn, schema_name)
-                diagnose(conn, store.path, schema_name, found)
-            store.present.update(found["column"])
+                diagnose(conn, store.path, schema_name, found, trusted_owner)
+            store.present.update(found["column"], found["index"])
         except psycopg.Error as exc:
             raise translate(exc, store.url, busy_timeout) from None
     except BaseException:
@@ -536,20 +589,20 @@ SELECT concat('index ', x.indexrelid::regclass, ' ', x.indrelid::regclass, ' (',
   pg_get_expr(x.indpred, x.indrelid))
   FROM pg_index x WHERE x.indexrelid = ANY('{INDEXES}'::regclass[])
 """
-_fast_queries: dict[tuple[str, float], str] = {}
+_fast_queries: dict[tuple[str, float, str], str] = {}
 _baseline: list[str] = []
 
 
-def _fast_query(schema_name: str, busy_timeout: float) -> str:
+def _fast_query(schema_name: str, busy_timeout: float, trusted_owner: str = "") -> str:
     """The settings and the digest query, two statements sent as one message."""
-    key = (schema_name, busy_timeout)
+    key = (schema_name, busy_timeout, trusted_owner)
     query = _fast_queries.get(key)
     if query is None:
-        query = _fast_queries[key] = _build_fast_query(schema_name, busy_timeout)
+        query = _fast_queries[key] = _build_fast_query(schema_name, busy_timeout, trusted_owner)
     return query
 
 
-def _build_fast_query(schema_name: str, busy_timeout: float) -> str:
+def _build_fast_query(schema_name: str, busy_timeout: float, trusted_owner: str = "") -> str:
     def names(objects) -> str:  # a regclass[] literal; a checked schema name needs no quotes in it
         return "{" + ",".join(f"{schema_name}.{name}" for name in objects) + "}"
 
@@ -562,13 +615,35 @@ def _build_fast_query(schema_name: str, busy_timeout: float) -> str:
         .replace("{INDEXES}", names(EXPECTED_INDEXES))
         .replace("{KEY_COLUMNS}", columns)
     )
-    # Which auxiliary tables exist: to_regclass() is a cache lookup, with no scan to plan.
-    auxiliary = "".join(f", to_regclass('{schema_name}.{name}') IS NOT NULL" for name in AUX_TABLES)
+    # Which auxiliary objects exist: to_regclass() is a cache lookup, with no scan to plan.
+    auxiliary = "".join(f", to_regclass('{schema_name}.{name}') IS NOT NULL" for name in (*AUX_TABLES, *AUX_INDEXES))
     return (
         _settings_sql(schema_name, busy_timeout)
         + f';\nSELECT (SELECT max(version) FROM "{schema_name}".{schema.LEDGER_TABLE}), '
-        + f"md5(string_agg(line, E'\\n' ORDER BY line COLLATE \"C\")){auxiliary} FROM ({lines}) lines"
+        + f"md5(string_agg(line, E'\\n' ORDER BY line COLLATE \"C\")), {owned_clause(schema_name, trusted_owner)}"
+        + f"{auxiliary} FROM ({lines}) lines"
     )
+
+
+def owned_clause(schema_name: str, trusted_owner: str) -> str:
+    """The fast query's ownership test: true when the schema and every table cafleet uses
+    that exists belong to the connecting role or ``trusted_owner``, looked up by oid as
+    the digest's objects are. False or an error means "diagnose in detail", which names
+    the owner and refuses (bench/pg_owner_check.py measures what it adds)."""
+    owners = "current_user" + (f", {_literal(trusted_owner)}" if trusted_owner else "")
+    tables = "{" + ",".join(f"{schema_name}.{name}" for name in EXPECTED_COLUMNS) + "}"
+    aux_oids = ", ".join(f"to_regclass('{schema_name}.{name}')" for name in AUX_TABLES)
+    return (
+        f"(SELECT pg_get_userbyid(nspowner) IN ({owners}) FROM pg_namespace WHERE oid = '{schema_name}'::regnamespace)"
+        f" AND NOT EXISTS (SELECT FROM pg_class WHERE (oid = ANY('{tables}'::regclass[]) OR oid IN ({aux_oids}))"
+        f" AND pg_get_userbyid(relowner) NOT IN ({owners}))"
+    )
+
+
+def _literal(text: str) -> str:
+    """``text`` as an SQL string constant, whatever ``standard_conforming_strings`` says
+    (an E'' string reads backslashes as escapes either way)."""
+    return "E'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def baseline_digest() -> str:
@@ -582,38 +657,50 @@ def baseline_digest() -> str:
     return _baseline[0]
 
 
-def _fast_accept(conn, schema_name: str, busy_timeout: float) -> set[str] | None:
-    """When one round trip shows the ledger at the head version and exactly the baseline's
-    shape (the settings are then in effect): the tables present, required and auxiliary
-    (PgStore.present). None means "diagnose in detail"."""
+def _fast_accept(conn, schema_name: str, busy_timeout: float, trusted_owner: str = "") -> set[str] | None:
+    """When one round trip shows the ledger at the head version, exactly the baseline's
+    shape and every object owned by the connecting role or ``trusted_owner`` (the settings
+    are then in effect): the tables present, required and auxiliary, and the auxiliary
+    indexes present (PgStore.present). None means "diagnose in detail"."""
     try:
-        cursor = conn.execute(_fast_query(schema_name, busy_timeout))
+        cursor = conn.execute(_fast_query(schema_name, busy_timeout, trusted_owner))
         cursor.nextset()
         row = cursor.fetchone()
     except psycopg.Error:
         if conn.broken or conn.closed:
             raise
         return None  # a missing ledger or object, no md5(): the detailed diagnosis says what
-    if row is None or row[:2] != (schema.HEAD_VERSION, baseline_digest()):
+    if row is None or row[:3] != (schema.HEAD_VERSION, baseline_digest(), True):
         return None
-    return {*EXPECTED_COLUMNS, *(name for name, present in zip(AUX_TABLES, row[2:]) if present)}
+    return {*EXPECTED_COLUMNS, *(name for name, present in zip((*AUX_TABLES, *AUX_INDEXES), row[3:]) if present)}
 
 
 def _read_shape(conn, schema_name: str) -> dict[str, dict[str, set[str]]]:
-    found: dict[str, dict[str, set[str]]] = {"relation": {}, "column": {}, "constraint": {}, "index": {}}
+    found: dict[str, dict[str, set[str]]] = {
+        "relation": {},
+        "column": {},
+        "constraint": {},
+        "index": {},
+        "owner": {},  # "" -> the schema's owner; a relation's name -> its owner
+        "user": {},  # "" -> the connecting role
+    }
     for kind, table, text in conn.execute(_SHAPE_QUERY, {"s": schema_name}).fetchall():
         found[kind].setdefault(table, set()).add(text)
     return found
 
 
-def diagnose(conn, where: str, schema_name: str, found: dict | None = None) -> str:
+def diagnose(conn, where: str, schema_name: str, found: dict | None = None, trusted_owner: str = "") -> str:
     """ "empty" (initialise it) or "cafleet" (use it); refuses anything else with one line,
-    having only read. ``found``: the schema's shape as :func:`_read_shape` read it."""
+    having only read. ``found``: the schema's shape as :func:`_read_shape` read it. A schema
+    or a table of cafleet's owned by a role other than the connecting one and
+    ``trusted_owner`` is refused first, even an empty schema: its owner can read and change
+    everything in it."""
     if found is None:
         found = _read_shape(conn, schema_name)
+    place = f"schema {schema_name} of database {where}"
+    check_owners(found, place, trusted_owner)
     if not found["relation"]:
         return "empty"
-    place = f"schema {schema_name} of database {where}"
     if schema.LEDGER_TABLE not in found["column"]:
         raise diagnosis.Refused(
             f"{place} holds something else (no cafleet ledger {schema.LEDGER_TABLE}); it was left unchanged. "
@@ -634,6 +721,36 @@ def diagnose(conn, where: str, schema_name: str, found: dict | None = None) -> s
     if problem:
         raise diagnosis.Refused(f"{place} has an incompatible schema: {problem}; it was left unchanged.")
     return "cafleet"
+
+
+def check_owners(found: dict[str, dict[str, set[str]]], place: str, trusted_owner: str) -> None:
+    """Refuse (one line) when the schema, or one of cafleet's tables (required or auxiliary)
+    that exists, belongs to a role other than the connecting one and ``trusted_owner``."""
+    user = next(iter(found["user"].get("", {""})))
+    allowed = {user, trusted_owner} - {""}
+    objects = [("", place)] + [
+        (table, f"table {table} in {place}") for table in (*EXPECTED_COLUMNS, *AUX_TABLES) if table in found["owner"]
+    ]
+    for name, what in objects:
+        owner = next(iter(found["owner"].get(name, ())), None)
+        if owner is None or owner in allowed:
+            continue
+        trusted = f" nor by the trusted owner {role_text(trusted_owner)}" if trusted_owner else ""
+        refused = diagnosis.Refused(
+            f"{what} is owned by role {role_text(owner)}, not by {role_text(user)} that connects{trusted}: "
+            "its owner can read and change every message, so cafleet left it unchanged; use a schema of your own "
+            f"(CAFLEET_PG_SCHEMA) or, if you trust that role, set CAFLEET_PG_TRUSTED_OWNER={role_text(owner)}."
+        )
+        refused.fix = (  # type: ignore[attr-defined]
+            f"set CAFLEET_PG_SCHEMA to a schema of your own, or CAFLEET_PG_TRUSTED_OWNER={role_text(owner)} "
+            "if that role may read every message; nothing was changed"
+        )
+        raise refused
+
+
+def role_text(name: str) -> str:
+    """A role name as a message shows it: as it is, or quoted when it would not read as one word."""
+    return name if name and name.isprintable() and " " not in name and '"' not in name else repr(name)
 
 
 def first_shape_problem(found: dict[str, dict[str, set[str]]]) -> str | None:
@@ -671,22 +788,22 @@ def first_shape_problem(found: dict[str, dict[str, set[str]]]) -> str | None:
     return None
 
 
-def _initialise(conn, schema_name: str) -> None:
-    """Create the schema, tables, indexes and ledger row in one transaction. Concurrent
+def _initialise(conn, where: str, schema_name: str, trusted_owner: str) -> None:
+    """Create the schema, the seed's tables and indexes and the ledger row in one
+    transaction (cafleet's auxiliary objects come later, each where it is first needed:
+    :meth:`PgStore.create_auxiliary`). Concurrent
     first opens queue on an advisory lock; the one that finds the schema filled meanwhile
-    does nothing."""
+    does nothing. A schema that did not exist is created without IF NOT EXISTS, so one that
+    another role created meanwhile fails the transaction instead of being filled."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("initialise", schema_name),))
-        if _read_shape(conn, schema_name)["relation"]:
-            return  # another process initialised it while this one waited
-        conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(schema_name)))
-        for statement in (
-            *TABLES.values(),
-            *LATE_FOREIGN_KEYS,
-            *INDEXES.values(),
-            *AUX_INDEXES.values(),
-            *AUX_TABLES.values(),
-        ):
+        found = _read_shape(conn, schema_name)
+        if found["relation"]:
+            return  # another process initialised it while this one waited (the caller diagnoses it)
+        check_owners(found, f"schema {schema_name} of database {where}", trusted_owner)
+        create = "CREATE SCHEMA IF NOT EXISTS {}" if "" in found["owner"] else "CREATE SCHEMA {}"
+        conn.execute(pgsql.SQL(create).format(pgsql.Identifier(schema_name)))
+        for statement in (*TABLES.values(), *LATE_FOREIGN_KEYS, *INDEXES.values()):  # exactly the seed's
             conn.execute(statement)
         conn.execute(
             f"INSERT INTO {schema.LEDGER_TABLE} (version, name, applied_on, checksum) VALUES (%s, %s, %s, %s)",
@@ -711,14 +828,60 @@ def auxiliary_problems(store: PgStore) -> dict[str, str]:
     return problems
 
 
+# Triggers (not the foreign keys' internal ones) and rules on the required tables: cafleet
+# creates none, so each one was added by someone else. A trigger's function is named with
+# its schema (format(), not regprocedure, which drops a schema on the search_path).
+_TRIGGERS_QUERY = """
+SELECT 'trigger', c.relname::text, t.tgname::text,
+  format('%%I.%%I(%%s)', pn.nspname, p.proname, pg_get_function_identity_arguments(p.oid)),
+  pg_get_userbyid(p.proowner)::text, p.prosecdef, pn.nspname = 'pg_catalog', current_user::text
+  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_proc p ON p.oid = t.tgfoid
+  JOIN pg_namespace pn ON pn.oid = p.pronamespace
+  WHERE c.relnamespace = %(s)s::regnamespace AND c.relname = ANY(%(tables)s) AND NOT t.tgisinternal
+UNION ALL
+SELECT 'rule', c.relname::text, r.rulename::text, NULL, NULL, NULL, NULL, current_user::text
+  FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class
+  WHERE c.relnamespace = %(s)s::regnamespace AND c.relname = ANY(%(tables)s) AND r.rulename <> '_RETURN'
+ORDER BY 1 DESC, 2, 3
+"""
+
+
+def triggers_and_rules(store: PgStore) -> list[dict]:
+    """Every trigger and rule on a required table, for `cafleet doctor` (one catalogue read).
+    ``foreign``: a trigger whose function belongs to a role that is neither the connecting
+    one nor the trusted owner (a built-in function is nobody's), so every write to that
+    table runs another role's code; a rule can only be made by the table's owner."""
+    try:
+        rows = store.conn.execute(_TRIGGERS_QUERY, {"s": store.schema, "tables": list(EXPECTED_COLUMNS)}).fetchall()
+    except psycopg.Error as exc:
+        raise translate(exc, store.url, store.busy_timeout) from None
+    found = []
+    for kind, table, name, function, function_owner, definer, builtin, user in rows:
+        found.append(
+            {
+                "kind": kind,
+                "name": name,
+                "table": table,
+                "function": function,
+                "function_owner": function_owner,
+                "security_definer": definer,
+                "foreign": kind == "trigger" and not builtin and function_owner not in {user, store.trusted_owner},
+            }
+        )
+    return found
+
+
 class NotifyWaiter:
     """Waits for another process's commit: LISTEN first, so the caller's read that follows
     cannot miss a commit, then a notification or the fallback poll, whichever comes first.
 
     A notification is only a hint (sent on commit, merged within a transaction, lost while
     disconnected), so :meth:`wait` answering True means "read again", never "here is the
-    change"; and a dropped connection is answered by reconnecting, listening again and
-    answering True, so the caller re-reads whatever it missed."""
+    change"; and a dropped connection is answered by listening again at once and answering
+    True, so the caller re-reads whatever it missed. When that new LISTEN cannot be had,
+    the next :meth:`wait` raises :class:`~cafleet.errors.DatabaseUnreachable` (one line):
+    the caller's :meth:`~cafleet.store.changes.Changes.recover` backs off and calls
+    :meth:`reopen`, bounded by its reconnection time."""
 
     __slots__ = ("store", "conn", "last_read")
     blocks = True  # :meth:`wait` sleeps in the connection until a notification comes
@@ -732,11 +895,24 @@ class NotifyWaiter:
     def _listen(self) -> None:
         # LISTEN needs neither search_path nor lock_timeout: no settings round trip.
         conn = connect(self.store.url, self.store.busy_timeout, self.store.schema, settings=False)
-        conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(self.store.channel)))
+        try:
+            conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(self.store.channel)))
+        except psycopg.Error as exc:
+            conn.close()
+            raise translate(exc, self.store.url, self.store.busy_timeout) from None
         self.conn = conn
+
+    def reopen(self) -> None:
+        """LISTEN on a new connection (raises when none can be had); the caller reads next."""
+        self._drop()
+        self._listen()
+        self.last_read = time.monotonic()
 
     def wait(self, deadline: float | None) -> bool:
         """True when the caller should read again; False once ``deadline`` has passed."""
+        if self.conn is None:
+            self.reopen()  # the last try failed: this one raises if it fails too
+            return True  # whatever came meanwhile was not announced
         while True:
             trace_point("store.wait")  # test-only count (cafleet.faults)
             now = time.monotonic()
@@ -749,17 +925,19 @@ class NotifyWaiter:
             if deadline is not None:
                 timeout = min(timeout, deadline - now)
             try:
-                if self.conn is None:
-                    self._listen()
-                    self.last_read = time.monotonic()
-                    return True  # reconnected: whatever came meanwhile was not announced
                 # list(): the generator holds the connection's lock until it is closed.
                 if list(self.conn.notifies(timeout=timeout, stop_after=1)):
                     self.last_read = time.monotonic()
                     return True
             except (psycopg.OperationalError, DatabaseError):
-                self._drop()
-                time.sleep(min(0.5, max(0.0, (deadline or now + 1) - time.monotonic())))
+                # The session ended (a restart, an administrator, a timeout): listen again
+                # at once; if that fails too, the next wait raises. Either way, read again.
+                try:
+                    self.reopen()
+                except DatabaseError:
+                    pass
+                self.last_read = time.monotonic()
+                return True
 
     def changed(self) -> bool:
         """Without waiting (a millisecond at most): read again? A queued notification, the
@@ -793,9 +971,22 @@ class NotifyWaiter:
 # --- the pane-input lock --------------------------------------------------------------------
 
 
+# Whether this session holds the advisory lock of a bigint key: pg_locks shows the key's
+# high half as classid, its low half as objid, and objsubid 1.
+_HOLDS_LOCK = (
+    "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() "
+    "AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1 AND granted)"
+)
+
+
 class AdvisoryLock:
     """A session advisory lock on its own connection: released on unlock, on close and when
-    the holder dies (the server ends its session; keepalives make that seconds)."""
+    the holder dies (the server ends its session; keepalives make that seconds).
+
+    A session can also end under a living holder (``pg_terminate_backend``, a server
+    restart, an idle timeout, keepalives giving up on a partitioned host), and with it the
+    lock: :meth:`held` asks, in one round trip on the lock's own connection, whether it is
+    still held."""
 
     def __init__(self, url: str, key: int) -> None:
         self.url = url
@@ -818,6 +1009,18 @@ class AdvisoryLock:
                 return False
             time.sleep(max(0.01, min(pause, remaining)))
             pause = min(pause * 2, 0.05)
+
+    def held(self) -> bool:
+        """Whether this session still holds the lock: False once the session ended (its
+        connection is closed or broken, or the query fails), never an exception."""
+        conn = self.conn
+        if conn is None or conn.closed or conn.broken:
+            return False
+        try:
+            row = conn.execute(_HOLDS_LOCK, ((self.key >> 32) & 0xFFFFFFFF, self.key & 0xFFFFFFFF)).fetchone()
+        except psycopg.Error:
+            return False
+        return bool(row and row[0])
 
     def release(self) -> None:
         if self.conn is not None:

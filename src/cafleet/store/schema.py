@@ -87,8 +87,10 @@ INDEXES: dict[str, str] = {
 
 # cafleet's auxiliary indexes: not part of the format (the seed allows unrelated auxiliary
 # indexes beside the required definitions), so the ledger stays at version 1 and a file
-# without them is still accepted, only slower. Created with the baseline of a new file and
-# by `cafleet setup` on an existing one; `cafleet doctor` reports one that is missing.
+# without them is still accepted, only slower. Never part of the baseline (which is exactly
+# the seed's tables): created where first needed, each in a transaction of its own
+# (Store.create_auxiliary; the pending index by the first `fleet create`), or by `cafleet
+# setup`; `cafleet doctor` reports one that is missing.
 #
 # idx_cafleet_aux_messages_pending: the pending (unacknowledged) messages of each
 # recipient, newest status first. Its predicate is the inbox reads' own ("not completed",
@@ -104,9 +106,10 @@ AUX_INDEXES: dict[str, str] = {
 
 
 # cafleet's auxiliary tables: like the auxiliary indexes, outside the format (the seed allows
-# unrelated auxiliary tables), created with the baseline of a new file and by `cafleet setup`;
-# every command works on a file without them, and `cafleet doctor` reports one missing or
-# with another definition. PostgreSQL's translation is postgres.AUX_TABLES.
+# unrelated auxiliary tables), created by the first write that needs one (`member create`,
+# `fleet budget`), in a transaction of its own, or by `cafleet setup`; every command works on
+# a file without them, and `cafleet doctor` reports one missing or with another definition.
+# PostgreSQL's translation is postgres.AUX_TABLES.
 #
 # cafleet_aux_member_usage_sources: what ties a member to its coding agent's own usage
 # records (docs/usage.md), written by `member create`: the agent, the session id cafleet

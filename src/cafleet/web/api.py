@@ -192,7 +192,8 @@ async def send_message(request: Request) -> JSONResponse:
     """``{"from_member_id", "to_member_id", "text"}`` → 201 with the record and ``notified``.
 
     The sender must be its fleet's root Director: the dashboard speaks for the Director,
-    never for a member.
+    never for a member. A recipient over its budget (or its fleet's) is refused with 409
+    by the send path's gate, as ``message send`` refuses it; a NUL in the text with 400.
     """
     payload = _json_object(await _read_body(request))
     from_id, to_id, text = _send_fields(payload)
@@ -257,4 +258,6 @@ def _send_fields(payload: dict) -> tuple[int, int, str]:
         text = validation.body(payload["text"], "text")
     except UsageError as error:
         raise _refused(422, error) from None
+    if "\x00" in text:  # PostgreSQL text cannot hold it: refused alike on both stores, before the broker
+        raise ApiError(400, "text contains the character U+0000 (NUL), which a message cannot hold; remove it")
     return ids[0], ids[1], text

@@ -5,6 +5,13 @@ worker threads and a slow SQLite call (busy timeout, a pane notification after a
 never blocks the event loop. Each request borrows one validated connection from a small
 pool and gives it back with no transaction open: nothing holds a write lock across an
 ``await``.
+
+The pool is bounded: at most ``POOL_SIZE`` connections are open at once, however many
+requests and event streams there are (a request that finds them all busy waits up to the
+busy timeout, then is answered 503). With the one change waiter every event stream shares
+(:class:`cafleet.web.events.SharedChanges`), that bounds what a server process costs the
+database: on PostgreSQL ``POOL_SIZE`` sessions, one LISTEN session, and the advisory-lock
+session of each send whose preview is being typed (at most one per pooled connection).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from cafleet.store.connection import DEFAULT_BUSY_TIMEOUT, Store, file_identity,
 from cafleet.web import api, events, graph, screens, security
 
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
+POOL_SIZE = 8  # database connections a server process has open at most (docs/webui.md)
 
 
 @dataclass
@@ -43,23 +51,32 @@ class WebConfig:
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT
     stopping: Callable[[], bool] = lambda: False  # the server is shutting down: end event streams
     gone: Callable[[Exception], None] = lambda error: None  # the database file was deleted or replaced
-    poll_interval: float = 0.25  # how often an event stream looks at PRAGMA data_version
+    poll_interval: float = 0.25  # how often the event streams' shared change waiter looks
     keepalive_interval: float = 15.0  # a comment line on an idle event stream
+    max_streams: int = settings.DEFAULT_SERVER_MAX_STREAMS  # open event streams at most; 503 past it
 
 
 class StorePool:
-    """A few validated connections reused across requests (diagnosis runs once per connection)."""
+    """A few validated connections reused across requests (diagnosis runs once per
+    connection): at most ``limit`` lent out at once, ``keep`` of them kept while idle."""
 
     def __init__(
-        self, db_path: str, busy_timeout: float, keep: int = 4, gone: Callable[[Exception], None] | None = None
+        self,
+        db_path: str,
+        busy_timeout: float,
+        keep: int = 4,
+        gone: Callable[[Exception], None] | None = None,
+        limit: int = POOL_SIZE,
     ) -> None:
         self.db_path = db_path
         self.busy_timeout = busy_timeout
         self.keep = keep
+        self.limit = limit
         self.identity = file_identity(db_path)  # the file `cafleet server` diagnosed at start-up
         self.gone = gone
         self._idle: list[Store] = []
         self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(limit)
         self._closed = False
 
     def open(self) -> Store:
@@ -84,14 +101,25 @@ class StorePool:
 
     @contextmanager
     def borrow(self) -> Iterator[Store]:
+        """A connection for the ``with`` body; waits up to the busy timeout while all
+        ``limit`` are lent out, then raises a one-line DatabaseError (503)."""
         self.check_file()
-        with self._lock:
-            store = self._idle.pop() if self._idle else None
-        if store is not None and not store.usable():  # its server ended it meanwhile (PostgreSQL)
-            store.close()
-            store = None
-        if store is None:
-            store = self.open()
+        if not self._slots.acquire(timeout=self.busy_timeout):
+            raise errors.DatabaseError(
+                f"all {self.limit} database connections of this server are in use "
+                f"(waited {self.busy_timeout:g} s); try again."
+            )
+        try:
+            with self._lock:
+                store = self._idle.pop() if self._idle else None
+            if store is not None and not store.usable():  # its server ended it meanwhile (PostgreSQL)
+                store.close()
+                store = None
+            if store is None:
+                store = self.open()
+        except BaseException:
+            self._slots.release()
+            raise
         healthy = False
         try:
             yield store
@@ -112,11 +140,14 @@ class StorePool:
             self._give_back(store, healthy)
 
     def _give_back(self, store: Store, healthy: bool) -> None:
-        with self._lock:
-            if healthy and not self._closed and len(self._idle) < self.keep:
-                self._idle.append(store)
-                return
-        store.close()
+        try:
+            with self._lock:
+                if healthy and not self._closed and len(self._idle) < self.keep:
+                    self._idle.append(store)
+                    return
+            store.close()
+        finally:
+            self._slots.release()
 
     def close(self) -> None:
         with self._lock:
@@ -210,6 +241,7 @@ def create_app(config: WebConfig) -> Starlette:
     """The ASGI application over ``config.db_path``, which the caller has diagnosed with
     ``open_store`` before listening, so a refused file never gets a server."""
     pool = StorePool(config.db_path, config.busy_timeout, gone=lambda error: config.gone(error))
+    changes = events.SharedChanges(pool, config.poll_interval)
 
     @asynccontextmanager
     async def lifespan(app):
@@ -221,6 +253,7 @@ def create_app(config: WebConfig) -> Starlette:
         try:
             yield
         finally:
+            changes.close()
             pool.close()
 
     app = Starlette(
@@ -251,6 +284,8 @@ def create_app(config: WebConfig) -> Starlette:
     )
     app.state.config = config
     app.state.pool = pool
+    app.state.changes = changes
+    app.state.streams = events.StreamSlots(config.max_streams)
     app.state.screens = screens.ScreenCache()
     app.state.screen_rate = screens.RateLimit()
     app.state.graphs = graph.GraphCache()

@@ -14,8 +14,8 @@ So the server's protocol is uvicorn's h11 protocol with two additions:
   at most every ``REPORT_EVERY`` seconds), never a line or traceback per connection.
 
 The limit and the listen backlog are kept below the descriptor limit (``RLIMIT_NOFILE``)
-with room for what each connection may also open (an event stream holds a SQLite
-connection), so the loop's ``accept`` does not run out of descriptors; should it still (another part of the process
+with room for what each connection's request may also open (a pooled SQLite connection,
+a multiplexer client), so the loop's ``accept`` does not run out of descriptors; should it still (another part of the process
 holding many), the loop's "out of system resource" reports are rate-limited the same way.
 """
 
@@ -30,7 +30,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 DEFAULT_REQUEST_TIMEOUT = 10.0
 DEFAULT_KEEPALIVE_TIMEOUT = 5.0
 DEFAULT_MAX_CONNECTIONS = 100
-FDS_PER_CONNECTION = 4  # the socket, plus an event stream's SQLite connection (database, WAL, spare)
+FDS_PER_CONNECTION = 4  # the socket, plus what its request may open (a pooled SQLite connection: database, WAL)
 RESERVED_FDS = 32  # standard streams, the listening socket, the loop, the connection pool
 REPORT_EVERY = 10.0
 MAX_BACKLOG = 128

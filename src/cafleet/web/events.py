@@ -2,33 +2,44 @@
 
 Any process may write the database (a CLI send, an ACK, a drain stamping a preview, a
 member being created), so the stream cannot rely on hearing about writes from this
-server. Instead each stream keeps its own connection and asks
-:class:`cafleet.store.changes.Changes` a few times a second whether another connection has
-committed (the store's change waiter: SQLite's ``PRAGMA data_version``, one trivial query;
-PostgreSQL's notification queued on its LISTEN connection, no query; the baseline is taken
-before the first snapshot is read), so an idle fleet costs almost nothing per tick. When
-something changed, the stream diffs a cheap snapshot of the fleet:
+server. Instead the server process keeps **one** change waiter for all its streams
+(:class:`SharedChanges`, over :class:`cafleet.store.changes.Changes`: SQLite's ``PRAGMA
+data_version`` on a connection of its own, one trivial query; PostgreSQL's notification
+queued on its one LISTEN session, no query). Every ``poll_interval`` one stream looks (the
+first whose tick finds a look due) and a commit by another connection moves the waiter's
+*generation*; a stream whose generation is behind reads its fleet again through the
+server's bounded connection pool. So an idle stream holds no database connection at all,
+and the database sees the same sessions for one open page as for a hundred. A stream takes
+its baseline generation before its first snapshot is read, and a stream moves its
+baseline only to the generation it saw before a read that succeeded.
+
+When something changed, the stream diffs a cheap snapshot of the fleet:
 
 - the highest message id seen → ``message`` events for every newer row;
 - the unacknowledged messages and whether each was notified → ``ack`` when one left the
   set, ``notified`` when its stamp appeared (completed rows never change again);
 - the roster without ``idle_seconds`` (which ticks by itself) → ``roster``; member states
-  (alive, idle, blocked, dead: a pane can die without any write) are re-inspected every
+  (alive, idle, silent, blocked, dead: a pane can die without any write) are re-inspected every
   ``STATE_INTERVAL`` seconds as well, one multiplexer call per member.
 
 Each event's data is JSON: a message event carries the timeline record (with
 ``notified``), a roster event the same ``{"fleet", "members"}`` as ``GET /api/fleets/ID``.
 A database error ends the stream with a ``failure`` event (the browser reconnects). A
 comment line every ``keepalive_interval`` keeps proxies and the browser from timing out.
+
+At most ``max_streams`` streams are open at once (``CAFLEET_SERVER_MAX_STREAMS``); one
+more is answered 503 with ``Retry-After: 2``, the delay after which the page's
+EventSource reconnects anyway. At most ``READERS`` streams read at once (half the pool),
+so requests always find a connection however many pages are open.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import anyio
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
@@ -39,16 +50,133 @@ from cafleet.web import api
 
 BATCH = 500
 STATE_INTERVAL = 5.0
+READERS = 4  # event streams reading their fleet at once: half the connection pool
+RETRY_AFTER = 2  # seconds, as the stream's own `retry: 2000`
+
+
+class SharedChanges:
+    """The one change waiter of a server process, shared by every event stream.
+
+    :meth:`check` looks (one ``PRAGMA data_version``, or the notifications queued on the
+    LISTEN session) and moves :attr:`generation` when another connection committed; any
+    failure of the waiter moves it too (every stream reads again, and meets the error in
+    its own read if it lasts) and the waiter is made again at the next look, its new
+    baseline moving the generation once more. The waiter is made at the first
+    :meth:`baseline`, before that stream's first read.
+    """
+
+    def __init__(self, pool, interval: float) -> None:
+        self.pool = pool
+        self.interval = interval
+        self.generation = 0
+        self._changes: Changes | None = None
+        self._store = None
+        self._lock = threading.Lock()
+        self._claimed_at = float("-inf")
+        self._closed = False
+
+    def baseline(self) -> int:
+        """The generation a new stream compares with; listening from now on."""
+        with self._lock:
+            self._ensure()
+            return self.generation
+
+    def claim(self) -> bool:
+        """Whether the calling stream should look now (from the event loop only): at most
+        one look per ``interval`` for all streams together."""
+        now = time.monotonic()
+        if now - self._claimed_at < self.interval:
+            return False
+        self._claimed_at = now
+        return True
+
+    def check(self) -> int:
+        """Look now; the generation afterwards."""
+        with self._lock:
+            try:
+                self._ensure()
+                assert self._changes is not None
+                if self._changes.changed():
+                    self.generation += 1
+            except CafleetError:
+                self._drop()
+                self.generation += 1
+            return self.generation
+
+    def _ensure(self) -> None:
+        if self._changes is not None:
+            return
+        if self._closed:
+            raise CafleetError("the server is stopping.")
+        store = self.pool.open()
+        try:
+            changes = Changes(store, self.interval)  # the baseline: before any stream's read that follows
+        except BaseException:
+            store.close()
+            raise
+        if store.engine == "postgresql":
+            store.close()  # the waiter listens on a session of its own; this one would sit idle
+            store = None
+        self._changes, self._store = changes, store
+        self.generation += 1  # what was committed before this baseline is read again
+
+    def _drop(self) -> None:
+        changes, store = self._changes, self._store
+        self._changes = self._store = None
+        for closing in (changes, store):
+            if closing is not None:
+                try:
+                    closing.close()
+                except Exception:  # already broken: nothing more to release
+                    pass
+
+    def rest(self) -> None:
+        """Let go of the waiter while no stream is open (on PostgreSQL its LISTEN session,
+        which would otherwise queue notifications nobody reads); the next look makes it
+        again."""
+        with self._lock:
+            self._drop()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._drop()
+
+
+class StreamSlots:
+    """How many event streams are open (event loop only), and the limiter of their reads."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open = 0
+        self._readers: anyio.CapacityLimiter | None = None
+
+    @property
+    def readers(self) -> anyio.CapacityLimiter:
+        if self._readers is None:  # made inside the event loop
+            self._readers = anyio.CapacityLimiter(READERS)
+        return self._readers
+
+    def take(self) -> bool:
+        if self.open >= self.limit:
+            return False
+        self.open += 1
+        return True
+
+    def release(self) -> None:
+        self.open -= 1
 
 
 class FleetWatch:
-    """The last seen state of one fleet, and the events that bring a viewer up to date."""
+    """The last seen state of one fleet, and the events that bring a viewer up to date.
+    It holds no connection: each read borrows one from ``pool``."""
 
-    def __init__(self, store, fleet_id: int) -> None:
-        self.store = store
+    def __init__(self, pool, fleet_id: int, changes: SharedChanges) -> None:
+        self.pool = pool
         self.fleet_id = fleet_id
-        self.changes = Changes(store, 0.0)  # its baseline comes before the snapshot
-        with api.read_snapshot(store):
+        self.changes = changes
+        self.seen = changes.baseline()  # before the snapshot
+        with pool.borrow() as store, api.read_snapshot(store):
             newest = timeline.fleet_timeline(store, fleet_id, limit=1)
             self.last_id = newest[0]["message_id"] if newest else 0
             self.open = timeline.fleet_open_messages(store, fleet_id)
@@ -56,20 +184,28 @@ class FleetWatch:
             self.states_at = time.monotonic()
             self.roster_key = _roster_key(api.fleet_view(store, fleet_id, self.states))
 
+    def due(self) -> bool:
+        """Whether :meth:`poll` has something to read: a commit was seen since the last
+        read, or the member states are due for another look."""
+        return self.changes.generation != self.seen or time.monotonic() - self.states_at >= STATE_INTERVAL
+
     def poll(self) -> list[tuple[str, dict]]:
         """Events since the last call; [] at once when nobody has committed meanwhile and
         the member states are not due for another look."""
+        generation = self.changes.generation  # taken before the read: a later commit is read next time
         states_due = time.monotonic() - self.states_at >= STATE_INTERVAL
-        if not self.changes.changed() and not states_due:
+        if generation == self.seen and not states_due:
             return []
-        with api.read_snapshot(self.store):
+        with self.pool.borrow() as store, api.read_snapshot(store):
             if states_due:
-                self.states = api.member_states(self.store, self.fleet_id)
+                self.states = api.member_states(store, self.fleet_id)
                 self.states_at = time.monotonic()
-            return self._changes()
+            events = self._changes(store)
+        self.seen = generation
+        return events
 
-    def _changes(self) -> list[tuple[str, dict]]:
-        store, fleet_id = self.store, self.fleet_id
+    def _changes(self, store) -> list[tuple[str, dict]]:
+        fleet_id = self.fleet_id
         events: list[tuple[str, dict]] = []
         while True:
             batch = timeline.fleet_messages_after(store, fleet_id, self.last_id, limit=BATCH)
@@ -97,10 +233,6 @@ class FleetWatch:
             events.append(("roster", view))
         return events
 
-    def close(self) -> None:
-        self.changes.close()
-        self.store.close()
-
 
 def _roster_key(view: dict) -> str:
     """What a roster event is about: everything but the idle counter, which ticks by itself
@@ -114,44 +246,71 @@ def format_event(name: str, data: dict) -> str:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n"
 
 
+class EventStream(StreamingResponse):
+    """A streaming response that gives its stream slot back however it ends (the stream
+    ran out, the server stopped, the client went away before or while it was sent)."""
+
+    def __init__(self, content, slots: StreamSlots, changes: SharedChanges, **options) -> None:
+        super().__init__(content, **options)
+        self.slots = slots
+        self.changes = changes
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await _stream_ended(self.slots, self.changes)
+
+
+async def _stream_ended(slots: StreamSlots, changes: SharedChanges) -> None:
+    slots.release()
+    if slots.open == 0:
+        await anyio.to_thread.run_sync(changes.rest)
+
+
 async def stream(request: Request) -> StreamingResponse:
     """``GET /api/events?fleet_id=N``. The snapshot is taken before the response starts,
     so a client that loads the fleet after the stream opened misses nothing."""
     fleet_id = api.parse_id(request.query_params.get("fleet_id"), "fleet_id")
-    config = request.app.state.config
-    watch = await run_in_threadpool(_open_watch, request.app.state.pool, fleet_id)
-    return StreamingResponse(
-        _events(watch, config),
+    state = request.app.state
+    slots: StreamSlots = state.streams
+    if not slots.take():
+        raise api.ApiError(
+            503,
+            f"{slots.limit} event streams are open, the most this server serves; retry in {RETRY_AFTER} s",
+            {"Retry-After": str(RETRY_AFTER)},
+        )
+    try:
+        watch = await anyio.to_thread.run_sync(FleetWatch, state.pool, fleet_id, state.changes, limiter=slots.readers)
+    except BaseException:
+        await _stream_ended(slots, state.changes)
+        raise
+    return EventStream(
+        _events(watch, state.changes, state.config, slots.readers),
+        slots,
+        state.changes,
         media_type="text/event-stream",
         headers={"cache-control": "no-store", "x-accel-buffering": "no"},
     )
 
 
-def _open_watch(pool, fleet_id: int) -> FleetWatch:
-    store = pool.open()  # held for the stream's life: data_version is per connection
-    try:
-        return FleetWatch(store, fleet_id)
-    except BaseException:
-        store.close()
-        raise
-
-
-async def _events(watch: FleetWatch, config):
-    try:
-        yield "retry: 2000\n: connected\n\n"
-        quiet_since = time.monotonic()
-        while not config.stopping():
-            await anyio.sleep(config.poll_interval)
+async def _events(watch: FleetWatch, changes: SharedChanges, config, readers):
+    yield "retry: 2000\n: connected\n\n"
+    quiet_since = time.monotonic()
+    while not config.stopping():
+        await anyio.sleep(config.poll_interval)
+        if changes.claim():  # this stream looks for all of them this time
+            await anyio.to_thread.run_sync(changes.check, limiter=readers)
+        batch: list[tuple[str, dict]] = []
+        if watch.due():
             try:
-                batch = await anyio.to_thread.run_sync(watch.poll)
+                batch = await anyio.to_thread.run_sync(watch.poll, limiter=readers)
             except CafleetError as error:
                 yield format_event("failure", {"error": str(error)})
                 return  # the browser reconnects after the retry delay and reloads
-            if batch:
-                yield "".join(format_event(name, data) for name, data in batch)
-                quiet_since = time.monotonic()
-            elif time.monotonic() - quiet_since >= config.keepalive_interval:
-                yield ": keep-alive\n\n"
-                quiet_since = time.monotonic()
-    finally:
-        watch.close()
+        if batch:
+            yield "".join(format_event(name, data) for name, data in batch)
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= config.keepalive_interval:
+            yield ": keep-alive\n\n"
+            quiet_since = time.monotonic()

@@ -1,0 +1,67 @@
+"""Benchmark: what the ownership test adds to the PostgreSQL store's one-round-trip open.
+
+    python bench/pg_owner_check.py [--runs N]
+
+Starts a private PostgreSQL cluster (tests/support/postgres.py), initialises a schema, then
+sends the fast path's message (the settings and the digest query) on a new connection each
+time, as every command does, interleaved: once as built, once with the ownership test
+(``postgres.owned_clause``) replaced by ``true``. A new backend's catalogue caches are cold,
+which is what a command meets. Prints the medians of the round trip alone and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "src"))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+from cafleet.store import postgres  # noqa: E402
+from cafleet.store.connection import open_store  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=60)
+    args = parser.parse_args()
+    from tests.support.postgres import Cluster, missing_reason
+
+    reason = missing_reason()
+    if reason:
+        raise SystemExit(reason)
+    cluster = Cluster()
+    try:
+        cluster.start()
+        url = cluster.fresh_database()
+        open_store(url).close()
+        built = postgres._fast_query(postgres.DEFAULT_SCHEMA, 5.0, "")
+        clause = postgres.owned_clause(postgres.DEFAULT_SCHEMA, "")
+        assert built.count(clause) == 1
+        queries = {"with the ownership test": built, "without it": built.replace(clause, "true")}
+        samples: dict[str, list[float]] = {name: [] for name in queries}
+        for i in range(args.runs):
+            for name in sorted(queries, reverse=bool(i % 2)):  # alternate which goes first
+                conn = postgres.connect(url, 5.0, postgres.DEFAULT_SCHEMA, settings=False)
+                started = time.perf_counter()
+                cursor = conn.execute(queries[name])
+                cursor.nextset()
+                row = cursor.fetchone()
+                samples[name].append(time.perf_counter() - started)
+                conn.close()
+                assert row is not None and row[2] is True, row
+        ms = {name: statistics.median(values) * 1000 for name, values in samples.items()}
+        print(f"the fast path's round trip on a new backend, {args.runs} runs each, interleaved (medians):")
+        for name, value in ms.items():
+            print(f"  {name:<24} {value:6.2f} ms")
+        print(f"  with / without: {ms['with the ownership test'] / ms['without it']:.3f}x")
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    main()
