@@ -319,6 +319,26 @@ def test_f_the_keeper_ends_with_a_last_log_line(fleet, ending, store_kind):
     assert keeper(fleet)["running"] is False
 
 
+@pytest.mark.stores("postgres")  # SQLite has no session to end
+def test_the_keeper_reconnects_when_the_server_ends_its_store_session(fleet):
+    """The server ends the keeper's store and LISTEN sessions (not its lock's): it
+    reconnects and goes on delivering, the same keeper."""
+    record = running_keeper(fleet)
+    asking = asking_member(fleet)
+    member, pane = asking["member_id"], asking["pane_id"]
+    sent = fleet.send(fleet.director, member, "first task", "--json")
+    assert sent.json()["notified"] is False and sent.err.endswith(KEEPER_RETRIES + "\n")
+    ended = fleet.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND application_name NOT LIKE 'cafleet-keeper %'"
+    )
+    assert ended and all(row == (True,) for row in ended)
+    answer(fleet, pane)
+    assert submitted(fleet, member, 1) == [preview_line(sent.json())]
+    stamped(fleet, 1)
+    assert keeper(fleet)["pid"] == record["pid"] and alive(record["pid"])
+
+
 # --- (g) fleet show and doctor report it ---------------------------------------------------------
 
 

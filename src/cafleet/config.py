@@ -190,7 +190,7 @@ ENVIRONMENT = (
         "CAFLEET_PG_RECONNECT_TIMEOUT",
         "seconds",
         30.0,
-        "PostgreSQL only: how long `message wait`/`listen` and `fleet watch` keep reconnecting to a server "
+        "PostgreSQL only: how long `message wait`/`listen`, `fleet watch` and the fleet keeper keep reconnecting to a server "
         "that ended their session before they give up",
         low=0.0,
         high=DAY,

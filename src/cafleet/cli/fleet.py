@@ -126,5 +126,5 @@ def keep(ctx, fleet_id):
     def say(text: str) -> None:
         ctx.out(f"{clock.now()} keeper[{pid}] {ctx.hide_secrets(text)}")
 
-    reason = keeper.keep(ctx.store(), ctx.environ, ctx.db_path, fleet_id, say)
+    reason = keeper.keep(ctx.store(), ctx.environ, ctx.db_path, fleet_id, say, ctx.settings.pg_reconnect_timeout)
     say(f"keeper for fleet {fleet_id} ended: {reason}")

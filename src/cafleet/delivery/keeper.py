@@ -48,8 +48,8 @@ import time
 from cafleet import clock
 from cafleet.broker import notifications
 from cafleet.delivery import drain, keepers
-from cafleet.errors import CafleetError, DatabaseError, DatabaseGone
-from cafleet.store.changes import Changes, StopRequests, Stopped
+from cafleet.errors import CafleetError, DatabaseError, DatabaseGone, DatabaseUnreachable
+from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ class Deliverer:
             self.say(f"member {member_id} still owed message{'s' if len(owed) > 1 else ''} {ids}: {reason}; retrying")
 
 
-def keep(store, environ, db_path: str, fleet_id: int, say) -> str:
+def keep(store, environ, db_path: str, fleet_id: int, say, reconnect: float = RECONNECT_TIMEOUT) -> str:
     """Run the fleet's keeper until it should end; return why it ended (the caller logs it).
 
     Returns at once, saying so, when another keeper holds the fleet's lock."""
@@ -138,17 +138,17 @@ def keep(store, environ, db_path: str, fleet_id: int, say) -> str:
         return f"another keeper already runs for fleet {fleet_id} ({other.describe()}), so this one is not needed"
     try:
         say(f"keeper for fleet {fleet_id} started (database {_shown(db_path)})")
-        return _run(store, drain.Settings(environ, db_path), fleet_id, lock, say)
+        return _run(store, drain.Settings(environ, db_path), fleet_id, lock, say, reconnect)
     finally:
         lock.release()
 
 
-def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock, say) -> str:
+def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock, say, reconnect: float) -> str:
     deliverer = Deliverer(store, settings, fleet_id, say)
     changes = None
     try:
         with StopRequests() as stop:
-            changes = Changes(store, WAKE, stop=stop)  # the baseline before the first read
+            changes = Changes(store, WAKE, stop=stop, reconnect=reconnect)  # the baseline before the first read
             processes = keepers.director_processes(store, fleet_id)
             look = DIRECTOR_LOOK  # /proc and the lock's session; the multiplexer only every DIRECTOR_CHECK
             next_look = time.monotonic() + look
@@ -178,6 +178,14 @@ def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock
                     changes.wait(until=wake if due is None else min(due, wake))
                 except DatabaseGone as gone:
                     return str(gone).rstrip(".")
+                except DatabaseUnreachable as error:  # the server ended the store's session
+                    if not lock.held():
+                        return f"its lock's database session ended ({str(error).rstrip('.')})"
+                    try:
+                        changes.recover(error)  # a new connection and LISTEN, with back-off
+                    except DatabaseUnreachable as gave_up:
+                        return str(gave_up).rstrip(".")
+                    continue
                 except Exception as error:  # the database busy or unreachable for a while, or a bug
                     if isinstance(error, DatabaseError) and not lock.held():
                         return f"its lock's database session ended ({str(error).rstrip('.')})"

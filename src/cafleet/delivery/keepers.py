@@ -211,6 +211,7 @@ class FleetLock:
         self.busy_timeout = getattr(store, "busy_timeout", 5.0)
         self.fd: int | None = None
         self.conn: Any = None  # PostgreSQL: the connection that holds the lock
+        self.ping = False  # PostgreSQL with idle_session_timeout: every held() is a round trip
         self.record: dict | None = None
 
     def acquire(self, since: str) -> bool:
@@ -232,12 +233,15 @@ class FleetLock:
             conn = connect(where.url, self.busy_timeout, where.schema, settings=False)
             name = f"{APP_NAME} {record['pid']} {clock.to_epoch(since):.6f} {record['host']}"
             row = conn.execute(
-                "SELECT set_config('application_name', %s, false), pg_try_advisory_lock(%s)", (name[:63], where.key)
+                "SELECT set_config('application_name', %s, false), pg_try_advisory_lock(%s), "
+                "(SELECT setting FROM pg_settings WHERE name = 'idle_session_timeout')",
+                (name[:63], where.key),
             ).fetchone()
             if not (row and row[1]):
                 conn.close()
                 return False
             self.conn = conn
+            self.ping = row[2] not in (None, "0")  # the server ends idle sessions: keep this one busy
             self.record = record
             return True
         import fcntl
@@ -262,7 +266,9 @@ class FleetLock:
         """Whether the lock is still ours: always on SQLite; on PostgreSQL, whether the
         lock's session is still open (a server restart or ``pg_terminate_backend`` ends
         it, and the lock with it). Costs no round trip while nothing arrived on the
-        session's socket: a server that ends a session says so first."""
+        session's socket (a server that ends a session says so first), unless the server
+        ends idle sessions (``idle_session_timeout``): then each call is a ``SELECT 1``,
+        which keeps the session from being idle for longer than the keeper's look."""
         if self.conn is None:
             return self.fd is not None
         import select
@@ -272,7 +278,7 @@ class FleetLock:
                 return False
             poller = select.poll()
             poller.register(self.conn.fileno(), select.POLLIN)
-            if not poller.poll(0):
+            if not poller.poll(0) and not self.ping:
                 return True  # nothing unasked for: the session is as it was
             self.conn.execute("SELECT 1").fetchone()  # something came: ask whether the session lives
         except Exception:  # psycopg's errors: the session is gone, and so is the lock
