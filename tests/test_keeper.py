@@ -292,10 +292,17 @@ def test_e_two_keepers_started_at_once_leave_exactly_one(fleet):
 # --- (f) it ends with its fleet, with its Director's pane, on SIGTERM -----------------------------
 
 
-@pytest.mark.parametrize("ending", ["fleet deleted", "Director's pane gone", "SIGTERM", "lock session ended"])
-def test_f_the_keeper_ends_with_a_last_log_line(fleet, ending, store_kind):
-    if ending == "lock session ended" and store_kind == "sqlite":
-        pytest.skip("an flock is held for as long as its holder lives: there is no session to end")
+@pytest.mark.parametrize("ending", ["fleet deleted", "Director's pane gone", "SIGTERM"])
+def test_f_the_keeper_ends_with_a_last_log_line(fleet, ending):
+    ends_with_its_line(fleet, ending)
+
+
+@pytest.mark.stores("postgres")  # an flock is held for as long as its holder lives: SQLite has no session to end
+def test_f_the_keeper_ends_when_its_lock_session_ends(fleet):
+    ends_with_its_line(fleet, "lock session ended")
+
+
+def ends_with_its_line(fleet, ending: str) -> None:
     record = running_keeper(fleet)
     pid, log = record["pid"], record["log"]
     if ending == "lock session ended":  # a server restart, or an administrator, ends the lock's session
