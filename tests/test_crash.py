@@ -185,11 +185,6 @@ def stored(fleet, message_id: int) -> dict:
     return shown.json()
 
 
-def input_row(fleet, pane_id: str) -> str:
-    rows = fleet.server.run("capture-pane", "-p", "-t", pane_id).rstrip("\n").splitlines()
-    return rows[-1] if rows else ""
-
-
 def send_args(fleet, to_id: int, body: str = BODY) -> list[str]:
     return ["message", "send", "--from-member-id", str(fleet.director), "--to-member-id", str(to_id), body]
 
@@ -265,7 +260,7 @@ def test_sender_killed_during_the_drain(fleet, paused, point, recover_by):
     assert fleet.submits(member) == [owed] * expected["submitted"]
     assert (fleet.notified_at(1) is not None) == expected["stamped"]
     row = "> " + owed if expected["typed"] else ">"
-    wait_for(lambda: input_row(fleet, pane) == row, timeout=5, what=f"the input line {row!r}")
+    wait_for(lambda: fleet.input_row(pane) == row, timeout=5, what=f"the input line {row!r}")
     assert_invariants(fleet)
 
     if recover_by == "send":

@@ -14,16 +14,13 @@ STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/co
 import json
 import os
 import signal
-import sys
 from datetime import datetime
 
 import pytest
 
 from cafleet import config
-from cafleet.broker import members
 from cafleet.delivery.lock import pane_lock
 from cafleet.mux.tmux import text_chunks
-from cafleet.store.connection import open_store
 from tests.support.pane_fleet import herdr_fleet, preview_line, start, tmux_fleet
 from tests.support.tmux_fixtures import wait_for
 
@@ -53,47 +50,6 @@ def not_notified(message_id: int, member_id: int, reason: str) -> str:
         f"The preview will be retried by the next send to member {member_id} or a later "
         "`cafleet message wait`. Do not resend.\n"
     )
-
-
-def input_row(fleet, pane_id: str) -> str:
-    """The stand-in's input line as tmux shows it."""
-    rows = fleet.server.run("capture-pane", "-p", "-t", pane_id).rstrip("\n").splitlines()
-    return rows[-1] if rows else ""
-
-
-def attach_standin(fleet, name: str, *flags: str) -> dict:
-    """A member whose pane we open ourselves (the stand-in started with ``flags``),
-    registered through the broker like ``member create`` would register it."""
-    shown = fleet.cafleet("member", "show", str(fleet.director), "--json").json()["placement"]
-    store = open_store(fleet.db)
-    try:
-        member_id = members.register_member(
-            store,
-            fleet_id=fleet.fleet_id,
-            name=name,
-            description=f"{name} stand-in",
-            backend="tmux",
-            session=shown["session"],
-            window_id=shown["window_id"],
-            coding_agent="standin",
-        )
-        record = fleet.records_dir / f"member-{member_id}.jsonl"
-        pane_id = fleet.server.new_pane(
-            [
-                sys.executable,
-                "-m",
-                "cafleet.agents.standin",
-                "--member-id",
-                str(member_id),
-                "--record",
-                str(record),
-                *flags,
-            ]
-        )
-        members.set_pane_id(store, member_id, pane_id)
-    finally:
-        store.close()
-    return {"member_id": member_id, "pane_id": pane_id}
 
 
 # --- the preview ---------------------------------------------------------------------------
@@ -144,9 +100,9 @@ def test_dead_pane_leaves_the_message_stored_and_owed(fleet):
 
 @pytest.mark.parametrize("retry_by", ["send", "wait"])
 def test_permission_prompt_holds_the_preview_until_answered(fleet, retry_by):
-    asking = attach_standin(fleet, "asking", "--permission-prompt")
+    asking = fleet.attach("asking", "--permission-prompt")
     member, pane = asking["member_id"], asking["pane_id"]
-    wait_for(lambda: input_row(fleet, pane) == "  2. No", what="the permission prompt")
+    wait_for(lambda: fleet.input_row(pane) == "  2. No", what="the permission prompt")
 
     first = fleet.send(fleet.director, member, "first task", "--json")
     assert (first.code, first.json()["notified"]) == (0, False)
@@ -159,7 +115,7 @@ def test_permission_prompt_holds_the_preview_until_answered(fleet, retry_by):
     assert fleet.notified_at(1) is None
 
     fleet.server.run("send-keys", "-t", pane, "1", "Enter")  # the user answers
-    wait_for(lambda: input_row(fleet, pane) == ">", what="the prompt to be answered")
+    wait_for(lambda: fleet.input_row(pane) == ">", what="the prompt to be answered")
     assert [(r["kind"], r["text"]) for r in fleet.records(member)] == [("permission", "1")]
 
     owed = preview_line(first.json())
@@ -177,9 +133,9 @@ def test_permission_prompt_holds_the_preview_until_answered(fleet, retry_by):
 def test_half_typed_input_is_held_never_submitted(fleet):
     """A person is composing in the member's input box: the preview is held (nothing typed,
     their text untouched) and delivered once by `message wait` after they submit."""
-    typing = attach_standin(fleet, "typing", "--prefill", "fix the te")
+    typing = fleet.attach("typing", "--prefill", "fix the te")
     member, pane = typing["member_id"], typing["pane_id"]
-    wait_for(lambda: input_row(fleet, pane) == "> fix the te", what="the half-typed text")
+    wait_for(lambda: fleet.input_row(pane) == "> fix the te", what="the half-typed text")
     first = fleet.send(fleet.director, member, "first task", "--json")
     assert (first.code, first.json()["notified"]) == (0, False)
     reason = (
@@ -187,7 +143,7 @@ def test_half_typed_input_is_held_never_submitted(fleet):
         "and that text was left as it is"
     )
     assert first.err == not_notified(1, member, reason)
-    assert input_row(fleet, pane) == "> fix the te" and fleet.records(member) == []
+    assert fleet.input_row(pane) == "> fix the te" and fleet.records(member) == []
 
     fleet.server.run("send-keys", "-t", pane, "-l", "sts")  # the person finishes and submits
     fleet.server.run("send-keys", "-t", pane, "Enter")
@@ -199,24 +155,24 @@ def test_half_typed_input_is_held_never_submitted(fleet):
 
 
 def test_member_prompt_never_submits_half_typed_input(fleet):
-    typing = attach_standin(fleet, "typing", "--prefill", "my own dra")
+    typing = fleet.attach("typing", "--prefill", "my own dra")
     member, pane = typing["member_id"], typing["pane_id"]
-    wait_for(lambda: input_row(fleet, pane) == "> my own dra", what="the half-typed text")
+    wait_for(lambda: fleet.input_row(pane) == "> my own dra", what="the half-typed text")
     refused = fleet.cafleet("member", "prompt", str(member), "please run the tests")
     assert (refused.code, refused.out) == (1, "")
     assert refused.err == (
         f"Error: held: input box has text in pane {pane} (someone is typing there), so "
         "nothing was typed and that text was left as it is.\n"
     )
-    assert input_row(fleet, pane) == "> my own dra" and fleet.records(member) == []
+    assert fleet.input_row(pane) == "> my own dra" and fleet.records(member) == []
 
 
 def test_preview_cleared_by_a_starting_agent_is_owed_not_stamped(fleet):
     """claude right after `member create`: the preview typed while it starts is cleared
     from its box. Reported not notified, never stamped; the next send delivers it once."""
-    starting = attach_standin(fleet, "starting", "--startup-clear")
+    starting = fleet.attach("starting", "--startup-clear")
     member, pane = starting["member_id"], starting["pane_id"]
-    wait_for(lambda: input_row(fleet, pane) == ">", what="the stand-in to start")
+    wait_for(lambda: fleet.input_row(pane) == ">", what="the stand-in to start")
     first = fleet.send(fleet.director, member, "first task", "--json")
     assert (first.code, first.json()["notified"]) == (0, False)
     assert "vanished from the standin input box" in first.err
@@ -229,13 +185,13 @@ def test_preview_cleared_by_a_starting_agent_is_owed_not_stamped(fleet):
 def test_agent_still_starting_gets_nothing_typed(fleet):
     """codex while it shows `Waiting for startup`: nothing is typed (it would hold the
     Enter and glue the text to the next preview); `message wait` delivers it later."""
-    starting = attach_standin(fleet, "codexish", "--waiting-for-startup")
+    starting = fleet.attach("codexish", "--waiting-for-startup")
     member, pane = starting["member_id"], starting["pane_id"]
-    wait_for(lambda: input_row(fleet, pane) == ">", what="the stand-in to start")
+    wait_for(lambda: fleet.input_row(pane) == ">", what="the stand-in to start")
     first = fleet.send(fleet.director, member, "early task", "--json")
     assert (first.code, first.json()["notified"]) == (0, False)
     assert first.err == not_notified(1, member, f"pane {pane} shows standin still starting, so nothing was typed")
-    assert input_row(fleet, pane) == ">" and fleet.records(member) == []
+    assert fleet.input_row(pane) == ">" and fleet.records(member) == []
     pid = int(fleet.server.run("display-message", "-p", "-t", pane, "#{pane_pid}"))
     os.kill(pid, signal.SIGUSR1)
     wait_for(
@@ -280,7 +236,7 @@ def test_sender_killed_while_typing_loses_nothing_and_frees_the_lock(fleet):
         lambda: fleet.query("SELECT created_at FROM messages WHERE message_id = 1"), what="message 1 to be stored"
     )
     owed = f"[cafleet msg 1 from {fleet.director} {stored[0][0]}]\u23ceowed task"
-    wait_for(lambda: input_row(fleet, pane) == "> " + owed, what="the preview to be typed")
+    wait_for(lambda: fleet.input_row(pane) == "> " + owed, what="the preview to be typed")
     os.kill(sender.pid, signal.SIGKILL)
     out, err = sender.communicate(timeout=10)
     assert sender.returncode == -signal.SIGKILL

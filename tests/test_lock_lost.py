@@ -53,11 +53,6 @@ def lost(pane: str, after: str) -> str:
     return f"the pane-input lock for pane {pane} was lost (its database session ended), so typing stopped; {after}"
 
 
-def input_row(fleet, pane_id: str) -> str:
-    rows = fleet.server.run("capture-pane", "-p", "-t", pane_id).rstrip("\n").splitlines()
-    return rows[-1] if rows else ""
-
-
 def lock_holders(fleet, member_id: int) -> list[tuple[int, str]]:
     """(pid, application_name) of each session holding the member pane's advisory lock."""
     import psycopg
@@ -112,11 +107,11 @@ def test_a_sender_whose_lock_session_ended_types_nothing_into_the_pane_another_s
     b, release_b = held(dict(fleet.environ, PGAPPNAME=SENDER_B), "submit.typed", *send_args(fleet, member, "second"))
     assert [name for _, name in lock_holders(fleet, member)] == [SENDER_B]
     line1 = preview_line(fleet.cafleet("message", "show", "1", "--json").json())
-    wait_for(lambda: input_row(fleet, pane) == "> " + line1, what="B's typed preview")
+    wait_for(lambda: fleet.input_row(pane) == "> " + line1, what="B's typed preview")
 
     release_a()  # A carries on: its lock is lost, so it must not type into B's pane
     out_a, err_a = a.communicate(timeout=60)
-    assert input_row(fleet, pane) == "> " + line1  # only B's copy, nothing glued to it
+    assert fleet.input_row(pane) == "> " + line1  # only B's copy, nothing glued to it
     release_b()
     out_b, err_b = b.communicate(timeout=60)
 
@@ -138,7 +133,7 @@ def test_a_sender_whose_lock_session_ended_after_typing_takes_its_text_back_and_
     member, pane = erin["member_id"], erin["pane_id"]
     a, release_a = held(dict(fleet.environ, PGAPPNAME=SENDER_A), "submit.typed", *send_args(fleet, member, "first"))
     line1 = preview_line(fleet.cafleet("message", "show", "1", "--json").json())
-    wait_for(lambda: input_row(fleet, pane) == "> " + line1, what="A's typed preview")
+    wait_for(lambda: fleet.input_row(pane) == "> " + line1, what="A's typed preview")
     [(pid, name)] = lock_holders(fleet, member)
     assert name == SENDER_A
     end_session(fleet, pid)
@@ -147,7 +142,7 @@ def test_a_sender_whose_lock_session_ended_after_typing_takes_its_text_back_and_
     out, err = a.communicate(timeout=60)
     assert (a.returncode, out.decode()) == (0, f"sent message 1 to member {member}\n")
     assert err.decode() == not_notified(1, member, lost(pane, "the typed text was taken back"))
-    assert input_row(fleet, pane) == ">"  # the box is empty again (a capture drops trailing blanks)
+    assert fleet.input_row(pane) == ">"  # the box is empty again (a capture drops trailing blanks)
     assert fleet.submits(member) == []  # no Enter without the lock
     assert fleet.notified_at(1) is None  # still owed
     assert lock_holders(fleet, member) == []
@@ -164,7 +159,7 @@ def test_member_prompt_whose_lock_session_ended_stops_with_one_line_and_takes_it
     prompt, release = held(
         dict(fleet.environ, PGAPPNAME=SENDER_A), "submit.typed", "member", "prompt", str(member), "run the tests"
     )
-    wait_for(lambda: input_row(fleet, pane) == "> run the tests", what="the typed prompt")
+    wait_for(lambda: fleet.input_row(pane) == "> run the tests", what="the typed prompt")
     [(pid, _)] = lock_holders(fleet, member)
     end_session(fleet, pid)
 
@@ -172,5 +167,5 @@ def test_member_prompt_whose_lock_session_ended_stops_with_one_line_and_takes_it
     out, err = prompt.communicate(timeout=60)
     assert (prompt.returncode, out.decode()) == (1, "")
     assert err.decode() == f"Error: {lost(pane, 'the typed text was taken back')}.\n"
-    assert input_row(fleet, pane) == ">"
+    assert fleet.input_row(pane) == ">"
     assert fleet.submits(member) == []
