@@ -105,3 +105,23 @@ def test_demo_interrupted_tears_everything_down(env, tmp_path):
     assert "demo interrupted; tearing down." in err
     assert list(tmp.iterdir()) == []
     assert wait_gone(str(tmp)) == []
+
+
+def test_demo_under_a_deep_tmpdir_puts_its_socket_where_it_fits(env, tmp_path):
+    """A TMPDIR so deep that `<TMPDIR>/cafleet-demo-…/tmux.sock` exceeds a Unix socket's
+    107-byte path: the demo's folder goes under /tmp instead, and is removed at the end."""
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "cafleet", "demo"],
+        env=dict(env, TMPDIR=str(deep)),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    socket = re.search(r"private tmux server (\S+),", done.stdout).group(1)
+    assert socket.startswith("/tmp/cafleet-demo-") and len(socket.encode()) <= 107, done.stdout
+    assert not Path(socket).parent.exists(), done.stdout  # torn down
+    assert list(deep.iterdir()) == []
+    assert wait_gone(str(Path(socket).parent)) == []

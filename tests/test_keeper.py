@@ -127,7 +127,8 @@ def test_a_preview_owed_at_start_up_is_delivered_while_the_director_waits(fleet)
     send right after it is owed; the Director then blocks in `message wait` and runs
     nothing else. The keeper types the preview once, as soon as the box is there."""
     running_keeper(fleet)
-    fleet.server.run("set-environment", "-g", "CAFLEET_STANDIN_START_DELAY", "4")
+    gate = fleet.records_dir / "draw-the-box"  # the box appears when the test says, not after a delay
+    fleet.server.run("set-environment", "-g", "CAFLEET_STANDIN_START_GATE", str(gate))
     created = fleet.cafleet(
         "member",
         "create",
@@ -149,6 +150,7 @@ def test_a_preview_owed_at_start_up_is_delivered_while_the_director_waits(fleet)
     assert sent.err.startswith(f"Warning: message 1 is stored but member {member} was not notified: ")
     assert sent.err.endswith(KEEPER_RETRIES + "\n")
     waiting = start(["message", "wait", str(fleet.director), "--json"], fleet.environ)
+    gate.touch()
     try:
         assert submitted(fleet, member, 1) == [preview_line(sent.json())]
         stamped(fleet, 1)

@@ -5,7 +5,7 @@ box, for tests and demos that need a real pane without a real agent.
                                      [--permission-prompt] [--enter-guard SECONDS]
                                      [--prompt TEXT] [--placeholder TEXT] [--prefill TEXT]
                                      [--startup-clear] [--waiting-for-startup] [--completion]
-                                     [--late-echo SECONDS] [--start-delay SECONDS]
+                                     [--late-echo SECONDS] [--start-delay SECONDS] [--start-gate PATH]
 
 It puts its terminal in raw mode and draws a banner, the lines it received (``• …``), a
 rule and the input line ``> `` (the "standin" cues of cafleet.delivery.screen). Printable
@@ -43,6 +43,8 @@ Behaviours of the real agents that delivery must survive, each off by default:
   ``@``, as codex does; the key ``completion-accepted``) instead of submitting.
 * ``--late-echo S`` is an agent on a loaded machine: Enter submits and clears the input
   line at once, but the line shows in the transcript only S seconds later.
+* ``--start-gate PATH`` draws the input box only once PATH exists: a test decides when
+  the box appears, instead of racing a delay.
 * ``--start-delay S`` is an agent that draws its input box only S seconds after it starts
   (opencode's first seconds, any agent on a loaded machine): until then the screen shows
   the banner and ``starting…``, with no rule and no input line, and every key is dropped
@@ -62,7 +64,8 @@ with ``┊``.
 Environment (for panes started by ``cafleet member create``, which passes only
 ``--member-id``): ``CAFLEET_STANDIN_RECORD_DIR`` records into ``<dir>/member-<id>.jsonl``
 and ``CAFLEET_STANDIN_AUTO_REPLY=1`` turns on ``--auto-reply``;
-``CAFLEET_STANDIN_START_DELAY=S`` sets ``--start-delay``.
+``CAFLEET_STANDIN_START_DELAY=S`` sets ``--start-delay`` and ``CAFLEET_STANDIN_START_GATE=PATH``
+``--start-gate``.
 
 ``--auto-reply``: when a submitted line holds a cafleet preview header ``[cafleet msg <id>
 from <sender> …``, the stand-in shows ``working… (esc to interrupt)`` and runs the real
@@ -121,8 +124,10 @@ class StandIn:
         late_startup: bool = False,
         late_echo: float = 0.0,
         start_delay: float = 0.0,
+        start_gate: str | None = None,
     ) -> None:
         self.box_at = time.monotonic() + start_delay if start_delay > 0 else 0.0  # when the input box appears
+        self.start_gate = start_gate  # the input box appears once this file exists (then box_at applies)
         self.late_startup = late_startup
         self.late_echo = late_echo
         self.echoes_due: list[tuple[float, str]] = []  # (when, line): echoes drawn late
@@ -168,6 +173,11 @@ class StandIn:
             self.pending = ""
 
     def no_box_yet(self) -> bool:
+        if self.start_gate is not None:
+            if not os.path.exists(self.start_gate):
+                return True
+            self.start_gate = None
+            self.box_at = self.box_at or time.monotonic()
         if self.box_at and time.monotonic() >= self.box_at:
             self.box_at = 0.0
             self.record("box-drawn")  # when the input box appears (what a delivery waited for)
@@ -437,6 +447,11 @@ def main(argv: list[str] | None = None) -> int:
         help="draw the input box only this long after starting",
     )
     parser.add_argument(
+        "--start-gate",
+        metavar="PATH",
+        help="draw the input box only once this file exists (a test decides when, not a delay)",
+    )
+    parser.add_argument(
         "--late-echo",
         type=float,
         default=0.0,
@@ -453,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
         args.auto_reply = True
     if os.environ.get("CAFLEET_STANDIN_START_DELAY") and not args.start_delay:
         args.start_delay = float(os.environ["CAFLEET_STANDIN_START_DELAY"])
+    if os.environ.get("CAFLEET_STANDIN_START_GATE") and not args.start_gate:
+        args.start_gate = os.environ["CAFLEET_STANDIN_START_GATE"]
     fd = sys.stdin.fileno()
     if not os.isatty(fd):
         print("Error: the stand-in agent needs a terminal on its standard input.", file=sys.stderr)
@@ -472,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         late_startup=args.late_startup,
         late_echo=args.late_echo,
         start_delay=args.start_delay,
+        start_gate=args.start_gate,
     )
     saved = termios.tcgetattr(fd)
     signal.signal(signal.SIGTERM, _quit)
@@ -499,9 +517,11 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(_ESC_WAIT)
                 continue
             next_echo = agent.draw_due_echoes()
-            if agent.box_at:  # redraw when the input box is due
+            if agent.box_at or agent.start_gate is not None:  # redraw when the input box is due
                 if not agent.no_box_yet():
                     agent.draw()
+                elif agent.start_gate is not None:
+                    next_echo = min(next_echo or 1.0, 0.05)  # look for the gate file again soon
                 else:
                     next_echo = min(next_echo or 1.0, max(0.0, agent.box_at - time.monotonic()))
             wait = _ESC_WAIT if agent.pending else 1.0

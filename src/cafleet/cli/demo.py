@@ -191,10 +191,23 @@ class _Demo:
         return records
 
 
+SOCKET_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path holds 108 with the closing NUL)
+
+
+def _workdir() -> str:
+    """A private folder for the demo's tmux socket and database: under TMPDIR, or under /tmp
+    when TMPDIR is so deep that the socket's path would not fit a Unix socket address."""
+    workdir = tempfile.mkdtemp(prefix="cafleet-demo-")
+    if len(os.fsencode(os.path.join(workdir, "tmux.sock"))) <= SOCKET_PATH_MAX:
+        return workdir
+    os.rmdir(workdir)
+    return tempfile.mkdtemp(prefix="cafleet-demo-", dir="/tmp")
+
+
 def demo(ctx, keep):
     if shutil.which("tmux", path=ctx.environ.get("PATH")) is None:
         raise CafleetError("tmux is not installed; install it (for example `apt-get install tmux`) and rerun.")
-    workdir = tempfile.mkdtemp(prefix="cafleet-demo-")
+    workdir = _workdir()
     demo = _Demo(ctx, workdir)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
