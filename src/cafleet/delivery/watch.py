@@ -98,7 +98,7 @@ class Watcher:
             self.deliverer.on_delivered = self.delivered
         from cafleet.delivery.budget_watch import BudgetWatch
 
-        self.budgets = BudgetWatch(store, environ, fleet_id)  # the over-budget event (docs/usage.md)
+        self.budgets = BudgetWatch(store, environ, fleet_id, reads=not self.keeper_on)  # over-budget (docs/usage.md)
 
     def run(self) -> str:
         """Stream until the fleet is deleted or a signal stops it; returns why it ended.
