@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from cafleet.agents import usage as agent_usage
 from cafleet.broker import usage
-from cafleet.errors import CafleetError
+from cafleet.errors import CafleetError, DatabaseError
 
 # What each agent leaves out of the files cafleet reads: a total is a lower bound by these.
 NOT_SEEN: dict[str, tuple[str, ...]] = {
@@ -129,7 +129,10 @@ def _read_now(store, record: dict, source: dict, fleet_id: int, stored, allowanc
     totals = json.dumps({"usage": found.dump(), "files": paths, "no_records": why}, sort_keys=True)
     new_state = json.dumps(reader.dump(), sort_keys=True)
     if stored is None or (totals, new_state) != (stored[0], stored[1]):
-        usage.save_totals(store, source["member_id"], totals, new_state)
+        try:
+            usage.save_totals(store, source["member_id"], totals, new_state)
+        except DatabaseError:
+            pass  # busy or read-only: reported all the same, and read again (from the old offsets) next time
     return found, paths, why, reader.bytes_read
 
 
