@@ -2,7 +2,7 @@
 same send to a capped member whose transcript is small, in one run (docs/usage.md, "Stored
 totals"; docs/performance.md).
 
-    python bench/send_budget.py [--megabytes 400] [--runs 25]
+    python bench/send_budget.py [--megabytes 400] [--runs 25] [--gate-rounds 500]
 
 One SQLite database: a fleet with a Director and three members on pending placements (no
 panes): ``big`` (a budget; a claude transcript of --megabytes MB, written once in a temp
@@ -10,6 +10,8 @@ dir and deleted at the end), ``small`` (a budget; a 1 MB transcript) and ``plain
 budget). The keeper's part runs once first, timed: :func:`cafleet.delivery.usage.refresh`
 reads both transcripts and stores the totals (what the gate used to read on every send);
 then a second refresh, after 1 MB more was appended to the big transcript, reads only that.
+The gate alone (``drain.refuse_over_budget``) is timed in-process per member, interleaved
+(--gate-rounds each: less noisy than a process's start).
 Then ``message send`` from the Director to each member, interleaved, --runs times each, as
 real command-line processes (the keeper off, so no process is left behind; each member
 first in turn), each median as a ratio of ``python -c pass``, the fastest run of each, and
@@ -86,10 +88,25 @@ def transcript(config: str, name: str) -> str:
     return os.path.join(folder, SESSIONS[name] + ".jsonl")
 
 
+def gate_alone(store, ids: dict[str, int], rounds: int) -> dict[str, float]:
+    """The median seconds of one call of the send path's budget gate
+    (:func:`cafleet.delivery.drain.refuse_over_budget`) per member, interleaved."""
+    from cafleet.delivery import drain
+
+    samples: dict[str, list[float]] = {name: [] for name in ids}
+    for _ in range(rounds):
+        for name, member_id in ids.items():
+            began = time.perf_counter()
+            drain.refuse_over_budget(store, {}, member_id)
+            samples[name].append(time.perf_counter() - began)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--megabytes", type=int, default=400)
     parser.add_argument("--runs", type=int, default=25)
+    parser.add_argument("--gate-rounds", type=int, default=500)
     args = parser.parse_args()
     cafleet = cafleet_bin()
     import compileall
@@ -118,11 +135,18 @@ def main() -> None:
             again = usage.refresh(store, fleet_id)[1]
             second = time.perf_counter() - t0
             spent = usage.spent(store, {}, member_id=ids["big"])
+            gate = gate_alone(store, ids, args.gate_rounds)
         finally:
             store.close()
         print(
             f"keeper's first read: {read / 1e6:.0f} MB in {first:.2f}s (what the gate read on every send before); "
             f"after 1 MB appended: {again / 1e6:.2f} MB read in {second:.3f}s; stored: {spent['calls']} calls"
+        )
+
+        print(
+            f"the gate alone (in-process, {args.gate_rounds} rounds, interleaved): "
+            + ", ".join(f"{name} {gate[name] * 1e6:.0f} us" for name in ("big", "small", "plain"))
+            + f"; big/small {gate['big'] / gate['small']:.2f}x"
         )
 
         env = {
