@@ -1,7 +1,9 @@
 """Read what each coding agent records about its own model usage (docs/usage.md).
 
 A leaf: files and the agents' own databases only, nothing of cafleet's. The command line
-loads it only for ``member usage``/``fleet usage`` and ``member create``.
+loads it only for ``member usage``/``fleet usage``, ``member create`` and a send to a
+member with a budget (the stored totals' :class:`Usage`; no file is read there), and the
+fleet keeper to read what is new.
 
 * claude: ``<config dir>/projects/*/<session id>.jsonl``, one ``"type":"assistant"`` line
   per content block, each repeating the call's ``message.usage``; a call is counted once
