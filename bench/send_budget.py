@@ -2,7 +2,7 @@
 same send to a capped member whose transcript is small, in one run (docs/usage.md, "Stored
 totals"; docs/performance.md).
 
-    python bench/send_budget.py [--megabytes 400] [--runs 25] [--gate-rounds 500]
+    python bench/send_budget.py [--megabytes 400] [--runs 25] [--gate-rounds 500] [--postgres]
 
 One SQLite database: a fleet with a Director and three members on pending placements (no
 panes): ``big`` (a budget; a claude transcript of --megabytes MB, written once in a temp
@@ -11,7 +11,8 @@ budget). The keeper's part runs once first, timed: :func:`cafleet.delivery.usage
 reads both transcripts and stores the totals (what the gate used to read on every send);
 then a second refresh, after 1 MB more was appended to the big transcript, reads only that.
 The gate alone (``drain.refuse_over_budget``) is timed in-process per member, interleaved
-(--gate-rounds each: less noisy than a process's start).
+(--gate-rounds each: less noisy than a process's start). With --postgres, the keeper's read
+and the gate alone again on a private PostgreSQL cluster, the same transcripts.
 Then ``message send`` from the Director to each member, interleaved, --runs times each, as
 real command-line processes (the keeper off, so no process is left behind; each member
 first in turn), each median as a ratio of ``python -c pass``, the fastest run of each, and
@@ -107,6 +108,7 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=400)
     parser.add_argument("--runs", type=int, default=25)
     parser.add_argument("--gate-rounds", type=int, default=500)
+    parser.add_argument("--postgres", action="store_true", help="also the keeper's read and the gate on PostgreSQL")
     args = parser.parse_args()
     cafleet = cafleet_bin()
     import compileall
@@ -184,8 +186,41 @@ def main() -> None:
             f"(goal 1.00); small/plain: {median['small'] / median['plain']:.2f}x median, "
             f"{least['small'] / least['plain']:.2f}x fastest (the gate's own cost)"
         )
+        if args.postgres:
+            postgres_gate(config, args.gate_rounds)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def postgres_gate(config: str, rounds: int) -> None:
+    """The keeper's read and the gate alone on a private PostgreSQL cluster, the same
+    transcripts (tests/support/postgres.py)."""
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    from tests.support.postgres import Cluster, missing_reason
+
+    reason = missing_reason()
+    if reason:
+        raise SystemExit(reason)
+    cluster = Cluster()
+    try:
+        cluster.start()
+        url = cluster.fresh_database()
+        fleet_id, _, ids = build(url, config)
+        store = open_store(url)
+        try:
+            began = time.perf_counter()
+            read = usage.refresh(store, fleet_id)[1]
+            first = time.perf_counter() - began
+            gate = gate_alone(store, ids, rounds)
+        finally:
+            store.close()
+    finally:
+        cluster.stop()
+    print(
+        f"postgres: keeper's first read {read / 1e6:.0f} MB in {first:.2f}s; the gate alone ({rounds} rounds): "
+        + ", ".join(f"{name} {gate[name] * 1e6:.0f} us" for name in ("big", "small", "plain"))
+        + f"; big/small {gate['big'] / gate['small']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

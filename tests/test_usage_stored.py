@@ -21,7 +21,7 @@ from cafleet.broker import usage
 from cafleet.delivery import usage as spend
 from cafleet.store.connection import open_store
 from tests.conftest import FleetBuilder
-from tests.support.keeper import assert_none_left
+from tests.support.keeper import assert_none_left, kill
 from tests.support.pane_fleet import tmux_fleet
 from tests.support.tmux_fixtures import wait_for
 from tests.support.usage_records import call_lines, user_line, write_calls
@@ -196,8 +196,13 @@ def test_the_keeper_keeps_the_stored_totals_current(pane_fleet, tmp_path):
         store.close()
 
 
-@pytest.mark.parametrize("pane_fleet", ["off"], indirect=True)
+@pytest.mark.parametrize("pane_fleet", ["off", "on"], indirect=True)
 def test_with_the_keeper_off_fleet_watch_keeps_them_and_reports_the_crossing(pane_fleet, tmp_path):
+    """With the keeper turned off, or on but not running (killed, and nothing owed for a
+    command to start another), the watch reads the records itself."""
+    if pane_fleet.environ["CAFLEET_KEEPER"] == "on":
+        pid = wait_for(lambda: recorded_keeper(pane_fleet), timeout=20, what="the fleet's keeper to run")[0]
+        kill(pid)
     store, member = watched_member(pane_fleet, tmp_path)
     watch = Stream(pane_fleet.environ, pane_fleet.fleet_id, "--interval", "0.2")
     try:

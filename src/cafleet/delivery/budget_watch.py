@@ -1,8 +1,8 @@
 """`fleet watch`'s `over-budget` event: once per crossing of a member's budget or the
 fleet's (docs/usage.md), judged from the stored totals (no agent's file read). With the
-keeper turned off (``CAFLEET_KEEPER=off``) the watch does the keeper's part: every round it
-first reads what is new in the members' records and stores their totals
-(:func:`cafleet.delivery.usage.refresh`)."""
+keeper turned off (``CAFLEET_KEEPER=off``), or on but not running at the last round, the
+watch does the keeper's part: every round it first reads what is new in the members'
+records and stores their totals (:func:`cafleet.delivery.usage.refresh`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ class BudgetWatch:
         self.store = store
         self.environ = environ
         self.fleet_id = fleet_id
-        self.reads = reads  # the keeper is off: this watch keeps the stored totals current
+        self.reads = reads  # no keeper runs: this watch keeps the stored totals current
         self.over: dict[int | None, bool] = {}  # member id, or None for the fleet
 
     def round(self, emit, event) -> None:

@@ -184,6 +184,7 @@ class Watcher:
             and notifications.recipients_owed_notifications(self.store, self.fleet_id)
         ):
             found = keepers.ensure(self.store, self.settings.environ, self.settings.db_path, self.fleet_id) or found
+        self.budgets.reads = not found.running  # no keeper reads the usage records: this watch does
         if found.running:
             detail = f"keeper {found.describe()}"
         elif self.keeper_on:
