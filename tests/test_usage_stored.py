@@ -97,6 +97,7 @@ def test_a_half_written_last_line_is_counted_once_it_is_complete(build, store, t
     write_calls(config, SESSION, whole + line[:40])  # the agent is still writing m2's line
     spend.refresh(store, fleet_id)
     assert stored_tokens(store, alice) == 1010
+    assert spend.refresh(store, fleet_id)[1] == 0  # the file has not grown: nothing read
     write_calls(config, SESSION, line[40:])
     assert spend.refresh(store, fleet_id)[1] == len(line.encode())  # the half line is read again, whole
     assert stored_tokens(store, alice) == 1515

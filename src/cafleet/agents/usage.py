@@ -405,11 +405,12 @@ the file's totals by model and their keys forgotten, which keeps a stored read s
 
 
 class _FileState:
-    __slots__ = ("ident", "offset", "calls", "closed", "model", "unreadable", "skipping")
+    __slots__ = ("ident", "offset", "size", "calls", "closed", "model", "unreadable", "skipping")
 
     def __init__(self, ident) -> None:
         self.ident = ident
         self.offset = 0
+        self.size = 0  # the file's size at the last read (past the offset: a half-written last line)
         self.calls: dict[tuple, tuple[str, dict]] = {}  # the last WINDOW calls, oldest first
         self.closed: dict[str, dict] = {}  # model -> tokens by kind and "calls", of calls folded
         self.model = "unknown"  # codex: the model of the latest turn_context line
@@ -432,6 +433,7 @@ class _FileState:
             "dev": self.ident[0],
             "ino": self.ident[1],
             "offset": self.offset,
+            "size": self.size,
             "model": self.model,
             "unreadable": self.unreadable,
             "skipping": self.skipping,
@@ -443,6 +445,7 @@ class _FileState:
     def load(cls, data: dict) -> "_FileState":
         state = cls((int(data["dev"]), int(data["ino"])))
         state.offset = _count(data["offset"])
+        state.size = _count(data["size"])
         state.model = _name(data["model"], "unknown")
         state.unreadable = _count(data["unreadable"])
         state.skipping = data["skipping"] is True
@@ -518,8 +521,8 @@ class TranscriptReader:
         ident = (info.st_dev, info.st_ino)
         if state is None or state.ident != ident or info.st_size < state.offset:
             state = self.files[path] = _FileState(ident)
-        if info.st_size == state.offset:
-            return state
+        if info.st_size in (state.offset, state.size):
+            return state  # nothing appended (a half-written last line is read again once it grows)
         parse = self._parse_codex if codex else self._parse
         try:
             handle = open(path, "rb")
@@ -538,6 +541,7 @@ class TranscriptReader:
                         break
                 chunk = handle.read(want)
                 if not chunk:
+                    state.size = handle.tell()  # read to its end: unchanged until it grows
                     break
                 self.bytes_read += len(chunk)
                 if state.skipping:  # the rest of an over-long line
