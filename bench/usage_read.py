@@ -166,7 +166,7 @@ def budget_check(url: str, kind: str, rounds: int = 2000) -> None:
     send = per_call(lambda: messages.send(store, director, worker, "payload"))
     with_tables = per_call(lambda: budgets.budgets_for_send(store, worker))
     for name in (budgets.TABLE, budgets.FLEET_TABLE):
-        store.execute(f"DROP TABLE {name}")
+        store.execute(f"DROP TABLE IF EXISTS {name}")
     store.close()
     store = open_store(url)  # as the next command would find the database
     without = per_call(lambda: budgets.budgets_for_send(store, worker))

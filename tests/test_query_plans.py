@@ -43,6 +43,8 @@ TABLES = {
     "b": "cafleet_aux_fleet_budgets",
     "s": "cafleet_aux_member_usage_sources",
     "cafleet_aux_fleet_budgets": "cafleet_aux_fleet_budgets",
+    "t": "cafleet_aux_member_usage_totals",
+    "cafleet_aux_member_usage_totals": "cafleet_aux_member_usage_totals",
 }
 # Where a plan may read something other than one row or one index slice by equality:
 ALLOWED = {
@@ -400,3 +402,39 @@ def test_watch_and_webui_reads_use_indexes(env, database, recorded):
     } <= callers(recorded)
     assert plan_problems(path, recorded.statements) == []
     assert pending_reads_off_the_index(path, recorded.statements) == []
+
+
+def test_the_budget_gate_reads_stored_totals_by_index(cli, env, database, recorded, tmp_path):
+    """A send to a capped member in a fleet with a budget: the spend is the stored totals,
+    read by primary key (the member) and by ``idx_members_fleet_status`` (the fleet), and
+    no agent's file (docs/usage.md, "Stored totals"). Last in the module: it adds budgets."""
+    from cafleet.broker import usage
+    from cafleet.delivery import usage as spend
+
+    path, ids = database
+    store = open_store(path)
+    try:
+        capped = ids["crew"][4]
+        usage.record_source(
+            store, capped, coding_agent="claude", session_id="s", data_dir=str(tmp_path), cwd="/", budget_tokens=10**9
+        )
+        usage.set_fleet_budget(store, ids["fleet"], None, 10**9)
+        spend.refresh(store, ids["fleet"])  # the keeper's read: totals stored
+    finally:
+        store.close()
+    recorded.statements.clear()
+    sent = cli(
+        "message",
+        "send",
+        "--from-member-id",
+        str(ids["director"]),
+        "--to-member-id",
+        str(capped),
+        "go",
+        environ=env_for(env, path),
+    )
+    assert sent.code == 0, sent
+    assert [caller for caller in callers(recorded) if caller in ("spent_totals", "refresh", "sources")] == [
+        "spent_totals"
+    ]
+    assert plan_problems(path, recorded.statements) == []

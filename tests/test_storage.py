@@ -68,8 +68,9 @@ def test_missing_file_gets_exact_baseline(store, db_path):
 def test_auxiliaries_come_when_first_needed_and_the_file_passes_the_fast_diagnosis_either_way(
     db_path, build, store, monkeypatch
 ):
-    """The pending index with the first fleet, the usage table with the first recorded
-    source, the budget table with the first fleet budget, each in a transaction of its own;
+    """The pending index with the first fleet, the usage tables (sources and stored totals)
+    with the first recorded source, the budget table with the first fleet budget, each in a
+    transaction of its own;
     a file with all, some or none of them opens through the fast diagnosis."""
     from cafleet.broker import usage
     from cafleet.store import diagnosis
@@ -89,7 +90,11 @@ def test_auxiliaries_come_when_first_needed_and_the_file_passes_the_fast_diagnos
     assert added() == {"idx_cafleet_aux_messages_pending"}
     assert objects(store.conn) == sorted([*seed, ("index", *next(iter(schema.AUX_INDEXES.items())))])
     usage.record_source(store, m1, coding_agent="claude", session_id="s", data_dir=None, cwd="/", budget_tokens=9)
-    assert added() == {"idx_cafleet_aux_messages_pending", "cafleet_aux_member_usage_sources"}
+    assert added() == {  # the stored totals come with the sources (docs/usage.md)
+        "idx_cafleet_aux_messages_pending",
+        "cafleet_aux_member_usage_sources",
+        "cafleet_aux_member_usage_totals",
+    }
     usage.set_fleet_budget(store, fleet_id, None, 100)
     assert added() == {*schema.AUX_INDEXES, *schema.AUX_TABLES}
     assert {(kind, name, sql) for kind, name, sql in objects(store.conn) if name in added()} == {

@@ -1,7 +1,9 @@
 """Read what each coding agent records about its own model usage (docs/usage.md).
 
 A leaf: files and the agents' own databases only, nothing of cafleet's. The command line
-loads it only for ``member usage``/``fleet usage`` and ``member create``.
+loads it only for ``member usage``/``fleet usage``, ``member create`` and a send to a
+member with a budget (the stored totals' :class:`Usage`; no file is read there), and the
+fleet keeper to read what is new.
 
 * claude: ``<config dir>/projects/*/<session id>.jsonl``, one ``"type":"assistant"`` line
   per content block, each repeating the call's ``message.usage``; a call is counted once
@@ -12,7 +14,9 @@ loads it only for ``member usage``/``fleet usage`` and ``member create``.
   counted once per ``response_id``. No dollars: the price table.
 
 A :class:`Usage` adds calls up by model; :class:`TranscriptReader` keeps a byte offset per
-file, so reading again only parses what was appended.
+file, so reading again only parses what was appended. Both dump to plain data (JSON) and
+load from it: the fleet keeper stores them per member (:mod:`cafleet.delivery.usage`), so
+each read of the agent's records, by whichever process, starts where the last one stopped.
 
 Every number read is bounded where it is read: a token count is a whole number from 0 to
 :data:`MAX_COUNT`, recorded dollars are finite and from 0 to :data:`MAX_RECORDED_USD`, a
@@ -169,6 +173,25 @@ class Usage:
         row["calls"] += calls
         if usd is not None:
             row["recorded_usd"] = (row["recorded_usd"] or 0.0) + float(usd)
+
+    def dump(self) -> dict:
+        """Plain data for :meth:`load` (JSON)."""
+        return {"models": self.models, "unreadable": self.unreadable}
+
+    @classmethod
+    def load(cls, data) -> "Usage":
+        """The usage :meth:`dump` gave; anything else is an empty usage (read again)."""
+        found = cls()
+        try:
+            for model, row in data["models"].items():
+                found.add(str(model), {kind: _count(row[kind]) for kind in KINDS}, calls=_count(row["calls"]))
+                recorded = row.get("recorded_usd")
+                if recorded is not None:
+                    found.models[str(model)]["recorded_usd"] = float(_dollars(recorded) or 0.0)
+            found.unreadable = _count(data["unreadable"])
+        except (KeyError, TypeError, AttributeError, ValueError, _Unreadable):
+            return cls()
+        return found
 
     def merge(self, other: "Usage") -> None:
         for model, row in other.models.items():
@@ -375,41 +398,131 @@ def _lines(handle) -> Iterator[bytes]:
         pending, size = [chunk[cut:]], len(chunk) - cut
 
 
+WINDOW = 64
+"""Calls of one file kept by their key, so that a later line of the same call replaces its
+usage (claude writes one line per content block, together); older calls are folded into
+the file's totals by model and their keys forgotten, which keeps a stored read state small."""
+
+
 class _FileState:
-    __slots__ = ("ident", "offset", "calls", "model", "unreadable", "skipping")
+    __slots__ = ("ident", "offset", "size", "calls", "closed", "model", "unreadable", "skipping")
 
     def __init__(self, ident) -> None:
         self.ident = ident
         self.offset = 0
-        self.calls: dict[tuple, tuple[str, dict]] = {}
+        self.size = 0  # the file's size at the last read (past the offset: a half-written last line)
+        self.calls: dict[tuple, tuple[str, dict]] = {}  # the last WINDOW calls, oldest first
+        self.closed: dict[str, dict] = {}  # model -> tokens by kind and "calls", of calls folded
         self.model = "unknown"  # codex: the model of the latest turn_context line
         self.unreadable = 0  # records skipped for a broken bound
         self.skipping = False  # inside a line longer than MAX_LINE
 
+    def keep(self, key: tuple, call: tuple[str, dict]) -> None:
+        """Count ``call`` under ``key`` (a later line of the same call replaces it)."""
+        self.calls.pop(key, None)
+        self.calls[key] = call
+        if len(self.calls) > WINDOW:
+            model, tokens = self.calls.pop(next(iter(self.calls)))
+            row = self.closed.setdefault(model, {**{kind: 0 for kind in KINDS}, "calls": 0})
+            for kind in KINDS:
+                row[kind] += tokens[kind]
+            row["calls"] += 1
+
+    def dump(self) -> dict:
+        return {
+            "dev": self.ident[0],
+            "ino": self.ident[1],
+            "offset": self.offset,
+            "size": self.size,
+            "model": self.model,
+            "unreadable": self.unreadable,
+            "skipping": self.skipping,
+            "closed": self.closed,
+            "calls": [[list(key), model, tokens] for key, (model, tokens) in self.calls.items()],
+        }
+
+    @classmethod
+    def load(cls, data: dict) -> "_FileState":
+        state = cls((int(data["dev"]), int(data["ino"])))
+        state.offset = _count(data["offset"])
+        state.size = _count(data["size"])
+        state.model = _name(data["model"], "unknown")
+        state.unreadable = _count(data["unreadable"])
+        state.skipping = data["skipping"] is True
+        for model, row in data["closed"].items():
+            state.closed[_name(model)] = {
+                **{kind: _count(row[kind]) for kind in KINDS},
+                "calls": _count(row["calls"]),
+            }
+        for key, model, tokens in data["calls"]:
+            state.calls[tuple(_name(part) for part in key)] = (
+                _name(model, "unknown"),
+                {kind: _count(tokens[kind]) for kind in KINDS},
+            )
+        return state
+
+    def sum_into(self, total: Usage, seen: set[tuple], skip_model: str | None = None) -> None:
+        """Add this file's calls to ``total``: folded ones, and kept ones not in ``seen``."""
+        total.unreadable += self.unreadable
+        for model, row in self.closed.items():
+            if model != skip_model:
+                total.add(model, row, calls=row["calls"])
+        for key, (model, tokens) in self.calls.items():
+            if key not in seen:
+                seen.add(key)
+                if model != skip_model:
+                    total.add(model, tokens)
+
 
 class TranscriptReader:
     """claude's transcripts and codex's rollout files, read incrementally: per file its
-    identity (device, inode), the byte offset of the last complete line parsed, each
-    call's usage by its key (claude: ``(message.id, requestId)``; codex: ``response_id``)
-    and the count of unreadable records. A file replaced or cut short is read again from
-    0; a line longer than MAX_LINE is skipped unread."""
+    identity (device, inode), the byte offset of the last complete line parsed, the usage
+    of the last :data:`WINDOW` calls by their key (claude: ``(message.id, requestId)``;
+    codex: ``response_id``), older calls' totals by model, and the count of unreadable
+    records. A file replaced or cut short is read again from 0; a half-written last line is
+    left for the next read; a line longer than MAX_LINE is skipped unread. A file that
+    vanished or cannot be read keeps what was counted from it (spend stays spent).
+
+    ``allowance``: the most bytes one use may read (None: no bound); a read that reaches
+    it stops after its last complete line, and the next one goes on from there.
+    ``bytes_read`` counts the bytes read from the files."""
 
     CHUNK = 1 << 20
 
-    def __init__(self) -> None:
+    def __init__(self, allowance: int | None = None) -> None:
         self.files: dict[str, _FileState] = {}
+        self.allowance = allowance
+        self.bytes_read = 0
+        self.cut_short = False  # the allowance stopped a read before the end of a file
+
+    def dump(self) -> dict:
+        """Plain data (JSON) for :meth:`load`: every file's read state."""
+        return {path: state.dump() for path, state in sorted(self.files.items()) if state.ident is not None}
+
+    @classmethod
+    def load(cls, data, allowance: int | None = None) -> "TranscriptReader":
+        """A reader that goes on where the one that gave ``data`` stopped; a state that is
+        not what :meth:`dump` gives is dropped (that file is read again from 0)."""
+        reader = cls(allowance)
+        if isinstance(data, dict):
+            for path, item in data.items():
+                try:
+                    reader.files[str(path)] = _FileState.load(item)
+                except (KeyError, TypeError, AttributeError, ValueError, _Unreadable):
+                    continue
+        return reader
 
     def read(self, path: str, codex: bool = False) -> _FileState:
+        state = self.files.get(path)
         try:
             info = os.stat(path)
         except OSError:
-            return _FileState(None)
+            return state or _FileState(None)
         ident = (info.st_dev, info.st_ino)
-        state = self.files.get(path)
         if state is None or state.ident != ident or info.st_size < state.offset:
             state = self.files[path] = _FileState(ident)
-        if info.st_size == state.offset:
-            return state
+        if info.st_size in (state.offset, state.size):
+            return state  # nothing appended (a half-written last line is read again once it grows)
         parse = self._parse_codex if codex else self._parse
         try:
             handle = open(path, "rb")
@@ -420,9 +533,17 @@ class TranscriptReader:
             pending: list[bytes] = []
             size = 0
             while True:
-                chunk = handle.read(self.CHUNK)
+                want = self.CHUNK
+                if self.allowance is not None:
+                    want = min(want, self.allowance - self.bytes_read)
+                    if want <= 0:
+                        self.cut_short = True
+                        break
+                chunk = handle.read(want)
                 if not chunk:
+                    state.size = handle.tell()  # read to its end: unchanged until it grows
                     break
+                self.bytes_read += len(chunk)
                 if state.skipping:  # the rest of an over-long line
                     start = chunk.find(b"\n") + 1
                     state.offset += start or len(chunk)
@@ -481,7 +602,7 @@ class TranscriptReader:
             except _Unreadable:
                 state.unreadable += 1
                 continue
-            state.calls[key] = (state.model, tokens)
+            state.keep(key, (state.model, tokens))
 
     @staticmethod
     def _parse(data: bytes, state: _FileState) -> None:
@@ -515,7 +636,7 @@ class TranscriptReader:
             except _Unreadable:
                 state.unreadable += 1
                 continue
-            state.calls[key] = call
+            state.keep(key, call)
 
 
 def claude_usage(
@@ -523,20 +644,24 @@ def claude_usage(
 ) -> tuple[Usage, list[str]]:
     """The usage in the transcripts of ``session_ids``, and the files read."""
     reader = reader or TranscriptReader()
-    total = Usage()
     paths = []
-    seen: set[tuple] = set()
     for session_id in session_ids:
         for path in claude_transcripts(config_dir, session_id):
             paths.append(path)
-            state = reader.read(path)
-            total.unreadable += state.unreadable
-            for key, (model, tokens) in state.calls.items():
-                if key not in seen:
-                    seen.add(key)
-                    if model != "<synthetic>":  # claude's own placeholder lines, no API call
-                        total.add(model, tokens)
-    return total, paths
+            reader.read(path)
+    return _summed(reader, paths, "<synthetic>"), paths  # claude's own placeholder lines, no API call
+
+
+def _summed(reader: TranscriptReader, paths: list[str], skip_model: str | None = None) -> Usage:
+    """The usage of the files ``paths`` and of every other file the reader counted before
+    (one member's reader: a file that vanished keeps its spend), a kept call once."""
+    total = Usage()
+    seen: set[tuple] = set()
+    for path in [*paths, *sorted(set(reader.files) - set(paths))]:
+        state = reader.files.get(path)
+        if state is not None:
+            state.sum_into(total, seen, skip_model)
+    return total
 
 
 # -- codex ------------------------------------------------------------------------------
@@ -592,17 +717,10 @@ def codex_usage(
 ) -> tuple[Usage, list[str]]:
     """The usage in the member's rollout files, a call counted once per ``response_id``."""
     reader = reader or TranscriptReader()
-    total = Usage()
-    seen: set[tuple] = set()
     paths = codex_rollouts(codex_home, started_at=started_at, fleet_id=fleet_id, member_id=member_id)
     for path in paths:
-        state = reader.read(path, codex=True)
-        total.unreadable += state.unreadable
-        for key, (model, tokens) in state.calls.items():
-            if key not in seen:
-                seen.add(key)
-                total.add(model, tokens)
-    return total, paths
+        reader.read(path, codex=True)
+    return _summed(reader, paths), paths
 
 
 # -- opencode ---------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The rows that tie a member to its coding agent's own usage records, and its budgets
-(the auxiliary table ``cafleet_aux_member_usage_sources``; docs/usage.md).
+(the auxiliary table ``cafleet_aux_member_usage_sources``), and each member's usage as
+last read (``cafleet_aux_member_usage_totals``, the stored totals; docs/usage.md).
 
 The table is cafleet's own, outside the format, on both stores, and never part of a new
 database's baseline: the first write that needs it (``member create`` recording a source,
@@ -15,6 +16,7 @@ from cafleet import clock
 
 TABLE = "cafleet_aux_member_usage_sources"
 FLEET_TABLE = "cafleet_aux_fleet_budgets"
+TOTALS_TABLE = "cafleet_aux_member_usage_totals"
 _COLUMNS = ("member_id", "coding_agent", "session_id", "data_dir", "cwd", "started_at", "budget_usd", "budget_tokens")
 _UPSERT_SOURCE = (
     f"INSERT INTO {TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
@@ -39,7 +41,7 @@ def record_source(
 ) -> None:
     """Remember where ``member_id``'s agent writes its usage, and its budgets (the table
     is created first, in a transaction of its own, when the database has none yet)."""
-    store.create_auxiliary([TABLE])
+    store.create_auxiliary([TABLE, TOTALS_TABLE])
     with store.write():
         store.execute(
             _UPSERT_SOURCE,
@@ -157,6 +159,69 @@ def budgets_for_send(store, member_id: int) -> dict | None:
     return {"member": mine, "fleet": fleet} if mine or fleet else None
 
 
+# -- stored totals ------------------------------------------------------------------------
+
+
+def stored_totals(store, member_ids: list[int]) -> dict[int, tuple[str, str, str]]:
+    """``{member_id: (totals, state, updated_at)}`` (JSON text as stored) for those of
+    ``member_ids`` whose usage was read; none without the table."""
+    if not member_ids or not has_table(store, TOTALS_TABLE):
+        return {}
+    marks = ",".join("?" * len(member_ids))
+    rows = store.execute(
+        f"SELECT member_id, totals, state, updated_at FROM {TOTALS_TABLE} WHERE member_id IN ({marks})",
+        tuple(member_ids),
+    ).fetchall()
+    return {row[0]: (row[1], row[2], row[3]) for row in rows}
+
+
+def spent_totals(store, member_id: int | None = None, fleet_id: int | None = None) -> list[tuple]:
+    """The budget gate's one query: ``[(member_id, coding_agent, totals JSON or None)]``
+    for the member (primary key) or for every member of the fleet that has a usage source
+    (``idx_members_fleet_status``, then primary keys); None where it was never read. Which
+    tables exist is asked first (PostgreSQL knows from its diagnosis)."""
+    tables = store.tables_present([TABLE, TOTALS_TABLE])
+    if TABLE not in tables:
+        return []
+    where = "s.member_id = ?" if member_id is not None else "m.fleet_id = ?"
+    totals, join = (
+        ("t.totals", f" LEFT JOIN {TOTALS_TABLE} t ON t.member_id = m.member_id")
+        if TOTALS_TABLE in tables
+        else ("NULL", "")
+    )
+    return store.execute(
+        f"SELECT s.member_id, s.coding_agent, {totals} FROM members m JOIN {TABLE} s ON s.member_id = m.member_id"
+        f"{join} WHERE {where}",
+        (member_id if member_id is not None else fleet_id,),
+    ).fetchall()
+
+
+def save_totals(store, member_id: int, totals: str, state: str) -> None:
+    """Store a member's usage as just read (JSON text), replacing the last; the table is
+    created first, in a transaction of its own, when the database has none yet."""
+    store.create_auxiliary([TOTALS_TABLE])
+    with store.write():
+        store.execute(
+            f"INSERT INTO {TOTALS_TABLE} (member_id, updated_at, totals, state) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (member_id) DO UPDATE SET updated_at = excluded.updated_at, totals = excluded.totals, "
+            "state = excluded.state",
+            (member_id, clock.now(), totals, state),
+        )
+
+
+def sourced_members(store, fleet_id: int) -> list[int]:
+    """The fleet's members (deregistered ones too: their files may still grow) whose usage
+    is read: those with a usage source. One query; none without the table."""
+    if not has_table(store):
+        return []
+    rows = store.execute(
+        f"SELECT s.member_id FROM {TABLE} s JOIN members m ON m.member_id = s.member_id WHERE m.fleet_id = ? "
+        "ORDER BY s.member_id",
+        (fleet_id,),
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
 def set_fleet_budget(store, fleet_id: int, usd: float | None, tokens: int | None) -> None:
     """Set a live fleet's budget in dollars and/or tokens, keeping the one given as None
     (the options' default: unchanged); with both None, clear it. The budget table is
@@ -166,7 +231,7 @@ def set_fleet_budget(store, fleet_id: int, usd: float | None, tokens: int | None
     fleets.require_live(store, fleet_id)
     if usd is None and tokens is None and not has_table(store, FLEET_TABLE):
         return  # nothing to clear
-    store.create_auxiliary([FLEET_TABLE])
+    store.create_auxiliary([FLEET_TABLE, TOTALS_TABLE])
     with store.write():
         if usd is None and tokens is None:
             store.execute(f"DELETE FROM {FLEET_TABLE} WHERE fleet_id = ?", (fleet_id,))

@@ -45,8 +45,8 @@ def list_(ctx, fleet_id, state, idle_after):
 
 def _spend_against_budget(ctx, fleet_id, records) -> dict:
     """``{member_id: "spend/budget"}`` for members with a budget (and ``"spend"`` and
-    ``"budget"`` added to their records); empty, at the cost of two small queries, when no
-    member of the fleet has one (docs/usage.md)."""
+    ``"budget"`` added to their records), from the stored totals; empty, at the cost of two
+    small queries, when no member of the fleet has one (docs/usage.md)."""
     from cafleet.broker import usage as budgets
 
     capped = budgets.capped_members(ctx.store(), fleet_id)
@@ -58,7 +58,7 @@ def _spend_against_budget(ctx, fleet_id, records) -> dict:
     shown = {}
     for record in records:
         if record["member_id"] in capped:
-            report = usage.member_usage(ctx.store(), ctx.environ, record["member_id"])
+            report = usage.member_usage(ctx.store(), ctx.environ, record["member_id"], fresh=False)
             record["spend"] = {"usd": report["usd"], "tokens": report["tokens"]["total"]}
             record["budget"] = report["budget"]
             shown[record["member_id"]] = spend_text(report)

@@ -1,6 +1,8 @@
 """`fleet watch`'s `over-budget` event: once per crossing of a member's budget or the
-fleet's (docs/usage.md). Costs one query per round while no budget is set in the fleet;
-with budgets, the agents' records are read incrementally (byte offsets kept across rounds)."""
+fleet's (docs/usage.md), judged from the stored totals (no agent's file read). With the
+keeper turned off (``CAFLEET_KEEPER=off``), or on but not running at the last round, the
+watch does the keeper's part: every round it first reads what is new in the members'
+records and stores their totals (:func:`cafleet.delivery.usage.refresh`)."""
 
 from __future__ import annotations
 
@@ -8,27 +10,29 @@ from cafleet.errors import CafleetError
 
 
 class BudgetWatch:
-    def __init__(self, store, environ, fleet_id: int) -> None:
+    def __init__(self, store, environ, fleet_id: int, reads: bool = False) -> None:
         self.store = store
         self.environ = environ
         self.fleet_id = fleet_id
+        self.reads = reads  # no keeper runs: this watch keeps the stored totals current
         self.over: dict[int | None, bool] = {}  # member id, or None for the fleet
-        self.reader: object | None = None  # a TranscriptReader once a budget is set
 
     def round(self, emit, event) -> None:
         from cafleet.broker import usage as budgets
 
         try:
+            if self.reads and budgets.has_table(self.store):
+                from cafleet.delivery import usage
+
+                usage.refresh(self.store, self.fleet_id)
             capped = budgets.capped_members(self.store, self.fleet_id)
             fleet_budget = budgets.fleet_budget(self.store, self.fleet_id)
             if not capped and fleet_budget is None:
                 self.over.clear()
                 return
-            from cafleet.agents.usage import TranscriptReader
             from cafleet.delivery import usage
 
-            self.reader = self.reader or TranscriptReader()
-            report = usage.fleet_usage(self.store, self.environ, self.fleet_id, reader=self.reader)
+            report = usage.fleet_usage(self.store, self.environ, self.fleet_id, fresh=False)
         except CafleetError:
             return  # a busy file or a bad price file: try again next round
         found: dict[int | None, str | None] = {}

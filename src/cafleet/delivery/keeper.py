@@ -27,6 +27,13 @@ stamped only after a confirmed submission. It only adds *when* the drain runs:
   database error, that its lock's session is still open; once it is not, the lock is gone
   and the keeper ends rather than run beside a second one.
 
+It also keeps each member's usage current (docs/usage.md, "Stored totals"): every
+:data:`USAGE_EVERY` s it reads what is new in the records of the fleet's members that have a
+usage source (only the bytes appended since the last read, from the offsets stored with the
+totals) and stores their totals, so that the budget gate, the WebUI and ``fleet watch`` read
+one row per member instead of the agent's files. A fleet with no such member costs one
+query; a member whose files did not change costs a ``stat`` per file and no write.
+
 Each try takes the pane's lock once without waiting (``wait_for_lock=False``): a busy pane
 is being typed into by another process, and is tried again after its back-off.
 
@@ -61,6 +68,35 @@ MAX_RETRY = 1.0  # the back-off's ceiling: a pane that becomes ready gets its pr
 DIRECTOR_LOOK = 2.0  # seconds between two looks in /proc at the Director's pane's processes
 DIRECTOR_CHECK = 30.0  # seconds between two full checks of the Director's pane (one multiplexer call)
 ERROR_PAUSE = 1.0  # seconds to wait after a database error or an unexpected one before going on
+USAGE_EVERY = 2.0  # seconds between two reads of what is new in the members' usage records
+
+
+class UsageKeeper:
+    """Keeps the fleet's stored usage totals current (see the module's text); ``say`` gets
+    one line per new problem, not one per round."""
+
+    def __init__(self, store, fleet_id: int, say) -> None:
+        self.store = store
+        self.fleet_id = fleet_id
+        self.say = say
+        self.problem = ""
+
+    def round(self) -> int:
+        """Read what is new and store it; return the bytes read."""
+        from cafleet.delivery import usage
+
+        try:
+            read = usage.refresh(self.store, self.fleet_id)[1]
+        except DatabaseError:
+            raise
+        except (CafleetError, OSError) as error:
+            text = str(error).rstrip(".")
+            if text != self.problem:
+                self.problem = text
+                self.say(f"usage not read: {text}; trying again every {USAGE_EVERY:g} s")
+            return 0
+        self.problem = ""
+        return read
 
 
 class Deliverer:
@@ -145,6 +181,7 @@ def keep(store, environ, db_path: str, fleet_id: int, say, reconnect: float = RE
 
 def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock, say, reconnect: float) -> str:
     deliverer = Deliverer(store, settings, fleet_id, say)
+    spend = UsageKeeper(store, fleet_id, say)
     changes = None
     try:
         with StopRequests() as stop:
@@ -153,6 +190,7 @@ def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock
             look = DIRECTOR_LOOK  # /proc and the lock's session; the multiplexer only every DIRECTOR_CHECK
             next_look = time.monotonic() + look
             next_check = time.monotonic() + DIRECTOR_CHECK
+            next_usage = time.monotonic()
             last_error = ""
             while True:
                 try:
@@ -173,8 +211,11 @@ def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock
                     elif _deleted(store, fleet_id):
                         return f"fleet {fleet_id} was deleted"
                     due = deliverer.round()
+                    if time.monotonic() >= next_usage:
+                        spend.round()
+                        next_usage = time.monotonic() + USAGE_EVERY
                     stop.check()
-                    wake = min(next_look, next_check)
+                    wake = min(next_look, next_check, next_usage)
                     changes.wait(until=wake if due is None else min(due, wake))
                 except DatabaseGone as gone:
                     return str(gone).rstrip(".")

@@ -3,11 +3,12 @@ records each coding agent writes (:mod:`cafleet.agents.usage`; docs/usage.md).""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from cafleet.agents import usage as agent_usage
 from cafleet.broker import usage
-from cafleet.errors import CafleetError
+from cafleet.errors import CafleetError, DatabaseError
 
 # What each agent leaves out of the files cafleet reads: a total is a lower bound by these.
 NOT_SEEN: dict[str, tuple[str, ...]] = {
@@ -29,11 +30,6 @@ NOT_SEEN: dict[str, tuple[str, ...]] = {
         "carries its identity, and that session's subagents, are its own)",
     ),
 }
-
-
-def new_reader() -> agent_usage.TranscriptReader:
-    """A reader to keep across :func:`fleet_usage` calls (it reads only what was appended)."""
-    return agent_usage.TranscriptReader()
 
 
 def _claude_live(store, source: dict, record: dict, sessions: list[str]) -> str | None:
@@ -111,23 +107,109 @@ def _why_none(found: agent_usage.Usage) -> str | None:
     return None if found.models or found.unreadable else "no records yet"
 
 
-def _member_report(store, record: dict, source: dict | None, prices, reader, fleet_id: int) -> dict:
+READ_AGENTS = ("claude", "codex", "opencode")
+"""The agents whose records cafleet reads (docs/usage.md)."""
+GATE_READ_BYTES = 16 << 20
+"""The most bytes the budget gate reads, once, for members whose usage was never read
+(docs/usage.md, "Stored totals"); the keeper goes on from where that read stopped."""
+
+
+def _read_now(store, record: dict, source: dict, fleet_id: int, stored, allowance) -> tuple:
+    """Read what is new in one member's records, from where the stored state says the
+    last read stopped, and store the totals (only when they or the state changed).
+    Returns ``(usage, files, why there are no records, bytes read)``."""
+    try:
+        state = json.loads(stored[1]) if stored is not None else {}
+    except ValueError:
+        state = {}  # not what cafleet wrote: read again from the start
+    reader = agent_usage.TranscriptReader.load(state, allowance)
     found, paths, why = _member_usage(store, record, source, record["coding_agent"], reader, fleet_id)
+    if record["coding_agent"] == "opencode" and not paths and stored is not None:
+        return (*_from_stored(stored[0]), 0)  # its database is gone: what was counted stays counted
+    totals = json.dumps({"usage": found.dump(), "files": paths, "no_records": why}, sort_keys=True)
+    new_state = json.dumps(reader.dump(), sort_keys=True)
+    if stored is None or (totals, new_state) != (stored[0], stored[1]):
+        try:
+            usage.save_totals(store, source["member_id"], totals, new_state)
+        except DatabaseError:
+            pass  # busy or read-only: reported all the same, and read again (from the old offsets) next time
+    return found, paths, why, reader.bytes_read
+
+
+def _from_stored(totals: str) -> tuple:
+    """``(usage, files, why there are no records)`` from a stored totals row."""
+    try:
+        data = json.loads(totals)
+        files = [str(path) for path in data["files"]]
+        why = data["no_records"]
+        return agent_usage.Usage.load(data["usage"]), files, why if why is None else str(why)
+    except (ValueError, TypeError, KeyError):
+        return agent_usage.Usage(), [], NEVER_READ
+
+
+NEVER_READ = "not read yet (the fleet keeper reads it within seconds; `cafleet member usage ID` reads it now)"
+
+
+def _reads(source: dict | None, agent: str | None) -> bool:
+    """Whether cafleet reads this member's records (the cases of :func:`_member_usage`)."""
+    if source is None or not source["data_dir"]:
+        return False
+    return agent in ("codex", "opencode") or (agent == "claude" and bool(source["session_id"]))
+
+
+def refresh(store, fleet_id: int, member_ids=None, allowance: int | None = None) -> tuple[dict, int]:
+    """Read what is new in the records of the fleet's members (or of ``member_ids`` among
+    them) and store their totals: ``({member_id: (usage, files, why)}, bytes read)``.
+    The fleet keeper runs this every :data:`cafleet.delivery.keeper.USAGE_EVERY` s, and
+    ``fleet watch`` every round when the keeper is off. ``allowance`` bounds the bytes read
+    over all of them (None: no bound)."""
+    roster = [
+        r for r in usage.fleet_members(store, fleet_id) if member_ids is None or r["member_id"] in set(member_ids)
+    ]
+    sources = usage.sources(store, [r["member_id"] for r in roster])
+    wanted = [r for r in roster if _reads(sources.get(r["member_id"]), r["coding_agent"])]
+    stored = usage.stored_totals(store, [r["member_id"] for r in wanted])
+    found: dict = {}
+    total = 0
+    for record in wanted:
+        left = None if allowance is None else max(allowance - total, 0)
+        *result, read = _read_now(
+            store, record, sources[record["member_id"]], fleet_id, stored.get(record["member_id"]), left
+        )
+        found[record["member_id"]] = tuple(result)
+        total += read
+    return found, total
+
+
+def _member_report(record: dict, source: dict | None, prices, read: dict, stored: dict) -> dict:
+    """One member's report: from what was just read (``read``), else from its stored totals."""
+    member_id = record["member_id"]
+    agent = record["coding_agent"]
+    if member_id in read:
+        found, paths, why = read[member_id]
+    elif not _reads(source, agent):
+        found, paths, why = _member_usage(None, record, source, agent, None, 0)
+    elif member_id in stored:
+        found, paths, why = _from_stored(stored[member_id][0])
+    else:
+        found, paths, why = agent_usage.Usage(), [], NEVER_READ
     report = found.report(prices)
     report.update(
-        member_id=record["member_id"],
+        member_id=member_id,
         name=record["name"],
-        coding_agent=record["coding_agent"],
+        coding_agent=agent,
         files=paths,
         no_records=why,
-        lower_bound_because=list(NOT_SEEN.get(record["coding_agent"] or "", ())),
+        lower_bound_because=list(NOT_SEEN.get(agent or "", ())),
     )
     report["_usage"] = found
     return report
 
 
-def member_usage(store, environ: Mapping[str, str], member_id: int) -> dict:
-    """One member's tokens by kind and model and its dollars."""
+def member_usage(store, environ: Mapping[str, str], member_id: int, fresh: bool = True) -> dict:
+    """One member's tokens by kind and model and its dollars: what is new in its agent's
+    records read first (``member usage``), or with ``fresh=False`` its stored totals
+    only (``member list``), no file read."""
     from cafleet.broker import members
 
     record = members.get_member(store, member_id)
@@ -140,10 +222,11 @@ def member_usage(store, environ: Mapping[str, str], member_id: int) -> dict:
         "backend": placement.get("backend"),
         "identity": placement.get("identity"),
     }
+    prices = agent_usage.price_table(environ)  # a bad price file is refused before any read
     source = usage.sources(store, [member_id]).get(member_id)
-    report = _member_report(
-        store, record, source, agent_usage.price_table(environ), agent_usage.TranscriptReader(), fleet_id
-    )
+    read = refresh(store, fleet_id, [member_id])[0] if fresh else {}
+    stored = {} if fresh else usage.stored_totals(store, [member_id])
+    report = _member_report(record, source, prices, read, stored)
     report.pop("_usage")
     report["budget"] = _budget(report, source)
     return report
@@ -159,17 +242,19 @@ def _budget(report: dict, source: dict | None) -> dict | None:
     }
 
 
-def fleet_usage(store, environ: Mapping[str, str], fleet_id: int, reader=None) -> dict:
-    """Every member's usage (deregistered ones included) and the fleet's sum. A ``reader``
-    kept by the caller reads only what the agents appended since its last use."""
-    roster = usage.fleet_members(store, fleet_id)
-    sources = usage.sources(store, [r["member_id"] for r in roster])
+def fleet_usage(store, environ: Mapping[str, str], fleet_id: int, fresh: bool = True) -> dict:
+    """Every member's usage (deregistered ones included) and the fleet's sum: what is new
+    in the agents' records read first (``fleet usage``, ``fleet budget``), or with
+    ``fresh=False`` the stored totals only (the WebUI, ``fleet watch``), no file read."""
     prices = agent_usage.price_table(environ)
-    reader = reader or agent_usage.TranscriptReader()
+    roster = usage.fleet_members(store, fleet_id)
+    read = refresh(store, fleet_id)[0] if fresh else {}
+    sources = usage.sources(store, [r["member_id"] for r in roster])
+    stored = {} if fresh else usage.stored_totals(store, [r["member_id"] for r in roster])
     total = agent_usage.Usage()
     reports = []
     for record in roster:
-        report = _member_report(store, record, sources.get(record["member_id"]), prices, reader, fleet_id)
+        report = _member_report(record, sources.get(record["member_id"]), prices, read, stored)
         total.merge(report.pop("_usage"))
         report["budget"] = _budget(report, sources.get(record["member_id"]))
         reports.append(report)
@@ -202,15 +287,39 @@ FORCE_HINTS = {
 }
 
 
+def spent(store, environ: Mapping[str, str], member_id: int | None = None, fleet_id: int | None = None) -> dict:
+    """The usage report of one member, or of a whole fleet, from the stored totals: one
+    query (:func:`cafleet.broker.usage.spent_totals`), no agent's file read. A member whose
+    usage was never read (none since the keeper started, or a database from before the
+    stored totals) is read once, at most :data:`GATE_READ_BYTES` over all of them, and its
+    totals stored: the keeper goes on from there (docs/usage.md)."""
+    rows = usage.spent_totals(store, member_id=member_id, fleet_id=fleet_id)
+    total = agent_usage.Usage()
+    unread = []
+    for found_id, agent, totals in rows:
+        if totals is not None:
+            total.merge(_from_stored(totals)[0])
+        elif agent in READ_AGENTS:
+            unread.append(found_id)
+    if unread:
+        if fleet_id is None:
+            from cafleet.broker import members
+
+            fleet_id = members.get_member(store, unread[0])["fleet_id"]
+        for found, _paths, _why in refresh(store, fleet_id, unread, GATE_READ_BYTES)[0].values():
+            total.merge(found)
+    return total.report(agent_usage.price_table(environ))
+
+
 def check_budget(store, environ: Mapping[str, str], member_id: int, budgets: dict, action: str = "send") -> None:
     """Refuse new work for a member over its own budget or its fleet's (the gate,
     :func:`cafleet.delivery.drain.refuse_over_budget`, calls this only when a budget is
-    set: :func:`cafleet.broker.usage.budgets_for_send`). ``action`` names the way the work
-    would reach the member, for the hint."""
+    set: :func:`cafleet.broker.usage.budgets_for_send`), from the stored totals
+    (:func:`spent`). ``action`` names the way the work would reach the member, for the hint."""
     from cafleet.errors import OverBudget
 
     if budgets["member"] is not None:
-        why = over(member_usage(store, environ, member_id), *budgets["member"])
+        why = over(spent(store, environ, member_id=member_id), *budgets["member"])
         if why:
             raise OverBudget(
                 f"member {member_id} is over its budget ({why}); it gets no new work.", FORCE_HINTS[action] + "."
@@ -224,12 +333,13 @@ def check_fleet_budget(
     store, environ: Mapping[str, str], fleet_id: int, budget: tuple | None, action: str = "send"
 ) -> None:
     """Refuse new work in a fleet at or over its budget (``budget``: ``(usd, tokens)``, or
-    None for none set): a send or prompt to one of its members, or a new member."""
+    None for none set): a send or prompt to one of its members, or a new member. From the
+    stored totals (:func:`spent`)."""
     from cafleet.errors import OverBudget
 
     if budget is None:
         return
-    why = over(fleet_usage(store, environ, fleet_id), *budget)
+    why = over(spent(store, environ, fleet_id=fleet_id), *budget)
     if why:
         raise OverBudget(
             f"fleet {fleet_id} is over its budget ({why}); its members get no new work.",

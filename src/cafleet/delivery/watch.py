@@ -98,7 +98,7 @@ class Watcher:
             self.deliverer.on_delivered = self.delivered
         from cafleet.delivery.budget_watch import BudgetWatch
 
-        self.budgets = BudgetWatch(store, environ, fleet_id)  # the over-budget event (docs/usage.md)
+        self.budgets = BudgetWatch(store, environ, fleet_id, reads=not self.keeper_on)  # over-budget (docs/usage.md)
 
     def run(self) -> str:
         """Stream until the fleet is deleted or a signal stops it; returns why it ended.
@@ -184,6 +184,7 @@ class Watcher:
             and notifications.recipients_owed_notifications(self.store, self.fleet_id)
         ):
             found = keepers.ensure(self.store, self.settings.environ, self.settings.db_path, self.fleet_id) or found
+        self.budgets.reads = not found.running  # no keeper reads the usage records: this watch does
         if found.running:
             detail = f"keeper {found.describe()}"
         elif self.keeper_on:

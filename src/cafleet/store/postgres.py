@@ -155,6 +155,14 @@ AUX_TABLES: dict[str, str] = {
         "    budget_tokens BIGINT\n"
         ")"
     ),
+    "cafleet_aux_member_usage_totals": (
+        "CREATE TABLE cafleet_aux_member_usage_totals (\n"
+        "    member_id BIGINT NOT NULL PRIMARY KEY,\n"
+        "    updated_at TEXT NOT NULL,\n"
+        "    totals TEXT NOT NULL,\n"
+        "    state TEXT NOT NULL\n"
+        ")"
+    ),
 }
 
 # What the catalogue must show, as read back by _SHAPE_QUERY (the test suite checks that a
@@ -244,6 +252,12 @@ EXPECTED_AUX_COLUMNS: dict[str, tuple[str, ...]] = {
         "fleet_id bigint NOT NULL",
         "budget_usd double precision",
         "budget_tokens bigint",
+    ),
+    "cafleet_aux_member_usage_totals": (
+        "member_id bigint NOT NULL",
+        "updated_at text NOT NULL",
+        "totals text NOT NULL",
+        "state text NOT NULL",
     ),
 }
 EXPECTED_INDEXES: dict[str, str] = {

@@ -137,6 +137,19 @@ AUX_TABLES: dict[str, str] = {
         "    budget_tokens INTEGER\n"
         ")"
     ),
+    # cafleet_aux_member_usage_totals: each member's usage as last read from its agent's
+    # records (docs/usage.md, "Stored totals"), kept current by the fleet keeper (or `fleet
+    # watch`): the totals by model as JSON, and where each file's reading stopped (its
+    # identity, size and offset) so that the next read parses only what was appended. The
+    # budget gate, the WebUI and `fleet watch` read this row, never the agent's files.
+    "cafleet_aux_member_usage_totals": (
+        "CREATE TABLE cafleet_aux_member_usage_totals (\n"
+        "    member_id INTEGER NOT NULL PRIMARY KEY,\n"
+        "    updated_at TEXT NOT NULL,\n"
+        "    totals TEXT NOT NULL,\n"
+        "    state TEXT NOT NULL\n"
+        ")"
+    ),
 }
 
 

@@ -147,18 +147,14 @@ def fleet_detail(request: Request) -> JSONResponse:
         return JSONResponse(view)
 
 
-_USAGE_READERS: dict = {}  # fleet id -> the transcript reader kept across refreshes (docs/usage.md)
-
-
 def fleet_usage(request: Request) -> JSONResponse:
-    """Tokens and dollars per member and for the fleet, with budgets (``cafleet fleet usage``);
-    the agents' transcripts are read incrementally across requests."""
+    """Tokens and dollars per member and for the fleet, with budgets (``cafleet fleet usage``),
+    from the stored totals the fleet keeper keeps current: no agent's file is read (docs/usage.md)."""
     from cafleet.delivery import usage
 
     fleet_id = parse_id(request.path_params["fleet_id"], "fleet id")
-    reader = _USAGE_READERS.get(fleet_id) or _USAGE_READERS.setdefault(fleet_id, usage.new_reader())
     with request.app.state.pool.borrow() as store:
-        return JSONResponse(usage.fleet_usage(store, request.app.state.config.environ, fleet_id, reader=reader))
+        return JSONResponse(usage.fleet_usage(store, request.app.state.config.environ, fleet_id, fresh=False))
 
 
 def fleet_messages(request: Request) -> JSONResponse:
