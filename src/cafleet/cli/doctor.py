@@ -297,6 +297,28 @@ def keepers_section(ctx) -> dict | None:
     return section
 
 
+def worktrees_section(ctx) -> dict | None:
+    """Members' worktrees that need a hand (docs/worktrees.md): kept for deleted members,
+    unknown to git, or in cafleet's folder without a record; each with the command that
+    cleans it up. Warnings, never a failure: nothing is broken, and each one holds work
+    cafleet would not throw away on its own."""
+    import os
+
+    from cafleet.delivery import worktrees
+
+    try:
+        cwd: str | None = os.getcwd()
+    except OSError:
+        cwd = None
+    try:
+        findings = worktrees.survey(ctx.store(), ctx.environ, cwd)
+    except CafleetError:  # the database section reports it
+        return None
+    if not findings:
+        return None
+    return {"ok": True, "findings": findings}
+
+
 def _mark(ok: bool) -> str:
     return "✓" if ok else "✗"
 
@@ -316,6 +338,9 @@ def doctor(ctx, hosts):
     keeping = keepers_section(ctx) if db["ok"] else None
     if keeping is not None:
         report["keepers"] = keeping
+    trees = worktrees_section(ctx) if db["ok"] else None
+    if trees is not None:
+        report["worktrees"] = trees
 
     def text():
         # Every value is shown through inline: paths and versions a host printed, ssh's
@@ -379,6 +404,10 @@ def doctor(ctx, hosts):
             for entry in keeping["fleets"]:
                 owed = f"; {entry['members_owed']} member(s) owed a preview" if entry["members_owed"] else ""
                 lines.append(f"    {_mark(entry['ok'])} fleet {entry['fleet_id']}: keeper {entry['text']}{owed}")
+        if trees is not None:
+            lines.append("! worktrees:")
+            for finding in trees["findings"]:
+                lines.append(f"    ! {show(finding['detail'])}; clean up: {show(finding['command'])}")
         for section in (mux, db, agents, assets, *([remote] if remote else []), *([keeping] if keeping else [])):
             if not section["ok"] and section.get("fix"):
                 lines.append(f"fix: {show(section['fix'])}")

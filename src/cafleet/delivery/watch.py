@@ -99,6 +99,7 @@ class Watcher:
         from cafleet.delivery.budget_watch import BudgetWatch
 
         self.budgets = BudgetWatch(store, environ, fleet_id)  # the over-budget event (docs/usage.md)
+        self.vanished: set[int] = set()  # members whose vanished worktree was reported
 
     def run(self) -> str:
         """Stream until the fleet is deleted or a signal stops it; returns why it ended.
@@ -120,6 +121,7 @@ class Watcher:
                             self.members_round()
                             self.retry_stale()
                             self.budgets.round(self.emit, event)
+                            self.worktrees_round()
                             self.keeper_round()
                             next_round = time.monotonic() + self.interval
                         due = self.deliverer.round() if self.deliverer is not None else None
@@ -172,6 +174,31 @@ class Watcher:
             self.last_state[member_id] = key
         for gone in set(self.last_state) - set(states):
             del self.last_state[gone]  # deregistered meanwhile: nothing more to report
+
+    def worktrees_round(self) -> None:
+        """A ``worktree`` event, once, for an active member whose worktree folder is gone
+        (one read; none on a database without the worktree table; docs/worktrees.md)."""
+        import os
+
+        from cafleet.broker import worktrees
+
+        for row in worktrees.in_fleet(self.store, self.fleet_id):
+            member_id = row["member_id"]
+            if row["member_status"] != "active" or row["status"] != worktrees.READY:
+                continue
+            if os.path.isdir(row["path"]):
+                self.vanished.discard(member_id)
+            elif member_id not in self.vanished:
+                self.vanished.add(member_id)
+                self.emit(
+                    event(
+                        "worktree",
+                        self.fleet_id,
+                        member_id=member_id,
+                        detail=f"member {member_id}'s worktree {row['path']} (branch {row['branch']}) is gone",
+                        command="cafleet doctor",
+                    )
+                )
 
     def keeper_round(self) -> None:
         """A ``keeper`` event when the keeper's state changed; start one that should run."""

@@ -155,6 +155,25 @@ AUX_TABLES: dict[str, str] = {
         "    budget_tokens BIGINT\n"
         ")"
     ),
+    "cafleet_aux_member_worktrees": (
+        "CREATE TABLE cafleet_aux_member_worktrees (\n"
+        "    member_id BIGINT NOT NULL PRIMARY KEY,\n"
+        "    repo TEXT NOT NULL,\n"
+        "    path TEXT NOT NULL UNIQUE,\n"
+        "    branch TEXT NOT NULL,\n"
+        "    base TEXT NOT NULL,\n"
+        "    base_commit TEXT NOT NULL,\n"
+        "    status TEXT NOT NULL,\n"
+        "    created_at TEXT NOT NULL,\n"
+        "    removed_at TEXT\n"
+        ")"
+    ),
+    "cafleet_aux_fleet_worktrees": (
+        "CREATE TABLE cafleet_aux_fleet_worktrees (\n"
+        "    fleet_id BIGINT NOT NULL PRIMARY KEY,\n"
+        "    worktrees BIGINT NOT NULL\n"
+        ")"
+    ),
 }
 
 # What the catalogue must show, as read back by _SHAPE_QUERY (the test suite checks that a
@@ -245,6 +264,18 @@ EXPECTED_AUX_COLUMNS: dict[str, tuple[str, ...]] = {
         "budget_usd double precision",
         "budget_tokens bigint",
     ),
+    "cafleet_aux_member_worktrees": (
+        "member_id bigint NOT NULL",
+        "repo text NOT NULL",
+        "path text NOT NULL",
+        "branch text NOT NULL",
+        "base text NOT NULL",
+        "base_commit text NOT NULL",
+        "status text NOT NULL",
+        "created_at text NOT NULL",
+        "removed_at text",
+    ),
+    "cafleet_aux_fleet_worktrees": ("fleet_id bigint NOT NULL", "worktrees bigint NOT NULL"),
 }
 EXPECTED_INDEXES: dict[str, str] = {
     "idx_members_fleet_status": "members (fleet_id, status)",
