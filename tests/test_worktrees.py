@@ -326,3 +326,28 @@ def test_doctor_finds_unrecorded_and_moved_worktrees_and_watch_reports_a_vanishe
     [event] = events()
     assert event["member_id"] == a["member_id"]
     assert f"worktree {a['worktree']['path']}" in event["detail"] and "is gone" in event["detail"]
+
+
+def test_the_webui_member_view_shows_the_worktree_and_its_diff_read_only(fleet):
+    import warnings
+
+    from tests.support.web_server import BASE, make_app
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+
+    a = create(fleet, "ann", "--worktree").json()
+    plain = create(fleet, "bob").json()
+    path = Path(a["worktree"]["path"])
+    (path / "README").write_text("one\ntwo\nthree\n")
+    before = git(path, "status", "--porcelain")
+    with TestClient(make_app(fleet.db, dict(fleet.environ)), base_url=BASE) as client:
+        shown = client.get(f"/api/members/{a['member_id']}/diff?fleet_id={fleet.fleet_id}").json()
+        assert shown["worktree"]["path"] == str(path) and shown["worktree"]["branch"] == a["worktree"]["branch"]
+        assert "+three" in shown["diff"] and shown["error"] is None and shown["truncated"] is False
+        none = client.get(f"/api/members/{plain['member_id']}/diff").json()
+        assert none["worktree"] is None and none["diff"] is None
+        assert client.get(f"/api/members/{a['member_id']}/diff?fleet_id={fleet.fleet_id + 1}").status_code == 404
+        assert client.post(f"/api/members/{a['member_id']}/diff").status_code in (405, 415)  # never a write
+    assert git(path, "status", "--porcelain") == before  # read-only: nothing staged, nothing written

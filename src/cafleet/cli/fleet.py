@@ -110,14 +110,10 @@ def delete(ctx, fleet_id, discard_worktree):
         lines += [worktree_line(member_id, tree) for member_id, tree in trees]
         return "\n".join(lines)
 
-    ctx.emit(
-        dict(
-            result,
-            panes=[{"member_id": m, "pane_status": s} for m, s in closed],
-            worktrees=[dict(tree, member_id=m) for m, tree in trees],
-        ),
-        text,
-    )
+    record = dict(result, panes=[{"member_id": m, "pane_status": s} for m, s in closed])
+    if trees:  # only a fleet whose members had worktrees says what became of them
+        record["worktrees"] = [dict(tree, member_id=m) for m, tree in trees]
+    ctx.emit(record, text)
 
 
 def keeper_text(keeper, environ) -> str:

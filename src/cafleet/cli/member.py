@@ -198,7 +198,10 @@ def delete(ctx, member_id, discard_worktree):
             lines.append(worktree_line(member_id, tree))
         return "\n".join(lines)
 
-    ctx.emit({"member_id": member_id, "pane_status": status, "worktree": tree}, text)
+    record = {"member_id": member_id, "pane_status": status}
+    if tree is not None:  # a member without a worktree: the record as before worktrees existed
+        record["worktree"] = tree
+    ctx.emit(record, text)
 
 
 def worktree_line(member_id: int, tree: dict) -> str:
