@@ -256,9 +256,16 @@ def test_fleet_delete_keeps_what_would_be_lost(fleet):
     assert doctor[0]["command"].startswith(f"cafleet member delete {a['member_id']}")
 
 
-def test_a_creation_killed_after_git_worktree_add_is_recorded_and_cleaned_up(fleet, tmp_path):
+@pytest.mark.parametrize(
+    "point, made, kind",
+    [("create.worktree_recorded", False, "unknown_to_git"), ("create.worktree_added", True, "unfinished")],
+)
+def test_a_creation_killed_around_git_worktree_add_leaves_nothing_unrecorded(fleet, tmp_path, point, made, kind):
+    """Killed after the record and before git made the worktree, or after git made it and
+    before the pane: the record names it either way, doctor reports it, and one
+    ``member delete`` cleans it all up."""
     marker = tmp_path / "paused.txt"
-    environ = dict(fleet.environ, CAFLEET_TEST_PAUSE_AT="create.worktree_added", CAFLEET_TEST_PAUSE_FILE=str(marker))
+    environ = dict(fleet.environ, CAFLEET_TEST_PAUSE_AT=point, CAFLEET_TEST_PAUSE_FILE=str(marker))
     proc = subprocess.Popen(
         [sys.executable, "-m", "cafleet", *create_args(fleet, "ann"), "--coding-agent", "standin", "--worktree"],
         env=environ,
@@ -267,18 +274,20 @@ def test_a_creation_killed_after_git_worktree_add_is_recorded_and_cleaned_up(fle
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_for(lambda: marker.exists() and marker.read_text() == "paused create.worktree_added\n", timeout=30)
+        wait_for(lambda: marker.exists() and marker.read_text() == f"paused {point}\n", timeout=30)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     [(member_id, path, branch, status)] = worktree_rows(fleet)
-    assert status == "adding" and Path(path).is_dir()  # git made it, and the record names it
+    assert status == "adding" and Path(path).is_dir() is made
+    assert (branch in branches(fleet.repo)) is made
     found = run(fleet, "doctor", "--json").json()["worktrees"]["findings"]
-    assert [(f["kind"], f["member_id"], f["path"]) for f in found] == [("unfinished", member_id, path)]
+    assert [(f["kind"], f["member_id"], f["path"]) for f in found] == [(kind, member_id, path)]
     deleted = run(fleet, "member", "delete", str(member_id), "--json")
     assert deleted.code == 0 and deleted.json()["worktree"]["status"] == "removed", deleted
     assert not Path(path).exists() and branch not in branches(fleet.repo)
     assert "worktrees" not in run(fleet, "doctor", "--json").json()
+    assert fleet.member_count() == 1
 
 
 def test_doctor_finds_unrecorded_and_moved_worktrees_and_watch_reports_a_vanished_one(fleet, tmp_path):
