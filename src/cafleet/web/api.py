@@ -206,8 +206,8 @@ def member_diff(request: Request) -> JSONResponse:
         if fleet_id is not None and member["fleet_id"] != fleet_id:
             raise ApiError(404, f"member {member_id} is not in fleet {fleet_id}")
         row = worktree_records.get(store, member_id)
-        out = {"member_id": member_id, "worktree": worktree_records.public(row), "diff": None, "truncated": False}
-        out["error"] = None
+        out: dict = {"member_id": member_id, "worktree": worktree_records.public(row), "diff": None}
+        out.update(truncated=False, error=None)
         if row is not None:
             try:
                 text = worktrees.diff(store, request.app.state.config.environ, member_id, stat=False)["diff"]
