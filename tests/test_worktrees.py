@@ -155,8 +155,8 @@ def test_refusals_write_nothing(fleet, tmp_path):
     assert result.code == 2 and "not a valid git branch name" in result.err, result
     result = create(fleet, "ann", "--branch", "x")
     assert result.code == 2 and "add --worktree" in result.err, result
-    result = create(fleet, "ann", "--worktree", "--host", "nowhere.invalid")
-    assert result.code == 1 and "cannot have a worktree yet" in result.err, result
+    result = create(fleet, "ann", "--worktree", "--repo", str(fleet.repo))
+    assert result.code == 2 and "needs --worktree and --host" in result.err, result
     result = create(fleet, "ann", "--worktree", "--no-worktree")
     assert result.code == 2, result
     inside = dict(fleet.environ, CAFLEET_WORKTREE_DIR=str(fleet.repo / "trees"))
@@ -360,3 +360,57 @@ def test_the_webui_member_view_shows_the_worktree_and_its_diff_read_only(fleet):
         assert client.get(f"/api/members/{a['member_id']}/diff?fleet_id={fleet.fleet_id + 1}").status_code == 404
         assert client.post(f"/api/members/{a['member_id']}/diff").status_code in (405, 415)  # never a write
     assert git(path, "status", "--porcelain") == before  # read-only: nothing staged, nothing written
+
+
+@pytest.fixture
+def remote(env, tmp_path, monkeypatch):
+    """(fleet, host): a live local fleet, a reachable host (a real sshd on 127.0.0.1, with a
+    HOME of its own) and the repository at the same path "there" (the host is this machine)."""
+    from tests.support.remote_fleet import fleet_with_hosts, short_directory
+
+    gitconfig = tmp_path / "gitconfig"
+    gitconfig.write_text("[user]\n\tname = Test\n\temail = test@example.invalid\n[init]\n\tdefaultBranch = main\n")
+    for key, value in {"GIT_CONFIG_GLOBAL": str(gitconfig), "GIT_CONFIG_NOSYSTEM": "1"}.items():
+        env[key] = value
+        monkeypatch.setenv(key, value)
+    with short_directory() as short_dir:
+        with fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (pane_fleet, [host]):
+            repo = tmp_path / "repo"
+            repo.mkdir()
+            git(repo, "init", "--quiet")
+            (repo / "README").write_text("one\n")
+            git(repo, "add", "README")
+            git(repo, "commit", "--quiet", "-m", "first")
+            pane_fleet.repo = repo
+            yield pane_fleet, host
+
+
+@pytest.mark.stores("sqlite")
+def test_a_worktree_on_another_host_follows_the_same_rules_over_ssh(remote, tmp_path):
+    fleet, host = remote
+    made = create(fleet, "far", "--worktree", "--host", host.alias)
+    assert made.code == 0, made
+    record = made.json()
+    tree = record["worktree"]
+    assert tree["host"] == host.alias
+    assert tree["path"].startswith(str(host.remote_home) + "/.local/share/cafleet/worktrees/")  # the host's own folder
+    pid = int(host.remote_tmux("display-message", "-p", "-t", record["pane_id"], "#{pane_pid}").strip())
+    assert os.readlink(f"/proc/{pid}/cwd") == tree["path"]  # its agent runs in the worktree there
+    (Path(tree["path"]) / "far.txt").write_text("far work\n")
+    shown = run(fleet, "member", "diff", str(record["member_id"]))
+    assert shown.code == 0 and "+far work" in shown.out, shown
+    kept = run(fleet, "member", "delete", str(record["member_id"]), "--json")
+    assert kept.code == 0 and kept.json()["worktree"]["lost"] == ["1 uncommitted change(s)"], kept
+    assert (Path(tree["path"]) / "far.txt").read_text() == "far work\n"
+    found = run(fleet, "doctor", "--json").json()["worktrees"]["findings"]
+    assert [(f["kind"], f["host"]) for f in found] == [("member_gone", host.alias)]
+    gone = run(fleet, "member", "delete", str(record["member_id"]), "--discard-worktree", "--json")
+    assert gone.code == 0 and gone.json()["worktree"]["status"] == "removed", gone
+    assert not Path(tree["path"]).exists() and tree["branch"] not in branches(fleet.repo)
+    # the repository at another path there (--repo), from a Director outside any repository
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    made = create(fleet, "far2", "--worktree", "--host", host.alias, "--repo", str(fleet.repo), cwd=elsewhere)
+    assert made.code == 0 and made.json()["worktree"]["base"] == "main", made
+    refused = create(fleet, "far3", "--worktree", "--host", host.alias, cwd=elsewhere)
+    assert refused.code == 1 and f"{elsewhere} on host {host.alias} is not" in refused.err, refused

@@ -16,7 +16,7 @@ from cafleet import clock
 
 TABLE = "cafleet_aux_member_worktrees"
 FLEET_TABLE = "cafleet_aux_fleet_worktrees"
-COLUMNS = ("member_id", "repo", "path", "branch", "base", "base_commit", "status", "created_at", "removed_at")
+COLUMNS = ("member_id", "repo", "path", "branch", "base", "base_commit", "status", "created_at", "removed_at", "host")
 ADDING, READY, KEPT, REMOVED = "adding", "ready", "kept", "removed"
 
 
@@ -24,7 +24,9 @@ def has_table(store, name: str = TABLE) -> bool:
     return bool(store.tables_present([name]))
 
 
-def record(store, member_id: int, *, repo: str, path: str, branch: str, base: str, base_commit: str) -> None:
+def record(
+    store, member_id: int, *, repo: str, path: str, branch: str, base: str, base_commit: str, host: str | None = None
+) -> None:
     """Record the worktree about to be added for ``member_id`` (status ``adding``). A path
     some member ever had is refused by the table's UNIQUE constraint; the caller checks
     first, so that is only a race with another creation."""
@@ -37,7 +39,7 @@ def record(store, member_id: int, *, repo: str, path: str, branch: str, base: st
             raise Conflict(f"the worktree path {path} was member {taken[0]}'s; a worktree is never reused.")
         store.execute(
             f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
-            (member_id, repo, path, branch, base, base_commit, ADDING, clock.now(), None),
+            (member_id, repo, path, branch, base, base_commit, ADDING, clock.now(), None, host),
         )
 
 
@@ -49,19 +51,12 @@ def set_status(store, member_id: int, status: str) -> None:
         )
 
 
-def path_taken(store, path: str) -> int | None:
-    """The member whose worktree ``path`` is or was, or None."""
-    if not has_table(store):
-        return None
-    row = store.execute(f"SELECT member_id FROM {TABLE} WHERE path = ?", (path,)).fetchone()
-    return None if row is None else row[0]
-
-
 def public(row: dict | None) -> dict | None:
     """The form ``member show``/``list`` and the WebUI give a worktree row."""
     if row is None:
         return None
-    return {key: row[key] for key in ("path", "branch", "base", "base_commit", "status", "created_at", "removed_at")}
+    keys = ("path", "branch", "base", "base_commit", "status", "created_at", "removed_at", "host")
+    return {key: row[key] for key in keys}
 
 
 def _row(row) -> dict:
@@ -111,9 +106,10 @@ def outstanding(store) -> list[dict]:
 
 
 def all_paths(store) -> set[str]:
+    """Every path a worktree of this machine (no host) ever had."""
     if not has_table(store):
         return set()
-    return {row[0] for row in store.execute(f"SELECT path FROM {TABLE}").fetchall()}
+    return {row[0] for row in store.execute(f"SELECT path FROM {TABLE} WHERE host IS NULL").fetchall()}
 
 
 def set_fleet_default(store, fleet_id: int, worktrees: bool) -> None:

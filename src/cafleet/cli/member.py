@@ -139,6 +139,7 @@ def create(
     no_worktree,
     branch,
     base,
+    repo,
     text,
     file,
 ):
@@ -172,6 +173,7 @@ def create(
         worktree=True if worktree else (False if no_worktree else None),
         branch=branch,
         base=base,
+        repo=repo,
     )
     where = f" on host {render.inline(host)}" if host else ""
     tree = record.get("worktree")

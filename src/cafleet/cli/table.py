@@ -258,6 +258,13 @@ COMMANDS = [
                 help="with --worktree: where the branch starts",
                 default_text="the current HEAD",
             ),
+            Param(
+                "repo",
+                "--repo",
+                metavar="PATH",
+                help="with --worktree --host: the repository's path on that host",
+                default_text="the current directory's path",
+            ),
             *_body_params("the spawn prompt; {fleet_id} {member_id} {director_member_id} {coding_agent} are filled in"),
         ),
         body=True,

@@ -291,6 +291,7 @@ def create_member(
     worktree: bool | None = None,
     branch: str | None = None,
     base: str | None = None,
+    repo: str | None = None,
 ) -> dict:
     """Member creation: pending registration, spawn prompt, split a pane, record it under the lock.
 
@@ -306,7 +307,6 @@ def create_member(
     With ``host``, the pane is a new tmux session on that host, over SSH
     (:func:`_create_remote`).
     """
-    import os
 
     from cafleet.agents import backends
     from cafleet.agents.prompt import check_template, render_spawn_prompt
@@ -351,12 +351,17 @@ def create_member(
         worktree = worktree_records.fleet_default(store, fleet_id)
     if not worktree and (branch is not None or base is not None):
         raise UsageError("--branch and --base choose the member's worktree; add --worktree.")
-    if worktree and host is not None:
-        raise CafleetError(
-            "a member on another host cannot have a worktree yet (--worktree with --host); "
-            "leave out --host, or pass --no-worktree in a fleet created with --worktrees."
-        )
+    if repo is not None and not (worktree and host is not None):
+        raise UsageError("--repo names the repository on another host; it needs --worktree and --host.")
+    if repo is not None and not repo.startswith("/"):
+        raise UsageError(f"--repo must be an absolute path on the host, got {repo!r}.")
     if host is not None:
+        plan = None
+        if worktree:
+            from cafleet.delivery import worktrees
+
+            where = repo or _cwd()  # the repository at the same path there, or the path given
+            plan = worktrees.plan(environ, where, fleet_id, branch, base, host=host)
         return _create_remote(
             store,
             environ,
@@ -370,15 +375,10 @@ def create_member(
             model=model,
             effort=effort,
             prompt=prompt,
+            plan=plan,
         )
     backends.find_binary(agent, environ)
-    try:
-        cwd = os.getcwd()  # the new pane starts here; a deleted directory is refused before any write
-    except OSError:
-        raise CafleetError(
-            "the current directory no longer exists, so the new pane has nowhere to start; "
-            "cd to an existing directory and retry."
-        ) from None
+    cwd = _cwd()  # the new pane starts here; a deleted directory is refused before any write
 
     plan = None
     if worktree:
@@ -443,6 +443,18 @@ def create_member(
     if added is not None:
         out["worktree"] = added
     return out
+
+
+def _cwd() -> str:
+    import os
+
+    try:
+        return os.getcwd()
+    except OSError:
+        raise CafleetError(
+            "the current directory no longer exists, so the new pane has nowhere to start; "
+            "cd to an existing directory and retry."
+        ) from None
 
 
 def _release_after_failure(store, environ, member_id: int) -> str:
@@ -538,10 +550,12 @@ def _create_remote(
     model,
     effort,
     prompt: str,
+    plan=None,
 ) -> dict:
     """A member on another host: check that the host answers and has tmux and the agent,
     register it pending (session ``ssh://<host>/``), open a detached tmux session of its
-    own on the host's ``-L cafleet`` server, and record the session, window and pane."""
+    own on the host's ``-L cafleet`` server, and record the session, window and pane.
+    With ``plan`` (``--worktree``), the session starts in the member's new worktree there."""
     from cafleet.agents import backends
     from cafleet.agents.prompt import render_spawn_prompt
     from cafleet.mux.ssh import Ssh, join_session
@@ -569,7 +583,12 @@ def _create_remote(
     pause_point("create.registered")
     mux = Tmux(None, remote=ssh, label=REMOTE_SERVER)
     pane_id = None
+    added = None
     try:
+        if plan is not None:
+            from cafleet.delivery import worktrees
+
+            added = worktrees.add(store, environ, plan, fleet_id, member_id, name)
         text = render_spawn_prompt(
             prompt, fleet_id=fleet_id, member_id=member_id, director_member_id=director["member_id"], coding_agent=agent
         )
@@ -577,7 +596,10 @@ def _create_remote(
             agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id
         )
         session, window_id, pane_id, identity = mux.new_session(
-            argv, env=remote_pane_env(environ, database, host, fleet_id, member_id), window_name=f"cafleet-{member_id}"
+            argv,
+            env=remote_pane_env(environ, database, host, fleet_id, member_id),
+            window_name=f"cafleet-{member_id}",
+            cwd=added["path"] if added else None,
         )
         mux.socket = session.partition("@")[2]  # from now on, exactly the server that holds the pane
         pause_point("create.split")
@@ -586,8 +608,11 @@ def _create_remote(
         pause_point("create.patched")
     except BaseException as error:
         closed = None if pane_id is not None else _close_started_session(ssh, member_id, database)
-        raise CreateFailed(_compensate(store, mux, member_id, pane_id, error, closed)) from None
-    return {
+        message = _compensate(store, mux, member_id, pane_id, error, closed)
+        if plan is not None:
+            message = message[:-1] + _release_after_failure(store, environ, member_id) + "."
+        raise CreateFailed(message) from None
+    out = {
         "member_id": member_id,
         "fleet_id": fleet_id,
         "name": name,
@@ -596,6 +621,9 @@ def _create_remote(
         "pane_id": pane_id,
         "host": host,
     }
+    if added is not None:
+        out["worktree"] = added
+    return out
 
 
 # Closes the sessions of cafleet's server on the host ($1) whose environment is the one

@@ -184,8 +184,8 @@ class Watcher:
 
         for row in worktrees.in_fleet(self.store, self.fleet_id):
             member_id = row["member_id"]
-            if row["member_status"] != "active" or row["status"] != worktrees.READY:
-                continue
+            if row["member_status"] != "active" or row["status"] != worktrees.READY or row["host"] is not None:
+                continue  # a worktree on another host is not looked at every round (`cafleet doctor` does)
             if os.path.isdir(row["path"]):
                 self.vanished.discard(member_id)
             elif member_id not in self.vanished:

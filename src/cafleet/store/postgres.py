@@ -165,7 +165,8 @@ AUX_TABLES: dict[str, str] = {
         "    base_commit TEXT NOT NULL,\n"
         "    status TEXT NOT NULL,\n"
         "    created_at TEXT NOT NULL,\n"
-        "    removed_at TEXT\n"
+        "    removed_at TEXT,\n"
+        "    host TEXT\n"
         ")"
     ),
     "cafleet_aux_fleet_worktrees": (
@@ -274,6 +275,7 @@ EXPECTED_AUX_COLUMNS: dict[str, tuple[str, ...]] = {
         "status text NOT NULL",
         "created_at text NOT NULL",
         "removed_at text",
+        "host text",
     ),
     "cafleet_aux_fleet_worktrees": ("fleet_id bigint NOT NULL", "worktrees bigint NOT NULL"),
 }
