@@ -51,7 +51,8 @@ def test_a_real_member_in_its_worktree_is_not_blocked_by_a_trust_dialog(agent, t
         path = record["worktree"]["path"]
         assert not path.startswith(str(fleet.workdir) + os.sep)  # outside the trusted repository
         fleet.check_pinned(record["pane_id"], agent)
-        fleet.api.wait(lambda _: len(fleet.api.turns()) > turns, START_TIMEOUT)  # its spawn prompt was answered
+        # its spawn prompt reached the model: nothing blocked it (wait returns falsy on its timeout)
+        assert fleet.api.wait(lambda _: len(fleet.api.turns()) > turns, START_TIMEOUT), fleet.capture(record["pane_id"])
         shown = fleet.wait_screen(
             record["pane_id"], lambda s: composer_empty(agent, s), START_TIMEOUT, f"{agent}'s composer"
         )
