@@ -312,27 +312,32 @@ def test_doctor_finds_unrecorded_and_moved_worktrees_and_watch_reports_a_vanishe
     out = tmp_path / "watch.jsonl"
     with out.open("wb") as sink:
         watch = subprocess.Popen(
-            [sys.executable, "-m", "cafleet", "fleet", "watch", str(fleet.fleet_id), "--json", "--interval", "0.2"],
+            [sys.executable, "-m", "cafleet", "fleet", "watch", str(fleet.fleet_id), "--json", "--interval", "0.2"]
+            + ["--idle-after", "0.2"],
             env=dict(fleet.environ),
             cwd=fleet.repo,
             stdout=sink,
             stderr=subprocess.DEVNULL,
         )
 
-        def events() -> list[dict]:
+        def events(kind: str = "worktree") -> list[dict]:
             lines = out.read_text(encoding="utf-8").splitlines()
             return [
                 e
                 for e in map(json.loads, lines[:-1] if lines and not lines[-1].endswith("}") else lines)
-                if e["event"] == "worktree"
+                if e["event"] == kind
             ]
 
         try:
             wait_for(events, timeout=30, what="the watch's worktree event")
+            # and a member's own events say where it works
+            [silent] = wait_for(lambda: events("silent"), timeout=30, what="the member's silent event")
         finally:
             watch.send_signal(signal.SIGTERM)
             watch.wait(timeout=30)
     [event] = events()
+    assert silent["member_id"] == a["member_id"]
+    assert silent["worktree"] == {"path": a["worktree"]["path"], "branch": a["worktree"]["branch"], "host": None}
     assert event["member_id"] == a["member_id"]
     assert f"worktree {a['worktree']['path']}" in event["detail"] and "is gone" in event["detail"]
 

@@ -156,21 +156,25 @@ class Watcher:
             )
 
     def members_round(self) -> None:
+        from cafleet.broker import worktrees
+
         states = supervision.fleet_states(self.store, self.fleet_id, self.pool, self.idle_after)
+        trees = {row["member_id"]: row for row in worktrees.in_fleet(self.store, self.fleet_id)} if states else {}
         for member_id, (state, detail) in states.items():
             # An idle episode is named by the activity it follows, so activity and a new
             # episode that both fall between two rounds still give a new idle event.
             key = (state, activity.last_activity(self.store, member_id)) if state == supervision.IDLE else state
             if state in ACTIONS and self.last_state.get(member_id) != key:
-                self.emit(
-                    event(
-                        state,
-                        self.fleet_id,
-                        member_id=member_id,
-                        detail=detail,
-                        command=ACTIONS[state].format(member_id=member_id),
-                    )
+                found = event(
+                    state,
+                    self.fleet_id,
+                    member_id=member_id,
+                    detail=detail,
+                    command=ACTIONS[state].format(member_id=member_id),
                 )
+                if member_id in trees:  # where the member works (docs/worktrees.md)
+                    found["worktree"] = {k: trees[member_id][k] for k in ("path", "branch", "host")}
+                self.emit(found)
             self.last_state[member_id] = key
         for gone in set(self.last_state) - set(states):
             del self.last_state[gone]  # deregistered meanwhile: nothing more to report
