@@ -542,6 +542,39 @@ def test_codex_usage_is_summed_exactly_per_member_in_one_cwd(codex_fleet):
     assert (whole["calls"], whole["tokens"]["input"]) == (2, 1000 * (first + second) + 2)
 
 
+def test_a_rule_doctor_reports_really_stops_the_member(codex_fleet):
+    """A codex rules file that forbids `cafleet message ack` beside cafleet's own allow rule:
+    `cafleet doctor` reports it before the spawn, and the real codex refuses the ACK
+    (docs/agents.md, "Permission rules that silence members"); a prompt rule on a command
+    members do not run is not reported."""
+    rules = Path(os.environ["CODEX_HOME"]) / "rules" / "team.rules"
+    rules.write_text(
+        'prefix_rule(pattern = ["cafleet", "message", "ack"], decision = "forbidden")\n'
+        'prefix_rule(pattern = ["cafleet", "member", "delete"], decision = "prompt")\n',
+        encoding="utf-8",
+    )
+    doctor = codex_fleet.fleet.cafleet("doctor", "--json")
+    found = doctor.json()["member_permissions"]["findings"]
+    assert [(f["coding_agent"], f["path"], f["commands"]) for f in found] == [("codex", str(rules), ["ack"])]
+    assert doctor.code == 1
+    member = codex_fleet.create()
+    codex_fleet.api.script = ack_script
+    sent = codex_fleet.send(member, "ack this one")
+    assert sent.code == 0, sent
+    message_id = codex_fleet.fleet.query("SELECT MAX(message_id) FROM messages")[0][0]
+
+    def tool_output():
+        for request in codex_fleet.api.turns():
+            if last_input(request).get("type") == "function_call_output":
+                return last_input(request)["output"]
+        return None
+
+    output = wait_for(tool_output, timeout=TURN_TIMEOUT, what="codex to return the tool's outcome to the model")
+    assert "policy forbids commands starting with `cafleet message ack`" in output, output
+    state = codex_fleet.fleet.query("SELECT status_state FROM messages WHERE message_id = ?", message_id)[0][0]
+    assert state != "completed", output
+
+
 def test_a_member_in_its_worktree_is_not_blocked_by_the_trust_dialog(codex_fleet, tmp_path):
     """The user trusts the repository (``[projects."<repo>"] trust_level = "trusted"``),
     never the member's worktree outside it: codex still starts straight into its composer

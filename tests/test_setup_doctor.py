@@ -70,13 +70,14 @@ def test_setup_unknown_agent_is_usage_error(cli):
     )
 
 
-def test_doctor_broken_environment(cli, env, tmp_path):
+def test_doctor_broken_environment(cli, env, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no agent settings here
     bad = tmp_path / "bad.db"
     bad.write_text("not a database")
     result = cli("doctor", "--json", environ=dict(env, CAFLEET_DATABASE_URL=str(bad), PATH=str(tmp_path / "empty")))
     assert result.code == 1
     report = result.json()
-    assert set(report) == {"multiplexer", "database", "coding_agents", "assets"}
+    assert set(report) == {"multiplexer", "database", "coding_agents", "assets", "member_permissions"}
     assert report["multiplexer"]["ok"] is False
     assert report["database"]["ok"] is False and "is not a SQLite database" in report["database"]["error"]
     assert report["coding_agents"]["ok"] is False
@@ -86,7 +87,8 @@ def test_doctor_broken_environment(cli, env, tmp_path):
     assert "fix: install Claude Code, Codex CLI or opencode so that its command is on PATH" in text
 
 
-def test_doctor_healthy_environment(cli, env, tmp_path, tmux_server):
+def test_doctor_healthy_environment(cli, env, tmp_path, tmux_server, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no agent settings here
     bin_dir = tmp_path / "bin"
     fake_agent(bin_dir, "claude", "2.1.0 (Claude Code)")
     pane = tmux_server.new_pane(["sleep", "300"])
@@ -102,3 +104,4 @@ def test_doctor_healthy_environment(cli, env, tmp_path, tmux_server):
     assert lines[1].startswith("✓ database: ") and lines[1].endswith("(current format (schema 1))")
     assert f"    ✓ claude: {bin_dir / 'claude'} (2.1.0 (Claude Code))" in lines
     assert f"    ✓ claude: {Path(env['HOME']) / '.claude/skills/cafleet'} (current)" in lines
+    assert "✓ member permissions: no rule stops `cafleet message` for members started here" in lines

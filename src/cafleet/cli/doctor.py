@@ -1,10 +1,14 @@
-"""`cafleet doctor`: four sections — multiplexer, database, coding agents, assets — each
-✓/✗ with a one-line fix, a fifth, hosts, when members live on other hosts (or ``--host``
+"""`cafleet doctor`: five sections — multiplexer, database, coding agents, assets, member
+permissions (rules in the agents' settings that would stop members' ``cafleet message``
+commands) — each ✓/✗ with a one-line fix, a sixth, hosts, when members live on other hosts (or ``--host``
 names some): each host's reachability over SSH, its tmux and its coding agents, and a
-sixth, keepers, when there are live fleets: whether each one's keeper runs (pid, since).
-Exit 0 when every section is healthy, 1 otherwise."""
+seventh, keepers, when there are live fleets: whether each one's keeper runs (pid, since),
+and warnings about members' git worktrees when some need a hand (docs/worktrees.md).
+Exit 0 when every section is healthy, 1 otherwise (the worktree warnings never fail it)."""
 
 from __future__ import annotations
+
+import os
 
 from cafleet.errors import CafleetError, ExitCode
 
@@ -188,6 +192,25 @@ def assets_section(environ, agents_found: list[str]) -> dict:
     return section
 
 
+def permissions_section(environ) -> dict:
+    """Rules in the coding agents' settings that would stop members' ``cafleet message``
+    commands (:mod:`cafleet.agents.permissions`), for members started here."""
+    from cafleet.agents.permissions import findings
+
+    try:
+        cwd = os.getcwd()
+    except OSError as error:
+        return {"ok": False, "findings": [], "error": f"the working directory cannot be read ({error})"}
+    found = [f.as_dict() for f in findings(environ, cwd)]
+    section: dict = {"ok": not found, "directory": cwd, "findings": found}
+    if found:
+        section["fix"] = (
+            "remove or narrow the rules above (or fix the files), or members started here cannot "
+            "read or send their messages"
+        )
+    return section
+
+
 _HOST_PROBE = (
     'for p; do printf "%s\\t%s\\n" "$p" "$(command -v "$p" 2>/dev/null)"; done; '
     'printf "tmux -V\\t%s\\n" "$(tmux -V 2>/dev/null)"'
@@ -331,7 +354,14 @@ def doctor(ctx, hosts):
     agents = coding_agents_section(ctx.environ)
     found = [name for name, entry in agents["agents"].items() if entry["found"]]
     assets = assets_section(ctx.environ, found)
-    report = {"multiplexer": mux, "database": db, "coding_agents": agents, "assets": assets}
+    permissions = permissions_section(ctx.environ)
+    report = {
+        "multiplexer": mux,
+        "database": db,
+        "coding_agents": agents,
+        "assets": assets,
+        "member_permissions": permissions,
+    }
     remote = hosts_section(ctx, hosts) if db["ok"] or hosts else None
     if remote is not None:
         report["hosts"] = remote
@@ -384,6 +414,18 @@ def doctor(ctx, hosts):
                 lines.append(
                     f"    {_mark(target['current'])} {target['coding_agent']}: {show(target['path'])} ({state})"
                 )
+        if "error" in permissions:
+            lines.append(f"✗ member permissions: {show(permissions['error'])}")
+        elif not permissions["findings"]:
+            lines.append("✓ member permissions: no rule stops `cafleet message` for members started here")
+        else:
+            lines.append(f"✗ member permissions (members started in {show(permissions['directory'])}):")
+            for item in permissions["findings"]:
+                rule = f" {show(item['rule'])}" if item["rule"] else ""
+                stops = f" ({', '.join(item['commands'])})" if item["commands"] else ""
+                lines.append(
+                    f"    ✗ {item['coding_agent']}: {show(item['path'])}:{rule} {show(item['problem'])}{stops}"
+                )
         for entry in (remote or {}).get("hosts", []):
             host = show(entry["host"])
             if not entry["reachable"]:
@@ -408,7 +450,15 @@ def doctor(ctx, hosts):
             lines.append("! worktrees:")
             for finding in trees["findings"]:
                 lines.append(f"    ! {show(finding['detail'])}; clean up: {show(finding['command'])}")
-        for section in (mux, db, agents, assets, *([remote] if remote else []), *([keeping] if keeping else [])):
+        for section in (
+            mux,
+            db,
+            agents,
+            assets,
+            permissions,
+            *([remote] if remote else []),
+            *([keeping] if keeping else []),
+        ):
             if not section["ok"] and section.get("fix"):
                 lines.append(f"fix: {show(section['fix'])}")
         return "\n".join(lines)

@@ -421,7 +421,7 @@ COMMANDS = [
         "doctor",
         None,
         "cafleet.cli.doctor:doctor",
-        "Diagnose multiplexer and calling pane, database file, coding agents and installed assets.",
+        "Diagnose multiplexer and calling pane, database file, coding agents, installed assets and the permission rules that would stop members.",
         (
             Param(
                 "hosts",
