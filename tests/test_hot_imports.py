@@ -174,8 +174,9 @@ def test_hot_commands_import_only_their_allowlist(env, tmp_path, fleet):
         (["message", "show", "1"], MESSAGE),
         (["message", "wait", m2, "--timeout", "0"], WAIT),
         (["message", "ack", "1"], MESSAGE),
-        (["member", "list", f], MEMBER | {"cafleet.broker.usage"}),  # which members have a budget
-        (["member", "show", m1], MEMBER),
+        # which members have a budget, and a worktree (docs/worktrees.md)
+        (["member", "list", f], MEMBER | {"cafleet.broker.usage", "cafleet.broker.worktrees"}),
+        (["member", "show", m1], MEMBER | {"cafleet.broker.worktrees"}),
         (["fleet", "list"], FLEET),
     ]
     strays = {}

@@ -45,6 +45,9 @@ TABLES = {
     "cafleet_aux_fleet_budgets": "cafleet_aux_fleet_budgets",
     "t": "cafleet_aux_member_usage_totals",
     "cafleet_aux_member_usage_totals": "cafleet_aux_member_usage_totals",
+    "w": "cafleet_aux_member_worktrees",
+    "cafleet_aux_member_worktrees": "cafleet_aux_member_worktrees",
+    "cafleet_aux_fleet_worktrees": "cafleet_aux_fleet_worktrees",
 }
 # Where a plan may read something other than one row or one index slice by equality:
 ALLOWED = {

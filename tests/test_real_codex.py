@@ -573,3 +573,37 @@ def test_a_rule_doctor_reports_really_stops_the_member(codex_fleet):
     assert "policy forbids commands starting with `cafleet message ack`" in output, output
     state = codex_fleet.fleet.query("SELECT status_state FROM messages WHERE message_id = ?", message_id)[0][0]
     assert state != "completed", output
+
+
+def test_a_member_in_its_worktree_is_not_blocked_by_the_trust_dialog(codex_fleet, tmp_path):
+    """The user trusts the repository (``[projects."<repo>"] trust_level = "trusted"``),
+    never the member's worktree outside it: codex still starts straight into its composer
+    there and answers its spawn prompt (docs/agents.md, docs/worktrees.md)."""
+    fleet = codex_fleet.fleet
+    gitconfig = tmp_path / "gitconfig"
+    gitconfig.write_text("[user]\n\tname = Test\n\temail = test@example.invalid\n")
+    fleet.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
+    for args in (["init", "--quiet", "-b", "main"], ["commit", "--quiet", "--allow-empty", "-m", "first"]):
+        subprocess.run(["git", *args], cwd=codex_fleet.workdir, env=fleet.environ, check=True, timeout=60)
+    result = fleet.cafleet(
+        "member",
+        "create",
+        "--fleet-id",
+        str(fleet.fleet_id),
+        "--name",
+        "tree",
+        "--description",
+        "codex in its worktree",
+        "--coding-agent",
+        "codex",
+        "--worktree",
+        "--json",
+        "Wait for messages from your Director.",
+    )
+    assert result.code == 0, result
+    record = result.json()
+    assert not record["worktree"]["path"].startswith(str(codex_fleet.workdir) + os.sep)
+    shown = codex_fleet.wait_idle(record["member_id"])
+    assert "trust" not in shown.lower(), shown
+    pid = int(fleet.server.run("display-message", "-p", "-t", record["pane_id"], "#{pane_pid}").strip())
+    assert os.readlink(f"/proc/{pid}/cwd") == record["worktree"]["path"]

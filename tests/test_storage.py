@@ -69,10 +69,10 @@ def test_auxiliaries_come_when_first_needed_and_the_file_passes_the_fast_diagnos
     db_path, build, store, monkeypatch
 ):
     """The pending index with the first fleet, the usage tables (sources and stored totals)
-    with the first recorded source, the budget table with the first fleet budget, each in a
-    transaction of its own;
+    with the first recorded source, the budget table with the first fleet budget, the
+    worktree tables with the first worktree and fleet default, each in a transaction of its own;
     a file with all, some or none of them opens through the fast diagnosis."""
-    from cafleet.broker import usage
+    from cafleet.broker import usage, worktrees
     from cafleet.store import diagnosis
 
     def detailed(*args):
@@ -96,6 +96,14 @@ def test_auxiliaries_come_when_first_needed_and_the_file_passes_the_fast_diagnos
         "cafleet_aux_member_usage_totals",
     }
     usage.set_fleet_budget(store, fleet_id, None, 100)
+    assert added() == {
+        "idx_cafleet_aux_messages_pending",
+        usage.TABLE,
+        "cafleet_aux_member_usage_totals",
+        usage.FLEET_TABLE,
+    }
+    worktrees.record(store, m1, repo="/r", path="/r.m1", branch="b", base="main", base_commit="0" * 40)
+    worktrees.set_fleet_default(store, fleet_id, True)
     assert added() == {*schema.AUX_INDEXES, *schema.AUX_TABLES}
     assert {(kind, name, sql) for kind, name, sql in objects(store.conn) if name in added()} == {
         *(("index", name, sql) for name, sql in schema.AUX_INDEXES.items()),

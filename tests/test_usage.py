@@ -58,6 +58,9 @@ def drop_usage_tables(url: str) -> None:
         store.close()
 
 
+USAGE_TABLES = (usage.TABLE, usage.TOTALS_TABLE, usage.FLEET_TABLE)
+
+
 def usage_tables(url: str) -> set[str]:
     store = open_store(url)
     try:
@@ -117,7 +120,7 @@ def test_a_file_without_the_usage_tables_works_and_the_first_budget_creates_them
     assert "spend" not in by_id[plain.json()["member_id"]]  # no budget: the roster record is unchanged
     fleet_budget = fleet.cafleet("fleet", "budget", str(fleet.fleet_id), "--usd", "3")
     assert fleet_budget.code == 0, fleet_budget
-    assert usage_tables(fleet.db) == set(schema.AUX_TABLES)
+    assert usage_tables(fleet.db) == {usage.TABLE, usage.TOTALS_TABLE, usage.FLEET_TABLE}
     assert fleet.query("SELECT version FROM refinery_schema_history") == [(1,)]
 
 
@@ -129,12 +132,13 @@ def test_the_auxiliaries_are_created_where_first_needed(cli, build, store, db_pa
     def auxiliaries() -> tuple[dict, dict]:
         report = cli("doctor", "--json").json()["database"]
         assert report["ok"] is True, report
-        return report["auxiliary_indexes"], report["auxiliary_tables"]
+        tables = {name: p for name, p in report["auxiliary_tables"].items() if name in USAGE_TABLES}
+        return report["auxiliary_indexes"], tables
 
     pending = next(iter(schema.AUX_INDEXES))
-    assert auxiliaries() == ({pending: "missing"}, {name: "missing" for name in schema.AUX_TABLES})
+    assert auxiliaries() == ({pending: "missing"}, {name: "missing" for name in USAGE_TABLES})
     fleet_id, director, (m1, _) = build.fleet()
-    assert auxiliaries() == ({}, {name: "missing" for name in schema.AUX_TABLES})
+    assert auxiliaries() == ({}, {name: "missing" for name in USAGE_TABLES})
     assert cli("fleet", "budget", str(fleet_id), "--tokens", "5").code == 0
     assert auxiliaries() == ({}, {usage.TABLE: "missing"})
     usage.record_source(store, m1, coding_agent="claude", session_id=None, data_dir=None, cwd="/", budget_usd=2.0)
@@ -190,8 +194,8 @@ def test_doctor_reports_missing_usage_tables_and_setup_adds_them(cli, env, db_pa
     for name in schema.AUX_TABLES:
         assert (
             f"    ! table {name} is missing: not created yet, commands work without it; the first `member create` "
-            "(usage, member budgets) or `fleet budget` (fleet budgets) that needs it creates it, "
-            "or run `cafleet setup` to add it now"
+            "(usage, member budgets, `--worktree`), `fleet budget` (fleet budgets) or `fleet create --worktrees` "
+            "that needs it creates it, or run `cafleet setup` to add it now"
         ) in text
     setup = cli("setup", "--coding-agent", "claude", "--json")
     assert setup.code == 0, setup
@@ -220,7 +224,7 @@ def test_doctor_reports_a_usage_table_with_other_columns_and_setup_leaves_it(cli
     finally:
         store.close()
     report = cli("doctor", "--json").json()["database"]
-    assert report["ok"] is True and report["auxiliary_tables"] == {
+    assert report["ok"] is True and {k: v for k, v in report["auxiliary_tables"].items() if k in USAGE_TABLES} == {
         usage.FLEET_TABLE: "altered",
         usage.TABLE: "missing",
         usage.TOTALS_TABLE: "missing",

@@ -301,6 +301,14 @@ ENVIRONMENT = (
         default_text="$XDG_RUNTIME_DIR/cafleet-ssh, else /tmp/cafleet-ssh-<uid>",
     ),
     _s(
+        "CAFLEET_WORKTREE_DIR",
+        "path",
+        None,
+        "where `member create --worktree` puts members' git worktrees, one folder per repository "
+        "(outside every repository, so none shows in its `git status`; docs/worktrees.md)",
+        default_text="$XDG_DATA_HOME/cafleet/worktrees",
+    ),
+    _s(
         "CAFLEET_PRICE_FILE",
         "path",
         None,
@@ -478,6 +486,24 @@ def database_path(environ) -> str:
             raise ConfigError("HOME is not set to an absolute path; set CAFLEET_DATABASE_URL to an absolute path.")
         data_home = os.path.join(home, ".local", "share")
     return resolved(os.path.join(data_home, "cafleet", DATABASE_FILENAME))
+
+
+def worktree_dir(environ) -> str:
+    """The folder that holds members' worktrees (CAFLEET_WORKTREE_DIR), resolved."""
+    given = environ.get("CAFLEET_WORKTREE_DIR", "")
+    if given:
+        if not os.path.isabs(given):
+            raise ConfigError(f"CAFLEET_WORKTREE_DIR {shown(given)} must be an absolute path.")
+        return resolved(given)
+    data_home = environ.get("XDG_DATA_HOME", "")
+    if data_home and not os.path.isabs(data_home):
+        raise ConfigError(f"XDG_DATA_HOME {shown(data_home)} must be an absolute path.")
+    if not data_home:
+        home = environ.get("HOME", "")
+        if not home or not os.path.isabs(home):
+            raise ConfigError("HOME is not set to an absolute path; set CAFLEET_WORKTREE_DIR to an absolute path.")
+        data_home = os.path.join(home, ".local", "share")
+    return resolved(os.path.join(data_home, "cafleet", "worktrees"))
 
 
 def resolved(path: str) -> str:

@@ -20,6 +20,8 @@ The points, in the order a command reaches them (tests/test_crash.py kills at ea
 ``ack.before_commit``   inside the ACK's write transaction, row updated, not committed
 ``ack.after_commit``    the ACK is committed, nothing printed yet
 ``create.registered``   member and pending placement committed, no pane split yet
+``create.worktree_recorded``  (``--worktree``) the worktree's record committed, git not run yet
+``create.worktree_added``     (``--worktree``) git made the worktree and branch, no pane yet
 ``create.split``        the new pane runs the agent, its id not recorded yet
 ``create.patched``      the pane id is recorded, the lock released, nothing printed yet
 ``delete.killed``       under the pane lock, the pane is closed, the member not yet

@@ -2,8 +2,9 @@
 permissions (rules in the agents' settings that would stop members' ``cafleet message``
 commands) — each ✓/✗ with a one-line fix, a sixth, hosts, when members live on other hosts (or ``--host``
 names some): each host's reachability over SSH, its tmux and its coding agents, and a
-seventh, keepers, when there are live fleets: whether each one's keeper runs (pid, since).
-Exit 0 when every section is healthy, 1 otherwise."""
+seventh, keepers, when there are live fleets: whether each one's keeper runs (pid, since),
+and warnings about members' git worktrees when some need a hand (docs/worktrees.md).
+Exit 0 when every section is healthy, 1 otherwise (the worktree warnings never fail it)."""
 
 from __future__ import annotations
 
@@ -120,8 +121,9 @@ ADVICE = {
         "an index with cafleet's auxiliary name has another definition; drop it and run `cafleet setup`"
     ),
     ("table", "missing"): (
-        "not created yet, commands work without it; the first `member create` (usage, member budgets) "
-        "or `fleet budget` (fleet budgets) that needs it creates it, or run `cafleet setup` to add it now"
+        "not created yet, commands work without it; the first `member create` (usage, member budgets, "
+        "`--worktree`), `fleet budget` (fleet budgets) or `fleet create --worktrees` that needs it creates it, "
+        "or run `cafleet setup` to add it now"
     ),
     ("table", "altered"): (
         "a table with cafleet's auxiliary name has other columns, so usage and budgets may fail; "
@@ -319,6 +321,28 @@ def keepers_section(ctx) -> dict | None:
     return section
 
 
+def worktrees_section(ctx) -> dict | None:
+    """Members' worktrees that need a hand (docs/worktrees.md): kept for deleted members,
+    unknown to git, or in cafleet's folder without a record; each with the command that
+    cleans it up. Warnings, never a failure: nothing is broken, and each one holds work
+    cafleet would not throw away on its own."""
+    import os
+
+    from cafleet.delivery import worktrees
+
+    try:
+        cwd: str | None = os.getcwd()
+    except OSError:
+        cwd = None
+    try:
+        findings = worktrees.survey(ctx.store(), ctx.environ, cwd)
+    except CafleetError:  # the database section reports it
+        return None
+    if not findings:
+        return None
+    return {"ok": True, "findings": findings}
+
+
 def _mark(ok: bool) -> str:
     return "✓" if ok else "✗"
 
@@ -345,6 +369,9 @@ def doctor(ctx, hosts):
     keeping = keepers_section(ctx) if db["ok"] else None
     if keeping is not None:
         report["keepers"] = keeping
+    trees = worktrees_section(ctx) if db["ok"] else None
+    if trees is not None:
+        report["worktrees"] = trees
 
     def text():
         # Every value is shown through inline: paths and versions a host printed, ssh's
@@ -420,6 +447,10 @@ def doctor(ctx, hosts):
             for entry in keeping["fleets"]:
                 owed = f"; {entry['members_owed']} member(s) owed a preview" if entry["members_owed"] else ""
                 lines.append(f"    {_mark(entry['ok'])} fleet {entry['fleet_id']}: keeper {entry['text']}{owed}")
+        if trees is not None:
+            lines.append("! worktrees:")
+            for finding in trees["findings"]:
+                lines.append(f"    ! {show(finding['detail'])}; clean up: {show(finding['command'])}")
         for section in (
             mux,
             db,

@@ -7,7 +7,7 @@ from cafleet.broker import fleets
 from cafleet.errors import CafleetError
 
 
-def create(ctx, name, coding_agent):
+def create(ctx, name, coding_agent, worktrees):
     from cafleet.agents.backends import validate
     from cafleet.mux.detect import multiplexer_for_environment
 
@@ -24,6 +24,11 @@ def create(ctx, name, coding_agent):
         pane_id=pane.pane_id,
         identity=pane.identity,
     )
+    if worktrees:
+        from cafleet.broker import worktrees as worktree_records
+
+        worktree_records.set_fleet_default(ctx.store(), record["fleet_id"], True)
+        record["worktrees"] = True
     ctx.emit(
         record,
         lambda: (
@@ -91,17 +96,24 @@ def show(ctx, fleet_id):
     ctx.emit(record, text)
 
 
-def delete(ctx, fleet_id):
+def delete(ctx, fleet_id, discard_worktree):
+    from cafleet.cli.member import worktree_line
     from cafleet.delivery import panes
 
-    result, closed = panes.delete_fleet(ctx.store(), ctx.environ, ctx.db_path, fleet_id)
+    result, closed, trees = panes.delete_fleet(
+        ctx.store(), ctx.environ, ctx.db_path, fleet_id, discard_worktrees=discard_worktree
+    )
 
     def text():
         lines = [f"deleted fleet {fleet_id}; deregistered {result['deregistered_count']} member(s)"]
         lines += [f"member {member_id}: pane {status}" for member_id, status in closed]
+        lines += [worktree_line(member_id, tree) for member_id, tree in trees]
         return "\n".join(lines)
 
-    ctx.emit(dict(result, panes=[{"member_id": m, "pane_status": s} for m, s in closed]), text)
+    record = dict(result, panes=[{"member_id": m, "pane_status": s} for m, s in closed])
+    if trees:  # only a fleet whose members had worktrees says what became of them
+        record["worktrees"] = [dict(tree, member_id=m) for m, tree in trees]
+    ctx.emit(record, text)
 
 
 def keeper_text(keeper, environ) -> str:

@@ -17,6 +17,7 @@ def list_(ctx, fleet_id, state, idle_after):
             record["state"], record["state_detail"] = states.get(record["member_id"], ("director", ""))
 
     spend = _spend_against_budget(ctx, fleet_id, records)
+    trees = _worktrees(ctx, records)
 
     def text():
         rows = [
@@ -31,16 +32,34 @@ def list_(ctx, fleet_id, state, idle_after):
             ]
             + ([r["state"]] if state else [])
             + ([spend.get(r["member_id"], "-")] if spend else [])
+            + ([render.inline(trees[r["member_id"]]["branch"]) if r["member_id"] in trees else "-"] if trees else [])
             for r in records
         ]
         headers = (
             ["MEMBER", "NAME", "KIND", "BACKEND", "AGENT", "PANE", "IDLE_S"]
             + (["STATE"] if state else [])
             + (["SPEND/BUDGET"] if spend else [])
+            + (["WORKTREE BRANCH"] if trees else [])
         )
         return render.table(rows, headers)
 
     ctx.emit(records, text)
+
+
+def _worktrees(ctx, records) -> dict:
+    """``{member_id: worktree}`` of the listed members that have one (and ``"worktree"``
+    added to every record: None without one); one query, none on a database without the
+    worktree table."""
+    from cafleet.broker import worktrees as worktree_records
+
+    found = worktree_records.for_members(ctx.store(), [r["member_id"] for r in records])
+    shown = {}
+    for record in records:
+        row = found.get(record["member_id"])
+        record["worktree"] = worktree_records.public(row)
+        if row is not None:
+            shown[record["member_id"]] = record["worktree"]
+    return shown
 
 
 def _spend_against_budget(ctx, fleet_id, records) -> dict:
@@ -66,7 +85,11 @@ def _spend_against_budget(ctx, fleet_id, records) -> dict:
 
 
 def show(ctx, member_id):
+    from cafleet.broker import worktrees as worktree_records
+
     record = members.get_member(ctx.store(), member_id)
+    row = worktree_records.get(ctx.store(), member_id)
+    record["worktree"] = worktree_records.public(row)
 
     def text():
         placement = record["placement"]
@@ -86,6 +109,12 @@ def show(ctx, member_id):
             )
         else:
             lines.append("placement: none")
+        tree = record["worktree"]
+        if tree:
+            lines.append(
+                f"worktree: {safe(tree['path'])} (branch {safe(tree['branch'])} from {safe(tree['base'])} "
+                f"{safe(tree['base_commit'][:12])}, {safe(tree['status'])})"
+            )
         lines.append(
             f"last activity: {safe(record['last_activity_at'])} (idle {render.dash(record['idle_seconds'])} s)"
         )
@@ -95,7 +124,24 @@ def show(ctx, member_id):
 
 
 def create(
-    ctx, fleet_id, name, description, coding_agent, model, effort, host, budget_usd, budget_tokens, force, text, file
+    ctx,
+    fleet_id,
+    name,
+    description,
+    coding_agent,
+    model,
+    effort,
+    host,
+    budget_usd,
+    budget_tokens,
+    force,
+    worktree,
+    no_worktree,
+    branch,
+    base,
+    repo,
+    text,
+    file,
 ):
     from cafleet.cli.body import read_body
     from cafleet.delivery import panes
@@ -104,6 +150,10 @@ def create(
     # declarations in cafleet.config), the rest here and in panes.create_member
     validation.name(name, "--name")
     validation.description(description, "--description")
+    if worktree and no_worktree:
+        from cafleet.errors import UsageError
+
+        raise UsageError("--worktree and --no-worktree contradict each other; give one.")
     prompt = read_body(ctx, text, file, limit=panes.MAX_COMMAND_BYTES, what="a spawn prompt", nul=False)
     record = panes.create_member(
         ctx.store(),
@@ -120,8 +170,14 @@ def create(
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
         force=force,
+        worktree=True if worktree else (False if no_worktree else None),
+        branch=branch,
+        base=base,
+        repo=repo,
     )
     where = f" on host {render.inline(host)}" if host else ""
+    tree = record.get("worktree")
+    where += f" in worktree {render.inline(tree['path'])} (branch {render.inline(tree['branch'])})" if tree else ""
     ctx.emit(
         record,
         lambda: (
@@ -131,11 +187,42 @@ def create(
     )
 
 
-def delete(ctx, member_id):
+def delete(ctx, member_id, discard_worktree):
     from cafleet.delivery import panes
 
-    status = panes.delete_member(ctx.store(), ctx.environ, ctx.db_path, member_id)
-    ctx.emit({"member_id": member_id, "pane_status": status}, lambda: f"deleted member {member_id}; pane {status}")
+    status, tree = panes.delete_member(
+        ctx.store(), ctx.environ, ctx.db_path, member_id, discard_worktree=discard_worktree
+    )
+
+    def text():
+        lines = [f"deleted member {member_id}; pane {status}"]
+        if tree is not None:
+            lines.append(worktree_line(member_id, tree))
+        return "\n".join(lines)
+
+    record = {"member_id": member_id, "pane_status": status}
+    if tree is not None:  # a member without a worktree: the record as before worktrees existed
+        record["worktree"] = tree
+    ctx.emit(record, text)
+
+
+def worktree_line(member_id: int, tree: dict) -> str:
+    """What a delete did with a member's worktree, in one line (shared with fleet delete)."""
+    from cafleet.delivery.worktrees import kept_line
+
+    if tree["status"] == "removed":
+        return (
+            f"member {member_id}: removed its worktree {render.inline(tree['path'])} "
+            f"and branch {render.inline(tree['branch'])}"
+        )
+    return kept_line(member_id, tree)
+
+
+def diff(ctx, member_id, stat):
+    from cafleet.delivery import worktrees
+
+    record = worktrees.diff(ctx.store(), ctx.environ, member_id, stat=stat)
+    ctx.emit(record, lambda: record["diff"].rstrip("\n"))
 
 
 def capture(ctx, member_id, lines, ansi):

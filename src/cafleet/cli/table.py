@@ -102,6 +102,12 @@ COMMANDS = [
                 metavar="AGENT",
                 help=AGENT_HELP + ", the Director's own",
             ),
+            Param(
+                "worktrees",
+                "--worktrees",
+                "flag",
+                help="give every member its own git worktree unless `member create --no-worktree` (docs/worktrees.md)",
+            ),
         ),
     ),
     Command(
@@ -118,8 +124,17 @@ COMMANDS = [
         "fleet",
         "delete",
         "cafleet.cli.fleet:delete",
-        "Soft-delete a fleet: deregister its members, close their panes, keep messages (idempotent).",
-        (_id("fleet_id", "the fleet"),),
+        "Soft-delete a fleet: deregister its members, close their panes, keep messages (idempotent); "
+        "remove members' worktrees that hold nothing unsaved.",
+        (
+            _id("fleet_id", "the fleet"),
+            Param(
+                "discard_worktree",
+                "--discard-worktree",
+                "flag",
+                help="remove members' worktrees and branches even with uncommitted or unpushed work",
+            ),
+        ),
     ),
     Command(
         "fleet",
@@ -221,6 +236,35 @@ COMMANDS = [
                 default_text="no budget",
             ),
             Param("force", "--force", "flag", help="create the member even in a fleet over its budget"),
+            Param(
+                "worktree",
+                "--worktree",
+                "flag",
+                help="start the member in a new git worktree of the current repository, on a new branch "
+                "(docs/worktrees.md)",
+            ),
+            Param("no_worktree", "--no-worktree", "flag", help="no worktree, in a fleet created with --worktrees"),
+            Param(
+                "branch",
+                "--branch",
+                metavar="NAME",
+                help="with --worktree: the new branch's name",
+                default_text="one named after the fleet and member",
+            ),
+            Param(
+                "base",
+                "--base",
+                metavar="REF",
+                help="with --worktree: where the branch starts",
+                default_text="the current HEAD",
+            ),
+            Param(
+                "repo",
+                "--repo",
+                metavar="PATH",
+                help="with --worktree --host: the repository's path on that host",
+                default_text="the current directory's path",
+            ),
             *_body_params("the spawn prompt; {fleet_id} {member_id} {director_member_id} {coding_agent} are filled in"),
         ),
         body=True,
@@ -262,8 +306,27 @@ COMMANDS = [
         "member",
         "delete",
         "cafleet.cli.member:delete",
-        "Close a member's pane and deregister it (never the root Director).",
-        (_id("member_id", "the member"),),
+        "Close a member's pane and deregister it (never the root Director); remove its worktree if it holds "
+        "nothing unsaved.",
+        (
+            _id("member_id", "the member"),
+            Param(
+                "discard_worktree",
+                "--discard-worktree",
+                "flag",
+                help="remove the member's worktree and branch even with uncommitted or unpushed work",
+            ),
+        ),
+    ),
+    Command(
+        "member",
+        "diff",
+        "cafleet.cli.member:diff",
+        "Print a worktree member's changes against its base, as `git diff` does (new files included).",
+        (
+            _id("member_id", "the member"),
+            Param("stat", "--stat", "flag", help="a summary of changed files, as `git diff --stat`"),
+        ),
     ),
     Command(
         "member",

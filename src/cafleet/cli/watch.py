@@ -16,6 +16,9 @@ def _line(item: dict, ctx) -> str:
     text = f"{item['event']} {where}: {render.inline(item['detail'])}"  # it can quote a host's or a pane's text
     if "message" in item:
         text += " | " + render.message_line(item["message"], ctx.max_text_len)
+    if item.get("worktree"):
+        tree = item["worktree"]
+        text += f" (worktree {render.inline(tree['path'])}, branch {render.inline(tree['branch'])})"
     if item["command"]:
         text += f"  ->  {item['command']}"
     return text

@@ -43,7 +43,7 @@ def _kill(placement: dict) -> str:
         return f"not closed ({error})"
 
 
-def delete_fleet(store, environ, db_path: str, fleet_id: int):
+def delete_fleet(store, environ, db_path: str, fleet_id: int, *, discard_worktrees: bool = False):
     """Soft-delete the fleet and close its member panes (never the Director's), each under
     its pane-input lock.
 
@@ -91,7 +91,40 @@ def delete_fleet(store, environ, db_path: str, fleet_id: int):
                 closed[placement["member_id"]] = _kill(placement)
         except LockTimeout:
             closed[placement["member_id"]] = _busy(placement)
-    return result, sorted(closed.items())
+    kept = _release_fleet(store, environ, fleet_id, closed, discard_worktrees)
+    return result, sorted(closed.items()), kept
+
+
+def _release_fleet(store, environ, fleet_id: int, closed: dict, discard: bool) -> list[tuple[int, dict]]:
+    """The worktrees of the fleet's deregistered members whose panes are closed (or they
+    never had one): each removed when nothing would be lost, kept otherwise. A member
+    whose pane could not be closed keeps its worktree (its agent may still write)."""
+    from cafleet.broker import worktrees as worktree_records
+
+    out = []
+    for row in worktree_records.in_fleet(store, fleet_id):
+        if row["status"] == worktree_records.REMOVED or row["member_status"] == "active":
+            continue
+        status = closed.get(row["member_id"], PANE_ALREADY_GONE)
+        if status not in (PANE_CLOSED, PANE_ALREADY_GONE, PANE_NONE):
+            w = worktree_records
+            w.set_status(store, row["member_id"], w.KEPT)
+            out.append(
+                (
+                    row["member_id"],
+                    {
+                        "path": row["path"],
+                        "branch": row["branch"],
+                        "status": w.KEPT,
+                        "lost": ["its pane is still open"],
+                    },
+                )
+            )
+            continue
+        result = _release(store, environ, row["member_id"], discard)
+        if result is not None:
+            out.append((row["member_id"], result))
+    return out
 
 
 def _key(placement: dict) -> tuple[str, str, str]:
@@ -105,9 +138,38 @@ def _busy(placement: dict) -> str:
     )
 
 
-def delete_member(store, environ, db_path: str, member_id: int) -> str:
-    """Member deletion: under the pane lock, kill the pane (gone is fine), then deregister."""
-    member = members.check_deletable(store, member_id)
+def delete_member(store, environ, db_path: str, member_id: int, *, discard_worktree: bool = False):
+    """Member deletion: under the pane lock, kill the pane (gone is fine), then deregister;
+    then its worktree, if it has one, is removed when nothing would be lost (or with
+    ``discard_worktree``) and kept otherwise. ``(pane status, worktree result or None)``.
+    A member already deleted whose worktree was kept gets only that second step."""
+    from cafleet.broker import worktrees as worktree_records
+    from cafleet.errors import Conflict
+
+    try:
+        member = members.check_deletable(store, member_id)
+    except Conflict:
+        row = worktree_records.get(store, member_id)
+        record = members.get_member(store, member_id)
+        if record["kind"] == "director" or row is None or row["status"] == worktree_records.REMOVED:
+            raise
+        return PANE_ALREADY_GONE, _release(store, environ, member_id, discard_worktree)
+    return _delete_member(store, environ, db_path, member, member_id), _release(
+        store, environ, member_id, discard_worktree
+    )
+
+
+def _release(store, environ, member_id: int, discard: bool) -> dict | None:
+    from cafleet.broker import worktrees as worktree_records
+
+    if not worktree_records.has_table(store):
+        return None
+    from cafleet.delivery import worktrees
+
+    return worktrees.release(store, environ, member_id, discard=discard)
+
+
+def _delete_member(store, environ, db_path: str, member: dict, member_id: int) -> str:
     placement = member["placement"]
     if placement is None or placement["pane_id"] is None:
         members.deregister_member(store, member_id)
@@ -226,8 +288,18 @@ def create_member(
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
     force: bool = False,
+    worktree: bool | None = None,
+    branch: str | None = None,
+    base: str | None = None,
+    repo: str | None = None,
 ) -> dict:
     """Member creation: pending registration, spawn prompt, split a pane, record it under the lock.
+
+    With ``worktree`` (None: the fleet's default, ``fleet create --worktrees``), the pane
+    starts in a new git worktree of the repository holding the current directory, on a new
+    branch (``branch``, else one named after the fleet and member) from ``base`` (else the
+    current ``HEAD``): checked before the registry write, recorded and added after it
+    (:mod:`cafleet.delivery.worktrees`).
 
     Every check that can fail without side effects runs first (the spawn prompt's NUL and
     length, the budgets, a fleet over its budget unless ``force``); any failure after the
@@ -235,7 +307,6 @@ def create_member(
     With ``host``, the pane is a new tmux session on that host, over SSH
     (:func:`_create_remote`).
     """
-    import os
 
     from cafleet.agents import backends
     from cafleet.agents.prompt import check_template, render_spawn_prompt
@@ -272,7 +343,25 @@ def create_member(
             "a member on another host has no budget: its agent's records are on that host; "
             "leave out --budget-usd/--budget-tokens."
         )
+    from cafleet.errors import UsageError
+
+    if worktree is None:
+        from cafleet.broker import worktrees as worktree_records
+
+        worktree = worktree_records.fleet_default(store, fleet_id)
+    if not worktree and (branch is not None or base is not None):
+        raise UsageError("--branch and --base choose the member's worktree; add --worktree.")
+    if repo is not None and not (worktree and host is not None):
+        raise UsageError("--repo names the repository on another host; it needs --worktree and --host.")
+    if repo is not None and not repo.startswith("/"):
+        raise UsageError(f"--repo must be an absolute path on the host, got {repo!r}.")
     if host is not None:
+        plan = None
+        if worktree:
+            from cafleet.delivery import worktrees
+
+            where = repo or _cwd()  # the repository at the same path there, or the path given
+            plan = worktrees.plan(environ, where, fleet_id, branch, base, host=host)
         return _create_remote(
             store,
             environ,
@@ -286,16 +375,16 @@ def create_member(
             model=model,
             effort=effort,
             prompt=prompt,
+            plan=plan,
         )
     backends.find_binary(agent, environ)
-    try:
-        cwd = os.getcwd()  # the new pane starts here; a deleted directory is refused before any write
-    except OSError:
-        raise CafleetError(
-            "the current directory no longer exists, so the new pane has nowhere to start; "
-            "cd to an existing directory and retry."
-        ) from None
+    cwd = _cwd()  # the new pane starts here; a deleted directory is refused before any write
 
+    plan = None
+    if worktree:
+        from cafleet.delivery import worktrees
+
+        plan = worktrees.plan(environ, cwd, fleet_id, branch, base)  # refused here, before any write
     from cafleet.credentials import member_url
 
     database = member_url(db_path, environ)  # no password in the pane's argv: a private pgpass file
@@ -311,7 +400,11 @@ def create_member(
     )
     pause_point("create.registered")
     pane_id = None
+    added = None
     try:
+        if plan is not None:
+            added = worktrees.add(store, environ, plan, fleet_id, member_id, name)
+            cwd = added["path"]
         text = render_spawn_prompt(
             prompt, fleet_id=fleet_id, member_id=member_id, director_member_id=director["member_id"], coding_agent=agent
         )
@@ -335,8 +428,11 @@ def create_member(
         record_pane(store, environ, db_path, member_id, placement, pane_id, identity)
         pause_point("create.patched")
     except BaseException as error:
-        raise CreateFailed(_compensate(store, mux, member_id, pane_id, error)) from None
-    return {
+        message = _compensate(store, mux, member_id, pane_id, error)
+        if plan is not None:
+            message = message[:-1] + _release_after_failure(store, environ, member_id) + "."
+        raise CreateFailed(message) from None
+    out = {
         "member_id": member_id,
         "fleet_id": fleet_id,
         "name": name,
@@ -344,6 +440,37 @@ def create_member(
         "backend": placement["backend"],
         "pane_id": pane_id,
     }
+    if added is not None:
+        out["worktree"] = added
+    return out
+
+
+def _cwd() -> str:
+    import os
+
+    try:
+        return os.getcwd()
+    except OSError:
+        raise CafleetError(
+            "the current directory no longer exists, so the new pane has nowhere to start; "
+            "cd to an existing directory and retry."
+        ) from None
+
+
+def _release_after_failure(store, environ, member_id: int) -> str:
+    """After a failed creation, the member's new worktree is removed when nothing would be
+    lost (it was just made, so normally), else kept and said so."""
+    from cafleet.delivery import worktrees
+
+    try:
+        result = worktrees.release(store, environ, member_id, discard=False)
+    except CafleetError as error:
+        return f", could not check its worktree ({str(error).rstrip('.')})"
+    if result is None:
+        return ""
+    if result["status"] == "removed":
+        return f", removed its worktree {result['path']} and branch {result['branch']}"
+    return f", kept its worktree {result['path']} ({'; '.join(result['lost'])})"
 
 
 def _check_budgets(usd: float | None, tokens: int | None) -> None:
@@ -423,10 +550,12 @@ def _create_remote(
     model,
     effort,
     prompt: str,
+    plan=None,
 ) -> dict:
     """A member on another host: check that the host answers and has tmux and the agent,
     register it pending (session ``ssh://<host>/``), open a detached tmux session of its
-    own on the host's ``-L cafleet`` server, and record the session, window and pane."""
+    own on the host's ``-L cafleet`` server, and record the session, window and pane.
+    With ``plan`` (``--worktree``), the session starts in the member's new worktree there."""
     from cafleet.agents import backends
     from cafleet.agents.prompt import render_spawn_prompt
     from cafleet.mux.ssh import Ssh, join_session
@@ -454,7 +583,12 @@ def _create_remote(
     pause_point("create.registered")
     mux = Tmux(None, remote=ssh, label=REMOTE_SERVER)
     pane_id = None
+    added = None
     try:
+        if plan is not None:
+            from cafleet.delivery import worktrees
+
+            added = worktrees.add(store, environ, plan, fleet_id, member_id, name)
         text = render_spawn_prompt(
             prompt, fleet_id=fleet_id, member_id=member_id, director_member_id=director["member_id"], coding_agent=agent
         )
@@ -462,7 +596,10 @@ def _create_remote(
             agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id
         )
         session, window_id, pane_id, identity = mux.new_session(
-            argv, env=remote_pane_env(environ, database, host, fleet_id, member_id), window_name=f"cafleet-{member_id}"
+            argv,
+            env=remote_pane_env(environ, database, host, fleet_id, member_id),
+            window_name=f"cafleet-{member_id}",
+            cwd=added["path"] if added else None,
         )
         mux.socket = session.partition("@")[2]  # from now on, exactly the server that holds the pane
         pause_point("create.split")
@@ -471,8 +608,11 @@ def _create_remote(
         pause_point("create.patched")
     except BaseException as error:
         closed = None if pane_id is not None else _close_started_session(ssh, member_id, database)
-        raise CreateFailed(_compensate(store, mux, member_id, pane_id, error, closed)) from None
-    return {
+        message = _compensate(store, mux, member_id, pane_id, error, closed)
+        if plan is not None:
+            message = message[:-1] + _release_after_failure(store, environ, member_id) + "."
+        raise CreateFailed(message) from None
+    out = {
         "member_id": member_id,
         "fleet_id": fleet_id,
         "name": name,
@@ -481,6 +621,9 @@ def _create_remote(
         "pane_id": pane_id,
         "host": host,
     }
+    if added is not None:
+        out["worktree"] = added
+    return out
 
 
 # Closes the sessions of cafleet's server on the host ($1) whose environment is the one

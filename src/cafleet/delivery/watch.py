@@ -99,6 +99,7 @@ class Watcher:
         from cafleet.delivery.budget_watch import BudgetWatch
 
         self.budgets = BudgetWatch(store, environ, fleet_id, reads=not self.keeper_on)  # over-budget (docs/usage.md)
+        self.vanished: set[int] = set()  # members whose vanished worktree was reported
 
     def run(self) -> str:
         """Stream until the fleet is deleted or a signal stops it; returns why it ended.
@@ -120,6 +121,7 @@ class Watcher:
                             self.members_round()
                             self.retry_stale()
                             self.budgets.round(self.emit, event)
+                            self.worktrees_round()
                             self.keeper_round()
                             next_round = time.monotonic() + self.interval
                         due = self.deliverer.round() if self.deliverer is not None else None
@@ -154,24 +156,53 @@ class Watcher:
             )
 
     def members_round(self) -> None:
+        from cafleet.broker import worktrees
+
         states = supervision.fleet_states(self.store, self.fleet_id, self.pool, self.idle_after)
+        trees = {row["member_id"]: row for row in worktrees.in_fleet(self.store, self.fleet_id)} if states else {}
         for member_id, (state, detail) in states.items():
             # An idle episode is named by the activity it follows, so activity and a new
             # episode that both fall between two rounds still give a new idle event.
             key = (state, activity.last_activity(self.store, member_id)) if state == supervision.IDLE else state
             if state in ACTIONS and self.last_state.get(member_id) != key:
-                self.emit(
-                    event(
-                        state,
-                        self.fleet_id,
-                        member_id=member_id,
-                        detail=detail,
-                        command=ACTIONS[state].format(member_id=member_id),
-                    )
+                found = event(
+                    state,
+                    self.fleet_id,
+                    member_id=member_id,
+                    detail=detail,
+                    command=ACTIONS[state].format(member_id=member_id),
                 )
+                if member_id in trees:  # where the member works (docs/worktrees.md)
+                    found["worktree"] = {k: trees[member_id][k] for k in ("path", "branch", "host")}
+                self.emit(found)
             self.last_state[member_id] = key
         for gone in set(self.last_state) - set(states):
             del self.last_state[gone]  # deregistered meanwhile: nothing more to report
+
+    def worktrees_round(self) -> None:
+        """A ``worktree`` event, once, for an active member whose worktree folder is gone
+        (one read; none on a database without the worktree table; docs/worktrees.md)."""
+        import os
+
+        from cafleet.broker import worktrees
+
+        for row in worktrees.in_fleet(self.store, self.fleet_id):
+            member_id = row["member_id"]
+            if row["member_status"] != "active" or row["status"] != worktrees.READY or row["host"] is not None:
+                continue  # a worktree on another host is not looked at every round (`cafleet doctor` does)
+            if os.path.isdir(row["path"]):
+                self.vanished.discard(member_id)
+            elif member_id not in self.vanished:
+                self.vanished.add(member_id)
+                self.emit(
+                    event(
+                        "worktree",
+                        self.fleet_id,
+                        member_id=member_id,
+                        detail=f"member {member_id}'s worktree {row['path']} (branch {row['branch']}) is gone",
+                        command="cafleet doctor",
+                    )
+                )
 
     def keeper_round(self) -> None:
         """A ``keeper`` event when the keeper's state changed; start one that should run."""

@@ -373,7 +373,12 @@ class Tmux:
         return pane_id, identity
 
     def new_session(
-        self, argv: Sequence[str], *, env: dict[str, str] | None = None, window_name: str | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        window_name: str | None = None,
+        cwd: str | None = None,
     ) -> tuple[str, str, str, str]:
         """Open a detached session of its own running ``argv`` (no shell), starting the
         server if needed: (``<session_id>@<socket_path>``, window id, pane id, identity).
@@ -384,6 +389,8 @@ class Tmux:
         args = ["new-session", "-d", "-P", "-F", fmt, "-x", "200", "-y", "50"]
         if window_name:
             args += ["-n", window_name]
+        if cwd:
+            args += ["-c", cwd]
         out = self._run([*args, *_env_args(env), "--", *_command(argv)]).strip()
         fields = out.split("\t")
         if len(fields) != 5 or not fields[0].startswith("%") or not all(fields):

@@ -163,6 +163,26 @@ AUX_TABLES: dict[str, str] = {
         "    state TEXT NOT NULL\n"
         ")"
     ),
+    "cafleet_aux_member_worktrees": (
+        "CREATE TABLE cafleet_aux_member_worktrees (\n"
+        "    member_id BIGINT NOT NULL PRIMARY KEY,\n"
+        "    repo TEXT NOT NULL,\n"
+        "    path TEXT NOT NULL UNIQUE,\n"
+        "    branch TEXT NOT NULL,\n"
+        "    base TEXT NOT NULL,\n"
+        "    base_commit TEXT NOT NULL,\n"
+        "    status TEXT NOT NULL,\n"
+        "    created_at TEXT NOT NULL,\n"
+        "    removed_at TEXT,\n"
+        "    host TEXT\n"
+        ")"
+    ),
+    "cafleet_aux_fleet_worktrees": (
+        "CREATE TABLE cafleet_aux_fleet_worktrees (\n"
+        "    fleet_id BIGINT NOT NULL PRIMARY KEY,\n"
+        "    worktrees BIGINT NOT NULL\n"
+        ")"
+    ),
 }
 
 # What the catalogue must show, as read back by _SHAPE_QUERY (the test suite checks that a
@@ -259,6 +279,19 @@ EXPECTED_AUX_COLUMNS: dict[str, tuple[str, ...]] = {
         "totals text NOT NULL",
         "state text NOT NULL",
     ),
+    "cafleet_aux_member_worktrees": (
+        "member_id bigint NOT NULL",
+        "repo text NOT NULL",
+        "path text NOT NULL",
+        "branch text NOT NULL",
+        "base text NOT NULL",
+        "base_commit text NOT NULL",
+        "status text NOT NULL",
+        "created_at text NOT NULL",
+        "removed_at text",
+        "host text",
+    ),
+    "cafleet_aux_fleet_worktrees": ("fleet_id bigint NOT NULL", "worktrees bigint NOT NULL"),
 }
 EXPECTED_INDEXES: dict[str, str] = {
     "idx_members_fleet_status": "members (fleet_id, status)",

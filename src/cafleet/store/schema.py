@@ -150,6 +150,33 @@ AUX_TABLES: dict[str, str] = {
         "    state TEXT NOT NULL\n"
         ")"
     ),
+    # cafleet_aux_member_worktrees: a member's own git worktree (`member create --worktree`,
+    # docs/worktrees.md): the repository (its main worktree's folder), the worktree's path
+    # (never another member's: UNIQUE, and rows are kept after removal), its branch, the
+    # base as given and the commit it resolved to, and where it stands (adding, ready,
+    # kept after the member's deletion, removed), and the host it is on (NULL: this machine).
+    "cafleet_aux_member_worktrees": (
+        "CREATE TABLE cafleet_aux_member_worktrees (\n"
+        "    member_id INTEGER NOT NULL PRIMARY KEY,\n"
+        "    repo TEXT NOT NULL,\n"
+        "    path TEXT NOT NULL UNIQUE,\n"
+        "    branch TEXT NOT NULL,\n"
+        "    base TEXT NOT NULL,\n"
+        "    base_commit TEXT NOT NULL,\n"
+        "    status TEXT NOT NULL,\n"
+        "    created_at TEXT NOT NULL,\n"
+        "    removed_at TEXT,\n"
+        "    host TEXT\n"
+        ")"
+    ),
+    # cafleet_aux_fleet_worktrees: a fleet whose members get a worktree unless told
+    # otherwise (`fleet create --worktrees`).
+    "cafleet_aux_fleet_worktrees": (
+        "CREATE TABLE cafleet_aux_fleet_worktrees (\n"
+        "    fleet_id INTEGER NOT NULL PRIMARY KEY,\n"
+        "    worktrees INTEGER NOT NULL\n"
+        ")"
+    ),
 }
 
 

@@ -184,6 +184,36 @@ def member_inbox(request: Request) -> JSONResponse:
     return JSONResponse({"member": summary, "messages": pending})
 
 
+MAX_DIFF_CHARS = 1_000_000  # a larger diff is cut there (``truncated``): `cafleet member diff` prints it whole
+
+
+def member_diff(request: Request) -> JSONResponse:
+    """A member's worktree and its changes against its base, read-only (``cafleet member
+    diff``; docs/worktrees.md): ``{"member_id", "worktree", "diff", "truncated", "error"}``;
+    ``worktree`` is None for a member without one, ``error`` says why there is no diff."""
+    from cafleet.broker import worktrees as worktree_records
+    from cafleet.delivery import worktrees
+
+    member_id = parse_id(request.path_params["member_id"], "member id")
+    scope = request.query_params.get("fleet_id")
+    fleet_id = None if scope is None else parse_id(scope, "fleet_id")
+    with request.app.state.pool.borrow() as store:
+        member = members.get_member(store, member_id)
+        if fleet_id is not None and member["fleet_id"] != fleet_id:
+            raise ApiError(404, f"member {member_id} is not in fleet {fleet_id}")
+        row = worktree_records.get(store, member_id)
+        out: dict = {"member_id": member_id, "worktree": worktree_records.public(row), "diff": None}
+        out.update(truncated=False, error=None)
+        if row is not None:
+            try:
+                text = worktrees.diff(store, request.app.state.config.environ, member_id, stat=False)["diff"]
+            except CafleetError as error:
+                out["error"] = error.message.removesuffix(".")
+            else:
+                out["diff"], out["truncated"] = text[:MAX_DIFF_CHARS], len(text) > MAX_DIFF_CHARS
+    return JSONResponse(out)
+
+
 async def send_message(request: Request) -> JSONResponse:
     """``{"from_member_id", "to_member_id", "text"}`` → 201 with the record and ``notified``.
 

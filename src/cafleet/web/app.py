@@ -265,6 +265,7 @@ def create_app(config: WebConfig) -> Starlette:
             Route("/api/fleets/{fleet_id}/messages", api.fleet_messages),
             Route("/api/fleets/{fleet_id}/usage", api.fleet_usage),
             Route("/api/members/{member_id}/inbox", api.member_inbox),
+            Route("/api/members/{member_id}/diff", api.member_diff),
             Route("/api/messages", api.send_message, methods=["POST"]),
             Route("/api/fleets/{fleet_id}/screens", screens.fleet_screens),
             Route("/api/fleets/{fleet_id}/graph", graph.graph),

@@ -420,6 +420,29 @@ async function refreshInbox() {
   } catch (error) {
     if (memberId === state.selected) $("inbox-empty").textContent = `Could not load the inbox: ${error.message}`;
   }
+  refreshWorktree(memberId, generation);
+}
+
+// The selected member's worktree and its diff against its base, read-only (docs/worktrees.md).
+async function refreshWorktree(memberId, generation) {
+  const panel = $("worktree");
+  try {
+    const found = await api(`/api/members/${memberId}/diff?fleet_id=${state.fleetId}`);
+    if (generation !== state.generation || memberId !== state.selected) return;
+    const tree = found.worktree;
+    panel.hidden = !tree;
+    if (!tree) return;
+    $("worktree-title").textContent = `Worktree ${tree.path} (branch ${tree.branch} from ${tree.base}, ${tree.status})`;
+    const note = found.error || (found.diff === "" ? "No changes against its base." : "")
+      + (found.truncated ? " The diff is cut short here: `cafleet member diff` prints it whole." : "");
+    $("worktree-note").textContent = note;
+    $("worktree-diff").textContent = found.diff || "";
+  } catch (error) {
+    if (memberId === state.selected) {
+      panel.hidden = false;
+      $("worktree-note").textContent = `Could not load the worktree: ${error.message}`;
+    }
+  }
 }
 
 function renderInbox(member, messages) {
