@@ -1,11 +1,10 @@
 """The PostgreSQL store: ``CAFLEET_DATABASE_URL=postgresql://...`` (or ``postgres://``).
 
-Imported only when such a URL is configured: psycopg costs about 100 ms to import, more
-than a whole SQLite command (docs/performance.md), and ``tests/test_hot_imports.py``
-proves the SQLite path never loads it.
-
-The URL goes to libpq as it is, so the usual ``PG*`` environment variables and
-``~/.pgpass`` fill in what it leaves out. cafleet's tables live in a schema of their own
+Imported only when such a URL is configured (``tests/test_hot_imports.py`` proves the
+SQLite path never loads it). It talks to the server through :mod:`cafleet.store.pgwire`,
+cafleet's own protocol client: a driver's import cost more than a whole SQLite command
+(docs/decisions.md "PostgreSQL driver"). The URL is read as libpq reads it, so the usual
+``PG*`` environment variables and ``~/.pgpass`` fill in what it leaves out. cafleet's tables live in a schema of their own
 (``CAFLEET_PG_SCHEMA``, default ``cafleet``), which is the connection's ``search_path``;
 the broker's queries name tables without a schema.
 
@@ -25,16 +24,18 @@ import hashlib
 import os
 import select
 import time
-from typing import Any
 
-import psycopg
-from psycopg import sql as pgsql
+from cafleet.store import pgwire
 
 from cafleet import clock
 from cafleet.credentials import redact, scrub
 from cafleet.errors import DatabaseError, DatabaseUnreachable
 from cafleet.faults import TRACE_SQL, trace_point
 from cafleet.store import diagnosis, schema
+
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_SCHEMA = "cafleet"
 FALLBACK_POLL = 2.0  # seconds: a waiter re-reads this often even when no notification came
@@ -291,11 +292,22 @@ SELECT 'user', '', current_user::text
 class PgStore:
     """A diagnosed connection to the schema, with the same interface as the SQLite Store."""
 
-    __slots__ = ("conn", "path", "url", "schema", "busy_timeout", "identity", "channel", "present", "trusted_owner")
+    __slots__ = (
+        "conn",
+        "path",
+        "url",
+        "schema",
+        "busy_timeout",
+        "identity",
+        "channel",
+        "present",
+        "trusted_owner",
+        "begin",
+    )
     engine = "postgresql"
 
     def __init__(
-        self, conn: psycopg.Connection, url: str, schema_name: str, busy_timeout: float, trusted_owner: str = ""
+        self, conn: pgwire.Connection, url: str, schema_name: str, busy_timeout: float, trusted_owner: str = ""
     ) -> None:
         self.conn = conn
         self.url = url
@@ -310,6 +322,9 @@ class PgStore:
         # keeps a round trip off the send path's budget check (docs/performance.md) and off
         # `fleet create`'s look for the pending index.
         self.present: set[str] = set()
+        # A write transaction's opening (BEGIN and the writers' lock), sent ahead of its
+        # first statement in the same message: one round trip fewer per write (_PgWrite).
+        self.begin = ""
 
     def tables_present(self, names) -> set[str]:
         """Which of ``names`` are tables in this store's schema; asks the catalogue only
@@ -350,18 +365,25 @@ class PgStore:
         from cafleet.store import dialect
 
         try:
+            if self.begin:  # the first statement of a write: the transaction's opening goes with it
+                begin, self.begin = self.begin, ""
+                text = begin + "; " + dialect.postgres(sql, bool(params))
+                cursor = self.conn.execute(text, params or None)
+                cursor.nextset()  # BEGIN's, then the lock's result
+                cursor.nextset()
+                return cursor
             if params:
                 return self.conn.execute(dialect.postgres(sql, True), params)
             if sql == "BEGIN":  # a read snapshot (the WebUI): one consistent view, as on SQLite
                 sql = "BEGIN ISOLATION LEVEL REPEATABLE READ"
             return self.conn.execute(dialect.postgres(sql, False))
-        except psycopg.DataError as exc:
+        except pgwire.DataError as exc:
             if "NUL" in str(exc) and any("\0" in p for p in params if isinstance(p, str)):
                 raise DatabaseError(
                     "PostgreSQL text cannot hold the character U+0000 (NUL); remove it from the text and try again."
                 ) from None
             raise translate(exc, self.url, self.busy_timeout) from None
-        except psycopg.Error as exc:
+        except pgwire.Error as exc:
             raise translate(exc, self.url, self.busy_timeout) from None
 
     def insert(self, sql: str, params, key: str) -> int:
@@ -382,9 +404,9 @@ class PgStore:
         """Whether this idle connection can serve again, without a round trip: open, outside
         a transaction, and nothing unasked for waiting on its socket. A server that ends the
         session (a restart, ``pg_terminate_backend``, an idle timeout) sends its reason and
-        closes, which psycopg would only notice on the next query."""
+        closes, which the client would only notice on the next query."""
         conn = self.conn
-        if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        if conn.closed or conn.info.transaction_status != pgwire.IDLE:
             return False
         poller = select.poll()  # not select(): a descriptor above 1023 is fine
         poller.register(conn.fileno(), select.POLLIN)
@@ -403,7 +425,7 @@ class PgStore:
         self.present |= fresh.present
         try:
             old.close()
-        except psycopg.Error:
+        except pgwire.Error:
             pass
 
     def close(self) -> None:
@@ -418,20 +440,20 @@ class _PgWrite:
 
     def __enter__(self) -> PgStore:
         store = self.store
-        # One round trip: the transaction and the writers' lock (bounded by lock_timeout).
-        try:
-            store.execute(f"BEGIN; SELECT pg_advisory_xact_lock({lock_key('writers', store.schema)})")
-        except BaseException:
-            _rollback_quietly(store.conn)  # a lock that timed out leaves the transaction aborted
-            raise
+        # The transaction and the writers' lock (bounded by lock_timeout) go to the server
+        # with the first statement, in its message (PgStore.execute): no round trip here.
+        store.begin = f"BEGIN; SELECT pg_advisory_xact_lock({lock_key('writers', store.schema)})"
         return store
 
     def __exit__(self, exc_type, exc, tb) -> None:
         store = self.store
+        if store.begin:  # no statement ran: no transaction was opened, nothing to end
+            store.begin = ""
+            return
         if exc_type is None:
             try:
-                store.conn.execute(pgsql.SQL("NOTIFY {}; COMMIT").format(pgsql.Identifier(store.channel)))
-            except psycopg.Error as error:
+                store.conn.execute(f"NOTIFY {pgwire.quote_ident(store.channel)}; COMMIT")
+            except pgwire.Error as error:
                 _rollback_quietly(store.conn)
                 raise translate(error, store.url, store.busy_timeout) from None
         else:
@@ -440,9 +462,9 @@ class _PgWrite:
 
 def _rollback_quietly(conn) -> None:
     try:
-        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        if conn.info.transaction_status != pgwire.IDLE:
             conn.execute("ROLLBACK")
-    except psycopg.Error:
+    except pgwire.Error:
         pass
 
 
@@ -459,7 +481,7 @@ def _translated(exc: BaseException, where: str, busy_timeout: float) -> Database
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if state == "55P03":  # lock_not_available: lock_timeout expired
         return DatabaseError(f"database {where} is locked by another process (waited {busy_timeout:g} s); try again.")
-    if state.startswith("08") or isinstance(exc, psycopg.OperationalError):
+    if state.startswith("08") or isinstance(exc, pgwire.OperationalError):
         return DatabaseUnreachable(f"cannot reach database {where}: {first}; check the server and the URL.")
     if state.startswith("28"):
         return DatabaseError(f"database {where} refused the login: {first}.")
@@ -472,29 +494,22 @@ def _translated(exc: BaseException, where: str, busy_timeout: float) -> Database
     return DatabaseError(f"database {where} failed: {first}.")
 
 
-class Connection(psycopg.Connection):
-    """psycopg's connection, also answering ``in_transaction`` as the SQLite driver's does
-    (the WebUI's read snapshots close an open transaction by that test)."""
-
-    @property
-    def in_transaction(self) -> bool:
-        return self.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
-
-
-def connect(url: str, busy_timeout: float, schema_name: str, settings: bool = True) -> psycopg.Connection:
+def connect(url: str, busy_timeout: float, schema_name: str, settings: bool = True) -> pgwire.Connection:
     """An autocommit connection with keepalives, ``search_path`` set to the schema and
     ``lock_timeout`` to the busy timeout; with ``settings=False`` the caller sends
     :func:`_settings_sql` itself (the store's open folds it into its diagnosis)."""
     try:
-        conn = Connection.connect(url, autocommit=True, connect_timeout=max(2, int(busy_timeout) + 1), **KEEPALIVES)
-    except psycopg.Error as exc:
+        conn = pgwire.Connection.connect(
+            url, autocommit=True, connect_timeout=max(2, int(busy_timeout) + 1), **KEEPALIVES
+        )
+    except pgwire.Error as exc:
         raise translate(exc, url, busy_timeout) from None
     if os.environ.get(TRACE_SQL):
-        conn.cursor_factory = _TracedCursor
+        conn.trace = _trace_sql
     if settings:
         try:
             conn.execute(_settings_sql(schema_name, busy_timeout))
-        except psycopg.Error as exc:
+        except pgwire.Error as exc:
             conn.close()
             raise translate(exc, url, busy_timeout) from None
     return conn
@@ -511,13 +526,10 @@ def _settings_sql(schema_name: str, busy_timeout: float) -> str:
     )
 
 
-class _TracedCursor(psycopg.Cursor):
+def _trace_sql(query: str) -> None:
     """Test-only (``CAFLEET_TEST_TRACE_SQL``, cafleet.faults): each statement sent goes to
     the trace on one line, so a test counts what an open sends instead of timing it."""
-
-    def execute(self, query, params=None, **kwargs):
-        trace_point("sql " + " ".join(str(query).split()), TRACE_SQL)
-        return super().execute(query, params, **kwargs)
+    trace_point("sql " + " ".join(query.split()), TRACE_SQL)
 
 
 def open_store(
@@ -548,7 +560,7 @@ def open_store(
                 found = _read_shape(conn, schema_name)
                 diagnose(conn, store.path, schema_name, found, trusted_owner)
             store.present.update(found["column"], found["index"])
-        except psycopg.Error as exc:
+        except pgwire.Error as exc:
             raise translate(exc, store.url, busy_timeout) from None
     except BaseException:
         conn.close()
@@ -666,7 +678,7 @@ def _fast_accept(conn, schema_name: str, busy_timeout: float, trusted_owner: str
         cursor = conn.execute(_fast_query(schema_name, busy_timeout, trusted_owner))
         cursor.nextset()
         row = cursor.fetchone()
-    except psycopg.Error:
+    except pgwire.Error:
         if conn.broken or conn.closed:
             raise
         return None  # a missing ledger or object, no md5(): the detailed diagnosis says what
@@ -708,7 +720,7 @@ def diagnose(conn, where: str, schema_name: str, found: dict | None = None, trus
         )
     try:
         version = conn.execute(f'SELECT max(version) FROM "{schema_name}".{schema.LEDGER_TABLE}').fetchone()[0]
-    except psycopg.Error as exc:
+    except pgwire.Error as exc:
         raise diagnosis.Refused(f"{place} has an unreadable schema ledger ({exc}); it was left unchanged.") from None
     if not isinstance(version, int) or version < 1:
         raise diagnosis.Refused(f"{place} has an empty or invalid schema ledger; it was left unchanged.")
@@ -802,7 +814,7 @@ def _initialise(conn, where: str, schema_name: str, trusted_owner: str) -> None:
             return  # another process initialised it while this one waited (the caller diagnoses it)
         check_owners(found, f"schema {schema_name} of database {where}", trusted_owner)
         create = "CREATE SCHEMA IF NOT EXISTS {}" if "" in found["owner"] else "CREATE SCHEMA {}"
-        conn.execute(pgsql.SQL(create).format(pgsql.Identifier(schema_name)))
+        conn.execute(create.format(pgwire.quote_ident(schema_name)))
         for statement in (*TABLES.values(), *LATE_FOREIGN_KEYS, *INDEXES.values()):  # exactly the seed's
             conn.execute(statement)
         conn.execute(
@@ -853,7 +865,7 @@ def triggers_and_rules(store: PgStore) -> list[dict]:
     table runs another role's code; a rule can only be made by the table's owner."""
     try:
         rows = store.conn.execute(_TRIGGERS_QUERY, {"s": store.schema, "tables": list(EXPECTED_COLUMNS)}).fetchall()
-    except psycopg.Error as exc:
+    except pgwire.Error as exc:
         raise translate(exc, store.url, store.busy_timeout) from None
     found = []
     for kind, table, name, function, function_owner, definer, builtin, user in rows:
@@ -888,7 +900,7 @@ class NotifyWaiter:
 
     def __init__(self, store: PgStore) -> None:
         self.store = store
-        self.conn: psycopg.Connection | None = None
+        self.conn: pgwire.Connection | None = None
         self.last_read = time.monotonic()
         self._listen()
 
@@ -896,8 +908,8 @@ class NotifyWaiter:
         # LISTEN needs neither search_path nor lock_timeout: no settings round trip.
         conn = connect(self.store.url, self.store.busy_timeout, self.store.schema, settings=False)
         try:
-            conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(self.store.channel)))
-        except psycopg.Error as exc:
+            conn.execute("LISTEN " + pgwire.quote_ident(self.store.channel))
+        except pgwire.Error as exc:
             conn.close()
             raise translate(exc, self.store.url, self.store.busy_timeout) from None
         self.conn = conn
@@ -929,7 +941,7 @@ class NotifyWaiter:
                 if list(self.conn.notifies(timeout=timeout, stop_after=1)):
                     self.last_read = time.monotonic()
                     return True
-            except (psycopg.OperationalError, DatabaseError):
+            except (pgwire.OperationalError, DatabaseError):
                 # The session ended (a restart, an administrator, a timeout): listen again
                 # at once; if that fails too, the next wait raises. Either way, read again.
                 try:
@@ -951,7 +963,7 @@ class NotifyWaiter:
             if list(self.conn.notifies(timeout=0.001, stop_after=1)) or now - self.last_read >= FALLBACK_POLL:
                 self.last_read = now
                 return True
-        except (psycopg.OperationalError, DatabaseError):
+        except (pgwire.OperationalError, DatabaseError):
             self._drop()
             return True
         return False
@@ -960,7 +972,7 @@ class NotifyWaiter:
         if self.conn is not None:
             try:
                 self.conn.close()
-            except psycopg.Error:
+            except pgwire.Error:
                 pass
             self.conn = None
 
@@ -991,7 +1003,7 @@ class AdvisoryLock:
     def __init__(self, url: str, key: int) -> None:
         self.url = url
         self.key = key
-        self.conn: psycopg.Connection | None = None
+        self.conn: pgwire.Connection | None = None
 
     def acquire(self, timeout: float, busy_timeout: float = 5.0) -> bool:
         # pg_try_advisory_lock never waits and names no table: no settings round trip.
@@ -1018,7 +1030,7 @@ class AdvisoryLock:
             return False
         try:
             row = conn.execute(_HOLDS_LOCK, ((self.key >> 32) & 0xFFFFFFFF, self.key & 0xFFFFFFFF)).fetchone()
-        except psycopg.Error:
+        except pgwire.Error:
             return False
         return bool(row and row[0])
 
