@@ -90,6 +90,12 @@ class DelayProxy:
         self._loop.run_forever()
 
     async def _accept(self, client_reader, client_writer) -> None:
+        try:
+            await self._forward(client_reader, client_writer)
+        except asyncio.CancelledError:
+            pass  # stop(): the connection ends with the proxy
+
+    async def _forward(self, client_reader, client_writer) -> None:
         task = asyncio.current_task()
         self._tasks.add(task)
         link = Link()

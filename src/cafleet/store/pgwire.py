@@ -34,8 +34,12 @@ client, so several statements go in one message and come back in one round trip.
 from __future__ import annotations
 
 import os
-import socket
 import struct
+
+# The C module behind ``socket``: the module itself builds its enums at import (most of its
+# cost) and pulls in ``selectors``; a connection needs neither. ``socket`` is imported only
+# for TLS, which wraps a ``socket.socket``.
+import _socket as socket
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -616,7 +620,7 @@ class Connection:
         except OSError as exc:
             self.close()
             reason = exc.strerror or str(exc) or type(exc).__name__
-            if isinstance(exc, TimeoutError) or isinstance(exc, socket.timeout):
+            if isinstance(exc, TimeoutError):
                 reason = "timeout expired"
             hint = (
                 "\n\tIs the server running locally and accepting connections on that socket?"
@@ -641,7 +645,8 @@ class Connection:
         try:
             addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except socket.gaierror as exc:
-            raise OSError(0, f'could not translate host name "{host}" to address: {exc.strerror}') from None
+            reason = exc.strerror or str(exc)
+            raise OSError(0, f'could not translate host name "{host}" to address: {reason}') from None
         for family, kind, proto, _, address in addresses:
             sock = socket.socket(family, kind, proto)
             sock.settimeout(timeout)
@@ -673,6 +678,7 @@ class Connection:
             return
         if answer != b"S":
             raise OperationalError("received invalid response to SSL negotiation")
+        import socket as socket_module
         import ssl
 
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -693,7 +699,10 @@ class Connection:
         if os.path.exists(cert):
             key = params.get("sslkey") or os.path.join(home, "postgresql.key")
             context.load_cert_chain(cert, key, password=params.get("sslpassword") or None)
-        self.sock = context.wrap_socket(self.sock, server_hostname=host if params.get("sslsni", "1") != "0" else None)
+        timeout = self.sock.gettimeout()
+        plain = socket_module.socket(fileno=self.sock.detach())  # ssl wraps socket.socket objects
+        plain.settimeout(timeout)
+        self.sock = context.wrap_socket(plain, server_hostname=host if params.get("sslsni", "1") != "0" else None)
 
     def _startup(self, params: dict[str, str], host: str) -> None:
         body = bytearray(_I.pack(196608))

@@ -20,15 +20,21 @@ by reading again (see :class:`NotifyWaiter`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import select
 import time
 
+# BLAKE2 and MD5 from the interpreter's own modules: hashlib would load OpenSSL's libcrypto
+# (docs/performance.md "On PostgreSQL": what a command imports).
+try:
+    from _blake2 import blake2b
+    from _md5 import md5
+except ImportError:  # an interpreter built without them
+    from hashlib import blake2b, md5
+
 from cafleet.store import pgwire
 
 from cafleet import clock
-from cafleet.credentials import redact, scrub
 from cafleet.errors import DatabaseError, DatabaseUnreachable
 from cafleet.faults import TRACE_SQL, trace_point
 from cafleet.store import diagnosis, schema
@@ -48,7 +54,7 @@ def lock_key(*parts: str) -> int:
     """A signed 64-bit advisory-lock key: BLAKE2b of cafleet's namespace and ``parts``
     (PostgreSQL's ``hashtext`` is 32 bits and collides; this one is ours alone)."""
     text = "\0".join(("cafleet", *parts)).encode("utf-8", "surrogatepass")
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big", signed=True)
+    return int.from_bytes(blake2b(text, digest_size=8).digest(), "big", signed=True)
 
 
 def valid_schema(name: str) -> bool:
@@ -311,7 +317,7 @@ class PgStore:
     ) -> None:
         self.conn = conn
         self.url = url
-        self.path = redact(url)  # what messages show
+        self.path = _redact(url)  # what messages show
         self.schema = schema_name
         self.busy_timeout = busy_timeout
         self.trusted_owner = trusted_owner  # CAFLEET_PG_TRUSTED_OWNER: "" trusts the connecting role alone
@@ -468,10 +474,31 @@ def _rollback_quietly(conn) -> None:
         pass
 
 
+def _redact(url: str) -> str:
+    """:func:`cafleet.credentials.redact`, whose regular expressions (and ``re``) are
+    loaded only when ``url`` can hold a password: a ``password`` parameter, or a colon
+    between a ``://`` and the ``@`` after it (``user:password@``). Otherwise neither of
+    its patterns can match, and the URL is its own redaction."""
+    lower = url.lower()
+    may_hold = "password" in lower
+    at = url.find("@")
+    while not may_hold and at >= 0:
+        start = url.rfind("://", 0, at)
+        may_hold = start >= 0 and ":" in url[start + 3 : at]
+        at = url.find("@", at + 1)
+    if not may_hold:
+        return url
+    from cafleet.credentials import redact
+
+    return redact(url)
+
+
 def translate(exc: BaseException, url: str, busy_timeout: float) -> DatabaseError:
     """One line for a failed PostgreSQL call on ``url``, by SQLSTATE; the URL's password
     is never in it, nor anything libpq quoted of it (:func:`cafleet.credentials.scrub`)."""
-    error = _translated(exc, redact(url), busy_timeout)
+    from cafleet.credentials import scrub
+
+    error = _translated(exc, _redact(url), busy_timeout)
     error.message = scrub(error.message, url)
     return error
 
@@ -665,7 +692,7 @@ def baseline_digest() -> str:
         lines = [f"column {table} {column}" for table, columns in EXPECTED_COLUMNS.items() for column in columns]
         lines += [f"constraint {table} {c}" for table, constraints in EXPECTED_CONSTRAINTS.items() for c in constraints]
         lines += [f"index {name} {definition}" for name, definition in EXPECTED_INDEXES.items()]
-        _baseline.append(hashlib.md5("\n".join(sorted(lines)).encode(), usedforsecurity=False).hexdigest())
+        _baseline.append(md5("\n".join(sorted(lines)).encode(), usedforsecurity=False).hexdigest())
     return _baseline[0]
 
 
