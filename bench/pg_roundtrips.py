@@ -124,46 +124,54 @@ def main() -> None:
         socket_path = os.path.join(cluster.socket_dir, ".s.PGSQL.5432")
         table: dict[str, dict[float, tuple[float, int, int]]] = {}
         wakes: dict[float, float] = {}
-        for rtt in rtts:
-            proxy = DelayProxy(socket_path, rtt)
-            env = dict(base_env, CAFLEET_DATABASE_URL=tcp_url(url, proxy.port))
+        proxies = {rtt: DelayProxy(socket_path, rtt) for rtt in rtts}
+        envs = {rtt: dict(base_env, CAFLEET_DATABASE_URL=tcp_url(url, proxy.port)) for rtt, proxy in proxies.items()}
+        try:
+            # Paired: each run takes every command over every RTT in turn, so the machine's
+            # load (shared, noisy) weighs on every column alike.
+            samples: dict[tuple[str, float], list[tuple[float, int, int]]] = {}
+            for _ in range(args.runs):
+                for name, argv in hot_commands(fleet_id, director, workers, acks.pop).items():
+                    for rtt in rtts:
+                        if name == "message ack":
+                            argv = hot_commands(fleet_id, director, workers, acks.pop)[name]
+                        samples.setdefault((name, rtt), []).append(measure(cafleet, argv, envs[rtt], proxies[rtt]))
+            for (name, rtt), values in samples.items():
+                counts = {(c, r) for _, c, r in values}
+                if len(counts) != 1:
+                    print(f"note: {name} at {rtt * 1000:g} ms varied: {sorted(counts)} (its data grew)")
+                table.setdefault(name, {})[rtt] = (
+                    statistics.median(v[0] for v in values),
+                    statistics.median_low(v[1] for v in values),
+                    statistics.median_low(v[2] for v in values),
+                )
+            direct = open_store(url)
             try:
-                samples: dict[str, list[tuple[float, int, int]]] = {}
-                for _ in range(args.runs):
-                    for name, argv in hot_commands(fleet_id, director, workers, acks.pop).items():
-                        samples.setdefault(name, []).append(measure(cafleet, argv, env, proxy))
-                for name, values in samples.items():
-                    counts = {(c, r) for _, c, r in values}
-                    if len(counts) != 1:
-                        print(f"warning: {name} at {rtt * 1000:g} ms varied: {sorted(counts)}")
-                    table.setdefault(name, {})[rtt] = (
-                        statistics.median(v[0] for v in values),
-                        values[0][1],
-                        values[0][2],
+                for rtt in rtts[1:]:
+                    wakes[rtt] = statistics.median(
+                        wake_time(cafleet, envs[rtt], direct, workers[3], workers[4], proxies[rtt]) for _ in range(3)
                     )
-                if rtt:
-                    direct = open_store(url)
-                    try:
-                        wakes[rtt] = statistics.median(
-                            wake_time(cafleet, env, direct, workers[3], workers[4], proxy) for _ in range(3)
-                        )
-                    finally:
-                        direct.close()
             finally:
+                direct.close()
+        finally:
+            for proxy in proxies.values():
                 proxy.stop()
-        print(f"{args.runs} runs per command and RTT, medians; connections and round trips counted at the proxy")
+        print(
+            f"{args.runs} runs per command and RTT, paired, medians; connections and round trips counted at the proxy"
+        )
+        print("extra: wall minus wall over the undelayed proxy, in RTT (the round trips are its floor)")
         head = f"{'command':<13} {'conns':>5} {'RTs':>4} {'wall@0':>8}"
         for rtt in rtts[1:]:
-            head += f" {'wall@' + format(rtt * 1000, 'g'):>9} {'link/RTT':>8}"
+            head += f" {'wall@' + format(rtt * 1000, 'g'):>9} {'extra':>6}"
         print(head)
         for name, by_rtt in table.items():
             wall0, conns, trips = by_rtt[0.0]
             line = f"{name:<13} {conns:>5} {trips:>4} {wall0 * 1000:>6.0f}ms"
             for rtt in rtts[1:]:
                 wall, c, r = by_rtt[rtt]
-                line += f" {wall * 1000:>7.0f}ms {(wall - wall0) / rtt:>8.2f}"
+                line += f" {wall * 1000:>7.0f}ms {(wall - wall0) / rtt:>6.1f}"
                 if (c, r) != (conns, trips):
-                    line += f" (conns {c}, RTs {r})"
+                    line += f" ({c} conns, {r} RTs)"
             print(line)
         print("message wait woken by a commit on the server's socket (commit -> the waiter's first line), median of 3:")
         for rtt, seconds in wakes.items():

@@ -17,7 +17,8 @@ from tests.support.tmux_fixtures import wait_for
 
 @pytest.fixture
 def proxied(env, pg_cluster):
-    """(environment naming the database through the proxy, the proxy, the id of a message to ack)."""
+    """(environment naming the database through the proxy, the proxy, the id of a message
+    to ack, its recipient)."""
     from cafleet.broker import fleets, members, messages
     from cafleet.store.connection import open_store
 
@@ -42,7 +43,7 @@ def proxied(env, pg_cluster):
     database = url.split("@/", 1)[1].split("?", 1)[0]
     proxied_env = dict(env, CAFLEET_DATABASE_URL=f"postgresql://postgres@127.0.0.1:{proxy.port}/{database}")
     try:
-        yield proxied_env, proxy, message_id
+        yield proxied_env, proxy, message_id, worker
     finally:
         proxy.stop()
 
@@ -62,12 +63,18 @@ def counted(proxy, environ, *args) -> tuple[int, int]:
 def test_a_read_costs_the_set_up_and_one_round_trip(proxied):
     """The TCP handshake, TLS asked and refused (``sslmode=prefer``, as libpq), the login,
     the store's one-round-trip open, then the read: five, on one connection."""
-    environ, proxy, _ = proxied
+    environ, proxy, _, _ = proxied
     assert counted(proxy, environ, "fleet", "list") == (1, 5)
+
+
+def test_a_poll_that_finds_messages_is_one_statement(proxied):
+    """Rows prove the member exists: it is looked up only for an empty inbox."""
+    environ, proxy, _, worker = proxied
+    assert counted(proxy, environ, "message", "poll", str(worker)) == (1, 5)
 
 
 def test_a_write_costs_the_set_up_and_two_round_trips(proxied):
     """A write transaction's opening (BEGIN and the writers' lock) travels with its first
     statement, then the commit: ``message ack`` is the set-up's four and two."""
-    environ, proxy, message_id = proxied
+    environ, proxy, message_id, _ = proxied
     assert counted(proxy, environ, "message", "ack", str(message_id)) == (1, 6)
