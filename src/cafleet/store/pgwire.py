@@ -534,7 +534,8 @@ class Connection:
         self.broken = False
         self._closed = False
         self._status = IDLE
-        self._buffer = bytearray()
+        self._buffer = bytearray()  # what came from the server; read from _pos on
+        self._pos = 0
         self._notifies: list[Notify] = []
         self.trace: Any = None  # a callable given each query as written, before its parameters
         self.autocommit = True
@@ -773,28 +774,34 @@ class Connection:
         self.sock.sendall(kind + _I.pack(len(body) + 4) + body)
 
     def _recv_exact(self, size: int) -> bytes:
-        while len(self._buffer) < size:
+        while len(self._buffer) - self._pos < size:
             self._fill()
-        data = bytes(self._buffer[:size])
-        del self._buffer[:size]
+        data = bytes(self._buffer[self._pos : self._pos + size])
+        self._pos += size
         return data
 
     def _fill(self) -> None:
+        if self._pos:  # drop what was read before appending (never one message at a time)
+            del self._buffer[: self._pos]
+            self._pos = 0
         chunk = self.sock.recv(65536)
         if not chunk:
             raise ConnectionResetError(0, "server closed the connection unexpectedly")
         self._buffer += chunk
 
+    def _complete(self) -> bool:
+        """Whether a whole message is buffered."""
+        available = len(self._buffer) - self._pos
+        return available >= 5 and available >= _I.unpack_from(self._buffer, self._pos + 1)[0] + 1
+
     def _read_message(self) -> tuple[bytes, memoryview]:
-        buffer = self._buffer
-        while len(buffer) < 5:
+        while not self._complete():
             self._fill()
-        size = _I.unpack_from(buffer, 1)[0]
-        while len(buffer) < size + 1:
-            self._fill()
-        kind = bytes(buffer[:1])
-        data = memoryview(bytes(buffer[5 : size + 1]))
-        del buffer[: size + 1]
+        buffer, pos = self._buffer, self._pos
+        end = pos + 1 + _I.unpack_from(buffer, pos + 1)[0]
+        kind = bytes(buffer[pos : pos + 1])
+        data = memoryview(bytes(buffer[pos + 5 : end]))
+        self._pos = end
         return kind, data
 
     def _handle_async(self, kind: bytes, data: memoryview) -> None:
@@ -934,7 +941,7 @@ class Connection:
             self._read_pending()
 
     def _wait_readable(self, timeout: float | None) -> bool:
-        if self._buffer:
+        if self._complete():
             return True
         pending = getattr(self.sock, "pending", None)  # TLS: bytes already decrypted
         if pending is not None and pending():
@@ -948,9 +955,9 @@ class Connection:
     def _read_pending(self) -> None:
         """Read what the server sent unasked (notifications, notices, a FATAL error)."""
         try:
-            if not self._buffer:
-                self._fill()
-            while len(self._buffer) >= 5 and len(self._buffer) >= _I.unpack_from(self._buffer, 1)[0] + 1:
+            if not self._complete():
+                self._fill()  # the socket is readable: this does not block
+            while self._complete():
                 kind, data = self._read_message()
                 if kind == b"E":
                     error = _server_error(_fields(data))
