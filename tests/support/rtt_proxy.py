@@ -74,8 +74,12 @@ class DelayProxy:
     def stop(self) -> None:
         async def close():
             self._server.close()
-            for task in list(self._tasks):
+            tasks = list(self._tasks)
+            for task in tasks:
                 task.cancel()
+            if tasks:  # let each connection's pumps see the cancellation and end
+                await asyncio.wait(tasks, timeout=5)
+            await asyncio.sleep(0.01)
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
