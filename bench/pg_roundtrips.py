@@ -113,7 +113,8 @@ def main() -> None:
         for i in range(5):
             messages.send(store, director, workers[0], f"task {i}")
         acks = [
-            messages.send(store, director, workers[1], "to ack")["message_id"] for _ in range(len(rtts) * args.runs)
+            messages.send(store, director, workers[1], "to ack")["message_id"]
+            for _ in range((len(rtts) + 2) * args.runs)
         ]
         store.close()
         base_env = {
