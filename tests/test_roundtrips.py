@@ -78,3 +78,14 @@ def test_a_write_costs_the_set_up_and_two_round_trips(proxied):
     statement, then the commit: ``message ack`` is the set-up's four and two."""
     environ, proxy, message_id, _ = proxied
     assert counted(proxy, environ, "message", "ack", str(message_id)) == (1, 6)
+
+
+def test_a_send_trusts_the_opens_look_at_the_auxiliary_tables(proxied):
+    """The open's one round trip already said which usage tables exist: the send's budget
+    check does not ask the catalogue again (set-up + 5: the transaction with the first
+    read, the placement read, the insert, the commit, the preview's placement read)."""
+    environ, proxy, _, worker = proxied
+    assert counted(proxy, environ, "message", "send", "--from-member-id", str(worker), "--to-member-id", "1", "hi") == (
+        1,
+        9,
+    )

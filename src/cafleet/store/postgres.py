@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 DEFAULT_SCHEMA = "cafleet"
 FALLBACK_POLL = 2.0  # seconds: a waiter re-reads this often even when no notification came
+ABSENCE_FRESH = 1.0  # seconds: how long the open's "this auxiliary table is missing" is trusted
 # TCP keepalives: a connection to a host that died (and the advisory locks it holds) is
 # closed within about idle + interval * count seconds instead of the kernel's two hours.
 KEEPALIVES: dict[str, Any] = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3}
@@ -309,6 +310,8 @@ class PgStore:
         "present",
         "trusted_owner",
         "begin",
+        "absent",
+        "absent_until",
     )
     engine = "postgresql"
 
@@ -331,6 +334,11 @@ class PgStore:
         # A write transaction's opening (BEGIN and the writers' lock), sent ahead of its
         # first statement in the same message: one round trip fewer per write (_PgWrite).
         self.begin = ""
+        # Auxiliary objects the open's catalogue read found missing, trusted as missing
+        # until absent_until (monotonic): a command's first look (the send's budget check)
+        # needs no round trip of its own, and a long-lived process asks again later.
+        self.absent: set[str] = set()
+        self.absent_until = 0.0
 
     def tables_present(self, names) -> set[str]:
         """Which of ``names`` are tables in this store's schema; asks the catalogue only
@@ -341,7 +349,8 @@ class PgStore:
         """Which of ``names`` (tables or indexes) exist in the schema: one catalogue read for
         those not already known to (cafleet never drops one, so a name found stays found)."""
         names = list(names)
-        unknown = [name for name in names if name not in self.present]
+        fresh = self.absent if time.monotonic() < self.absent_until else ()
+        unknown = [name for name in names if name not in self.present and name not in fresh]
         if unknown:
             rows = self.execute(
                 "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -429,6 +438,7 @@ class PgStore:
         fresh = open_store(self.url, self.busy_timeout, self.schema, self.trusted_owner)
         old, self.conn = self.conn, fresh.conn
         self.present |= fresh.present
+        self.absent, self.absent_until = fresh.absent, fresh.absent_until
         try:
             old.close()
         except pgwire.Error:
@@ -579,6 +589,8 @@ def open_store(
             present = _fast_accept(conn, schema_name, busy_timeout, trusted_owner)
             if present is not None:
                 store.present.update(present)
+                store.absent = {*AUX_TABLES, *AUX_INDEXES} - present
+                store.absent_until = time.monotonic() + ABSENCE_FRESH
                 return store
             conn.execute(_settings_sql(schema_name, busy_timeout))  # the fast path's were rolled back or unchecked
             found = _read_shape(conn, schema_name)
