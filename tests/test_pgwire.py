@@ -6,6 +6,9 @@ notifications, and errors by SQLSTATE."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -119,3 +122,59 @@ def test_urls_are_read_as_libpq_reads_them():
     ):
         with pytest.raises(pgwire.Error, match=words):
             pgwire.parse_url(bad)
+
+
+def test_tls_over_tcp_with_each_sslmode_and_ssl_loaded_only_then(tmp_path):
+    """A private cluster listening on 127.0.0.1 with TLS (a self-signed certificate made
+    for the test) and a SCRAM login: ``require`` and ``verify-ca`` encrypt, ``verify-full``
+    refuses a certificate that does not name the host, and a whole command runs over TLS;
+    ``ssl`` is imported for that connection and not before."""
+    from tests.support.postgres import Cluster, missing_reason
+    from tests.support.sshd import free_port
+
+    if missing_reason() or shutil.which("openssl") is None:
+        pytest.skip(missing_reason() or "openssl is not installed")
+    cluster = Cluster()
+    try:
+        cluster.start()
+        for name in ("server.key", "server.crt"):
+            path = os.path.join(cluster.data, name)
+            if name == "server.key":
+                subprocess.run(
+                    ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=elsewhere"]
+                    + ["-keyout", path, "-out", os.path.join(cluster.data, "server.crt")],
+                    check=True,
+                    capture_output=True,
+                )
+            os.chmod(path, 0o600)
+            if cluster.user:
+                shutil.chown(path, user=cluster.user)
+        shutil.copy(os.path.join(cluster.data, "server.crt"), tmp_path / "root.crt")
+        with open(os.path.join(cluster.data, "pg_hba.conf"), encoding="utf-8") as handle:
+            rest = handle.read()
+        with open(os.path.join(cluster.data, "pg_hba.conf"), "w", encoding="utf-8") as handle:
+            handle.write(f"hostssl all tls 127.0.0.1/32 scram-sha-256\n{rest}")
+        port = free_port()
+        cluster.pause()
+        cluster.options = f"-c listen_addresses=127.0.0.1 -c port={port} -c ssl=on"
+        cluster.resume()
+        with pgwire.connect(f"postgresql://postgres@/postgres?host={cluster.socket_dir}&port={port}") as admin:
+            admin.execute("CREATE ROLE tls LOGIN PASSWORD 'pw:s'")
+            admin.execute("CREATE DATABASE tls OWNER tls")
+        base = f"postgresql://tls:pw%3As@127.0.0.1:{port}/tls?sslrootcert={tmp_path / 'root.crt'}&sslmode="
+        for mode in ("require", "verify-ca", "prefer"):
+            with pgwire.connect(base + mode) as conn:
+                row = conn.execute("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").fetchone()
+                assert row == (True,), mode
+        with pytest.raises(pgwire.OperationalError, match="certificate verify failed"):
+            pgwire.connect(base + "verify-full")
+        probe = (
+            "import sys\nfrom cafleet.cli.main import main\ncode = main(sys.argv[1:])\n"
+            "assert 'ssl' in sys.modules, 'ssl not loaded'\nsys.exit(code)"
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CAFLEET_", "PG"))}
+        env.update(CAFLEET_DATABASE_URL=base + "require", HOME=str(tmp_path), CAFLEET_KEEPER="off")
+        done = subprocess.run([sys.executable, "-c", probe, "fleet", "list"], env=env, capture_output=True, text=True)
+        assert done.returncode == 0 and "no live fleets" in done.stdout, done.stderr
+    finally:
+        cluster.stop()
