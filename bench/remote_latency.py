@@ -12,6 +12,11 @@ stand-in recording the submitted preview. Reports medians, p95 and the ratio rem
 (goal: within 2x), plus how many SSH connections sshd accepted during the sends (goal: none
 beyond the one opened at creation). Nothing outside the temporary folders is touched.
 
+``--rtt MS`` puts the delaying proxy of tests/support/rtt_proxy.py (asyncio, 127.0.0.1)
+between the Director's host and the SSH host, so the remote preview crosses a link of that
+round-trip time; the report adds the remote cost over the local one in RTT (goal: at most
+2 RTT more, with no new SSH handshake) and the round trips the proxy counted per send.
+
 ``--store postgres`` puts the fleet in a fresh database of a private PostgreSQL cluster
 (tests/support/postgres.py) instead of a SQLite file: the pane-input lock is then the
 advisory lock, taken on a connection of its own for each preview, local or remote.
@@ -71,6 +76,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sends", type=int, default=20, help="sends to each member")
     parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--rtt", type=float, default=0.0, help="round-trip time to the SSH host, in ms")
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is not installed")
@@ -91,6 +97,15 @@ def main() -> None:
             cluster.start()
             fleet.env["CAFLEET_DATABASE_URL"] = cluster.fresh_database()
         with running_sshd(sshdir, remote_path) as host:
+            proxy = None
+            if args.rtt:
+                from tests.support.rtt_proxy import DelayProxy
+
+                proxy = DelayProxy(("127.0.0.1", host.port), args.rtt / 1000)
+                config = host.config.read_text().replace(f"Port {host.port}\n", f"Port {proxy.port}\n")
+                host.config.write_text(config)
+                known = host.root / "known_hosts"
+                known.write_text(known.read_text().replace(f"]:{host.port} ", f"]:{proxy.port} "))
             fleet.env.update(CAFLEET_SSH_CONFIG=str(host.config), CAFLEET_SSH_CONTROL_DIR=str(sshdir / "control"))
             director, local = fleet.setup()
             remote = json.loads(
@@ -114,8 +129,10 @@ def main() -> None:
             wait_ready(fleet, remote)
             connections_before = host.accepted()
             times: dict[int, list[float]] = {local: [], remote: []}
+            trips: list[int] = []
             for i in range(args.sends):
                 for member in (local, remote):
+                    before = proxy.round_trips() if proxy else 0
                     started = time.time()
                     done = subprocess.run(
                         [
@@ -136,7 +153,12 @@ def main() -> None:
                     if done.returncode != 0 or done.stderr:
                         raise SystemExit(f"send failed: {done.stderr.strip() or done.returncode}")
                     times[member].append(submitted_at(fleet.records, member, i + 1) - started)
+                    if proxy and member == remote:
+                        time.sleep(0.2 + 2 * proxy.rtt)  # the last answers have crossed
+                        trips.append(proxy.round_trips() - before)
             new_connections = host.accepted() - connections_before
+            if proxy:
+                proxy.stop()
     finally:
         fleet.kill()
         if cluster is not None:
@@ -152,6 +174,10 @@ def main() -> None:
             f"p95 {percentile(values, 0.95) * 1000:7.0f} ms"
         )
     print(f"  remote / local (median):     {remote_median / local_median:.2f}x   (goal: within 2x)")
+    if args.rtt:
+        extra = (remote_median - local_median) / (args.rtt / 1000)
+        print(f"  link RTT {args.rtt:g} ms: remote - local = {extra:.2f} RTT (goal: at most 2)")
+        print(f"  exchanges over the link per remote send (proxy flights answered): {statistics.median(trips):g}")
     print(f"  SSH connections opened by the sends: {new_connections} (one shared connection per host)")
 
 

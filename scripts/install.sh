@@ -3,7 +3,7 @@
 # Usage: bash scripts/install.sh [--test]   (--test also installs the test dependencies,
 # Debian's chromium for the WebUI browser tests, OpenSSH for the remote-host tests and
 # postgresql + libpq5 for the PostgreSQL store's tests, npm for the real agents; CAFLEET_POSTGRES=1 installs the postgres
-# extra and libpq5 without tests)
+# extra, which needs nothing more: the store speaks PostgreSQL's protocol itself)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,8 +22,8 @@ if [ "$with_tests" = 1 ]; then
   # npm (with Node.js) installs the pinned claude, codex and opencode the real-agent tests run.
   command -v npm >/dev/null 2>&1 || apt_packages+=(npm)
 fi
-# libpq, which psycopg (the postgres extra, and the test extra) loads.
-if [ "$with_tests" = 1 ] || [ "${CAFLEET_POSTGRES:-}" = 1 ]; then
+# libpq, which psycopg (the test extra: the tests administer their clusters with it) loads.
+if [ "$with_tests" = 1 ]; then
   ldconfig -p 2>/dev/null | grep -q 'libpq\.so\.5' || apt_packages+=(libpq5)
 fi
 PYTHON=${PYTHON:-python3}

@@ -207,9 +207,31 @@ def test_sqlite_path_never_imports_psycopg(env, tmp_path, fleet):
         postgres = sorted(
             m
             for m in loaded
-            if m.split(".")[0] == "psycopg" or m in ("cafleet.store.postgres", "cafleet.store.dialect")
+            if m.split(".")[0] == "psycopg"
+            or m in ("cafleet.store.postgres", "cafleet.store.pgwire", "cafleet.store.dialect")
         )
         assert postgres == [], (args, postgres)
+
+
+def test_postgres_path_loads_cafleets_own_client_and_no_ssl(env, tmp_path, pg_cluster):
+    """On PostgreSQL a hot command speaks the protocol itself (cafleet.store.pgwire): no
+    driver package, and over a Unix socket (no TLS asked) no ``ssl`` either."""
+    from cafleet.broker import fleets
+    from cafleet.store.connection import open_store
+
+    url = pg_cluster.fresh_database()
+    store = open_store(url)
+    created = fleets.create_fleet(
+        store, name="f", coding_agent="claude", backend="tmux", session="$0@/none", window_id="@0", pane_id="%0"
+    )
+    store.close()
+    pg_env = dict(env, CAFLEET_DATABASE_URL=url)
+    director, fleet_id = str(created["director_member_id"]), str(created["fleet_id"])
+    for args in (["message", "poll", director], ["fleet", "list"], ["member", "list", fleet_id]):
+        loaded = loaded_by(pg_env, tmp_path, *args)
+        assert "cafleet.store.pgwire" in loaded, args
+        drivers = sorted(m for m in loaded if m.split(".")[0] in ("psycopg", "psycopg2", "pg8000", "ssl", "_ssl"))
+        assert drivers == [], (args, drivers)
 
 
 def test_a_quiet_database_never_loads_the_log_check(env, tmp_path):

@@ -279,7 +279,9 @@ HOLD_WRITE_LOCK = {
     "postgres": (
         "import sys\n"
         "from cafleet.store.connection import open_store\n"
-        "with open_store(sys.argv[1]).write():\n"
+        "store = open_store(sys.argv[1])\n"
+        "with store.write():\n"
+        "    store.execute('SELECT 1')  # the writers' lock goes with a transaction's first statement\n"
         "    print('held', flush=True); sys.stdin.read()\n"
     ),
 }

@@ -46,6 +46,7 @@ class Cluster:
     def __init__(self, max_connections: int = 200) -> None:
         self.bin = binaries()
         self.max_connections = max_connections
+        self.options = ""  # more server options for resume() (a TCP listener and TLS, say)
         # Short: the socket path (folder + "/.s.PGSQL.5432") must stay under 107 bytes.
         self.root = tempfile.mkdtemp(prefix="cfpg-", dir="/tmp")
         os.chmod(self.root, 0o755)
@@ -79,6 +80,7 @@ class Cluster:
     def resume(self) -> None:
         """Start the server on the cluster's data (after :meth:`pause`, a restart)."""
         options = f"-k {self.socket_dir} -c listen_addresses='' -c fsync=off -c max_connections={self.max_connections}"
+        options += f" {self.options}" if self.options else ""
         self._run(
             f"{self.bin}/pg_ctl",
             "-D",

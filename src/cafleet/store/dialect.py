@@ -5,7 +5,7 @@ placeholders. The PostgreSQL store passes every statement through :func:`postgre
 per distinct text; the result is cached), which changes only what PostgreSQL spells
 differently:
 
-- ``?`` placeholders become ``%s`` and a literal ``%`` becomes ``%%`` (psycopg's
+- ``?`` placeholders become ``%s`` and a literal ``%`` becomes ``%%`` (pgwire's
   format), outside string literals only;
 - ``a IS NOT b`` between two values becomes ``a IS DISTINCT FROM b`` (SQLite's
   null-safe comparison; ``IS NOT NULL`` is left alone);
@@ -36,7 +36,7 @@ _CACHE: dict[tuple[str, bool], str] = {}
 
 def postgres(sql: str, with_params: bool) -> str:
     """``sql`` as PostgreSQL reads it; ``with_params``: parameters are passed (so ``?``
-    and ``%`` are rewritten for psycopg)."""
+    and ``%`` are rewritten for pgwire, whose placeholders are psycopg's)."""
     key = (sql, with_params)
     text = _CACHE.get(key)
     if text is None:

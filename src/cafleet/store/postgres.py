@@ -1,11 +1,10 @@
 """The PostgreSQL store: ``CAFLEET_DATABASE_URL=postgresql://...`` (or ``postgres://``).
 
-Imported only when such a URL is configured: psycopg costs about 100 ms to import, more
-than a whole SQLite command (docs/performance.md), and ``tests/test_hot_imports.py``
-proves the SQLite path never loads it.
-
-The URL goes to libpq as it is, so the usual ``PG*`` environment variables and
-``~/.pgpass`` fill in what it leaves out. cafleet's tables live in a schema of their own
+Imported only when such a URL is configured (``tests/test_hot_imports.py`` proves the
+SQLite path never loads it). It talks to the server through :mod:`cafleet.store.pgwire`,
+cafleet's own protocol client: a driver's import cost more than a whole SQLite command
+(docs/decisions.md "PostgreSQL driver"). The URL is read as libpq reads it, so the usual
+``PG*`` environment variables and ``~/.pgpass`` fill in what it leaves out. cafleet's tables live in a schema of their own
 (``CAFLEET_PG_SCHEMA``, default ``cafleet``), which is the connection's ``search_path``;
 the broker's queries name tables without a schema.
 
@@ -21,23 +20,32 @@ by reading again (see :class:`NotifyWaiter`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import select
 import time
-from typing import Any
 
-import psycopg
-from psycopg import sql as pgsql
+# BLAKE2 and MD5 from the interpreter's own modules: hashlib would load OpenSSL's libcrypto
+# (docs/performance.md "On PostgreSQL": what a command imports).
+try:
+    from _blake2 import blake2b
+    from _md5 import md5
+except ImportError:  # an interpreter built without them
+    from hashlib import blake2b, md5
+
+from cafleet.store import pgwire
 
 from cafleet import clock
-from cafleet.credentials import redact, scrub
 from cafleet.errors import DatabaseError, DatabaseUnreachable
 from cafleet.faults import TRACE_SQL, trace_point
 from cafleet.store import diagnosis, schema
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from typing import Any
+
 DEFAULT_SCHEMA = "cafleet"
 FALLBACK_POLL = 2.0  # seconds: a waiter re-reads this often even when no notification came
+ABSENCE_FRESH = 1.0  # seconds: how long the open's "this auxiliary table is missing" is trusted
 # TCP keepalives: a connection to a host that died (and the advisory locks it holds) is
 # closed within about idle + interval * count seconds instead of the kernel's two hours.
 KEEPALIVES: dict[str, Any] = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3}
@@ -47,7 +55,7 @@ def lock_key(*parts: str) -> int:
     """A signed 64-bit advisory-lock key: BLAKE2b of cafleet's namespace and ``parts``
     (PostgreSQL's ``hashtext`` is 32 bits and collides; this one is ours alone)."""
     text = "\0".join(("cafleet", *parts)).encode("utf-8", "surrogatepass")
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big", signed=True)
+    return int.from_bytes(blake2b(text, digest_size=8).digest(), "big", signed=True)
 
 
 def valid_schema(name: str) -> bool:
@@ -338,15 +346,28 @@ SELECT 'user', '', current_user::text
 class PgStore:
     """A diagnosed connection to the schema, with the same interface as the SQLite Store."""
 
-    __slots__ = ("conn", "path", "url", "schema", "busy_timeout", "identity", "channel", "present", "trusted_owner")
+    __slots__ = (
+        "conn",
+        "path",
+        "url",
+        "schema",
+        "busy_timeout",
+        "identity",
+        "channel",
+        "present",
+        "trusted_owner",
+        "begin",
+        "absent",
+        "absent_until",
+    )
     engine = "postgresql"
 
     def __init__(
-        self, conn: psycopg.Connection, url: str, schema_name: str, busy_timeout: float, trusted_owner: str = ""
+        self, conn: pgwire.Connection, url: str, schema_name: str, busy_timeout: float, trusted_owner: str = ""
     ) -> None:
         self.conn = conn
         self.url = url
-        self.path = redact(url)  # what messages show
+        self.path = _redact(url)  # what messages show
         self.schema = schema_name
         self.busy_timeout = busy_timeout
         self.trusted_owner = trusted_owner  # CAFLEET_PG_TRUSTED_OWNER: "" trusts the connecting role alone
@@ -357,6 +378,14 @@ class PgStore:
         # keeps a round trip off the send path's budget check (docs/performance.md) and off
         # `fleet create`'s look for the pending index.
         self.present: set[str] = set()
+        # A write transaction's opening (BEGIN and the writers' lock), sent ahead of its
+        # first statement in the same message: one round trip fewer per write (_PgWrite).
+        self.begin = ""
+        # Auxiliary objects the open's catalogue read found missing, trusted as missing
+        # until absent_until (monotonic): a command's first look (the send's budget check)
+        # needs no round trip of its own, and a long-lived process asks again later.
+        self.absent: set[str] = set()
+        self.absent_until = 0.0
 
     def tables_present(self, names) -> set[str]:
         """Which of ``names`` are tables in this store's schema; asks the catalogue only
@@ -367,7 +396,8 @@ class PgStore:
         """Which of ``names`` (tables or indexes) exist in the schema: one catalogue read for
         those not already known to (cafleet never drops one, so a name found stays found)."""
         names = list(names)
-        unknown = [name for name in names if name not in self.present]
+        fresh = self.absent if time.monotonic() < self.absent_until else ()
+        unknown = [name for name in names if name not in self.present and name not in fresh]
         if unknown:
             rows = self.execute(
                 "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -397,18 +427,25 @@ class PgStore:
         from cafleet.store import dialect
 
         try:
+            if self.begin:  # the first statement of a write: the transaction's opening goes with it
+                begin, self.begin = self.begin, ""
+                text = begin + "; " + dialect.postgres(sql, bool(params))
+                cursor = self.conn.execute(text, params or None)
+                cursor.nextset()  # BEGIN's, then the lock's result
+                cursor.nextset()
+                return cursor
             if params:
                 return self.conn.execute(dialect.postgres(sql, True), params)
             if sql == "BEGIN":  # a read snapshot (the WebUI): one consistent view, as on SQLite
                 sql = "BEGIN ISOLATION LEVEL REPEATABLE READ"
             return self.conn.execute(dialect.postgres(sql, False))
-        except psycopg.DataError as exc:
+        except pgwire.DataError as exc:
             if "NUL" in str(exc) and any("\0" in p for p in params if isinstance(p, str)):
                 raise DatabaseError(
                     "PostgreSQL text cannot hold the character U+0000 (NUL); remove it from the text and try again."
                 ) from None
             raise translate(exc, self.url, self.busy_timeout) from None
-        except psycopg.Error as exc:
+        except pgwire.Error as exc:
             raise translate(exc, self.url, self.busy_timeout) from None
 
     def insert(self, sql: str, params, key: str) -> int:
@@ -429,9 +466,9 @@ class PgStore:
         """Whether this idle connection can serve again, without a round trip: open, outside
         a transaction, and nothing unasked for waiting on its socket. A server that ends the
         session (a restart, ``pg_terminate_backend``, an idle timeout) sends its reason and
-        closes, which psycopg would only notice on the next query."""
+        closes, which the client would only notice on the next query."""
         conn = self.conn
-        if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        if conn.closed or conn.info.transaction_status != pgwire.IDLE:
             return False
         poller = select.poll()  # not select(): a descriptor above 1023 is fine
         poller.register(conn.fileno(), select.POLLIN)
@@ -448,9 +485,10 @@ class PgStore:
         fresh = open_store(self.url, self.busy_timeout, self.schema, self.trusted_owner)
         old, self.conn = self.conn, fresh.conn
         self.present |= fresh.present
+        self.absent, self.absent_until = fresh.absent, fresh.absent_until
         try:
             old.close()
-        except psycopg.Error:
+        except pgwire.Error:
             pass
 
     def close(self) -> None:
@@ -465,20 +503,20 @@ class _PgWrite:
 
     def __enter__(self) -> PgStore:
         store = self.store
-        # One round trip: the transaction and the writers' lock (bounded by lock_timeout).
-        try:
-            store.execute(f"BEGIN; SELECT pg_advisory_xact_lock({lock_key('writers', store.schema)})")
-        except BaseException:
-            _rollback_quietly(store.conn)  # a lock that timed out leaves the transaction aborted
-            raise
+        # The transaction and the writers' lock (bounded by lock_timeout) go to the server
+        # with the first statement, in its message (PgStore.execute): no round trip here.
+        store.begin = f"BEGIN; SELECT pg_advisory_xact_lock({lock_key('writers', store.schema)})"
         return store
 
     def __exit__(self, exc_type, exc, tb) -> None:
         store = self.store
+        if store.begin:  # no statement ran: no transaction was opened, nothing to end
+            store.begin = ""
+            return
         if exc_type is None:
             try:
-                store.conn.execute(pgsql.SQL("NOTIFY {}; COMMIT").format(pgsql.Identifier(store.channel)))
-            except psycopg.Error as error:
+                store.conn.execute(f"NOTIFY {pgwire.quote_ident(store.channel)}; COMMIT")
+            except pgwire.Error as error:
                 _rollback_quietly(store.conn)
                 raise translate(error, store.url, store.busy_timeout) from None
         else:
@@ -487,16 +525,37 @@ class _PgWrite:
 
 def _rollback_quietly(conn) -> None:
     try:
-        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        if conn.info.transaction_status != pgwire.IDLE:
             conn.execute("ROLLBACK")
-    except psycopg.Error:
+    except pgwire.Error:
         pass
+
+
+def _redact(url: str) -> str:
+    """:func:`cafleet.credentials.redact`, whose regular expressions (and ``re``) are
+    loaded only when ``url`` can hold a password: a ``password`` parameter, or a colon
+    between a ``://`` and the ``@`` after it (``user:password@``). Otherwise neither of
+    its patterns can match, and the URL is its own redaction."""
+    lower = url.lower()
+    may_hold = "password" in lower
+    at = url.find("@")
+    while not may_hold and at >= 0:
+        start = url.rfind("://", 0, at)
+        may_hold = start >= 0 and ":" in url[start + 3 : at]
+        at = url.find("@", at + 1)
+    if not may_hold:
+        return url
+    from cafleet.credentials import redact
+
+    return redact(url)
 
 
 def translate(exc: BaseException, url: str, busy_timeout: float) -> DatabaseError:
     """One line for a failed PostgreSQL call on ``url``, by SQLSTATE; the URL's password
     is never in it, nor anything libpq quoted of it (:func:`cafleet.credentials.scrub`)."""
-    error = _translated(exc, redact(url), busy_timeout)
+    from cafleet.credentials import scrub
+
+    error = _translated(exc, _redact(url), busy_timeout)
     error.message = scrub(error.message, url)
     return error
 
@@ -506,7 +565,7 @@ def _translated(exc: BaseException, where: str, busy_timeout: float) -> Database
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if state == "55P03":  # lock_not_available: lock_timeout expired
         return DatabaseError(f"database {where} is locked by another process (waited {busy_timeout:g} s); try again.")
-    if state.startswith("08") or isinstance(exc, psycopg.OperationalError):
+    if state.startswith("08") or isinstance(exc, pgwire.OperationalError):
         return DatabaseUnreachable(f"cannot reach database {where}: {first}; check the server and the URL.")
     if state.startswith("28"):
         return DatabaseError(f"database {where} refused the login: {first}.")
@@ -519,29 +578,22 @@ def _translated(exc: BaseException, where: str, busy_timeout: float) -> Database
     return DatabaseError(f"database {where} failed: {first}.")
 
 
-class Connection(psycopg.Connection):
-    """psycopg's connection, also answering ``in_transaction`` as the SQLite driver's does
-    (the WebUI's read snapshots close an open transaction by that test)."""
-
-    @property
-    def in_transaction(self) -> bool:
-        return self.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
-
-
-def connect(url: str, busy_timeout: float, schema_name: str, settings: bool = True) -> psycopg.Connection:
+def connect(url: str, busy_timeout: float, schema_name: str, settings: bool = True) -> pgwire.Connection:
     """An autocommit connection with keepalives, ``search_path`` set to the schema and
     ``lock_timeout`` to the busy timeout; with ``settings=False`` the caller sends
     :func:`_settings_sql` itself (the store's open folds it into its diagnosis)."""
     try:
-        conn = Connection.connect(url, autocommit=True, connect_timeout=max(2, int(busy_timeout) + 1), **KEEPALIVES)
-    except psycopg.Error as exc:
+        conn = pgwire.Connection.connect(
+            url, autocommit=True, connect_timeout=max(2, int(busy_timeout) + 1), **KEEPALIVES
+        )
+    except pgwire.Error as exc:
         raise translate(exc, url, busy_timeout) from None
     if os.environ.get(TRACE_SQL):
-        conn.cursor_factory = _TracedCursor
+        conn.trace = _trace_sql
     if settings:
         try:
             conn.execute(_settings_sql(schema_name, busy_timeout))
-        except psycopg.Error as exc:
+        except pgwire.Error as exc:
             conn.close()
             raise translate(exc, url, busy_timeout) from None
     return conn
@@ -558,13 +610,10 @@ def _settings_sql(schema_name: str, busy_timeout: float) -> str:
     )
 
 
-class _TracedCursor(psycopg.Cursor):
+def _trace_sql(query: str) -> None:
     """Test-only (``CAFLEET_TEST_TRACE_SQL``, cafleet.faults): each statement sent goes to
     the trace on one line, so a test counts what an open sends instead of timing it."""
-
-    def execute(self, query, params=None, **kwargs):
-        trace_point("sql " + " ".join(str(query).split()), TRACE_SQL)
-        return super().execute(query, params, **kwargs)
+    trace_point("sql " + " ".join(query.split()), TRACE_SQL)
 
 
 def open_store(
@@ -587,6 +636,8 @@ def open_store(
             present = _fast_accept(conn, schema_name, busy_timeout, trusted_owner)
             if present is not None:
                 store.present.update(present)
+                store.absent = {*AUX_TABLES, *AUX_INDEXES} - present
+                store.absent_until = time.monotonic() + ABSENCE_FRESH
                 return store
             conn.execute(_settings_sql(schema_name, busy_timeout))  # the fast path's were rolled back or unchecked
             found = _read_shape(conn, schema_name)
@@ -595,7 +646,7 @@ def open_store(
                 found = _read_shape(conn, schema_name)
                 diagnose(conn, store.path, schema_name, found, trusted_owner)
             store.present.update(found["column"], found["index"])
-        except psycopg.Error as exc:
+        except pgwire.Error as exc:
             raise translate(exc, store.url, busy_timeout) from None
     except BaseException:
         conn.close()
@@ -700,7 +751,7 @@ def baseline_digest() -> str:
         lines = [f"column {table} {column}" for table, columns in EXPECTED_COLUMNS.items() for column in columns]
         lines += [f"constraint {table} {c}" for table, constraints in EXPECTED_CONSTRAINTS.items() for c in constraints]
         lines += [f"index {name} {definition}" for name, definition in EXPECTED_INDEXES.items()]
-        _baseline.append(hashlib.md5("\n".join(sorted(lines)).encode(), usedforsecurity=False).hexdigest())
+        _baseline.append(md5("\n".join(sorted(lines)).encode(), usedforsecurity=False).hexdigest())
     return _baseline[0]
 
 
@@ -713,7 +764,7 @@ def _fast_accept(conn, schema_name: str, busy_timeout: float, trusted_owner: str
         cursor = conn.execute(_fast_query(schema_name, busy_timeout, trusted_owner))
         cursor.nextset()
         row = cursor.fetchone()
-    except psycopg.Error:
+    except pgwire.Error:
         if conn.broken or conn.closed:
             raise
         return None  # a missing ledger or object, no md5(): the detailed diagnosis says what
@@ -755,7 +806,7 @@ def diagnose(conn, where: str, schema_name: str, found: dict | None = None, trus
         )
     try:
         version = conn.execute(f'SELECT max(version) FROM "{schema_name}".{schema.LEDGER_TABLE}').fetchone()[0]
-    except psycopg.Error as exc:
+    except pgwire.Error as exc:
         raise diagnosis.Refused(f"{place} has an unreadable schema ledger ({exc}); it was left unchanged.") from None
     if not isinstance(version, int) or version < 1:
         raise diagnosis.Refused(f"{place} has an empty or invalid schema ledger; it was left unchanged.")
@@ -849,7 +900,7 @@ def _initialise(conn, where: str, schema_name: str, trusted_owner: str) -> None:
             return  # another process initialised it while this one waited (the caller diagnoses it)
         check_owners(found, f"schema {schema_name} of database {where}", trusted_owner)
         create = "CREATE SCHEMA IF NOT EXISTS {}" if "" in found["owner"] else "CREATE SCHEMA {}"
-        conn.execute(pgsql.SQL(create).format(pgsql.Identifier(schema_name)))
+        conn.execute(create.format(pgwire.quote_ident(schema_name)))
         for statement in (*TABLES.values(), *LATE_FOREIGN_KEYS, *INDEXES.values()):  # exactly the seed's
             conn.execute(statement)
         conn.execute(
@@ -900,7 +951,7 @@ def triggers_and_rules(store: PgStore) -> list[dict]:
     table runs another role's code; a rule can only be made by the table's owner."""
     try:
         rows = store.conn.execute(_TRIGGERS_QUERY, {"s": store.schema, "tables": list(EXPECTED_COLUMNS)}).fetchall()
-    except psycopg.Error as exc:
+    except pgwire.Error as exc:
         raise translate(exc, store.url, store.busy_timeout) from None
     found = []
     for kind, table, name, function, function_owner, definer, builtin, user in rows:
@@ -935,7 +986,7 @@ class NotifyWaiter:
 
     def __init__(self, store: PgStore) -> None:
         self.store = store
-        self.conn: psycopg.Connection | None = None
+        self.conn: pgwire.Connection | None = None
         self.last_read = time.monotonic()
         self._listen()
 
@@ -943,8 +994,8 @@ class NotifyWaiter:
         # LISTEN needs neither search_path nor lock_timeout: no settings round trip.
         conn = connect(self.store.url, self.store.busy_timeout, self.store.schema, settings=False)
         try:
-            conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(self.store.channel)))
-        except psycopg.Error as exc:
+            conn.execute("LISTEN " + pgwire.quote_ident(self.store.channel))
+        except pgwire.Error as exc:
             conn.close()
             raise translate(exc, self.store.url, self.store.busy_timeout) from None
         self.conn = conn
@@ -976,7 +1027,7 @@ class NotifyWaiter:
                 if list(self.conn.notifies(timeout=timeout, stop_after=1)):
                     self.last_read = time.monotonic()
                     return True
-            except (psycopg.OperationalError, DatabaseError):
+            except (pgwire.OperationalError, DatabaseError):
                 # The session ended (a restart, an administrator, a timeout): listen again
                 # at once; if that fails too, the next wait raises. Either way, read again.
                 try:
@@ -998,7 +1049,7 @@ class NotifyWaiter:
             if list(self.conn.notifies(timeout=0.001, stop_after=1)) or now - self.last_read >= FALLBACK_POLL:
                 self.last_read = now
                 return True
-        except (psycopg.OperationalError, DatabaseError):
+        except (pgwire.OperationalError, DatabaseError):
             self._drop()
             return True
         return False
@@ -1007,7 +1058,7 @@ class NotifyWaiter:
         if self.conn is not None:
             try:
                 self.conn.close()
-            except psycopg.Error:
+            except pgwire.Error:
                 pass
             self.conn = None
 
@@ -1038,7 +1089,7 @@ class AdvisoryLock:
     def __init__(self, url: str, key: int) -> None:
         self.url = url
         self.key = key
-        self.conn: psycopg.Connection | None = None
+        self.conn: pgwire.Connection | None = None
 
     def acquire(self, timeout: float, busy_timeout: float = 5.0) -> bool:
         # pg_try_advisory_lock never waits and names no table: no settings round trip.
@@ -1065,7 +1116,7 @@ class AdvisoryLock:
             return False
         try:
             row = conn.execute(_HOLDS_LOCK, ((self.key >> 32) & 0xFFFFFFFF, self.key & 0xFFFFFFFF)).fetchone()
-        except psycopg.Error:
+        except pgwire.Error:
             return False
         return bool(row and row[0])
 

@@ -1,0 +1,234 @@
+"""Benchmark: which PostgreSQL driver lets a cafleet command run near SQLite's speed.
+
+    python bench/pg_drivers.py [--runs N] [--revision REV]
+
+One run does everything: creates one virtualenv per candidate driver in a temporary folder
+and installs it there with pip from the package index (psycopg 3 pure Python; psycopg 3
+with psycopg-binary; psycopg 3 with psycopg-c, built here against Debian's libpq;
+psycopg2-binary; psycopg2 built against Debian's libpq (libpq-dev); pg8000; and cafleet's
+own client, cafleet.store.pgwire, which needs nothing installed), starts a private
+PostgreSQL cluster (tests/support/postgres.py), and then times, interleaved and paired
+run by run (medians over ``--runs``):
+
+- ``python -c pass`` in the same venv (bare);
+- ``import <driver>`` alone, and for pgwire ``import ssl`` on top (what a TLS connection
+  adds: pgwire imports ``ssl`` only when the server accepts TLS);
+- a probe in each venv: import the driver, connect on the cluster's socket, send the
+  store's one-round-trip open (the settings and the schema digest query) and the poll's
+  read, close (what every hot command does on PostgreSQL, whatever driver);
+- the hot commands themselves (``message poll``, ``message send``, ``member list``,
+  ``fleet list``) on SQLite and on PostgreSQL with this tree (pgwire), and on PostgreSQL
+  with the store of ``--revision`` (default 34da280, the last on psycopg) in the psycopg 3
+  venvs.
+
+Prints each figure over bare and each command over the same command on SQLite. A candidate
+that does not install (no compiler, no libpq-dev, no index) is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(ROOT, "src"))
+sys.path.insert(0, ROOT)
+
+# (name, pip arguments, module imported, the API the probe uses)
+CANDIDATES = [
+    ("psycopg 3 (pure)", ["psycopg"], "psycopg", "psycopg"),
+    ("psycopg 3 + psycopg-binary", ["psycopg[binary]"], "psycopg", "psycopg"),
+    ("psycopg 3 + psycopg-c", ["psycopg[c]"], "psycopg", "psycopg"),
+    ("psycopg2-binary", ["psycopg2-binary"], "psycopg2", "psycopg2"),
+    ("psycopg2 (Debian libpq)", ["--no-binary", "psycopg2", "psycopg2"], "psycopg2", "psycopg2"),
+    ("pg8000", ["pg8000"], "pg8000", "pg8000"),
+    ("cafleet pgwire", [], "cafleet.store.pgwire", "pgwire"),
+]
+
+PROBE = r"""
+import sys
+api, url, socket_dir, query_file = sys.argv[1:5]
+with open(query_file) as handle:
+    open_query, read_query = handle.read().split("\n----\n")
+if api == "pgwire":
+    from cafleet.store import pgwire
+    conn = pgwire.connect(url)
+    conn.execute(open_query)
+    conn.execute(read_query).fetchall()
+elif api == "psycopg":
+    import psycopg
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute(open_query)
+    conn.execute(read_query).fetchall()
+elif api == "psycopg2":
+    import psycopg2
+    conn = psycopg2.connect(url)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute(open_query)
+    cur.execute(read_query)
+    cur.fetchall()
+else:  # pg8000: one statement per message (the extended protocol), so the open is two
+    import pg8000.native
+    database = url.split("@/", 1)[1].split("?")[0]
+    conn = pg8000.native.Connection("postgres", unix_sock=socket_dir + "/.s.PGSQL.5432", database=database)
+    for statement in open_query.split(";\n"):
+        conn.run(statement)
+    conn.run(read_query)
+conn.close()
+"""
+
+
+def install(workdir: str, index: int, name: str, pip_args: list[str]) -> tuple[str | None, str]:
+    """A venv with the candidate in it: (its python, what was installed) or (None, why not)."""
+    venv = os.path.join(workdir, f"venv{index}")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    python = os.path.join(venv, "bin", "python")
+    if not pip_args:
+        return python, "nothing (standard library only)"
+    pip = [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--disable-pip-version-check"]
+    done = subprocess.run(pip + pip_args, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
+        return None, f"not installed: {last[:160]}"
+    listed = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "list", "--format=freeze", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return python, ", ".join(p for p in listed if p.lower().startswith(("psycopg", "pg8000", "scramp")))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=11)
+    parser.add_argument("--revision", default="34da280", help="a revision whose store runs on psycopg 3")
+    args = parser.parse_args()
+    from bench.hot_commands import bench_fleet, run_plan
+    from cafleet.broker import messages
+    from cafleet.store import postgres
+    from cafleet.store.connection import open_store
+    from tests.support.postgres import Cluster, missing_reason
+
+    reason = missing_reason()
+    if reason:
+        raise SystemExit(reason)
+    workdir = tempfile.mkdtemp(prefix="cafleet-bench-drivers-")
+    cluster = Cluster()
+    try:
+        installed: dict[str, tuple[str, str, str]] = {}
+        for i, (name, pip_args, module, api) in enumerate(CANDIDATES):
+            python, what = install(workdir, i, name, pip_args)
+            print(f"{name:<28} {what}", flush=True)
+            if python:
+                installed[name] = (python, module, api)
+        old_src = os.path.join(workdir, "old")
+        os.makedirs(old_src)
+        archive = subprocess.run(["git", "-C", ROOT, "archive", args.revision, "src"], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", old_src], input=archive.stdout, check=True)
+        import compileall
+
+        compileall.compile_dir(os.path.join(ROOT, "src"), quiet=1)
+        compileall.compile_dir(os.path.join(old_src, "src"), quiet=1)
+
+        cluster.start()
+        stores = {"sqlite": os.path.join(workdir, "bench.db"), "postgres": cluster.fresh_database()}
+        setups = {}
+        for kind, url in stores.items():
+            store = open_store(url)
+            fleet_id, director, workers = bench_fleet(store)
+            for n in range(5):
+                messages.send(store, director, workers[0], f"task {n}")
+            setups[kind] = (fleet_id, director, workers)
+            store.close()
+        query_file = os.path.join(workdir, "queries.sql")
+        read = (
+            "SELECT message_id, from_member_id, created_at, text FROM messages "
+            f"WHERE to_member_id = {setups['postgres'][2][0]} AND status_state = 'pending' ORDER BY message_id"
+        )
+        with open(query_file, "w") as handle:
+            handle.write(postgres._fast_query(postgres.DEFAULT_SCHEMA, 5.0) + "\n----\n" + read)
+        probe = os.path.join(workdir, "probe.py")
+        with open(probe, "w") as handle:
+            handle.write(PROBE)
+
+        base_env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("CAFLEET_", "TMUX", "HERDR", "PG", "PYTHON", "VIRTUAL_ENV"))
+        }
+        new_path = {"PYTHONPATH": os.path.join(ROOT, "src")}
+        old_path = {"PYTHONPATH": os.path.join(old_src, "src")}
+        bare_python = installed["cafleet pgwire"][0]
+
+        def commands(kind):
+            fleet_id, director, workers = setups[kind]
+            return {
+                "message poll": ["message", "poll", str(workers[0])],
+                "message send": ["message", "send", "--from-member-id", str(workers[2]), "--to-member-id"]
+                + [str(director), "status: ok"],
+                "member list": ["member", "list", str(fleet_id)],
+                "fleet list": ["fleet", "list"],
+            }
+
+        # Which store runs each command: SQLite (this tree), pgwire (this tree), psycopg 3's
+        # venvs with the store of --revision.
+        runners = [("sqlite", bare_python, new_path, "sqlite"), ("pgwire", bare_python, new_path, "postgres")]
+        for name in ("psycopg 3 (pure)", "psycopg 3 + psycopg-binary", "psycopg 3 + psycopg-c"):
+            if name in installed:
+                runners.append((name, installed[name][0], old_path, "postgres"))
+        url = stores["postgres"]
+        for name, (python, _module, api) in list(installed.items()):  # each probe works, once
+            check = subprocess.run(
+                [python, probe, api, url, cluster.socket_dir, query_file],
+                env=dict(base_env, **new_path),
+                capture_output=True,
+                text=True,
+            )
+            if check.returncode != 0:
+                print(f"{name}: the probe failed, left out: {(check.stderr.strip().splitlines() or ['?'])[-1]}")
+                del installed[name]
+        plan = []
+        for _ in range(args.runs):
+            plan.append(("bare", [bare_python, "-c", "pass"], {}))
+            plan.append(("import ssl", [bare_python, "-c", "import ssl"], {}))
+            for name, (python, module, api) in installed.items():
+                plan.append((f"import|{name}", [python, "-c", f"import {module}"], new_path))
+                plan.append((f"probe|{name}", [python, probe, api, url, cluster.socket_dir, query_file], new_path))
+            for label, python, path_env, kind in runners:
+                for command, argv in commands(kind).items():
+                    env = dict(path_env, CAFLEET_DATABASE_URL=stores[kind])
+                    plan.append((f"{command}|{label}", [python, "-m", "cafleet", *argv], env))
+        results = run_plan(plan, base_env, workdir)
+        samples: dict[str, list[float]] = {}
+        for label, elapsed, _ in results:
+            samples.setdefault(label, []).append(elapsed)
+        med = {label: statistics.median(values) * 1000 for label, values in samples.items()}
+        bare = med["bare"]
+        sqlite_poll = med["message poll|sqlite"]
+        print(f"\n{args.runs} runs each, interleaved; python -c pass: median {bare:.1f} ms")
+        print(f"import ssl alone: {med['import ssl'] / bare:.2f}x bare ({med['import ssl'] - bare:.1f} ms over bare)")
+        print(f"\n{'driver':<28} {'import/bare':>12} {'probe/bare':>11} {'probe ms':>9} {'probe/sqlite poll':>18}")
+        for name in installed:
+            imp, pr = med[f"import|{name}"], med[f"probe|{name}"]
+            print(f"{name:<28} {imp / bare:>11.2f}x {pr / bare:>10.2f}x {pr:>9.1f} {pr / sqlite_poll:>17.2f}x")
+        print(f"(SQLite message poll, this tree: {sqlite_poll:.1f} ms, {sqlite_poll / bare:.2f}x bare)")
+        print(f"\n{'command':<14} {'store':<28} {'ms':>7} {'/bare':>7} {'/sqlite':>8}")
+        for command in commands("sqlite"):
+            lite = med[f"{command}|sqlite"]
+            for label, *_ in runners:
+                value = med[f"{command}|{label}"]
+                print(f"{command:<14} {label:<28} {value:>7.1f} {value / bare:>6.2f}x {value / lite:>7.2f}x")
+    finally:
+        cluster.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Round trips to PostgreSQL, counted at a proxy (tests/support/rtt_proxy.py) rather than
+timed: what one command costs over a slow link is its round trips times the RTT
+(bench/pg_roundtrips.py measures that, docs/performance.md has the table). The counts
+depend on the protocol conversation only, so they are exact here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.rtt_proxy import DelayProxy
+from tests.support.tmux_fixtures import wait_for
+
+
+@pytest.fixture
+def proxied(env, pg_cluster):
+    """(environment naming the database through the proxy, the proxy, the id of a message
+    to ack, its recipient)."""
+    from cafleet.broker import fleets, members, messages
+    from cafleet.store.connection import open_store
+
+    url = pg_cluster.fresh_database()
+    store = open_store(url)
+    created = fleets.create_fleet(
+        store, name="f", coding_agent="claude", backend="tmux", session="$0@/none", window_id="@0", pane_id="%0"
+    )
+    worker = members.register_member(
+        store,
+        fleet_id=created["fleet_id"],
+        name="w",
+        description="d",
+        backend="tmux",
+        session="$0@/none",
+        window_id="@0",
+        coding_agent="claude",
+    )
+    message_id = messages.send(store, created["director_member_id"], worker, "to ack")["message_id"]
+    store.close()
+    proxy = DelayProxy(os.path.join(pg_cluster.socket_dir, ".s.PGSQL.5432"), 0.0)
+    database = url.split("@/", 1)[1].split("?", 1)[0]
+    proxied_env = dict(env, CAFLEET_DATABASE_URL=f"postgresql://postgres@127.0.0.1:{proxy.port}/{database}")
+    try:
+        yield proxied_env, proxy, message_id, worker
+    finally:
+        proxy.stop()
+
+
+def counted(proxy, environ, *args) -> tuple[int, int]:
+    """(connections, round trips) of one ``cafleet`` command, once all it sent is answered."""
+    proxy.reset()
+    done = subprocess.run(
+        [sys.executable, "-m", "cafleet", *args], env=environ, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: proxy.snapshot() and not any(link.waiting and link.answered == 0 for link in proxy.snapshot()))
+    links = proxy.snapshot()
+    return len(links), sum(link.round_trips for link in links)
+
+
+def test_a_read_costs_the_set_up_and_one_round_trip(proxied):
+    """The TCP handshake, TLS asked and refused (``sslmode=prefer``, as libpq), the login,
+    the store's one-round-trip open, then the read: five, on one connection."""
+    environ, proxy, _, _ = proxied
+    assert counted(proxy, environ, "fleet", "list") == (1, 5)
+
+
+def test_a_poll_that_finds_messages_is_one_statement(proxied):
+    """Rows prove the member exists: it is looked up only for an empty inbox."""
+    environ, proxy, _, worker = proxied
+    assert counted(proxy, environ, "message", "poll", str(worker)) == (1, 5)
+
+
+def test_a_write_costs_the_set_up_and_two_round_trips(proxied):
+    """A write transaction's opening (BEGIN and the writers' lock) travels with its first
+    statement, then the commit: ``message ack`` is the set-up's four and two."""
+    environ, proxy, message_id, _ = proxied
+    assert counted(proxy, environ, "message", "ack", str(message_id)) == (1, 6)
+
+
+def test_a_send_trusts_the_opens_look_at_the_auxiliary_tables(proxied):
+    """The open's one round trip already said which usage tables exist: the send's budget
+    check does not ask the catalogue again (set-up + 5: the transaction with the first
+    read, the placement read, the insert, the commit, the preview's placement read)."""
+    environ, proxy, _, worker = proxied
+    assert counted(proxy, environ, "message", "send", "--from-member-id", str(worker), "--to-member-id", "1", "hi") == (
+        1,
+        9,
+    )
