@@ -280,43 +280,46 @@ def test_real_permission_dialog_is_awaiting_user_and_never_typed_into(fleet, ask
     assert preview_count(fleet.api, marker(second)) == 1
 
 
+QUESTION = {
+    "question": "Which colour should the button be?",
+    "header": "Colour",
+    "options": [
+        {"label": "Red", "description": "A red button"},
+        {"label": "Blue", "description": "A blue button"},
+    ],
+}
+
+
+def question_call(agent: str) -> m.Reply:
+    """The model asks its user a question: claude's ``AskUserQuestion``, opencode's
+    ``question`` (1.18.33: ``{questions: [{question, header, options: [{label,
+    description}], multiple?, custom?}]}``; offered to the TUI with
+    ``OPENCODE_ENABLE_QUESTION_TOOL``, tests/support/real_agents.py)."""
+    if agent == "claude":
+        return m.Reply(tool_calls=[m.ToolCall("AskUserQuestion", {"questions": [dict(QUESTION, multiSelect=False)]})])
+    return m.Reply(tool_calls=[m.ToolCall("question", {"questions": [QUESTION]})])
+
+
 def test_real_question_dialog_is_awaiting_user(fleet, asker):
-    if fleet.agent == "opencode":
-        pytest.skip("opencode 1.18 offers its question tool only to its app and desktop clients, not the TUI")
     pane = asker["pane_id"]
     fleet.api.script.clear()
     fleet.wait_composer(pane, fleet.agent, TURN_TIMEOUT)
-    fleet.api.script.push(
-        m.Reply(
-            tool_calls=[
-                m.ToolCall(
-                    "AskUserQuestion",
-                    {
-                        "questions": [
-                            {
-                                "question": "Which colour should the button be?",
-                                "header": "Colour",
-                                "multiSelect": False,
-                                "options": [
-                                    {"label": "Red", "description": "A red button"},
-                                    {"label": "Blue", "description": "A blue button"},
-                                ],
-                            }
-                        ]
-                    },
-                )
-            ]
-        )
-    )
+    fleet.api.script.push(question_call(fleet.agent))
     fleet.type_keys(pane, "ask me")
     fleet.wait_screen(pane, lambda s: "ask me" in s, 20, "the typed prompt")
     fleet.press(pane, "Enter")
-    fleet.wait_state(pane, fleet.agent, screen.PaneState.AWAITING_USER, TURN_TIMEOUT)
+    shown = fleet.wait_screen(pane, lambda s: "Which colour should the button be?" in s, TURN_TIMEOUT, "the question")
     try:
+        # the dialog as drawn, read by the cues: never idle (a preview and Enter would answer it)
+        shown = fleet.wait_state(pane, fleet.agent, screen.PaneState.AWAITING_USER, 20)
+        assert screen.box_text(fleet.agent, shown) in (None, ""), shown
+        turns = len(fleet.api.turns())
         result = fleet.send(asker["member_id"], "Pick one for me.")
         message_id = sent_id(result)
         assert fleet.notified_at(message_id) is None, result
+        assert "was not notified" in result.err, result
         assert marker(message_id) not in fleet.capture(pane)
+        assert len(fleet.api.turns()) == turns  # nothing answered the question
     finally:
         fleet.press(pane, "Escape")
     fleet.wait_screen(
@@ -325,6 +328,12 @@ def test_real_question_dialog_is_awaiting_user(fleet, asker):
         TURN_TIMEOUT,
         "the question dismissed",
     )
+    # the owed preview is delivered once the question is gone, once
+    fleet.api.script.clear()
+    deliver_owed(fleet, asker, [message_id])
+    wait_received(fleet, message_id)
+    settle_idle(fleet, asker)
+    assert preview_count(fleet.api, marker(message_id)) == 1
 
 
 def test_real_half_typed_text_is_left_alone(fleet, idle):

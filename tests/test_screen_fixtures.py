@@ -34,7 +34,7 @@ EXPECTED = {
 }
 REQUIRED = {
     "claude": set(EXPECTED),
-    "opencode": set(EXPECTED) - {"question"},  # its TUI offers the model no question tool
+    "opencode": set(EXPECTED),  # its question tool is on with OPENCODE_ENABLE_QUESTION_TOOL
 }
 
 
@@ -75,6 +75,9 @@ def test_recorded_screen_reads_as_its_state(agent, path):
     assert box, "no input box found"
     if holds is not None:
         assert composer_text(agent, shown) == holds, box
+        # what cafleet itself reads as typed text: a hint the agent draws in an empty box
+        # (claude's "Press up to edit queued messages") is no one's text
+        assert screen.box_text(agent, shown) == holds, box
     # the box is the composer only: never the transcript's echo of a preview
     assert not any("[cafleet msg" in row for row in box), box
 
