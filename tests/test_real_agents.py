@@ -206,6 +206,69 @@ def test_real_concurrent_previews_each_reach_the_model_once(fleet, idle):
     assert sorted(preview_count(fleet.api, marker(i)) for i in ids) == [1, 1, 1, 1]
 
 
+@pytest.fixture
+def keeper_env(fleet):
+    """The Director's environment with the fleet keeper on; every keeper of the fleet's
+    database is ended by its pid at teardown (tests/support/keeper.py), failing the test if
+    one it did not know of was left running."""
+    from tests.support.keeper import assert_none_left
+
+    environ = dict(fleet.environ, CAFLEET_KEEPER="on")
+
+    def recorded() -> list[int]:
+        shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id), "--json")
+        known = shown.json()["keeper"] if shown.code == 0 else {}
+        return [known["pid"]] if known.get("running") and known.get("pid") else []
+
+    try:
+        yield environ
+    finally:
+        assert_none_left(fleet.db, recorded)
+
+
+def test_real_previews_sent_while_the_agent_works_each_reach_the_model_once_in_order(fleet, idle, keeper_env):
+    """The agent is working (its reply held open) and six previews are sent, the keeper on.
+    claude queues the first and then draws ``❯ Press up to edit queued messages`` in its
+    empty composer: a hint, not someone's text, so each later preview is queued behind it
+    (stamped by its own send, while the turn still runs) instead of being held as "someone
+    is typing". When the turn ends, each reaches the model exactly once, in order."""
+    pane = idle["pane_id"]
+    hold = threading.Event()
+    fleet.api.script.push(m.Reply(text="Working on the first task.", hold=hold))
+    ids: list[int] = []
+    try:
+        first = sent_id(fleet.send(idle["member_id"], "First task, keeps you busy."))
+        assert fleet.notified_at(first) is not None
+        fleet.wait_state(pane, fleet.agent, screen.PaneState.WORKING, TURN_TIMEOUT)
+        for n in range(6):
+            result = fleet.cafleet(
+                "message",
+                "send",
+                "--from-member-id",
+                str(fleet.director),
+                "--to-member-id",
+                str(idle["member_id"]),
+                f"Queued task {n}.",
+                environ=keeper_env,
+            )
+            ids.append(sent_id(result))
+            # typed and confirmed while the turn is still held open: queued, not held
+            assert fleet.notified_at(ids[-1]) is not None, (result, fleet.capture(pane))
+        assert not hold.is_set() and fleet.api.script.pending() == 0
+    finally:
+        hold.set()
+    for message_id in ids:
+        wait_received(fleet, message_id)
+    settle_idle(fleet, idle)
+    assert [received_count(fleet.api, marker(i)) for i in ids] == [1] * 6
+    assert preview_count(fleet.api, marker(first)) == 1
+    from tests.support.model_api_anthropic import user_texts
+
+    said = " ".join(user_texts(fleet.api.turns()[-1].body))
+    at = [said.index(marker(i)) for i in ids]
+    assert at == sorted(at), said[-3000:]
+
+
 # --- what must never be typed into ----------------------------------------------------------
 
 
@@ -355,6 +418,60 @@ def test_real_half_typed_text_is_left_alone(fleet, idle):
         box = composer_text(fleet.agent, fleet.capture(pane))
         fleet.press(pane, *["BSpace"] * (len(box) + 4))
         settle_idle(fleet, idle)
+
+
+def hold_one(fleet, member, body: str) -> dict:
+    """A message sent while a person's text is in the box: held, owed; the person's text is
+    then erased. Its JSON record comes back."""
+    pane = member["pane_id"]
+    fleet.type_keys(pane, "person text")
+    fleet.wait_screen(pane, lambda s: "person text" in composer_text(fleet.agent, s), 20, "the person's text")
+    result = fleet.send(member["member_id"], body, "--json")
+    assert result.code == 0 and "was not notified" in result.err, result
+    fleet.press(pane, *["BSpace"] * len("person text"))
+    fleet.wait_composer(pane, fleet.agent, 20)
+    return result.json()
+
+
+@pytest.mark.parametrize("case", ["acked meanwhile", "typed by a sender with a shorter cut"])
+def test_real_our_own_preview_left_in_the_box_is_taken_back(fleet, idle, case):
+    """Our own unedited preview shows in the box after the attempt that typed it gave up
+    (drawn late, after its echo wait). It is recognised as ours, its header naming a message
+    to this member and the rest a prefix of that message's preview, and taken back with one
+    BackSpace per character (docs/delivery.md): it never holds the box. Acked meanwhile, it
+    is not submitted; still owed, it is typed again whole, and each reaches the model once."""
+    from cafleet.delivery.preview import render_preview
+    from cafleet.delivery.submit import with_terminator
+
+    pane = idle["pane_id"]
+    left = hold_one(fleet, idle, "Left behind in the box: please review the parser changes.")
+    cut = 20 if case == "typed by a sender with a shorter cut" else 200
+    line = with_terminator(
+        render_preview(left["message_id"], left["from_member_id"], left["created_at"], left["text"], cut).replace(
+            "\n", "\u23ce"
+        )
+    )
+    fleet.type_keys(pane, line)  # what a late-drawing agent shows after the attempt gave up
+    try:
+        fleet.wait_screen(pane, lambda s: marker(left["message_id"]) in composer_text(fleet.agent, s), 20, "our text")
+        if case == "acked meanwhile":
+            assert fleet.cafleet("message", "ack", str(left["message_id"])).code == 0
+        turns = len(fleet.api.turns())
+        result = fleet.send(idle["member_id"], "The next message.", "--json")
+        assert result.code == 0 and result.err == "", result
+        after = result.json()["message_id"]
+        wait_received(fleet, after)
+        settle_idle(fleet, idle)
+        expected = 0 if case == "acked meanwhile" else 1
+        assert received_count(fleet.api, marker(left["message_id"])) == expected
+        assert received_count(fleet.api, marker(after)) == 1
+        assert len(fleet.api.turns()) > turns
+        if cut == 20:  # the cut copy left in the box was never submitted
+            assert received_count(fleet.api, left["text"][:20] + "\u2026") == 0
+    finally:  # leave the member clean for the next test whatever happened
+        if composer_text(fleet.agent, fleet.capture(pane)):
+            fleet.press(pane, *["BSpace"] * (len(line) + 4))
+            settle_idle(fleet, idle)
 
 
 # --- a send right after member create --------------------------------------------------------

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from cafleet.delivery.preview import render_preview
+from cafleet.delivery.preview import PREVIEW_MAX_LEN, render_preview
 from cafleet.delivery.screen import PaneState, classify
 from cafleet.delivery.submit import (
     PaneAwaitingUser,
@@ -341,6 +341,33 @@ def test_another_previews_leftover_is_held(server, standin, tmp_path):
     assert records(record) == []
 
 
+def test_another_preview_of_ours_left_unedited_is_taken_back(server, standin, tmp_path):
+    """Another message's preview of ours, left in the box by an attempt that gave up (whole,
+    only its start, or cut with ``…`` by a sender with a shorter CAFLEET_MAX_TEXT_LEN), is
+    taken back with BackSpaces and the new preview typed once; the same preview edited by a
+    person (not a prefix of ours) is held and left as it is."""
+    whole = f"[cafleet msg 23 from 3 {TS}]⏎the older task, left in the box"
+    cut = render_preview(23, 3, TS, "the older task, left in the box", 9).replace("\n", "⏎")
+    assert cut.endswith("…")
+
+    def ours(text: str) -> str | None:
+        return whole if text.startswith("[cafleet msg 23 from ") else None
+
+    new = render_preview(24, 3, TS, "new", 200)
+    for leftover in (whole, whole[:45], cut):
+        record = tmp_path / f"record-{uuid.uuid4().hex[:6]}.jsonl"
+        pane = standin("--prefill", leftover, record=record)
+        submit_preview(server.mux, pane, new, "standin", ours=ours, **FAST)
+        assert kinds_and_texts(record) == [("submit", f"[cafleet msg 24 from 3 {TS}]⏎new")], leftover
+    edited = whole.replace("older", "oldest")
+    record = tmp_path / "record-edited.jsonl"
+    pane = standin("--prefill", edited, record=record)
+    with pytest.raises(PaneInputBusy):
+        submit_preview(server.mux, pane, new, "standin", ours=ours, **FAST)
+    assert input_line(server, pane) == "> " + edited
+    assert records(record) == []
+
+
 def test_text_that_never_shows_gets_no_enter(server, standin, tmp_path):
     """A frozen agent: its box was drawn, but the typed text never shows. No Enter is
     pressed; when it wakes, the text sits unsubmitted, and the retry replaces it."""
@@ -459,6 +486,9 @@ def test_a_long_echo_is_recognised_by_its_end(server, standin, tmp_path):
     (its start scrolled away). That end confirms it: one Enter, no retry."""
     record = tmp_path / "record.jsonl"
     pane = standin(record=record)
+    # a window small enough for a screen-tall preview within PREVIEW_MAX_LEN code points
+    server.tmux("resize-window", "-t", pane, "-x", "44", "-y", "14")
+    wait_for(lambda: classify("standin", server.mux.capture(pane)) == PaneState.IDLE, what="the redrawn stand-in")
     columns, rows = (
         int(n) for n in server.tmux("display-message", "-p", "-t", pane, "#{pane_width} #{pane_height}").split()
     )
@@ -468,6 +498,7 @@ def test_a_long_echo_is_recognised_by_its_end(server, standin, tmp_path):
     # above the rule and the empty input line.
     size = (rows - 2) * (columns - 3)
     body = "".join(chr(ord("a") + i % 26) for i in range(size - len(header)))
+    assert len(body) <= PREVIEW_MAX_LEN
     submit_preview(server.mux, pane, render_preview(31, 3, TS, body, size), "standin", **FAST)
     assert kinds_and_texts(record) == [("submit", header + body)]
     assert f"[cafleet msg 31 from 3 {TS}]" not in server.mux.capture(pane)  # the start is gone
