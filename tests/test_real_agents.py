@@ -269,6 +269,40 @@ def test_real_previews_sent_while_the_agent_works_each_reach_the_model_once_in_o
     assert at == sorted(at), said[-3000:]
 
 
+def test_real_long_body_types_a_bounded_preview_and_is_read_whole(fleet, idle):
+    """A 6,000-character body with ``CAFLEET_MAX_TEXT_LEN`` at its maximum: the preview typed
+    carries ``PREVIEW_MAX_LEN`` code points of it and reaches the model once (a 6,000-character
+    line was never seen whole in the box, so it was never confirmed and held the box); the
+    member reads the whole body with ``message show``."""
+    from cafleet.delivery.preview import PREVIEW_MAX_LEN
+
+    body = "".join(f"item{n:04d} " for n in range(700))[:6000]
+    wide = dict(fleet.environ, CAFLEET_MAX_TEXT_LEN="1000000")
+    result = fleet.cafleet(
+        "message",
+        "send",
+        "--from-member-id",
+        str(fleet.director),
+        "--to-member-id",
+        str(idle["member_id"]),
+        "--file",
+        "-",
+        input=body.encode(),
+        environ=wide,
+    )
+    message_id = sent_id(result)
+    assert fleet.notified_at(message_id) is not None, result
+    wait_received(fleet, message_id)
+    settle_idle(fleet, idle)
+    assert preview_count(fleet.api, marker(message_id)) == 1
+    from tests.support.model_api_anthropic import user_texts
+
+    [said] = [t for t in user_texts(fleet.api.turns()[-1].body) if marker(message_id) in t]
+    assert body[:PREVIEW_MAX_LEN] + "\u2026" in said and body[: PREVIEW_MAX_LEN + 1] not in said
+    shown = fleet.cafleet("message", "show", str(message_id), "--json", environ=wide)
+    assert shown.json()["text"] == body
+
+
 # --- what must never be typed into ----------------------------------------------------------
 
 

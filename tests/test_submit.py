@@ -320,8 +320,9 @@ def test_a_dim_hint_the_table_does_not_know_is_an_empty_box(server, standin, tmp
 
 
 def test_our_own_leftover_is_replaced_not_glued(server, standin, tmp_path):
-    """A sender killed after typing leaves our own line in the box: the retry removes
-    exactly those characters and types the line once (a partial copy too)."""
+    """A sender killed after typing leaves our own line in the box: whole, the retry
+    submits it as it stands; a partial copy, it removes exactly those characters and types
+    the line once. Either way the line is submitted once."""
     line = f"[cafleet msg 22 from 3 {TS}]⏎owed task"
     preview = render_preview(22, 3, TS, "owed task", 200)
     for leftover in (line, line[:40], line[:23]):  # whole, cut mid-word, cut before a blank
@@ -487,7 +488,7 @@ def test_a_long_echo_is_recognised_by_its_end(server, standin, tmp_path):
     record = tmp_path / "record.jsonl"
     pane = standin(record=record)
     # a window small enough for a screen-tall preview within PREVIEW_MAX_LEN code points
-    server.tmux("resize-window", "-t", pane, "-x", "44", "-y", "14")
+    server.tmux("resize-window", "-t", pane, "-x", "40", "-y", "10")
     wait_for(lambda: classify("standin", server.mux.capture(pane)) == PaneState.IDLE, what="the redrawn stand-in")
     columns, rows = (
         int(n) for n in server.tmux("display-message", "-p", "-t", pane, "#{pane_width} #{pane_height}").split()

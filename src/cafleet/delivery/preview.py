@@ -30,11 +30,11 @@ NEWLINE_MARK = "⏎"
 ELLIPSIS = "…"
 # The most code points of body a preview carries, whatever ``CAFLEET_MAX_TEXT_LEN`` says:
 # the preview only wakes the recipient, which reads the whole body with ``message poll`` /
-# ``message show``. 500 code points and the header wrap over at most 8 rows of an 80-column
-# input box, short of the sizes at which the agents collapse a paste into a placeholder or
-# scroll the start of the box out of sight, so the typed line can still be seen and
-# confirmed (docs/delivery.md, step 4).
-PREVIEW_MAX_LEN = 500
+# ``message show``. A typed line costs time to draw (opencode 1.18.33 showed a 560-character
+# line 25 s after it was typed on a loaded machine) and room in the box (it must be seen
+# there to be confirmed): 300 code points and the header fill at most 5 rows of an
+# 80-column box (docs/delivery.md, step 4).
+PREVIEW_MAX_LEN = 300
 
 # 8-bit C1 introducers and the 7-bit ESC form each one stands for.
 _C1_INTRODUCERS = {"\x9b": "[", "\x9d": "]", "\x90": "P", "\x98": "X", "\x9e": "^", "\x9f": "_"}

@@ -68,6 +68,11 @@ from cafleet.mux.base import Multiplexer
 # Enter. Generous: an agent on a loaded machine can draw it seconds late, and text drawn
 # after the attempt gave up would stay in the box, where it holds every later preview.
 DEFAULT_ECHO_TIMEOUT = 6.0
+# ... plus this much per typed character: opencode 1.18.33 draws typed text only once it has
+# taken every keystroke, which took about 45 ms a character at a load average of 15 on 2
+# cores (a 560-character line showed after 25 s, a 310-character one after 13 s), so a
+# long line is given time in proportion (docs/delivery.md, step 5).
+ECHO_PER_CHAR = 0.05
 DEFAULT_CONFIRM_TIMEOUT = 2.0
 VANISH_WAIT = 3  # confirm timeouts to wait for the echo of a text that left the box
 CAPTURE_LINES = 50
@@ -180,10 +185,16 @@ def _submit(
     if placeholder and box_before and _holds(box_before, None, placeholder):
         placeholder = None
 
-    mux.type_text(pane_id, line)
-    pause_point("submit.typed")  # test-only hook (cafleet.faults): typed, Enter not pressed
-    time.sleep(settle)
-    seen, shown = _poll(mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder))
+    if _is_whole(screen.box_text(agent, before), line):
+        # This very line, whole and unedited, drawn after an earlier attempt gave up: it
+        # is submitted as it stands (typing it again would take as long to draw).
+        seen, shown = True, before
+    else:
+        mux.type_text(pane_id, line)
+        pause_point("submit.typed")  # test-only hook (cafleet.faults): typed, Enter not pressed
+        time.sleep(settle)
+        wait = echo_timeout + ECHO_PER_CHAR * len(line)
+        seen, shown = _poll(mux, pane_id, wait, lambda s: _box_holds(agent, s, marker, placeholder))
     if not seen:
         removed = _erase_ours(mux, pane_id, agent, shown, line)
         raise SubmissionNotConfirmed(
@@ -235,8 +246,8 @@ def _check_ready(
         raise PaneNotReady(
             f"pane {pane_id} does not show the {agent} input box (is that agent running there?), so nothing was typed."
         )
-    if not text:
-        return shown
+    if not text or _is_whole(text, line):
+        return shown  # empty, or this very line whole: submitted as it stands
     count = _leftover_count(text, line)
     if not count and ours is not None:
         count = _own_preview_count(text, ours(text))
@@ -293,6 +304,12 @@ def _leftover_count(text: str, line: str) -> int:
             return 0
         seen += 1
     return len(line) if seen == len(want) else 0
+
+
+def _is_whole(text: str | None, line: str) -> bool:
+    """Whether the box's ``text`` is exactly our ``line``, every character of it (the box
+    shows its rows joined by blanks)."""
+    return text is not None and text != "" and "".join(text.split()) == "".join(line.split())
 
 
 def _own_preview_count(text: str, whole: str | None) -> int:
