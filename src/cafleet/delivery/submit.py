@@ -18,8 +18,11 @@ bounded in time:
    shows no input box of that agent or the agent is still starting (:class:`PaneNotReady`:
    a shell, ``sleep``, codex's ``Waiting for startup``), or when the box already holds
    text (:class:`PaneInputBusy`: a person or the agent is composing; it is never cleared,
-   overwritten or submitted). The one exception is text that is exactly the start of
-   this very line — our own earlier attempt, cut short by a killed sender: it is removed
+   overwritten or submitted). The exception is our own unedited text from an earlier
+   attempt: this very line whole (drawn after an attempt gave up) is submitted as it
+   stands, steps 2 and 3 skipped; the start of this very line (cut short by a killed
+   sender), or another preview of ours that ``ours`` names (its header names a message to
+   this member, the rest is the start of that preview, cut with ``…`` or not), is removed
    with as many BackSpaces as it can hold, and the line typed whole;
 2. type the line literally (``send-keys -l``: never key names), after
    :func:`~cafleet.delivery.preview.flatten`, so no control character is ever sent. A line
@@ -65,14 +68,9 @@ from cafleet.faults import pause_point
 from cafleet.mux.base import Multiplexer
 
 # How long typed text may take to show in the box before the attempt gives up without
-# Enter. Generous: an agent on a loaded machine can draw it seconds late, and text drawn
-# after the attempt gave up would stay in the box, where it holds every later preview.
+# Enter. Generous: an agent on a loaded machine can draw it seconds late; text drawn after
+# the attempt gave up stays in the box, where the next attempt submits it (step 1).
 DEFAULT_ECHO_TIMEOUT = 6.0
-# ... plus this much per typed character: opencode 1.18.33 draws typed text only once it has
-# taken every keystroke, which took about 45 ms a character at a load average of 15 on 2
-# cores (a 560-character line showed after 25 s, a 310-character one after 13 s), so a
-# long line is given time in proportion (docs/delivery.md, step 5).
-ECHO_PER_CHAR = 0.05
 DEFAULT_CONFIRM_TIMEOUT = 2.0
 VANISH_WAIT = 3  # confirm timeouts to wait for the echo of a text that left the box
 CAPTURE_LINES = 50
@@ -187,14 +185,15 @@ def _submit(
 
     if _is_whole(screen.box_text(agent, before), line):
         # This very line, whole and unedited, drawn after an earlier attempt gave up: it
-        # is submitted as it stands (typing it again would take as long to draw).
+        # is submitted as it stands (typing it again would take as long to draw, and give
+        # up again). Waiting longer for a slow draw instead would press Enter into an agent
+        # that lags, whose late submission after the confirmation gave up types it twice.
         seen, shown = True, before
     else:
         mux.type_text(pane_id, line)
         pause_point("submit.typed")  # test-only hook (cafleet.faults): typed, Enter not pressed
         time.sleep(settle)
-        wait = echo_timeout + ECHO_PER_CHAR * len(line)
-        seen, shown = _poll(mux, pane_id, wait, lambda s: _box_holds(agent, s, marker, placeholder))
+        seen, shown = _poll(mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder))
     if not seen:
         removed = _erase_ours(mux, pane_id, agent, shown, line)
         raise SubmissionNotConfirmed(
