@@ -12,8 +12,12 @@ these files and that test's failures show exactly which cue changed.
 
 States: ``startup`` (the first screen drawn), ``idle`` (empty composer), ``typed`` (text in
 the composer, not submitted), ``working`` (a reply held open), ``working_typed`` (the same
-with text in the composer), ``queued`` (a line submitted while working), ``replied`` (the transcript after a turn), ``permission`` (a shell command
-awaiting approval), ``question`` (the agent asks its user a question).
+with text in the composer), ``queued`` (a line submitted while working: claude's
+``Press up to edit queued messages`` hint), ``replied`` (the transcript after a turn),
+``fresh`` (the program started with no prompt: its first placeholder hint, opencode's
+``Ask anything… "…"``), ``permission`` (a shell command awaiting approval), ``question``
+(the agent asks its user a question: claude's ``AskUserQuestion``, opencode's
+``question`` tool).
 """
 
 from __future__ import annotations
@@ -143,7 +147,10 @@ def capture(agent: str, out: Path, log=print) -> dict[str, str]:
             ),
         )
 
-        plain = fleet.start_plain(agent, "plain") if agent == "claude" else member
+        # the program started with no prompt: its first empty box and placeholder hint
+        fresh = fleet.start_plain(agent, "fresh")
+        keep("fresh", fleet.wait_composer(fresh["pane_id"], agent))
+        plain = fresh if agent == "claude" else member
         ppane = plain["pane_id"]
         fleet.wait_composer(ppane, agent)
         fleet.api.script.push(shell_call(agent, "touch made-by-the-agent"))

@@ -312,20 +312,41 @@ def test_hostile_body_arrives_as_inert_text(fleet, store_kind):
 
 def test_key_name_alone_in_a_typed_chunk_stays_text(fleet):
     """Long text is typed in several tmux commands; a chunk that is exactly a key name
-    ("C-c") must still arrive as letters, not as Ctrl-C."""
+    ("C-c") must still arrive as letters, not as Ctrl-C. A preview is bounded
+    (``PREVIEW_MAX_LEN``), so the long line is a ``member prompt``, which is typed whole."""
     fleet.server.run("resize-window", "-t", fleet.director_pane, "-x", "400", "-y", "100")  # room for 8 KiB
     gina = fleet.create("gina")["member_id"]
     chunk = len(text_chunks("y" * 100_000)[0])
-    header = len(f"[cafleet msg 1 from {fleet.director} 2000-01-01T00:00:00.000000+00:00]\u23ce".encode())
-    body = "y" * (chunk - header) + "C-c"
-    long_text = dict(fleet.environ, CAFLEET_MAX_TEXT_LEN="20000")
-    result = fleet.send(fleet.director, gina, body, "--json", environ=long_text)
+    line = "y" * chunk + "C-c"
+    result = fleet.cafleet("member", "prompt", str(gina), line)
     assert (result.code, result.err) == (0, "")
-    line = preview_line(result.json())
     assert text_chunks(line)[-1] == "C-c"  # the case under test really happened
     assert fleet.submits(gina) == [line]
     assert [r["kind"] for r in fleet.records(gina)] == ["submit"]
-    assert result.json()["notified"] is True
+
+
+def test_a_long_body_types_a_bounded_preview_and_stays_whole_in_poll_and_show(fleet):
+    """A 6,000-character body with ``CAFLEET_MAX_TEXT_LEN`` at its maximum: the preview
+    typed is cut to ``preview.PREVIEW_MAX_LEN`` code points of body (a line that long would
+    wrap over dozens of rows, or be collapsed by the agent, and could not be confirmed);
+    the whole body is still what poll and show return."""
+    from cafleet.delivery.preview import PREVIEW_MAX_LEN
+
+    hana = fleet.create("hana")["member_id"]
+    body = "".join(f"word{n:04d} " for n in range(700))[:6000]
+    assert len(body) == 6000
+    wide = dict(fleet.environ, CAFLEET_MAX_TEXT_LEN="1000000")
+    result = fleet.send(fleet.director, hana, body, "--json", environ=wide)
+    assert (result.code, result.err) == (0, "")
+    record = result.json()
+    assert record["notified"] is True
+    [typed] = fleet.submits(hana)
+    header = preview_line(dict(record, text=""))
+    assert typed == header + body[:PREVIEW_MAX_LEN] + "\u2026"
+    shown = fleet.cafleet("message", "show", str(record["message_id"]), "--json", environ=wide).json()
+    assert shown["text"] == body
+    polled = fleet.cafleet("message", "poll", str(hana), environ=wide)
+    assert polled.code == 0 and body in polled.out
 
 
 def test_messages_to_the_director_are_never_typed(fleet):

@@ -206,6 +206,106 @@ def test_real_concurrent_previews_each_reach_the_model_once(fleet, idle):
     assert sorted(preview_count(fleet.api, marker(i)) for i in ids) == [1, 1, 1, 1]
 
 
+@pytest.fixture
+def keeper_env(fleet):
+    """The Director's environment with the fleet keeper on; every keeper of the fleet's
+    database is ended by its pid at teardown (tests/support/keeper.py), failing the test if
+    one it did not know of was left running."""
+    from tests.support.keeper import assert_none_left
+
+    environ = dict(fleet.environ, CAFLEET_KEEPER="on")
+
+    def recorded() -> list[int]:
+        shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id), "--json")
+        known = shown.json()["keeper"] if shown.code == 0 else {}
+        return [known["pid"]] if known.get("running") and known.get("pid") else []
+
+    try:
+        yield environ
+    finally:
+        assert_none_left(fleet.db, recorded)
+
+
+def test_real_previews_sent_while_the_agent_works_each_reach_the_model_once_in_order(fleet, idle, keeper_env):
+    """The agent is working (its reply held open) and six previews are sent, the keeper on.
+    claude queues the first and then draws ``❯ Press up to edit queued messages`` in its
+    empty composer: a hint, not someone's text, so each later preview is queued behind it
+    (stamped by its own send, while the turn still runs) instead of being held as "someone
+    is typing". When the turn ends, each reaches the model exactly once, in order."""
+    pane = idle["pane_id"]
+    hold = threading.Event()
+    fleet.api.script.push(m.Reply(text="Working on the first task.", hold=hold))
+    ids: list[int] = []
+    try:
+        first = sent_id(fleet.send(idle["member_id"], "First task, keeps you busy."))
+        assert fleet.notified_at(first) is not None
+        fleet.wait_state(pane, fleet.agent, screen.PaneState.WORKING, TURN_TIMEOUT)
+        for n in range(6):
+            result = fleet.cafleet(
+                "message",
+                "send",
+                "--from-member-id",
+                str(fleet.director),
+                "--to-member-id",
+                str(idle["member_id"]),
+                f"Queued task {n}.",
+                environ=keeper_env,
+            )
+            ids.append(sent_id(result))
+            # typed and confirmed while the turn is still held open: queued, not held
+            assert fleet.notified_at(ids[-1]) is not None, (result, fleet.capture(pane))
+        assert not hold.is_set() and fleet.api.script.pending() == 0
+    finally:
+        hold.set()
+    for message_id in ids:
+        wait_received(fleet, message_id)
+    settle_idle(fleet, idle)
+    assert [received_count(fleet.api, marker(i)) for i in ids] == [1] * 6
+    assert preview_count(fleet.api, marker(first)) == 1
+    from tests.support.model_api_anthropic import user_texts
+
+    said = " ".join(user_texts(fleet.api.turns()[-1].body))
+    at = [said.index(marker(i)) for i in ids]
+    assert at == sorted(at), said[-3000:]
+
+
+def test_real_long_body_types_a_bounded_preview_and_is_read_whole(fleet, idle):
+    """A 6,000-character body with ``CAFLEET_MAX_TEXT_LEN`` at its maximum: the preview typed
+    carries ``PREVIEW_MAX_LEN`` code points of it and reaches the model once (on opencode a
+    6,000-character line was never seen in the box in time, so it was never confirmed and
+    held the box); the member reads the whole body with ``message show``."""
+    from cafleet.delivery.preview import PREVIEW_MAX_LEN
+
+    body = "".join(f"item{n:04d} " for n in range(700))[:6000]
+    wide = dict(fleet.environ, CAFLEET_MAX_TEXT_LEN="1000000")
+    result = fleet.cafleet(
+        "message",
+        "send",
+        "--from-member-id",
+        str(fleet.director),
+        "--to-member-id",
+        str(idle["member_id"]),
+        "--file",
+        "-",
+        input=body.encode(),
+        environ=wide,
+    )
+    message_id = sent_id(result)
+    # on a loaded machine opencode may draw the line after the send's echo wait: the
+    # preview is then owed, and the next attempt submits the line already in the box
+    deliver_owed(fleet, idle, [message_id])
+    wait_received(fleet, message_id)
+    settle_idle(fleet, idle)
+    assert preview_count(fleet.api, marker(message_id)) == 1
+    assert not screen.box_text(fleet.agent, fleet.capture(idle["pane_id"]))  # nothing left in the box
+    from tests.support.model_api_anthropic import user_texts
+
+    [said] = [t for t in user_texts(fleet.api.turns()[-1].body) if marker(message_id) in t]
+    assert body[:PREVIEW_MAX_LEN] + "\u2026" in said and body[: PREVIEW_MAX_LEN + 1] not in said
+    shown = fleet.cafleet("message", "show", str(message_id), "--json", environ=wide)
+    assert shown.json()["text"] == body
+
+
 # --- what must never be typed into ----------------------------------------------------------
 
 
@@ -280,43 +380,46 @@ def test_real_permission_dialog_is_awaiting_user_and_never_typed_into(fleet, ask
     assert preview_count(fleet.api, marker(second)) == 1
 
 
+QUESTION = {
+    "question": "Which colour should the button be?",
+    "header": "Colour",
+    "options": [
+        {"label": "Red", "description": "A red button"},
+        {"label": "Blue", "description": "A blue button"},
+    ],
+}
+
+
+def question_call(agent: str) -> m.Reply:
+    """The model asks its user a question: claude's ``AskUserQuestion``, opencode's
+    ``question`` (1.18.33: ``{questions: [{question, header, options: [{label,
+    description}], multiple?, custom?}]}``; offered to the TUI with
+    ``OPENCODE_ENABLE_QUESTION_TOOL``, tests/support/real_agents.py)."""
+    if agent == "claude":
+        return m.Reply(tool_calls=[m.ToolCall("AskUserQuestion", {"questions": [dict(QUESTION, multiSelect=False)]})])
+    return m.Reply(tool_calls=[m.ToolCall("question", {"questions": [QUESTION]})])
+
+
 def test_real_question_dialog_is_awaiting_user(fleet, asker):
-    if fleet.agent == "opencode":
-        pytest.skip("opencode 1.18 offers its question tool only to its app and desktop clients, not the TUI")
     pane = asker["pane_id"]
     fleet.api.script.clear()
     fleet.wait_composer(pane, fleet.agent, TURN_TIMEOUT)
-    fleet.api.script.push(
-        m.Reply(
-            tool_calls=[
-                m.ToolCall(
-                    "AskUserQuestion",
-                    {
-                        "questions": [
-                            {
-                                "question": "Which colour should the button be?",
-                                "header": "Colour",
-                                "multiSelect": False,
-                                "options": [
-                                    {"label": "Red", "description": "A red button"},
-                                    {"label": "Blue", "description": "A blue button"},
-                                ],
-                            }
-                        ]
-                    },
-                )
-            ]
-        )
-    )
+    fleet.api.script.push(question_call(fleet.agent))
     fleet.type_keys(pane, "ask me")
     fleet.wait_screen(pane, lambda s: "ask me" in s, 20, "the typed prompt")
     fleet.press(pane, "Enter")
-    fleet.wait_state(pane, fleet.agent, screen.PaneState.AWAITING_USER, TURN_TIMEOUT)
+    shown = fleet.wait_screen(pane, lambda s: "Which colour should the button be?" in s, TURN_TIMEOUT, "the question")
     try:
+        # the dialog as drawn, read by the cues: never idle (a preview and Enter would answer it)
+        shown = fleet.wait_state(pane, fleet.agent, screen.PaneState.AWAITING_USER, 20)
+        assert screen.box_text(fleet.agent, shown) in (None, ""), shown
+        turns = len(fleet.api.turns())
         result = fleet.send(asker["member_id"], "Pick one for me.")
         message_id = sent_id(result)
         assert fleet.notified_at(message_id) is None, result
+        assert "was not notified" in result.err, result
         assert marker(message_id) not in fleet.capture(pane)
+        assert len(fleet.api.turns()) == turns  # nothing answered the question
     finally:
         fleet.press(pane, "Escape")
     fleet.wait_screen(
@@ -325,6 +428,12 @@ def test_real_question_dialog_is_awaiting_user(fleet, asker):
         TURN_TIMEOUT,
         "the question dismissed",
     )
+    # the owed preview is delivered once the question is gone, once
+    fleet.api.script.clear()
+    deliver_owed(fleet, asker, [message_id])
+    wait_received(fleet, message_id)
+    settle_idle(fleet, asker)
+    assert preview_count(fleet.api, marker(message_id)) == 1
 
 
 def test_real_half_typed_text_is_left_alone(fleet, idle):
@@ -346,6 +455,60 @@ def test_real_half_typed_text_is_left_alone(fleet, idle):
         box = composer_text(fleet.agent, fleet.capture(pane))
         fleet.press(pane, *["BSpace"] * (len(box) + 4))
         settle_idle(fleet, idle)
+
+
+def hold_one(fleet, member, body: str) -> dict:
+    """A message sent while a person's text is in the box: held, owed; the person's text is
+    then erased. Its JSON record comes back."""
+    pane = member["pane_id"]
+    fleet.type_keys(pane, "person text")
+    fleet.wait_screen(pane, lambda s: "person text" in composer_text(fleet.agent, s), 20, "the person's text")
+    result = fleet.send(member["member_id"], body, "--json")
+    assert result.code == 0 and "was not notified" in result.err, result
+    fleet.press(pane, *["BSpace"] * len("person text"))
+    fleet.wait_composer(pane, fleet.agent, 20)
+    return result.json()
+
+
+@pytest.mark.parametrize("case", ["acked meanwhile", "typed by a sender with a shorter cut"])
+def test_real_our_own_preview_left_in_the_box_is_taken_back(fleet, idle, case):
+    """Our own unedited preview shows in the box after the attempt that typed it gave up
+    (drawn late, after its echo wait). It is recognised as ours, its header naming a message
+    to this member and the rest a prefix of that message's preview, and taken back with one
+    BackSpace per character (docs/delivery.md): it never holds the box. Acked meanwhile, it
+    is not submitted; still owed, it is typed again whole, and each reaches the model once."""
+    from cafleet.delivery.preview import render_preview
+    from cafleet.delivery.submit import with_terminator
+
+    pane = idle["pane_id"]
+    left = hold_one(fleet, idle, "Left behind in the box: please review the parser changes.")
+    cut = 20 if case == "typed by a sender with a shorter cut" else 200
+    line = with_terminator(
+        render_preview(left["message_id"], left["from_member_id"], left["created_at"], left["text"], cut).replace(
+            "\n", "\u23ce"
+        )
+    )
+    fleet.type_keys(pane, line)  # what a late-drawing agent shows after the attempt gave up
+    try:
+        fleet.wait_screen(pane, lambda s: marker(left["message_id"]) in composer_text(fleet.agent, s), 20, "our text")
+        if case == "acked meanwhile":
+            assert fleet.cafleet("message", "ack", str(left["message_id"])).code == 0
+        turns = len(fleet.api.turns())
+        result = fleet.send(idle["member_id"], "The next message.", "--json")
+        assert result.code == 0 and result.err == "", result
+        after = result.json()["message_id"]
+        wait_received(fleet, after)
+        settle_idle(fleet, idle)
+        expected = 0 if case == "acked meanwhile" else 1
+        assert received_count(fleet.api, marker(left["message_id"])) == expected
+        assert received_count(fleet.api, marker(after)) == 1
+        assert len(fleet.api.turns()) > turns
+        if cut == 20:  # the cut copy left in the box was never submitted
+            assert received_count(fleet.api, left["text"][:20] + "\u2026") == 0
+    finally:  # leave the member clean for the next test whatever happened
+        if composer_text(fleet.agent, fleet.capture(pane)):
+            fleet.press(pane, *["BSpace"] * (len(line) + 4))
+            settle_idle(fleet, idle)
 
 
 # --- a send right after member create --------------------------------------------------------

@@ -29,12 +29,37 @@ EXPECTED = {
     "working_typed": (WORKING, TYPED),
     "queued": (WORKING, ""),
     "replied": (IDLE, ""),
+    "fresh": (IDLE, ""),  # started with no prompt: the first placeholder hint
     "permission": (AWAITING, None),
     "question": (AWAITING, None),
 }
 REQUIRED = {
     "claude": set(EXPECTED),
-    "opencode": set(EXPECTED) - {"question"},  # its TUI offers the model no question tool
+    "opencode": set(EXPECTED),  # its question tool is on with OPENCODE_ENABLE_QUESTION_TOOL
+}
+
+
+# Every hint, placeholder, working indicator and dialog each pinned agent draws: the
+# recorded state that shows it and the text it shows there (docs/agents.md).
+DRAWN = {
+    "claude": [
+        ("idle", "❯"),  # the empty composer
+        ("fresh", "? for shortcuts"),  # started with no prompt
+        ("queued", "❯ Press up to edit queued messages"),  # a line waits in the queue
+        ("working", "Thundering… ("),  # the spinner row
+        ("queued", "esc to interrupt"),
+        ("permission", "Do you want to proceed?"),
+        ("question", "Enter to select · ↑/↓ to navigate · Esc to cancel"),
+    ],
+    "opencode": [
+        ("fresh", 'Ask anything… "'),  # the start page's placeholder
+        ("idle", "┃  Cafleet · Claude Sonnet 4.5"),  # the box's agent · model row
+        ("working", "esc interrupt"),
+        ("queued", "esc interrupt"),
+        ("permission", "△ Permission required"),
+        ("question", "↑↓ select  enter submit  esc dismiss"),
+        ("question", "3. Type your own answer"),
+    ],
 }
 
 
@@ -58,6 +83,19 @@ def test_every_real_agent_has_its_screens_recorded():
         assert states <= recorded, f"{agents[agent].name} lacks {sorted(states - recorded)}"
 
 
+@pytest.mark.parametrize(("agent", "state", "shows"), [(a, st, t) for a, drawn in DRAWN.items() for st, t in drawn])
+def test_every_hint_and_dialog_a_pinned_agent_draws_is_recorded(agent, state, shows):
+    """Each is on a recorded screen, which reads as its state (idle with an empty box for a
+    hint or placeholder, working, awaiting the user for a dialog)."""
+    folder = next(path for path in fixture_dirs() if path.name.rsplit("-", 1)[0] == agent)
+    shown = (folder / f"{state}.txt").read_text(encoding="utf-8")
+    assert shows in shown.replace("\xa0", " ")
+    expected_state, holds = EXPECTED[state]
+    assert screen.classify(agent, shown) == expected_state
+    if holds == "":
+        assert screen.box_text(agent, shown) == ""
+
+
 @pytest.mark.parametrize(("agent", "path"), cases())
 def test_recorded_screen_reads_as_its_state(agent, path):
     shown = path.read_text(encoding="utf-8")
@@ -75,6 +113,9 @@ def test_recorded_screen_reads_as_its_state(agent, path):
     assert box, "no input box found"
     if holds is not None:
         assert composer_text(agent, shown) == holds, box
+        # what cafleet itself reads as typed text: a hint the agent draws in an empty box
+        # (claude's "Press up to edit queued messages") is no one's text
+        assert screen.box_text(agent, shown) == holds, box
     # the box is the composer only: never the transcript's echo of a preview
     assert not any("[cafleet msg" in row for row in box), box
 

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from cafleet.delivery.preview import render_preview
+from cafleet.delivery.preview import PREVIEW_MAX_LEN, render_preview
 from cafleet.delivery.screen import PaneState, classify
 from cafleet.delivery.submit import (
     PaneAwaitingUser,
@@ -320,8 +320,9 @@ def test_a_dim_hint_the_table_does_not_know_is_an_empty_box(server, standin, tmp
 
 
 def test_our_own_leftover_is_replaced_not_glued(server, standin, tmp_path):
-    """A sender killed after typing leaves our own line in the box: the retry removes
-    exactly those characters and types the line once (a partial copy too)."""
+    """A sender killed after typing leaves our own line in the box: whole, the retry
+    submits it as it stands; a partial copy, it removes exactly those characters and types
+    the line once. Either way the line is submitted once."""
     line = f"[cafleet msg 22 from 3 {TS}]⏎owed task"
     preview = render_preview(22, 3, TS, "owed task", 200)
     for leftover in (line, line[:40], line[:23]):  # whole, cut mid-word, cut before a blank
@@ -338,6 +339,33 @@ def test_another_previews_leftover_is_held(server, standin, tmp_path):
     with pytest.raises(PaneInputBusy):
         submit_preview(server.mux, pane, render_preview(24, 3, TS, "new", 200), "standin", **FAST)
     assert input_line(server, pane) == "> " + other
+    assert records(record) == []
+
+
+def test_another_preview_of_ours_left_unedited_is_taken_back(server, standin, tmp_path):
+    """Another message's preview of ours, left in the box by an attempt that gave up (whole,
+    only its start, or cut with ``…`` by a sender with a shorter CAFLEET_MAX_TEXT_LEN), is
+    taken back with BackSpaces and the new preview typed once; the same preview edited by a
+    person (not a prefix of ours) is held and left as it is."""
+    whole = f"[cafleet msg 23 from 3 {TS}]⏎the older task, left in the box"
+    cut = render_preview(23, 3, TS, "the older task, left in the box", 9).replace("\n", "⏎")
+    assert cut.endswith("…")
+
+    def ours(text: str) -> str | None:
+        return whole if text.startswith("[cafleet msg 23 from ") else None
+
+    new = render_preview(24, 3, TS, "new", 200)
+    for leftover in (whole, whole[:45], cut):
+        record = tmp_path / f"record-{uuid.uuid4().hex[:6]}.jsonl"
+        pane = standin("--prefill", leftover, record=record)
+        submit_preview(server.mux, pane, new, "standin", ours=ours, **FAST)
+        assert kinds_and_texts(record) == [("submit", f"[cafleet msg 24 from 3 {TS}]⏎new")], leftover
+    edited = whole.replace("older", "oldest")
+    record = tmp_path / "record-edited.jsonl"
+    pane = standin("--prefill", edited, record=record)
+    with pytest.raises(PaneInputBusy):
+        submit_preview(server.mux, pane, new, "standin", ours=ours, **FAST)
+    assert input_line(server, pane) == "> " + edited
     assert records(record) == []
 
 
@@ -459,6 +487,9 @@ def test_a_long_echo_is_recognised_by_its_end(server, standin, tmp_path):
     (its start scrolled away). That end confirms it: one Enter, no retry."""
     record = tmp_path / "record.jsonl"
     pane = standin(record=record)
+    # a window small enough for a screen-tall preview within PREVIEW_MAX_LEN code points
+    server.tmux("resize-window", "-t", pane, "-x", "40", "-y", "10")
+    wait_for(lambda: classify("standin", server.mux.capture(pane)) == PaneState.IDLE, what="the redrawn stand-in")
     columns, rows = (
         int(n) for n in server.tmux("display-message", "-p", "-t", pane, "#{pane_width} #{pane_height}").split()
     )
@@ -468,6 +499,7 @@ def test_a_long_echo_is_recognised_by_its_end(server, standin, tmp_path):
     # above the rule and the empty input line.
     size = (rows - 2) * (columns - 3)
     body = "".join(chr(ord("a") + i % 26) for i in range(size - len(header)))
+    assert len(body) <= PREVIEW_MAX_LEN
     submit_preview(server.mux, pane, render_preview(31, 3, TS, body, size), "standin", **FAST)
     assert kinds_and_texts(record) == [("submit", header + body)]
     assert f"[cafleet msg 31 from 3 {TS}]" not in server.mux.capture(pane)  # the start is gone

@@ -240,7 +240,7 @@ ENVIRONMENT = (
         "CAFLEET_MAX_TEXT_LEN",
         "integer",
         DEFAULT_MAX_TEXT_LEN,
-        "code points of a body shown in text output and previews (JSON is never cut)",
+        "code points of a body shown in text output and previews (a preview carries at most 300; JSON is never cut)",
         low=1,
         high=1_000_000,
     ),

@@ -73,6 +73,9 @@ OPENCODE_ENV = {
     "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
     "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
     "OPENCODE_DISABLE_TERMINAL_TITLE": "1",
+    # 1.18 offers its question tool to the TUI only when asked to (its app and desktop
+    # clients always have it); the config below allows it for every agent
+    "OPENCODE_ENABLE_QUESTION_TOOL": "1",
 }
 
 
@@ -188,7 +191,7 @@ def _write_opencode_config(config_dir: Path, api_url: str) -> None:
         "model": "anthropic/claude-sonnet-4-5",
         "small_model": "anthropic/claude-sonnet-4-5",
         "provider": {"anthropic": {"options": {"baseURL": api_url + "/v1", "apiKey": FAKE_KEY}}},
-        "permission": {"bash": "ask"},
+        "permission": {"bash": "ask", "question": "allow"},
     }
     (config_dir / "opencode.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
 

@@ -101,6 +101,17 @@ def still_pending_notification(store, message_id: int) -> bool:
     return row is not None
 
 
+def preview_source(store, recipient_id: int, message_id: int) -> dict | None:
+    """The sender, time and body of message ``message_id`` if it was sent to
+    ``recipient_id`` (in any state, ACKed or notified included): what a preview of it
+    showed, to tell our own text left in that recipient's input box (delivery/drain.py)."""
+    row = store.execute(
+        "SELECT from_member_id, created_at, text FROM messages WHERE message_id = ? AND to_member_id = ?",
+        (message_id, recipient_id),
+    ).fetchone()
+    return None if row is None else {"from_member_id": row[0], "created_at": row[1], "text": row[2]}
+
+
 def stamp_notified(store, message_id: int) -> bool:
     """Record a completed submission; does nothing when the row was ACKed meanwhile."""
     with store.write():

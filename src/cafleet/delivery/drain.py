@@ -253,7 +253,14 @@ def drain(
                 # guard: so is the lock (on PostgreSQL it can be lost with its session).
                 mux = held.guard(reach(target))
                 trace_point(f"drain.typing {message_id}")  # test-only count (cafleet.faults)
-                submit.submit_preview(mux, target["pane_id"], text, target["coding_agent"], settle=settings.settle)
+                submit.submit_preview(
+                    mux,
+                    target["pane_id"],
+                    text,
+                    target["coding_agent"],
+                    settle=settings.settle,
+                    ours=_our_preview_line(store, recipient_id),
+                )
                 trace_point(f"drain.submitted {message_id}")
                 pause_point("drain.submitted")
                 if notifications.stamp_notified(store, message_id):
@@ -268,6 +275,30 @@ def drain(
             return after_lost_lock(settings.lock_dir, target, text or "", timeout, error, typed)
         except (CafleetError, OSError) as error:  # OSError: the multiplexer client could not run
             return _with_pane(_unexpected(error), target["pane_id"])
+
+
+def _our_preview_line(store, recipient_id: int):
+    """What tells our own preview left in the recipient's input box (an earlier attempt
+    gave up before the agent drew it, or typed it with another ``CAFLEET_MAX_TEXT_LEN``):
+    given the box's text, the whole uncut line a preview of the message its header names
+    would start with (``[cafleet msg <id> from <sender> <created_at>]⏎<body>``), when that
+    message was sent to this recipient by that sender; None otherwise."""
+    from cafleet.delivery.preview import NEWLINE_MARK, flatten
+    from cafleet.delivery.submit import PREVIEW_HEAD
+
+    def line_of(box: str) -> str | None:
+        if not box.startswith(PREVIEW_HEAD):
+            return None
+        word = box[len(PREVIEW_HEAD) :].split(" ", 1)[0]
+        if not (word.isascii() and word.isdigit()):
+            return None
+        found = notifications.preview_source(store, recipient_id, int(word))
+        if found is None:
+            return None
+        header = f"{PREVIEW_HEAD}{word} from {found['from_member_id']} {flatten(found['created_at'])}]"
+        return header + NEWLINE_MARK + flatten(found["text"])
+
+    return line_of
 
 
 def after_lost_lock(lock_dir, placement: dict, text: str, timeout: float, error: CafleetError, typed: bool) -> str:

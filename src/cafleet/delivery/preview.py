@@ -28,6 +28,13 @@ from __future__ import annotations
 
 NEWLINE_MARK = "⏎"
 ELLIPSIS = "…"
+# The most code points of body a preview carries, whatever ``CAFLEET_MAX_TEXT_LEN`` says:
+# the preview only wakes the recipient, which reads the whole body with ``message poll`` /
+# ``message show``. A typed line costs time to draw (opencode 1.18.33 showed a 560-character
+# line 25 s after it was typed on a loaded machine) and room in the box (it must be seen
+# there to be confirmed): 300 code points and the header fill at most 5 rows of an
+# 80-column box (docs/delivery.md, step 4).
+PREVIEW_MAX_LEN = 300
 
 # 8-bit C1 introducers and the 7-bit ESC form each one stands for.
 _C1_INTRODUCERS = {"\x9b": "[", "\x9d": "]", "\x90": "P", "\x98": "X", "\x9e": "^", "\x9f": "_"}
@@ -66,10 +73,12 @@ def flatten(text: str) -> str:
 
 def render_preview(message_id: int, sender_member_id: int, created_at: str, body: str, max_len: int) -> str:
     """The preview's header naming the message and, after a line break, the flattened body
-    cut to ``max_len`` code points (``…`` appended only when something was cut). It is
-    typed as one line: :func:`flatten` shows that break as ``⏎`` too (delivery/submit.py)."""
+    cut to ``max_len`` code points, and never more than :data:`PREVIEW_MAX_LEN` (``…``
+    appended only when something was cut). It is typed as one line: :func:`flatten` shows
+    that break as ``⏎`` too (delivery/submit.py)."""
     if max_len < 0:
         raise ValueError("max_len must not be negative")
+    max_len = min(max_len, PREVIEW_MAX_LEN)
     header = f"[cafleet msg {message_id} from {sender_member_id} {flatten(created_at)}]"
     line = flatten(body)
     if len(line) > max_len:

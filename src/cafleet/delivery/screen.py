@@ -45,7 +45,8 @@ Sources of the cues (screen text read, never code copied):
   to cancel``, the ``Enter to continue · Esc to cancel`` checkpoint dialog); the spinner
   row ``✶ Deliberating… (4s · ↓ 120 tokens · esc to interrupt)``; the composer ``❯``
   (2.x, padded with a no-break space when empty) under a rule, or ``│ >`` in a rounded
-  box (1.x) with the hint ``Try "…"``.
+  box (1.x) with the hint ``Try "…"``; the hint ``Press up to edit queued messages`` that
+  2.1.197 draws in the empty composer while a submitted line waits in its queue.
 * codex: the snapshot tests of openai/codex's TUI: the approval overlay (``› 1. Yes, …``
   and ``Press enter to confirm or esc to cancel``), the user-input question overlay
   (``Question 1/2``, ``› 2. Option``, ``enter to submit answer``), the composer (``›``;
@@ -59,7 +60,10 @@ Sources of the cues (screen text read, never code copied):
   question.tsx, component/prompt): the permission prompt ``△ Permission required`` with
   the buttons ``Allow once  Allow always  Reject`` and the follow-up ``Reject
   permission`` (the ``△`` is optional: it stays undrawn when keys reached opencode before
-  it started); the question dialog (``3. Type your own answer``, ``↑↓ select``); the
+  it started); the question dialog (``3. Type your own answer``, ``↑↓ select  enter
+  submit  esc dismiss``), which 1.18.33 draws in the prompt box's own ``┃`` frame, as
+  recorded in tests/fixtures/screens (its ``question`` tool is offered to the TUI with
+  ``OPENCODE_ENABLE_QUESTION_TOOL`` and a ``question: allow`` permission); the
   busy hint ``esc interrupt`` / ``esc again to interrupt`` under the prompt; the prompt
   box drawn with a ``┃`` left border, a blank top row, the agent/model line at its
   bottom and the hints ``Ask anything... "…"`` / ``Run a command... "…"``.
@@ -102,9 +106,10 @@ class AgentCues:
     starting: tuple[Cue, ...] = ()  # drawn but not taking input yet
     placeholder: str | None = None  # what the box shows instead of text it collapsed
     composer_window: int = 12  # the box ends within the last N non-blank rows
-    # A dialog drawn in the composer's own frame (opencode's permission prompt replaces its
-    # prompt box): when every one of these matches a row of the box, it is no input box.
-    box_dialog: tuple[str, ...] = ()
+    # Dialogs drawn in the composer's own frame (opencode's permission prompt and question
+    # dialog replace its prompt box): when every cue of one group matches a row of the box,
+    # it is no input box.
+    box_dialog: tuple[tuple[str, ...], ...] = ()
     # The row right under the box, whose length is the box's right edge: text beyond it on
     # the box's rows is another panel drawn beside the box (opencode's session sidebar).
     box_edge: str | None = None
@@ -143,7 +148,9 @@ CUES: dict[str, AgentCues] = {
         prompt=r"^[\s│]*[>❯]\s?",
         continuation=r"^(\s{2,}|│\s{2,})[^\s─╰│]",
         composer_above=r"─{3}",
-        empty=(r'^Try ".*"$',),
+        # the idle hint, and the hint drawn in the empty composer while a submitted line
+        # waits in the queue (2.1.197): neither is anyone's text
+        empty=(r'^Try ".*"$', r"^Press up to edit queued messages$"),
         placeholder=r"\[Pasted text #\d+",
     ),
     "codex": AgentCues(
@@ -182,7 +189,10 @@ CUES: dict[str, AgentCues] = {
         composer_above=r"^(?!\s*┃)",
         footer_rows=1,
         empty=(r'^(Ask anything|Run a command)(\.\.\.|…) ".*"$',),
-        box_dialog=(r"^\s*┃\s*(△\s*)?Permission required$", r"^\s*┃\s+Allow once\s+Allow always\s+Reject\b"),
+        box_dialog=(
+            (r"^\s*┃\s*(△\s*)?Permission required$", r"^\s*┃\s+Allow once\s+Allow always\s+Reject\b"),
+            (r"^\s*┃\s*1\.\s", r"^\s*┃\s*↑↓\s+select\b"),  # the question dialog (1.18.33)
+        ),
         box_edge=r"^\s*╹▀+$",
         placeholder=r"\[Pasted ~\d+ lines\]",
     ),
@@ -316,8 +326,9 @@ def _box_span(cues: AgentCues, lines: list[str]) -> tuple[int, int] | None:
                 end += 1
         if sum(i >= end for i in nonblank) >= cues.composer_window:
             return None  # scrolled up: history, not the live box
-        if cues.box_dialog and all(any(_regex(cue).search(row) for row in lines[start:end]) for cue in cues.box_dialog):
-            return None  # a dialog in the box's frame: nothing here takes typed text
+        for dialog in cues.box_dialog:
+            if all(any(_regex(cue).search(row) for row in lines[start:end]) for cue in dialog):
+                return None  # a dialog in the box's frame: nothing here takes typed text
         return start, end
     return None
 

@@ -18,8 +18,11 @@ bounded in time:
    shows no input box of that agent or the agent is still starting (:class:`PaneNotReady`:
    a shell, ``sleep``, codex's ``Waiting for startup``), or when the box already holds
    text (:class:`PaneInputBusy`: a person or the agent is composing; it is never cleared,
-   overwritten or submitted). The one exception is text that is exactly the start of
-   this very line — our own earlier attempt, cut short by a killed sender: it is removed
+   overwritten or submitted). The exception is our own unedited text from an earlier
+   attempt: this very line whole (drawn after an attempt gave up) is submitted as it
+   stands, steps 2 and 3 skipped; the start of this very line (cut short by a killed
+   sender), or another preview of ours that ``ours`` names (its header names a message to
+   this member, the rest is the start of that preview, cut with ``…`` or not), is removed
    with as many BackSpaces as it can hold, and the line typed whole;
 2. type the line literally (``send-keys -l``: never key names), after
    :func:`~cafleet.delivery.preview.flatten`, so no control character is ever sent. A line
@@ -59,19 +62,20 @@ import time
 from typing import Callable, Mapping
 
 from cafleet.delivery import screen
-from cafleet.delivery.preview import NEWLINE_MARK, flatten
+from cafleet.delivery.preview import ELLIPSIS, NEWLINE_MARK, flatten
 from cafleet.errors import CafleetError, UsageError
 from cafleet.faults import pause_point
 from cafleet.mux.base import Multiplexer
 
 # How long typed text may take to show in the box before the attempt gives up without
-# Enter. Generous: an agent on a loaded machine can draw it seconds late, and text drawn
-# after the attempt gave up would stay in the box, where it holds every later preview.
+# Enter. Generous: an agent on a loaded machine can draw it seconds late; text drawn after
+# the attempt gave up stays in the box, where the next attempt submits it (step 1).
 DEFAULT_ECHO_TIMEOUT = 6.0
 DEFAULT_CONFIRM_TIMEOUT = 2.0
 VANISH_WAIT = 3  # confirm timeouts to wait for the echo of a text that left the box
 CAPTURE_LINES = 50
 MARKER_LEN = 24
+PREVIEW_HEAD = "[cafleet msg "  # how every preview line starts
 _POLL = 0.05
 # What a row of the input box may start with besides the typed text itself.
 _BOX_GLYPHS = " \t│┃▌›>❯"
@@ -113,9 +117,13 @@ def submit_preview(
     enter_retries: int = 3,
     confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
     echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
+    ours: Callable[[str], str | None] | None = None,
 ) -> None:
-    """Type the rendered preview ``text`` as one line into ``pane_id`` and submit it."""
-    _submit(mux, pane_id, flatten(text), agent, settle, enter_retries, confirm_timeout, echo_timeout)
+    """Type the rendered preview ``text`` as one line into ``pane_id`` and submit it.
+
+    ``ours(box_text)``, when given, names another preview of ours the box may still hold
+    (step 1): the whole uncut line of the message its header names, or None."""
+    _submit(mux, pane_id, flatten(text), agent, settle, enter_retries, confirm_timeout, echo_timeout, ours)
 
 
 def type_prompt(
@@ -154,6 +162,7 @@ def _submit(
     enter_retries: int,
     confirm_timeout: float,
     echo_timeout: float,
+    ours: Callable[[str], str | None] | None = None,
 ) -> None:
     if settle is None:
         import os
@@ -166,7 +175,7 @@ def _submit(
     cues = screen.CUES.get(agent)
     placeholder = cues.placeholder if cues else None
 
-    before = _check_ready(mux, pane_id, agent, mux.capture(pane_id, CAPTURE_LINES, ansi=True), line)
+    before = _check_ready(mux, pane_id, agent, mux.capture(pane_id, CAPTURE_LINES, ansi=True), line, ours)
     ends = (marker, _tail_marker(line))
     echoes = (_echoes(agent, before, ends[:1]), _echoes(agent, before, ends))
     # A placeholder already in the box before typing proves nothing about our text.
@@ -174,10 +183,17 @@ def _submit(
     if placeholder and box_before and _holds(box_before, None, placeholder):
         placeholder = None
 
-    mux.type_text(pane_id, line)
-    pause_point("submit.typed")  # test-only hook (cafleet.faults): typed, Enter not pressed
-    time.sleep(settle)
-    seen, shown = _poll(mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder))
+    if _is_whole(screen.box_text(agent, before), line):
+        # This very line, whole and unedited, drawn after an earlier attempt gave up: it
+        # is submitted as it stands (typing it again would take as long to draw, and give
+        # up again). Waiting longer for a slow draw instead would press Enter into an agent
+        # that lags, whose late submission after the confirmation gave up types it twice.
+        seen, shown = True, before
+    else:
+        mux.type_text(pane_id, line)
+        pause_point("submit.typed")  # test-only hook (cafleet.faults): typed, Enter not pressed
+        time.sleep(settle)
+        seen, shown = _poll(mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder))
     if not seen:
         removed = _erase_ours(mux, pane_id, agent, shown, line)
         raise SubmissionNotConfirmed(
@@ -211,9 +227,12 @@ def _submit(
     )
 
 
-def _check_ready(mux: Multiplexer, pane_id: str, agent: str, shown: str, line: str) -> str:
+def _check_ready(
+    mux: Multiplexer, pane_id: str, agent: str, shown: str, line: str, ours: Callable[[str], str | None] | None = None
+) -> str:
     """Raise unless the pane shows the agent's empty input box (after removing a leftover
-    start of ``line`` from an earlier attempt); the screen that shows it comes back."""
+    start of ``line``, or of another preview of ours that ``ours`` names, from an earlier
+    attempt); the screen that shows it comes back."""
     if screen.classify(agent, shown) == screen.PaneState.AWAITING_USER:
         raise PaneAwaitingUser(
             f"pane {pane_id} shows a prompt awaiting its user, so nothing was typed; "
@@ -226,9 +245,11 @@ def _check_ready(mux: Multiplexer, pane_id: str, agent: str, shown: str, line: s
         raise PaneNotReady(
             f"pane {pane_id} does not show the {agent} input box (is that agent running there?), so nothing was typed."
         )
-    if not text:
-        return shown
+    if not text or _is_whole(text, line):
+        return shown  # empty, or this very line whole: submitted as it stands
     count = _leftover_count(text, line)
+    if not count and ours is not None:
+        count = _own_preview_count(text, ours(text))
     if count:
         mux.press_backspace(pane_id, count)
         cleared, shown = _poll(mux, pane_id, DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "", ansi=True)
@@ -282,6 +303,28 @@ def _leftover_count(text: str, line: str) -> int:
             return 0
         seen += 1
     return len(line) if seen == len(want) else 0
+
+
+def _is_whole(text: str | None, line: str) -> bool:
+    """Whether the box's ``text`` is exactly our ``line``, every character of it (the box
+    shows its rows joined by blanks)."""
+    return text is not None and text != "" and "".join(text.split()) == "".join(line.split())
+
+
+def _own_preview_count(text: str, whole: str | None) -> int:
+    """How many BackSpaces remove ``text`` when it is one of our own previews, unedited:
+    ``whole`` is that preview's uncut line, and the box shows its start, or its start cut
+    with ``…`` (typed by a sender with a shorter ``CAFLEET_MAX_TEXT_LEN``). Counted as for a
+    leftover (:func:`_leftover_count`), plus the ``…`` and the blank a line may end with
+    (:func:`with_terminator`): a BackSpace too many in an emptied box removes nothing. 0
+    when ``whole`` is None or the text is anything else."""
+    if not whole:
+        return 0
+    count = _leftover_count(text, with_terminator(whole))
+    if count or not text.endswith(ELLIPSIS):
+        return count
+    cut = _leftover_count(text[: -len(ELLIPSIS)].rstrip(), whole)
+    return cut + len(ELLIPSIS) + 1 if cut else 0
 
 
 def _erase_ours(mux: Multiplexer, pane_id: str, agent: str, shown: str, line: str) -> bool:
