@@ -16,6 +16,7 @@ programs each test is skipped with the reason.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -25,11 +26,21 @@ from cafleet.delivery import screen
 from tests.support import model_api as m
 from tests.support import openai_responses as responses
 from tests.support import real_codex
-from tests.support.keeper import assert_none_left, log_lines
+from tests.support.keeper import (
+    end_every_keeper,
+    keeper,
+    keeper_on,
+    keeper_processes,
+    kill,
+    log_lines,
+    running_keeper,
+)
+from tests.support.pane_fleet import preview_line, start
 from tests.support.real_agents import composer_text, real_fleet, received_count, skip_reason
+from tests.support.remote_fleet import create_remote, fleet_with_hosts, short_directory
 from tests.support.tmux_fixtures import wait_for
 
-pytestmark = pytest.mark.real_agent
+real_agent = pytest.mark.real_agent
 
 AGENTS = ("claude", "codex", "opencode")
 DELIVERY_BOUND = 20.0  # the issue's bound for a send right after `member create`; bounds a failure only
@@ -70,25 +81,11 @@ class Driven:
         record["err"] = result.err
         return record
 
-    def keeper(self) -> dict:
-        shown = self.fleet.cafleet("fleet", "show", str(self.fleet.fleet_id), "--json")
-        assert shown.code == 0, shown
-        return shown.json()["keeper"]
-
     def running_keeper(self) -> dict:
-        return wait_for(
-            lambda: (lambda k: k if k["running"] and k["pid"] else None)(self.keeper()),
-            timeout=20,
-            interval=0.1,
-            what="the fleet's keeper to run",
-        )
+        return running_keeper(self.fleet)
 
     def end_keepers(self) -> None:
-        def recorded() -> list[int]:
-            known = self.keeper()
-            return [known["pid"]] if known["running"] and known["pid"] else []
-
-        assert_none_left(self.fleet.db, recorded)
+        end_every_keeper(self.fleet)
 
     def notified_at(self, message_id: int) -> str | None:
         return self.fleet.query("SELECT notified_at FROM messages WHERE message_id = ?", message_id)[0][0]
@@ -324,6 +321,7 @@ def held_by_the_keeper(driven: Driven, member_id: int, message_id: int, log: str
 # --- (a) a send right after `member create`, the Director blocked in `message wait` ----------
 
 
+@real_agent
 def test_a_send_right_after_member_create_reaches_the_model_once_while_the_director_waits(driven):
     """The README walkthrough: `member create`, a send at once (the agent is still
     starting: its input box may not show yet), then `message wait`. No other command runs;
@@ -351,6 +349,7 @@ def test_a_send_right_after_member_create_reaches_the_model_once_while_the_direc
 # --- (b) a permission prompt answered by a person --------------------------------------------
 
 
+@real_agent
 def test_b_a_preview_held_by_a_permission_prompt_follows_the_persons_answer(driven):
     log = driven.running_keeper()["log"]
     member_id, pane = driven.asker()
@@ -384,6 +383,7 @@ def test_b_a_preview_held_by_a_permission_prompt_follows_the_persons_answer(driv
 # --- (c) a person's half-typed text is never submitted --------------------------------------
 
 
+@real_agent
 @pytest.mark.parametrize("then", ["clears", "submits"])
 def test_c_half_typed_text_is_never_submitted_and_the_preview_follows(driven, then):
     log = driven.running_keeper()["log"]
@@ -410,3 +410,100 @@ def test_c_half_typed_text_is_never_submitted_and_the_preview_follows(driven, th
     )
     delivered_once(driven, member_id, message_id, pane, log)
     assert driven.received_text(PERSON_TEXT) == (1 if then == "submits" else 0)
+
+
+# --- on the stand-in, both stores, a member on another host ------------------------------------
+# tests/test_keeper.py covers a killed keeper and two keepers at once for a local member; here
+# the member is on a host reached over a real sshd, which cannot be reached while its
+# previews are owed: each send is refused there, and only a keeper delivers afterwards.
+
+KEEPER_RETRIES = "The fleet keeper retries it as soon as the pane can take it. Do not resend."
+
+
+@pytest.fixture
+def remote(env, tmp_path, monkeypatch):
+    """(fleet, host, member id): the keeper on, one stand-in member on a host reached over
+    a real sshd, ready, and the host then stopped (sshd gone, the shared connection closed)."""
+    keeper_on(env, monkeypatch)
+    with short_directory() as short_dir:
+        with fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (fleet, [host]):
+            try:
+                created = create_remote(fleet, host, "far", "--json")
+                assert created.code == 0, created
+                member = created.json()["member_id"]
+                fleet.wait_ready(member)
+                host.stop()
+                yield fleet, host, member
+            finally:
+                end_every_keeper(fleet)
+
+
+def owed_send(fleet, member: int, body: str) -> dict:
+    sent = fleet.send(fleet.director, member, body, "--json")
+    assert (sent.code, sent.json()["notified"]) == (0, False), sent
+    assert "cannot be reached over SSH" in sent.err and sent.err.endswith(KEEPER_RETRIES + "\n"), sent
+    return sent.json()
+
+
+def delivered_in_order(fleet, member: int, records: list[dict]) -> None:
+    """Each preview submitted once, oldest first, and stamped."""
+    previews = [preview_line(record) for record in records]
+    wait_for(
+        lambda: len(fleet.submits(member)) >= len(previews),
+        timeout=30,
+        interval=0.05,
+        what=f"{len(previews)} previews submitted to member {member}",
+    )
+    ids = [record["message_id"] for record in records]
+    wait_for(lambda: all(fleet.notified_at(i) for i in ids), what=f"messages {ids} stamped")
+    assert fleet.submits(member) == previews  # nothing lost, nothing doubled
+
+
+@pytest.mark.slow
+@pytest.mark.stores("sqlite", "postgres")
+def test_killed_keeper_is_replaced_by_the_next_send_to_a_member_on_another_host(remote):
+    fleet, host, member = remote
+    first_keeper = running_keeper(fleet)
+    first = owed_send(fleet, member, "first task")
+    log = first_keeper["log"]
+    wait_for(
+        lambda: any(
+            f"member {member} still owed message {first['message_id']}: host " in line for line in log_lines(log)
+        ),
+        what="the keeper to find the host unreachable",
+    )
+    kill(first_keeper["pid"])  # SIGKILL: no last word, its record stays behind
+    assert keeper(fleet)["running"] is False
+    second = owed_send(fleet, member, "second task")  # the next command that leaves a preview owed
+    replacement = running_keeper(fleet, other_than=first_keeper["pid"])
+    assert keeper_processes(fleet.db) == [replacement["pid"]]
+    host.start()  # no command runs after this
+    delivered_in_order(fleet, member, [first, second])
+
+
+@pytest.mark.slow
+@pytest.mark.stores("sqlite", "postgres")
+def test_two_commands_at_once_that_find_no_keeper_leave_one_for_a_member_on_another_host(remote):
+    """No keeper runs; two sends to the unreachable host at once each leave a preview owed
+    and each may start a keeper: exactly one is left, and it delivers both once."""
+    fleet, host, member = remote
+    kill(running_keeper(fleet)["pid"])  # the one `fleet create` started
+    argv = ["message", "send", "--from-member-id", str(fleet.director), "--to-member-id", str(member), "--json"]
+    both = [start([*argv, f"task {n}"], fleet.environ) for n in range(2)]
+    records = []
+    for process in both:
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 0 and err.decode().endswith(KEEPER_RETRIES + "\n"), err
+        records.append(json.loads(out))
+    records.sort(key=lambda record: record["message_id"])
+    assert [record["notified"] for record in records] == [False, False]
+
+    def one_left():
+        record = keeper(fleet)
+        found = keeper_processes(fleet.db)
+        return found if record["running"] and found == [record["pid"]] else None
+
+    [survivor] = wait_for(one_left, timeout=30, interval=0.1, what="exactly one keeper to be left")
+    host.start()  # no command runs after this
+    delivered_in_order(fleet, member, records)
+    assert keeper_processes(fleet.db) == [survivor]
