@@ -76,7 +76,7 @@ class Driven:
     def notified_at(self, message_id: int) -> str | None:
         return self.fleet.query("SELECT notified_at FROM messages WHERE message_id = ?", message_id)[0][0]
 
-    def start_wait(self, timeout: int = 60) -> subprocess.Popen:
+    def start_wait(self, timeout: int = 600) -> subprocess.Popen:
         """The Director blocked in ``message wait`` (its output is read only on failure)."""
         return subprocess.Popen(
             [sys.executable, "-m", "cafleet", "message", "wait", str(self.fleet.director), "--timeout", str(timeout)],
@@ -105,13 +105,11 @@ class Driven:
     def press(self, pane: str, *keys: str) -> None:
         self.server.run("send-keys", "-t", pane, *keys)
 
+    def idle_empty(self, shown: str) -> bool:
+        return self.classify(shown) == screen.PaneState.IDLE and not self.box(shown)
+
     def wait_idle_empty(self, pane: str, timeout: float = TURN_TIMEOUT) -> str:
-        return self.wait_screen(
-            pane,
-            lambda s: self.classify(s) == screen.PaneState.IDLE and not self.box(s),
-            timeout,
-            f"{self.agent} idle with an empty input box",
-        )
+        return self.wait_screen(pane, self.idle_empty, timeout, f"{self.agent} idle with an empty input box")
 
     # -- agent-specific: members, the model's side
     def create(self, name: str, ready: bool = True) -> tuple[int, str]:
@@ -128,6 +126,10 @@ class Driven:
     def received(self, message_id: int) -> int:
         """How many times the model received the preview of ``message_id``."""
         raise NotImplementedError
+
+    def started(self) -> bool:
+        """The model has had a turn (in a fresh fleet: the first member's spawn prompt)."""
+        return bool(self.api.turns())
 
     def received_text(self, text: str) -> int:
         raise NotImplementedError
