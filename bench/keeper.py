@@ -14,9 +14,10 @@ own). Three measurements:
   being drawn / of the answer, submitted its record of the preview; both from its clock.
   Each round waits a random 0.2-2 s between the send and the pane becoming ready, so the
   keeper's back-off is met at every phase. Median and p95; the goal is 2 s.
-* **idle CPU**: ``--members`` members, nothing owed, ``--seconds`` s: the keeper's CPU time
-  from ``/proc/<pid>/schedstat`` (with the tmux clients it ran and waited for, from
-  ``/proc/<pid>/stat``) as a share of one core. Goal: under 0.5 %.
+* **idle CPU and RSS**: ``--members`` members in all (the two used above and idle ones),
+  nothing owed, ``--seconds`` s: the keeper's CPU time from ``/proc/<pid>/schedstat`` (with
+  the tmux clients it ran and waited for, from ``/proc/<pid>/stat``) as a share of one
+  core (goal: under 0.5 %), then its resident set and peak (``/proc/<pid>/status``).
 * **CPU while one member is held** (a permission prompt that nobody answers, a preview
   owed): the cost of the once-a-second look at that pane, over the same time.
 
@@ -212,6 +213,17 @@ def cpu_share(pid: int, seconds: float) -> float:
     return 100 * (c1 - c0) / (t1 - t0)
 
 
+def memory(pid: int) -> tuple[int, int]:
+    """The process's resident set now and its peak, in KiB (``/proc/<pid>/status``)."""
+    found = {}
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                found[key] = int(value.split()[0])
+    return found["VmRSS"], found["VmHWM"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=20)
@@ -242,7 +254,7 @@ def main() -> None:
                 f"pane ready -> submitted, {label}: median {1000 * statistics.median(values):.0f} ms, "
                 f"p95 {1000 * p95(values):.0f} ms, max {1000 * max(values):.0f} ms ({len(values)} rounds)"
             )
-        idle = [fleet.member(f"idle-{i}") for i in range(args.members)]
+        idle = [fleet.member(f"idle-{i}") for i in range(max(0, args.members - 2))]  # the 2 above count
         for _, pane, _ in idle:
             fleet.wait(
                 lambda p=pane: any(
@@ -253,6 +265,8 @@ def main() -> None:
         time.sleep(2)  # the last deliveries and ACKs settle
         share = cpu_share(fleet.keeper_pid, args.seconds)
         print(f"keeper CPU, {len(idle) + 2} members, nothing owed, {args.seconds:g} s: {share:.3f}% of a core")
+        rss, peak = memory(fleet.keeper_pid)
+        print(f"keeper RSS, {len(idle) + 2} members, nothing owed: {rss / 1024:.1f} MiB (peak {peak / 1024:.1f} MiB)")
         held_id, held_pane, _ = fleet.member("held", "--permission-prompt")
         fleet.wait(lambda: "2. No" in fleet.tmux("capture-pane", "-p", "-t", held_pane), "the prompt")
         fleet.send(held_id, "held task")

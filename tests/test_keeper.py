@@ -20,29 +20,23 @@ import sys
 
 import pytest
 
-from tests.support.keeper import alive, assert_none_left, keeper_processes, kill, log_lines
+from tests.support.keeper import (
+    alive,
+    assert_none_left,
+    end_every_keeper,
+    keeper,
+    keeper_on,
+    keeper_processes,
+    kill,
+    log_lines,
+    running_keeper,
+)
 from tests.support.pane_fleet import preview_line, start, tmux_fleet
 from tests.support.remote_fleet import create_remote, fleet_with_hosts, short_directory
 from tests.support.tmux_fixtures import wait_for
 from tests.support.watch_stream import Stream
 
 KEEPER_RETRIES = "The fleet keeper retries it as soon as the pane can take it. Do not resend."
-
-
-def keeper_on(env, monkeypatch) -> None:
-    """Turn the keeper on for the test (before any pane or server starts: they inherit it)."""
-    env["CAFLEET_KEEPER"] = "on"
-    monkeypatch.setenv("CAFLEET_KEEPER", "on")
-
-
-def end_every_keeper(pane_fleet) -> None:
-    """End the fleet's keeper by its pid; fail if any other keeper of the database is left."""
-
-    def recorded() -> list[int]:
-        known = keeper(pane_fleet)
-        return [known["pid"]] if known["running"] and known["pid"] else []
-
-    assert_none_left(pane_fleet.db, recorded)
 
 
 @pytest.fixture
@@ -75,21 +69,6 @@ def fleet_without_keeper(env, tmp_path, monkeypatch):
             yield pane_fleet
         finally:
             assert_none_left(pane_fleet.db)
-
-
-def keeper(fleet) -> dict:
-    """The fleet's keeper as `fleet show --json` reports it."""
-    shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id), "--json")
-    assert shown.code == 0, shown
-    return shown.json()["keeper"]
-
-
-def running_keeper(fleet, other_than: int | None = None) -> dict:
-    def found():
-        record = keeper(fleet)
-        return record if record["running"] and record["pid"] not in (None, other_than) else None
-
-    return wait_for(found, timeout=20, interval=0.05, what="the fleet's keeper to run")
 
 
 def asking_member(fleet) -> dict:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.tmux_fixtures import wait_for
+
 KEEP_ARGV = b"\0-m\0cafleet\0fleet\0keep\0"
 
 
@@ -93,3 +95,34 @@ def assert_none_left(database_url: str, recorded=lambda: []) -> None:
     strays = end_keepers(database_url, recorded)
     if strays:
         pytest.fail(f"keeper processes {strays} were still running at the end of the test")
+
+
+def keeper_on(env, monkeypatch) -> None:
+    """Turn the keeper on for the test (before any pane or server starts: they inherit it)."""
+    env["CAFLEET_KEEPER"] = "on"
+    monkeypatch.setenv("CAFLEET_KEEPER", "on")
+
+
+def end_every_keeper(pane_fleet) -> None:
+    """End the fleet's keeper by its pid; fail if any other keeper of the database is left."""
+
+    def recorded() -> list[int]:
+        known = keeper(pane_fleet)
+        return [known["pid"]] if known["running"] and known["pid"] else []
+
+    assert_none_left(pane_fleet.db, recorded)
+
+
+def keeper(fleet) -> dict:
+    """The fleet's keeper as `fleet show --json` reports it."""
+    shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id), "--json")
+    assert shown.code == 0, shown
+    return shown.json()["keeper"]
+
+
+def running_keeper(fleet, other_than: int | None = None) -> dict:
+    def found():
+        record = keeper(fleet)
+        return record if record["running"] and record["pid"] not in (None, other_than) else None
+
+    return wait_for(found, timeout=20, interval=0.05, what="the fleet's keeper to run")

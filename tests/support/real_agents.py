@@ -461,13 +461,16 @@ def received_count(api: ModelAPI, marker: str) -> int:
 
 
 @contextmanager
-def real_fleet(agent: str, root: Path) -> Iterator[RealFleet]:
+def real_fleet(agent: str, root: Path, extra: Mapping[str, str] | None = None) -> Iterator[RealFleet]:
     """A model API, a private tmux server whose first pane is the Director's (the byte
-    recorder), and a fleet of ``agent`` created there; everything stopped on exit."""
+    recorder), and a fleet of ``agent`` created there; everything stopped on exit.
+    ``extra`` is added to the environment of the server and the command line (for example
+    ``CAFLEET_KEEPER=on``: then ``fleet create`` starts the fleet's keeper)."""
     workdir = root / "home" / "work"  # shown as ~/work: the same text in every capture
     workdir.mkdir(parents=True, exist_ok=True)
     with ModelAPI() as api:
         environ = agent_environ(root, api.url, workdir, agent)
+        environ.update(extra or {})
         director_bytes = root / "director.bytes"
         command = (sys.executable, str(RECORDER), str(director_bytes))
         with running_tmux_server(environ, command=command) as server:
