@@ -347,6 +347,13 @@ ENVIRONMENT = (
         "stand-in agent: seconds before it draws its input box",
         audience="test",
     ),
+    _s(
+        "CAFLEET_STANDIN_START_GATE",
+        "text",
+        None,
+        "stand-in agent: it draws its input box once this file exists",
+        audience="test",
+    ),
     _s("CAFLEET_BIN", "command", None, "stand-in agent: the cafleet command it runs", audience="test"),
 )
 
@@ -477,15 +484,21 @@ def database_path(environ) -> str:
             f"CAFLEET_DATABASE_URL {_shown_location(url)} is not supported; use sqlite:///ABS/PATH, an absolute file path "
             "or postgresql://..."
         )
+    return resolved(os.path.join(_data_home(environ, "CAFLEET_DATABASE_URL"), "cafleet", DATABASE_FILENAME))
+
+
+def _data_home(environ, instead: str) -> str:
+    """``$XDG_DATA_HOME``, else ``$HOME/.local/share``; a ConfigError naming ``instead``, the
+    setting that avoids needing either, when neither is an absolute path."""
     data_home = environ.get("XDG_DATA_HOME", "")
     if data_home and not os.path.isabs(data_home):
         raise ConfigError(f"XDG_DATA_HOME {shown(data_home)} must be an absolute path.")
     if not data_home:
         home = environ.get("HOME", "")
         if not home or not os.path.isabs(home):
-            raise ConfigError("HOME is not set to an absolute path; set CAFLEET_DATABASE_URL to an absolute path.")
+            raise ConfigError(f"HOME is not set to an absolute path; set {instead} to an absolute path.")
         data_home = os.path.join(home, ".local", "share")
-    return resolved(os.path.join(data_home, "cafleet", DATABASE_FILENAME))
+    return data_home
 
 
 def worktree_dir(environ) -> str:
@@ -495,15 +508,7 @@ def worktree_dir(environ) -> str:
         if not os.path.isabs(given):
             raise ConfigError(f"CAFLEET_WORKTREE_DIR {shown(given)} must be an absolute path.")
         return resolved(given)
-    data_home = environ.get("XDG_DATA_HOME", "")
-    if data_home and not os.path.isabs(data_home):
-        raise ConfigError(f"XDG_DATA_HOME {shown(data_home)} must be an absolute path.")
-    if not data_home:
-        home = environ.get("HOME", "")
-        if not home or not os.path.isabs(home):
-            raise ConfigError("HOME is not set to an absolute path; set CAFLEET_WORKTREE_DIR to an absolute path.")
-        data_home = os.path.join(home, ".local", "share")
-    return resolved(os.path.join(data_home, "cafleet", "worktrees"))
+    return resolved(os.path.join(_data_home(environ, "CAFLEET_WORKTREE_DIR"), "cafleet", "worktrees"))
 
 
 def resolved(path: str) -> str:

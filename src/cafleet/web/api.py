@@ -170,15 +170,21 @@ def fleet_messages(request: Request) -> JSONResponse:
     return JSONResponse({"fleet_id": fleet_id, "messages": page, "next_before": next_before})
 
 
+def _member_in_scope(request: Request, store, member_id: int) -> dict:
+    """The member, refused (404) when ``?fleet_id=`` names another fleet than its own."""
+    scope = request.query_params.get("fleet_id")
+    fleet_id = None if scope is None else parse_id(scope, "fleet_id")
+    member = members.get_member(store, member_id)
+    if fleet_id is not None and member["fleet_id"] != fleet_id:
+        raise ApiError(404, f"member {member_id} is not in fleet {fleet_id}")
+    return member
+
+
 def member_inbox(request: Request) -> JSONResponse:
     """Pending incoming messages in poll order; ``?fleet_id=`` refuses a member of another fleet."""
     member_id = parse_id(request.path_params["member_id"], "member id")
-    scope = request.query_params.get("fleet_id")
-    fleet_id = None if scope is None else parse_id(scope, "fleet_id")
     with request.app.state.pool.borrow() as store:
-        member = members.get_member(store, member_id)
-        if fleet_id is not None and member["fleet_id"] != fleet_id:
-            raise ApiError(404, f"member {member_id} is not in fleet {fleet_id}")
+        member = _member_in_scope(request, store, member_id)
         pending = messages.poll(store, member_id)
     summary = {key: member[key] for key in ("member_id", "fleet_id", "name", "kind", "status")}
     return JSONResponse({"member": summary, "messages": pending})
@@ -195,12 +201,8 @@ def member_diff(request: Request) -> JSONResponse:
     from cafleet.delivery import worktrees
 
     member_id = parse_id(request.path_params["member_id"], "member id")
-    scope = request.query_params.get("fleet_id")
-    fleet_id = None if scope is None else parse_id(scope, "fleet_id")
     with request.app.state.pool.borrow() as store:
-        member = members.get_member(store, member_id)
-        if fleet_id is not None and member["fleet_id"] != fleet_id:
-            raise ApiError(404, f"member {member_id} is not in fleet {fleet_id}")
+        _member_in_scope(request, store, member_id)
         row = worktree_records.get(store, member_id)
         out: dict = {"member_id": member_id, "worktree": worktree_records.public(row), "diff": None}
         out.update(truncated=False, error=None)
