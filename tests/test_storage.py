@@ -69,9 +69,10 @@ def test_auxiliaries_come_when_first_needed_and_the_file_passes_the_fast_diagnos
     db_path, build, store, monkeypatch
 ):
     """The pending index with the first fleet, the usage table with the first recorded
-    source, the budget table with the first fleet budget, each in a transaction of its own;
+    source, the budget table with the first fleet budget, the notices' table with the first
+    notice, each in a transaction of its own;
     a file with all, some or none of them opens through the fast diagnosis."""
-    from cafleet.broker import usage
+    from cafleet.broker import notices, usage
     from cafleet.store import diagnosis
 
     def detailed(*args):
@@ -91,6 +92,8 @@ def test_auxiliaries_come_when_first_needed_and_the_file_passes_the_fast_diagnos
     usage.record_source(store, m1, coding_agent="claude", session_id="s", data_dir=None, cwd="/", budget_tokens=9)
     assert added() == {"idx_cafleet_aux_messages_pending", "cafleet_aux_member_usage_sources"}
     usage.set_fleet_budget(store, fleet_id, None, 100)
+    assert added() == {*schema.AUX_INDEXES, *schema.AUX_TABLES} - {notices.TABLE}
+    assert notices.post(store, fleet_id, director, "silent", f"member:{m1}", m1, None, "[cafleet notice]") is not None
     assert added() == {*schema.AUX_INDEXES, *schema.AUX_TABLES}
     assert {(kind, name, sql) for kind, name, sql in objects(store.conn) if name in added()} == {
         *(("index", name, sql) for name, sql in schema.AUX_INDEXES.items()),

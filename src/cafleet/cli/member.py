@@ -1,4 +1,4 @@
-"""`cafleet member ...`: create, list, show, delete, capture, prompt."""
+"""`cafleet member ...`: create, list, show, delete, capture, prompt, answer."""
 
 from __future__ import annotations
 
@@ -150,3 +150,16 @@ def prompt(ctx, member_id, force, text):
 
     record = panes.prompt_member(ctx.store(), ctx.environ, ctx.db_path, member_id, text, force=force)
     ctx.emit(record, lambda: f"prompt submitted to member {member_id} (pane {record['pane_id']})")
+
+
+def answer(ctx, member_id, choice, dialog):
+    from cafleet.delivery.answer import answer_member
+
+    record = answer_member(ctx.store(), ctx.environ, ctx.db_path, member_id, choice, dialog)
+    ctx.emit(
+        record,
+        lambda: (
+            f"answered option {choice} ({render.inline(record['label'])}) of the dialog on member {member_id}'s "
+            f"pane {record['pane_id']}"
+        ),
+    )

@@ -27,6 +27,9 @@ stamped only after a confirmed submission. It only adds *when* the drain runs:
   database error, that its lock's session is still open; once it is not, the lock is gone
   and the keeper ends rather than run beside a second one.
 
+Every ``CAFLEET_NOTICE_INTERVAL`` s it also looks at every member's pane and puts a notice
+in the Director's inbox for each new trouble (:mod:`cafleet.delivery.notices`).
+
 Each try takes the pane's lock once without waiting (``wait_for_lock=False``): a busy pane
 is being typed into by another process, and is tried again after its back-off.
 
@@ -144,7 +147,10 @@ def keep(store, environ, db_path: str, fleet_id: int, say, reconnect: float = RE
 
 
 def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock, say, reconnect: float) -> str:
+    from cafleet.delivery.notices import Noticer
+
     deliverer = Deliverer(store, settings, fleet_id, say)
+    noticer = Noticer(store, settings.environ, fleet_id, say)
     changes = None
     try:
         with StopRequests() as stop:
@@ -174,7 +180,8 @@ def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock
                         return f"fleet {fleet_id} was deleted"
                     due = deliverer.round()
                     stop.check()
-                    wake = min(next_look, next_check)
+                    wake = min(next_look, next_check, noticer.round())  # the Director's notices
+                    stop.check()
                     changes.wait(until=wake if due is None else min(due, wake))
                 except DatabaseGone as gone:
                     return str(gone).rstrip(".")

@@ -94,6 +94,11 @@ class Watcher:
         self.keeper_on = keepers.enabled(environ)
         self.keeper_seen: str | None = None  # the last keeper event's detail
         self.deliverer = None if self.keeper_on else keeper.Deliverer(store, self.settings, fleet_id, lambda _: None)
+        self.noticer = None  # the Director's notices, the keeper's job too while it is off
+        if not self.keeper_on:
+            from cafleet.delivery.notices import Noticer
+
+            self.noticer = Noticer(store, environ, fleet_id)
         if self.deliverer is not None:
             self.deliverer.on_delivered = self.delivered
         from cafleet.delivery.budget_watch import BudgetWatch
@@ -123,6 +128,9 @@ class Watcher:
                             self.keeper_round()
                             next_round = time.monotonic() + self.interval
                         due = self.deliverer.round() if self.deliverer is not None else None
+                        if self.noticer is not None:
+                            look = self.noticer.round()
+                            due = look if due is None else min(due, look)
                         stop.check()
                         unread = changes.wait(until=next_round if due is None else min(due, next_round)) or unread
                     except DatabaseGone as gone:
