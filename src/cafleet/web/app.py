@@ -266,6 +266,7 @@ def create_app(config: WebConfig) -> Starlette:
             Route("/api/fleets/{fleet_id}/usage", api.fleet_usage),
             Route("/api/members/{member_id}/inbox", api.member_inbox),
             Route("/api/messages", api.send_message, methods=["POST"]),
+            Route("/api/members/{member_id}/answer", api.answer_member, methods=["POST"]),
             Route("/api/fleets/{fleet_id}/screens", screens.fleet_screens),
             Route("/api/fleets/{fleet_id}/graph", graph.graph),
             Route("/api/events", events.stream),
