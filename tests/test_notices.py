@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.keeper import assert_none_left
 from tests.support.pane_fleet import start, tmux_fleet
+from tests.support.remote_fleet import create_remote, fleet_with_hosts, short_directory
 from tests.support.tmux_fixtures import wait_for
 
 FAST_NOTICES = {"CAFLEET_NOTICE_AWAITING_AFTER": "0", "CAFLEET_NOTICE_INTERVAL": "0.2"}
@@ -196,6 +197,41 @@ def test_a_silent_member_is_noticed_once_and_the_episode_ends_when_it_speaks(fle
     assert open_rows == 0
 
 
+@pytest.mark.slow
+def test_an_unreachable_host_is_noticed_once_and_the_episode_ends_when_it_answers(env, tmp_path, monkeypatch):
+    from cafleet.delivery.notices import Noticer
+    from cafleet.store.connection import open_store
+
+    notice_env(env, monkeypatch)
+    with short_directory() as short_dir:
+        with fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (fleet, [host]):
+            try:
+                created = create_remote(fleet, host, "far", "--json")
+                assert created.code == 0, created
+                member_id = created.json()["member_id"]
+                fleet.wait_ready(member_id)
+                store = open_store(str(fleet.db))
+                try:
+                    noticer = Noticer(store, fleet.environ, fleet.fleet_id)
+                    noticer.look()
+                    assert notices_of(fleet) == []
+                    host.stop()
+                    noticer.look()
+                    noticer.look()
+                    [notice] = notices_of(fleet, "unreachable")
+                    assert notice["text"].splitlines()[0] == f"[cafleet notice unreachable host:{host.alias}]"
+                    assert notice["notice"]["member_id"] == member_id
+                    host.start()
+                    noticer.look()
+                    opened = fleet.query("SELECT COUNT(*) FROM cafleet_aux_notices WHERE cleared_at IS NULL")
+                    assert opened[0][0] == 0
+                    assert len(notices_of(fleet, "unreachable")) == 1
+                finally:
+                    store.close()
+            finally:
+                assert_none_left(fleet.db)
+
+
 def test_the_director_is_never_the_subject_of_a_notice(fleet, noticer):
     noticer.silent_after = 0.0  # the Director has sent nothing either
     noticer.look()
@@ -275,3 +311,41 @@ def test_member_answer_refuses_an_option_the_dialog_does_not_have(fleet):
     bad = fleet.cafleet("member", "answer", str(member_id), "1", "--dialog", "not-hex")
     assert bad.code == 2 and bad.err.startswith("Error: --dialog must be the dialog's digest"), bad
     assert keys(fleet, member_id) == typed
+
+
+# --- every not-notified line names its ids and what retries them (issue 19, item 6) ------------
+
+
+def test_a_send_whose_drain_fails_unexpectedly_names_the_keeper_that_retries_it(kept, monkeypatch):
+    """An unexpected error in the drain after the row was committed (here an I/O error
+    injected into the drain itself: no real program fails there on demand) is a warning
+    naming the message id; it used to name "the next send or a later wait" as its retrier
+    and leave the keeper unstarted. It names the keeper, which delivers it once."""
+    from cafleet.broker import messages
+    from cafleet.delivery import drain
+    from cafleet.store.connection import open_store
+
+    fleet = kept
+    member = fleet.attach("worker")
+    member_id = member["member_id"]
+    fleet.wait_ready(member_id)
+    store = open_store(str(fleet.db))
+    try:
+        record = messages.send(store, fleet.director, member_id, "task")
+        with monkeypatch.context() as patch:
+
+            def broken(*args, **kwargs):
+                raise OSError(5, "Input/output error")
+
+            patch.setattr(drain, "drain", broken)
+            outcome = drain.notify_after_send(store, drain.Settings(fleet.environ, fleet.db), member_id, record)
+    finally:
+        store.close()
+    message_id = record["message_id"]
+    assert outcome.failure == (
+        f"Warning: message {message_id} is stored but member {member_id} was not notified: pane input failed "
+        "with an operating-system error ([Errno 5] Input/output error). The fleet keeper retries it as soon as "
+        "the pane can take it. Do not resend."
+    )
+    wait_for(lambda: fleet.notified_at(message_id) is not None, what="the keeper to deliver it")
+    assert len(fleet.submits(member_id)) == 1

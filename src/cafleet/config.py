@@ -306,7 +306,7 @@ ENVIRONMENT = (
     _s(
         "CAFLEET_NOTICE_INTERVAL",
         "seconds",
-        5.0,
+        15.0,
         "how often the keeper (or `fleet watch` with the keeper off) looks at every member's pane for the "
         "Director's notices (one multiplexer call a member)",
         low=0.05,

@@ -2,7 +2,7 @@
 off) tells the Director what needs it, so that a Director blocked in ``message wait`` wakes
 for trouble (docs/delivery.md, "Notices in the Director's inbox").
 
-Every ``CAFLEET_NOTICE_INTERVAL`` s (5) :class:`Noticer` reads the state of each active
+Every ``CAFLEET_NOTICE_INTERVAL`` s (15) :class:`Noticer` reads the state of each active
 member other than the Director (``delivery.supervision.pane_state``: one multiplexer call a
 member) and posts one notice (:mod:`cafleet.broker.notices`: a self-send of the Director)
 for each condition that holds and has no open episode:
@@ -44,6 +44,7 @@ class Noticer:
         self.next_look = 0.0  # time.monotonic() of the next look
         self.blocked: dict[int, tuple[str, float]] = {}  # member id -> (digest, first seen blocked)
         self.pool = supervision.MuxPool()
+        self.down: set[str] = set()
 
     def round(self) -> float:
         """Look when due; return when the next look is due (``time.monotonic()``)."""
@@ -62,6 +63,7 @@ class Noticer:
         director = fleet["director_member_id"]
         roster = members.roster(self.store, self.fleet_id, detail=True)
         holding: dict[tuple[str, str], tuple[int | None, str | None, str]] = {}
+        self.down = set()  # hosts found unreachable in this look: their other members are not tried
         for entry in roster:
             if entry["member_id"] == director or entry["kind"] == "director" or entry["status"] != "active":
                 continue
@@ -90,16 +92,19 @@ class Noticer:
 
         member_id = entry["member_id"]
         name = render.inline(entry["name"])
-        screens: dict[int, str] = {}
-        state, detail = supervision.pane_state(entry, self.pool, float("inf"), screens=screens)
         placement = entry["placement"] or {}
         session = placement.get("session") or ""
+        host = session[len("ssh://") :].split("/", 1)[0] if session.startswith("ssh://") else None
+        if host is not None and host in self.down:
+            return  # one SSH timeout per host per look, not one per member
+        screens: dict[int, str] = {}
+        state, detail = supervision.pane_state(entry, self.pool, float("inf"), screens=screens)
         if state == supervision.BLOCKED and member_id in screens:
             self.awaiting(entry, name, screens[member_id], holding)
         else:
             self.blocked.pop(member_id, None)
-        if state == supervision.DEAD and session.startswith("ssh://") and " over SSH" in detail:
-            host = session[len("ssh://") :].split("/", 1)[0]
+        if state == supervision.DEAD and host is not None and " over SSH" in detail:
+            self.down.add(host)
             subject = f"host:{host}"
             if ("unreachable", subject) not in holding:
                 holding[("unreachable", subject)] = (
