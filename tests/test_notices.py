@@ -349,3 +349,21 @@ def test_a_send_whose_drain_fails_unexpectedly_names_the_keeper_that_retries_it(
     )
     wait_for(lambda: fleet.notified_at(message_id) is not None, what="the keeper to deliver it")
     assert len(fleet.submits(member_id)) == 1
+
+
+def test_with_the_keeper_off_fleet_watch_posts_the_notices(fleet):
+    """`fleet watch` does the keeper's job while the keeper is off: notices included."""
+    watch = start(["fleet", "watch", str(fleet.fleet_id), "--json"], fleet.environ)
+    try:
+        member = asking(fleet)
+        [notice] = wait_for(lambda: notices_of(fleet, "awaiting_user"), what="the watch's notice")
+        assert notice["notice"]["member_id"] == member["member_id"]
+    finally:
+        watch.kill()  # by its own pid: the Popen this test started
+        out, _ = watch.communicate()
+    events = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    assert any(
+        e.get("message_id") == notice["message_id"]
+        and e.get("detail") == f"notice for the Director: awaiting_user member:{member['member_id']}"
+        for e in events
+    ), events

@@ -155,7 +155,11 @@ class Watcher:
                     self.fleet_id,
                     member_id=record["from_member_id"],
                     message_id=record["message_id"],
-                    detail=f"message for the Director from member {record['from_member_id']}",
+                    detail=(
+                        f"notice for the Director: {record['kind']} {record['notice']['subject']}"
+                        if "kind" in record
+                        else f"message for the Director from member {record['from_member_id']}"
+                    ),
                     command=f"cafleet message show {record['message_id']}",
                     record=record,
                 )
