@@ -30,6 +30,13 @@ def fleet(tmp_path_factory):
         yield real
 
 
+def read_dialog(fleet, member_id: int):
+    """The dialog as a notice reads it: the last 30 lines of the pane (its window)."""
+    shown = fleet.cafleet("member", "capture", str(member_id), "--lines", "30")
+    assert shown.code == 0, shown
+    return dialog.read("claude", shown.out)
+
+
 def test_member_answer_picks_an_option_of_claudes_permission_dialog_only_while_it_is_the_same(fleet):
     asker = fleet.start_plain("claude", "asker")
     pane, member_id = asker["pane_id"], asker["member_id"]
@@ -42,7 +49,7 @@ def test_member_answer_picks_an_option_of_claudes_permission_dialog_only_while_i
     fleet.wait_screen(pane, lambda s: "make a file" in " ".join(screen.input_box("claude", s) or []), 20, "the prompt")
     fleet.press(pane, "Enter")
     shown = fleet.wait_state(pane, "claude", screen.PaneState.AWAITING_USER, TURN_TIMEOUT)
-    seen = dialog.read("claude", fleet.capture(pane)) or dialog.read("claude", shown)
+    seen = read_dialog(fleet, member_id)
     assert seen is not None and 1 in dict(seen.options), shown
     assert "Do you want to proceed?" in seen.text, seen.text
     other = "0" * dialog.DIGEST_LEN
@@ -50,8 +57,8 @@ def test_member_answer_picks_an_option_of_claudes_permission_dialog_only_while_i
     assert refused.code == 1 and "nothing was sent" in refused.err, refused
     assert screen.classify("claude", fleet.capture(pane)) == screen.PaneState.AWAITING_USER
     assert not (fleet.workdir / "answered-yes").exists()
-    now = dialog.read("claude", fleet.capture(pane))
-    assert now is not None
+    now = read_dialog(fleet, member_id)
+    assert now is not None and now.digest == seen.digest
     answered = fleet.cafleet("member", "answer", str(member_id), "1", "--dialog", now.digest)
     assert answered.code == 0, answered
     assert answered.out.startswith("answered option 1 ("), answered

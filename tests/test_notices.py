@@ -257,7 +257,7 @@ def test_a_notice_escapes_the_dialogs_text(fleet, noticer):
 def current_digest(fleet, member_id: int) -> str:
     from cafleet.delivery import dialog
 
-    shown = fleet.cafleet("member", "capture", str(member_id), "--lines", "50")
+    shown = fleet.cafleet("member", "capture", str(member_id), "--lines", "30")  # the notices' window
     seen = dialog.read("standin", shown.out)
     assert seen is not None, shown
     return seen.digest

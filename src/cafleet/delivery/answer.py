@@ -21,6 +21,7 @@ def answer_member(store, environ, db_path: str, member_id: int, choice: int, dig
     from cafleet.delivery import dialog, lock
     from cafleet.delivery.panes import _live_placement
     from cafleet.delivery.placement import reach
+    from cafleet.delivery.supervision import SCREEN_LINES
 
     digest = digest.strip().lower()
     if not digest or len(digest) > 64 or any(ch not in "0123456789abcdef" for ch in digest):
@@ -37,7 +38,7 @@ def answer_member(store, environ, db_path: str, member_id: int, choice: int, dig
     mux = reach(placement)
     with lock.pane_lock(lock_dir, placement["backend"], placement["session"], pane, timeout) as held:
         guarded = held.guard(mux)
-        shown = mux.capture(pane, 50, ansi=False)
+        shown = mux.capture(pane, SCREEN_LINES, ansi=False)  # the rows the notice was read from
         seen = dialog.read(agent, shown)
         if seen is None:
             raise Conflict(

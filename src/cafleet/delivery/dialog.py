@@ -9,7 +9,9 @@ from text its model chose, so it is untrusted). Its *options* are the rows shape
 ``1. Yes`` (with the agents' selection marks ``❯``, ``›``, ``▌``, ``>`` and frame bars
 before it). Its *digest* is the first :data:`DIGEST_LEN` hex digits of the SHA-256 of that
 visible text: the notice names it, and an answer is sent only while the screen still shows
-a dialog with the same digest, so a key never answers a dialog that changed.
+a dialog with the same digest, so a key never answers a dialog that changed. Every reader
+reads the same window, the last ``supervision.SCREEN_LINES`` (30) lines of the pane, so the
+same screen always gives the same digest.
 
 How each agent takes an option (:func:`keys_for`): the digit of the option; the stand-in
 agent collects keys until Enter, so it gets the digit and Enter.
