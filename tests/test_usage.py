@@ -18,6 +18,8 @@ from tests.conftest import FleetBuilder
 from tests.support.pane_fleet import tmux_fleet
 from tests.support.usage_records import call_lines, write_calls
 
+NOTICES = "cafleet_aux_notices"  # cafleet.broker.notices.TABLE: created by the first notice, not by budgets
+
 
 @pytest.fixture
 def fleet(env, tmp_path, monkeypatch):
@@ -117,7 +119,7 @@ def test_a_file_without_the_usage_tables_works_and_the_first_budget_creates_them
     assert "spend" not in by_id[plain.json()["member_id"]]  # no budget: the roster record is unchanged
     fleet_budget = fleet.cafleet("fleet", "budget", str(fleet.fleet_id), "--usd", "3")
     assert fleet_budget.code == 0, fleet_budget
-    assert usage_tables(fleet.db) == set(schema.AUX_TABLES)
+    assert usage_tables(fleet.db) == set(schema.AUX_TABLES) - {NOTICES}  # the notices' table comes with a notice
     assert fleet.query("SELECT version FROM refinery_schema_history") == [(1,)]
 
 
@@ -136,9 +138,9 @@ def test_the_auxiliaries_are_created_where_first_needed(cli, build, store, db_pa
     fleet_id, director, (m1, _) = build.fleet()
     assert auxiliaries() == ({}, {name: "missing" for name in schema.AUX_TABLES})
     assert cli("fleet", "budget", str(fleet_id), "--tokens", "5").code == 0
-    assert auxiliaries() == ({}, {usage.TABLE: "missing"})
+    assert auxiliaries() == ({}, {usage.TABLE: "missing", NOTICES: "missing"})
     usage.record_source(store, m1, coding_agent="claude", session_id=None, data_dir=None, cwd="/", budget_usd=2.0)
-    assert auxiliaries() == ({}, {})
+    assert auxiliaries() == ({}, {NOTICES: "missing"})  # the first notice creates it
     assert usage.budgets_for_send(store, m1) == {"member": (2.0, None), "fleet": (fleet_id, None, 5)}
     assert store.execute("SELECT version FROM refinery_schema_history").fetchall() == [(1,)]
 
@@ -220,7 +222,11 @@ def test_doctor_reports_a_usage_table_with_other_columns_and_setup_leaves_it(cli
     finally:
         store.close()
     report = cli("doctor", "--json").json()["database"]
-    assert report["ok"] is True and report["auxiliary_tables"] == {usage.FLEET_TABLE: "altered", usage.TABLE: "missing"}
+    assert report["ok"] is True and report["auxiliary_tables"] == {
+        usage.FLEET_TABLE: "altered",
+        usage.TABLE: "missing",
+        NOTICES: "missing",
+    }
     assert "has other columns" in report["advice"] and "rename it and run `cafleet setup`" in report["advice"]
     assert (
         usage.FLEET_TABLE not in cli("setup", "--coding-agent", "claude", "--json").json()["database"]["tables_added"]
