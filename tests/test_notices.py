@@ -157,6 +157,25 @@ def test_awaiting_user_is_noticed_once_per_episode(fleet, noticer):
     assert len(found) == 2 and found[0]["message_id"] > found[1]["message_id"]  # newest first
 
 
+def test_a_restarted_keeper_does_not_notice_an_open_episode_again(fleet, noticer):
+    """The episode is in the store, not in the process: a new noticer (a keeper started
+    again) that has not yet seen the member blocked for its threshold keeps the episode
+    open instead of ending it and noticing it a second time."""
+    from cafleet.delivery.notices import Noticer
+
+    asking(fleet)
+    noticer.look()
+    assert len(notices_of(fleet, "awaiting_user")) == 1
+    restarted = Noticer(noticer.store, fleet.environ, fleet.fleet_id)
+    restarted.awaiting_after = 3600.0
+    restarted.look()
+    restarted.look()
+    restarted.awaiting_after = 0.0
+    restarted.look()
+    assert len(notices_of(fleet, "awaiting_user")) == 1
+    assert fleet.query("SELECT COUNT(*) FROM cafleet_aux_notices WHERE cleared_at IS NULL")[0][0] == 1
+
+
 def test_a_dead_pane_with_messages_owed_is_noticed_once(fleet, noticer):
     member = fleet.attach("doomed")
     fleet.wait_ready(member["member_id"])

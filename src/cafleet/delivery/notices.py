@@ -42,7 +42,10 @@ class Noticer:
         self.say = say or (lambda _: None)
         self.awaiting_after, self.silent_after, self.interval = config.notice_settings(environ)
         self.next_look = 0.0  # time.monotonic() of the next look
-        self.blocked: dict[int, tuple[str, float]] = {}  # member id -> (digest, first seen blocked)
+        # member id -> (digest, first seen with that digest, first seen blocked at all)
+        self.blocked: dict[int, tuple[str, float, float]] = {}
+        self.opened: dict[tuple[str, str], dict] = {}
+        self.posted = 0  # notices posted so far (the caller may reset it)
         self.pool = supervision.MuxPool()
         self.down: set[str] = set()
 
@@ -63,6 +66,7 @@ class Noticer:
         director = fleet["director_member_id"]
         roster = members.roster(self.store, self.fleet_id, detail=True)
         holding: dict[tuple[str, str], tuple[int | None, str | None, str]] = {}
+        self.opened = opened = notices.open_episodes(self.store, self.fleet_id)
         self.down = set()  # hosts found unreachable in this look: their other members are not tried
         for entry in roster:
             if entry["member_id"] == director or entry["kind"] == "director" or entry["status"] != "active":
@@ -70,7 +74,6 @@ class Noticer:
             self.conditions(entry, holding)
         for member_id in set(self.blocked) - {e["member_id"] for e in roster}:
             del self.blocked[member_id]
-        opened = notices.open_episodes(self.store, self.fleet_id)
         ended = []
         for key, episode in opened.items():
             now_holding = holding.get(key)
@@ -85,6 +88,7 @@ class Noticer:
                 continue
             posted = notices.post(self.store, self.fleet_id, director, kind, subject, about, digest, text)
             if posted is not None:
+                self.posted += 1
                 self.say(f"notice {posted} to the Director: {kind} {subject}")
 
     def conditions(self, entry: dict, holding: dict) -> None:
@@ -159,13 +163,26 @@ class Noticer:
         if seen is None:
             self.blocked.pop(member_id, None)
             return
+        now = time.monotonic()
         known = self.blocked.get(member_id)
-        if known is None or known[0] != seen.digest:
-            known = self.blocked[member_id] = (seen.digest, time.monotonic())
-        waited = time.monotonic() - known[1]
-        if waited < self.awaiting_after:
-            return
+        if known is None:
+            known = self.blocked[member_id] = (seen.digest, now, now)
+        elif known[0] != seen.digest:
+            known = self.blocked[member_id] = (seen.digest, now, known[2])
         subject = f"member:{member_id}"
+        episode = self.opened.get(("awaiting_user", subject))
+        if episode is not None:
+            if episode["digest"] == seen.digest or now - known[1] < self.awaiting_after:
+                # The same dialog, or another one not yet shown this long: the episode goes
+                # on (a screen that redraws its dialog at every look never gets a notice per
+                # look, and a keeper that restarts does not notice it again).
+                holding[("awaiting_user", subject)] = (member_id, episode["digest"], "")
+                return
+            waited = now - known[1]  # another dialog, shown this long: a new episode
+        else:
+            waited = now - known[2]  # blocked this long, whatever it showed meanwhile
+            if waited < self.awaiting_after:
+                return
         pane = (entry["placement"] or {}).get("pane_id")
         shown_lines = "\n".join(f"    {line}" for line in seen.lines)
         if seen.options:

@@ -131,6 +131,10 @@ class Watcher:
                         if self.noticer is not None:
                             look = self.noticer.round()
                             due = look if due is None else min(due, look)
+                            if self.noticer.posted:  # our own commit wakes no change waiter
+                                self.noticer.posted = 0
+                                unread = True
+                                continue
                         stop.check()
                         unread = changes.wait(until=next_round if due is None else min(due, next_round)) or unread
                     except DatabaseGone as gone:
