@@ -251,6 +251,36 @@ def test_an_unreachable_host_is_noticed_once_and_the_episode_ends_when_it_answer
                 assert_none_left(fleet.db)
 
 
+def test_a_member_over_its_budget_is_noticed_once_and_the_episode_ends_when_it_is_raised(build, store, env, tmp_path):
+    """The send path's budget gate is the condition: a member whose agent's records (a
+    claude transcript) show its token budget spent gets one notice."""
+    from cafleet.broker import messages, usage
+    from cafleet.delivery.notices import Noticer
+    from tests.support.usage_records import call_lines, write_calls
+
+    config = tmp_path / "claude-config"
+    fleet_id, director, (alice,) = build.fleet("spend", 1)
+
+    def budget(tokens: int) -> None:
+        usage.record_source(
+            store, alice, coding_agent="claude", session_id="s-a", data_dir=str(config), cwd="/w", budget_tokens=tokens
+        )
+
+    budget(100)
+    write_calls(config, "s-a", call_lines("m1", 1001, 11))
+    noticer = Noticer(store, env, fleet_id)
+    noticer.look()
+    noticer.look()
+    found = [r for r in messages.poll(store, director) if "kind" in r]
+    assert [r["kind"] for r in found] == ["over_budget"]
+    assert found[0]["text"].splitlines()[0] == f"[cafleet notice over_budget member:{alice}]"
+    assert "over its budget" in found[0]["text"]
+    budget(10**9)
+    noticer.look()
+    assert store.execute("SELECT COUNT(*) FROM cafleet_aux_notices WHERE cleared_at IS NULL").fetchone()[0] == 0
+    assert len([r for r in messages.poll(store, director) if "kind" in r]) == 1
+
+
 def test_the_director_is_never_the_subject_of_a_notice(fleet, noticer):
     noticer.silent_after = 0.0  # the Director has sent nothing either
     noticer.look()
