@@ -322,6 +322,8 @@ def test_message_commands_use_indexes(cli, env, database, recorded):
     director, (w1, w2, *_) = ids["director"], ids["crew"]
     polled = cli("message", "poll", str(director), "--json", environ=environ).json()
     assert polled[0]["message_id"] == ids["for_director"]
+    # an empty inbox looks the member up (a poll with messages does not need to)
+    assert cli("message", "poll", "999999", environ=environ).code == 1
     waited = cli("message", "wait", str(director), "--timeout", "0", "--json", environ=environ)
     assert waited.code == 0 and waited.json()[0]["message_id"] == ids["for_director"]
     # wait's retry pass tried the owed preview (the pane does not exist) and said so

@@ -70,9 +70,10 @@ def test_auxiliaries_come_when_first_needed_and_the_file_passes_the_fast_diagnos
 ):
     """The pending index with the first fleet, the usage tables (sources and stored totals)
     with the first recorded source, the budget table with the first fleet budget, the
-    worktree tables with the first worktree and fleet default, each in a transaction of its own;
+    worktree tables with the first worktree and fleet default, the notices' table with the
+    first notice, each in a transaction of its own;
     a file with all, some or none of them opens through the fast diagnosis."""
-    from cafleet.broker import usage, worktrees
+    from cafleet.broker import notices, usage, worktrees
     from cafleet.store import diagnosis
 
     def detailed(*args):
@@ -104,6 +105,8 @@ def test_auxiliaries_come_when_first_needed_and_the_file_passes_the_fast_diagnos
     }
     worktrees.record(store, m1, repo="/r", path="/r.m1", branch="b", base="main", base_commit="0" * 40)
     worktrees.set_fleet_default(store, fleet_id, True)
+    assert added() == {*schema.AUX_INDEXES, *schema.AUX_TABLES} - {notices.TABLE}
+    assert notices.post(store, fleet_id, director, "silent", f"member:{m1}", m1, None, "[cafleet notice]") is not None
     assert added() == {*schema.AUX_INDEXES, *schema.AUX_TABLES}
     assert {(kind, name, sql) for kind, name, sql in objects(store.conn) if name in added()} == {
         *(("index", name, sql) for name, sql in schema.AUX_INDEXES.items()),

@@ -189,13 +189,12 @@ def test_doctor_reports_missing_usage_tables_and_setup_adds_them(cli, env, db_pa
     assert report["ok"] is True
     assert report["auxiliary_tables"] == {name: "missing" for name in schema.AUX_TABLES}
     assert report["auxiliary_indexes"] == {name: "missing" for name in schema.AUX_INDEXES}
-    assert "the first `member create`" in report["advice"] and "cafleet setup" in report["advice"]
+    assert "the first command that needs it creates it" in report["advice"] and "cafleet setup" in report["advice"]
     text = cli("doctor").out.splitlines()
     for name in schema.AUX_TABLES:
         assert (
-            f"    ! table {name} is missing: not created yet, commands work without it; the first `member create` "
-            "(usage, member budgets, `--worktree`), `fleet budget` (fleet budgets) or `fleet create --worktrees` "
-            "that needs it creates it, or run `cafleet setup` to add it now"
+            f"    ! table {name} is missing: not created yet, commands work without it; the first command "
+            "that needs it creates it (docs/storage.md says which), or run `cafleet setup` to add it now"
         ) in text
     setup = cli("setup", "--coding-agent", "claude", "--json")
     assert setup.code == 0, setup

@@ -381,3 +381,28 @@ def test_blocked_member_raises_attention_and_the_graph_shows_a_send(
         page.locator(".graph-panel").screenshot(path=str(target.with_name("webui-graph.png")))
     assert page_errors == []
     page.close()
+
+
+# SQLite only, for the suite's time: the answer route it clicks runs on both stores in
+# test_web_screens.py; what this adds is the page drawing the dialog and its buttons.
+@pytest.mark.stores("sqlite")
+def test_attention_shows_a_blocked_members_dialog_and_its_buttons_answer_it(
+    browser, pane_server, panes, tmux_server, tmp_path
+):
+    from playwright.sync_api import expect
+
+    record = tmp_path / "asker.jsonl"
+    argv = [sys.executable, "-m", "cafleet.agents.standin", "--member-id", "0", "--permission-prompt"]
+    asker, asker_pane = panes["add"]("asker", [*argv, "--record", str(record)], ready="1. Yes")
+    page, page_errors = open_page(browser, pane_server, panes["fleet_id"])
+    item = page.locator(f'#attention-list li[data-kind="blocked"][data-member-id="{asker}"]')
+    expect(item.locator("pre.attention-dialog-text")).to_contain_text("Do you want to proceed?", timeout=WAIT_MS)
+    buttons = item.locator(".attention-dialog-options button")
+    expect(buttons).to_have_text(["1. Yes", "2. No"])
+    assert page.evaluate("window.__pwned === undefined")
+    buttons.nth(0).click()
+    expect(page.locator(f'#attention-list li[data-member-id="{asker}"]')).to_have_count(0, timeout=WAIT_MS)
+    answered = [line for line in record.read_text().splitlines() if '"permission"' in line]
+    assert len(answered) == 1 and '"text": "1"' in answered[0]
+    expect(page.locator("#attention")).to_be_hidden()
+    assert page_errors == []

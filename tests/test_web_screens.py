@@ -282,3 +282,42 @@ def test_event_stream_reports_a_preview_that_becomes_owed_without_any_write(db_p
                 "detail": f"preview of message {sent} still not delivered after 1 s",
             }
         ]
+
+
+def test_attention_shows_a_blocked_members_dialog_and_answers_it_only_while_it_is_the_same(
+    panes, client, tmux_server, tmp_path
+):
+    """The blocked item carries the dialog's text, options and digest; the answer route is
+    the one `cafleet member answer` takes: screened like the composer (same-origin JSON
+    only), refused with nothing sent for another digest or an option the dialog lacks."""
+    record = tmp_path / "asking.jsonl"
+    asking, pane = panes["add"](
+        "asking", [*STANDIN, "--member-id", "0", "--permission-prompt", "--record", str(record)], ready="1. Yes"
+    )
+    detail = client.get(f"/api/fleets/{panes['fleet_id']}").json()
+    [blocked] = [i for i in detail["attention"]["items"] if i["kind"] == "blocked"]
+    dialog = blocked["dialog"]
+    assert "Do you want to proceed?" in dialog["text"].splitlines()
+    assert dialog["options"] == [{"number": 1, "label": "Yes"}, {"number": 2, "label": "No"}]
+    path = f"/api/members/{asking}/answer"
+    body = {"choice": 2, "dialog": dialog["digest"]}
+
+    def answers() -> list[str]:
+        if not record.exists():
+            return []
+        return [line for line in record.read_text().splitlines() if '"permission"' in line]
+
+    assert client.post(path, json=body, headers={"origin": "http://evil.example"}).status_code == 403
+    assert client.post(path, json=body, headers={"sec-fetch-site": "cross-site"}).status_code == 403
+    assert client.post(path, content=b'{"choice": 2}', headers={"content-type": "text/plain"}).status_code == 415
+    stale = client.post(path, json={"choice": 2, "dialog": "0" * 12})
+    assert stale.status_code == 409 and "nothing was sent" in stale.json()["error"], stale.text
+    missing = client.post(path, json={"choice": 3, "dialog": dialog["digest"]})
+    assert missing.status_code == 409 and "has no option 3" in missing.json()["error"], missing.text
+    assert client.post(path, json={"choice": "2", "dialog": dialog["digest"]}).status_code == 422
+    assert answers() == []  # nothing reached the pane
+    answered = client.post(path, json=body)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["label"] == "No"
+    wait_for(lambda: answers(), what="the stand-in to record the answer")
+    assert '"text": "2"' in answers()[0]

@@ -138,7 +138,9 @@ def test_three_members_three_worktrees_each_diff_shows_its_own_work(fleet):
     listed = run(fleet, "member", "list", str(fleet.fleet_id))
     assert "WORKTREE BRANCH" in listed.out and made[2]["worktree"]["branch"] in listed.out
     as_json = run(fleet, "member", "list", str(fleet.fleet_id), "--json").json()
-    assert {r["member_id"]: (r["worktree"] or {}).get("path") for r in as_json}[made[1]["member_id"]] == paths[1]
+    by_id = {r["member_id"]: r for r in as_json}
+    assert by_id[made[1]["member_id"]]["worktree"]["path"] == paths[1]
+    assert "worktree" not in by_id[fleet.director]  # a member without one: its roster record is unchanged
 
 
 def test_refusals_write_nothing(fleet, tmp_path):

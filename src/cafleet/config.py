@@ -287,6 +287,32 @@ ENVIRONMENT = (
         "take them (off: run `cafleet fleet watch`, which then does that job; docs/delivery.md)",
     ),
     _s(
+        "CAFLEET_NOTICE_AWAITING_AFTER",
+        "seconds",
+        30.0,
+        "the keeper's notice to the Director: a member's pane shows a prompt awaiting its user for this long",
+        low=0.0,
+        high=DAY,
+    ),
+    _s(
+        "CAFLEET_NOTICE_SILENT_AFTER",
+        "seconds",
+        300.0,
+        "the keeper's notice to the Director: a member has neither sent nor ACKed a message this long after "
+        "it was spawned",
+        low=0.0,
+        high=DAY,
+    ),
+    _s(
+        "CAFLEET_NOTICE_INTERVAL",
+        "seconds",
+        15.0,
+        "how often the keeper (or `fleet watch` with the keeper off) looks at every member's pane for the "
+        "Director's notices (one multiplexer call a member)",
+        low=0.05,
+        high=HOUR,
+    ),
+    _s(
         "CAFLEET_SSH_CONFIG",
         "path",
         None,
@@ -566,6 +592,14 @@ def busy_timeout(environ) -> float:
 def keeper_enabled(environ) -> bool:
     """``CAFLEET_KEEPER``: whether commands start the fleet keeper (on by default)."""
     return _BY_NAME["CAFLEET_KEEPER"].read(environ)
+
+
+def notice_settings(environ) -> tuple[float, float, float]:
+    """(awaiting after, silent after, interval): the thresholds of the Director's notices."""
+    return tuple(
+        _BY_NAME[name].read(environ)
+        for name in ("CAFLEET_NOTICE_AWAITING_AFTER", "CAFLEET_NOTICE_SILENT_AFTER", "CAFLEET_NOTICE_INTERVAL")
+    )
 
 
 def debug(environ) -> bool:

@@ -18,7 +18,8 @@ so a test can prove that none reached the pane.
 
 ``--permission-prompt`` starts with a claude-like question ("Do you want to proceed?",
 ``❯ 1. Yes`` / ``2. No``): keys are collected without echo and each Enter records
-``{"kind": "permission", "text"}``; the answer ``1`` or ``2`` dismisses it.
+``{"kind": "permission", "text"}``; the answer ``1`` or ``2`` dismisses it. A submitted
+line ``/permission`` draws the question again (an agent asking a second time).
 
 ``--prompt "❯ "`` draws claude's composer instead of ``> `` (for tests that use the claude
 cues). ``--enter-guard S`` ignores (and records as the key ``enter-too-soon``) an Enter that
@@ -100,6 +101,7 @@ HEADER_START = "[cafleet msg "
 STARTING = "Waiting for startup"
 STARTUP_PROMPT = "(start-up prompt)"
 NO_BOX_YET = "starting…"
+ASK_AGAIN = "/permission"
 _ESC_WAIT = 0.05  # how long a lone ESC waits for the rest of a sequence
 _COMMAND_TIMEOUT = 30.0
 
@@ -247,6 +249,10 @@ class StandIn:
             self.asking = line.strip() not in ("1", "2")
             return
         self.record("submit", text=line)
+        if line == ASK_AGAIN:  # a new permission prompt, as an agent asks again later
+            self.scrollback.append(line)
+            self.asking = True
+            return
         if self.late_echo:
             self.echoes_due.append((time.monotonic() + self.late_echo, line))
         else:

@@ -153,14 +153,24 @@ def poll(store, member_id: int) -> list[dict]:
     ).fetchall()
     if not rows:
         require_member(store, member_id)
-    return [records.message(row) for row in rows]
+    return _with_notices(store, [records.message(row) for row in rows])
+
+
+def _with_notices(store, found: list[dict]) -> list[dict]:
+    """The records, with the notices among them marked (``kind``: :mod:`cafleet.broker.notices`);
+    nothing more is read unless one of them is a self-send."""
+    if any(r["from_member_id"] == r["to_member_id"] for r in found):
+        from cafleet.broker import notices
+
+        notices.annotate(store, found)
+    return found
 
 
 def show(store, message_id: int) -> dict:
     row = store.execute(_SELECT + "WHERE message_id = ?", (message_id,)).fetchone()
     if row is None:
         raise NotFound(f"message {message_id} not found.")
-    return records.message(row)
+    return _with_notices(store, [records.message(row)])[0]
 
 
 def ack(store, message_id: int) -> dict:
@@ -210,4 +220,4 @@ def pending_after(store, member_id: int, after_id: int) -> list[dict]:
         _SELECT + f"WHERE to_member_id = ? AND {records.UNACKED} AND message_id > ? ORDER BY created_at, message_id",
         (member_id, after_id),
     ).fetchall()
-    return [records.message(row) for row in rows]
+    return _with_notices(store, [records.message(row) for row in rows])

@@ -121,9 +121,8 @@ ADVICE = {
         "an index with cafleet's auxiliary name has another definition; drop it and run `cafleet setup`"
     ),
     ("table", "missing"): (
-        "not created yet, commands work without it; the first `member create` (usage, member budgets, "
-        "`--worktree`), `fleet budget` (fleet budgets) or `fleet create --worktrees` that needs it creates it, "
-        "or run `cafleet setup` to add it now"
+        "not created yet, commands work without it; the first command that needs it creates it "
+        "(docs/storage.md says which), or run `cafleet setup` to add it now"
     ),
     ("table", "altered"): (
         "a table with cafleet's auxiliary name has other columns, so usage and budgets may fail; "

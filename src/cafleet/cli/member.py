@@ -1,4 +1,4 @@
-"""`cafleet member ...`: create, list, show, delete, capture, prompt."""
+"""`cafleet member ...`: create, list, show, delete, capture, prompt, answer."""
 
 from __future__ import annotations
 
@@ -48,17 +48,16 @@ def list_(ctx, fleet_id, state, idle_after):
 
 def _worktrees(ctx, records) -> dict:
     """``{member_id: worktree}`` of the listed members that have one (and ``"worktree"``
-    added to every record: None without one); one query, none on a database without the
-    worktree table."""
+    added to their records only: the roster record of a member without one is unchanged);
+    one query, none on a database without the worktree table."""
     from cafleet.broker import worktrees as worktree_records
 
     found = worktree_records.for_members(ctx.store(), [r["member_id"] for r in records])
     shown = {}
     for record in records:
         row = found.get(record["member_id"])
-        record["worktree"] = worktree_records.public(row)
         if row is not None:
-            shown[record["member_id"]] = record["worktree"]
+            record["worktree"] = shown[record["member_id"]] = worktree_records.public(row)
     return shown
 
 
@@ -237,3 +236,16 @@ def prompt(ctx, member_id, force, text):
 
     record = panes.prompt_member(ctx.store(), ctx.environ, ctx.db_path, member_id, text, force=force)
     ctx.emit(record, lambda: f"prompt submitted to member {member_id} (pane {record['pane_id']})")
+
+
+def answer(ctx, member_id, choice, dialog):
+    from cafleet.delivery.answer import answer_member
+
+    record = answer_member(ctx.store(), ctx.environ, ctx.db_path, member_id, choice, dialog)
+    ctx.emit(
+        record,
+        lambda: (
+            f"answered option {choice} ({render.inline(record['label'])}) of the dialog on member {member_id}'s "
+            f"pane {record['pane_id']}"
+        ),
+    )

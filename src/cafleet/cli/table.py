@@ -351,6 +351,25 @@ COMMANDS = [
         ),
     ),
     Command(
+        "member",
+        "answer",
+        "cafleet.cli.member:answer",
+        "Pick one numbered option of the dialog on a member's screen (a permission prompt or a question), "
+        "only while it is still the dialog a notice described; refused, with nothing sent, when it changed.",
+        (
+            _id("member_id", "the member"),
+            Param("choice", None, "id", required=True, metavar="CHOICE", help="the option's number, as drawn"),
+            Param(
+                "dialog",
+                "--dialog",
+                "text",
+                required=True,
+                metavar="DIGEST",
+                help="the dialog's digest, as the notice (or `fleet watch`, or the WebUI) gives it",
+            ),
+        ),
+    ),
+    Command(
         "message",
         "send",
         "cafleet.cli.message:send",

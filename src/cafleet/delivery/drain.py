@@ -123,6 +123,7 @@ def notify_after_send(store, settings: Settings, recipient_id: int, record: dict
     if record["from_member_id"] == record["to_member_id"]:
         return Outcome(True)  # self-sends are stamped on insert and type nothing
     message_id = record["message_id"]
+    target = None
     try:
         target = notifications.notification_target(store, recipient_id)
         if target is None:
@@ -131,7 +132,9 @@ def notify_after_send(store, settings: Settings, recipient_id: int, record: dict
         failure = drain(store, settings, recipient_id, set(), stamped)
         notified = message_id in stamped or not notifications.still_pending_notification(store, message_id)
     except Exception as error:  # the message is stored: a fault here is a warning, never a failure
-        return Outcome(False, not_notified(message_id, recipient_id, _unexpected(error)))
+        # still owed: the keeper (started now if none runs) retries it, as after any other failure
+        keeper = target is not None and _keeper_retries(store, settings, target)
+        return Outcome(False, not_notified(message_id, recipient_id, _unexpected(error), keeper))
     if failure is None and not notified:
         failure = f"member {recipient_id}'s placement changed before message {message_id} could be typed"
     if failure is None:
@@ -153,6 +156,7 @@ def retry_fleet(store, settings: Settings, member_id: int) -> list[Outcome]:
     keeper = None
     for recipient_id in notifications.recipients_owed_notifications(store, fleet_id):
         before = set(attempted)
+        target = None
         try:
             target = notifications.notification_target(store, recipient_id)
             if target is None:
@@ -164,6 +168,8 @@ def retry_fleet(store, settings: Settings, member_id: int) -> list[Outcome]:
                     keeper = _keeper_retries(store, settings, target)
         except Exception as error:  # nothing here may keep the caller from its own messages
             failure, owed = _unexpected(error), sorted(attempted - before)  # at least the one that failed
+            if keeper is None and target is not None:
+                keeper = _keeper_retries(store, settings, target)
         if failure and owed:
             outcomes.append(Outcome(False, not_notified(owed, recipient_id, failure, bool(keeper))))
     return outcomes

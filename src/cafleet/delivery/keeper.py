@@ -34,6 +34,9 @@ totals) and stores their totals, so that the budget gate, the WebUI and ``fleet 
 one row per member instead of the agent's files. A fleet with no such member costs one
 query; a member whose files did not change costs a ``stat`` per file and no write.
 
+Every ``CAFLEET_NOTICE_INTERVAL`` s it also looks at every member's pane and puts a notice
+in the Director's inbox for each new trouble (:mod:`cafleet.delivery.notices`).
+
 Each try takes the pane's lock once without waiting (``wait_for_lock=False``): a busy pane
 is being typed into by another process, and is tried again after its back-off.
 
@@ -180,8 +183,11 @@ def keep(store, environ, db_path: str, fleet_id: int, say, reconnect: float = RE
 
 
 def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock, say, reconnect: float) -> str:
+    from cafleet.delivery.notices import Noticer
+
     deliverer = Deliverer(store, settings, fleet_id, say)
     spend = UsageKeeper(store, fleet_id, say)
+    noticer = Noticer(store, settings.environ, fleet_id, say)
     changes = None
     try:
         with StopRequests() as stop:
@@ -215,7 +221,8 @@ def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock
                         spend.round()
                         next_usage = time.monotonic() + USAGE_EVERY
                     stop.check()
-                    wake = min(next_look, next_check, next_usage)
+                    wake = min(next_look, next_check, next_usage, noticer.round())  # the Director's notices
+                    stop.check()
                     changes.wait(until=wake if due is None else min(due, wake))
                 except DatabaseGone as gone:
                     return str(gone).rstrip(".")

@@ -44,10 +44,13 @@ class MuxPool:
         return self._clients[key]
 
 
-def pane_state(member: dict, pool: MuxPool, idle_after: float, now: float | None = None) -> tuple[str, str]:
+def pane_state(
+    member: dict, pool: MuxPool, idle_after: float, now: float | None = None, screens: dict | None = None
+) -> tuple[str, str]:
     """(state, one-line detail) of a member's pane, for a detail record from
     ``broker.members.get_member`` or ``roster(detail=True)`` (not the member's standing in
-    the broker: that is ``broker.messages.member_standing``)."""
+    the broker: that is ``broker.messages.member_standing``). ``screens``: when given, the
+    screen of a blocked member is put there under its id (the dialog's text)."""
     from cafleet.delivery import screen
     from cafleet.delivery.placement import recorded_at
     from cafleet.mux.detect import check_placement
@@ -73,6 +76,8 @@ def pane_state(member: dict, pool: MuxPool, idle_after: float, now: float | None
         return DEAD, f"pane {pane} is back at a {command} prompt: the coding agent exited"
     seen = screen.classify(placement["coding_agent"], text)
     if seen == screen.PaneState.AWAITING_USER:
+        if screens is not None:
+            screens[member["member_id"]] = text
         return BLOCKED, f"pane {pane} shows a prompt awaiting its user"
     if seen == screen.PaneState.WORKING:
         return ALIVE, "working"

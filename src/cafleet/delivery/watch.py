@@ -94,6 +94,11 @@ class Watcher:
         self.keeper_on = keepers.enabled(environ)
         self.keeper_seen: str | None = None  # the last keeper event's detail
         self.deliverer = None if self.keeper_on else keeper.Deliverer(store, self.settings, fleet_id, lambda _: None)
+        self.noticer = None  # the Director's notices, the keeper's job too while it is off
+        if not self.keeper_on:
+            from cafleet.delivery.notices import Noticer
+
+            self.noticer = Noticer(store, environ, fleet_id)
         if self.deliverer is not None:
             self.deliverer.on_delivered = self.delivered
         from cafleet.delivery.budget_watch import BudgetWatch
@@ -125,6 +130,13 @@ class Watcher:
                             self.keeper_round()
                             next_round = time.monotonic() + self.interval
                         due = self.deliverer.round() if self.deliverer is not None else None
+                        if self.noticer is not None:
+                            look = self.noticer.round()
+                            due = look if due is None else min(due, look)
+                            if self.noticer.posted:  # our own commit wakes no change waiter
+                                self.noticer.posted = 0
+                                unread = True
+                                continue
                         stop.check()
                         unread = changes.wait(until=next_round if due is None else min(due, next_round)) or unread
                     except DatabaseGone as gone:
@@ -149,7 +161,11 @@ class Watcher:
                     self.fleet_id,
                     member_id=record["from_member_id"],
                     message_id=record["message_id"],
-                    detail=f"message for the Director from member {record['from_member_id']}",
+                    detail=(
+                        f"notice for the Director: {record['kind']} {record['notice']['subject']}"
+                        if "kind" in record
+                        else f"message for the Director from member {record['from_member_id']}"
+                    ),
                     command=f"cafleet message show {record['message_id']}",
                     record=record,
                 )

@@ -156,6 +156,18 @@ AUX_TABLES: dict[str, str] = {
         "    budget_tokens BIGINT\n"
         ")"
     ),
+    "cafleet_aux_notices": (
+        "CREATE TABLE cafleet_aux_notices (\n"
+        "    message_id BIGINT NOT NULL PRIMARY KEY,\n"
+        "    fleet_id BIGINT NOT NULL,\n"
+        "    kind TEXT NOT NULL,\n"
+        "    subject TEXT NOT NULL,\n"
+        "    member_id BIGINT,\n"
+        "    digest TEXT,\n"
+        "    opened_at TEXT NOT NULL,\n"
+        "    cleared_at TEXT\n"
+        ")"
+    ),
     "cafleet_aux_fleet_budgets": (
         "CREATE TABLE cafleet_aux_fleet_budgets (\n"
         "    fleet_id BIGINT NOT NULL PRIMARY KEY,\n"
@@ -275,6 +287,16 @@ EXPECTED_AUX_COLUMNS: dict[str, tuple[str, ...]] = {
         "started_at text NOT NULL",
         "budget_usd double precision",
         "budget_tokens bigint",
+    ),
+    "cafleet_aux_notices": (
+        "message_id bigint NOT NULL",
+        "fleet_id bigint NOT NULL",
+        "kind text NOT NULL",
+        "subject text NOT NULL",
+        "member_id bigint",
+        "digest text",
+        "opened_at text NOT NULL",
+        "cleared_at text",
     ),
     "cafleet_aux_fleet_budgets": (
         "fleet_id bigint NOT NULL",

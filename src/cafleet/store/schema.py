@@ -129,6 +129,23 @@ AUX_TABLES: dict[str, str] = {
         "    budget_tokens INTEGER\n"
         ")"
     ),
+    # cafleet_aux_notices: the notices the fleet keeper put in its Director's inbox
+    # (docs/delivery.md, "Notices in the Director's inbox"): one row per notice, naming its
+    # message (a self-send of the Director), its kind, what it is about (`member:5`,
+    # `host:box`) and the dialog's digest; `cleared_at` is set when the condition cleared
+    # (the episode ended, so the next one gets a notice of its own).
+    "cafleet_aux_notices": (
+        "CREATE TABLE cafleet_aux_notices (\n"
+        "    message_id INTEGER NOT NULL PRIMARY KEY,\n"
+        "    fleet_id INTEGER NOT NULL,\n"
+        "    kind TEXT NOT NULL,\n"
+        "    subject TEXT NOT NULL,\n"
+        "    member_id INTEGER,\n"
+        "    digest TEXT,\n"
+        "    opened_at TEXT NOT NULL,\n"
+        "    cleared_at TEXT\n"
+        ")"
+    ),
     # cafleet_aux_fleet_budgets: a fleet's budget (`cafleet fleet budget`), over all its members.
     "cafleet_aux_fleet_budgets": (
         "CREATE TABLE cafleet_aux_fleet_budgets (\n"

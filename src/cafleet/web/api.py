@@ -289,3 +289,37 @@ def _send_fields(payload: dict) -> tuple[int, int, str]:
     if "\x00" in text:  # PostgreSQL text cannot hold it: refused alike on both stores, before the broker
         raise ApiError(400, "text contains the character U+0000 (NUL), which a message cannot hold; remove it")
     return ids[0], ids[1], text
+
+
+ANSWER_FIELDS = ("choice", "dialog")
+
+
+async def answer_member(request: Request) -> JSONResponse:
+    """``{"choice": N, "dialog": DIGEST}`` → 200 ``{"member_id", "pane_id", "choice",
+    "label", "digest"}``: pick option N of the dialog on the member's screen, only while
+    its digest is DIGEST (``cafleet member answer``'s path, :mod:`cafleet.delivery.answer`);
+    409 with nothing sent when the dialog changed, was answered, or has no option N. Screened
+    like the composer's send (web/security.py: same-origin JSON only)."""
+    member_id = parse_id(request.path_params.get("member_id"), "member id")
+    payload = _json_object(await _read_body(request))
+    unexpected = sorted(set(payload) - set(ANSWER_FIELDS))
+    if unexpected:
+        raise ApiError(422, f"unexpected field {unexpected[0]!r}; expected {', '.join(ANSWER_FIELDS)}")
+    missing = [name for name in ANSWER_FIELDS if name not in payload]
+    if missing:
+        raise ApiError(422, f"missing field {missing[0]!r}")
+    choice, digest = payload["choice"], payload["dialog"]
+    if isinstance(choice, bool) or not isinstance(choice, int) or not 1 <= choice <= 99:
+        raise ApiError(422, "choice must be the number of one of the dialog's options (1 to 99)")
+    if not isinstance(digest, str):
+        raise ApiError(422, "dialog must be the dialog's digest (a string of hex digits)")
+    return await run_in_threadpool(_answer, request.app.state, member_id, choice, digest)
+
+
+def _answer(state, member_id: int, choice: int, digest: str) -> JSONResponse:
+    from cafleet.delivery.answer import answer_member as answer
+
+    config = state.config
+    with state.pool.borrow() as store:
+        record = answer(store, config.environ, config.db_path, member_id, choice, digest)
+    return JSONResponse(record)

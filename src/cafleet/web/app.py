@@ -267,6 +267,7 @@ def create_app(config: WebConfig) -> Starlette:
             Route("/api/members/{member_id}/inbox", api.member_inbox),
             Route("/api/members/{member_id}/diff", api.member_diff),
             Route("/api/messages", api.send_message, methods=["POST"]),
+            Route("/api/members/{member_id}/answer", api.answer_member, methods=["POST"]),
             Route("/api/fleets/{fleet_id}/screens", screens.fleet_screens),
             Route("/api/fleets/{fleet_id}/graph", graph.graph),
             Route("/api/events", events.stream),

@@ -8,6 +8,12 @@ unnotified for longer than `fleet watch`'s default interval, found by the same q
 retries use (``broker.notifications.stale_notifications``). Each item carries the command
 `fleet watch` suggests for it.
 
+A blocked member's item also carries its dialog (``dialog``: the visible text, the
+numbered options and the digest, :mod:`cafleet.delivery.dialog`; one more screen read per
+blocked member), which the page shows with one button per option; a button posts to
+``/api/members/{id}/answer`` with the digest, the same answer path as ``cafleet member
+answer`` (:mod:`cafleet.delivery.answer`), so a dialog that changed meanwhile is refused.
+
 Items hold no timestamps, so the list only changes when the situation does; the event
 stream sends it with every roster update (``fleet_view``), and the page turns it into a
 banner, a count in the tab title and, when allowed, a desktop notification.
@@ -25,7 +31,8 @@ MAX_OWED = 50  # owed previews listed; the rest are counted
 
 def items(store, fleet_id: int, states: dict[int, tuple[str, str]], owed_after: float | None = None) -> dict:
     """``{"items": [...], "owed_more": N}``; each item ``{"kind", "member_id", "message_id",
-    "detail", "command"}`` with ``kind`` one of ``blocked``, ``dead``, ``notify``."""
+    "detail", "command"}`` with ``kind`` one of ``blocked``, ``dead``, ``notify``; a blocked
+    one also ``"dialog"`` (``{"text", "options", "digest"}``, or None when it cannot be read)."""
     from cafleet.delivery import watch
 
     owed_after = OWED_AFTER if owed_after is None else owed_after
@@ -33,15 +40,16 @@ def items(store, fleet_id: int, states: dict[int, tuple[str, str]], owed_after: 
     out = []
     for member_id, (state, detail) in sorted(states.items()):
         if state in (supervision.BLOCKED, supervision.DEAD):
-            out.append(
-                {
-                    "kind": state,
-                    "member_id": member_id,
-                    "message_id": None,
-                    "detail": detail,
-                    "command": watch.ACTIONS[state].format(member_id=member_id),
-                }
-            )
+            item = {
+                "kind": state,
+                "member_id": member_id,
+                "message_id": None,
+                "detail": detail,
+                "command": watch.ACTIONS[state].format(member_id=member_id),
+            }
+            if state == supervision.BLOCKED:
+                item["dialog"] = dialog_of(store, member_id)
+            out.append(item)
     owed = notifications.stale_notifications(store, fleet_id, watch._iso_seconds_ago(owed_after))
     for message_id, recipient in owed[:MAX_OWED]:
         out.append(
@@ -54,3 +62,22 @@ def items(store, fleet_id: int, states: dict[int, tuple[str, str]], owed_after: 
             }
         )
     return {"items": out, "owed_more": max(0, len(owed) - MAX_OWED)}
+
+
+def dialog_of(store, member_id: int) -> dict | None:
+    """The dialog on a blocked member's screen, for its buttons; None when the screen can
+    no longer be read or shows no dialog now (answered meanwhile)."""
+    from cafleet.broker import members
+    from cafleet.delivery import dialog
+    from cafleet.delivery.placement import reach
+    from cafleet.errors import CafleetError
+
+    try:
+        placement = members.get_member(store, member_id)["placement"]
+        if placement is None or placement["pane_id"] is None:
+            return None
+        shown = reach(placement).capture(placement["pane_id"], supervision.SCREEN_LINES)  # as the notice reads it
+    except (CafleetError, OSError):
+        return None
+    seen = dialog.read(placement["coding_agent"], shown)
+    return None if seen is None else seen.as_json()

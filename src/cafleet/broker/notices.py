@@ -1,0 +1,113 @@
+"""The notices in a Director's inbox (docs/delivery.md, "Notices in the Director's inbox").
+
+A notice is stored under the seed's rules as a **self-send of the Director**: a row of
+``messages`` from the Director to itself, stamped notified on insertion (so no pane input
+ever), pending until the Director ACKs it; poll, wait, listen and show return it like any
+message. Its body starts with the fixed header line ``[cafleet notice <kind> <subject>]``.
+
+The auxiliary table ``cafleet_aux_notices`` (outside the format, created by the first
+notice, in a transaction of its own) records, per notice, its kind, what it is about
+(``member:5``, ``host:box``), the dialog's digest, and when its condition cleared. A row
+not cleared is an open *episode*: no second notice of that kind about that subject is
+posted until it cleared (:func:`post` checks that in the transaction that inserts both
+rows). Reads work on a database without the table.
+"""
+
+from __future__ import annotations
+
+from cafleet import clock
+
+TABLE = "cafleet_aux_notices"
+KINDS = ("awaiting_user", "dead", "silent", "unreachable", "over_budget")
+HEADER = "[cafleet notice {kind} {subject}]"
+
+
+def _has_table(store) -> bool:
+    return bool(store.tables_present([TABLE]))
+
+
+def open_episodes(store, fleet_id: int) -> dict[tuple[str, str], dict]:
+    """``{(kind, subject): {"message_id", "member_id", "digest"}}`` of the fleet's notices
+    whose condition has not cleared."""
+    if not _has_table(store):
+        return {}
+    rows = store.execute(
+        f"SELECT kind, subject, message_id, member_id, digest FROM {TABLE} WHERE fleet_id = ? AND cleared_at IS NULL",
+        (fleet_id,),
+    ).fetchall()
+    return {(r[0], r[1]): {"message_id": r[2], "member_id": r[3], "digest": r[4]} for r in rows}
+
+
+def post(
+    store,
+    fleet_id: int,
+    director_id: int,
+    kind: str,
+    subject: str,
+    member_id: int | None,
+    digest: str | None,
+    text: str,
+) -> int | None:
+    """Put one notice in the Director's inbox and open its episode, in one transaction;
+    return its message id, or None when an episode of that kind and subject is open."""
+    from cafleet import validation
+    from cafleet.broker import fleets
+
+    validation.body(text)
+    store.create_auxiliary([TABLE])
+    with store.write():
+        if store.execute(
+            f"SELECT 1 FROM {TABLE} WHERE fleet_id = ? AND kind = ? AND subject = ? AND cleared_at IS NULL",
+            (fleet_id, kind, subject),
+        ).fetchone():
+            return None
+        fleet = fleets.get_fleet(store, fleet_id)
+        if fleet["deleted_at"] is not None or fleet["director_member_id"] != director_id:
+            return None  # the fleet was deleted meanwhile: nobody to tell
+        fleets.check_director(store, fleet_id, director_id)  # active and placed, as a send requires
+        now = clock.now()
+        message_id = store.insert(
+            "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text, "
+            "notified_at) VALUES (?, ?, ?, 'input_required', ?, ?, ?)",
+            (director_id, director_id, now, now, text, now),
+            "message_id",
+        )
+        store.execute(
+            f"INSERT INTO {TABLE} (message_id, fleet_id, kind, subject, member_id, digest, opened_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (message_id, fleet_id, kind, subject, member_id, digest, now),
+        )
+    return message_id
+
+
+def clear(store, message_ids) -> None:
+    """End the episodes of these notices (their conditions cleared)."""
+    ids = sorted(message_ids)
+    if not ids:
+        return
+    with store.write():
+        store.execute(
+            f"UPDATE {TABLE} SET cleared_at = ? WHERE cleared_at IS NULL AND message_id IN ({','.join('?' * len(ids))})",
+            (clock.now(), *ids),
+        )
+
+
+def annotate(store, records: list[dict]) -> list[dict]:
+    """Add ``kind`` (the notice's kind) and ``notice`` (``{"subject", "member_id",
+    "dialog"}``) to the records among ``records`` that are notices; no read at all when
+    none is a self-send."""
+    selfs = [r["message_id"] for r in records if r["from_member_id"] == r["to_member_id"]]
+    if not selfs or not _has_table(store):
+        return records
+    rows = store.execute(
+        f"SELECT message_id, kind, subject, member_id, digest FROM {TABLE} "
+        f"WHERE message_id IN ({','.join('?' * len(selfs))})",
+        tuple(selfs),
+    ).fetchall()
+    found = {r[0]: r[1:] for r in rows}
+    for record in records:
+        entry = found.get(record["message_id"])
+        if entry is not None:
+            record["kind"] = entry[0]
+            record["notice"] = {"subject": entry[1], "member_id": entry[2], "dialog": entry[3]}
+    return records

@@ -1,0 +1,69 @@
+"""``cafleet member answer MEMBER CHOICE --dialog DIGEST`` and the WebUI's answer buttons:
+pick one numbered option of the dialog on a member's screen, only while it is still the
+dialog the notice described (docs/delivery.md, "Answering a blocked member").
+
+Under the pane-input lock (the one every preview takes, so nothing is typed into the pane
+meanwhile), right before the key is sent, the screen is read once more: it must read
+``awaiting_user``, its dialog's digest (:mod:`cafleet.delivery.dialog`) must be the one
+given, and CHOICE one of its numbered options. Otherwise nothing is sent and the answer is
+refused with one line saying what the screen shows now. The keys go through the lock's
+guard (on PostgreSQL the lock's session is asked before each one) and the placement's
+identity check, as a preview's do.
+"""
+
+from __future__ import annotations
+
+from cafleet import config
+from cafleet.errors import CafleetError, Conflict, UsageError
+
+
+def answer_member(store, environ, db_path: str, member_id: int, choice: int, digest: str) -> dict:
+    from cafleet.delivery import dialog, lock
+    from cafleet.delivery.panes import _live_placement
+    from cafleet.delivery.placement import reach
+    from cafleet.delivery.supervision import SCREEN_LINES
+
+    digest = digest.strip().lower()
+    if not digest or len(digest) > 64 or any(ch not in "0123456789abcdef" for ch in digest):
+        raise UsageError(
+            "--dialog must be the dialog's digest as the notice gives it (hex digits), "
+            "e.g. `cafleet member answer 5 1 --dialog 3fa2c1d0e9ab`."
+        )
+    if not 0 <= choice <= 99:
+        raise UsageError(f"CHOICE must be the number of one of the dialog's options (0 to 99), got {choice}.")
+    placement = _live_placement(store, member_id)
+    pane = placement["pane_id"]
+    agent = placement["coding_agent"]
+    lock_dir, timeout = config.lock_dir(db_path), config.lock_timeout(environ)
+    mux = reach(placement)
+    with lock.pane_lock(lock_dir, placement["backend"], placement["session"], pane, timeout) as held:
+        guarded = held.guard(mux)
+        shown = mux.capture(pane, SCREEN_LINES, ansi=False)  # the rows the notice was read from
+        seen = dialog.read(agent, shown)
+        if seen is None:
+            raise Conflict(
+                f"member {member_id}'s pane {pane} shows no dialog awaiting its user now "
+                f"(answered or dismissed already?); nothing was sent. See `cafleet member capture {member_id}`."
+            )
+        if seen.digest != digest:
+            raise Conflict(
+                f"the dialog on member {member_id}'s pane {pane} is not the one with digest {digest} "
+                f"(it changed; it is {seen.digest} now); nothing was sent. "
+                f"Read it with `cafleet member capture {member_id}` before answering."
+            )
+        if choice not in {number for number, _ in seen.options}:
+            raise Conflict(
+                f"the dialog on member {member_id}'s pane {pane} has no option {choice} "
+                f"(its options: {seen.choices()}); nothing was sent."
+            )
+        keys, enter = dialog.keys_for(agent, choice)
+        try:
+            guarded.type_text(pane, keys)
+            if enter:
+                guarded.press_enter(pane)
+        except lock.LockLost as error:
+            raise CafleetError(
+                f"{str(error).rstrip('.')}; check member {member_id}'s pane before answering again."
+            ) from None
+    label = dict(seen.options)[choice]
+    return {"member_id": member_id, "pane_id": pane, "choice": choice, "label": label, "digest": seen.digest}

@@ -1,0 +1,225 @@
+"""Notices in the Director's inbox: the fleet keeper (and ``fleet watch`` while the keeper is
+off) tells the Director what needs it, so that a Director blocked in ``message wait`` wakes
+for trouble (docs/delivery.md, "Notices in the Director's inbox").
+
+Every ``CAFLEET_NOTICE_INTERVAL`` s (15) :class:`Noticer` reads the state of each active
+member other than the Director (``delivery.supervision.pane_state``: one multiplexer call a
+member) and posts one notice (:mod:`cafleet.broker.notices`: a self-send of the Director)
+for each condition that holds and has no open episode:
+
+- ``awaiting_user``: the member's pane has shown a prompt awaiting its user for
+  ``CAFLEET_NOTICE_AWAITING_AFTER`` s (30) as seen by this process; the notice holds the
+  dialog's visible text (escaped, bounded: :mod:`cafleet.delivery.dialog`), its options and
+  the command that answers it (``cafleet member answer M CHOICE --dialog DIGEST``). A
+  dialog that changes into another one (another digest) is a new episode;
+- ``dead``: the member's pane is gone, exited, back at a shell or stale, with messages owed
+  a preview (their ids are named);
+- ``silent``: the member has neither sent a message nor ACKed one since it was registered,
+  ``CAFLEET_NOTICE_SILENT_AFTER`` s (300) ago (a poll leaves no trace in the store: an ACK is
+  the trace of one);
+- ``unreachable``: a remote member's host cannot be reached over SSH (one notice per host);
+- ``over_budget``: the member or its fleet is at or over its budget (the send path's gate,
+  ``delivery.drain.refuse_over_budget``).
+
+A condition that no longer holds ends its episode (``cleared_at``); the next time it holds
+gets a new notice. A member deregistered meanwhile ends its episodes too.
+"""
+
+from __future__ import annotations
+
+import time
+
+from cafleet import config, render
+from cafleet.broker import notices
+from cafleet.delivery import supervision
+
+
+class Noticer:
+    def __init__(self, store, environ, fleet_id: int, say=None) -> None:
+        self.store = store
+        self.environ = environ
+        self.fleet_id = fleet_id
+        self.say = say or (lambda _: None)
+        self.awaiting_after, self.silent_after, self.interval = config.notice_settings(environ)
+        self.next_look = 0.0  # time.monotonic() of the next look
+        # member id -> (digest, first seen with that digest, first seen blocked at all)
+        self.blocked: dict[int, tuple[str, float, float]] = {}
+        self.opened: dict[tuple[str, str], dict] = {}
+        self.posted = 0  # notices posted so far (the caller may reset it)
+        self.pool = supervision.MuxPool()
+        self.down: set[str] = set()
+
+    def round(self) -> float:
+        """Look when due; return when the next look is due (``time.monotonic()``)."""
+        now = time.monotonic()
+        if now >= self.next_look:
+            self.next_look = now + self.interval
+            self.look()
+        return self.next_look
+
+    def look(self) -> None:
+        from cafleet.broker import fleets, members
+
+        fleet = fleets.get_fleet(self.store, self.fleet_id)
+        if fleet["deleted_at"] is not None:
+            return
+        director = fleet["director_member_id"]
+        roster = members.roster(self.store, self.fleet_id, detail=True)
+        holding: dict[tuple[str, str], tuple[int | None, str | None, str]] = {}
+        self.opened = opened = notices.open_episodes(self.store, self.fleet_id)
+        self.down = set()  # hosts found unreachable in this look: their other members are not tried
+        for entry in roster:
+            if entry["member_id"] == director or entry["kind"] == "director" or entry["status"] != "active":
+                continue
+            self.conditions(entry, holding)
+        for member_id in set(self.blocked) - {e["member_id"] for e in roster}:
+            del self.blocked[member_id]
+        ended = []
+        for key, episode in opened.items():
+            now_holding = holding.get(key)
+            if now_holding is None or (key[0] == "awaiting_user" and now_holding[1] != episode["digest"]):
+                ended.append(episode["message_id"])
+        if ended:
+            notices.clear(self.store, ended)
+            for key in [k for k, e in opened.items() if e["message_id"] in ended]:
+                del opened[key]
+        for (kind, subject), (about, digest, text) in sorted(holding.items(), key=lambda item: item[0][1]):
+            if (kind, subject) in opened:
+                continue
+            posted = notices.post(self.store, self.fleet_id, director, kind, subject, about, digest, text)
+            if posted is not None:
+                self.posted += 1
+                self.say(f"notice {posted} to the Director: {kind} {subject}")
+
+    def conditions(self, entry: dict, holding: dict) -> None:
+        from cafleet.broker import notifications
+
+        member_id = entry["member_id"]
+        name = render.inline(entry["name"])
+        placement = entry["placement"] or {}
+        session = placement.get("session") or ""
+        host = session[len("ssh://") :].split("/", 1)[0] if session.startswith("ssh://") else None
+        if host is not None and host in self.down:
+            return  # one SSH timeout per host per look, not one per member
+        screens: dict[int, str] = {}
+        state, detail = supervision.pane_state(entry, self.pool, float("inf"), screens=screens)
+        if state == supervision.BLOCKED and member_id in screens:
+            self.awaiting(entry, name, screens[member_id], holding)
+        else:
+            self.blocked.pop(member_id, None)
+        if state == supervision.DEAD and host is not None and " over SSH" in detail:
+            self.down.add(host)
+            subject = f"host:{host}"
+            if ("unreachable", subject) not in holding:
+                holding[("unreachable", subject)] = (
+                    member_id,
+                    None,
+                    f"{notices.HEADER.format(kind='unreachable', subject=subject)}\n"
+                    f"Host {render.inline(host)} cannot be reached (member {member_id}, {name}: "
+                    f"{render.inline(detail)}). Previews owed to its members wait until it answers again; "
+                    f"check it with `ssh {render.inline(host)} true`.",
+                )
+        elif state == supervision.DEAD:
+            owed = notifications.owed_message_ids(self.store, member_id)
+            if owed:
+                ids = ", ".join(map(str, owed))
+                subject = f"member:{member_id}"
+                holding[("dead", subject)] = (
+                    member_id,
+                    None,
+                    f"{notices.HEADER.format(kind='dead', subject=subject)}\n"
+                    f"Member {member_id} ({name}) cannot take previews: {render.inline(detail)}. "
+                    f"Message{'s' if len(owed) > 1 else ''} {ids} "
+                    f"{'are' if len(owed) > 1 else 'is'} owed a preview and stay pending. "
+                    f"See `cafleet member show {member_id}`; `cafleet member delete {member_id}` and a new "
+                    "member take its work over.",
+                )
+        if self.silent(entry):
+            subject = f"member:{member_id}"
+            holding[("silent", subject)] = (
+                member_id,
+                None,
+                f"{notices.HEADER.format(kind='silent', subject=subject)}\n"
+                f"Member {member_id} ({name}) has neither sent nor ACKed a message since it was spawned at "
+                f"{render.inline(entry['registered_at'])} ({self.silent_after:g} s or more). "
+                f"See what its pane shows: `cafleet member capture {member_id}`.",
+            )
+        over = self.over_budget(member_id)
+        if over is not None:
+            subject = f"member:{member_id}"
+            holding[("over_budget", subject)] = (
+                member_id,
+                None,
+                f"{notices.HEADER.format(kind='over_budget', subject=subject)}\n"
+                f"Member {member_id} ({name}) is over its budget: {render.inline(over)} "
+                f"See `cafleet member usage {member_id}`; raise the budget or stop giving it work.",
+            )
+
+    def awaiting(self, entry: dict, name: str, shown: str, holding: dict) -> None:
+        from cafleet.delivery import dialog
+
+        member_id = entry["member_id"]
+        seen = dialog.read((entry["placement"] or {}).get("coding_agent") or "", shown)
+        if seen is None:
+            self.blocked.pop(member_id, None)
+            return
+        now = time.monotonic()
+        known = self.blocked.get(member_id)
+        if known is None:
+            known = self.blocked[member_id] = (seen.digest, now, now)
+        elif known[0] != seen.digest:
+            known = self.blocked[member_id] = (seen.digest, now, known[2])
+        subject = f"member:{member_id}"
+        episode = self.opened.get(("awaiting_user", subject))
+        if episode is not None:
+            if episode["digest"] == seen.digest or now - known[1] < self.awaiting_after:
+                # The same dialog, or another one not yet shown this long: the episode goes
+                # on (a screen that redraws its dialog at every look never gets a notice per
+                # look, and a keeper that restarts does not notice it again).
+                holding[("awaiting_user", subject)] = (member_id, episode["digest"], "")
+                return
+            waited = now - known[1]  # another dialog, shown this long: a new episode
+        else:
+            waited = now - known[2]  # blocked this long, whatever it showed meanwhile
+            if waited < self.awaiting_after:
+                return
+        pane = (entry["placement"] or {}).get("pane_id")
+        shown_lines = "\n".join(f"    {line}" for line in seen.lines)
+        if seen.options:
+            answer = (
+                f"Answer it: `cafleet member answer {member_id} CHOICE --dialog {seen.digest}` "
+                f"(CHOICE: {seen.choices()}), or in pane {render.inline(pane)}."
+            )
+        else:
+            answer = f"It has no numbered option: answer it in pane {render.inline(pane)}."
+        holding[("awaiting_user", subject)] = (
+            member_id,
+            seen.digest,
+            f"{notices.HEADER.format(kind='awaiting_user', subject=subject)}\n"
+            f"Member {member_id} ({name}) has waited for its user for {int(waited)} s or more; "
+            f"its screen shows (dialog {seen.digest}):\n{shown_lines}\n{answer}",
+        )
+
+    def silent(self, entry: dict) -> bool:
+        from cafleet import clock
+
+        since = clock.epoch_or_none(entry["registered_at"])
+        if since is None or time.time() - since < self.silent_after:
+            return False
+        member_id = entry["member_id"]
+        row = self.store.execute(
+            "SELECT EXISTS (SELECT 1 FROM messages WHERE from_member_id = ?) OR EXISTS "
+            "(SELECT 1 FROM messages WHERE to_member_id = ? AND status_state = 'completed')",
+            (member_id, member_id),
+        ).fetchone()
+        return not row[0]
+
+    def over_budget(self, member_id: int) -> str | None:
+        from cafleet.delivery.drain import refuse_over_budget
+        from cafleet.errors import OverBudget
+
+        try:
+            refuse_over_budget(self.store, self.environ, member_id, "send")
+        except OverBudget as error:
+            return str(error)
+        return None
