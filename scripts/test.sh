@@ -17,4 +17,7 @@ export CAFLEET_AGENT_PREFIX="$PWD/.cache/agents"
 .venv/bin/ruff check src tests bench scripts
 .venv/bin/ruff format --check src tests bench scripts
 .venv/bin/mypy
-exec .venv/bin/python -m pytest "$@"
+# Three workers on this two-core machine: most tests wait on real agents, tmux and servers
+# rather than compute. Each test file runs whole on one worker (--dist loadfile), so a
+# module's one real agent fleet is started once. PYTEST_WORKERS=0 runs in this process.
+exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadfile "$@"
