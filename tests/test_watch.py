@@ -413,3 +413,28 @@ def test_member_list_and_webui_show_the_same_states(fleet, store, tmux_server, c
     text = cli("member", "list", str(fleet_id), "--state", environ=environ).out.splitlines()
     assert text[0].split()[-1] == "STATE"
     assert [line.split()[-1] for line in text[1:]] == ["director", "alive", "blocked", "dead"]
+
+
+def test_a_fleet_deleted_during_a_round_ends_the_stream_as_deleted(fleet, store, cli, tmp_path):
+    """The fleet is deleted after the stream found it live and before it reads its members
+    (held exactly there by the pause hook): the round's refused read ends the stream with
+    its `end` event and exit 0, not an error."""
+    fleet_id, director, environ, add = fleet
+    add("member", store=store)
+    marker, go = tmp_path / "paused", tmp_path / "go"
+    held = dict(
+        environ,
+        CAFLEET_TEST_PAUSE_AT="watch.round",
+        CAFLEET_TEST_PAUSE_FILE=str(marker),
+        CAFLEET_TEST_PAUSE_UNTIL=str(go),
+    )
+    stream = Stream(held, fleet_id, "--interval", "0.5", "--idle-after", "600")
+    try:
+        wait_for(lambda: marker.exists() and marker.read_text() == "paused watch.round\n", what="the pause")
+        assert cli("fleet", "delete", str(fleet_id), environ=environ).code == 0
+        go.touch()
+        end = stream.wait_event(lambda e: e["event"] == "end")
+        assert end["detail"] == f"watch ended: fleet {fleet_id} was deleted"
+        assert stream.proc.wait(timeout=60) == 0, stream.proc.stderr.read()
+    finally:
+        stream.stop()

@@ -28,6 +28,8 @@ The points, in the order a command reaches them (tests/test_crash.py kills at ea
                         deregistered
 ``wait.empty``          ``message wait`` read its inbox and found nothing, its wait for
                         a change not begun
+``watch.round``         ``fleet watch`` found its fleet live and is about to read its
+                        members (tests/test_watch.py deletes the fleet right there)
 =====================  =========================================================
 
 ``CAFLEET_TEST_TRACE=<path>`` is the counting half: each :func:`trace_point` reached appends

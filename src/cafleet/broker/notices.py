@@ -22,8 +22,8 @@ KINDS = ("awaiting_user", "dead", "silent", "unreachable", "over_budget")
 HEADER = "[cafleet notice {kind} {subject}]"
 
 
-def _has_table(store) -> bool:
-    return bool(store.tables_present([TABLE]))
+def _has_table(store, recheck: bool = False) -> bool:
+    return bool(store.tables_present([TABLE], recheck))
 
 
 def open_episodes(store, fleet_id: int) -> dict[tuple[str, str], dict]:
@@ -97,7 +97,9 @@ def annotate(store, records: list[dict]) -> list[dict]:
     "dialog"}``) to the records among ``records`` that are notices; no read at all when
     none is a self-send."""
     selfs = [r["message_id"] for r in records if r["from_member_id"] == r["to_member_id"]]
-    if not selfs or not _has_table(store):
+    # recheck: the open may have found no table moments before the keeper's first notice
+    # created it, and a self-send just read may be that notice
+    if not selfs or not _has_table(store, recheck=True):
         return records
     rows = store.execute(
         f"SELECT message_id, kind, subject, member_id, digest FROM {TABLE} "

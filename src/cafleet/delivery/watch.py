@@ -27,7 +27,8 @@ import time
 from cafleet import clock
 from cafleet.broker import activity, fleets, messages, notifications
 from cafleet.delivery import drain, supervision
-from cafleet.errors import CafleetError, DatabaseError, DatabaseGone, DatabaseUnreachable
+from cafleet.errors import CafleetError, Conflict, DatabaseError, DatabaseGone, DatabaseUnreachable
+from cafleet.faults import pause_point
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
 MESSAGE_CHECK = 0.25  # seconds between checks for new Director messages (SQLite) and member rounds
@@ -123,6 +124,7 @@ class Watcher:
                             self.director_messages()
                             unread = False
                         if time.monotonic() >= next_round:
+                            pause_point("watch.round")
                             self.members_round()
                             self.retry_stale()
                             self.budgets.round(self.emit, event)
@@ -146,6 +148,10 @@ class Watcher:
                         unread = True  # notifications were lost meanwhile: read the inbox again
                     except DatabaseError:
                         stop.sleep(MESSAGE_CHECK)  # busy database: try again, never end the stream for it
+                    except Conflict:  # a read of the live fleet refused: deleted since the check above?
+                        if fleets.get_fleet(self.store, self.fleet_id)["deleted_at"] is not None:
+                            return f"fleet {self.fleet_id} was deleted"
+                        raise
         except Stopped as stopped:  # outside the ``with``: a signal while it restores is caught too
             return str(stopped)
         finally:

@@ -61,8 +61,9 @@ class Store:
         the caller's first read."""
         return DataVersionWaiter(self, interval)
 
-    def tables_present(self, names) -> set[str]:
-        """Which of ``names`` are tables of this database (auxiliary tables are optional)."""
+    def tables_present(self, names, recheck: bool = False) -> set[str]:
+        """Which of ``names`` are tables of this database (auxiliary tables are optional);
+        always read from the file (``recheck`` is for the PostgreSQL store's cached look)."""
         names = list(names)
         rows = self.execute(
             f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({','.join('?' * len(names))})", names

@@ -409,16 +409,17 @@ class PgStore:
         self.absent: set[str] = set()
         self.absent_until = 0.0
 
-    def tables_present(self, names) -> set[str]:
+    def tables_present(self, names, recheck: bool = False) -> set[str]:
         """Which of ``names`` are tables in this store's schema; asks the catalogue only
-        about those not already known to exist."""
-        return self._present(names)
+        about those not already known to exist. ``recheck``: also about those the open found
+        absent less than a second ago (a row just read may come from a table created since)."""
+        return self._present(names, recheck)
 
-    def _present(self, names) -> set[str]:
+    def _present(self, names, recheck: bool = False) -> set[str]:
         """Which of ``names`` (tables or indexes) exist in the schema: one catalogue read for
         those not already known to (cafleet never drops one, so a name found stays found)."""
         names = list(names)
-        fresh = self.absent if time.monotonic() < self.absent_until else ()
+        fresh = self.absent if time.monotonic() < self.absent_until and not recheck else ()
         unknown = [name for name in names if name not in self.present and name not in fresh]
         if unknown:
             rows = self.execute(
