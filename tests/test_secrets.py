@@ -21,6 +21,7 @@ import pytest
 from cafleet.credentials import redact, scrub, split_password
 from tests.support.pane_fleet import cafleet, tmux_fleet
 from tests.support.remote_fleet import create_remote, fleet_with_hosts, proc_environ, remote_panes, short_directory
+from tests.support.tmux_fixtures import wait_for
 from tests.support.web_server import BASE, make_app
 
 with warnings.catch_warnings():
@@ -125,6 +126,13 @@ def test_locations_cafleet_refuses_are_quoted_without_their_password(env, pg_clu
             assert not leaks(result.out + result.err), result
 
 
+def sessions_of(pg_cluster, role: str) -> int:
+    import psycopg
+
+    with psycopg.connect(pg_cluster.url("postgres"), autocommit=True) as conn:
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s", (role,)).fetchone()[0]
+
+
 def test_the_webui_never_shows_the_password(env, base, pg_cluster):
     url = query_form(base)
     role = base.split("//", 1)[1].split("@", 1)[0]
@@ -134,6 +142,9 @@ def test_the_webui_never_shows_the_password(env, base, pg_cluster):
         pg_cluster.admin(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '" + role + "'"
         )  # fmt: skip
+        # pg_terminate_backend only signals: wait until the sessions are gone (their reason
+        # sent), so the pool sees its idle connection ended and logs in again
+        wait_for(lambda: sessions_of(pg_cluster, role) == 0, what=f"{role}'s sessions to end")
         answer = client.get("/api/fleets")
         assert answer.status_code == 503, answer.text
         assert "password authentication failed" in answer.text and not leaks(answer.text), answer.text

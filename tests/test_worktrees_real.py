@@ -16,6 +16,8 @@ import pytest
 
 from tests.support.real_agents import AGENTS, START_TIMEOUT, composer_empty, real_fleet, skip_reason
 
+FIRST_TURN = 180.0  # seconds; bounds a failure only
+
 pytestmark = pytest.mark.real_agent
 
 
@@ -52,7 +54,9 @@ def test_a_real_member_in_its_worktree_is_not_blocked_by_a_trust_dialog(agent, t
         assert not path.startswith(str(fleet.workdir) + os.sep)  # outside the trusted repository
         fleet.check_pinned(record["pane_id"], agent)
         # its spawn prompt reached the model: nothing blocked it (wait returns falsy on its timeout)
-        assert fleet.api.wait(lambda _: len(fleet.api.turns()) > turns, START_TIMEOUT), fleet.capture(record["pane_id"])
+        # (the bound is generous: on a loaded machine opencode's first request from a new
+        # folder was seen to take over a minute after the prompt was submitted)
+        assert fleet.api.wait(lambda _: len(fleet.api.turns()) > turns, FIRST_TURN), fleet.capture(record["pane_id"])
         shown = fleet.wait_screen(
             record["pane_id"], lambda s: composer_empty(agent, s), START_TIMEOUT, f"{agent}'s composer"
         )
