@@ -503,3 +503,22 @@ def test_a_long_echo_is_recognised_by_its_end(server, standin, tmp_path):
     submit_preview(server.mux, pane, render_preview(31, 3, TS, body, size), "standin", **FAST)
     assert kinds_and_texts(record) == [("submit", header + body)]
     assert f"[cafleet msg 31 from 3 {TS}]" not in server.mux.capture(pane)  # the start is gone
+
+
+def test_a_preview_taken_after_the_attempt_gave_up_is_not_typed_again(server, standin, tmp_path):
+    """The agent lags so much that the echo of the submitted preview comes after the
+    attempt stopped waiting for it (the attempt fails, the message stays owed). The retry
+    finds the preview's header in the transcript: it was delivered, and it is not typed a
+    second time. A prompt line, which may be meant twice, is not skipped that way."""
+    record = tmp_path / "record.jsonl"
+    fast = dict(FAST, confirm_timeout=0.5)  # gives up after 1.5 s without an echo
+    pane = standin("--late-echo", "3", record=record)
+    preview = render_preview(29, 3, TS, "taken late", 200)
+    with pytest.raises(SubmissionNotConfirmed, match="vanished"):
+        submit_preview(server.mux, pane, preview, "standin", **fast)
+    line = f"[cafleet msg 29 from 3 {TS}]⏎taken late"
+    wait_for(lambda: f"• {line}" in server.mux.capture(pane), what="the late echo")
+    submit_preview(server.mux, pane, preview, "standin", **fast)  # confirmed by the echo already there
+    assert kinds_and_texts(record) == [("submit", line)]
+    type_prompt(server.mux, pane, line, "standin", **FAST)
+    assert kinds_and_texts(record) == [("submit", line), ("submit", line)]

@@ -13,7 +13,10 @@ header, so every partial or repeated input still carries its message id.
 The typed text is only ever ours, and Enter only ever submits our text. The steps, each
 bounded in time:
 
-1. capture the pane. Type nothing when it shows a prompt awaiting its user
+1. capture the pane. A preview whose header already shows in the transcript or queue was
+   taken by the agent after an earlier attempt stopped waiting for its echo (a lagging
+   agent's late Enter): it counts as submitted, and nothing is typed (a prompt line, which
+   may be meant twice, is always typed). Otherwise type nothing when it shows a prompt awaiting its user
    (:class:`PaneAwaitingUser`: a digit would pick an option, Enter would approve), when it
    shows no input box of that agent or the agent is still starting (:class:`PaneNotReady`:
    a shell, ``sleep``, codex's ``Waiting for startup``), or when the box already holds
@@ -122,8 +125,10 @@ def submit_preview(
     """Type the rendered preview ``text`` as one line into ``pane_id`` and submit it.
 
     ``ours(box_text)``, when given, names another preview of ours the box may still hold
-    (step 1): the whole uncut line of the message its header names, or None."""
-    _submit(mux, pane_id, flatten(text), agent, settle, enter_retries, confirm_timeout, echo_timeout, ours)
+    (step 1): the whole uncut line of the message its header names, or None. A preview
+    whose header already shows in the transcript or queue was taken by the agent after an
+    earlier attempt gave up (step 0): it counts as submitted and is not typed again."""
+    _submit(mux, pane_id, flatten(text), agent, settle, enter_retries, confirm_timeout, echo_timeout, ours, once=True)
 
 
 def type_prompt(
@@ -163,6 +168,7 @@ def _submit(
     confirm_timeout: float,
     echo_timeout: float,
     ours: Callable[[str], str | None] | None = None,
+    once: bool = False,
 ) -> None:
     if settle is None:
         import os
@@ -175,7 +181,10 @@ def _submit(
     cues = screen.CUES.get(agent)
     placeholder = cues.placeholder if cues else None
 
-    before = _check_ready(mux, pane_id, agent, mux.capture(pane_id, CAPTURE_LINES, ansi=True), line, ours)
+    before = mux.capture(pane_id, CAPTURE_LINES, ansi=True)
+    if once and _taken_already(agent, before, marker, placeholder):
+        return
+    before = _check_ready(mux, pane_id, agent, before, line, ours)
     ends = (marker, _tail_marker(line))
     echoes = (_echoes(agent, before, ends[:1]), _echoes(agent, before, ends))
     # A placeholder already in the box before typing proves nothing about our text.
@@ -381,6 +390,16 @@ def _await_outcome(
     if _box_holds(agent, shown, marker, placeholder):
         return _IN_BOX, shown
     return (_VANISHED if left else _IN_BOX), shown
+
+
+def _taken_already(agent: str, shown: str, marker: str, placeholder: str | None) -> bool:
+    """Whether a line whose first characters name it uniquely (a preview's header names
+    its message) already shows outside the input box: the agent took an earlier attempt's
+    Enter after that attempt stopped waiting for the echo. Only a screen that shows the
+    input box, not holding the line, counts, so a line still in a box never passes."""
+    if screen.input_box(agent, shown) is None or _box_holds(agent, shown, marker, placeholder):
+        return False
+    return _echoes(agent, shown, (marker,)) > 0
 
 
 def _echoes(agent: str, shown: str, pieces: tuple[str, ...]) -> int:
