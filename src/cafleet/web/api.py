@@ -274,13 +274,18 @@ def _json_object(raw: bytes) -> dict:
     return value
 
 
-def _send_fields(payload: dict) -> tuple[int, int, str]:
-    unexpected = sorted(set(payload) - set(SEND_FIELDS))
+def _exact_fields(payload: dict, fields: tuple[str, ...]) -> None:
+    """422 unless ``payload`` has exactly ``fields``, naming the first one wrong."""
+    unexpected = sorted(set(payload) - set(fields))
     if unexpected:
-        raise ApiError(422, f"unexpected field {unexpected[0]!r}; expected {', '.join(SEND_FIELDS)}")
-    missing = [name for name in SEND_FIELDS if name not in payload]
+        raise ApiError(422, f"unexpected field {unexpected[0]!r}; expected {', '.join(fields)}")
+    missing = [name for name in fields if name not in payload]
     if missing:
         raise ApiError(422, f"missing field {missing[0]!r}")
+
+
+def _send_fields(payload: dict) -> tuple[int, int, str]:
+    _exact_fields(payload, SEND_FIELDS)
     try:
         ids = [validation.id_number(payload[name], name) for name in SEND_FIELDS[:2]]
         text = validation.body(payload["text"], "text")
@@ -302,12 +307,7 @@ async def answer_member(request: Request) -> JSONResponse:
     like the composer's send (web/security.py: same-origin JSON only)."""
     member_id = parse_id(request.path_params.get("member_id"), "member id")
     payload = _json_object(await _read_body(request))
-    unexpected = sorted(set(payload) - set(ANSWER_FIELDS))
-    if unexpected:
-        raise ApiError(422, f"unexpected field {unexpected[0]!r}; expected {', '.join(ANSWER_FIELDS)}")
-    missing = [name for name in ANSWER_FIELDS if name not in payload]
-    if missing:
-        raise ApiError(422, f"missing field {missing[0]!r}")
+    _exact_fields(payload, ANSWER_FIELDS)
     choice, digest = payload["choice"], payload["dialog"]
     if isinstance(choice, bool) or not isinstance(choice, int) or not 1 <= choice <= 99:
         raise ApiError(422, "choice must be the number of one of the dialog's options (1 to 99)")
