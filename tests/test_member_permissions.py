@@ -215,3 +215,12 @@ def test_doctor_reports_findings_and_exits_1(cli, env, project, tmp_path):
     path.unlink()
     healthy = cli("doctor", "--json").json()["member_permissions"]
     assert healthy == {"ok": True, "directory": str(project), "findings": []}
+
+
+def test_a_settings_file_that_cannot_be_read_is_a_finding(env, project, tmp_path):
+    path = project / ".claude/settings.json"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'{"permissions": "\xff"}')  # not UTF-8
+    found = run(env, project, tmp_path)
+    assert [(f.coding_agent, f.path, f.rule) for f in found] == [("claude", str(path), "")]
+    assert found[0].problem.startswith("cannot be read (UnicodeDecodeError: ")
