@@ -97,6 +97,7 @@ def test_held_lock_times_out_within_the_bound(holder, lock_dir):
         "the pane-input lock for pane %3 is still held by another cafleet process after 0.3 s; "
         "try again when that delivery has finished"
     )
+    assert caught.value.pane == "%3"  # the pane it names, as a value
 
 
 def test_waiting_sleeps_instead_of_spinning(holder, lock_dir):

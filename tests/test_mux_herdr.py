@@ -123,12 +123,12 @@ def test_split_runs_argv_exactly_with_cwd_and_env(herdr_env, herdr, tmp_path):
     workdir = tmp_path / "dir with space #{pane_id};"
     workdir.mkdir()
     env = {"CFT_A": "value with spaces; $HOME `x`", "CFT_B": "#{session_name};"}
-    pane = herdr.split(
+    pane = herdr.split_identified(
         "w1:t1",
         [sys.executable, "-c", ARGV_DUMPER, str(out), *HOSTILE_ARGS],
         cwd=str(workdir),
         env=env,
-    )
+    )[0]
     assert pane == "w1:p2"
     assert read_json_when_present(out) == {"argv": HOSTILE_ARGS, "cwd": str(workdir), "env": env}
     assert not (workdir / "pwned").exists()
@@ -138,7 +138,7 @@ def test_split_runs_argv_exactly_with_cwd_and_env(herdr_env, herdr, tmp_path):
 
 
 def test_split_keeps_focus_and_splits_the_tabs_focused_pane(herdr_env, herdr):
-    new = herdr.split("w1:t1", ["sleep", "60"])
+    new = herdr.split_identified("w1:t1", ["sleep", "60"])[0]
     panes = envelope(herdr_env.run("pane", "list").stdout)["result"]["panes"]
     assert [(p["pane_id"], p["tab_id"], p["focused"]) for p in panes] == [
         ("w1:p1", "w1:t1", True),
@@ -150,13 +150,13 @@ def test_split_keeps_focus_and_splits_the_tabs_focused_pane(herdr_env, herdr):
 
 def test_split_of_a_missing_tab_pane_or_directory_fails_clearly(herdr, tmp_path):
     with pytest.raises(MuxError, match="herdr tab w1:t9 has no pane to split"):
-        herdr.split("w1:t9", ["true"])
+        herdr.split_identified("w1:t9", ["true"])[0]
     with pytest.raises(PaneGone, match="w1:p99"):
-        herdr.split("w1:t1", ["true"], target_pane="w1:p99")
+        herdr.split_identified("w1:t1", ["true"], target_pane="w1:p99")[0]
     with pytest.raises(MuxError, match="without a command"):
-        herdr.split("w1:t1", [])
+        herdr.split_identified("w1:t1", [])[0]
     with pytest.raises(MuxError, match="does not exist"):
-        herdr.split("w1:t1", ["true"], cwd=str(tmp_path / "missing"))
+        herdr.split_identified("w1:t1", ["true"], cwd=str(tmp_path / "missing"))[0]
 
 
 # -- capture -------------------------------------------------------------------------------
@@ -208,10 +208,12 @@ def test_type_text_sends_long_text_exactly(herdr_env, herdr, tmp_path):
 
 
 def test_typing_into_a_gone_pane_is_pane_gone(herdr):
-    with pytest.raises(PaneGone):
+    with pytest.raises(PaneGone) as typed:
         herdr.type_text("w1:p99", "hello")
-    with pytest.raises(PaneGone):
+    with pytest.raises(PaneGone) as entered:
         herdr.press_enter("w1:p99")
+    # each names the pane as a value, so a delivery failure names it once without reading the text
+    assert typed.value.pane == entered.value.pane == "w1:p99"
 
 
 # -- kill, existence, supervision ------------------------------------------------------------

@@ -95,12 +95,12 @@ def test_split_runs_argv_exactly_with_cwd_and_env(tmux_server, tmux, tmp_path):
     workdir.mkdir()
     env = {"CFT_A": "value with spaces; $HOME `x`", "CFT_B": "#{session_name};"}
     context = tmux.current_pane()
-    pane = tmux.split(
+    pane = tmux.split_identified(
         context.window_id,
         [sys.executable, "-c", ARGV_DUMPER, str(out), *HOSTILE_ARGS],
         cwd=str(workdir),
         env=env,
-    )
+    )[0]
     assert pane.startswith("%") and pane != context.pane_id
     assert read_json_when_present(out) == {"argv": HOSTILE_ARGS, "cwd": str(workdir), "env": env}
     assert not (workdir / "pwned").exists()
@@ -111,7 +111,7 @@ def test_split_of_a_single_word_command_runs_it_without_shell_parsing(tmux_serve
     script = tmp_path / "my prog; $HOME"
     script.write_text(f"#!/bin/sh\necho ok > '{marker}'\nsleep 60\n")
     script.chmod(0o755)
-    tmux.split(tmux.current_pane().window_id, [str(script)])
+    tmux.split_identified(tmux.current_pane().window_id, [str(script)])[0]
     # the shell creates the file before it writes to it: wait for the whole line
     wait_for(lambda: marker.exists() and marker.read_text() == "ok\n", what="the single-word command to run")
 
@@ -119,7 +119,7 @@ def test_split_of_a_single_word_command_runs_it_without_shell_parsing(tmux_serve
 def test_split_keeps_focus_on_the_calling_pane(tmux_server, tmux):
     context = tmux.current_pane()
     before = tmux_server.run("display-message", "-p", "-t", "main", "#{window_id} #{pane_id}")
-    new = tmux.split(context.window_id, ["sleep", "60"], target_pane=context.pane_id)
+    new = tmux.split_identified(context.window_id, ["sleep", "60"], target_pane=context.pane_id)[0]
     after = tmux_server.run("display-message", "-p", "-t", "main", "#{window_id} #{pane_id}")
     assert after == before == f"{context.window_id} {context.pane_id}\n"
     panes = tmux_server.run("list-panes", "-t", context.window_id, "-F", "#{pane_id}").split()
@@ -129,14 +129,14 @@ def test_split_keeps_focus_on_the_calling_pane(tmux_server, tmux):
 def test_split_refuses_a_missing_directory_and_an_empty_command(tmux, tmp_path):
     window = tmux.current_pane().window_id
     with pytest.raises(MuxError, match="does not exist"):
-        tmux.split(window, ["true"], cwd=str(tmp_path / "missing"))
+        tmux.split_identified(window, ["true"], cwd=str(tmp_path / "missing"))[0]
     with pytest.raises(MuxError, match="without a command"):
-        tmux.split(window, [])
+        tmux.split_identified(window, [])[0]
 
 
 def test_split_into_a_missing_window_fails_in_one_line(tmux):
     with pytest.raises(MuxError) as caught:
-        tmux.split("@999", ["true"])
+        tmux.split_identified("@999", ["true"])[0]
     assert str(caught.value).startswith("tmux split-window failed: ")
     assert "\n" not in str(caught.value)
 
@@ -271,10 +271,14 @@ def test_text_chunks_respect_the_byte_limit_and_characters():
 
 
 def test_typing_into_a_gone_pane_is_pane_gone(tmux):
-    with pytest.raises(PaneGone):
+    with pytest.raises(PaneGone) as typed:
         tmux.type_text("%999", "hello")
-    with pytest.raises(PaneGone):
+    with pytest.raises(PaneGone) as entered:
         tmux.press_enter("%999")
+    with pytest.raises(PaneGone) as captured:
+        tmux.capture("%999")
+    # each names the pane as a value, so a delivery failure names it once without reading the text
+    assert typed.value.pane == entered.value.pane == captured.value.pane == "%999"
 
 
 # -- kill, existence, supervision ------------------------------------------------------------

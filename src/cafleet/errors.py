@@ -21,6 +21,12 @@ def shown(value: object) -> str:
     return repr(text) if len(text) <= SHOWN_CHARS else repr(text[:SHOWN_CHARS]) + "…"
 
 
+def clause(error: BaseException) -> str:
+    """An error's message as a clause quoted inside another sentence (``…: <clause>.``,
+    ``… (<clause>)``): the one-line message without its final full stop."""
+    return str(error).rstrip(".")
+
+
 class ExitCode:
     OK = 0
     FAILURE = 1
@@ -29,14 +35,16 @@ class ExitCode:
 
 
 class CafleetError(Exception):
-    """A failure the user can act on. ``str(error)`` is the one-line message."""
+    """A failure the user can act on. ``str(error)`` is the one-line message; ``pane``: the
+    pane id the message names, if it names one (a delivery failure names its pane once)."""
 
     exit_code = ExitCode.FAILURE
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, *, pane: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.pane = pane
 
     def __str__(self) -> str:
         return self.message

@@ -19,26 +19,39 @@ from __future__ import annotations
 from cafleet.errors import UsageError, shown
 
 MAX_ID = 2**63 - 1  # the largest SQLite INTEGER
-_MAX_ID_DIGITS = len(str(MAX_ID))
 MAX_BODY_BYTES = 16 * 1024 * 1024
 """The longest message body, in bytes of UTF-8 (16 MiB): what `--file` reads at most (plus
 one byte, to tell a longer input), so an endless stream is refused, never held in memory."""
+
+
+def bounded_int(raw: str, low: int, high: int) -> int | None:
+    """The integer that ``raw`` writes in plain decimal (ASCII digits; surrounding
+    whitespace and leading zeros allowed) when it is from ``low`` to ``high`` (``low`` at
+    least 0); None otherwise. The digits are counted before ``int()``, so a 5,000-digit
+    value never reaches int()'s digit limit (ValueError)."""
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(high)):
+        return None
+    value = int(digits)
+    return value if low <= value <= high else None
 
 
 def parse_id(raw: str, where: str) -> int:
     """A positive id from its decimal text (surrounding whitespace and leading zeros allowed).
 
     SQLite integers are signed 64-bit: a larger Python int cannot even be bound as a query
-    parameter (OverflowError) and names no row anyway. The length is compared before
-    ``int()`` so a 5,000-digit value never reaches int()'s digit limit (ValueError).
+    parameter (OverflowError) and names no row anyway.
     """
+    value = bounded_int(raw, 1, MAX_ID)
+    if value is not None:
+        return value
     text = raw.strip()
-    digits = text.lstrip("0")
-    if not text.isdigit() or not text.isascii() or not digits:
-        raise UsageError(f"{where} must be a positive integer, got {shown(raw)}.")
-    if len(digits) > _MAX_ID_DIGITS or int(digits) > MAX_ID:
+    if text.isascii() and text.isdigit() and text.lstrip("0"):
         raise UsageError(f"{where} must be at most {MAX_ID}, got {shown(raw)}.")
-    return int(digits)
+    raise UsageError(f"{where} must be a positive integer, got {shown(raw)}.")
 
 
 def id_number(value, where: str) -> int:

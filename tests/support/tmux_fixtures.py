@@ -218,7 +218,7 @@ class HerdrEnv:
         from cafleet.mux.herdr import Herdr
 
         herdr = Herdr(self.socket, timeout=TMUX_TIMEOUT, binary=self.binary)
-        return herdr.split(self.tab, argv, cwd=cwd, env=env, target_pane=self.root_pane)
+        return herdr.split_identified(self.tab, argv, cwd=cwd, env=env, target_pane=self.root_pane)[0]
 
     def kill(self) -> None:
         try:

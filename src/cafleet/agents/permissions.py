@@ -502,7 +502,13 @@ def opencode_findings(environ: Mapping[str, str], project: Path, managed: Path =
                 tuple(subcommand(c) for c in MEMBER_COMMANDS),
             )
         )
-    ordered = [*_flatten(general, general_origin), *_flatten(agent, agent_origin)]
+    return out + _opencode_blocking([*_flatten(general, general_origin), *_flatten(agent, agent_origin)])
+
+
+def _opencode_blocking(ordered: list) -> list[Finding]:
+    """A finding per rule that, as the last one matching, denies or asks before a member's
+    `cafleet message` commands (``ordered``: every rule, lowest precedence first)."""
+    out: list[Finding] = []
     blocking: dict[tuple[str, str, str, str], list[str]] = {}
     for command in MEMBER_COMMANDS:
         deciding = None

@@ -416,6 +416,32 @@ def _cells(ch: str, unicodedata) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = _options(argv)
+    fd = sys.stdin.fileno()
+    if not os.isatty(fd):
+        print("Error: the stand-in agent needs a terminal on its standard input.", file=sys.stderr)
+        return 2
+    agent = _agent(args)
+    saved = termios.tcgetattr(fd)
+    frozen = _on_signals(agent)
+    try:
+        tty.setraw(fd)
+        agent.draw()
+        _serve(agent, fd, frozen)
+    except SystemExit:
+        pass
+    finally:
+        try:
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+            sys.stdout.write("\r\n")
+            sys.stdout.flush()
+        except (termios.error, OSError):
+            pass  # the terminal is gone: nothing left to restore
+    return 0
+
+
+def _options(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, completed from the pane's environment."""
     parser = argparse.ArgumentParser(prog="python -m cafleet.agents.standin")
     parser.add_argument("--member-id", type=int, required=True)
     parser.add_argument("--record", help="append what arrives here, one JSON object a line")
@@ -476,11 +502,11 @@ def main(argv: list[str] | None = None) -> int:
         args.start_delay = float(os.environ["CAFLEET_STANDIN_START_DELAY"])
     if os.environ.get("CAFLEET_STANDIN_START_GATE") and not args.start_gate:
         args.start_gate = os.environ["CAFLEET_STANDIN_START_GATE"]
-    fd = sys.stdin.fileno()
-    if not os.isatty(fd):
-        print("Error: the stand-in agent needs a terminal on its standard input.", file=sys.stderr)
-        return 2
-    agent = StandIn(
+    return args
+
+
+def _agent(args: argparse.Namespace) -> StandIn:
+    return StandIn(
         args.member_id,
         args.record,
         args.auto_reply,
@@ -497,68 +523,70 @@ def main(argv: list[str] | None = None) -> int:
         start_delay=args.start_delay,
         start_gate=args.start_gate,
     )
-    saved = termios.tcgetattr(fd)
+
+
+def _on_signals(agent: StandIn) -> list[bool]:
+    """SIGTERM, SIGHUP and SIGINT end it; SIGUSR1 ends its start-up; SIGUSR2 freezes and
+    thaws it (the returned flag)."""
     signal.signal(signal.SIGTERM, _quit)
     signal.signal(signal.SIGHUP, _quit)
     signal.signal(signal.SIGINT, _quit)
 
-    def on_started(signum: int, frame: object) -> None:
+    def on_started(_signum: int, _frame: object) -> None:
         agent.started()
         agent.draw()
 
     signal.signal(signal.SIGUSR1, on_started)
     frozen = [False]
 
-    def on_freeze(signum: int, frame: object) -> None:
+    def on_freeze(_signum: int, _frame: object) -> None:
         frozen[0] = not frozen[0]
         agent.record("frozen" if frozen[0] else "thawed")
 
     signal.signal(signal.SIGUSR2, on_freeze)
+    return frozen
+
+
+def _serve(agent: StandIn, fd: int, frozen: list[bool]) -> None:
+    """Read the terminal and answer it until the agent is done or the terminal goes away."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    try:
-        tty.setraw(fd)
-        agent.draw()
-        while not agent.done:
-            if frozen[0]:
-                time.sleep(_ESC_WAIT)
-                continue
-            next_echo = agent.draw_due_echoes()
-            if agent.box_at or agent.start_gate is not None:  # redraw when the input box is due
-                if not agent.no_box_yet():
-                    agent.draw()
-                elif agent.start_gate is not None:
-                    next_echo = min(next_echo or 1.0, 0.05)  # look for the gate file again soon
-                else:
-                    next_echo = min(next_echo or 1.0, max(0.0, agent.box_at - time.monotonic()))
-            wait = _ESC_WAIT if agent.pending else 1.0
-            ready, _, _ = select.select([fd], [], [], wait if next_echo is None else min(wait, next_echo))
-            if frozen[0] or (not ready and not agent.pending):
-                continue
-            if not ready:
-                agent.flush_escape()
-                continue
-            try:
-                data = os.read(fd, 4096)
-            except OSError:  # the terminal went away
-                break
-            if not data:
-                break
-            agent.feed(decoder.decode(data))
-            if not agent.done:
-                agent.draw()
-    except SystemExit:
-        pass
-    finally:
+    while not agent.done:
+        if frozen[0]:
+            time.sleep(_ESC_WAIT)
+            continue
+        next_echo = _next_wake(agent)
+        wait = _ESC_WAIT if agent.pending else 1.0
+        ready, _, _ = select.select([fd], [], [], wait if next_echo is None else min(wait, next_echo))
+        if frozen[0] or (not ready and not agent.pending):
+            continue
+        if not ready:
+            agent.flush_escape()
+            continue
         try:
-            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
-            sys.stdout.write("\r\n")
-            sys.stdout.flush()
-        except (termios.error, OSError):
-            pass  # the terminal is gone: nothing left to restore
-    return 0
+            data = os.read(fd, 4096)
+        except OSError:  # the terminal went away
+            break
+        if not data:
+            break
+        agent.feed(decoder.decode(data))
+        if not agent.done:
+            agent.draw()
 
 
-def _quit(signum: int, frame: object) -> None:
+def _next_wake(agent: StandIn) -> float | None:
+    """Draw what is due; how long until something else is (None: nothing is)."""
+    next_echo = agent.draw_due_echoes()
+    if agent.box_at or agent.start_gate is not None:  # redraw when the input box is due
+        if not agent.no_box_yet():
+            agent.draw()
+        elif agent.start_gate is not None:
+            next_echo = min(next_echo or 1.0, 0.05)  # look for the gate file again soon
+        else:
+            next_echo = min(next_echo or 1.0, max(0.0, agent.box_at - time.monotonic()))
+    return next_echo
+
+
+def _quit(_signum: int, _frame: object) -> None:
     raise SystemExit(0)
 
 

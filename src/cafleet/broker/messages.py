@@ -61,7 +61,7 @@ def send(store, from_id: int, to_id: int, text: str) -> dict:
         message_id = store.insert(
             "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text, notified_at) "
             "VALUES (?, ?, ?, 'input_required', ?, ?, ?)",
-            (from_id, to_id, now, now, text, now if from_id == to_id else None),
+            (from_id, to_id, now, now, text, now if records.is_self_send(from_id, to_id) else None),
             "message_id",
         )
         pause_point("send.before_commit")
@@ -120,7 +120,7 @@ def broadcast(store, director_id: int, text: str, refuse=None, each=None) -> dic
                 entry = send(store, director_id, to_id, text)
             except CafleetError as error:
                 why = str(error)
-            except Exception as error:  # a bug met by one row must not hide the rows committed before it
+            except Exception as error:  # noqa: BLE001 -- a bug met by one row must not hide the rows committed before it
                 why = f"internal error ({type(error).__name__}: {error}); rerun with CAFLEET_DEBUG=1 and report it"
         if entry is None:
             entry = {"to_member_id": to_id, "error": why}

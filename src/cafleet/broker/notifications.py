@@ -37,7 +37,7 @@ def pending(alias: str) -> str:
 
 
 def unnotified(alias: str) -> str:
-    """No preview recorded, and not a self-send."""
+    """No preview recorded, and not a self-send (:func:`cafleet.broker.records.is_self_send`)."""
     return f"{alias}.notified_at IS NULL AND {alias}.from_member_id != {alias}.to_member_id"
 
 

@@ -11,6 +11,14 @@ MESSAGE_STATES = ("input_required", "completed")
 # "is input_required" so that a row with a value this version does not know is selected,
 # then refused by :func:`message`, instead of being skipped in silence.
 UNACKED = "status_state != 'completed'"
+
+
+def is_self_send(from_id: int, to_id: int) -> bool:
+    """The self-send rule: a message a member sends itself is stamped notified on insert
+    and never typed into a pane (the same rule in SQL: :func:`cafleet.broker.notifications.unnotified`)."""
+    return from_id == to_id
+
+
 # Members that count as present: active ones, and any unknown value (refused on decoding).
 NOT_DEREGISTERED = "status != 'deregistered'"
 

@@ -231,5 +231,5 @@ def demo(ctx, keep):
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _interrupt(signum, frame):
+def _interrupt(_signum, _frame):
     raise KeyboardInterrupt

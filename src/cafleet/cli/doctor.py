@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from cafleet.errors import CafleetError, ExitCode
+from cafleet.render import inline
 
 
 def multiplexer_section(environ) -> dict:
@@ -346,9 +347,128 @@ def _mark(ok: bool) -> str:
     return "✓" if ok else "✗"
 
 
-def doctor(ctx, hosts):
-    from cafleet.render import inline
+def _text(mux, db, agents, assets, permissions, remote, keeping, trees) -> str:
+    """The report as lines, one renderer per section. Every value is shown through
+    ``inline``: paths and versions a host printed, ssh's errors, the names of files here
+    can all hold escape sequences or bidi controls."""
+    show = inline
+    lines = [
+        f"{_mark(mux['ok'])} multiplexer: "
+        + (f"{show(mux['backend'])}, calling pane {show(mux['pane_id'])}" if mux["ok"] else show(mux["error"]))
+    ]
+    lines += _database_lines(db)
+    lines += _agents_lines(agents)
+    lines += _assets_lines(assets)
+    lines += _permissions_lines(permissions)
+    lines += _hosts_lines(remote)
+    lines += _keepers_lines(keeping)
+    if trees is not None:
+        lines.append("! worktrees:")
+        for finding in trees["findings"]:
+            lines.append(f"    ! {show(finding['detail'])}; clean up: {show(finding['command'])}")
+    for section in (
+        mux,
+        db,
+        agents,
+        assets,
+        permissions,
+        *([remote] if remote else []),
+        *([keeping] if keeping else []),
+    ):
+        if not section["ok"] and section.get("fix"):
+            lines.append(f"fix: {show(section['fix'])}")
+    return "\n".join(lines)
 
+
+def _database_lines(db: dict) -> list[str]:
+    show = inline
+    lines = [
+        f"{_mark(db['ok'])} database: " + (f"{show(db['path'])} ({db['diagnosis']})" if db["ok"] else show(db["error"]))
+    ]
+    for item in db.get("triggers", []):
+        lines.append(
+            f"    {'✗' if item['foreign'] else '!'} {trigger_text(item)}"
+            + ("" if item["foreign"] else f": {TRIGGER_NOTE}")
+        )
+    for name, problem in db.get("auxiliary_indexes", {}).items():
+        lines.append(f"    ! index {show(name)} is {problem}: {ADVICE['index', problem]}")
+    for name, problem in db.get("auxiliary_tables", {}).items():
+        lines.append(f"    ! table {show(name)} is {problem}: {ADVICE['table', problem]}")
+    return lines
+
+
+def _agents_lines(agents: dict) -> list[str]:
+    show = inline
+    lines = [f"{_mark(agents['ok'])} coding agents:"]
+    for name, entry in agents["agents"].items():
+        detail = (
+            f"{show(entry['path'])} ({show(entry['version'] or 'version unknown')})"
+            if entry["found"]
+            else "not found on PATH"
+        )
+        lines.append(f"    {_mark(entry['found'])} {name}: {detail}")
+    return lines
+
+
+def _assets_lines(assets: dict) -> list[str]:
+    show = inline
+    if "error" in assets:
+        return [f"✗ assets: {show(assets['error'])}"]
+    if not assets["targets"]:
+        return [f"{_mark(assets['ok'])} assets: no coding agent found, nothing to check"]
+    lines = [f"{_mark(assets['ok'])} assets (cafleet {assets['cafleet_version']}):"]
+    for target in assets["targets"]:
+        state = "current" if target["current"] else f"installed {show(target['installed_version'] or 'nothing')}"
+        lines.append(f"    {_mark(target['current'])} {target['coding_agent']}: {show(target['path'])} ({state})")
+    return lines
+
+
+def _permissions_lines(permissions: dict) -> list[str]:
+    show = inline
+    if "error" in permissions:
+        return [f"✗ member permissions: {show(permissions['error'])}"]
+    if not permissions["findings"]:
+        return ["✓ member permissions: no rule stops `cafleet message` for members started here"]
+    lines = [f"✗ member permissions (members started in {show(permissions['directory'])}):"]
+    for item in permissions["findings"]:
+        rule = f" {show(item['rule'])}" if item["rule"] else ""
+        stops = f" ({', '.join(item['commands'])})" if item["commands"] else ""
+        lines.append(f"    ✗ {item['coding_agent']}: {show(item['path'])}:{rule} {show(item['problem'])}{stops}")
+    return lines
+
+
+def _hosts_lines(remote: dict | None) -> list[str]:
+    show = inline
+    lines = []
+    for entry in (remote or {}).get("hosts", []):
+        host = show(entry["host"])
+        if not entry["reachable"]:
+            lines.append(f"✗ host {host}: {show(entry['error'])}")
+            continue
+        if entry["tmux"]:
+            lines.append(f"{_mark(entry['ok'])} host {host}: reachable over SSH, {show(entry['tmux'])}")
+        else:
+            lines.append(f"✗ host {host}: reachable over SSH, but tmux is not on its PATH")
+        lines.append(
+            f"    {_mark(bool(entry['cafleet']))} cafleet: {show(entry['cafleet'] or 'not found on its PATH')}"
+        )
+        for name, path in entry["coding_agents"].items():
+            lines.append(f"    {_mark(bool(path))} {show(name)}: {show(path or 'not found on its PATH')}")
+    return lines
+
+
+def _keepers_lines(keeping: dict | None) -> list[str]:
+    if keeping is None:
+        return []
+    state = "on" if keeping["enabled"] else "off (CAFLEET_KEEPER=off)"
+    lines = [f"{_mark(keeping['ok'])} keepers ({state}):"]
+    for entry in keeping["fleets"]:
+        owed = f"; {entry['members_owed']} member(s) owed a preview" if entry["members_owed"] else ""
+        lines.append(f"    {_mark(entry['ok'])} fleet {entry['fleet_id']}: keeper {entry['text']}{owed}")
+    return lines
+
+
+def doctor(ctx, hosts):
     mux = multiplexer_section(ctx.environ)
     db = database_section(ctx)
     agents = coding_agents_section(ctx.environ)
@@ -373,95 +493,7 @@ def doctor(ctx, hosts):
         report["worktrees"] = trees
 
     def text():
-        # Every value is shown through inline: paths and versions a host printed, ssh's
-        # errors, the names of files here can all hold escape sequences or bidi controls.
-        show = inline
-        lines = [
-            f"{_mark(mux['ok'])} multiplexer: "
-            + (f"{show(mux['backend'])}, calling pane {show(mux['pane_id'])}" if mux["ok"] else show(mux["error"]))
-        ]
-        lines.append(
-            f"{_mark(db['ok'])} database: "
-            + (f"{show(db['path'])} ({db['diagnosis']})" if db["ok"] else show(db["error"]))
-        )
-        for item in db.get("triggers", []):
-            lines.append(
-                f"    {'✗' if item['foreign'] else '!'} {trigger_text(item)}"
-                + ("" if item["foreign"] else f": {TRIGGER_NOTE}")
-            )
-        for name, problem in db.get("auxiliary_indexes", {}).items():
-            lines.append(f"    ! index {show(name)} is {problem}: {ADVICE['index', problem]}")
-        for name, problem in db.get("auxiliary_tables", {}).items():
-            lines.append(f"    ! table {show(name)} is {problem}: {ADVICE['table', problem]}")
-        lines.append(f"{_mark(agents['ok'])} coding agents:")
-        for name, entry in agents["agents"].items():
-            detail = (
-                f"{show(entry['path'])} ({show(entry['version'] or 'version unknown')})"
-                if entry["found"]
-                else "not found on PATH"
-            )
-            lines.append(f"    {_mark(entry['found'])} {name}: {detail}")
-        if "error" in assets:
-            lines.append(f"✗ assets: {show(assets['error'])}")
-        elif not assets["targets"]:
-            lines.append(f"{_mark(assets['ok'])} assets: no coding agent found, nothing to check")
-        else:
-            lines.append(f"{_mark(assets['ok'])} assets (cafleet {assets['cafleet_version']}):")
-            for target in assets["targets"]:
-                state = (
-                    "current" if target["current"] else f"installed {show(target['installed_version'] or 'nothing')}"
-                )
-                lines.append(
-                    f"    {_mark(target['current'])} {target['coding_agent']}: {show(target['path'])} ({state})"
-                )
-        if "error" in permissions:
-            lines.append(f"✗ member permissions: {show(permissions['error'])}")
-        elif not permissions["findings"]:
-            lines.append("✓ member permissions: no rule stops `cafleet message` for members started here")
-        else:
-            lines.append(f"✗ member permissions (members started in {show(permissions['directory'])}):")
-            for item in permissions["findings"]:
-                rule = f" {show(item['rule'])}" if item["rule"] else ""
-                stops = f" ({', '.join(item['commands'])})" if item["commands"] else ""
-                lines.append(
-                    f"    ✗ {item['coding_agent']}: {show(item['path'])}:{rule} {show(item['problem'])}{stops}"
-                )
-        for entry in (remote or {}).get("hosts", []):
-            host = show(entry["host"])
-            if not entry["reachable"]:
-                lines.append(f"✗ host {host}: {show(entry['error'])}")
-                continue
-            if entry["tmux"]:
-                lines.append(f"{_mark(entry['ok'])} host {host}: reachable over SSH, {show(entry['tmux'])}")
-            else:
-                lines.append(f"✗ host {host}: reachable over SSH, but tmux is not on its PATH")
-            lines.append(
-                f"    {_mark(bool(entry['cafleet']))} cafleet: {show(entry['cafleet'] or 'not found on its PATH')}"
-            )
-            for name, path in entry["coding_agents"].items():
-                lines.append(f"    {_mark(bool(path))} {show(name)}: {show(path or 'not found on its PATH')}")
-        if keeping is not None:
-            state = "on" if keeping["enabled"] else "off (CAFLEET_KEEPER=off)"
-            lines.append(f"{_mark(keeping['ok'])} keepers ({state}):")
-            for entry in keeping["fleets"]:
-                owed = f"; {entry['members_owed']} member(s) owed a preview" if entry["members_owed"] else ""
-                lines.append(f"    {_mark(entry['ok'])} fleet {entry['fleet_id']}: keeper {entry['text']}{owed}")
-        if trees is not None:
-            lines.append("! worktrees:")
-            for finding in trees["findings"]:
-                lines.append(f"    ! {show(finding['detail'])}; clean up: {show(finding['command'])}")
-        for section in (
-            mux,
-            db,
-            agents,
-            assets,
-            permissions,
-            *([remote] if remote else []),
-            *([keeping] if keeping else []),
-        ):
-            if not section["ok"] and section.get("fix"):
-                lines.append(f"fix: {show(section['fix'])}")
-        return "\n".join(lines)
+        return _text(mux, db, agents, assets, permissions, remote, keeping, trees)
 
     if ctx.json:  # every line without the database password, whatever quoted it
         from cafleet.render import to_json

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cafleet import render, validation
 from cafleet.broker import fleets
-from cafleet.errors import CafleetError
+from cafleet.errors import CafleetError, clause
 
 
 def create(ctx, name, coding_agent, worktrees):
@@ -52,7 +52,7 @@ def _start_keeper(ctx, fleet_id) -> None:
         keepers.ensure(ctx.store(), ctx.environ, ctx.db_path, fleet_id)
     except (OSError, CafleetError) as error:
         ctx.err(
-            f"Warning: the keeper of fleet {fleet_id} could not be started ({str(error).rstrip('.')}); "
+            f"Warning: the keeper of fleet {fleet_id} could not be started ({clause(error)}); "
             "the next command that leaves a preview owed tries again."
         )
 
@@ -106,11 +106,11 @@ def delete(ctx, fleet_id, discard_worktree):
 
     def text():
         lines = [f"deleted fleet {fleet_id}; deregistered {result['deregistered_count']} member(s)"]
-        lines += [f"member {member_id}: pane {status}" for member_id, status in closed]
+        lines += [f"member {member_id}: pane {status.text()}" for member_id, status in closed]
         lines += [worktree_line(member_id, tree) for member_id, tree in trees]
         return "\n".join(lines)
 
-    record = dict(result, panes=[{"member_id": m, "pane_status": s} for m, s in closed])
+    record = dict(result, panes=[{"member_id": m, "pane_status": s.text()} for m, s in closed])
     if trees:  # only a fleet whose members had worktrees says what became of them
         record["worktrees"] = [dict(tree, member_id=m) for m, tree in trees]
     ctx.emit(record, text)

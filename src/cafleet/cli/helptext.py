@@ -46,10 +46,6 @@ def usage_tokens(command: Command) -> list[str]:
     return words
 
 
-def usage_line(command: Command) -> str:
-    return " ".join(usage_tokens(command) + ["[--json]"])
-
-
 def _wrap_tokens(first: str, tokens: list[str], width: int) -> list[str]:
     """``first`` followed by ``tokens``, never splitting a token, continuation indented."""
     indent = " " * (len(first) + 1)

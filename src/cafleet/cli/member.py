@@ -12,9 +12,7 @@ def list_(ctx, fleet_id, state, idle_after):
         from cafleet.delivery import supervision
 
         states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(), idle_after, roster=records)
-        records = [members.brief(record) for record in records]
-        for record in records:
-            record["state"], record["state_detail"] = states.get(record["member_id"], ("director", ""))
+        records = supervision.merge_states([members.brief(record) for record in records], states)
 
     spend = _spend_against_budget(ctx, fleet_id, records)
     trees = _worktrees(ctx, records)
@@ -194,12 +192,12 @@ def delete(ctx, member_id, discard_worktree):
     )
 
     def text():
-        lines = [f"deleted member {member_id}; pane {status}"]
+        lines = [f"deleted member {member_id}; pane {status.text()}"]
         if tree is not None:
             lines.append(worktree_line(member_id, tree))
         return "\n".join(lines)
 
-    record = {"member_id": member_id, "pane_status": status}
+    record = {"member_id": member_id, "pane_status": status.text()}
     if tree is not None:  # a member without a worktree: the record as before worktrees existed
         record["worktree"] = tree
     ctx.emit(record, text)

@@ -17,7 +17,7 @@ when it does not.
 
 from __future__ import annotations
 
-from cafleet.cli.table import COMMANDS, GROUPS, Command, default
+from cafleet.cli.table import COMMANDS, GROUPS, Command, Param, default
 from cafleet.errors import UsageError, shown
 
 
@@ -91,26 +91,40 @@ def parse(argv: list[str]) -> Parsed:
 
 
 def _parse_params(command: Command, args: list[str]) -> Parsed:
-    options = {p.flag: p for p in command.params if p.flag}
-    positionals = [p for p in command.params if p.flag is None]
+    name = f"cafleet {command.group}" + (f" {command.name}" if command.name else "")
     values: dict = {p.dest: default(p) for p in command.params}
+    scanned = _scan(command, name, args, values)
+    if scanned is None:
+        return _help("command", command)
+    json_output, given_positionals = scanned
+    _place_positionals(command, name, given_positionals, values)
+    for param in command.params:
+        if param.required and values[param.dest] is None:
+            what = param.metavar if param.flag is None else f"option {param.flag} {param.metavar}"
+            raise UsageError(f"missing {what}; see `{name} --help`.")
+    return Parsed(command, values, json_output, None)
+
+
+def _scan(command: Command, name: str, args: list[str], values: dict) -> tuple[bool, list[str]] | None:
+    """The options of ``args`` converted into ``values``; (``--json`` given, the positional
+    arguments), or None when help was asked for."""
+    options = {p.flag: p for p in command.params if p.flag}
     given: set[str] = set()
     json_output = False
-    given_positionals: list[str] = []
-    name = f"cafleet {command.group}" + (f" {command.name}" if command.name else "")
+    positionals: list[str] = []
     i = 0
     only_positionals = False
     while i < len(args):
         token = args[i]
         i += 1
         if only_positionals or token == "-" or not token.startswith("-") or _looks_negative_number(token):
-            given_positionals.append(token)
+            positionals.append(token)
             continue
         if token == "--":
             only_positionals = True
             continue
         if token in HELP:
-            return _help("command", command)
+            return None
         flag, has_value, inline = token.partition("=")
         if flag == "--json" and not has_value:
             json_output = True
@@ -118,7 +132,7 @@ def _parse_params(command: Command, args: list[str]) -> Parsed:
         param = options.get(flag)
         if param is None:
             if any(c.isspace() for c in token):  # "- item one" cannot be an option: it is text
-                given_positionals.append(token)
+                positionals.append(token)
                 continue
             raise _unknown_option(command, name, flag)
         if param.kind == "flag":
@@ -126,31 +140,34 @@ def _parse_params(command: Command, args: list[str]) -> Parsed:
                 raise UsageError(f"option {flag} takes no value.")
             values[param.dest] = True
             continue
-        if has_value:
-            raw = inline
-        else:
+        if not has_value:
             if i >= len(args):
                 raise UsageError(f"option {flag} needs a value ({param.metavar}).")
-            raw = args[i]
+            inline = args[i]
             i += 1
-        if param.kind == "multi":
-            values[param.dest].append(_convert(param, raw, flag))
-            continue
-        if flag in given:
-            raise UsageError(f"option {flag} was given more than once.")
-        given.add(flag)
-        values[param.dest] = _convert(param, raw, flag)
-    if len(given_positionals) > len(positionals):
-        extra = given_positionals[len(positionals)]
+        _set_option(param, flag, inline, values, given)
+    return json_output, positionals
+
+
+def _set_option(param: Param, flag: str, raw: str, values: dict, given: set[str]) -> None:
+    """An option's value converted into ``values`` (a repeatable one appended)."""
+    if param.kind == "multi":
+        values[param.dest].append(_convert(param, raw, flag))
+        return
+    if flag in given:
+        raise UsageError(f"option {flag} was given more than once.")
+    given.add(flag)
+    values[param.dest] = _convert(param, raw, flag)
+
+
+def _place_positionals(command: Command, name: str, given: list[str], values: dict) -> None:
+    positionals = [p for p in command.params if p.flag is None]
+    if len(given) > len(positionals):
+        extra = given[len(positionals)]
         hint = " (quote a message body so that it is one argument)" if command.body else ""
         raise UsageError(f"unexpected argument {shown(extra)} for `{name}`{hint}.")
-    for param, raw in zip(positionals, given_positionals):
+    for param, raw in zip(positionals, given):
         values[param.dest] = _convert(param, raw, param.metavar)
-    for param in command.params:
-        if param.required and values[param.dest] is None:
-            what = param.metavar if param.flag is None else f"option {param.flag} {param.metavar}"
-            raise UsageError(f"missing {what}; see `{name} --help`.")
-    return Parsed(command, values, json_output, None)
 
 
 def _looks_negative_number(token: str) -> bool:

@@ -176,7 +176,7 @@ def _serve(ctx, sock: socket.socket, host: str, port: int, loopback: bool, limit
     ctx.out(f"serving the cafleet WebUI at http://{_authority(host, port)}/")
     # uvicorn re-raises the signal that stopped it once it has shut down; these handlers
     # absorb that so Ctrl-C and SIGTERM end the command quietly with exit 0.
-    previous = {sig: signal.signal(sig, lambda signum, frame: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, lambda _signum, _frame: None) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         uv_server.run(sockets=[sock])
     finally:

@@ -14,7 +14,7 @@ identity check, as a preview's do.
 from __future__ import annotations
 
 from cafleet import config
-from cafleet.errors import CafleetError, Conflict, UsageError
+from cafleet.errors import CafleetError, Conflict, UsageError, clause
 
 
 def answer_member(store, environ, db_path: str, member_id: int, choice: int, digest: str) -> dict:
@@ -62,8 +62,6 @@ def answer_member(store, environ, db_path: str, member_id: int, choice: int, dig
             if enter:
                 guarded.press_enter(pane)
         except lock.LockLost as error:
-            raise CafleetError(
-                f"{str(error).rstrip('.')}; check member {member_id}'s pane before answering again."
-            ) from None
+            raise CafleetError(f"{clause(error)}; check member {member_id}'s pane before answering again.") from None
     label = dict(seen.options)[choice]
     return {"member_id": member_id, "pane_id": pane, "choice": choice, "label": label, "digest": seen.digest}

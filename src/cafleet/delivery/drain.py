@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from cafleet import config
 from cafleet.broker import messages, notifications
-from cafleet.errors import CafleetError
+from cafleet.broker.records import is_self_send
+from cafleet.errors import CafleetError, clause
 from cafleet.faults import pause_point, trace_point
 
 
@@ -120,7 +121,7 @@ def refuse_over_budget(store, environ, member_id: int, action: str = "send") -> 
 
 def notify_after_send(store, settings: Settings, recipient_id: int, record: dict) -> Outcome:
     """Run the drain after ``record`` was committed; report whether it was notified."""
-    if record["from_member_id"] == record["to_member_id"]:
+    if is_self_send(record["from_member_id"], record["to_member_id"]):
         return Outcome(True)  # self-sends are stamped on insert and type nothing
     message_id = record["message_id"]
     target = None
@@ -131,7 +132,7 @@ def notify_after_send(store, settings: Settings, recipient_id: int, record: dict
         stamped: set[int] = set()
         failure = drain(store, settings, recipient_id, set(), stamped)
         notified = message_id in stamped or not notifications.still_pending_notification(store, message_id)
-    except Exception as error:  # the message is stored: a fault here is a warning, never a failure
+    except Exception as error:  # noqa: BLE001 -- the message is stored: a fault here is a warning, never a failure
         # still owed: the keeper (started now if none runs) retries it, as after any other failure
         keeper = target is not None and _keeper_retries(store, settings, target)
         return Outcome(False, not_notified(message_id, recipient_id, _unexpected(error), keeper))
@@ -166,7 +167,7 @@ def retry_fleet(store, settings: Settings, member_id: int) -> list[Outcome]:
                 owed = notifications.owed_message_ids(store, recipient_id)
                 if keeper is None:
                     keeper = _keeper_retries(store, settings, target)
-        except Exception as error:  # nothing here may keep the caller from its own messages
+        except Exception as error:  # noqa: BLE001 -- nothing here may keep the caller from its own messages
             failure, owed = _unexpected(error), sorted(attempted - before)  # at least the one that failed
             if keeper is None and target is not None:
                 keeper = _keeper_retries(store, settings, target)
@@ -186,13 +187,13 @@ def _keeper_retries(store, settings: Settings, target: dict) -> bool:
         from cafleet.delivery import keepers
 
         return keepers.ensure(store, settings.environ, settings.db_path, target["fleet_id"]) is not None
-    except Exception:
+    except Exception:  # noqa: BLE001 -- a keeper that cannot be started leaves the message owed, never an error
         return False
 
 
 def _unexpected(error: Exception) -> str:
     if isinstance(error, CafleetError):
-        return str(error).rstrip(".")
+        return clause(error)
     if isinstance(error, OSError):
         return f"pane input failed with an operating-system error ({error})"
     return f"delivery stopped by an internal error ({type(error).__name__}: {error})"
@@ -275,12 +276,12 @@ def drain(
         except LockTimeout as error:
             if not wait_for_lock:
                 return None  # busy: its holder is delivering; nothing is wrong
-            return _with_pane(str(error).rstrip("."), target["pane_id"])
+            return _with_pane(error, target["pane_id"])
         except lock.LockLost as error:
             typed = getattr(mux, "typed", False)
             return after_lost_lock(settings.lock_dir, target, text or "", timeout, error, typed)
         except (CafleetError, OSError) as error:  # OSError: the multiplexer client could not run
-            return _with_pane(_unexpected(error), target["pane_id"])
+            return _with_pane(error, target["pane_id"])
 
 
 def _our_preview_line(store, recipient_id: int):
@@ -314,7 +315,7 @@ def after_lost_lock(lock_dir, placement: dict, text: str, timeout: float, error:
     from cafleet.delivery import lock, submit
     from cafleet.delivery.placement import reach
 
-    reason = str(error).rstrip(".")
+    reason = clause(error)
     if not typed:
         return f"{reason}; nothing had been typed"
     pane_id = placement["pane_id"]
@@ -327,10 +328,12 @@ def after_lost_lock(lock_dir, placement: dict, text: str, timeout: float, error:
         return f"{reason}; the typed text could not be taken back ({_unexpected(failure)})"
 
 
-def _with_pane(reason: str, pane_id: str) -> str:
-    """The reason, naming the pane once (most errors already do; a timeout may not)."""
+def _with_pane(error: Exception, pane_id: str) -> str:
+    """The error as a reason that names the pane once (most errors name it already, as
+    their ``pane``; a timeout of the multiplexer or an operating-system error does not)."""
     from cafleet.mux import printable
 
-    if pane_id in {word.strip("().,;:'\"") for word in reason.split()}:
+    reason = _unexpected(error)
+    if getattr(error, "pane", None) == pane_id:
         return reason
     return f"{reason} (pane {printable(pane_id)})"

@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 
 from cafleet.broker import messages
-from cafleet.errors import Conflict, DatabaseGone, DatabaseUnreachable
+from cafleet.errors import Conflict, DatabaseGone, DatabaseUnreachable, clause
 from cafleet.faults import pause_point, trace_point
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
@@ -127,7 +127,7 @@ def listen(
     except Stopped as stopped:  # outside the ``with``: a signal while it restores is caught too
         return str(stopped)
     except DatabaseGone as gone:
-        return str(gone).rstrip(".")
+        return clause(gone)
     finally:
         if changes is not None:
             changes.close()

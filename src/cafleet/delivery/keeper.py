@@ -58,7 +58,7 @@ import time
 from cafleet import clock
 from cafleet.broker import notifications
 from cafleet.delivery import drain, keepers
-from cafleet.errors import CafleetError, DatabaseError, DatabaseGone, DatabaseUnreachable
+from cafleet.errors import CafleetError, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
 TYPE_CHECKING = False
@@ -93,7 +93,7 @@ class UsageKeeper:
         except DatabaseError:
             raise
         except (CafleetError, OSError) as error:
-            text = str(error).rstrip(".")
+            text = clause(error)
             if text != self.problem:
                 self.problem = text
                 self.say(f"usage not read: {text}; trying again every {USAGE_EVERY:g} s")
@@ -137,7 +137,7 @@ class Deliverer:
         except DatabaseError:
             raise
         except CafleetError as error:  # the drain's own faults are reasons; nothing ends the keeper
-            failure = str(error).rstrip(".")
+            failure = clause(error)
         except OSError as error:
             failure = f"pane input failed with an operating-system error ({error})"
         for message_id in sorted(stamped):
@@ -192,55 +192,36 @@ def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock
     try:
         with StopRequests() as stop:
             changes = Changes(store, WAKE, stop=stop, reconnect=reconnect)  # the baseline before the first read
-            processes = keepers.director_processes(store, fleet_id)
-            look = DIRECTOR_LOOK  # /proc and the lock's session; the multiplexer only every DIRECTOR_CHECK
-            next_look = time.monotonic() + look
-            next_check = time.monotonic() + DIRECTOR_CHECK
+            director = DirectorWatch(store, fleet_id, lock)
             next_usage = time.monotonic()
             last_error = ""
             while True:
                 try:
-                    now = time.monotonic()
-                    if now >= next_look:
-                        if processes is not None and not keepers.processes_alive(processes):
-                            next_check = now  # one is gone: ask the multiplexer why, now
-                        if not lock.held():
-                            return "its lock's database session ended (another keeper may start)"
-                        next_look = now + look
-                    if now >= next_check:
-                        problem = keepers.director_problem(store, fleet_id)
-                        if problem is not None:
-                            return problem
-                        if processes is not None and not keepers.processes_alive(processes):
-                            processes = None  # /proc does not show the pane's processes here: full checks only
-                        next_check = time.monotonic() + DIRECTOR_CHECK
-                    elif _deleted(store, fleet_id):
-                        return f"fleet {fleet_id} was deleted"
+                    ended = director.ended()
+                    if ended is not None:
+                        return ended
                     due = deliverer.round()
                     if time.monotonic() >= next_usage:
                         spend.round()
                         next_usage = time.monotonic() + USAGE_EVERY
                     stop.check()
-                    wake = min(next_look, next_check, next_usage, noticer.round())  # the Director's notices
+                    wake = min(director.wake(), next_usage, noticer.round())  # the Director's notices
                     stop.check()
                     changes.wait(until=wake if due is None else min(due, wake))
                 except DatabaseGone as gone:
-                    return str(gone).rstrip(".")
+                    return clause(gone)
                 except DatabaseUnreachable as error:  # the server ended the store's session
                     if not lock.held():
-                        return f"its lock's database session ended ({str(error).rstrip('.')})"
+                        return f"its lock's database session ended ({clause(error)})"
                     try:
                         changes.recover(error)  # a new connection and LISTEN, with back-off
                     except DatabaseUnreachable as gave_up:
-                        return str(gave_up).rstrip(".")
+                        return clause(gave_up)
                     continue
-                except Exception as error:  # the database busy or unreachable for a while, or a bug
+                except Exception as error:  # noqa: BLE001 -- the database busy or unreachable for a while, or a bug
                     if isinstance(error, DatabaseError) and not lock.held():
-                        return f"its lock's database session ended ({str(error).rstrip('.')})"
-                    if isinstance(error, CafleetError):
-                        text = str(error).rstrip(".")
-                    else:
-                        text = f"internal error ({type(error).__name__}: {error})"
+                        return f"its lock's database session ended ({clause(error)})"
+                    text = clause(error) if isinstance(error, CafleetError) else _internal(error)
                     if text != last_error:  # said once, not once a second
                         say(f"{text}; retrying every {ERROR_PAUSE:g} s")
                         last_error = text
@@ -252,6 +233,47 @@ def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock
     finally:
         if changes is not None:
             changes.close()
+
+
+class DirectorWatch:
+    """When the keeper ends because of its Director or its fleet: the Director's processes
+    (in /proc) and the lock's session are looked at every ``DIRECTOR_LOOK`` seconds, the
+    multiplexer only every ``DIRECTOR_CHECK`` (or at once when a process is gone), and
+    whether the fleet was deleted on every other round."""
+
+    def __init__(self, store, fleet_id: int, lock: keepers.FleetLock) -> None:
+        self.store, self.fleet_id, self.lock = store, fleet_id, lock
+        self.processes = keepers.director_processes(store, fleet_id)
+        self.next_look = time.monotonic() + DIRECTOR_LOOK
+        self.next_check = time.monotonic() + DIRECTOR_CHECK
+
+    def wake(self) -> float:
+        """When the next look is due."""
+        return min(self.next_look, self.next_check)
+
+    def ended(self) -> str | None:
+        """Why the keeper ends now, or None."""
+        now = time.monotonic()
+        if now >= self.next_look:
+            if self.processes is not None and not keepers.processes_alive(self.processes):
+                self.next_check = now  # one is gone: ask the multiplexer why, now
+            if not self.lock.held():
+                return "its lock's database session ended (another keeper may start)"
+            self.next_look = now + DIRECTOR_LOOK
+        if now >= self.next_check:
+            problem = keepers.director_problem(self.store, self.fleet_id)
+            if problem is not None:
+                return problem
+            if self.processes is not None and not keepers.processes_alive(self.processes):
+                self.processes = None  # /proc does not show the pane's processes here: full checks only
+            self.next_check = time.monotonic() + DIRECTOR_CHECK
+        elif _deleted(self.store, self.fleet_id):
+            return f"fleet {self.fleet_id} was deleted"
+        return None
+
+
+def _internal(error: Exception) -> str:
+    return f"internal error ({type(error).__name__}: {error})"
 
 
 def _deleted(store, fleet_id: int) -> bool:

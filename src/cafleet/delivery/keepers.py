@@ -44,6 +44,7 @@ from __future__ import annotations
 import os
 
 from cafleet import config
+from cafleet.errors import clause
 
 TYPE_CHECKING = False  # `typing` stays off the send path, which reads the record
 if TYPE_CHECKING:
@@ -281,7 +282,7 @@ class FleetLock:
             if not poller.poll(0) and not self.ping:
                 return True  # nothing unasked for: the session is as it was
             self.conn.execute("SELECT 1").fetchone()  # something came: ask whether the session lives
-        except Exception:  # psycopg's errors: the session is gone, and so is the lock
+        except Exception:  # noqa: BLE001 -- psycopg's errors: the session is gone, and so is the lock
             return False
         return True
 
@@ -290,7 +291,7 @@ class FleetLock:
         if self.conn is not None:
             try:
                 self.conn.close()
-            except Exception:
+            except Exception:  # noqa: BLE001 -- closing a connection already broken: nothing more to release
                 pass
             self.conn = None
         if self.fd is not None:
@@ -327,7 +328,7 @@ def director_problem(store, fleet_id: int) -> str | None:
         if not reach(placement).pane_exists(pane):
             return f"the Director's pane {pane} is gone"
     except (PaneStale, DamagedPlacement) as error:
-        return f"the Director's pane is no longer its own ({str(error).rstrip('.')})"
+        return f"the Director's pane is no longer its own ({clause(error)})"
     except CafleetError:
         return None
     return None

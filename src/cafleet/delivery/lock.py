@@ -83,7 +83,8 @@ class Held:
         """Raise :class:`LockLost` unless the lock is still held (an ``flock`` always is)."""
         if self._advisory is not None and not self._advisory.held():
             raise LockLost(
-                f"the pane-input lock for pane {self.pane_id} was lost (its database session ended), so typing stopped"
+                f"the pane-input lock for pane {self.pane_id} was lost (its database session ended), so typing stopped",
+                pane=self.pane_id,
             )
 
     def guard(self, mux):
@@ -172,11 +173,14 @@ def _advisory_lock(url: str, backend: str, session: str, pane_id: str, timeout: 
     try:
         acquired = held.acquire(timeout)
     except DatabaseError as error:
-        raise LockUnavailable(f"the pane-input lock for pane {pane_id} cannot be taken ({error})") from None
+        raise LockUnavailable(
+            f"the pane-input lock for pane {pane_id} cannot be taken ({error})", pane=pane_id
+        ) from None
     if not acquired:
         raise LockTimeout(
             f"the pane-input lock for pane {pane_id} is still held by another cafleet "
-            f"process after {timeout:g} s; try again when that delivery has finished"
+            f"process after {timeout:g} s; try again when that delivery has finished",
+            pane=pane_id,
         )
     try:
         yield Held(pane_id, held)
@@ -187,7 +191,8 @@ def _advisory_lock(url: str, backend: str, session: str, pane_id: str, timeout: 
 def _unavailable(error: OSError, lock_dir, pane_id: str) -> LockUnavailable:
     return LockUnavailable(
         f"the pane-input lock for pane {pane_id} cannot be taken ({error}); "
-        f"{os.fspath(lock_dir)} must be a folder this user can write"
+        f"{os.fspath(lock_dir)} must be a folder this user can write",
+        pane=pane_id,
     )
 
 
@@ -204,7 +209,8 @@ def _acquire(fd: int, pane_id: str, timeout: float) -> None:
         if remaining <= 0:
             raise LockTimeout(
                 f"the pane-input lock for pane {pane_id} is still held by another cafleet "
-                f"process after {timeout:g} s; try again when that delivery has finished"
+                f"process after {timeout:g} s; try again when that delivery has finished",
+                pane=pane_id,
             )
         time.sleep(max(_MIN_SLEEP, min(pause, remaining)))
         pause = min(pause * 2, _MAX_SLEEP)

@@ -15,32 +15,65 @@ typing into a pane that is being closed.
 
 from __future__ import annotations
 
+import enum
 from contextlib import ExitStack
+from dataclasses import dataclass
 
 from cafleet import config
 from cafleet.broker import fleets, members
 from cafleet.delivery.placement import reach, recorded_at
-from cafleet.errors import CafleetError
+from cafleet.errors import CafleetError, clause
 from cafleet.faults import pause_point
 
-PANE_CLOSED = "closed"
-PANE_ALREADY_GONE = "already gone"
-PANE_NONE = "none"  # pending placement: no pane was ever recorded
-PANE_STALE = "stale"  # prefix: the id names a pane cafleet did not create; left open
-PANE_DAMAGED = "damaged"  # prefix: a stored value of the placement does not match its encoding; left open
+
+class PaneFate(enum.Enum):
+    """What became of a member's pane when the member or its fleet was deleted."""
+
+    CLOSED = "closed"
+    ALREADY_GONE = "already gone"
+    NONE = "none"  # pending placement: no pane was ever recorded
+    STALE = "stale"  # the id names a pane cafleet did not create; left open
+    DAMAGED = "damaged"  # a stored value of the placement does not match its encoding; left open
+    NOT_CLOSED = "not closed"  # the multiplexer failed, or someone holds the pane's input lock
 
 
-def _kill(placement: dict) -> str:
+@dataclass(frozen=True)
+class PaneOutcome:
+    """A pane's fate at deletion and, when it was left open, why (a clause); rendered by
+    :meth:`text` at the edge (``pane_status`` in ``member delete`` and ``fleet delete``)."""
+
+    fate: PaneFate
+    reason: str | None = None
+
+    @property
+    def left_open(self) -> bool:
+        """Whether a pane may still be open (its agent may still write)."""
+        return self.fate not in (PaneFate.CLOSED, PaneFate.ALREADY_GONE, PaneFate.NONE)
+
+    def text(self) -> str:
+        if self.fate in (PaneFate.STALE, PaneFate.DAMAGED):
+            return f"{self.fate.value}, left open ({self.reason})"
+        if self.fate is PaneFate.NOT_CLOSED:
+            return f"not closed ({self.reason})"
+        return self.fate.value
+
+
+CLOSED = PaneOutcome(PaneFate.CLOSED)
+ALREADY_GONE = PaneOutcome(PaneFate.ALREADY_GONE)
+NO_PANE = PaneOutcome(PaneFate.NONE)
+
+
+def _kill(placement: dict) -> PaneOutcome:
     from cafleet.errors import DamagedPlacement, PaneStale
 
     try:
-        return PANE_CLOSED if reach(placement).kill(placement["pane_id"]) else PANE_ALREADY_GONE
+        return CLOSED if reach(placement).kill(placement["pane_id"]) else ALREADY_GONE
     except PaneStale as error:
-        return f"{PANE_STALE}, left open ({str(error).rstrip('.')})"
+        return PaneOutcome(PaneFate.STALE, clause(error))
     except DamagedPlacement as error:
-        return f"{PANE_DAMAGED}, left open ({str(error).rstrip('.')})"
+        return PaneOutcome(PaneFate.DAMAGED, clause(error))
     except CafleetError as error:
-        return f"not closed ({error})"
+        return PaneOutcome(PaneFate.NOT_CLOSED, str(error))
 
 
 def delete_fleet(store, environ, db_path: str, fleet_id: int, *, discard_worktrees: bool = False):
@@ -58,7 +91,7 @@ def delete_fleet(store, environ, db_path: str, fleet_id: int, *, discard_worktre
     fleets.get_fleet(store, fleet_id)
     listed = [p for p in fleets.fleet_placements(store, fleet_id) if p["pane_id"]]
     lock_dir, timeout = config.lock_dir(db_path), config.lock_timeout(environ)
-    closed: dict[int, str] = {}
+    closed: dict[int, PaneOutcome] = {}
     removed: list[dict] = []
     late: list[dict] = []
     with ExitStack() as held:
@@ -76,7 +109,7 @@ def delete_fleet(store, environ, db_path: str, fleet_id: int, *, discard_worktre
         for placement in removed:
             key = _key(placement)
             if not placement["pane_id"]:
-                closed[placement["member_id"]] = PANE_NONE
+                closed[placement["member_id"]] = NO_PANE
             elif key in busy:
                 closed[placement["member_id"]] = _busy(placement)
             elif key in locked:
@@ -105,8 +138,7 @@ def _release_fleet(store, environ, fleet_id: int, closed: dict, discard: bool) -
     for row in worktree_records.in_fleet(store, fleet_id):
         if row["status"] == worktree_records.REMOVED or row["member_status"] == "active":
             continue
-        status = closed.get(row["member_id"], PANE_ALREADY_GONE)
-        if status not in (PANE_CLOSED, PANE_ALREADY_GONE, PANE_NONE):
+        if closed.get(row["member_id"], ALREADY_GONE).left_open:
             w = worktree_records
             w.set_status(store, row["member_id"], w.KEPT)
             out.append(
@@ -131,10 +163,11 @@ def _key(placement: dict) -> tuple[str, str, str]:
     return placement["backend"], placement["session"], placement["pane_id"]
 
 
-def _busy(placement: dict) -> str:
-    return (
-        f"not closed (its pane-input lock is held by another cafleet process; "
-        f"close pane {placement['pane_id']} by hand when it is free)"
+def _busy(placement: dict) -> PaneOutcome:
+    return PaneOutcome(
+        PaneFate.NOT_CLOSED,
+        f"its pane-input lock is held by another cafleet process; "
+        f"close pane {placement['pane_id']} by hand when it is free",
     )
 
 
@@ -153,7 +186,7 @@ def delete_member(store, environ, db_path: str, member_id: int, *, discard_workt
         record = members.get_member(store, member_id)
         if record["kind"] == "director" or row is None or row["status"] == worktree_records.REMOVED:
             raise
-        return PANE_ALREADY_GONE, _release(store, environ, member_id, discard_worktree)
+        return ALREADY_GONE, _release(store, environ, member_id, discard_worktree)
     return _delete_member(store, environ, db_path, member, member_id), _release(
         store, environ, member_id, discard_worktree
     )
@@ -169,11 +202,11 @@ def _release(store, environ, member_id: int, discard: bool) -> dict | None:
     return worktrees.release(store, environ, member_id, discard=discard)
 
 
-def _delete_member(store, environ, db_path: str, member: dict, member_id: int) -> str:
+def _delete_member(store, environ, db_path: str, member: dict, member_id: int) -> PaneOutcome:
     placement = member["placement"]
     if placement is None or placement["pane_id"] is None:
         members.deregister_member(store, member_id)
-        return PANE_NONE
+        return NO_PANE
     from cafleet.delivery.lock import pane_lock
 
     with pane_lock(
@@ -185,8 +218,8 @@ def _delete_member(store, environ, db_path: str, member: dict, member_id: int) -
     ):
         status = _kill(placement)
         pause_point("delete.killed")
-        if status.startswith("not closed"):
-            raise CafleetError(f"member {member_id} was not deleted: its pane {placement['pane_id']} {status}.")
+        if status.fate is PaneFate.NOT_CLOSED:
+            raise CafleetError(f"member {member_id} was not deleted: its pane {placement['pane_id']} {status.text()}.")
         members.deregister_member(store, member_id)
     return status
 
@@ -272,6 +305,42 @@ def _check_command(prompt: str, *, agent, name, model, effort, fleet_id: int, di
         )
 
 
+@dataclass(frozen=True)
+class Spawn:
+    """What a new member is started with, checked before anything is written."""
+
+    fleet_id: int
+    director_id: int
+    name: str
+    description: str
+    agent: str
+    model: str | None
+    effort: str | None
+    prompt: str
+
+    def argv(self, member_id: int, session_id: str | None = None) -> list[str]:
+        """The member's command: its agent with the spawn prompt rendered for ``member_id``."""
+        from cafleet.agents import backends
+        from cafleet.agents.prompt import render_spawn_prompt
+
+        text = render_spawn_prompt(
+            self.prompt,
+            fleet_id=self.fleet_id,
+            member_id=member_id,
+            director_member_id=self.director_id,
+            coding_agent=self.agent,
+        )
+        return backends.build_argv(
+            self.agent,
+            member_name=self.name,
+            prompt=text,
+            model=self.model,
+            effort=self.effort,
+            member_id=member_id,
+            session_id=session_id,
+        )
+
+
 def create_member(
     store,
     environ,
@@ -307,9 +376,74 @@ def create_member(
     With ``host``, the pane is a new tmux session on that host, over SSH
     (:func:`_create_remote`).
     """
-
     from cafleet.agents import backends
-    from cafleet.agents.prompt import check_template, render_spawn_prompt
+
+    director, placement, mux = _directors_pane(store, environ, fleet_id)
+    spawn = Spawn(
+        fleet_id,
+        director["member_id"],
+        name,
+        description,
+        coding_agent or placement["coding_agent"],
+        model,
+        effort,
+        prompt,
+    )
+    _check_spawn(store, environ, spawn, host, budget_usd, budget_tokens, force)
+    worktree = _check_worktree_options(store, fleet_id, host, worktree, branch, base, repo)
+    if host is not None:
+        plan = None
+        if worktree:
+            from cafleet.delivery import worktrees
+
+            where = repo or _cwd()  # the repository at the same path there, or the path given
+            plan = worktrees.plan(environ, where, branch, base, host=host)
+        return _create_remote(store, environ, db_path, host, spawn, plan)
+    backends.find_binary(spawn.agent, environ)
+    cwd = _cwd()  # the new pane starts here; a deleted directory is refused before any write
+    plan = None
+    if worktree:
+        from cafleet.delivery import worktrees
+
+        plan = worktrees.plan(environ, cwd, branch, base)  # refused here, before any write
+    budgets = {"budget_usd": budget_usd, "budget_tokens": budget_tokens}
+    return _create_local(store, environ, db_path, spawn, placement, mux, plan, cwd, budgets)
+
+
+def _create_local(store, environ, db_path: str, spawn: Spawn, placement: dict, mux, plan, cwd: str, budgets: dict):
+    """A member in a new pane beside the Director's, in ``cwd`` (or its new worktree), with
+    its usage source recorded before its agent starts."""
+    from cafleet.credentials import member_url
+
+    database = member_url(db_path, environ)  # no password in the pane's argv: a private pgpass file
+
+    def open_pane(member_id: int, workdir: str | None) -> tuple[str, str | None, dict, str | None]:
+        workdir = workdir or cwd
+        session_id = _record_usage_source(store, environ, member_id, spawn.agent, workdir, **budgets)
+        pane_env = {
+            "CAFLEET_DATABASE_URL": database,
+            "CAFLEET_MEMBER_ID": str(member_id),
+            "CAFLEET_FLEET_ID": str(spawn.fleet_id),
+        }
+        if getattr(store, "engine", "sqlite") == "postgresql":
+            pane_env["CAFLEET_PG_SCHEMA"] = store.schema  # the member's cafleet reaches the same tables
+            if store.trusted_owner:  # and accepts them as the Director's does
+                pane_env["CAFLEET_PG_TRUSTED_OWNER"] = store.trusted_owner
+        pane_id, identity = mux.split_identified(
+            placement["window_id"],
+            spawn.argv(member_id, session_id),
+            cwd=workdir,
+            env=pane_env,
+            target_pane=placement["pane_id"],
+        )
+        return pane_id, identity, placement, None
+
+    return _spawn(store, environ, db_path, spawn, placement, mux, plan, open_pane)
+
+
+def _directors_pane(store, environ, fleet_id: int):
+    """(the Director's record, its placement, its multiplexer client), when this command
+    runs in the Director's own pane: only the Director creates members."""
     from cafleet.mux.detect import multiplexer_for_environment
 
     fleet = fleets.require_live(store, fleet_id)
@@ -325,24 +459,44 @@ def create_member(
             f"this command runs in pane {caller.pane_id}"
             + (" of another server or an earlier pane with that id." if caller.pane_id == placement["pane_id"] else ".")
         )
-    agent = coding_agent or placement["coding_agent"]
-    backends.validate(agent, model, effort)
-    check_template(prompt)
+    return director, placement, mux
+
+
+def _check_spawn(
+    store, environ, spawn: Spawn, host: str | None, budget_usd: float | None, budget_tokens: int | None, force: bool
+) -> None:
+    """The checks on what the member starts with: its agent's options, the spawn prompt,
+    its budgets, and its fleet's budget (unless ``force``)."""
+    from cafleet.agents import backends
+    from cafleet.agents.prompt import check_template
+
+    backends.validate(spawn.agent, spawn.model, spawn.effort)
+    check_template(spawn.prompt)
     _check_command(
-        prompt, agent=agent, name=name, model=model, effort=effort, fleet_id=fleet_id, director_id=director["member_id"]
+        spawn.prompt,
+        agent=spawn.agent,
+        name=spawn.name,
+        model=spawn.model,
+        effort=spawn.effort,
+        fleet_id=spawn.fleet_id,
+        director_id=spawn.director_id,
     )
-    budgets = {"budget_usd": budget_usd, "budget_tokens": budget_tokens}
     _check_budgets(budget_usd, budget_tokens)
     if not force:  # the spawn prompt is new work: a fleet over its budget gets none
         from cafleet.broker import usage
         from cafleet.delivery.usage import check_fleet_budget
 
-        check_fleet_budget(store, environ, fleet_id, usage.fleet_budget(store, fleet_id), "create")
+        check_fleet_budget(store, environ, spawn.fleet_id, usage.fleet_budget(store, spawn.fleet_id), "create")
     if (budget_usd is not None or budget_tokens is not None) and host is not None:
         raise CafleetError(
             "a member on another host has no budget: its agent's records are on that host; "
             "leave out --budget-usd/--budget-tokens."
         )
+
+
+def _check_worktree_options(store, fleet_id: int, host: str | None, worktree: bool | None, branch, base, repo) -> bool:
+    """Whether the member gets a worktree (None: the fleet's default), after checking that
+    the options that shape it go together."""
     from cafleet.errors import UsageError
 
     if worktree is None:
@@ -355,88 +509,51 @@ def create_member(
         raise UsageError("--repo names the repository on another host; it needs --worktree and --host.")
     if repo is not None and not repo.startswith("/"):
         raise UsageError(f"--repo must be an absolute path on the host, got {repo!r}.")
-    if host is not None:
-        plan = None
-        if worktree:
-            from cafleet.delivery import worktrees
+    return bool(worktree)
 
-            where = repo or _cwd()  # the repository at the same path there, or the path given
-            plan = worktrees.plan(environ, where, fleet_id, branch, base, host=host)
-        return _create_remote(
-            store,
-            environ,
-            db_path,
-            host,
-            fleet_id=fleet_id,
-            director=director,
-            name=name,
-            description=description,
-            agent=agent,
-            model=model,
-            effort=effort,
-            prompt=prompt,
-            plan=plan,
-        )
-    backends.find_binary(agent, environ)
-    cwd = _cwd()  # the new pane starts here; a deleted directory is refused before any write
 
-    plan = None
-    if worktree:
-        from cafleet.delivery import worktrees
-
-        plan = worktrees.plan(environ, cwd, fleet_id, branch, base)  # refused here, before any write
-    from cafleet.credentials import member_url
-
-    database = member_url(db_path, environ)  # no password in the pane's argv: a private pgpass file
+def _spawn(
+    store, environ, db_path: str, spawn: Spawn, placement: dict, mux, plan, open_pane, close_unknown=None
+) -> dict:
+    """The steps every creation shares: register the member pending (with ``placement``'s
+    backend, session and window), add its worktree (``plan``), open its pane
+    (``open_pane(member_id, worktree path or None)`` -> pane id, identity, the placement to
+    record, its window id or None) and record the pane under its lock. A failure after the
+    registration is compensated and raised as :class:`CreateFailed`; ``close_unknown(member_id)``
+    closes, when cafleet never learnt the pane, what may have been started."""
     member_id = members.register_member(
         store,
-        fleet_id=fleet_id,
-        name=name,
-        description=description,
+        fleet_id=spawn.fleet_id,
+        name=spawn.name,
+        description=spawn.description,
         backend=placement["backend"],
         session=placement["session"],
         window_id=placement["window_id"],
-        coding_agent=agent,
+        coding_agent=spawn.agent,
     )
     pause_point("create.registered")
     pane_id = None
     added = None
     try:
         if plan is not None:
-            added = worktrees.add(store, environ, plan, fleet_id, member_id, name)
-            cwd = added["path"]
-        text = render_spawn_prompt(
-            prompt, fleet_id=fleet_id, member_id=member_id, director_member_id=director["member_id"], coding_agent=agent
-        )
-        session_id = _record_usage_source(store, environ, member_id, agent, cwd, **budgets)
-        argv = backends.build_argv(
-            agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id, session_id=session_id
-        )
-        pane_env = {
-            "CAFLEET_DATABASE_URL": database,
-            "CAFLEET_MEMBER_ID": str(member_id),
-            "CAFLEET_FLEET_ID": str(fleet_id),
-        }
-        if getattr(store, "engine", "sqlite") == "postgresql":
-            pane_env["CAFLEET_PG_SCHEMA"] = store.schema  # the member's cafleet reaches the same tables
-            if store.trusted_owner:  # and accepts them as the Director's does
-                pane_env["CAFLEET_PG_TRUSTED_OWNER"] = store.trusted_owner
-        pane_id, identity = mux.split_identified(
-            placement["window_id"], argv, cwd=cwd, env=pane_env, target_pane=placement["pane_id"]
-        )
+            from cafleet.delivery import worktrees
+
+            added = worktrees.add(store, plan, spawn.fleet_id, member_id, spawn.name)
+        pane_id, identity, recorded, window_id = open_pane(member_id, added["path"] if added else None)
         pause_point("create.split")
-        record_pane(store, environ, db_path, member_id, placement, pane_id, identity)
+        record_pane(store, environ, db_path, member_id, recorded, pane_id, identity, window_id=window_id)
         pause_point("create.patched")
-    except BaseException as error:
-        message = _compensate(store, mux, member_id, pane_id, error)
+    except BaseException as error:  # noqa: BLE001 -- anything, a signal included, after the registration is undone and reported
+        closed = None if pane_id is not None or close_unknown is None else close_unknown(member_id)
+        message = _compensate(store, mux, member_id, pane_id, error, closed)
         if plan is not None:
             message = message[:-1] + _release_after_failure(store, environ, member_id) + "."
         raise CreateFailed(message) from None
     out = {
         "member_id": member_id,
-        "fleet_id": fleet_id,
-        "name": name,
-        "coding_agent": agent,
+        "fleet_id": spawn.fleet_id,
+        "name": spawn.name,
+        "coding_agent": spawn.agent,
         "backend": placement["backend"],
         "pane_id": pane_id,
     }
@@ -465,7 +582,7 @@ def _release_after_failure(store, environ, member_id: int) -> str:
     try:
         result = worktrees.release(store, environ, member_id, discard=False)
     except CafleetError as error:
-        return f", could not check its worktree ({str(error).rstrip('.')})"
+        return f", could not check its worktree ({clause(error)})"
     if result is None:
         return ""
     if result["status"] == "removed":
@@ -536,33 +653,19 @@ def remote_pane_env(environ, db_path: str, host: str, fleet_id: int, member_id: 
     return env
 
 
-def _create_remote(
-    store,
-    environ,
-    db_path: str,
-    host: str,
-    *,
-    fleet_id: int,
-    director: dict,
-    name: str,
-    description: str,
-    agent: str,
-    model,
-    effort,
-    prompt: str,
-    plan=None,
-) -> dict:
+def _create_remote(store, environ, db_path: str, host: str, spawn: Spawn, plan=None) -> dict:
     """A member on another host: check that the host answers and has tmux and the agent,
     register it pending (session ``ssh://<host>/``), open a detached tmux session of its
     own on the host's ``-L cafleet`` server, and record the session, window and pane.
     With ``plan`` (``--worktree``), the session starts in the member's new worktree there."""
     from cafleet.agents import backends
-    from cafleet.agents.prompt import render_spawn_prompt
     from cafleet.mux.ssh import Ssh, join_session
     from cafleet.mux.tmux import Tmux
 
     ssh = Ssh(host, environ)
-    probe = backends.build_argv(agent, member_name=name, prompt="", model=model, effort=effort, member_id=0)[0]
+    probe = backends.build_argv(
+        spawn.agent, member_name=spawn.name, prompt="", model=spawn.model, effort=spawn.effort, member_id=0
+    )[0]
     missing = remote_missing(ssh, ["tmux", probe])
     if missing:
         raise CafleetError(
@@ -570,57 +673,32 @@ def _create_remote(
             "install it there, or check with `cafleet doctor --host`."
         )
     database = remote_database_url(ssh, db_path)
-    member_id = members.register_member(
-        store,
-        fleet_id=fleet_id,
-        name=name,
-        description=description,
-        backend="tmux",
-        session=join_session(host, ""),
-        window_id="",
-        coding_agent=agent,
-    )
-    pause_point("create.registered")
     mux = Tmux(None, remote=ssh, label=REMOTE_SERVER)
-    pane_id = None
-    added = None
-    try:
-        if plan is not None:
-            from cafleet.delivery import worktrees
 
-            added = worktrees.add(store, environ, plan, fleet_id, member_id, name)
-        text = render_spawn_prompt(
-            prompt, fleet_id=fleet_id, member_id=member_id, director_member_id=director["member_id"], coding_agent=agent
-        )
-        argv = backends.build_argv(
-            agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id
-        )
+    def open_pane(member_id: int, workdir: str | None) -> tuple[str, str | None, dict, str | None]:
         session, window_id, pane_id, identity = mux.new_session(
-            argv,
-            env=remote_pane_env(environ, database, host, fleet_id, member_id),
+            spawn.argv(member_id),
+            env=remote_pane_env(environ, database, host, spawn.fleet_id, member_id),
             window_name=f"cafleet-{member_id}",
-            cwd=added["path"] if added else None,
+            cwd=workdir,
         )
         mux.socket = session.partition("@")[2]  # from now on, exactly the server that holds the pane
-        pause_point("create.split")
-        placement = {"backend": "tmux", "session": join_session(host, session)}
-        record_pane(store, environ, db_path, member_id, placement, pane_id, identity, window_id=window_id)
-        pause_point("create.patched")
-    except BaseException as error:
-        closed = None if pane_id is not None else _close_started_session(ssh, member_id, database)
-        message = _compensate(store, mux, member_id, pane_id, error, closed)
-        if plan is not None:
-            message = message[:-1] + _release_after_failure(store, environ, member_id) + "."
-        raise CreateFailed(message) from None
-    out = {
-        "member_id": member_id,
-        "fleet_id": fleet_id,
-        "name": name,
-        "coding_agent": agent,
-        "backend": "tmux",
-        "pane_id": pane_id,
-        "host": host,
-    }
+        return pane_id, identity, {"backend": "tmux", "session": join_session(host, session)}, window_id
+
+    pending = {"backend": "tmux", "session": join_session(host, ""), "window_id": ""}
+    out = _spawn(
+        store,
+        environ,
+        db_path,
+        spawn,
+        pending,
+        mux,
+        plan,
+        open_pane,
+        close_unknown=lambda member_id: _close_started_session(ssh, member_id, database),
+    )
+    added = out.pop("worktree", None)
+    out["host"] = host  # before the worktree, as the record has always been ordered
     if added is not None:
         out["worktree"] = added
     return out
@@ -646,7 +724,7 @@ def _close_started_session(ssh, member_id: int, database: str) -> str:
     try:
         code, out, err = ssh.run(["sh", "-c", _CLOSE_STARTED, "sh", REMOTE_SERVER, str(member_id), database])
     except CafleetError as error:
-        return f"could not confirm that no tmux session of it runs on host {ssh.host} ({str(error).rstrip('.')})"
+        return f"could not confirm that no tmux session of it runs on host {ssh.host} ({clause(error)})"
     if code != 0:
         from cafleet.mux import first_line
 
@@ -713,7 +791,7 @@ def _compensate(
 ) -> str:
     """Undo a creation that failed after the registry write: close its pane (``closed``:
     what was done instead when cafleet never learnt the pane), deregister the member."""
-    reason = str(error).rstrip(".") if isinstance(error, CafleetError) else f"{type(error).__name__}: {error}"
+    reason = clause(error) if isinstance(error, CafleetError) else f"{type(error).__name__}: {error}"
     undone = [] if closed is None else [closed]
     if pane_id is not None:
         try:

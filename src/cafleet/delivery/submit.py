@@ -207,7 +207,8 @@ def _submit(
         removed = _erase_ours(mux, pane_id, agent, shown, line)
         raise SubmissionNotConfirmed(
             f"the typed text never showed in the {agent} input box of pane {pane_id}, so "
-            "Enter was not pressed" + ("; the typed text was removed." if removed else ".")
+            "Enter was not pressed" + ("; the typed text was removed." if removed else "."),
+            pane=pane_id,
         )
     for presses in range(enter_retries + 1):
         if screen.classify(agent, _without_typed(shown, line)) == screen.PaneState.AWAITING_USER:
@@ -216,7 +217,8 @@ def _submit(
                 "typed; Enter was not pressed and the typed text is still in that pane."
                 if presses == 0
                 else f"pane {pane_id} began showing a prompt awaiting its user before the "
-                "submission was confirmed; Enter was not pressed again."
+                "submission was confirmed; Enter was not pressed again.",
+                pane=pane_id,
             )
         mux.press_enter(pane_id)
         outcome, shown = _await_outcome(mux, pane_id, agent, ends, placeholder, echoes, confirm_timeout)
@@ -226,13 +228,15 @@ def _submit(
             raise SubmissionNotConfirmed(
                 f"the typed text vanished from the {agent} input box of pane {pane_id} without "
                 "reaching its transcript or queue (the agent cleared its input, as it does "
-                "while starting); Enter is not retried."
+                "while starting); Enter is not retried.",
+                pane=pane_id,
             )
     removed = _erase_ours(mux, pane_id, agent, shown, line)
     raise SubmissionNotConfirmed(
         f"the typed text was still in the input box of pane {pane_id} after "
         f"{enter_retries + 1} Enter presses; the submission is not confirmed"
-        + ("; the typed text was removed." if removed else ".")
+        + ("; the typed text was removed." if removed else "."),
+        pane=pane_id,
     )
 
 
@@ -245,14 +249,16 @@ def _check_ready(
     if screen.classify(agent, shown) == screen.PaneState.AWAITING_USER:
         raise PaneAwaitingUser(
             f"pane {pane_id} shows a prompt awaiting its user, so nothing was typed; "
-            "answer it in that pane and the message will be retried."
+            "answer it in that pane and the message will be retried.",
+            pane=pane_id,
         )
     if screen.starting(agent, shown):
-        raise PaneNotReady(f"pane {pane_id} shows {agent} still starting, so nothing was typed.")
+        raise PaneNotReady(f"pane {pane_id} shows {agent} still starting, so nothing was typed.", pane=pane_id)
     text = screen.box_text(agent, shown)
     if text is None:
         raise PaneNotReady(
-            f"pane {pane_id} does not show the {agent} input box (is that agent running there?), so nothing was typed."
+            f"pane {pane_id} does not show the {agent} input box (is that agent running there?), so nothing was typed.",
+            pane=pane_id,
         )
     if not text or _is_whole(text, line):
         return shown  # empty, or this very line whole: submitted as it stands
@@ -266,7 +272,8 @@ def _check_ready(
             return shown
     raise PaneInputBusy(
         f"held: input box has text in pane {pane_id} (someone is typing there), so nothing "
-        "was typed and that text was left as it is."
+        "was typed and that text was left as it is.",
+        pane=pane_id,
     )
 
 

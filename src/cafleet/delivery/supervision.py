@@ -21,7 +21,7 @@ the WebUI roster, so the three always agree. Each member costs one multiplexer i
 from __future__ import annotations
 
 from cafleet import clock
-from cafleet.errors import CafleetError, DamagedPlacement, PaneStale
+from cafleet.errors import CafleetError, DamagedPlacement, PaneStale, clause
 
 ALIVE, IDLE, SILENT, BLOCKED, DEAD, PENDING = "alive", "idle", "silent", "blocked", "dead", "pending"
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "tcsh", "csh", "-bash", "-zsh", "-sh"})
@@ -65,9 +65,9 @@ def pane_state(
         mux.expect(pane, placement.get("identity"), recorded_at(placement))
         exists, dead, command, text = mux.inspect(pane, SCREEN_LINES)
     except (PaneStale, DamagedPlacement) as error:
-        return DEAD, str(error).rstrip(".")
+        return DEAD, clause(error)
     except CafleetError as error:
-        return DEAD, f"pane {pane} cannot be inspected ({str(error).rstrip('.')})"
+        return DEAD, f"pane {pane} cannot be inspected ({clause(error)})"
     if not exists:
         return DEAD, f"pane {pane} is gone"
     if dead:
@@ -103,6 +103,14 @@ def fleet_states(
 
         roster = members.roster(store, fleet_id, detail=True)
     return {entry["member_id"]: pane_state(entry, pool, idle_after) for entry in roster if entry["kind"] != "director"}
+
+
+def merge_states(records: list[dict], states: dict[int, tuple[str, str]]) -> list[dict]:
+    """The roster ``records``, each given its ``state`` and ``state_detail`` from ``states``
+    (:func:`fleet_states`); the root Director, who has none, is ``director``. In place."""
+    for record in records:
+        record["state"], record["state_detail"] = states.get(record["member_id"], ("director", ""))
+    return records
 
 
 def _now() -> float:

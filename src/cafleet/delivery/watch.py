@@ -27,7 +27,7 @@ import time
 from cafleet import clock
 from cafleet.broker import activity, fleets, messages, notifications
 from cafleet.delivery import drain, supervision
-from cafleet.errors import CafleetError, Conflict, DatabaseError, DatabaseGone, DatabaseUnreachable
+from cafleet.errors import CafleetError, Conflict, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
 from cafleet.faults import pause_point
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
@@ -142,7 +142,7 @@ class Watcher:
                         stop.check()
                         unread = changes.wait(until=next_round if due is None else min(due, next_round)) or unread
                     except DatabaseGone as gone:
-                        return str(gone).rstrip(".")
+                        return clause(gone)
                     except DatabaseUnreachable as error:  # the server ended the session: reconnect
                         changes.recover(error)
                         unread = True  # notifications were lost meanwhile: read the inbox again

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 
 from cafleet.broker import worktrees as records
-from cafleet.errors import CafleetError, UsageError
+from cafleet.errors import CafleetError, UsageError, clause
 
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 TIMEOUT = 120.0
@@ -154,7 +154,7 @@ def _repo_of(run: Runner, cwd: str, common: str) -> str:
     return os.path.dirname(common) if os.path.basename(common) == ".git" else common
 
 
-def plan(environ, cwd: str, fleet_id: int, branch: str | None, base: str | None, host: str | None = None) -> Plan:
+def plan(environ, cwd: str, branch: str | None, base: str | None, host: str | None = None) -> Plan:
     """Check, before anything is written, that ``cwd`` (on ``host``, or here) is inside a
     work tree of a git repository, that the base names a commit and that a chosen branch is
     free."""
@@ -216,7 +216,7 @@ def default_branch(fleet_id: int, member_id: int, name: str) -> str:
     return f"cafleet/f{fleet_id}-m{member_id}-{slug(name)}"
 
 
-def add(store, environ, plan_: Plan, fleet_id: int, member_id: int, name: str) -> dict:
+def add(store, plan_: Plan, fleet_id: int, member_id: int, name: str) -> dict:
     """Record, then add, the member's worktree on its new branch; the row is ``ready``
     once git has made it. Raises with nothing left in git when git refuses."""
     from cafleet.faults import pause_point
@@ -333,7 +333,7 @@ def release(store, environ, member_id: int, *, discard: bool) -> dict | None:
             problem = _remove(run, row, force=discard)
             lost = [problem] if problem else []
     except CafleetError as error:
-        lost = [f"it could not be checked ({str(error).rstrip('.')})"]
+        lost = [f"it could not be checked ({clause(error)})"]
     if lost:
         records.set_status(store, member_id, records.KEPT)
         result["lost"] = lost
@@ -450,7 +450,7 @@ def survey(store, environ, cwd: str | None) -> list[dict]:
                 finding(
                     "unreachable",
                     row,
-                    f"member {member_id}'s worktree {path} could not be checked ({str(error).rstrip('.')})",
+                    f"member {member_id}'s worktree {path} could not be checked ({clause(error)})",
                     "cafleet doctor --host " + row["host"] if row["host"] else "cafleet doctor",
                 )
             )
@@ -489,11 +489,11 @@ def survey(store, environ, cwd: str | None) -> list[dict]:
                     f"cafleet member delete {member_id}",
                 )
             )
-    findings += _unrecorded(store, runners[None], cwd, rows, recorded, known)
+    findings += _unrecorded(runners[None], cwd, rows, recorded, known)
     return findings
 
 
-def _unrecorded(store, run: Runner, cwd, rows, recorded: set[str], known) -> list[dict]:
+def _unrecorded(run: Runner, cwd, rows, recorded: set[str], known) -> list[dict]:
     """Worktrees in this machine's worktree folder that no record names."""
     try:
         parent = run.worktree_dir()

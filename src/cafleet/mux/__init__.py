@@ -2,7 +2,7 @@
 
 Stored placement values are checked against their backend's encoding before any of them
 reaches a multiplexer, SSH or a shell (each backend's ``check_*`` functions, called where
-a stored value enters it: ``from_session``, ``expect``, ``split``). The checks use string
+a stored value enters it: ``from_session``, ``expect``, ``split_identified``). The checks use string
 methods, not ``re``: they run on every send.
 """
 
@@ -45,11 +45,13 @@ def printable(value: object) -> str:
     return text if text.isprintable() and " " not in text and len(text) <= 40 else shown(text)
 
 
-def damaged(what: str, value: object, form: str) -> DamagedPlacement:
-    """The one-line error for a stored ``what`` that is not of its ``form``."""
+def damaged(what: str, value: object, form: str, *, pane: str | None = None) -> DamagedPlacement:
+    """The one-line error for a stored ``what`` that is not of its ``form`` (``pane``: the
+    stored pane id, when that is the value it quotes)."""
     from cafleet.errors import shown
 
     return DamagedPlacement(
         f"the stored {what} {shown(value)} is not {form}: the placement is damaged, so nothing was "
-        "typed into its pane, read from it or closed; repair the row or delete the member"
+        "typed into its pane, read from it or closed; repair the row or delete the member",
+        pane=pane,
     )

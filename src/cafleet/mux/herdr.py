@@ -64,7 +64,9 @@ def check_id(what: str, value: str) -> str:
         and value[0].isalnum()
         and all(c.isalnum() or c in ":_.-" for c in value)
     ):
-        raise damaged(f"herdr {what} id", value, f"a herdr {what} id (like w1:p1)")
+        raise damaged(
+            f"herdr {what} id", value, f"a herdr {what} id (like w1:p1)", pane=value if what == "pane" else None
+        )
     return value
 
 
@@ -208,7 +210,7 @@ class Herdr:
     def _failed(args: Sequence[str], failure: _Failure, pane_id: str | None = None) -> MuxError:
         reason = f"{failure.message} ({failure.code})" if failure.code else failure.message
         if pane_id is not None and failure.code in _GONE_CODES:
-            return PaneGone(f"herdr pane {pane_id} is gone ({reason}).")
+            return PaneGone(f"herdr pane {pane_id} is gone ({reason}).", pane=pane_id)
         return MuxError(f"herdr {' '.join(args[:2])} failed: {reason}.")
 
     def _on_pane(self, pane_id: str, args: Sequence[str], *, json_result: bool = False) -> Any:
@@ -250,10 +252,8 @@ class Herdr:
             identity=self.identity(str(pane_id)) or None,
         )
 
-    def expect(self, pane_id: str, identity: str | None, recorded_at: float | None = None) -> None:
-        self.expected[check_id("pane", pane_id)] = check_identity(
-            identity
-        )  # herdr tells nothing of a server's age: recorded_at unused
+    def expect(self, pane_id: str, identity: str | None, recorded_at: float | None = None) -> None:  # noqa: ARG002 -- the protocol's signature; herdr tells nothing of a server's age
+        self.expected[check_id("pane", pane_id)] = check_identity(identity)
 
     def identity(self, pane_id: str) -> str:
         return _process_identity(self._process_info(pane_id))
@@ -272,17 +272,6 @@ class Herdr:
         """One ``process-info`` call checking the expected identity, before input or a kill."""
         if self.expected.get(pane_id):
             self._check(pane_id, self.identity(pane_id))
-
-    def split(
-        self,
-        window_id: str,
-        argv: Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        target_pane: str | None = None,
-    ) -> str:
-        return self.split_identified(window_id, argv, cwd=cwd, env=env, target_pane=target_pane)[0]
 
     def split_identified(
         self,

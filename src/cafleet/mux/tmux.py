@@ -66,7 +66,7 @@ COMMAND_SEPARATOR = object()  # a literal ";" between two tmux commands in one c
 def check_pane(pane_id: str) -> str:
     """A stored tmux pane id: ``%`` and a number (DamagedPlacement otherwise)."""
     if not (pane_id[:1] == "%" and is_number(pane_id[1:])):
-        raise damaged("tmux pane id", pane_id, "a tmux pane id (%N)")
+        raise damaged("tmux pane id", pane_id, "a tmux pane id (%N)", pane=pane_id)
     return pane_id
 
 
@@ -127,7 +127,8 @@ def stale(backend: str, pane_id: str, why: str) -> PaneStale:
     """The one-line error for a pane id that now names a pane cafleet did not create."""
     return PaneStale(
         f"{backend} pane {pane_id} is stale: {why}, so its id now names a pane cafleet did not "
-        "create; nothing was typed into it or closed"
+        "create; nothing was typed into it or closed",
+        pane=pane_id,
     )
 
 
@@ -246,8 +247,8 @@ class Tmux:
         if code != 0:
             reason = first_line(err) or f"exit status {code}"
             if _is_gone(err):
-                raise PaneGone(f"tmux pane {pane_id} is gone ({reason}).")
-            raise MuxError(f"tmux {args[0]} on pane {pane_id} failed: {reason}.")
+                raise PaneGone(f"tmux pane {pane_id} is gone ({reason}).", pane=pane_id)
+            raise MuxError(f"tmux {args[0]} on pane {pane_id} failed: {reason}.", pane=pane_id)
         return out
 
     def _pane_fields(self, pane_id: str, fmt: str) -> tuple[str, str]:
@@ -256,7 +257,7 @@ class Tmux:
         out = self._run_on_pane(pane_id, args)
         found, _, rest = out.rstrip("\n").partition("\t")
         if found != pane_id:
-            raise PaneGone(f"tmux pane {pane_id} is gone.")
+            raise PaneGone(f"tmux pane {pane_id} is gone.", pane=pane_id)
         identity, _, value = rest.partition("\t")
         return identity, value
 
@@ -301,7 +302,7 @@ class Tmux:
         )
         if code == 0 and _MISMATCH in out:
             self._pane_format(pane_id, "")  # PaneGone or PaneStale, naming why
-            raise MuxError(f"tmux pane {pane_id} changed while it was checked; nothing was sent to it.")
+            raise MuxError(f"tmux pane {pane_id} changed while it was checked; nothing was sent to it.", pane=pane_id)
         return code, out, err
 
     def expect(self, pane_id: str, identity: str | None, recorded_at: float | None = None) -> None:
@@ -333,17 +334,6 @@ class Tmux:
             pane_id=self.pane,
             identity=identity,
         )
-
-    def split(
-        self,
-        window_id: str,
-        argv: Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        target_pane: str | None = None,
-    ) -> str:
-        return self.split_identified(window_id, argv, cwd=cwd, env=env, target_pane=target_pane)[0]
 
     def split_identified(
         self,
@@ -410,7 +400,7 @@ class Tmux:
         first, _, screen = out.partition("\n")
         found, _, identity = first.partition("\t")
         if found != pane_id:
-            raise PaneGone(f"tmux pane {pane_id} is gone.")
+            raise PaneGone(f"tmux pane {pane_id} is gone.", pane=pane_id)
         self._check(pane_id, identity)
         return tail_lines(screen, lines)
 
@@ -428,7 +418,7 @@ class Tmux:
         if _is_gone(err):
             return False
         reason = first_line(err) or f"exit status {code}"
-        raise MuxError(f"tmux kill-pane on pane {pane_id} failed: {reason}.")
+        raise MuxError(f"tmux kill-pane on pane {pane_id} failed: {reason}.", pane=pane_id)
 
     def pane_exists(self, pane_id: str) -> bool:
         try:
@@ -453,8 +443,8 @@ class Tmux:
         if code != 0:
             reason = first_line(err) or f"exit status {code}"
             if _is_gone(err):
-                raise PaneGone(f"tmux pane {pane_id} is gone ({reason}).")
-            raise MuxError(f"tmux {args[0]} on pane {pane_id} failed: {reason}.")
+                raise PaneGone(f"tmux pane {pane_id} is gone ({reason}).", pane=pane_id)
+            raise MuxError(f"tmux {args[0]} on pane {pane_id} failed: {reason}.", pane=pane_id)
 
     def press_backspace(self, pane_id: str, count: int) -> None:
         for done in range(0, count, 200):
@@ -494,7 +484,9 @@ class Tmux:
         if code != 0:
             if _is_gone(err):
                 return False, False, "", ""
-            raise MuxError(f"tmux could not inspect pane {pane_id}: {first_line(err) or f'exit status {code}'}.")
+            raise MuxError(
+                f"tmux could not inspect pane {pane_id}: {first_line(err) or f'exit status {code}'}.", pane=pane_id
+            )
         head, _, screen = out.partition("\n")
         found, dead, identity, command = (head.split("\t", 3) + ["", "", "", ""])[:4]
         if found != pane_id:

@@ -52,10 +52,10 @@ def parse_id(raw: str | None, what: str) -> int:
 def _page_size(raw: str | None) -> int:
     if raw is None:
         return DEFAULT_PAGE
-    text = raw.strip()
-    if not (text.isascii() and text.isdigit()) or len(text) > 4 or not 0 < int(text) <= MAX_PAGE:
+    value = validation.bounded_int(raw, 1, MAX_PAGE)
+    if value is None:
         raise ApiError(400, f"limit must be an integer from 1 to {MAX_PAGE}, got {shown(raw)}")
-    return int(text)
+    return value
 
 
 @contextmanager
@@ -91,10 +91,10 @@ def fleet_view(store, fleet_id: int, states: dict | None = None) -> dict:
         roster = []
     if states is None:
         return {"fleet": fleet, "members": roster}
+    from cafleet.delivery import supervision
     from cafleet.web import attention
 
-    for member in roster:
-        member["state"], member["state_detail"] = states.get(member["member_id"], ("director", ""))
+    supervision.merge_states(roster, states)
     return {"fleet": fleet, "members": roster, "attention": attention.items(store, fleet_id, states)}
 
 
@@ -110,9 +110,7 @@ def fleet_view_with_states(store, fleet_id: int) -> dict:
     except Conflict:  # deleted between the two reads
         return {"fleet": fleet, "members": []}
     states = supervision.fleet_states(store, fleet_id, supervision.MuxPool(), roster=detailed)
-    roster = [members.brief(member) for member in detailed]
-    for member in roster:
-        member["state"], member["state_detail"] = states.get(member["member_id"], ("director", ""))
+    roster = supervision.merge_states([members.brief(member) for member in detailed], states)
     from cafleet.web import attention
 
     return {"fleet": fleet, "members": roster, "attention": attention.items(store, fleet_id, states)}

@@ -50,7 +50,7 @@ class WebConfig:
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT
     stopping: Callable[[], bool] = lambda: False  # the server is shutting down: end event streams
-    gone: Callable[[Exception], None] = lambda error: None  # the database file was deleted or replaced
+    gone: Callable[[Exception], None] = lambda _error: None  # the database file was deleted or replaced
     poll_interval: float = 0.25  # how often the event streams' shared change waiter looks
     keepalive_interval: float = 15.0  # a comment line on an idle event stream
     max_streams: int = settings.DEFAULT_SERVER_MAX_STREAMS  # open event streams at most; 503 past it
@@ -135,7 +135,7 @@ class StorePool:
             try:
                 if store.conn.in_transaction:
                     store.conn.execute("ROLLBACK")
-            except Exception:  # the connection died during the request: dropped; the request's own error stands
+            except Exception:  # noqa: BLE001 -- the connection died during the request: dropped; the request's own error stands
                 healthy = False
             self._give_back(store, healthy)
 
@@ -172,14 +172,14 @@ def status_for(error: errors.CafleetError) -> int:
     return 500
 
 
-async def _cafleet_error(request: Request, exc: Exception) -> JSONResponse:
+async def _cafleet_error(_request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, api.ApiError):
         return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
     assert isinstance(exc, errors.CafleetError)
     return JSONResponse({"error": str(exc)}, status_code=status_for(exc))
 
 
-async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     return JSONResponse(
         {"error": str(exc.detail).lower().rstrip(".")}, status_code=exc.status_code, headers=exc.headers
@@ -210,7 +210,7 @@ class ErrorBoundary:
             await self.app(scope, receive, tracking_send)
         except ClientDisconnect:
             return  # the client went away (or was closed by the request timeout): nobody to answer
-        except Exception as exc:  # the boundary: anything not handled above is a bug
+        except Exception as exc:  # noqa: BLE001 -- the boundary: anything not handled above is a bug
             line = (
                 f"cafleet server: internal error on {scope.get('method')} {scope.get('path')}: "
                 f"{type(exc).__name__}: {exc}"
@@ -229,11 +229,11 @@ class ErrorBoundary:
             await send({"type": "http.response.body", "body": body})
 
 
-async def _index(request: Request) -> FileResponse:
+async def _index(_request: Request) -> FileResponse:
     return FileResponse(os.path.join(STATIC_DIR, "index.html"), headers={"cache-control": "no-cache"})
 
 
-async def _no_icon(request: Request) -> Response:
+async def _no_icon(_request: Request) -> Response:
     return Response(status_code=204)  # browsers ask for one; an empty answer keeps the log clean
 
 
@@ -244,7 +244,7 @@ def create_app(config: WebConfig) -> Starlette:
     changes = events.SharedChanges(pool, config.poll_interval)
 
     @asynccontextmanager
-    async def lifespan(app):
+    async def lifespan(_app):
         import asyncio
 
         from cafleet.web.connections import install_accept_error_log

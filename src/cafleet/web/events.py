@@ -127,7 +127,7 @@ class SharedChanges:
             if closing is not None:
                 try:
                     closing.close()
-                except Exception:  # already broken: nothing more to release
+                except Exception:  # noqa: BLE001 -- already broken: nothing more to release
                     pass
 
     def rest(self) -> None:

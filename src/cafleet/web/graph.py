@@ -13,9 +13,11 @@ The page asks again after every message, ACK or stamp, so the answer must not co
 over the fleet's whole history each time (about a second for 100,000 messages). The
 server keeps a tally per fleet (:class:`GraphCache`): built once with full aggregates,
 then brought up to date from the rows after the last message id it saw (a range of the
-primary key) and a look at the messages it knows are still open (by primary key). That is
-exact because a message row is never deleted, an ACK is final and a notification stamp is
-never removed: an open message can only close or be stamped, a closed one never changes.
+primary key) and a look at the messages it knows are still open (by primary key); the
+reads, and the rules for "open" and "unnotified", are the broker's
+(:mod:`cafleet.broker.traffic`). That is exact because a message row is never deleted, an
+ACK is final and a notification stamp is never removed: an open message can only close or
+be stamped, a closed one never changes.
 """
 
 from __future__ import annotations
@@ -28,11 +30,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from cafleet import clock
-from cafleet.broker import fleets, members
+from cafleet.broker import fleets, members, traffic
 
 BUCKETS = 60  # one-minute buckets: the last hour
 BUCKET_SECONDS = 60
-_CHUNK = 500  # ids per IN (...) look-up
 
 
 class FleetTally:
@@ -51,62 +52,29 @@ class FleetTally:
         """Bring the tally up to the store's read snapshot (the caller holds one open)."""
         fleet_id = self.fleet_id
         if not self.ready:
-            self.last_id = store.execute("SELECT coalesce(max(message_id), 0) FROM messages").fetchone()[0]
-            self.totals = {
-                (f, t): n
-                for f, t, n in store.execute(
-                    "SELECT msg.from_member_id, msg.to_member_id, count(*) "
-                    "FROM members m CROSS JOIN messages msg ON msg.from_member_id = m.member_id "
-                    "WHERE m.fleet_id = ? AND +msg.message_id <= ? GROUP BY msg.from_member_id, msg.to_member_id",
-                    (fleet_id, self.last_id),
-                )
-            }
-            self.open = {
-                i: (f, t, bool(u))
-                for i, f, t, u in store.execute(
-                    "SELECT msg.message_id, msg.from_member_id, msg.to_member_id, msg.notified_at IS NULL FROM messages msg "
-                    "WHERE msg.to_member_id IN (SELECT member_id FROM members WHERE fleet_id = ?) "
-                    "AND msg.status_state = 'input_required' AND msg.message_id <= ?",
-                    (fleet_id, self.last_id),
-                )
-            }
-            rows = store.execute(
-                "SELECT msg.created_at, msg.from_member_id, msg.to_member_id "
-                "FROM members m CROSS JOIN messages msg ON msg.from_member_id = m.member_id "
-                "WHERE m.fleet_id = ? AND +msg.message_id <= ? AND msg.created_at >= ?",
-                (fleet_id, self.last_id, _iso(since)),
-            ).fetchall()
+            self.last_id = traffic.last_message_id(store)
+            self.totals = traffic.totals(store, fleet_id, self.last_id)
+            self.open = traffic.open_messages(store, fleet_id, self.last_id)
+            rows = traffic.sent_since(store, fleet_id, self.last_id, _iso(since))
             self.recent = deque(sorted((clock.to_epoch(c), f, t) for c, f, t in rows))
             self.ready = True
             return
-        ours = {row[0] for row in store.execute("SELECT member_id FROM members WHERE fleet_id = ?", (fleet_id,))}
-        delta = store.execute(
-            "SELECT message_id, from_member_id, to_member_id, created_at, status_state = 'input_required', "
-            "notified_at IS NULL FROM messages WHERE message_id > ? ORDER BY message_id",
-            (self.last_id,),
-        ).fetchall()
-        still_open = [i for i in self.open]
-        for message_id, sender, recipient, created_at, is_open, unnotified in delta:
+        ours = traffic.member_ids(store, fleet_id)
+        still_open = list(self.open)
+        for message_id, sender, recipient, created_at, is_open, unnotified in traffic.after(store, self.last_id):
             self.last_id = message_id
             if sender not in ours:  # another fleet's message (a send never crosses fleets)
                 continue
             self.totals[(sender, recipient)] = self.totals.get((sender, recipient), 0) + 1
             self.recent.append((clock.to_epoch(created_at), sender, recipient))
             if is_open:
-                self.open[message_id] = (sender, recipient, bool(unnotified))
-        for start in range(0, len(still_open), _CHUNK):
-            ids = still_open[start : start + _CHUNK]
-            marks = ",".join("?" * len(ids))
-            for message_id, is_open, unnotified in store.execute(
-                f"SELECT message_id, status_state = 'input_required', notified_at IS NULL FROM messages "
-                f"WHERE message_id IN ({marks})",
-                ids,
-            ):
-                if not is_open:
-                    del self.open[message_id]
-                else:
-                    sender, recipient, _ = self.open[message_id]
-                    self.open[message_id] = (sender, recipient, bool(unnotified))
+                self.open[message_id] = (sender, recipient, unnotified)
+        for message_id, is_open, unnotified in traffic.states(store, still_open):
+            if not is_open:
+                del self.open[message_id]
+            else:
+                sender, recipient, _ = self.open[message_id]
+                self.open[message_id] = (sender, recipient, unnotified)
         # In id order, so nearly in time order; an entry behind a later one (a clock that
         # stepped back) only leaves a little later, and buckets ignore what is out of range.
         while self.recent and self.recent[0][0] < since:
@@ -141,7 +109,7 @@ def fleet_graph(store, fleet_id: int, cache: GraphCache | None = None, now: floa
     for sender, recipient, unnotified in still_open:
         counts = pending.setdefault((sender, recipient), [0, 0])
         counts[0] += 1
-        counts[1] += unnotified and recipient != director and sender != recipient
+        counts[1] += unnotified and recipient != director  # the Director polls: it is owed no preview
     edges = []
     for (sender, recipient), count in sorted(totals.items()):
         open_count, owed = pending.get((sender, recipient), (0, 0))

@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from cafleet.broker import members as broker_members
-from cafleet.errors import CafleetError, Conflict, DamagedPlacement, PaneGone, PaneStale
+from cafleet.errors import CafleetError, Conflict, DamagedPlacement, PaneGone, PaneStale, clause
 
 INTERVAL = 1.0  # seconds a capture is reused: at most one multiplexer call per member per second
 MAX_LINES = 120  # lines captured per member (a request asks for at most this many)
@@ -128,13 +128,13 @@ def _capture(placement: dict) -> dict:
     try:
         text = reach(placement).capture(pane, MAX_LINES, ansi=True)
     except PaneStale as error:
-        return {"status": "stale", "error": str(error).rstrip("."), "text": ""}
+        return {"status": "stale", "error": clause(error), "text": ""}
     except DamagedPlacement as error:
-        return {"status": "damaged", "error": str(error).rstrip("."), "text": ""}
+        return {"status": "damaged", "error": clause(error), "text": ""}
     except PaneGone as error:
-        return {"status": "gone", "error": str(error).rstrip("."), "text": ""}
+        return {"status": "gone", "error": clause(error), "text": ""}
     except CafleetError as error:
-        return {"status": "error", "error": f"pane {pane} cannot be captured ({str(error).rstrip('.')})", "text": ""}
+        return {"status": "error", "error": f"pane {pane} cannot be captured ({clause(error)})", "text": ""}
     return {"status": "ok", "error": None, "text": clean(text)}
 
 
@@ -185,10 +185,12 @@ def _lines(raw: str | None) -> int:
 
     if raw is None:
         return DEFAULT_LINES
-    text = raw.strip()
-    if not (text.isascii() and text.isdigit()) or len(text) > 4 or not 0 < int(text) <= MAX_LINES:
+    from cafleet.validation import bounded_int
+
+    value = bounded_int(raw, 1, MAX_LINES)
+    if value is None:
         raise ApiError(400, f"lines must be an integer from 1 to {MAX_LINES}, got {raw[:20]!r}")
-    return int(text)
+    return value
 
 
 def fleet_screens(request: Request) -> JSONResponse:
