@@ -411,16 +411,17 @@ def _agents_lines(agents: dict) -> list[str]:
 
 
 def _assets_lines(assets: dict) -> list[str]:
-    show = inline
     if "error" in assets:
-        return [f"✗ assets: {show(assets['error'])}"]
+        return [f"✗ assets: {inline(assets['error'])}"]
     if not assets["targets"]:
         return [f"{_mark(assets['ok'])} assets: no coding agent found, nothing to check"]
-    lines = [f"{_mark(assets['ok'])} assets (cafleet {assets['cafleet_version']}):"]
-    for target in assets["targets"]:
-        state = "current" if target["current"] else f"installed {show(target['installed_version'] or 'nothing')}"
-        lines.append(f"    {_mark(target['current'])} {target['coding_agent']}: {show(target['path'])} ({state})")
-    return lines
+    head = f"{_mark(assets['ok'])} assets (cafleet {assets['cafleet_version']}):"
+    return [head, *map(_asset_line, assets["targets"])]
+
+
+def _asset_line(target: dict) -> str:
+    state = "current" if target["current"] else f"installed {inline(target['installed_version'] or 'nothing')}"
+    return f"    {_mark(target['current'])} {target['coding_agent']}: {inline(target['path'])} ({state})"
 
 
 def _permissions_lines(permissions: dict) -> list[str]:
