@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cafleet import validation
 from cafleet.broker import fleets, members
 from cafleet.web.app import WebConfig, create_app
 from cafleet.web.security import allowed_hosts
@@ -81,6 +82,31 @@ def test_api_ids_of_any_length_are_a_clean_400(client, trio, path):
     assert response.headers["content-type"] == "application/json"
     error = response.json()["error"]
     assert re.fullmatch(r"[\w ]+ must be (at most \d+|an integer from 1 to 200), got '1{40}'…", error), error
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("5", 5),
+        (" 0007 ", 7),
+        ("00005", 5),
+        ("0" * 5000 + "5", 5),
+        ("200", 200),
+        ("0", None),
+        ("201", None),
+        ("-1", None),
+        ("+5", None),
+        ("5.0", None),
+        ("1_0", None),
+        ("\u0661\u0662", None),  # Arabic-Indic digits: str.isdigit() says yes, ids say no
+        ("", None),
+        (HUGE, None),
+    ],
+)
+def test_a_bounded_integer_is_plain_decimal_within_its_range(raw, value):
+    """The one rule for an integer from text (ids, the WebUI's limit and lines): ASCII
+    digits, leading zeros and surrounding blanks allowed, counted before int()."""
+    assert validation.bounded_int(raw, 1, 200) == value
 
 
 @pytest.mark.parametrize("depth", [10_000, 400_000])  # under the 1 MiB body limit
