@@ -91,16 +91,13 @@ class Where:
         import hashlib
 
         self.fleet_id = fleet_id
-        self.postgres = config.is_postgres(db_path)
+        from cafleet.store import is_postgres_url
+
+        self.postgres = is_postgres_url(db_path)
         self.url = db_path
         self.schema = getattr(store, "schema", "")
-        if self.postgres:
-            info = store.conn.info  # where the server is, not how it was spelled (a passfile, a password)
-            identity = f"{info.host}\0{info.port}\0{info.dbname}\0{self.schema}"
-            folder = _state_home(environ)
-        else:
-            identity = os.path.realpath(db_path)
-            folder = config.lock_dir(db_path)
+        identity = store.location_key()  # where the database is, not how it was spelled
+        folder = _state_home(environ) if self.postgres else config.lock_dir(db_path)
         tag = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:16]
         base = os.path.join(folder, f"keeper-{tag}-{fleet_id}")
         self.lock_path, self.state_path, self.log_path = base + ".lock", base + ".state", base + ".log"

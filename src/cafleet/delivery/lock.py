@@ -133,7 +133,9 @@ def pane_lock(
     through ``held.guard(mux)``."""
     if timeout < 0:
         raise ValueError("timeout must not be negative")
-    if isinstance(lock_dir, str) and lock_dir.startswith(("postgresql://", "postgres://")):
+    from cafleet.store import is_postgres_url
+
+    if isinstance(lock_dir, str) and is_postgres_url(lock_dir):
         with _advisory_lock(lock_dir, backend, session, pane_id, timeout) as held:
             yield held
         return

@@ -37,7 +37,7 @@ from cafleet.store import pgwire
 from cafleet import clock
 from cafleet.errors import DatabaseError, DatabaseUnreachable
 from cafleet.faults import TRACE_SQL, trace_point
-from cafleet.store import diagnosis, schema
+from cafleet.store import ReadSnapshot, diagnosis, schema
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
@@ -383,6 +383,7 @@ class PgStore:
         "absent_until",
     )
     engine = "postgresql"
+    BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ"  # one consistent view, as on SQLite
 
     def __init__(
         self, conn: pgwire.Connection, url: str, schema_name: str, busy_timeout: float, trusted_owner: str = ""
@@ -459,8 +460,6 @@ class PgStore:
                 return cursor
             if params:
                 return self.conn.execute(dialect.postgres(sql, True), params)
-            if sql == "BEGIN":  # a read snapshot (the WebUI): one consistent view, as on SQLite
-                sql = "BEGIN ISOLATION LEVEL REPEATABLE READ"
             return self.conn.execute(dialect.postgres(sql, False))
         except pgwire.DataError as exc:
             if "NUL" in str(exc) and any("\0" in p for p in params if isinstance(p, str)):
@@ -477,6 +476,50 @@ class PgStore:
 
     def write(self) -> "_PgWrite":
         return _PgWrite(self)
+
+    def read(self) -> "ReadSnapshot":
+        """``with store.read(): ...``: the block's reads in one REPEATABLE READ transaction
+        (``BEGIN_READ``), one consistent view as on SQLite; always ended."""
+        return ReadSnapshot(self)
+
+    def end_transaction(self) -> None:
+        """Roll back a transaction left open; raises when the connection is broken."""
+        if self.conn.info.transaction_status != pgwire.IDLE:
+            self.conn.execute("ROLLBACK")
+
+    def auxiliary_problems(self) -> dict[str, str]:
+        """``{name: "missing" | "altered"}`` for cafleet's auxiliary tables and indexes."""
+        return auxiliary_problems(self)
+
+    def triggers_and_rules(self) -> list[dict] | None:
+        """Every trigger and rule on a required table (`cafleet doctor`)."""
+        return triggers_and_rules(self)
+
+    def member_environment(self) -> dict[str, str]:
+        """What a member's pane needs besides CAFLEET_DATABASE_URL to reach this store: the
+        schema, and the trusted owner, so that its cafleet accepts the tables as this one does."""
+        environment = {"CAFLEET_PG_SCHEMA": self.schema}
+        if self.trusted_owner:
+            environment["CAFLEET_PG_TRUSTED_OWNER"] = self.trusted_owner
+        return environment
+
+    def location_key(self) -> str:
+        """The schema's identity as one string: where the server is, not how the URL spelled
+        it (a passfile, a password), and the schema."""
+        info = self.conn.info
+        return f"{info.host}\0{info.port}\0{info.dbname}\0{self.schema}"
+
+    @property
+    def display_name(self) -> str:
+        """The store as a report names it: the URL without its password, and the schema."""
+        return f"{self.path} (schema {self.schema})"
+
+    def classify(self, exc: BaseException) -> DatabaseError | None:
+        """A driver exception that escaped :meth:`execute` as cafleet's one-line error;
+        None for anything else, and for a refused constraint."""
+        if isinstance(exc, pgwire.Error) and not isinstance(exc, pgwire.IntegrityError):
+            return translate(exc, self.url, self.busy_timeout)
+        return None
 
     def change_waiter(self, interval: float) -> "NotifyWaiter":
         """A waiter whose baseline is now: LISTEN before the caller's first read."""
@@ -1006,6 +1049,7 @@ class NotifyWaiter:
 
     __slots__ = ("store", "conn", "last_read")
     blocks = True  # :meth:`wait` sleeps in the connection until a notification comes
+    apart = True  # it listens on a session of its own: the store it came from may be closed
 
     def __init__(self, store: PgStore) -> None:
         self.store = store
