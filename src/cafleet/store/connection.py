@@ -19,6 +19,10 @@ from cafleet import clock
 from cafleet.errors import DatabaseError, DatabaseGone
 from cafleet.store import ReadSnapshot, diagnosis, faults, is_postgres_url, schema, sqlite as sqlite3
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store as StoreInterface
+
 DEFAULT_BUSY_TIMEOUT = 5.0
 
 
@@ -383,7 +387,7 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
 
 def open_store(
     path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: str | None = None, trusted_owner: str | None = None
-) -> Store:
+) -> StoreInterface:
     """Diagnose ``path`` and return a Store ready for use, initialising it if new/empty.
 
     A ``postgresql://`` or ``postgres://`` URL opens the PostgreSQL store instead
@@ -397,7 +401,7 @@ def open_store(
     if is_postgres_url(path):
         from cafleet.store import postgres
 
-        return postgres.open_store(path, busy_timeout, schema, trusted_owner)  # type: ignore[return-value]
+        return postgres.open_store(path, busy_timeout, schema, trusted_owner)
     state = diagnosis.read_header_state(path)
     if state == diagnosis.MISSING:
         _make_parent(path)
@@ -552,7 +556,7 @@ def _look_inside_zero_identity(conn: sqlite3.Connection, path: str, busy_timeout
     raise diagnosis.not_cafleet(path)
 
 
-def add_auxiliary_indexes(store: Store) -> list[str]:
+def add_auxiliary_indexes(store: StoreInterface) -> list[str]:
     """Create every auxiliary table and index of cafleet's that the database lacks
     (``cafleet setup``); returns the names created, tables first. One write transaction of
     their own; the ledger and required shape are unchanged. A table or index of that name
@@ -608,3 +612,9 @@ def _initialise(conn: sqlite3.Connection, path: str, busy_timeout: float) -> Non
             raise
     except sqlite3.DatabaseError as exc:
         raise translate(exc, path, busy_timeout) from None
+
+
+if TYPE_CHECKING:  # the type checker holds the SQLite store to the one interface
+
+    def _conforms(store: Store) -> StoreInterface:
+        return store

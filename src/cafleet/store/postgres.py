@@ -43,6 +43,8 @@ TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the 
 if TYPE_CHECKING:
     from typing import Any
 
+    from cafleet.store.protocol import Store as StoreInterface
+
 DEFAULT_SCHEMA = "cafleet"
 FALLBACK_POLL = 2.0  # seconds: a waiter re-reads this often even when no notification came
 ABSENCE_FRESH = 1.0  # seconds: how long the open's "this auxiliary table is missing" is trusted
@@ -1158,22 +1160,19 @@ class AdvisoryLock:
         self.key = key
         self.conn: pgwire.Connection | None = None
 
-    def acquire(self, timeout: float, busy_timeout: float = 5.0) -> bool:
+    def open(self, busy_timeout: float = 5.0) -> None:
+        """The lock's own connection (raises :class:`~cafleet.errors.DatabaseError`)."""
         # pg_try_advisory_lock never waits and names no table: no settings round trip.
         self.conn = connect(self.url, busy_timeout, DEFAULT_SCHEMA, settings=False)
-        deadline = time.monotonic() + timeout
-        pause = 0.01
-        while True:
+
+    def try_acquire(self) -> bool:
+        """One attempt that never waits (the caller's loop backs off between attempts)."""
+        assert self.conn is not None, "open() first"
+        try:
             row = self.conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
-            if row is not None and row[0]:
-                return True
-            trace_point("lock.busy")  # test-only count (cafleet.faults): a try found it held
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.release()
-                return False
-            time.sleep(max(0.01, min(pause, remaining)))
-            pause = min(pause * 2, 0.05)
+        except pgwire.Error as exc:
+            raise translate(exc, self.url, 5.0) from None
+        return row is not None and bool(row[0])
 
     def held(self) -> bool:
         """Whether this session still holds the lock: False once the session ended (its
@@ -1193,3 +1192,9 @@ class AdvisoryLock:
                 self.conn.close()  # ends the session, which releases its advisory locks
             finally:
                 self.conn = None
+
+
+if TYPE_CHECKING:  # the type checker holds the PostgreSQL store to the one interface
+
+    def _conforms(store: PgStore) -> StoreInterface:
+        return store

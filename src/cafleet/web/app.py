@@ -33,7 +33,8 @@ from starlette.staticfiles import StaticFiles
 
 from cafleet import config as settings
 from cafleet import errors
-from cafleet.store.connection import DEFAULT_BUSY_TIMEOUT, Store, file_identity, open_store, replaced_error
+from cafleet.store.connection import DEFAULT_BUSY_TIMEOUT, file_identity, open_store, replaced_error
+from cafleet.store.protocol import Store
 from cafleet.web import api, events, graph, screens, security
 
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
