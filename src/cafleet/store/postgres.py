@@ -921,6 +921,7 @@ class AdvisoryLock:
         self.url = url
         self.key = key
         self.conn: pgwire.Connection | None = None
+        self.ping = False  # the server ends idle sessions: every alive() is a round trip
 
     def open(self, busy_timeout: float = 5.0) -> None:
         """The lock's own connection (raises :class:`~cafleet.errors.DatabaseError`)."""
@@ -935,6 +936,41 @@ class AdvisoryLock:
         except pgwire.Error as exc:
             raise translate(exc, self.url, 5.0) from None
         return row is not None and bool(row[0])
+
+    def try_acquire_as(self, application_name: str) -> bool:
+        """:meth:`try_acquire`, naming the session (``application_name``, which other
+        processes read in pg_stat_activity) and learning in the same round trip whether the
+        server ends idle sessions (``idle_session_timeout``: then :meth:`alive` pings)."""
+        assert self.conn is not None, "open() first"
+        try:
+            row = self.conn.execute(
+                "SELECT set_config('application_name', %s, false), pg_try_advisory_lock(%s), "
+                "(SELECT setting FROM pg_settings WHERE name = 'idle_session_timeout')",
+                (application_name[:63], self.key),
+            ).fetchone()
+        except pgwire.Error as exc:
+            raise translate(exc, self.url, 5.0) from None
+        self.ping = bool(row) and row[2] not in (None, "0")
+        return bool(row and row[1])
+
+    def alive(self) -> bool:
+        """Whether the lock's session is still open (a server restart or
+        ``pg_terminate_backend`` ends it, and the lock with it), never an exception. Costs
+        no round trip while nothing arrived on the session's socket (a server that ends a
+        session says so first), unless the server ends idle sessions: then each call is a
+        ``SELECT 1``, which keeps the session from being idle for longer than the caller's look."""
+        conn = self.conn
+        if conn is None or conn.closed:
+            return False
+        try:
+            poller = select.poll()
+            poller.register(conn.fileno(), select.POLLIN)
+            if not poller.poll(0) and not self.ping:
+                return True  # nothing unasked for: the session is as it was
+            conn.execute("SELECT 1").fetchone()  # something came: ask whether the session lives
+        except (pgwire.Error, OSError, ValueError):  # the session is gone, and so is the lock
+            return False
+        return True
 
     def held(self) -> bool:
         """Whether this session still holds the lock: False once the session ended (its
@@ -952,6 +988,8 @@ class AdvisoryLock:
         if self.conn is not None:
             try:
                 self.conn.close()  # ends the session, which releases its advisory locks
+            except pgwire.Error:
+                pass  # a session already gone holds nothing
             finally:
                 self.conn = None
 

@@ -22,68 +22,51 @@ POSTGRES = "postgresql"
 
 
 class Column:
-    """One column as declared: its name, its kind (a key of each engine's type table),
-    and what constrains it. ``references``: (table, column, ON DELETE action);
-    ``default``: an SQL literal; ``identity``: a generated id that is never reused
-    (SQLite's AUTOINCREMENT, PostgreSQL's identity)."""
+    """One column, declared in one line: ``name kind`` and what constrains it:
+
+    - ``!`` after the kind: NOT NULL; ``pk``: the primary key; ``id``: a generated id
+      that is never reused (SQLite's AUTOINCREMENT, PostgreSQL's identity), the key;
+    - ``unique``; ``= literal``: the default (an SQL literal without spaces);
+    - ``-> table.column``: a reference, ON DELETE RESTRICT (``cascade`` after it: CASCADE).
+
+    Kinds are keys of each engine's type table (:data:`TYPES`)."""
 
     __slots__ = ("name", "kind", "not_null", "primary", "identity", "references", "default", "unique")
 
-    def __init__(
-        self,
-        name: str,
-        kind: str,
-        not_null: bool = False,
-        primary: bool = False,
-        identity: bool = False,
-        references: tuple[str, str, str] | None = None,
-        default: str | None = None,
-        unique: bool = False,
-    ) -> None:
-        self.name = name
-        self.kind = kind
-        self.not_null = not_null
-        self.primary = primary
-        self.identity = identity
-        self.references = references
-        self.default = default
-        self.unique = unique
+    def __init__(self, spec: str) -> None:
+        name, kind, *words = spec.split()
+        self.name, self.kind = name, kind.rstrip("!")
+        self.identity = "id" in words
+        self.not_null = kind.endswith("!") or self.identity
+        self.primary = self.identity or "pk" in words
+        self.unique = "unique" in words
+        self.default = words[words.index("=") + 1] if "=" in words else None
+        self.references: tuple[str, str, str] | None = None
+        if "->" in words:
+            at = words.index("->")
+            parent, key = words[at + 1].split(".")
+            self.references = (parent, key, "CASCADE" if "cascade" in words[at + 2 :] else "RESTRICT")
 
 
 class Table:
-    """A table as declared: its columns in order and, when it spans several columns, its
-    primary key."""
+    """A table, declared as its columns' lines (:class:`Column`) joined by commas and, when
+    it spans several columns, its primary key."""
 
     __slots__ = ("name", "columns", "primary_key")
 
-    def __init__(self, name: str, columns: tuple[Column, ...], primary_key: tuple[str, ...] = ()) -> None:
+    def __init__(self, name: str, columns: str, primary_key: tuple[str, ...] = ()) -> None:
         self.name = name
-        self.columns = columns
-        self.primary_key = primary_key or tuple(column.name for column in columns if column.primary)
+        self.columns = tuple(Column(spec) for spec in columns.split(","))
+        self.primary_key = primary_key or tuple(column.name for column in self.columns if column.primary)
 
 
 class Index:
-    """An index as declared: its table, its key columns and, for a partial one, its predicate."""
+    """An index: its table, its key columns and, for a partial one, its predicate."""
 
     __slots__ = ("name", "table", "columns", "where")
 
     def __init__(self, name: str, table: str, columns: tuple[str, ...], where: str = "") -> None:
-        self.name = name
-        self.table = table
-        self.columns = columns
-        self.where = where
-
-
-def _id(name: str) -> Column:
-    return Column(name, "int", not_null=True, primary=True, identity=True)
-
-
-def _ref(name: str, table: str, column: str, on_delete: str = "RESTRICT", **flags) -> Column:
-    return Column(name, "int", references=(table, column, on_delete), **flags)
-
-
-def _text(name: str, not_null: bool = True, **flags) -> Column:
-    return Column(name, "text", not_null=not_null, **flags)
+        self.name, self.table, self.columns, self.where = name, table, columns, where
 
 
 # --- the declaration: the seed's tables (docs/storage.md), in the order they are created ---
@@ -91,65 +74,29 @@ def _text(name: str, not_null: bool = True, **flags) -> Column:
 DECLARED_TABLES: tuple[Table, ...] = (
     Table(
         "fleets",
-        (
-            _id("fleet_id"),
-            _text("name", not_null=False),
-            _text("created_at"),
-            _text("deleted_at", not_null=False),
-            _ref("director_member_id", "members", "member_id"),
-        ),
+        "fleet_id int id, name text, created_at text!, deleted_at text, director_member_id int -> members.member_id",
     ),
     Table(
         "members",
-        (
-            _id("member_id"),
-            _ref("fleet_id", "fleets", "fleet_id", not_null=True),
-            _text("name"),
-            _text("description"),
-            _text("status"),
-            _text("registered_at"),
-            _text("deregistered_at", not_null=False),
-        ),
+        "member_id int id, fleet_id int! -> fleets.fleet_id, name text!, description text!, status text!, "
+        "registered_at text!, deregistered_at text",
     ),
     Table(
         "member_placements",
-        (
-            _ref("member_id", "members", "member_id", "CASCADE", not_null=True, primary=True),
-            _text("mux_session"),
-            _text("mux_window_id"),
-            _text("mux_pane_id", not_null=False),
-            _text("backend", default="'tmux'"),
-            _text("coding_agent"),
-            _text("created_at"),
-        ),
+        "member_id int! pk -> members.member_id cascade, mux_session text!, mux_window_id text!, mux_pane_id text, "
+        "backend text! = 'tmux', coding_agent text!, created_at text!",
     ),
     Table(
         "messages",
-        (
-            _id("message_id"),
-            _ref("from_member_id", "members", "member_id", not_null=True),
-            _ref("to_member_id", "members", "member_id", not_null=True),
-            _text("created_at"),
-            _text("status_state"),
-            _text("status_timestamp"),
-            _text("text"),
-            _text("notified_at", not_null=False),
-        ),
+        "message_id int id, from_member_id int! -> members.member_id, to_member_id int! -> members.member_id, "
+        "created_at text!, status_state text!, status_timestamp text!, text text!, notified_at text",
     ),
     Table(
         "asset_installs",
-        (_text("coding_agent"), _text("path"), _text("cafleet_version"), _text("installed_at")),
+        "coding_agent text!, path text!, cafleet_version text!, installed_at text!",
         primary_key=("coding_agent", "path"),
     ),
-    Table(
-        LEDGER_TABLE,
-        (
-            Column("version", "int4", primary=True),
-            Column("name", "varchar255"),
-            Column("applied_on", "varchar255"),
-            Column("checksum", "varchar255"),
-        ),
-    ),
+    Table(LEDGER_TABLE, "version int4 pk, name varchar255, applied_on varchar255, checksum varchar255"),
 )
 
 DECLARED_INDEXES: tuple[Index, ...] = (
@@ -179,19 +126,10 @@ DECLARED_AUX_INDEXES: tuple[Index, ...] = (
     ),
 )
 
-
 # cafleet's auxiliary tables: like the auxiliary indexes, outside the format (the seed allows
 # unrelated auxiliary tables), created by the first write that needs one (`member create`,
 # `fleet budget`), in a transaction of its own, or by `cafleet setup`; every command works on
 # a file without them, and `cafleet doctor` reports one missing or with another definition.
-def _int(name: str, not_null: bool = False, **flags) -> Column:
-    return Column(name, "int", not_null=not_null, **flags)
-
-
-def _key(name: str) -> Column:
-    return Column(name, "int", not_null=True, primary=True)
-
-
 DECLARED_AUX_TABLES: tuple[Table, ...] = (
     # cafleet_aux_member_usage_sources: what ties a member to its coding agent's own usage
     # records (docs/usage.md), written by `member create`: the agent, the session id cafleet
@@ -200,16 +138,8 @@ DECLARED_AUX_TABLES: tuple[Table, ...] = (
     # member's budgets.
     Table(
         "cafleet_aux_member_usage_sources",
-        (
-            _key("member_id"),
-            _text("coding_agent"),
-            _text("session_id", not_null=False),
-            _text("data_dir", not_null=False),
-            _text("cwd"),
-            _text("started_at"),
-            Column("budget_usd", "real"),
-            _int("budget_tokens"),
-        ),
+        "member_id int! pk, coding_agent text!, session_id text, data_dir text, cwd text!, started_at text!, "
+        "budget_usd real, budget_tokens int",
     ),
     # cafleet_aux_notices: the notices the fleet keeper put in its Director's inbox
     # (docs/delivery.md, "Notices in the Director's inbox"): one row per notice, naming its
@@ -218,28 +148,17 @@ DECLARED_AUX_TABLES: tuple[Table, ...] = (
     # (the episode ended, so the next one gets a notice of its own).
     Table(
         "cafleet_aux_notices",
-        (
-            _key("message_id"),
-            _int("fleet_id", not_null=True),
-            _text("kind"),
-            _text("subject"),
-            _int("member_id"),
-            _text("digest", not_null=False),
-            _text("opened_at"),
-            _text("cleared_at", not_null=False),
-        ),
+        "message_id int! pk, fleet_id int!, kind text!, subject text!, member_id int, digest text, opened_at text!, "
+        "cleared_at text",
     ),
     # cafleet_aux_fleet_budgets: a fleet's budget (`cafleet fleet budget`), over all its members.
-    Table("cafleet_aux_fleet_budgets", (_key("fleet_id"), Column("budget_usd", "real"), _int("budget_tokens"))),
+    Table("cafleet_aux_fleet_budgets", "fleet_id int! pk, budget_usd real, budget_tokens int"),
     # cafleet_aux_member_usage_totals: each member's usage as last read from its agent's
     # records (docs/usage.md, "Stored totals"), kept current by the fleet keeper (or `fleet
     # watch`): the totals by model as JSON, and where each file's reading stopped (its
     # identity, size and offset) so that the next read parses only what was appended. The
     # budget gate, the WebUI and `fleet watch` read this row, never the agent's files.
-    Table(
-        "cafleet_aux_member_usage_totals",
-        (_key("member_id"), _text("updated_at"), _text("totals"), _text("state")),
-    ),
+    Table("cafleet_aux_member_usage_totals", "member_id int! pk, updated_at text!, totals text!, state text!"),
     # cafleet_aux_member_worktrees: a member's own git worktree (`member create --worktree`,
     # docs/worktrees.md): the repository (its main worktree's folder), the worktree's path
     # (never another member's: UNIQUE, and rows are kept after removal), its branch, the
@@ -247,22 +166,12 @@ DECLARED_AUX_TABLES: tuple[Table, ...] = (
     # kept after the member's deletion, removed), and the host it is on (NULL: this machine).
     Table(
         "cafleet_aux_member_worktrees",
-        (
-            _key("member_id"),
-            _text("repo"),
-            _text("path", unique=True),
-            _text("branch"),
-            _text("base"),
-            _text("base_commit"),
-            _text("status"),
-            _text("created_at"),
-            _text("removed_at", not_null=False),
-            _text("host", not_null=False),
-        ),
+        "member_id int! pk, repo text!, path text! unique, branch text!, base text!, base_commit text!, status text!, "
+        "created_at text!, removed_at text, host text",
     ),
     # cafleet_aux_fleet_worktrees: a fleet whose members get a worktree unless told
     # otherwise (`fleet create --worktrees`).
-    Table("cafleet_aux_fleet_worktrees", (_key("fleet_id"), _int("worktrees", not_null=True))),
+    Table("cafleet_aux_fleet_worktrees", "fleet_id int! pk, worktrees int!"),
 )
 
 
