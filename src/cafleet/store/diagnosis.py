@@ -79,13 +79,6 @@ def not_cafleet(path: str) -> Refused:
     )
 
 
-def is_busy(exc: Exception) -> bool:
-    """SQLite's "database is locked"/"busy": another process holds the file, not damage."""
-    from cafleet.store.faults import is_busy as busy
-
-    return busy(exc)
-
-
 def hot_journal(path: str) -> Refused:
     return Refused(
         f"database {path} has a hot journal ({path}-journal) left by a writer that stopped mid-transaction; "
