@@ -638,16 +638,10 @@ def diagnose(conn, where: str, schema_name: str, found: dict | None = None, trus
         version = conn.execute(f'SELECT max(version) FROM "{schema_name}".{schema.LEDGER_TABLE}').fetchone()[0]
     except pgwire.Error as exc:
         raise diagnosis.Refused(f"{place} has an unreadable schema ledger ({exc}); it was left unchanged.") from None
-    if not isinstance(version, int) or version < 1:
-        raise diagnosis.Refused(f"{place} has an empty or invalid schema ledger; it was left unchanged.")
-    if version > schema.HEAD_VERSION:
-        raise diagnosis.Refused(
-            f"database schema {version} in {place} is newer than this cafleet (head {schema.HEAD_VERSION}); "
-            "upgrade cafleet."
-        )
+    diagnosis.check_version(version, place, located=True)
     problem = first_shape_problem(found)
     if problem:
-        raise diagnosis.Refused(f"{place} has an incompatible schema: {problem}; it was left unchanged.")
+        raise diagnosis.incompatible(place, problem)
     return "cafleet"
 
 
@@ -682,38 +676,39 @@ def role_text(name: str) -> str:
 
 
 def first_shape_problem(found: dict[str, dict[str, set[str]]]) -> str | None:
-    for table, columns in EXPECTED_COLUMNS.items():
-        actual = found["column"].get(table)
-        if actual is None:
-            return f"table {table} is missing"
-        for column in columns:
-            if column not in actual:
-                name = column.split(" ", 1)[0]
-                other = [c for c in actual if c.split(" ", 1)[0] == name]
-                return (
-                    f"column {table}.{name} is altered (expected {column}, found {other[0]})"
-                    if other
-                    else f"column {table}.{name} is missing"
-                )
-        names = {c.split(" ", 1)[0] for c in columns}
-        for column in actual:
-            if (
-                column.split(" ", 1)[0] not in names
-                and " NOT NULL" in column
-                and " DEFAULT " not in column
-                and "identity" not in column
-            ):
-                return (
-                    f"column {table}.{column.split(' ', 1)[0]} is NOT NULL without a default, "
-                    "so cafleet cannot insert rows"
-                )
+    """The first required object missing or altered (:func:`diagnosis.first_problem`)."""
+    return diagnosis.first_problem(PgCatalogue(found))
+
+
+class PgCatalogue:
+    """A schema's catalogue as :func:`diagnosis.first_problem` reads it: the lines
+    :func:`_read_shape` read, compared with :data:`EXPECTED_COLUMNS` and the rest of the
+    declaration's catalogue shape."""
+
+    def __init__(self, found: dict[str, dict[str, set[str]]]) -> None:
+        self.found = found
+
+    def columns(self, table: str) -> dict[str, str] | None:
+        lines = self.found["column"].get(table)
+        return None if lines is None else {line.split(" ", 1)[0]: line for line in lines}
+
+    def expected_columns(self, table: str) -> dict[str, str]:
+        return {line.split(" ", 1)[0]: line for line in EXPECTED_COLUMNS[table]}
+
+    def describe(self, line: str) -> str:
+        return line
+
+    def blocks_inserts(self, line: str) -> bool:
+        return " NOT NULL" in line and " DEFAULT " not in line and "identity" not in line
+
+    def keys_problem(self, table: str) -> str | None:
         for constraint in EXPECTED_CONSTRAINTS[table]:
-            if constraint not in found["constraint"].get(table, ()):
+            if constraint not in self.found["constraint"].get(table, ()):
                 return f"constraint {constraint} on {table} is missing or altered"
-    for index, definition in EXPECTED_INDEXES.items():
-        if definition not in found["index"].get(index, ()):
-            return f"index {index} on {definition} is missing or altered"
-    return None
+        return None
+
+    def has_index(self, index: schema.Index) -> bool:
+        return EXPECTED_INDEXES[index.name] in self.found["index"].get(index.name, ())
 
 
 def _initialise(conn, where: str, schema_name: str, trusted_owner: str) -> None:
@@ -743,17 +738,11 @@ def auxiliary_problems(store: PgStore) -> dict[str, str]:
     """``{name: "missing" | "altered"}`` for cafleet's auxiliary indexes and tables (one
     catalogue read). Never a reason to refuse the schema: without them commands work."""
     found = _read_shape(store.conn, store.schema)
-    problems = {}
-    for name in AUX_INDEXES:
-        if name not in found["index"]:
-            problems[name] = "missing"
-    for name, columns in EXPECTED_AUX_COLUMNS.items():
-        actual = found["column"].get(name)
-        if actual is None:
-            problems[name] = "missing"
-        elif actual != set(columns):
-            problems[name] = "altered"
-    return problems
+    expected: dict[str, object] = {name: "present" for name in AUX_INDEXES}  # an index: present or missing
+    expected.update((name, set(columns)) for name, columns in EXPECTED_AUX_COLUMNS.items())
+    shown: dict[str, object] = {name: "present" for name in AUX_INDEXES if name in found["index"]}
+    shown.update((name, found["column"][name]) for name in EXPECTED_AUX_COLUMNS if name in found["column"])
+    return diagnosis.compare_auxiliary(shown, expected)
 
 
 # Triggers (not the foreign keys' internal ones) and rules on the required tables: cafleet
