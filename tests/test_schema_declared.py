@@ -371,7 +371,7 @@ def test_each_engines_ddl_rendered_from_the_one_declaration_is_todays_text():
 
 
 def test_postgres_expected_catalogue_is_rendered_from_the_declaration_as_before():
-    shape = schema.catalogue_shape()
+    shape = postgres.catalogue_shape()
     assert shape.columns == PG_EXPECTED_COLUMNS
     assert shape.constraints == PG_EXPECTED_CONSTRAINTS
     assert shape.aux_columns == PG_EXPECTED_AUX_COLUMNS

@@ -87,7 +87,61 @@ AUX_TABLES: dict[str, str] = _DDL.aux_tables  # outside the format, optional
 # freshly initialised schema reads back exactly this). An auxiliary table whose columns
 # read back otherwise is reported "altered" by `cafleet doctor` (never a reason to refuse
 # the schema).
-_SHAPE = schema.catalogue_shape()
+# A column's kind as format_type() reads it back.
+CATALOGUE_TYPES: dict[str, str] = {
+    "int": "bigint",
+    "int4": "integer",
+    "text": "text",
+    "real": "double precision",
+    "varchar255": "character varying(255)",
+}
+
+
+class CatalogueShape:
+    """What PostgreSQL's catalogue shows of store/schema.py's declaration, line by line as
+    _SHAPE_QUERY renders it: ``columns`` and ``aux_columns``
+    (table -> column lines), ``constraints`` (table -> constraint definitions) and
+    ``indexes`` (name -> "table (columns)")."""
+
+    __slots__ = ("columns", "constraints", "aux_columns", "indexes")
+
+    def __init__(self) -> None:
+        self.columns = {
+            table.name: tuple(_catalogue_column(c) for c in table.columns) for table in schema.DECLARED_TABLES
+        }
+        self.aux_columns = {
+            table.name: tuple(_catalogue_column(c) for c in table.columns) for table in schema.DECLARED_AUX_TABLES
+        }
+        self.constraints = {table.name: _catalogue_constraints(table) for table in schema.DECLARED_TABLES}
+        self.indexes = {index.name: f"{index.table} ({', '.join(index.columns)})" for index in schema.DECLARED_INDEXES}
+
+
+def catalogue_shape() -> CatalogueShape:
+    return CatalogueShape()
+
+
+def _catalogue_column(column: schema.Column) -> str:
+    kind = CATALOGUE_TYPES[column.kind]
+    text = f"{column.name} {kind}"
+    if column.not_null or column.primary:
+        text += " NOT NULL"
+    if column.identity:
+        text += " identity"
+    if column.default is not None:
+        text += f" DEFAULT {column.default}::{kind}"
+    return text
+
+
+def _catalogue_constraints(table: schema.Table) -> tuple[str, ...]:
+    constraints = [f"PRIMARY KEY ({', '.join(table.primary_key)})"]
+    for column in table.columns:
+        if column.references is not None:
+            parent, key, on_delete = column.references
+            constraints.append(f"FOREIGN KEY ({column.name}) REFERENCES {parent}({key}) ON DELETE {on_delete}")
+    return tuple(constraints)
+
+
+_SHAPE = catalogue_shape()
 EXPECTED_COLUMNS: dict[str, tuple[str, ...]] = _SHAPE.columns
 EXPECTED_CONSTRAINTS: dict[str, tuple[str, ...]] = _SHAPE.constraints
 EXPECTED_AUX_COLUMNS: dict[str, tuple[str, ...]] = _SHAPE.aux_columns
