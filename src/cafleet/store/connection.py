@@ -21,7 +21,7 @@ from cafleet.store import ReadSnapshot, diagnosis, faults, is_postgres_url, sche
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
-    from cafleet.store.protocol import Store as StoreInterface
+    from cafleet.store.protocol import Problem, Store as StoreInterface, Trigger
 
 DEFAULT_BUSY_TIMEOUT = 5.0
 
@@ -61,11 +61,11 @@ class Store:
         if self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
 
-    def auxiliary_problems(self) -> dict[str, str]:
+    def auxiliary_problems(self) -> dict[str, Problem]:
         """``{name: "missing" | "altered"}`` for cafleet's auxiliary tables and indexes."""
         return diagnosis.auxiliary_problems(self.conn)
 
-    def triggers_and_rules(self) -> list[dict] | None:
+    def triggers_and_rules(self) -> list[Trigger] | None:
         """Other roles' triggers and rules on the required tables (`cafleet doctor`): None,
         a SQLite file has no roles (whoever can write the file owns everything in it)."""
         return None

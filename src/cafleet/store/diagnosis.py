@@ -14,6 +14,10 @@ import os
 from cafleet.errors import DatabaseError
 from cafleet.store import schema
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Problem
+
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 # Results of the header check.
@@ -120,7 +124,7 @@ def check_ledger_and_shape(conn, path: str) -> None:
     check_shape(conn, path)
 
 
-def auxiliary_problems(conn) -> dict[str, str]:
+def auxiliary_problems(conn) -> dict[str, Problem]:
     """``{name: "missing" | "altered"}`` for cafleet's auxiliary indexes and tables. They
     are never a reason to refuse a file: without them commands work (only slower without
     the index; without the tables, with no usage attribution or budgets)."""
@@ -136,10 +140,10 @@ def auxiliary_problems(conn) -> dict[str, str]:
     return compare_auxiliary(stored, expected)
 
 
-def compare_auxiliary(found: dict, expected: dict) -> dict[str, str]:
+def compare_auxiliary(found: dict, expected: dict) -> dict[str, Problem]:
     """Both engines' auxiliary check: ``expected`` maps each auxiliary index and table (in
     that order) to what its engine's catalogue must show of it, ``found`` what it shows."""
-    problems = {}
+    problems: dict[str, Problem] = {}
     for name, shape in expected.items():
         if name not in found:
             problems[name] = "missing"

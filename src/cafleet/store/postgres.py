@@ -43,7 +43,7 @@ TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the 
 if TYPE_CHECKING:
     from typing import Any
 
-    from cafleet.store.protocol import Store as StoreInterface
+    from cafleet.store.protocol import Problem, Store as StoreInterface, Trigger
 
 DEFAULT_SCHEMA = "cafleet"
 FALLBACK_POLL = 2.0  # seconds: a waiter re-reads this often even when no notification came
@@ -305,11 +305,11 @@ class PgStore:
         if self.conn.info.transaction_status != pgwire.IDLE:
             self.conn.execute("ROLLBACK")
 
-    def auxiliary_problems(self) -> dict[str, str]:
+    def auxiliary_problems(self) -> dict[str, Problem]:
         """``{name: "missing" | "altered"}`` for cafleet's auxiliary tables and indexes."""
         return auxiliary_problems(self)
 
-    def triggers_and_rules(self) -> list[dict] | None:
+    def triggers_and_rules(self) -> list[Trigger] | None:
         """Every trigger and rule on a required table (`cafleet doctor`)."""
         return triggers_and_rules(self)
 
@@ -788,7 +788,7 @@ def _initialise(conn, where: str, schema_name: str, trusted_owner: str) -> None:
         )
 
 
-def auxiliary_problems(store: PgStore) -> dict[str, str]:
+def auxiliary_problems(store: PgStore) -> dict[str, Problem]:
     """``{name: "missing" | "altered"}`` for cafleet's auxiliary indexes and tables (one
     catalogue read). Never a reason to refuse the schema: without them commands work."""
     found = _read_shape(store.conn, store.schema)
@@ -817,7 +817,7 @@ ORDER BY 1 DESC, 2, 3
 """
 
 
-def triggers_and_rules(store: PgStore) -> list[dict]:
+def triggers_and_rules(store: PgStore) -> list[Trigger]:
     """Every trigger and rule on a required table, for `cafleet doctor` (one catalogue read).
     ``foreign``: a trigger whose function belongs to a role that is neither the connecting
     one nor the trusted owner (a built-in function is nobody's), so every write to that
@@ -826,7 +826,7 @@ def triggers_and_rules(store: PgStore) -> list[dict]:
         rows = store.conn.execute(_TRIGGERS_QUERY, {"s": store.schema, "tables": list(EXPECTED_COLUMNS)}).fetchall()
     except pgwire.Error as exc:
         raise translate(exc, store.url, store.busy_timeout) from None
-    found = []
+    found: list[Trigger] = []
     for kind, table, name, function, function_owner, definer, builtin, user in rows:
         found.append(
             {

@@ -18,9 +18,24 @@ off the hot commands' path (tests/test_hot_imports.py).
 
 from __future__ import annotations
 
-from typing import Any, ContextManager, Iterable, Iterator, Protocol
+from typing import Any, ContextManager, Iterable, Iterator, Literal, Protocol, TypedDict
 
 from cafleet.errors import DatabaseError
+
+
+Problem = Literal["missing", "altered"]  # what `cafleet doctor` says of an auxiliary object
+
+
+class Trigger(TypedDict):
+    """A trigger or rule on a required table (:meth:`Store.triggers_and_rules`)."""
+
+    kind: Literal["trigger", "rule"]
+    name: str
+    table: str
+    function: str | None  # the trigger's function, named with its schema; None for a rule
+    function_owner: str | None
+    security_definer: bool | None
+    foreign: bool  # its function belongs to a role neither connecting nor trusted
 
 
 class Cursor(Protocol):
@@ -92,9 +107,9 @@ class Store(Protocol):
 
     def create_auxiliary(self, names: Iterable[str]) -> list[str]: ...
 
-    def auxiliary_problems(self) -> dict[str, str]: ...
+    def auxiliary_problems(self) -> dict[str, Problem]: ...
 
-    def triggers_and_rules(self) -> list[dict] | None: ...
+    def triggers_and_rules(self) -> list[Trigger] | None: ...
 
     def member_environment(self) -> dict[str, str]: ...
 
