@@ -374,7 +374,7 @@ def test_postgres_expected_catalogue_is_rendered_from_the_declaration_as_before(
     shape = postgres.catalogue_shape()
     assert shape.columns == PG_EXPECTED_COLUMNS
     assert shape.constraints == PG_EXPECTED_CONSTRAINTS
-    assert shape.aux_columns == PG_EXPECTED_AUX_COLUMNS
+    assert postgres.expected_aux_columns() == PG_EXPECTED_AUX_COLUMNS
     assert shape.indexes == PG_EXPECTED_INDEXES
 
 

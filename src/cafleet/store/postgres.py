@@ -76,12 +76,25 @@ def valid_schema(name: str) -> bool:
 # VARCHAR(255) unchanged. fleets and members reference each other, so fleets' foreign key
 # is added after members (LATE_FOREIGN_KEYS).
 
-_DDL = schema.render(schema.POSTGRES)
-TABLES: dict[str, str] = _DDL.tables
-LATE_FOREIGN_KEYS = _DDL.late_foreign_keys
-INDEXES = _DDL.indexes  # the same statements on both engines
-AUX_INDEXES = _DDL.aux_indexes
-AUX_TABLES: dict[str, str] = _DDL.aux_tables  # outside the format, optional
+# Rendered when first needed (a new schema's initialisation, an auxiliary object's
+# creation; module __getattr__ below): an open of a healthy schema needs only the names.
+AUX_TABLE_NAMES = tuple(table.name for table in schema.DECLARED_AUX_TABLES)  # outside the format, optional
+AUX_INDEX_NAMES = tuple(index.name for index in schema.DECLARED_AUX_INDEXES)
+AUX_NAMES = (*AUX_TABLE_NAMES, *AUX_INDEX_NAMES)
+TABLES: dict[str, str]
+LATE_FOREIGN_KEYS: tuple[str, ...]
+INDEXES: dict[str, str]  # the same statements on both engines
+AUX_INDEXES: dict[str, str]
+AUX_TABLES: dict[str, str]
+_DDL: list[schema.Rendered] = []
+
+
+def ddl() -> schema.Rendered:
+    """This engine's DDL, rendered from the declaration once per process."""
+    if not _DDL:
+        _DDL.append(schema.render(schema.POSTGRES))
+    return _DDL[0]
+
 
 # What the catalogue must show, as read back by _SHAPE_QUERY (the test suite checks that a
 # freshly initialised schema reads back exactly this). An auxiliary table whose columns
@@ -99,18 +112,15 @@ CATALOGUE_TYPES: dict[str, str] = {
 
 class CatalogueShape:
     """What PostgreSQL's catalogue shows of store/schema.py's declaration, line by line as
-    _SHAPE_QUERY renders it: ``columns`` and ``aux_columns``
-    (table -> column lines), ``constraints`` (table -> constraint definitions) and
-    ``indexes`` (name -> "table (columns)")."""
+    _SHAPE_QUERY renders it, for the required tables: ``columns`` (table -> column
+    lines), ``constraints`` (table -> constraint definitions) and ``indexes`` (name ->
+    "table (columns)"); the auxiliary tables' lines are :func:`expected_aux_columns`."""
 
-    __slots__ = ("columns", "constraints", "aux_columns", "indexes")
+    __slots__ = ("columns", "constraints", "indexes")
 
     def __init__(self) -> None:
         self.columns = {
             table.name: tuple(_catalogue_column(c) for c in table.columns) for table in schema.DECLARED_TABLES
-        }
-        self.aux_columns = {
-            table.name: tuple(_catalogue_column(c) for c in table.columns) for table in schema.DECLARED_AUX_TABLES
         }
         self.constraints = {table.name: _catalogue_constraints(table) for table in schema.DECLARED_TABLES}
         self.indexes = {index.name: f"{index.table} ({', '.join(index.columns)})" for index in schema.DECLARED_INDEXES}
@@ -118,6 +128,11 @@ class CatalogueShape:
 
 def catalogue_shape() -> CatalogueShape:
     return CatalogueShape()
+
+
+def expected_aux_columns() -> dict[str, tuple[str, ...]]:
+    """The auxiliary tables' column lines (``cafleet doctor``'s "altered" check)."""
+    return {table.name: tuple(_catalogue_column(c) for c in table.columns) for table in schema.DECLARED_AUX_TABLES}
 
 
 def _catalogue_column(column: schema.Column) -> str:
@@ -144,8 +159,25 @@ def _catalogue_constraints(table: schema.Table) -> tuple[str, ...]:
 _SHAPE = catalogue_shape()
 EXPECTED_COLUMNS: dict[str, tuple[str, ...]] = _SHAPE.columns
 EXPECTED_CONSTRAINTS: dict[str, tuple[str, ...]] = _SHAPE.constraints
-EXPECTED_AUX_COLUMNS: dict[str, tuple[str, ...]] = _SHAPE.aux_columns
+EXPECTED_AUX_COLUMNS: dict[str, tuple[str, ...]]  # expected_aux_columns(), when first asked for
 EXPECTED_INDEXES: dict[str, str] = _SHAPE.indexes
+
+
+def __getattr__(name: str) -> object:
+    rendered = ddl()
+    values = {
+        "TABLES": rendered.tables,
+        "LATE_FOREIGN_KEYS": rendered.late_foreign_keys,
+        "INDEXES": rendered.indexes,
+        "AUX_INDEXES": rendered.aux_indexes,
+        "AUX_TABLES": rendered.aux_tables,
+    }
+    if name == "EXPECTED_AUX_COLUMNS":
+        return expected_aux_columns()
+    if name in values:
+        return values[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # One round trip: every relation of the schema, every column, every constraint and every
 # index definition, as (kind, table, text).
@@ -258,7 +290,7 @@ class PgStore:
         found = self._present(names)
         missing = [name for name in names if name not in found]
         if missing:
-            statements = {**AUX_TABLES, **AUX_INDEXES}
+            statements = {**ddl().aux_tables, **ddl().aux_indexes}
             with self.write():
                 for name in missing:
                     self.execute(schema.create_if_missing(statements[name]))
@@ -520,7 +552,7 @@ def open_store(
             present = _fast_accept(conn, schema_name, busy_timeout, trusted_owner)
             if present is not None:
                 store.present.update(present)
-                store.absent = {*AUX_TABLES, *AUX_INDEXES} - present
+                store.absent = set(AUX_NAMES) - present
                 store.absent_until = time.monotonic() + ABSENCE_FRESH
                 return store
             conn.execute(_settings_sql(schema_name, busy_timeout))  # the fast path's were rolled back or unchecked
@@ -598,7 +630,7 @@ def _build_fast_query(schema_name: str, busy_timeout: float, trusted_owner: str 
         .replace("{KEY_COLUMNS}", columns)
     )
     # Which auxiliary objects exist: to_regclass() is a cache lookup, with no scan to plan.
-    auxiliary = "".join(f", to_regclass('{schema_name}.{name}') IS NOT NULL" for name in (*AUX_TABLES, *AUX_INDEXES))
+    auxiliary = "".join(f", to_regclass('{schema_name}.{name}') IS NOT NULL" for name in AUX_NAMES)
     return (
         _settings_sql(schema_name, busy_timeout)
         + f';\nSELECT (SELECT max(version) FROM "{schema_name}".{schema.LEDGER_TABLE}), '
@@ -614,7 +646,7 @@ def owned_clause(schema_name: str, trusted_owner: str) -> str:
     the owner and refuses (bench/pg_owner_check.py measures what it adds)."""
     owners = "current_user" + (f", {_literal(trusted_owner)}" if trusted_owner else "")
     tables = "{" + ",".join(f"{schema_name}.{name}" for name in EXPECTED_COLUMNS) + "}"
-    aux_oids = ", ".join(f"to_regclass('{schema_name}.{name}')" for name in AUX_TABLES)
+    aux_oids = ", ".join(f"to_regclass('{schema_name}.{name}')" for name in AUX_TABLE_NAMES)
     return (
         f"(SELECT pg_get_userbyid(nspowner) IN ({owners}) FROM pg_namespace WHERE oid = '{schema_name}'::regnamespace)"
         f" AND NOT EXISTS (SELECT FROM pg_class WHERE (oid = ANY('{tables}'::regclass[]) OR oid IN ({aux_oids}))"
@@ -654,7 +686,7 @@ def _fast_accept(conn, schema_name: str, busy_timeout: float, trusted_owner: str
         return None  # a missing ledger or object, no md5(): the detailed diagnosis says what
     if row is None or row[:3] != (schema.HEAD_VERSION, baseline_digest(), True):
         return None
-    return {*EXPECTED_COLUMNS, *(name for name, present in zip((*AUX_TABLES, *AUX_INDEXES), row[3:]) if present)}
+    return {*EXPECTED_COLUMNS, *(name for name, present in zip(AUX_NAMES, row[3:]) if present)}
 
 
 def _read_shape(conn, schema_name: str) -> dict[str, dict[str, set[str]]]:
@@ -705,7 +737,9 @@ def check_owners(found: dict[str, dict[str, set[str]]], place: str, trusted_owne
     user = next(iter(found["user"].get("", {""})))
     allowed = {user, trusted_owner} - {""}
     objects = [("", place)] + [
-        (table, f"table {table} in {place}") for table in (*EXPECTED_COLUMNS, *AUX_TABLES) if table in found["owner"]
+        (table, f"table {table} in {place}")
+        for table in (*EXPECTED_COLUMNS, *AUX_TABLE_NAMES)
+        if table in found["owner"]
     ]
     for name, what in objects:
         owner = next(iter(found["owner"].get(name, ())), None)
@@ -780,7 +814,8 @@ def _initialise(conn, where: str, schema_name: str, trusted_owner: str) -> None:
         check_owners(found, f"schema {schema_name} of database {where}", trusted_owner)
         create = "CREATE SCHEMA IF NOT EXISTS {}" if "" in found["owner"] else "CREATE SCHEMA {}"
         conn.execute(create.format(pgwire.quote_ident(schema_name)))
-        for statement in (*TABLES.values(), *LATE_FOREIGN_KEYS, *INDEXES.values()):  # exactly the seed's
+        rendered = ddl()
+        for statement in (*rendered.tables.values(), *rendered.late_foreign_keys, *rendered.indexes.values()):
             conn.execute(statement)
         conn.execute(
             f"INSERT INTO {schema.LEDGER_TABLE} (version, name, applied_on, checksum) VALUES (%s, %s, %s, %s)",
@@ -792,10 +827,10 @@ def auxiliary_problems(store: PgStore) -> dict[str, Problem]:
     """``{name: "missing" | "altered"}`` for cafleet's auxiliary indexes and tables (one
     catalogue read). Never a reason to refuse the schema: without them commands work."""
     found = _read_shape(store.conn, store.schema)
-    expected: dict[str, object] = {name: "present" for name in AUX_INDEXES}  # an index: present or missing
-    expected.update((name, set(columns)) for name, columns in EXPECTED_AUX_COLUMNS.items())
-    shown: dict[str, object] = {name: "present" for name in AUX_INDEXES if name in found["index"]}
-    shown.update((name, found["column"][name]) for name in EXPECTED_AUX_COLUMNS if name in found["column"])
+    expected: dict[str, object] = {name: "present" for name in AUX_INDEX_NAMES}  # an index: present or missing
+    expected.update((name, set(columns)) for name, columns in expected_aux_columns().items())
+    shown: dict[str, object] = {name: "present" for name in AUX_INDEX_NAMES if name in found["index"]}
+    shown.update((name, found["column"][name]) for name in AUX_TABLE_NAMES if name in found["column"])
     return diagnosis.compare_auxiliary(shown, expected)
 
 
