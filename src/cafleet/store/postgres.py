@@ -8,9 +8,9 @@ cafleet's own protocol client: a driver's import cost more than a whole SQLite c
 (``CAFLEET_PG_SCHEMA``, default ``cafleet``), which is the connection's ``search_path``;
 the broker's queries name tables without a schema.
 
-:class:`PgStore` keeps the interface of the SQLite :class:`~cafleet.store.connection.Store`
-(``execute``, ``insert``, ``write()``, ``change_waiter``, ``close``); the differences are
-listed in :mod:`cafleet.store.dialect`. A write transaction takes one transaction-scoped
+:class:`PgStore` implements the one store interface (:class:`cafleet.store.protocol.Store`,
+as the SQLite :class:`~cafleet.store.connection.Store` does); the differences in query
+text are listed in :mod:`cafleet.store.dialect`, the others are its methods. A write transaction takes one transaction-scoped
 advisory lock first, so writers run one at a time as they do on SQLite (``BEGIN
 IMMEDIATE``), and every rule the broker checks inside a write holds under READ COMMITTED
 exactly as it does there. Each write transaction ends with ``NOTIFY`` on the schema's
