@@ -443,6 +443,34 @@ def test_pooled_connections_the_server_ended_are_replaced_not_answered_500(clien
     assert "internal error" not in capfd.readouterr().err
 
 
+@pytest.mark.stores("postgres")  # SQLite's errors were already translated here
+def test_a_postgres_error_raised_while_rows_are_read_is_the_databases_one_line_not_a_500(
+    client, trio, store, capfd, monkeypatch
+):
+    """Before: the pool translated only SQLite's exceptions, so a PostgreSQL one raised
+    while a handler read its rows (outside the store's own translation) was a 500. The
+    driver reads a result whole, so the failure is a stand-in: its cursor raising what a
+    lost session raises."""
+    from cafleet.store import pgwire
+
+    fleet_id, _, _ = trio
+    assert client.get(f"/api/fleets/{fleet_id}").status_code == 200  # a pooled connection, open and diagnosed
+
+    def lost(self):
+        raise pgwire.OperationalError("server closed the connection unexpectedly")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(pgwire.Cursor, "fetchall", lost)
+        patch.setattr(pgwire.Cursor, "fetchone", lost)
+        response = client.get(f"/api/fleets/{fleet_id}")
+    assert response.status_code == 503, response.text
+    assert response.json()["error"] == (
+        f"cannot reach database {store.path}: server closed the connection unexpectedly; check the server and the URL."
+    )
+    assert client.get(f"/api/fleets/{fleet_id}").status_code == 200
+    assert "internal error" not in capfd.readouterr().err
+
+
 # --- the live stream ------------------------------------------------------------------------
 
 

@@ -36,7 +36,9 @@ def database_section(ctx) -> dict:
         path = ctx.db_path
     except CafleetError as error:
         return {"ok": False, "path": None, "error": str(error), "fix": "set CAFLEET_DATABASE_URL to an absolute path"}
-    if path.startswith(("postgresql://", "postgres://")):
+    from cafleet.store import is_postgres_url
+
+    if is_postgres_url(path):
         from cafleet.credentials import redact
 
         path = redact(path)  # never print a password
@@ -44,17 +46,9 @@ def database_section(ctx) -> dict:
         store = ctx.store()
     except CafleetError as error:
         return {"ok": False, "path": path, "error": str(error), "fix": _database_fix(error)}
-    triggers = None
-    if store.engine == "postgresql":
-        from cafleet.store.postgres import auxiliary_problems as pg_auxiliary_problems, triggers_and_rules
-
-        problems = pg_auxiliary_problems(store)
-        triggers = triggers_and_rules(store)
-        path = f"{store.path} (schema {store.schema})"  # the URL without its password
-    else:
-        from cafleet.store.diagnosis import auxiliary_problems
-
-        problems = auxiliary_problems(store.conn)
+    problems = store.auxiliary_problems()
+    triggers = store.triggers_and_rules()
+    path = store.display_name  # a URL without its password
     from cafleet.store.schema import AUX_TABLES
 
     indexes = {name: problem for name, problem in problems.items() if name not in AUX_TABLES}

@@ -54,7 +54,11 @@ def main(argv: list[str] | None = None, context=None) -> int:
 
 def _storage_fault(ctx, error: Exception):
     """A SQLite error raised while a result was being read (outside the store's own
-    translation): a damaged page, a full disk. Told in one line like any other."""
+    translation): a damaged page, a full disk. Told in one line like any other. The open
+    store classifies its own engine's errors."""
+    store = getattr(ctx, "_store", None)
+    if store is not None:
+        return store.classify(error)
     if not hasattr(error, "sqlite_errorname"):
         return None
     from cafleet.store.faults import as_database_error

@@ -29,7 +29,7 @@ def setup(ctx, coding_agents):
         for result in install(agent, ctx.environ):
             record_install(store, result.coding_agent, str(result.path), __version__)
             installed.append({"coding_agent": result.coding_agent, "path": str(result.path), "status": result.status})
-    shown = store.path if store.engine == "postgresql" else ctx.db_path  # a URL without its password
+    shown = store.path  # a URL without its password
     report = {
         "database": {"path": shown, "ok": True, "indexes_added": indexes, "tables_added": tables},
         "assets": installed,

@@ -92,16 +92,13 @@ class Where:
         import hashlib
 
         self.fleet_id = fleet_id
-        self.postgres = config.is_postgres(db_path)
+        from cafleet.store import is_postgres_url
+
+        self.postgres = is_postgres_url(db_path)
         self.url = db_path
         self.schema = getattr(store, "schema", "")
-        if self.postgres:
-            info = store.conn.info  # where the server is, not how it was spelled (a passfile, a password)
-            identity = f"{info.host}\0{info.port}\0{info.dbname}\0{self.schema}"
-            folder = _state_home(environ)
-        else:
-            identity = os.path.realpath(db_path)
-            folder = config.lock_dir(db_path)
+        identity = store.location_key()  # where the database is, not how it was spelled
+        folder = _state_home(environ) if self.postgres else config.lock_dir(db_path)
         tag = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:16]
         base = os.path.join(folder, f"keeper-{tag}-{fleet_id}")
         self.lock_path, self.state_path, self.log_path = base + ".lock", base + ".state", base + ".log"
@@ -211,8 +208,7 @@ class FleetLock:
         self.environ = environ
         self.busy_timeout = getattr(store, "busy_timeout", 5.0)
         self.fd: int | None = None
-        self.conn: Any = None  # PostgreSQL: the connection that holds the lock
-        self.ping = False  # PostgreSQL with idle_session_timeout: every held() is a round trip
+        self.advisory: Any = None  # PostgreSQL: the advisory lock, on a session of its own
         self.record: dict | None = None
 
     def acquire(self, since: str) -> bool:
@@ -229,20 +225,21 @@ class FleetLock:
         }
         where = self.where
         if where.postgres:
-            from cafleet.store.postgres import connect
+            from cafleet.store.postgres import AdvisoryLock
 
-            conn = connect(where.url, self.busy_timeout, where.schema, settings=False)
-            name = f"{APP_NAME} {record['pid']} {clock.to_epoch(since):.6f} {record['host']}"
-            row = conn.execute(
-                "SELECT set_config('application_name', %s, false), pg_try_advisory_lock(%s), "
-                "(SELECT setting FROM pg_settings WHERE name = 'idle_session_timeout')",
-                (name[:63], where.key),
-            ).fetchone()
-            if not (row and row[1]):
-                conn.close()
+            advisory = AdvisoryLock(where.url, where.key)
+            advisory.open(self.busy_timeout)
+            try:
+                acquired = advisory.try_acquire_as(
+                    f"{APP_NAME} {record['pid']} {clock.to_epoch(since):.6f} {record['host']}"
+                )
+            except BaseException:
+                advisory.release()
+                raise
+            if not acquired:
+                advisory.release()
                 return False
-            self.conn = conn
-            self.ping = row[2] not in (None, "0")  # the server ends idle sessions: keep this one busy
+            self.advisory = advisory
             self.record = record
             return True
         import fcntl
@@ -265,35 +262,18 @@ class FleetLock:
 
     def held(self) -> bool:
         """Whether the lock is still ours: always on SQLite; on PostgreSQL, whether the
-        lock's session is still open (a server restart or ``pg_terminate_backend`` ends
-        it, and the lock with it). Costs no round trip while nothing arrived on the
-        session's socket (a server that ends a session says so first), unless the server
-        ends idle sessions (``idle_session_timeout``): then each call is a ``SELECT 1``,
-        which keeps the session from being idle for longer than the keeper's look."""
-        if self.conn is None:
+        lock's session is still open (:meth:`AdvisoryLock.alive
+        <cafleet.store.postgres.AdvisoryLock.alive>`: no round trip while nothing arrived,
+        unless the server ends idle sessions)."""
+        if self.advisory is None:
             return self.fd is not None
-        import select
-
-        try:
-            if self.conn.closed:
-                return False
-            poller = select.poll()
-            poller.register(self.conn.fileno(), select.POLLIN)
-            if not poller.poll(0) and not self.ping:
-                return True  # nothing unasked for: the session is as it was
-            self.conn.execute("SELECT 1").fetchone()  # something came: ask whether the session lives
-        except Exception:  # noqa: BLE001 -- psycopg's errors: the session is gone, and so is the lock
-            return False
-        return True
+        return self.advisory.alive()
 
     def release(self) -> None:
         """Withdraw the record (if it is still ours) and let go of the lock."""
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except Exception:  # noqa: BLE001 -- closing a connection already broken: nothing more to release
-                pass
-            self.conn = None
+        if self.advisory is not None:
+            self.advisory.release()
+            self.advisory = None
         if self.fd is not None:
             mine = read_record(self.where.state_path)
             if mine is not None and self.record is not None and mine.get("pid") == self.record["pid"]:

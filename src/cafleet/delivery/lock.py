@@ -52,7 +52,7 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from cafleet.errors import CafleetError, LockTimeout
 from cafleet.faults import trace_point
@@ -134,7 +134,9 @@ def pane_lock(
     through ``held.guard(mux)``."""
     if timeout < 0:
         raise ValueError("timeout must not be negative")
-    if isinstance(lock_dir, str) and lock_dir.startswith(("postgresql://", "postgres://")):
+    from cafleet.store import is_postgres_url
+
+    if isinstance(lock_dir, str) and is_postgres_url(lock_dir):
         with _advisory_lock(lock_dir, backend, session, pane_id, timeout) as held:
             yield held
         return
@@ -146,12 +148,21 @@ def pane_lock(
         raise _unavailable(error, lock_dir, pane_id) from None
     try:
         try:
-            _acquire(fd, pane_id, timeout)
+            _acquire(lambda: _try_flock(fd), pane_id, timeout)
         except OSError as error:  # not BlockingIOError: that one is retried (ENOLCK, EBADF...)
             raise _unavailable(error, lock_dir, pane_id) from None
         yield Held(pane_id)
     finally:
         os.close(fd)  # closing the only descriptor releases the flock
+
+
+def _try_flock(fd: int) -> bool:
+    """One attempt at the ``flock``: False when another holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
 
 
 def advisory_key(backend: str, session: str, pane_id: str) -> int:
@@ -171,18 +182,13 @@ def _advisory_lock(url: str, backend: str, session: str, pane_id: str, timeout: 
 
     held = AdvisoryLock(url, advisory_key(backend, session, pane_id))
     try:
-        acquired = held.acquire(timeout)
-    except DatabaseError as error:
-        raise LockUnavailable(
-            f"the pane-input lock for pane {pane_id} cannot be taken ({error})", pane=pane_id
-        ) from None
-    if not acquired:
-        raise LockTimeout(
-            f"the pane-input lock for pane {pane_id} is still held by another cafleet "
-            f"process after {timeout:g} s; try again when that delivery has finished",
-            pane=pane_id,
-        )
-    try:
+        try:
+            held.open()
+            _acquire(held.try_acquire, pane_id, timeout)
+        except DatabaseError as error:
+            raise LockUnavailable(
+                f"the pane-input lock for pane {pane_id} cannot be taken ({error})", pane=pane_id
+            ) from None
         yield Held(pane_id, held)
     finally:
         held.release()
@@ -196,15 +202,15 @@ def _unavailable(error: OSError, lock_dir, pane_id: str) -> LockUnavailable:
     )
 
 
-def _acquire(fd: int, pane_id: str, timeout: float) -> None:
+def _acquire(attempt: Callable[[], bool], pane_id: str, timeout: float) -> None:
+    """The one bounded wait for either engine's lock: ``attempt`` (an ``flock`` or
+    ``pg_try_advisory_lock``, never waiting) retried with short sleeps until ``timeout``."""
     deadline = time.monotonic() + timeout
     pause = _MIN_SLEEP
     while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if attempt():
             return
-        except BlockingIOError:
-            trace_point("lock.busy")  # test-only count (cafleet.faults): a try found it held
+        trace_point("lock.busy")  # test-only count (cafleet.faults): a try found it held
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise LockTimeout(

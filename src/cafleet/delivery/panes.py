@@ -425,10 +425,7 @@ def _create_local(store, environ, db_path: str, spawn: Spawn, placement: dict, m
             "CAFLEET_MEMBER_ID": str(member_id),
             "CAFLEET_FLEET_ID": str(spawn.fleet_id),
         }
-        if getattr(store, "engine", "sqlite") == "postgresql":
-            pane_env["CAFLEET_PG_SCHEMA"] = store.schema  # the member's cafleet reaches the same tables
-            if store.trusted_owner:  # and accepts them as the Director's does
-                pane_env["CAFLEET_PG_TRUSTED_OWNER"] = store.trusted_owner
+        pane_env.update(store.member_environment())  # the member's cafleet reaches the same tables
         pane_id, identity = mux.split_identified(
             placement["window_id"],
             spawn.argv(member_id, session_id),
@@ -753,8 +750,9 @@ def remote_database_url(ssh, db_path: str) -> str:
     from cafleet import credentials
     from cafleet.errors import MuxError
     from cafleet.mux import first_line
+    from cafleet.store import is_postgres_url
 
-    if not credentials.is_url(db_path):
+    if not is_postgres_url(db_path):
         return db_path
     bare, password = credentials.split_password(db_path)
     if password is None:

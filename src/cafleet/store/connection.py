@@ -17,7 +17,11 @@ import os
 
 from cafleet import clock
 from cafleet.errors import DatabaseError, DatabaseGone
-from cafleet.store import diagnosis, faults, schema, sqlite as sqlite3
+from cafleet.store import ReadSnapshot, diagnosis, faults, is_postgres_url, schema, sqlite as sqlite3
+
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Problem, Store as StoreInterface, Trigger
 
 DEFAULT_BUSY_TIMEOUT = 5.0
 
@@ -27,6 +31,7 @@ class Store:
 
     __slots__ = ("conn", "path", "busy_timeout", "identity", "_queue")
     engine = "sqlite"
+    BEGIN_READ = "BEGIN"  # a deferred transaction: its first read fixes the snapshot
 
     def __init__(self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None) -> None:
         self.conn = conn
@@ -44,6 +49,47 @@ class Store:
     def write(self) -> "_WriteTransaction":
         """``with store.write(): ...`` runs the block in one BEGIN IMMEDIATE transaction."""
         return _WriteTransaction(self)
+
+    def read(self) -> "ReadSnapshot":
+        """``with store.read(): ...`` runs the block's reads in one read transaction, so they
+        see one state of the file (under WAL it never blocks a writer); always ended."""
+        return ReadSnapshot(self)
+
+    def end_transaction(self) -> None:
+        """Roll back a transaction left open (a borrowed connection given back); raises the
+        driver's error when the connection is broken, which the caller drops."""
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+
+    def auxiliary_problems(self) -> dict[str, Problem]:
+        """``{name: "missing" | "altered"}`` for cafleet's auxiliary tables and indexes."""
+        return diagnosis.auxiliary_problems(self.conn)
+
+    def triggers_and_rules(self) -> list[Trigger] | None:
+        """Other roles' triggers and rules on the required tables (`cafleet doctor`): None,
+        a SQLite file has no roles (whoever can write the file owns everything in it)."""
+        return None
+
+    def member_environment(self) -> dict[str, str]:
+        """What a member's pane needs besides CAFLEET_DATABASE_URL to reach this store: nothing."""
+        return {}
+
+    def location_key(self) -> str:
+        """The database's identity as one string, however it was spelled: the resolved file."""
+        return os.path.realpath(self.path)
+
+    @property
+    def display_name(self) -> str:
+        """The store as a report names it (no secret in it): the file's path."""
+        return self.path
+
+    def classify(self, exc: BaseException) -> DatabaseError | None:
+        """An exception of this engine's driver that escaped :meth:`execute` (raised while a
+        result was read: a damaged page, a full disk) as cafleet's one-line error; None for
+        anything else, and for a refused constraint (a bug or a foreign row, not a fault)."""
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.IntegrityError):
+            return translate(exc, self.path, self.busy_timeout)
+        return None
 
     def execute(self, sql: str, params=()):
         try:
@@ -116,6 +162,8 @@ class DataVersionWaiter:
     of CPU per check. ``wait`` answers True (read again) or False once the deadline passed."""
 
     __slots__ = ("store", "interval", "version")
+    blocks = False  # :meth:`wait` sleeps in steps, reading the store's connection
+    apart = False  # it reads the store's own connection: the store must stay open
 
     def __init__(self, store: Store, interval: float) -> None:
         self.store = store
@@ -339,7 +387,7 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
 
 def open_store(
     path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: str | None = None, trusted_owner: str | None = None
-) -> Store:
+) -> StoreInterface:
     """Diagnose ``path`` and return a Store ready for use, initialising it if new/empty.
 
     A ``postgresql://`` or ``postgres://`` URL opens the PostgreSQL store instead
@@ -350,10 +398,10 @@ def open_store(
     :func:`_diagnose_read_only`); only a file that passed is opened for writing, so a
     refused file and its ``-wal``, ``-shm`` and ``-journal`` stay byte-identical.
     """
-    if path.startswith(("postgresql://", "postgres://")):
+    if is_postgres_url(path):
         from cafleet.store import postgres
 
-        return postgres.open_store(path, busy_timeout, schema, trusted_owner)  # type: ignore[return-value]
+        return postgres.open_store(path, busy_timeout, schema, trusted_owner)
     state = diagnosis.read_header_state(path)
     if state == diagnosis.MISSING:
         _make_parent(path)
@@ -508,17 +556,12 @@ def _look_inside_zero_identity(conn: sqlite3.Connection, path: str, busy_timeout
     raise diagnosis.not_cafleet(path)
 
 
-def add_auxiliary_indexes(store: Store) -> list[str]:
+def add_auxiliary_indexes(store: StoreInterface) -> list[str]:
     """Create every auxiliary table and index of cafleet's that the database lacks
     (``cafleet setup``); returns the names created, tables first. One write transaction of
     their own; the ledger and required shape are unchanged. A table or index of that name
     with another definition is left as it is (``cafleet doctor`` reports it)."""
-    if store.engine == "postgresql":
-        from cafleet.store import postgres
-
-        problems = postgres.auxiliary_problems(store)  # type: ignore[arg-type]
-    else:
-        problems = diagnosis.auxiliary_problems(store.conn)
+    problems = store.auxiliary_problems()
     missing = [name for name in (*schema.AUX_TABLES, *schema.AUX_INDEXES) if problems.get(name) == "missing"]
     return store.create_auxiliary(missing) if missing else []
 
@@ -569,3 +612,9 @@ def _initialise(conn: sqlite3.Connection, path: str, busy_timeout: float) -> Non
             raise
     except sqlite3.DatabaseError as exc:
         raise translate(exc, path, busy_timeout) from None
+
+
+if TYPE_CHECKING:  # the type checker holds the SQLite store to the one interface
+
+    def _conforms(store: Store) -> StoreInterface:
+        return store

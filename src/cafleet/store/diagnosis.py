@@ -14,6 +14,10 @@ import os
 from cafleet.errors import DatabaseError
 from cafleet.store import schema
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Problem
+
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 # Results of the header check.
@@ -79,13 +83,6 @@ def not_cafleet(path: str) -> Refused:
     )
 
 
-def is_busy(exc: Exception) -> bool:
-    """SQLite's "database is locked"/"busy": another process holds the file, not damage."""
-    from cafleet.store.faults import is_busy as busy
-
-    return busy(exc)
-
-
 def hot_journal(path: str) -> Refused:
     return Refused(
         f"database {path} has a hot journal ({path}-journal) left by a writer that stopped mid-transaction; "
@@ -127,7 +124,7 @@ def check_ledger_and_shape(conn, path: str) -> None:
     check_shape(conn, path)
 
 
-def auxiliary_problems(conn) -> dict[str, str]:
+def auxiliary_problems(conn) -> dict[str, Problem]:
     """``{name: "missing" | "altered"}`` for cafleet's auxiliary indexes and tables. They
     are never a reason to refuse a file: without them commands work (only slower without
     the index; without the tables, with no usage attribution or budgets)."""
@@ -140,11 +137,17 @@ def auxiliary_problems(conn) -> dict[str, str]:
             names,
         ).fetchall()
     )
-    problems = {}
-    for name, sql in expected.items():
-        if name not in stored:
+    return compare_auxiliary(stored, expected)
+
+
+def compare_auxiliary(found: dict, expected: dict) -> dict[str, Problem]:
+    """Both engines' auxiliary check: ``expected`` maps each auxiliary index and table (in
+    that order) to what its engine's catalogue must show of it, ``found`` what it shows."""
+    problems: dict[str, Problem] = {}
+    for name, shape in expected.items():
+        if name not in found:
             problems[name] = "missing"
-        elif stored[name] != sql:
+        elif found[name] != shape:
             problems[name] = "altered"
     return problems
 
@@ -162,71 +165,114 @@ def check_ledger(conn, path: str) -> int:
             f"database {path} has cafleet's identity but its schema ledger "
             f"{schema.LEDGER_TABLE} is missing or damaged; it was left unchanged."
         ) from None
-    version = row[0]
+    return check_version(row[0], f"database {path}")
+
+
+def check_version(version: object, where: str, located: bool = False) -> int:
+    """Both engines' ledger check: refuse an empty or invalid version, or one newer than
+    this cafleet's head (``located``: the refusal names ``where``)."""
     if not isinstance(version, int) or version < 1:
-        raise Refused(f"database {path} has an empty or invalid schema ledger; it was left unchanged.")
+        raise Refused(f"{where} has an empty or invalid schema ledger; it was left unchanged.")
     if version > schema.HEAD_VERSION:
+        place = f" in {where}" if located else ""
         raise Refused(
-            f"database schema {version} is newer than this cafleet (head {schema.HEAD_VERSION}); upgrade cafleet."
+            f"database schema {version}{place} is newer than this cafleet (head {schema.HEAD_VERSION}); upgrade cafleet."
         )
     return version
+
+
+def incompatible(where: str, problem: str) -> Refused:
+    return Refused(f"{where} has an incompatible schema: {problem}; it was left unchanged.")
 
 
 def check_shape(conn, path: str) -> None:
     """Verify every required table, column, index and foreign key structurally."""
     problem = first_shape_problem(conn)
     if problem:
-        raise Refused(f"database {path} has an incompatible schema: {problem}; it was left unchanged.")
+        raise incompatible(f"database {path}", problem)
 
 
 def first_shape_problem(conn) -> str | None:
     """The first required table/column/index/foreign key that is missing or altered."""
-    tables = {
-        name: (sql or "")
-        for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
-    }
-    shape = schema.expected_shape()
-    for table, expected_columns in shape.columns.items():
-        if table not in tables:
-            return f"table {table} is missing"
-        actual = {
-            row[1]: (row[1], (row[2] or "").upper(), row[3], row[4], row[5])
-            for row in conn.execute(f"PRAGMA table_xinfo({table})").fetchall()
-        }
-        for column in expected_columns:
-            name = column[0]
+    return first_problem(SqliteCatalogue(conn))
+
+
+def first_problem(catalogue) -> str | None:
+    """Both engines' shape check, in the declaration's order: the first required table,
+    column, key, reference or index that is missing or altered, as ``catalogue`` (each
+    engine's reading of its own catalogue, compared with what it expects of the
+    declaration) shows it; None when the shape is the declared one."""
+    for table in schema.DECLARED_TABLES:
+        actual = catalogue.columns(table.name)
+        if actual is None:
+            return f"table {table.name} is missing"
+        expected = catalogue.expected_columns(table.name)
+        for name, column in expected.items():
             if name not in actual:
-                return f"column {table}.{name} is missing"
+                return f"column {table.name}.{name} is missing"
             if actual[name] != column:
-                return (
-                    f"column {table}.{name} is altered (expected {_describe(column)}, found {_describe(actual[name])})"
-                )
-        extra_required = [
-            name
-            for name, col in actual.items()
-            if name not in {c[0] for c in expected_columns} and col[2] and col[3] is None
-        ]
-        if extra_required:
-            return f"column {table}.{extra_required[0]} is NOT NULL without a default, so cafleet cannot insert rows"
-        if table in schema.AUTOINCREMENT_TABLES and "AUTOINCREMENT" not in tables[table].upper():
+                found = catalogue.describe(actual[name])
+                return f"column {table.name}.{name} is altered (expected {catalogue.describe(column)}, found {found})"
+        for name, column in actual.items():
+            if name not in expected and catalogue.blocks_inserts(column):
+                return f"column {table.name}.{name} is NOT NULL without a default, so cafleet cannot insert rows"
+        problem = catalogue.keys_problem(table.name)
+        if problem:
+            return problem
+    for index in schema.DECLARED_INDEXES:
+        if not catalogue.has_index(index):
+            return f"index {index.name} on {index.table} ({', '.join(index.columns)}) is missing or altered"
+    return None
+
+
+class SqliteCatalogue:
+    """A SQLite file's catalogue as :func:`first_problem` reads it: ``sqlite_master`` and
+    the table pragmas, compared with :func:`schema.expected_shape` (the declaration's DDL
+    as SQLite itself reads it back)."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+        self.shape = schema.expected_shape()
+        self.tables = {
+            name: (sql or "")
+            for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+        }
+
+    def columns(self, table: str) -> dict | None:
+        if table not in self.tables:
+            return None
+        return {
+            row[1]: (row[1], (row[2] or "").upper(), row[3], row[4], row[5])
+            for row in self.conn.execute(f"PRAGMA table_xinfo({table})").fetchall()
+        }
+
+    def expected_columns(self, table: str) -> dict:
+        return {column[0]: column for column in self.shape.columns[table]}
+
+    def describe(self, column: tuple) -> str:
+        return _describe(column)
+
+    def blocks_inserts(self, column: tuple) -> bool:
+        return bool(column[2]) and column[3] is None
+
+    def keys_problem(self, table: str) -> str | None:
+        if table in schema.AUTOINCREMENT_TABLES and "AUTOINCREMENT" not in self.tables[table].upper():
             return f"table {table} lost AUTOINCREMENT on its primary key"
         foreign_keys = {
             (row[3], row[2], row[4], (row[6] or "").upper())
-            for row in conn.execute(f"PRAGMA foreign_key_list({table})").fetchall()
+            for row in self.conn.execute(f"PRAGMA foreign_key_list({table})").fetchall()
         }
-        for fk in shape.foreign_keys[table]:
+        for fk in self.shape.foreign_keys[table]:
             if fk not in foreign_keys:
                 return f"foreign key {table}.{fk[0]} -> {fk[1]}.{fk[2]} ON DELETE {fk[3]} is missing or altered"
-    for index, (table, columns) in shape.index_columns.items():
-        found = False
-        for row in conn.execute(f"PRAGMA index_list({table})").fetchall():
-            index_columns = tuple(r[2] for r in conn.execute(f"PRAGMA index_info({_quote(row[1])})").fetchall())
-            if index_columns == columns and not row[2] and not row[4]:  # neither UNIQUE nor partial
-                found = True
-                break
-        if not found:
-            return f"index {index} on {table} ({', '.join(columns)}) is missing or altered"
-    return None
+        return None
+
+    def has_index(self, index: schema.Index) -> bool:
+        for row in self.conn.execute(f"PRAGMA index_list({index.table})").fetchall():
+            columns = tuple(r[2] for r in self.conn.execute(f"PRAGMA index_info({_quote(row[1])})").fetchall())
+            if columns == index.columns and not row[2] and not row[4]:  # neither UNIQUE nor partial
+                return True
+        return False
 
 
 def _describe(column: tuple) -> str:

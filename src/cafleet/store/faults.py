@@ -34,15 +34,6 @@ def base_name(exc: BaseException) -> str:
     return "_".join(parts[:2]) if len(parts) > 2 else name
 
 
-def is_busy(exc: BaseException) -> bool:
-    """Another connection holds the file (``SQLITE_BUSY``/``SQLITE_LOCKED``): not damage."""
-    return base_name(exc) in ("SQLITE_BUSY", "SQLITE_LOCKED")
-
-
-def is_damage(exc: BaseException) -> bool:
-    return base_name(exc) in ("SQLITE_CORRUPT", "SQLITE_NOTADB")
-
-
 # The file system or the process environment failed; the format may be fine.
 ENVIRONMENT = frozenset(
     (

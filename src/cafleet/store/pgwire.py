@@ -554,10 +554,6 @@ class Connection:
     def closed(self) -> bool:
         return self._closed or self.broken
 
-    @property
-    def in_transaction(self) -> bool:
-        return self.info.transaction_status != IDLE
-
     def fileno(self) -> int:
         if self.sock is None:
             raise OperationalError("the connection is closed")

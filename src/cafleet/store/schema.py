@@ -1,9 +1,14 @@
-"""The baseline schema (ledger version 1) and the shapes diagnosis checks it against.
+"""The baseline schema (ledger version 1), declared once as data, and the shapes diagnosis
+checks it against.
 
-The DDL below is the single source of truth: the fresh baseline executes it, the fast
-diagnosis path compares the stored ``sqlite_master.sql`` text with it, and the detailed
+The declaration below (tables, columns, kinds, defaults, keys, references, indexes, the
+auxiliary tables and indexes too) is the single source of truth. Each engine's DDL is
+rendered from it (:func:`render`): the fresh baseline executes it, SQLite's fast
+diagnosis compares the stored ``sqlite_master.sql`` text with it, and its detailed
 diagnosis reads the expected columns, foreign keys and indexes back from it
-(:func:`expected_shape`).
+(:func:`expected_shape`); PostgreSQL's expected catalogue is rendered from it too
+(:func:`cafleet.store.postgres.catalogue_shape`). tests/test_schema_declared.py holds the rendered text to
+what both engines executed before it was declared.
 """
 
 from __future__ import annotations
@@ -12,78 +17,111 @@ APPLICATION_ID = 1128351288  # ASCII "CAF8"
 HEAD_VERSION = 1
 LEDGER_TABLE = "refinery_schema_history"
 
-TABLES: dict[str, str] = {
-    "fleets": (
-        "CREATE TABLE fleets (\n"
-        "    fleet_id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,\n"
-        "    name TEXT,\n"
-        "    created_at TEXT NOT NULL,\n"
-        "    deleted_at TEXT,\n"
-        "    director_member_id INTEGER REFERENCES members(member_id) ON DELETE RESTRICT\n"
-        ")"
-    ),
-    "members": (
-        "CREATE TABLE members (\n"
-        "    member_id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,\n"
-        "    fleet_id INTEGER NOT NULL REFERENCES fleets(fleet_id) ON DELETE RESTRICT,\n"
-        "    name TEXT NOT NULL,\n"
-        "    description TEXT NOT NULL,\n"
-        "    status TEXT NOT NULL,\n"
-        "    registered_at TEXT NOT NULL,\n"
-        "    deregistered_at TEXT\n"
-        ")"
-    ),
-    "member_placements": (
-        "CREATE TABLE member_placements (\n"
-        "    member_id INTEGER NOT NULL PRIMARY KEY REFERENCES members(member_id) ON DELETE CASCADE,\n"
-        "    mux_session TEXT NOT NULL,\n"
-        "    mux_window_id TEXT NOT NULL,\n"
-        "    mux_pane_id TEXT,\n"
-        "    backend TEXT NOT NULL DEFAULT 'tmux',\n"
-        "    coding_agent TEXT NOT NULL,\n"
-        "    created_at TEXT NOT NULL\n"
-        ")"
-    ),
-    "messages": (
-        "CREATE TABLE messages (\n"
-        "    message_id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,\n"
-        "    from_member_id INTEGER NOT NULL REFERENCES members(member_id) ON DELETE RESTRICT,\n"
-        "    to_member_id INTEGER NOT NULL REFERENCES members(member_id) ON DELETE RESTRICT,\n"
-        "    created_at TEXT NOT NULL,\n"
-        "    status_state TEXT NOT NULL,\n"
-        "    status_timestamp TEXT NOT NULL,\n"
-        "    text TEXT NOT NULL,\n"
-        "    notified_at TEXT\n"
-        ")"
-    ),
-    "asset_installs": (
-        "CREATE TABLE asset_installs (\n"
-        "    coding_agent TEXT NOT NULL,\n"
-        "    path TEXT NOT NULL,\n"
-        "    cafleet_version TEXT NOT NULL,\n"
-        "    installed_at TEXT NOT NULL,\n"
-        "    PRIMARY KEY (coding_agent, path)\n"
-        ")"
-    ),
-    LEDGER_TABLE: (
-        "CREATE TABLE refinery_schema_history (\n"
-        "    version INT4 PRIMARY KEY,\n"
-        "    name VARCHAR(255),\n"
-        "    applied_on VARCHAR(255),\n"
-        "    checksum VARCHAR(255)\n"
-        ")"
-    ),
-}
+SQLITE = "sqlite"
+POSTGRES = "postgresql"
 
-INDEXES: dict[str, str] = {
-    "idx_members_fleet_status": "CREATE INDEX idx_members_fleet_status ON members (fleet_id, status)",
-    "idx_messages_to_member_status_ts": (
-        "CREATE INDEX idx_messages_to_member_status_ts ON messages (to_member_id, status_timestamp)"
+
+class Column:
+    """One column, declared in one line: ``name kind`` and what constrains it:
+
+    - ``!`` after the kind: NOT NULL; ``pk``: the primary key; ``id``: a generated id
+      that is never reused (SQLite's AUTOINCREMENT, PostgreSQL's identity), the key;
+    - ``unique``; ``= literal``: the default (an SQL literal without spaces);
+    - ``-> table.column``: a reference, ON DELETE RESTRICT (``cascade`` after it: CASCADE).
+
+    Kinds are keys of each engine's type table (:data:`TYPES`)."""
+
+    __slots__ = ("name", "kind", "not_null", "primary", "identity", "references", "default", "unique")
+
+    def __init__(self, spec: str) -> None:
+        name, kind, *words = spec.split()
+        self.name, self.kind = name, kind.rstrip("!")
+        self.not_null = self.primary = self.identity = self.unique = False
+        self.default: str | None = None
+        self.references: tuple[str, str, str] | None = None
+        if kind[-1] == "!":
+            self.not_null = True
+        if not words:
+            return
+        self.identity = "id" in words
+        self.not_null = self.not_null or self.identity
+        self.primary = self.identity or "pk" in words
+        self.unique = "unique" in words
+        if "=" in words:
+            self.default = words[words.index("=") + 1]
+        if "->" in words:
+            at = words.index("->")
+            parent, key = words[at + 1].split(".")
+            self.references = (parent, key, "CASCADE" if "cascade" in words[at + 2 :] else "RESTRICT")
+
+
+class Table:
+    """A table, declared as its columns' lines (:class:`Column`) joined by commas and, when
+    it spans several columns, its primary key."""
+
+    __slots__ = ("name", "spec", "declared_key", "_columns")
+
+    def __init__(self, name: str, columns: str, primary_key: tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.spec = columns
+        self.declared_key = primary_key
+        self._columns: tuple[Column, ...] | None = None  # read from the spec when first asked
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        if self._columns is None:
+            self._columns = tuple(Column(spec) for spec in self.spec.split(","))
+        return self._columns
+
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        return self.declared_key or tuple(column.name for column in self.columns if column.primary)
+
+
+class Index:
+    """An index: its table, its key columns and, for a partial one, its predicate."""
+
+    __slots__ = ("name", "table", "columns", "where")
+
+    def __init__(self, name: str, table: str, columns: tuple[str, ...], where: str = "") -> None:
+        self.name, self.table, self.columns, self.where = name, table, columns, where
+
+
+# --- the declaration: the seed's tables (docs/storage.md), in the order they are created ---
+
+DECLARED_TABLES: tuple[Table, ...] = (
+    Table(
+        "fleets",
+        "fleet_id int id, name text, created_at text!, deleted_at text, director_member_id int -> members.member_id",
     ),
-    "idx_messages_from_member_status_ts": (
-        "CREATE INDEX idx_messages_from_member_status_ts ON messages (from_member_id, status_timestamp)"
+    Table(
+        "members",
+        "member_id int id, fleet_id int! -> fleets.fleet_id, name text!, description text!, status text!, "
+        "registered_at text!, deregistered_at text",
     ),
-}
+    Table(
+        "member_placements",
+        "member_id int! pk -> members.member_id cascade, mux_session text!, mux_window_id text!, mux_pane_id text, "
+        "backend text! = 'tmux', coding_agent text!, created_at text!",
+    ),
+    Table(
+        "messages",
+        "message_id int id, from_member_id int! -> members.member_id, to_member_id int! -> members.member_id, "
+        "created_at text!, status_state text!, status_timestamp text!, text text!, notified_at text",
+    ),
+    Table(
+        "asset_installs",
+        "coding_agent text!, path text!, cafleet_version text!, installed_at text!",
+        primary_key=("coding_agent", "path"),
+    ),
+    Table(LEDGER_TABLE, "version int4 pk, name varchar255, applied_on varchar255, checksum varchar255"),
+)
+
+DECLARED_INDEXES: tuple[Index, ...] = (
+    Index("idx_members_fleet_status", "members", ("fleet_id", "status")),
+    Index("idx_messages_to_member_status_ts", "messages", ("to_member_id", "status_timestamp")),
+    Index("idx_messages_from_member_status_ts", "messages", ("from_member_id", "status_timestamp")),
+)
 
 # cafleet's auxiliary indexes: not part of the format (the seed allows unrelated auxiliary
 # indexes beside the required definitions), so the ledger stays at version 1 and a file
@@ -97,104 +135,162 @@ INDEXES: dict[str, str] = {
 # so a row with an unknown state is read and refused, never skipped); a query for owed
 # previews repeats that term beside its `= 'input_required'` so SQLite can use the index. poll, listen, wait and the owed-preview search read
 # only these entries instead of every message the member ever received.
-AUX_INDEXES: dict[str, str] = {
-    "idx_cafleet_aux_messages_pending": (
-        "CREATE INDEX idx_cafleet_aux_messages_pending ON messages (to_member_id, status_timestamp) "
-        "WHERE status_state != 'completed'"
+DECLARED_AUX_INDEXES: tuple[Index, ...] = (
+    Index(
+        "idx_cafleet_aux_messages_pending",
+        "messages",
+        ("to_member_id", "status_timestamp"),
+        where="status_state != 'completed'",
     ),
-}
-
+)
 
 # cafleet's auxiliary tables: like the auxiliary indexes, outside the format (the seed allows
 # unrelated auxiliary tables), created by the first write that needs one (`member create`,
 # `fleet budget`), in a transaction of its own, or by `cafleet setup`; every command works on
 # a file without them, and `cafleet doctor` reports one missing or with another definition.
-# PostgreSQL's translation is postgres.AUX_TABLES.
-#
-# cafleet_aux_member_usage_sources: what ties a member to its coding agent's own usage
-# records (docs/usage.md), written by `member create`: the agent, the session id cafleet
-# chose (claude's --session-id), the agent's config/data folder, the pane's working
-# directory and the spawn time (opencode's sessions are matched on these), and the
-# member's budgets.
-AUX_TABLES: dict[str, str] = {
-    "cafleet_aux_member_usage_sources": (
-        "CREATE TABLE cafleet_aux_member_usage_sources (\n"
-        "    member_id INTEGER NOT NULL PRIMARY KEY,\n"
-        "    coding_agent TEXT NOT NULL,\n"
-        "    session_id TEXT,\n"
-        "    data_dir TEXT,\n"
-        "    cwd TEXT NOT NULL,\n"
-        "    started_at TEXT NOT NULL,\n"
-        "    budget_usd REAL,\n"
-        "    budget_tokens INTEGER\n"
-        ")"
+DECLARED_AUX_TABLES: tuple[Table, ...] = (
+    # cafleet_aux_member_usage_sources: what ties a member to its coding agent's own usage
+    # records (docs/usage.md), written by `member create`: the agent, the session id cafleet
+    # chose (claude's --session-id), the agent's config/data folder, the pane's working
+    # directory and the spawn time (opencode's sessions are matched on these), and the
+    # member's budgets.
+    Table(
+        "cafleet_aux_member_usage_sources",
+        "member_id int! pk, coding_agent text!, session_id text, data_dir text, cwd text!, started_at text!, "
+        "budget_usd real, budget_tokens int",
     ),
     # cafleet_aux_notices: the notices the fleet keeper put in its Director's inbox
     # (docs/delivery.md, "Notices in the Director's inbox"): one row per notice, naming its
     # message (a self-send of the Director), its kind, what it is about (`member:5`,
     # `host:box`) and the dialog's digest; `cleared_at` is set when the condition cleared
     # (the episode ended, so the next one gets a notice of its own).
-    "cafleet_aux_notices": (
-        "CREATE TABLE cafleet_aux_notices (\n"
-        "    message_id INTEGER NOT NULL PRIMARY KEY,\n"
-        "    fleet_id INTEGER NOT NULL,\n"
-        "    kind TEXT NOT NULL,\n"
-        "    subject TEXT NOT NULL,\n"
-        "    member_id INTEGER,\n"
-        "    digest TEXT,\n"
-        "    opened_at TEXT NOT NULL,\n"
-        "    cleared_at TEXT\n"
-        ")"
+    Table(
+        "cafleet_aux_notices",
+        "message_id int! pk, fleet_id int!, kind text!, subject text!, member_id int, digest text, opened_at text!, "
+        "cleared_at text",
     ),
     # cafleet_aux_fleet_budgets: a fleet's budget (`cafleet fleet budget`), over all its members.
-    "cafleet_aux_fleet_budgets": (
-        "CREATE TABLE cafleet_aux_fleet_budgets (\n"
-        "    fleet_id INTEGER NOT NULL PRIMARY KEY,\n"
-        "    budget_usd REAL,\n"
-        "    budget_tokens INTEGER\n"
-        ")"
-    ),
+    Table("cafleet_aux_fleet_budgets", "fleet_id int! pk, budget_usd real, budget_tokens int"),
     # cafleet_aux_member_usage_totals: each member's usage as last read from its agent's
     # records (docs/usage.md, "Stored totals"), kept current by the fleet keeper (or `fleet
     # watch`): the totals by model as JSON, and where each file's reading stopped (its
     # identity, size and offset) so that the next read parses only what was appended. The
     # budget gate, the WebUI and `fleet watch` read this row, never the agent's files.
-    "cafleet_aux_member_usage_totals": (
-        "CREATE TABLE cafleet_aux_member_usage_totals (\n"
-        "    member_id INTEGER NOT NULL PRIMARY KEY,\n"
-        "    updated_at TEXT NOT NULL,\n"
-        "    totals TEXT NOT NULL,\n"
-        "    state TEXT NOT NULL\n"
-        ")"
-    ),
+    Table("cafleet_aux_member_usage_totals", "member_id int! pk, updated_at text!, totals text!, state text!"),
     # cafleet_aux_member_worktrees: a member's own git worktree (`member create --worktree`,
     # docs/worktrees.md): the repository (its main worktree's folder), the worktree's path
     # (never another member's: UNIQUE, and rows are kept after removal), its branch, the
     # base as given and the commit it resolved to, and where it stands (adding, ready,
     # kept after the member's deletion, removed), and the host it is on (NULL: this machine).
-    "cafleet_aux_member_worktrees": (
-        "CREATE TABLE cafleet_aux_member_worktrees (\n"
-        "    member_id INTEGER NOT NULL PRIMARY KEY,\n"
-        "    repo TEXT NOT NULL,\n"
-        "    path TEXT NOT NULL UNIQUE,\n"
-        "    branch TEXT NOT NULL,\n"
-        "    base TEXT NOT NULL,\n"
-        "    base_commit TEXT NOT NULL,\n"
-        "    status TEXT NOT NULL,\n"
-        "    created_at TEXT NOT NULL,\n"
-        "    removed_at TEXT,\n"
-        "    host TEXT\n"
-        ")"
+    Table(
+        "cafleet_aux_member_worktrees",
+        "member_id int! pk, repo text!, path text! unique, branch text!, base text!, base_commit text!, status text!, "
+        "created_at text!, removed_at text, host text",
     ),
     # cafleet_aux_fleet_worktrees: a fleet whose members get a worktree unless told
     # otherwise (`fleet create --worktrees`).
-    "cafleet_aux_fleet_worktrees": (
-        "CREATE TABLE cafleet_aux_fleet_worktrees (\n"
-        "    fleet_id INTEGER NOT NULL PRIMARY KEY,\n"
-        "    worktrees INTEGER NOT NULL\n"
-        ")"
-    ),
+    Table("cafleet_aux_fleet_worktrees", "fleet_id int! pk, worktrees int!"),
+)
+
+
+# --- rendering: each engine's DDL and PostgreSQL's catalogue as it reads back ------------
+
+# A column's kind in each engine's DDL (PostgreSQL's catalogue reads them back as
+# postgres.CATALOGUE_TYPES).
+TYPES: dict[str, dict[str, str]] = {
+    SQLITE: {"int": "INTEGER", "int4": "INT4", "text": "TEXT", "real": "REAL", "varchar255": "VARCHAR(255)"},
+    POSTGRES: {
+        "int": "BIGINT",
+        "int4": "INTEGER",
+        "text": "TEXT",
+        "real": "DOUBLE PRECISION",
+        "varchar255": "VARCHAR(255)",
+    },
 }
+# How each engine spells a generated id that is never reused, after the column's type.
+IDENTITY = {SQLITE: "NOT NULL PRIMARY KEY AUTOINCREMENT", POSTGRES: "GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY"}
+
+
+class Rendered:
+    """One engine's DDL: ``tables`` and ``aux_tables`` (name -> CREATE TABLE), the
+    foreign keys added after every table exists (``late_foreign_keys``: PostgreSQL checks
+    a reference when it is declared, and fleets and members reference each other), and
+    ``indexes`` and ``aux_indexes`` (name -> CREATE INDEX)."""
+
+    __slots__ = ("tables", "late_foreign_keys", "indexes", "aux_tables", "aux_indexes")
+
+    def __init__(self, engine: str) -> None:
+        late: list[str] = []
+        self.tables = _render_tables(DECLARED_TABLES, engine, late)
+        self.late_foreign_keys = tuple(late)
+        self.indexes = {index.name: _render_index(index) for index in DECLARED_INDEXES}
+        self.aux_tables = _render_tables(DECLARED_AUX_TABLES, engine, late)
+        self.aux_indexes = {index.name: _render_index(index) for index in DECLARED_AUX_INDEXES}
+
+
+def render(engine: str) -> Rendered:
+    """The DDL of ``engine`` (SQLITE or POSTGRES), rendered from the declaration."""
+    return Rendered(engine)
+
+
+def _render_tables(tables: tuple[Table, ...], engine: str, late: list[str]) -> dict[str, str]:
+    declared: set[str] = set()
+    rendered = {}
+    for table in tables:
+        declared.add(table.name)
+        lines = [_render_column(table.name, column, engine, declared, late) for column in table.columns]
+        if len(table.primary_key) > 1:
+            lines.append(f"PRIMARY KEY ({', '.join(table.primary_key)})")
+        rendered[table.name] = f"CREATE TABLE {table.name} (\n" + ",\n".join("    " + line for line in lines) + "\n)"
+    return rendered
+
+
+def _render_column(table: str, column: Column, engine: str, declared: set[str], late: list[str]) -> str:
+    text = f"{column.name} {TYPES[engine][column.kind]}"
+    if column.identity:
+        return f"{text} {IDENTITY[engine]}"
+    if column.not_null:
+        text += " NOT NULL"
+    if column.primary:
+        text += " PRIMARY KEY"
+    if column.references is not None:
+        parent, key, on_delete = column.references
+        reference = f"REFERENCES {parent}({key}) ON DELETE {on_delete}"
+        if engine == POSTGRES and parent not in declared:  # added once the parent exists
+            late.append(
+                f"ALTER TABLE {table} ADD CONSTRAINT {table}_{column.name}_fkey FOREIGN KEY ({column.name}) {reference}"
+            )
+        else:
+            text += " " + reference
+    if column.default is not None:
+        text += f" DEFAULT {column.default}"
+    if column.unique:
+        text += " UNIQUE"
+    return text
+
+
+def _render_index(index: Index) -> str:
+    text = f"CREATE INDEX {index.name} ON {index.table} ({', '.join(index.columns)})"
+    return f"{text} WHERE {index.where}" if index.where else text
+
+
+# What the SQLite store executes and compares stored text with. The required objects are
+# rendered on import (every open's fast diagnosis compares them); the auxiliary ones when
+# first asked for (module __getattr__), which a hot command rarely does.
+TABLES: dict[str, str] = _render_tables(DECLARED_TABLES, SQLITE, [])
+INDEXES: dict[str, str] = {index.name: _render_index(index) for index in DECLARED_INDEXES}
+AUX_INDEXES: dict[str, str]
+AUX_TABLES: dict[str, str]
+
+
+def __getattr__(name: str) -> dict[str, str]:
+    if name == "AUX_TABLES":
+        value = globals()[name] = _render_tables(DECLARED_AUX_TABLES, SQLITE, [])
+        return value
+    if name == "AUX_INDEXES":
+        value = globals()[name] = {index.name: _render_index(index) for index in DECLARED_AUX_INDEXES}
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def create_if_missing(sql: str) -> str:
@@ -205,7 +301,7 @@ def create_if_missing(sql: str) -> str:
     return sql.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1)
 
 
-AUTOINCREMENT_TABLES = tuple(name for name, sql in TABLES.items() if "AUTOINCREMENT" in sql)
+AUTOINCREMENT_TABLES = tuple(table.name for table in DECLARED_TABLES if any(c.identity for c in table.columns))
 
 
 class Shape:

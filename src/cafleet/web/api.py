@@ -65,12 +65,8 @@ def read_snapshot(store):
     A read transaction under WAL never blocks writers; it is always closed before the
     handler returns.
     """
-    store.execute("BEGIN")
-    try:
+    with store.read():
         yield store
-    finally:
-        if store.conn.in_transaction:
-            store.execute("ROLLBACK")
 
 
 def fleet_view(store, fleet_id: int, states: dict | None = None) -> dict:

@@ -33,8 +33,8 @@ from starlette.staticfiles import StaticFiles
 
 from cafleet import config as settings
 from cafleet import errors
-from cafleet.store import sqlite as sqlite3
-from cafleet.store.connection import DEFAULT_BUSY_TIMEOUT, Store, file_identity, open_store, replaced_error, translate
+from cafleet.store.connection import DEFAULT_BUSY_TIMEOUT, file_identity, open_store, replaced_error
+from cafleet.store.protocol import Store
 from cafleet.web import api, events, graph, screens, security
 
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
@@ -127,14 +127,14 @@ class StorePool:
         except errors.CafleetError as error:
             healthy = not isinstance(error, errors.DatabaseError)  # a 404 or 409 leaves the connection fine
             raise
-        except sqlite3.DatabaseError as error:  # raised while a result was read: a damaged page, a full disk
-            if isinstance(error, sqlite3.IntegrityError):
+        except Exception as error:  # a driver's, raised while a result was read: a damaged page, a full disk
+            translated = store.classify(error)
+            if translated is None:
                 raise
-            raise translate(error, self.db_path, self.busy_timeout) from None
+            raise translated from None
         finally:
             try:
-                if store.conn.in_transaction:
-                    store.conn.execute("ROLLBACK")
+                store.end_transaction()
             except Exception:  # noqa: BLE001 -- the connection died during the request: dropped; the request's own error stands
                 healthy = False
             self._give_back(store, healthy)

@@ -114,7 +114,7 @@ class SharedChanges:
         except BaseException:
             store.close()
             raise
-        if store.engine == "postgresql":
+        if changes.waiter.apart:
             store.close()  # the waiter listens on a session of its own; this one would sit idle
             store = None
         self._changes, self._store = changes, store
