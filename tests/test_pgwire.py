@@ -21,19 +21,36 @@ def url(pg_cluster) -> str:
 
 
 def test_values_go_out_as_literals_and_come_back_typed(url):
-    awkward = "it's a \\back'slash\\' — ünïcode; %s %(x)s ?"
+    awkward = "it's a \\back'slash\\' — ünïcode; %s %(x)s ? ''"
     with pgwire.connect(url) as conn:
         row = conn.execute(
-            "SELECT %s::text, %s::bigint, %s::bigint, %s, %s::float8, NULL, 1.5::numeric, '\\x00ff'::bytea, %s::text[]",
+            "SELECT ?::text, ?::bigint, ?::bigint, ?, ?::float8, NULL, 1.5::numeric, '\\x00ff'::bytea, ?::text[]",
             (awkward, 2**62, -5, True, 0.25, ["a", "b'c"]),
         ).fetchone()
         assert row[:7] == (awkward, 2**62, -5, True, 0.25, None, __import__("decimal").Decimal("1.5"))
         assert row[7] == b"\x00\xff" and row[8] == "{a,b'c}"  # an array comes back as its text
-        named = conn.execute("SELECT %(a)s || %(a)s, '100%%'", {"a": "x"}).fetchone()
-        assert named == ("xx", "100%")
-        assert conn.execute("SELECT '50%'").fetchone() == ("50%",)  # no parameters: sent as written
+        assert conn.execute("SELECT ? || ?, '100%', 7 % 4", ("x", "x")).fetchone() == ("xx", "100%", 3)
+        assert conn.execute("SELECT '50%?'").fetchone() == ("50%?",)  # no parameters: sent as written
         with pytest.raises(pgwire.DataError, match="NUL"):
-            conn.execute("SELECT %s", ("a\0b",))
+            conn.execute("SELECT ?", ("a\0b",))
+
+
+def test_a_question_mark_is_a_placeholder_only_outside_literals_identifiers_and_comments(url):
+    query = (
+        "SELECT ? AS \"what?\", 'a?''b?' AS s, E'c\\'?' AS e, $$d?$$ AS d, $t$ $$e? $t$ AS t -- f?\n"
+        ", /* g? /* nested? */ h? */ a$t$ AS n, ? AS last"
+    )
+    rendered = pgwire.render(query, ("x", 2))
+    assert rendered == query.replace("SELECT ?", "SELECT 'x'", 1).replace("? AS last", "2 AS last", 1)
+    with pgwire.connect(url) as conn:
+        row = conn.execute("SELECT ? AS \"what?\", 'a?''b?', E'c\\'?', $$d?$$, $t$ $$e? $t$ /* ? */, ?", ("x", 2))
+        assert row.fetchone() == ("x", "a?'b?", "c'?", "d?", " $$e? ", 2)
+        with pytest.raises(pgwire.ProgrammingError, match="more placeholders than parameters"):
+            conn.execute("SELECT ?, '?'", ())
+        with pytest.raises(pgwire.ProgrammingError, match="fewer placeholders than parameters"):
+            conn.execute("SELECT '?'", (1,))
+        with pytest.raises(pgwire.ProgrammingError, match="string literal is not closed"):
+            conn.execute("SELECT ?, 'open", (1,))
 
 
 def test_several_statements_come_back_in_one_round_trip_as_result_sets(url):
@@ -64,7 +81,7 @@ def test_errors_are_classed_by_sqlstate_and_the_connection_stays_usable(url):
 def test_a_session_the_server_ends_is_broken_not_a_hang(url):
     with pgwire.connect(url) as conn, pgwire.connect(url) as admin:
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        admin.execute("SELECT pg_terminate_backend(?)", (pid,))
         with pytest.raises(pgwire.OperationalError):
             conn.execute("SELECT 1")
         assert conn.broken and conn.closed

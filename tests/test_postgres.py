@@ -1,5 +1,5 @@
 """What only the PostgreSQL store has: its schema diagnosis and racing initialisation,
-the dialect seam, ACK exactly once under concurrent connections, LISTEN/NOTIFY waiting
+one query text sent as written, ACK exactly once under concurrent connections, LISTEN/NOTIFY waiting
 (with a dropped connection), the advisory pane-input lock and a schema of one's own.
 
 The broker, message, notification, timeline and wait/listen suites run on both stores
@@ -273,21 +273,32 @@ def test_unreachable_server_is_one_line(env, cli, tmp_path):
     assert result.err.count("\n") == 1 and "secret" not in result.err
 
 
-# --- the dialect seam ---------------------------------------------------------------------
+# --- one query text for both engines ------------------------------------------------------
 
 
-def test_dialect_rewrites_only_outside_string_literals():
-    from cafleet.store.dialect import postgres
+def test_the_broker_queries_reach_the_server_as_written(pg):
+    """No statement text is rewritten between the broker and the server: the queries that
+    differ most between the engines (CROSS JOIN order, the null-safe comparison, the unary
+    ``+``) run on PostgreSQL in the very text SQLite plans (tests/test_query_plans.py)."""
+    from cafleet.broker import notifications, records, timeline, traffic
 
-    assert postgres("SELECT a FROM t WHERE x = ? AND y LIKE '50%?' AND z = ?", True) == (
-        "SELECT a FROM t WHERE x = %s AND y LIKE '50%%?' AND z = %s"
-    )
-    assert postgres(
-        "SELECT 1 FROM a x CROSS JOIN b y ON y.k = x.k WHERE x.m IS NOT y.n AND x.p IS NOT NULL", False
-    ) == ("SELECT 1 FROM a x JOIN b y ON y.k = x.k WHERE x.m IS DISTINCT FROM y.n AND x.p IS NOT NULL")
-    assert postgres("SELECT 1 FROM a CROSS JOIN b WHERE (? IS NULL OR +a.id < ?)", True) == (
-        "SELECT 1 FROM a CROSS JOIN b WHERE (%s IS NULL OR a.id < %s)"
-    )
+    fleet, director, (m1, m2) = _fleet(pg)
+    sent = messages.send(pg, director, m1, "hello ? 100%")["message_id"]
+    seen: list[str] = []
+    pg.conn.trace = seen.append
+    try:
+        assert [m["message_id"] for m in timeline.fleet_timeline(pg, fleet, before_id=sent + 1)] == [sent]
+        assert traffic.totals(pg, fleet, sent) == {(director, m1): 1}
+        assert [row[1:] for row in traffic.sent_since(pg, fleet, sent, "0")] == [(director, m1)]
+        assert notifications.stale_notifications(pg, fleet, "9") == []
+        assert {p["member_id"] for p in fleets.fleet_placements(pg, fleet)} == {m1, m2}
+    finally:
+        pg.conn.trace = None
+    assert len(seen) == 5
+    for text in seen:
+        assert "CROSS JOIN messages msg WHERE" in text or records.NOT_ROOT_DIRECTOR in text, text
+    assert sum("+msg.message_id" in text for text in seen) == 3
+    assert pg.execute("SELECT text FROM messages").fetchone() == ("hello ? 100%",)
 
 
 def test_a_nul_in_a_body_is_refused_before_anything_is_written(pg):

@@ -178,7 +178,7 @@ def fleet_placements(store, fleet_id: int) -> list[dict]:
         "m.status "
         "FROM member_placements p JOIN members m ON m.member_id = p.member_id "
         "JOIN fleets f ON f.fleet_id = m.fleet_id "
-        f"WHERE m.fleet_id = ? AND m.{records.NOT_DEREGISTERED} AND m.member_id IS NOT f.director_member_id "
+        f"WHERE m.fleet_id = ? AND m.{records.NOT_DEREGISTERED} AND {records.NOT_ROOT_DIRECTOR} "
         "ORDER BY p.member_id",
         (fleet_id,),
     ).fetchall()

@@ -22,12 +22,13 @@ statistics SQLite holds. ``tests/test_query_plans.py`` checks both per function.
 from __future__ import annotations
 
 from cafleet import clock
+from cafleet.broker.records import NOT_ROOT_DIRECTOR
 
 # The tables the eligibility rule reads, in the order SQLite must loop over them.
 ELIGIBLE_FROM = "members m CROSS JOIN fleets f CROSS JOIN member_placements p"
 ELIGIBLE = (
     "f.fleet_id = m.fleet_id AND p.member_id = m.member_id AND m.status = 'active' AND f.deleted_at IS NULL "
-    "AND m.member_id IS NOT f.director_member_id AND p.mux_pane_id IS NOT NULL"
+    f"AND {NOT_ROOT_DIRECTOR} AND p.mux_pane_id IS NOT NULL"
 )
 
 

@@ -22,6 +22,12 @@ def is_self_send(from_id: int, to_id: int) -> bool:
 # Members that count as present: active ones, and any unknown value (refused on decoding).
 NOT_DEREGISTERED = "status != 'deregistered'"
 
+# Member ``m`` is not the root Director of its fleet ``f`` (a fleet being bootstrapped has
+# none yet). A null-safe comparison both engines read alike: SQLite's ``IS NOT`` between
+# two values is no PostgreSQL, and ``IS DISTINCT FROM`` needs SQLite 3.39
+# (docs/storage.md "Differences, and where they live"); ``m.member_id`` is never NULL.
+NOT_ROOT_DIRECTOR = "(f.director_member_id IS NULL OR m.member_id <> f.director_member_id)"
+
 
 def encode_pane(pane_id: str | None, identity: str | None) -> str | None:
     """The ``mux_pane_id`` column value: ``<pane id> <identity>``, or the bare pane id when

@@ -35,8 +35,8 @@ def fleet_timeline(store, fleet_id: int, *, limit: int = 50, before_id: int | No
     LIMIT soon, which reads every message in the database for a quiet or new fleet.
     """
     rows = store.execute(
-        f"SELECT {_ADMIN_COLUMNS} FROM members m CROSS JOIN messages msg ON msg.{BELONGS_BY} = m.member_id "
-        "WHERE m.fleet_id = ? AND (CAST(? AS BIGINT) IS NULL OR +msg.message_id < ?) ORDER BY msg.message_id DESC LIMIT ?",
+        f"SELECT {_ADMIN_COLUMNS} FROM members m CROSS JOIN messages msg "
+        f"WHERE msg.{BELONGS_BY} = m.member_id AND m.fleet_id = ? AND (CAST(? AS BIGINT) IS NULL OR +msg.message_id < ?) ORDER BY msg.message_id DESC LIMIT ?",
         (fleet_id, before_id, before_id, limit),
     ).fetchall()
     return [_admin_record(row) for row in rows]

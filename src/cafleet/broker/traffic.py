@@ -40,8 +40,8 @@ def totals(store, fleet_id: int, up_to: int) -> dict[tuple[int, int], int]:
         (sender, recipient): count
         for sender, recipient, count in store.execute(
             "SELECT msg.from_member_id, msg.to_member_id, count(*) "
-            "FROM members m CROSS JOIN messages msg ON msg.from_member_id = m.member_id "
-            "WHERE m.fleet_id = ? AND +msg.message_id <= ? GROUP BY msg.from_member_id, msg.to_member_id",
+            "FROM members m CROSS JOIN messages msg "
+            "WHERE msg.from_member_id = m.member_id AND m.fleet_id = ? AND +msg.message_id <= ? GROUP BY msg.from_member_id, msg.to_member_id",
             (fleet_id, up_to),
         )
     }
@@ -66,8 +66,8 @@ def sent_since(store, fleet_id: int, up_to: int, since: str) -> list[tuple[str, 
     ``since`` (an ISO timestamp), ids up to ``up_to``."""
     return store.execute(
         "SELECT msg.created_at, msg.from_member_id, msg.to_member_id "
-        "FROM members m CROSS JOIN messages msg ON msg.from_member_id = m.member_id "
-        "WHERE m.fleet_id = ? AND +msg.message_id <= ? AND msg.created_at >= ?",
+        "FROM members m CROSS JOIN messages msg "
+        "WHERE msg.from_member_id = m.member_id AND m.fleet_id = ? AND +msg.message_id <= ? AND msg.created_at >= ?",
         (fleet_id, up_to, since),
     ).fetchall()
 

@@ -7,7 +7,7 @@ database's baseline: the first write that needs it (``member create`` recording 
 ``fleet budget`` setting a fleet's budget) creates it in a transaction of its own. Every
 read works on a database without it (made by another implementation, or where no member
 was created yet): its members simply have no attribution. Each query is written once for both engines (upserts as ``ON CONFLICT ... DO
-UPDATE``, which both read alike; :mod:`cafleet.store.dialect`).
+UPDATE``, which both read alike; docs/storage.md "Differences, and where they live").
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ class Store:
 
     def insert(self, sql: str, params, key: str) -> int:
         """Run an INSERT and return the new row's id (``key`` names its column; the
-        PostgreSQL store reads it back with RETURNING, see store/dialect.py)."""
+        PostgreSQL store reads it back with RETURNING: :meth:`cafleet.store.postgres.PgStore.insert`)."""
         return self.execute(sql, params).lastrowid
 
     def change_waiter(self, interval: float) -> "DataVersionWaiter":

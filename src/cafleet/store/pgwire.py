@@ -26,9 +26,11 @@ What it keeps of libpq's behaviour, because the store relies on it:
 
 The API is the small part of psycopg 3's that the store uses (``connect``, ``execute``
 returning a cursor with ``fetchone``/``fetchall``/``nextset``/``rowcount``, ``notifies``,
-``info``, ``closed``/``broken``, the exception classes by SQLSTATE class). Statements go
-as simple queries: parameters (``%s``, ``%(name)s``) are rendered as literals on the
-client, so several statements go in one message and come back in one round trip.
+``info``, ``closed``/``broken``, the exception classes by SQLSTATE class), with one
+difference: the placeholders are sqlite3's ``?``, so the broker's statements are sent as
+written to either engine (:func:`render`). Statements go as simple queries: parameters
+are rendered as literals on the client, so several statements go in one message and come
+back in one round trip.
 """
 
 from __future__ import annotations
@@ -350,42 +352,132 @@ def literal(value: Any) -> str:
 
 
 def render(query: str, params: Any) -> str:
-    """``query`` with its ``%s`` / ``%(name)s`` placeholders replaced by ``params``' literals
-    and ``%%`` by ``%``."""
-    if "%" not in query:
-        if params:
-            raise ProgrammingError("the query has no placeholders but parameters were given")
+    """``query`` with each ``?`` placeholder replaced by the next of ``params``' literals.
+
+    The placeholders are sqlite3's (qmark), so the broker's statements reach both engines
+    in one text. A ``?`` is a placeholder wherever PostgreSQL would read it as a token:
+    not inside a string literal (``'...'``, ``E'...'``, ``$tag$...$tag$``), a quoted
+    identifier or a comment (:func:`placeholders` finds them, with no regular expression).
+    PostgreSQL's own ``?`` operators (jsonb, geometry) cannot be written with parameters;
+    their function forms can. ``%`` is an ordinary character."""
+    if isinstance(params, dict):
+        raise ProgrammingError("named parameters are not supported; write ? placeholders and pass a sequence")
+    pieces = _PIECES.get(query)
+    if pieces is None:
+        pieces = _PIECES[query] = placeholders(query)
+    count = len(pieces) - 1
+    given = len(params)
+    if count != given:
+        which = "more" if count > given else "fewer"
+        raise ProgrammingError(f"the query has {which} placeholders than parameters ({count} against {given})")
+    if not count:
         return query
-    mapping = isinstance(params, dict)
+    out = [pieces[0]]
+    for value, piece in zip(params, pieces[1:]):
+        out.append(literal(value))
+        out.append(piece)
+    return "".join(out)
+
+
+_PIECES: dict[str, list[str]] = {}  # a statement's text -> its text between placeholders
+_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
+_SPECIAL = "?'\"-/$"  # a placeholder, and what opens a literal, an identifier or a comment
+
+
+def placeholders(query: str) -> list[str]:
+    """``query`` split at its placeholders: the text before the first ``?``, between each
+    two, and after the last (one piece when there is none)."""
+    if "?" not in query:
+        return [query]
+    if not any(c in query for c in _SPECIAL[1:]):  # nothing that can hide a ``?``
+        return query.split("?")
+    ahead = [query.find(c) for c in _SPECIAL]  # where each special character comes next
     pieces: list[str] = []
-    position = start = 0
+    start = i = 0
     while True:
-        at = query.find("%", start)
+        at = -1  # the nearest special character at or after i
+        for k, found in enumerate(ahead):
+            if 0 <= found < i:
+                found = ahead[k] = query.find(_SPECIAL[k], i)
+            if found >= 0 and (at < 0 or found < at):
+                at = found
         if at < 0:
-            pieces.append(query[start:])
             break
-        pieces.append(query[start:at])
-        kind = query[at + 1 : at + 2]
-        if kind == "%":
-            pieces.append("%")
-            start = at + 2
-        elif kind == "s" and not mapping:
-            if position >= len(params):
-                raise ProgrammingError("the query has more placeholders than parameters")
-            pieces.append(literal(params[position]))
-            position += 1
-            start = at + 2
-        elif kind == "(" and mapping:
-            close = query.find(")s", at)
-            if close < 0:
-                raise ProgrammingError("a %(name)s placeholder is not closed")
-            pieces.append(literal(params[query[at + 2 : close]]))
-            start = close + 2
+        c, i = query[at], at + 1
+        if c == "?":
+            pieces.append(query[start:at])
+            start = i
+        elif c == "'":
+            i = _literal_end(query, at, at > 0 and query[at - 1] in "eE" and (at < 2 or query[at - 2] not in _WORD))
+        elif c == '"':
+            i = _closed(query, '"', i, "quoted identifier")
+        elif c == "-" and query.startswith("--", at):
+            newline = query.find("\n", at)
+            i = len(query) if newline < 0 else newline + 1
+        elif c == "/" and query.startswith("/*", at):
+            i = _comment_end(query, at)
+        elif c == "$" and (at == 0 or query[at - 1] not in _WORD):
+            i = _dollar_end(query, at)
+    pieces.append(query[start:])
+    return pieces
+
+
+def _closed(query: str, quote: str, i: int, what: str) -> int:
+    """The index after the ``quote`` that closes what opened before ``i``; a doubled quote
+    is one character of the text and goes on."""
+    while True:
+        close = query.find(quote, i)
+        if close < 0:
+            raise ProgrammingError(f"a {what} is not closed in the query")
+        if not query.startswith(quote, close + 1):
+            return close + 1
+        i = close + 2
+
+
+def _literal_end(query: str, i: int, backslashes: bool) -> int:
+    """The index after the string literal that opens at ``i`` (``E'...'``: ``\\'`` too is
+    a quote of the text)."""
+    if not backslashes:
+        return _closed(query, "'", i + 1, "string literal")
+    i += 1
+    while i < len(query):
+        c = query[i]
+        if c == "\\":
+            i += 2
+        elif c == "'":
+            if not query.startswith("'", i + 1):
+                return i + 1
+            i += 2
         else:
-            raise ProgrammingError(f"unsupported placeholder {query[at : at + 2]!r} in the query")
-    if not mapping and position != len(params or ()):
-        raise ProgrammingError("the query has fewer placeholders than parameters")
-    return "".join(pieces)
+            i += 1
+    raise ProgrammingError("a string literal is not closed in the query")
+
+
+def _comment_end(query: str, i: int) -> int:
+    """The index after the ``/* ... */`` comment (nested ones inside) that opens at ``i``."""
+    depth, i = 1, i + 2
+    while depth:
+        opening, closing = query.find("/*", i), query.find("*/", i)
+        if closing < 0:
+            raise ProgrammingError("a comment is not closed in the query")
+        if 0 <= opening < closing:
+            depth, i = depth + 1, opening + 2
+        else:
+            depth, i = depth - 1, closing + 2
+    return i
+
+
+def _dollar_end(query: str, i: int) -> int:
+    """The index after the dollar-quoted string that opens at ``i`` (``$$`` or ``$tag$``,
+    a tag being a name); ``i + 1`` when the ``$`` opens none (``$1``, an operator)."""
+    close = query.find("$", i + 1)
+    tag = query[i : close + 1]
+    if close < 0 or (len(tag) > 2 and (tag[1] in "0123456789" or any(c not in _WORD for c in tag[1:-1]))):
+        return i + 1
+    end = query.find(tag, close + 1)
+    if end < 0:
+        raise ProgrammingError("a dollar-quoted string is not closed in the query")
+    return end + len(tag)
 
 
 # --- values that come back --------------------------------------------------------------------

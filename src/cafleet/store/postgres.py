@@ -9,8 +9,11 @@ cafleet's own protocol client: a driver's import cost more than a whole SQLite c
 the broker's queries name tables without a schema.
 
 :class:`PgStore` implements the one store interface (:class:`cafleet.store.protocol.Store`,
-as the SQLite :class:`~cafleet.store.connection.Store` does); the differences in query
-text are listed in :mod:`cafleet.store.dialect`, the others are its methods. A write transaction takes one transaction-scoped
+as the SQLite :class:`~cafleet.store.connection.Store` does). Every statement is sent as
+the broker wrote it, in the SQL both engines read alike, with sqlite3's ``?`` placeholders,
+which pgwire fills in (:func:`cafleet.store.pgwire.render`); where the engines differ, the
+difference is one of this class's methods (docs/storage.md "Differences, and where they
+live"). A write transaction takes one transaction-scoped
 advisory lock first, so writers run one at a time as they do on SQLite (``BEGIN
 IMMEDIATE``), and every rule the broker checks inside a write holds under READ COMMITTED
 exactly as it does there. Each write transaction ends with ``NOTIFY`` on the schema's
@@ -183,7 +186,7 @@ def __getattr__(name: str) -> object:
 # index definition, as (kind, table, text).
 _SHAPE_QUERY = """
 SELECT 'relation', c.relname, c.relkind::text FROM pg_class c
-  JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %(s)s
+  JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ?
 UNION ALL
 SELECT 'column', c.relname, a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
   || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
@@ -192,11 +195,11 @@ SELECT 'column', c.relname, a.attname || ' ' || format_type(a.atttypid, a.atttyp
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
   JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
   LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
-  WHERE n.nspname = %(s)s AND c.relkind = 'r'
+  WHERE n.nspname = ? AND c.relkind = 'r'
 UNION ALL
 SELECT 'constraint', c.relname, pg_get_constraintdef(k.oid) FROM pg_constraint k
   JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-  WHERE n.nspname = %(s)s
+  WHERE n.nspname = ?
 UNION ALL
 SELECT 'index', i.relname, t.relname || ' ('
   || array_to_string(ARRAY(SELECT pg_get_indexdef(x.indexrelid, k, true) FROM generate_series(1, x.indnkeyatts) k), ', ')
@@ -204,12 +207,12 @@ SELECT 'index', i.relname, t.relname || ' ('
   || CASE WHEN x.indisunique THEN ' unique' ELSE '' END
   || COALESCE(' WHERE ' || pg_get_expr(x.indpred, x.indrelid), '')
   FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
-  JOIN pg_namespace n ON n.oid = t.relnamespace WHERE n.nspname = %(s)s
+  JOIN pg_namespace n ON n.oid = t.relnamespace WHERE n.nspname = ?
 UNION ALL
-SELECT 'owner', '', pg_get_userbyid(n.nspowner)::text FROM pg_namespace n WHERE n.nspname = %(s)s
+SELECT 'owner', '', pg_get_userbyid(n.nspowner)::text FROM pg_namespace n WHERE n.nspname = ?
 UNION ALL
 SELECT 'owner', c.relname, pg_get_userbyid(c.relowner)::text FROM pg_class c
-  JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %(s)s
+  JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ?
 UNION ALL
 SELECT 'user', '', current_user::text
 """
@@ -298,19 +301,15 @@ class PgStore:
         return missing
 
     def execute(self, sql: str, params=()):
-        from cafleet.store import dialect
-
+        """Run one statement, as written (pgwire reads the ``?`` placeholders)."""
         try:
             if self.begin:  # the first statement of a write: the transaction's opening goes with it
                 begin, self.begin = self.begin, ""
-                text = begin + "; " + dialect.postgres(sql, bool(params))
-                cursor = self.conn.execute(text, params or None)
+                cursor = self.conn.execute(begin + "; " + sql, params or None)
                 cursor.nextset()  # BEGIN's, then the lock's result
                 cursor.nextset()
                 return cursor
-            if params:
-                return self.conn.execute(dialect.postgres(sql, True), params)
-            return self.conn.execute(dialect.postgres(sql, False))
+            return self.conn.execute(sql, params or None)
         except pgwire.DataError as exc:
             if "NUL" in str(exc) and any("\0" in p for p in params if isinstance(p, str)):
                 raise DatabaseError(
@@ -698,7 +697,7 @@ def _read_shape(conn, schema_name: str) -> dict[str, dict[str, set[str]]]:
         "owner": {},  # "" -> the schema's owner; a relation's name -> its owner
         "user": {},  # "" -> the connecting role
     }
-    for kind, table, text in conn.execute(_SHAPE_QUERY, {"s": schema_name}).fetchall():
+    for kind, table, text in conn.execute(_SHAPE_QUERY, (schema_name,) * _SHAPE_QUERY.count("?")).fetchall():
         found[kind].setdefault(table, set()).add(text)
     return found
 
@@ -807,7 +806,7 @@ def _initialise(conn, where: str, schema_name: str, trusted_owner: str) -> None:
     does nothing. A schema that did not exist is created without IF NOT EXISTS, so one that
     another role created meanwhile fails the transaction instead of being filled."""
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("initialise", schema_name),))
+        conn.execute("SELECT pg_advisory_xact_lock(?)", (lock_key("initialise", schema_name),))
         found = _read_shape(conn, schema_name)
         if found["relation"]:
             return  # another process initialised it while this one waited (the caller diagnoses it)
@@ -818,7 +817,7 @@ def _initialise(conn, where: str, schema_name: str, trusted_owner: str) -> None:
         for statement in (*rendered.tables.values(), *rendered.late_foreign_keys, *rendered.indexes.values()):
             conn.execute(statement)
         conn.execute(
-            f"INSERT INTO {schema.LEDGER_TABLE} (version, name, applied_on, checksum) VALUES (%s, %s, %s, %s)",
+            f"INSERT INTO {schema.LEDGER_TABLE} (version, name, applied_on, checksum) VALUES (?, ?, ?, ?)",
             (schema.HEAD_VERSION, "baseline", clock.now(), schema.baseline_checksum()),
         )
 
@@ -839,15 +838,15 @@ def auxiliary_problems(store: PgStore) -> dict[str, Problem]:
 # its schema (format(), not regprocedure, which drops a schema on the search_path).
 _TRIGGERS_QUERY = """
 SELECT 'trigger', c.relname::text, t.tgname::text,
-  format('%%I.%%I(%%s)', pn.nspname, p.proname, pg_get_function_identity_arguments(p.oid)),
+  format('%I.%I(%s)', pn.nspname, p.proname, pg_get_function_identity_arguments(p.oid)),
   pg_get_userbyid(p.proowner)::text, p.prosecdef, pn.nspname = 'pg_catalog', current_user::text
   FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_proc p ON p.oid = t.tgfoid
   JOIN pg_namespace pn ON pn.oid = p.pronamespace
-  WHERE c.relnamespace = %(s)s::regnamespace AND c.relname = ANY(%(tables)s) AND NOT t.tgisinternal
+  WHERE c.relnamespace = ?::regnamespace AND c.relname = ANY(?) AND NOT t.tgisinternal
 UNION ALL
 SELECT 'rule', c.relname::text, r.rulename::text, NULL, NULL, NULL, NULL, current_user::text
   FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class
-  WHERE c.relnamespace = %(s)s::regnamespace AND c.relname = ANY(%(tables)s) AND r.rulename <> '_RETURN'
+  WHERE c.relnamespace = ?::regnamespace AND c.relname = ANY(?) AND r.rulename <> '_RETURN'
 ORDER BY 1 DESC, 2, 3
 """
 
@@ -858,7 +857,7 @@ def triggers_and_rules(store: PgStore) -> list[Trigger]:
     one nor the trusted owner (a built-in function is nobody's), so every write to that
     table runs another role's code; a rule can only be made by the table's owner."""
     try:
-        rows = store.conn.execute(_TRIGGERS_QUERY, {"s": store.schema, "tables": list(EXPECTED_COLUMNS)}).fetchall()
+        rows = store.conn.execute(_TRIGGERS_QUERY, (store.schema, list(EXPECTED_COLUMNS)) * 2).fetchall()
     except pgwire.Error as exc:
         raise translate(exc, store.url, store.busy_timeout) from None
     found: list[Trigger] = []
@@ -982,7 +981,7 @@ class NotifyWaiter:
 # high half as classid, its low half as objid, and objsubid 1.
 _HOLDS_LOCK = (
     "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() "
-    "AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1 AND granted)"
+    "AND classid = ?::bigint::oid AND objid = ?::bigint::oid AND objsubid = 1 AND granted)"
 )
 
 
@@ -1010,7 +1009,7 @@ class AdvisoryLock:
         """One attempt that never waits (the caller's loop backs off between attempts)."""
         assert self.conn is not None, "open() first"
         try:
-            row = self.conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
+            row = self.conn.execute("SELECT pg_try_advisory_lock(?)", (self.key,)).fetchone()
         except pgwire.Error as exc:
             raise translate(exc, self.url, 5.0) from None
         return row is not None and bool(row[0])
@@ -1022,7 +1021,7 @@ class AdvisoryLock:
         assert self.conn is not None, "open() first"
         try:
             row = self.conn.execute(
-                "SELECT set_config('application_name', %s, false), pg_try_advisory_lock(%s), "
+                "SELECT set_config('application_name', ?, false), pg_try_advisory_lock(?), "
                 "(SELECT setting FROM pg_settings WHERE name = 'idle_session_timeout')",
                 (application_name[:63], self.key),
             ).fetchone()
