@@ -88,7 +88,7 @@ class StopRequests:
             signal.signal(sig, handler)
         self._previous = {}
 
-    def _handle(self, signum, frame) -> None:
+    def _handle(self, signum, _frame) -> None:
         if self.signum is not None:
             raise Stopped(self.signum)  # asked twice: stop now
         self.signum = signum

@@ -97,7 +97,7 @@ class Store:
         except sqlite3.DatabaseError as exc:  # a refused constraint too: ConstraintRefused
             raise translate(exc, self.path, self.busy_timeout) from None
 
-    def insert(self, sql: str, params, key: str) -> int:
+    def insert(self, sql: str, params, key: str) -> int:  # noqa: ARG002 -- the protocol's signature; lastrowid needs no column name
         """Run an INSERT and return the new row's id (``key`` names its column; the
         PostgreSQL store reads it back with RETURNING: :meth:`cafleet.store.postgres.PgStore.insert`)."""
         return self.execute(sql, params).lastrowid
@@ -107,7 +107,7 @@ class Store:
         the caller's first read."""
         return DataVersionWaiter(self, interval)
 
-    def tables_present(self, names, recheck: bool = False) -> set[str]:
+    def tables_present(self, names, recheck: bool = False) -> set[str]:  # noqa: ARG002 -- the protocol's signature; the file is read every time
         """Which of ``names`` are tables of this database (auxiliary tables are optional);
         always read from the file (``recheck`` is for the PostgreSQL store's cached look)."""
         names = list(names)
@@ -280,7 +280,7 @@ def _blocking_flock(fd: int, timeout: float) -> bool:
     import _signal
     import fcntl
 
-    def expired(signum, frame):
+    def expired(_signum, _frame):
         raise _QueueTimeout()
 
     previous = _signal.signal(_signal.SIGALRM, expired)

@@ -224,25 +224,7 @@ def parse_url(url: str) -> dict[str, str]:
     authority, slash, path = rest.partition("/")
     if slash and path:
         params["dbname"] = _unquote(path)
-    if "@" in authority:
-        userinfo, _, authority = authority.rpartition("@")
-        user, colon, password = userinfo.partition(":")
-        if user:
-            params["user"] = _unquote(user)
-        if colon:
-            params["password"] = _unquote(password)
-    if authority:
-        if "," in authority:
-            raise NotSupportedError("several hosts in one URL are not supported by cafleet; name one host")
-        if authority.startswith("["):  # [IPv6]:port
-            host, _, port = authority[1:].partition("]")
-            port = port[1:] if port.startswith(":") else ""
-        else:
-            host, _, port = authority.partition(":")
-        if host:
-            params["host"] = _unquote(host)
-        if port:
-            params["port"] = port
+    _parse_authority(authority, params)
     for item in query.split("&") if query else ():
         key, equals, value = item.partition("=")
         if not equals:
@@ -254,6 +236,30 @@ def parse_url(url: str) -> dict[str, str]:
             raise ProgrammingError(f'invalid URI query parameter: "{key}"')
         params[key] = _unquote(value)
     return params
+
+
+def _parse_authority(authority: str, params: dict[str, str]) -> None:
+    """``user:password@host:port`` (each part optional) into ``params``."""
+    if "@" in authority:
+        userinfo, _, authority = authority.rpartition("@")
+        user, colon, password = userinfo.partition(":")
+        if user:
+            params["user"] = _unquote(user)
+        if colon:
+            params["password"] = _unquote(password)
+    if not authority:
+        return
+    if "," in authority:
+        raise NotSupportedError("several hosts in one URL are not supported by cafleet; name one host")
+    if authority.startswith("["):  # [IPv6]:port
+        host, _, port = authority[1:].partition("]")
+        port = port[1:] if port.startswith(":") else ""
+    else:
+        host, _, port = authority.partition(":")
+    if host:
+        params["host"] = _unquote(host)
+    if port:
+        params["port"] = port
 
 
 def conninfo(url: str, overrides: dict[str, Any]) -> dict[str, str]:
@@ -633,7 +639,9 @@ class Connection:
         self.autocommit = True
 
     @classmethod
-    def connect(cls, url: str, autocommit: bool = True, **overrides: Any) -> "Connection":
+    def connect(cls, url: str, **overrides: Any) -> "Connection":
+        """A session on the server ``url`` names, ``overrides`` (libpq's parameter names)
+        over it. Always autocommit: there is no other mode."""
         params = conninfo(url, overrides)
         conn = cls()
         conn.info = Info(conn, params)
@@ -920,7 +928,7 @@ class Connection:
 
     # -- statements --
 
-    def execute(self, query: Any, params: Any = None, prepare: Any = None) -> Cursor:
+    def execute(self, query: Any, params: Any = None) -> Cursor:
         self._check_usable()
         text = str(query)
         if self.trace is not None:
@@ -968,16 +976,8 @@ class Connection:
                         row.append(convert(value) if convert is not None else value)
                     current.rows.append(tuple(row))
                 elif kind == b"T":
-                    count = _H.unpack_from(data)[0]
-                    columns, offset, raw = [], 2, bytes(data)
-                    for _ in range(count):
-                        end = raw.index(b"\0", offset)
-                        name = raw[offset:end].decode()
-                        oid = _I.unpack_from(raw, end + 7)[0]
-                        offset = end + 19
-                        columns.append(Column(name, oid))
-                    current.description = columns
-                    converters = [_converter(c.type_code) for c in columns]
+                    current.description = _columns(data)
+                    converters = [_converter(c.type_code) for c in current.description]
                 elif kind == b"C":
                     tag = bytes(data[:-1]).decode()
                     last = tag.rsplit(" ", 1)[-1]
@@ -1096,6 +1096,17 @@ class _CursorShim:
 
     def __exit__(self, *exc: Any) -> None:
         pass
+
+
+def _columns(data: memoryview) -> list[Column]:
+    """A RowDescription's columns: each one's name and type oid."""
+    count = _H.unpack_from(data)[0]
+    columns, offset, raw = [], 2, bytes(data)
+    for _ in range(count):
+        end = raw.index(b"\0", offset)
+        columns.append(Column(raw[offset:end].decode(), _I.unpack_from(raw, end + 7)[0]))
+        offset = end + 19
+    return columns
 
 
 def _fields(data: memoryview) -> dict[str, str]:

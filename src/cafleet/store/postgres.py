@@ -370,7 +370,7 @@ class PgStore:
             return translate(exc, self.url, self.busy_timeout)
         return None
 
-    def change_waiter(self, interval: float) -> "NotifyWaiter":
+    def change_waiter(self, interval: float) -> "NotifyWaiter":  # noqa: ARG002 -- the protocol's signature; a NOTIFY wakes the waiter, it polls on no interval
         """A waiter whose baseline is now: LISTEN before the caller's first read."""
         return NotifyWaiter(self)
 
@@ -498,9 +498,7 @@ def connect(url: str, busy_timeout: float, schema_name: str, settings: bool = Tr
     ``lock_timeout`` to the busy timeout; with ``settings=False`` the caller sends
     :func:`_settings_sql` itself (the store's open folds it into its diagnosis)."""
     try:
-        conn = pgwire.Connection.connect(
-            url, autocommit=True, connect_timeout=max(2, int(busy_timeout) + 1), **KEEPALIVES
-        )
+        conn = pgwire.Connection.connect(url, connect_timeout=max(2, int(busy_timeout) + 1), **KEEPALIVES)
     except pgwire.Error as exc:
         raise translate(exc, url, busy_timeout) from None
     if os.environ.get(TRACE_SQL):
