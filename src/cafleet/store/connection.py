@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from cafleet.store.protocol import Problem, Store as StoreInterface, Trigger
 
 DEFAULT_BUSY_TIMEOUT = 5.0
+# The oldest SQLite that reads every statement cafleet sends: UPDATE ... RETURNING (ACK).
+# Python uses the system's libsqlite3 (docs/storage.md "Which SQLite").
+MIN_SQLITE = (3, 35)
 
 
 class Store:
@@ -385,6 +388,17 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
     return conn
 
 
+def _check_sqlite_version() -> None:
+    """Refuse, before anything is made, a SQLite library older than :data:`MIN_SQLITE`."""
+    version = sqlite3.driver.sqlite_version
+    major, minor = version.split(".")[:2]
+    if (int(major), int(minor)) < MIN_SQLITE:
+        raise DatabaseError(
+            f"this Python's SQLite library is {version}; cafleet needs SQLite {MIN_SQLITE[0]}.{MIN_SQLITE[1]} "
+            "or newer (UPDATE ... RETURNING): use a Python linked with a newer libsqlite3."
+        )
+
+
 def open_store(
     path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: str | None = None, trusted_owner: str | None = None
 ) -> StoreInterface:
@@ -402,6 +416,7 @@ def open_store(
         from cafleet.store import postgres
 
         return postgres.open_store(path, busy_timeout, schema, trusted_owner)
+    _check_sqlite_version()
     state = diagnosis.read_header_state(path)
     if state == diagnosis.MISSING:
         _make_parent(path)
