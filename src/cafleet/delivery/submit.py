@@ -70,7 +70,7 @@ from typing import Callable, Mapping
 from cafleet.delivery import screen
 from cafleet.delivery.preview import ELLIPSIS, NEWLINE_MARK, flatten
 from cafleet.errors import CafleetError, UsageError
-from cafleet.faults import pause_point
+from cafleet.faults import pause_point, trace_point
 from cafleet.mux.base import Multiplexer
 
 # How long typed text may take to show in the box before the attempt gives up without
@@ -228,8 +228,10 @@ def _submit(
     else:
         mux.type_text(pane_id, line)
         pause_point("submit.typed")  # test-only hook (cafleet.faults): typed, Enter not pressed
+        trace_point("submit.typed")  # test-only times (bench/keeper_real.py)
         time.sleep(settle)
         seen, shown = _poll(mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder))
+        trace_point("submit.shown" if seen else "submit.not_shown")
     if not seen:
         removed = _erase_ours(mux, pane_id, agent, shown, line)
         raise SubmissionNotConfirmed(
@@ -248,6 +250,7 @@ def _submit(
         if on_enter is not None:
             on_enter()
             on_enter = None
+        trace_point("submit.enter")
         mux.press_enter(pane_id)
         outcome, shown = _await_outcome(mux, pane_id, agent, ends, placeholder, echoes, confirm_timeout)
         if outcome == _ECHOED:
