@@ -37,7 +37,10 @@ its name (one line) to that file, so a test can count how often a loop ran inste
 guessing from CPU time (tests/test_wait_listen.py bounds a quiet wait's checks and reads),
 or a name with a message id: the drain appends ``drain.typing <id>`` before each attempt to
 type a preview and ``drain.submitted <id>`` once its submission is confirmed, so
-tests/test_remote_hosts.py can bound each preview's copies by the attempts that typed it.
+tests/test_remote_hosts.py can bound each preview's copies by the attempts that typed it;
+the typing itself appends ``submit.typed`` once the line is typed, ``submit.shown`` (or
+``submit.not_shown``) when the echo wait in the box ends and ``submit.enter`` before each
+Enter, which bench/keeper_real.py time-stamps to say where a delivery's time goes.
 Tests also see that a process has reached a wait: ``lock.busy`` is written each time a
 try for a pane-input lock finds it held, on either store (tests/test_member_lifecycle.py
 starts a member only once ``fleet delete`` is waiting for a lock), and ``store.reconnect``

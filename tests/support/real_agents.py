@@ -437,6 +437,8 @@ def composer_text(agent: str, shown: str) -> str:
             continue  # "Build · Claude Sonnet 4.5 (latest) Anthropic", the foot of the box
         if piece.startswith(PLACEHOLDERS.get(agent, ())):
             continue
+        if any(re.search(hint, piece) for hint in screen.CUES[agent].empty):
+            continue  # a hint cafleet itself reads as an empty box (codex's suggestions)
         if piece:
             rows.append(piece)
     return " ".join(rows)

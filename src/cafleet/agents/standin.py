@@ -6,6 +6,7 @@ box, for tests and demos that need a real pane without a real agent.
                                      [--prompt TEXT] [--placeholder TEXT] [--prefill TEXT]
                                      [--startup-clear] [--waiting-for-startup] [--completion]
                                      [--late-echo SECONDS] [--start-delay SECONDS] [--start-gate PATH]
+                                     [--reply-lines N] [--inline]
 
 It puts its terminal in raw mode and draws a banner, the lines it received (``• …``), a
 rule and the input line ``> `` (the "standin" cues of cafleet.delivery.screen). Printable
@@ -44,6 +45,14 @@ Behaviours of the real agents that delivery must survive, each off by default:
   ``@``, as codex does; the key ``completion-accepted``) instead of submitting.
 * ``--late-echo S`` is an agent on a loaded machine: Enter submits and clears the input
   line at once, but the line shows in the transcript only S seconds later.
+* ``--reply-lines N`` answers every submitted line, once its echo shows, with N lines of
+  output (``(reply line 1 of N)`` …): an agent's long answer, which pushes the echo up and
+  out of the screen.
+* ``--inline`` draws the transcript as claude and codex do: each new row is printed above
+  the input box and scrolls up into the terminal's own history (tmux's scrollback), where
+  an echo pushed off the screen can still be read; by default the whole screen is redrawn
+  in place, as a full-screen program such as opencode draws it, and a row pushed off the
+  screen is gone.
 * ``--start-gate PATH`` draws the input box only once PATH exists: a test decides when
   the box appears, instead of racing a delay.
 * ``--start-delay S`` is an agent that draws its input box only S seconds after it starts
@@ -127,7 +136,13 @@ class StandIn:
         late_echo: float = 0.0,
         start_delay: float = 0.0,
         start_gate: str | None = None,
+        reply_lines: int = 0,
+        inline: bool = False,
     ) -> None:
+        self.reply_lines = reply_lines
+        self.inline = inline
+        self.flushed = 0  # --inline: scrollback entries already printed above the box
+        self.live_rows = 0  # --inline: rows the box and what is under the transcript took
         self.box_at = time.monotonic() + start_delay if start_delay > 0 else 0.0  # when the input box appears
         self.start_gate = start_gate  # the input box appears once this file exists (then box_at applies)
         self.late_startup = late_startup
@@ -234,7 +249,7 @@ class StandIn:
         """Move the late echoes that are due into the transcript; seconds to the next one."""
         now = time.monotonic()
         while self.echoes_due and self.echoes_due[0][0] <= now:
-            self.scrollback.append(self.echoes_due.pop(0)[1])
+            self.echo(self.echoes_due.pop(0)[1])
             self.draw()
         return self.echoes_due[0][0] - now if self.echoes_due else None
 
@@ -256,7 +271,7 @@ class StandIn:
         if self.late_echo:
             self.echoes_due.append((time.monotonic() + self.late_echo, line))
         else:
-            self.scrollback.append(line)
+            self.echo(line)
         if self.auto_reply and HEADER_START in line:
             self.working = True
             self.draw()
@@ -264,6 +279,11 @@ class StandIn:
                 self.reply()
             finally:
                 self.working = False
+
+    def echo(self, line: str) -> None:
+        """The submitted line into the transcript, with its --reply-lines answer."""
+        self.scrollback.append(line)
+        self.scrollback.extend(f"(reply line {n} of {self.reply_lines})" for n in range(1, self.reply_lines + 1))
 
     # -- the real command line --------------------------------------------------------------
     def reply(self) -> None:
@@ -325,6 +345,9 @@ class StandIn:
         if self.working:
             bottom.insert(0, WORKING)
         bottom = bottom[-room:]  # a box taller than the screen shows its end
+        if self.inline:
+            self.draw_inline(bottom, width)
+            return
         rows_left = room - len(bottom)
         shown: list[str] = []
         for entry in reversed(self.scrollback):
@@ -341,6 +364,23 @@ class StandIn:
         # a stale prompt would still be read as the pane's state. Rows are wrapped here,
         # as the real agents do, never by the terminal.
         sys.stdout.write("\x1b[H" + "\x1b[K\r\n".join(screen) + "\x1b[K\x1b[J")
+        sys.stdout.flush()
+
+    def draw_inline(self, bottom: list[str], width: int) -> None:
+        """--inline: erase the last frame of the box, print the transcript's new rows where
+        it was (the terminal scrolls the top rows into its history), draw the box under them."""
+        out = ["\r"]
+        if self.live_rows > 1:
+            out.append(f"\x1b[{self.live_rows - 1}A")
+        out.append("\x1b[J")
+        if self.flushed == 0 and not self.live_rows:
+            out.append(f"{BANNER} · member {self.member_id} · Ctrl-C quits\r\n")
+        for entry in self.scrollback[self.flushed :]:
+            out.extend(row + "\x1b[K\r\n" for row in _wrap("• ", _visible(entry), width))
+        self.flushed = len(self.scrollback)
+        out.append("\x1b[K\r\n".join(bottom) + "\x1b[K")
+        self.live_rows = len(bottom)
+        sys.stdout.write("".join(out))
         sys.stdout.flush()
 
 
@@ -490,6 +530,18 @@ def _options(argv: list[str] | None) -> argparse.Namespace:
         metavar="SECONDS",
         help="clear the input line on Enter at once, echo the line into the transcript this much later",
     )
+    parser.add_argument(
+        "--reply-lines",
+        type=int,
+        default=0,
+        metavar="N",
+        help="answer every submitted line with N lines of output, once its echo shows",
+    )
+    parser.add_argument(
+        "--inline",
+        action="store_true",
+        help="print the transcript above the input box, scrolling into the terminal's history (claude, codex)",
+    )
     args = parser.parse_args(argv)
     # `cafleet member create` starts the stand-in with only --member-id; the demo and the
     # tests choose the rest through the pane's environment.
@@ -522,6 +574,8 @@ def _agent(args: argparse.Namespace) -> StandIn:
         late_echo=args.late_echo,
         start_delay=args.start_delay,
         start_gate=args.start_gate,
+        reply_lines=max(0, args.reply_lines),
+        inline=args.inline,
     )
 
 

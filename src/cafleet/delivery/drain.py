@@ -267,11 +267,14 @@ def drain(
                     target["coding_agent"],
                     settle=settings.settle,
                     ours=_our_preview_line(store, recipient_id),
+                    earlier=held.entered_before(message_id),
+                    on_enter=_noting(held, message_id),
                 )
                 trace_point(f"drain.submitted {message_id}")
                 pause_point("drain.submitted")
                 if notifications.stamp_notified(store, message_id):
                     stamped.add(message_id)
+                held.forget_entered(message_id)
                 pause_point("drain.stamped")
         except LockTimeout as error:
             if not wait_for_lock:
@@ -282,6 +285,15 @@ def drain(
             return after_lost_lock(settings.lock_dir, target, text or "", timeout, error, typed)
         except (CafleetError, OSError) as error:  # OSError: the multiplexer client could not run
             return _with_pane(error, target["pane_id"])
+
+
+def _noting(held, message_id: int):
+    """What records, in the pane's lock file, that an Enter is pressed for this preview."""
+
+    def note() -> None:
+        held.note_entered(message_id)
+
+    return note
 
 
 def _our_preview_line(store, recipient_id: int):

@@ -69,15 +69,59 @@ class LockLost(CafleetError):
     """The pane-input lock was lost while held (its PostgreSQL session ended): typing stopped."""
 
 
+ENTERED_KEPT = 32  # message ids an Enter was pressed for, kept in a lock file
+
+
 class Held:
     """What :func:`pane_lock` yields: :meth:`guard` makes a multiplexer check the lock
-    before each call that sends keys; :meth:`check` is that check."""
+    before each call that sends keys; :meth:`check` is that check.
 
-    __slots__ = ("pane_id", "_advisory")
+    On SQLite the held lock file also records the message ids whose preview got an Enter
+    in this pane and is not yet stamped (:meth:`note_entered`, :meth:`entered_before`,
+    :meth:`forget_entered`): the file is only ever read or written by its lock's holder,
+    so that record needs no lock of its own, and it outlives the process that pressed the
+    Enter (a crash, a later retry by another process). The last ``ENTERED_KEPT`` are kept.
+    On PostgreSQL there is no such file: nothing is recorded and ``entered_before`` is
+    always false."""
 
-    def __init__(self, pane_id: str, advisory=None) -> None:
+    __slots__ = ("pane_id", "_advisory", "_fd")
+
+    def __init__(self, pane_id: str, advisory=None, fd: int | None = None) -> None:
         self.pane_id = pane_id
         self._advisory = advisory  # the AdvisoryLock on PostgreSQL; None for an flock
+        self._fd = fd  # the flock'd lock file on SQLite
+
+    def _entered(self) -> list[int]:
+        if self._fd is None:
+            return []
+        try:
+            data = os.pread(self._fd, 4096, 0)
+        except OSError:
+            return []
+        return [int(word) for word in data.split() if word.isdigit() and len(word) <= 19]
+
+    def _write_entered(self, ids: list[int]) -> None:
+        if self._fd is None:
+            return
+        data = " ".join(map(str, ids[-ENTERED_KEPT:])).encode("ascii")
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, data, 0)
+        except OSError:
+            pass  # a record that cannot be kept only means a later retry may type again
+
+    def entered_before(self, message_id: int) -> bool:
+        """Whether an Enter was pressed for this message's preview in this pane before."""
+        return message_id in self._entered()
+
+    def note_entered(self, message_id: int) -> None:
+        ids = [i for i in self._entered() if i != message_id]
+        self._write_entered([*ids, message_id])
+
+    def forget_entered(self, message_id: int) -> None:
+        ids = self._entered()
+        if message_id in ids:
+            self._write_entered([i for i in ids if i != message_id])
 
     def check(self) -> None:
         """Raise :class:`LockLost` unless the lock is still held (an ``flock`` always is)."""
@@ -151,7 +195,7 @@ def pane_lock(
             _acquire(lambda: _try_flock(fd), pane_id, timeout)
         except OSError as error:  # not BlockingIOError: that one is retried (ENOLCK, EBADF...)
             raise _unavailable(error, lock_dir, pane_id) from None
-        yield Held(pane_id)
+        yield Held(pane_id, fd=fd)
     finally:
         os.close(fd)  # closing the only descriptor releases the flock
 

@@ -16,7 +16,10 @@ bounded in time:
 1. capture the pane. A preview whose header already shows in the transcript or queue was
    taken by the agent after an earlier attempt stopped waiting for its echo (a lagging
    agent's late Enter): it counts as submitted, and nothing is typed (a prompt line, which
-   may be meant twice, is always typed). Otherwise type nothing when it shows a prompt awaiting its user
+   may be meant twice, is always typed). With ``earlier`` (the caller's record says an
+   earlier attempt pressed Enter for this preview in this pane) the pane's history is
+   searched too, ``HISTORY_LINES`` rows back: a long answer may have pushed the echo out
+   of the captured rows. Otherwise type nothing when it shows a prompt awaiting its user
    (:class:`PaneAwaitingUser`: a digit would pick an option, Enter would approve), when it
    shows no input box of that agent or the agent is still starting (:class:`PaneNotReady`:
    a shell, ``sleep``, codex's ``Waiting for startup``), or when the box already holds
@@ -67,7 +70,7 @@ from typing import Callable, Mapping
 from cafleet.delivery import screen
 from cafleet.delivery.preview import ELLIPSIS, NEWLINE_MARK, flatten
 from cafleet.errors import CafleetError, UsageError
-from cafleet.faults import pause_point
+from cafleet.faults import pause_point, trace_point
 from cafleet.mux.base import Multiplexer
 
 # How long typed text may take to show in the box before the attempt gives up without
@@ -77,6 +80,8 @@ DEFAULT_ECHO_TIMEOUT = 6.0
 DEFAULT_CONFIRM_TIMEOUT = 2.0
 VANISH_WAIT = 3  # confirm timeouts to wait for the echo of a text that left the box
 CAPTURE_LINES = 50
+# How far back the retry of a preview that had an Enter looks for its echo (step 1).
+HISTORY_LINES = 2000
 MARKER_LEN = 24
 PREVIEW_HEAD = "[cafleet msg "  # how every preview line starts
 _POLL = 0.05
@@ -121,14 +126,32 @@ def submit_preview(
     confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
     echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
     ours: Callable[[str], str | None] | None = None,
+    earlier: bool = False,
+    on_enter: Callable[[], None] | None = None,
 ) -> None:
     """Type the rendered preview ``text`` as one line into ``pane_id`` and submit it.
 
     ``ours(box_text)``, when given, names another preview of ours the box may still hold
     (step 1): the whole uncut line of the message its header names, or None. A preview
     whose header already shows in the transcript or queue was taken by the agent after an
-    earlier attempt gave up (step 0): it counts as submitted and is not typed again."""
-    _submit(mux, pane_id, flatten(text), agent, settle, enter_retries, confirm_timeout, echo_timeout, ours, once=True)
+    earlier attempt gave up (step 1): it counts as submitted and is not typed again; with
+    ``earlier`` (an earlier attempt pressed Enter for it in this pane) the pane's history
+    is searched for the header too, up to ``HISTORY_LINES`` rows back. ``on_enter`` is
+    called once, right before the first Enter."""
+    _submit(
+        mux,
+        pane_id,
+        flatten(text),
+        agent,
+        settle,
+        enter_retries,
+        confirm_timeout,
+        echo_timeout,
+        ours,
+        once=True,
+        earlier=earlier,
+        on_enter=on_enter,
+    )
 
 
 def type_prompt(
@@ -169,6 +192,8 @@ def _submit(
     echo_timeout: float,
     ours: Callable[[str], str | None] | None = None,
     once: bool = False,
+    earlier: bool = False,
+    on_enter: Callable[[], None] | None = None,
 ) -> None:
     if settle is None:
         import os
@@ -184,6 +209,8 @@ def _submit(
     before = mux.capture(pane_id, CAPTURE_LINES, ansi=True)
     if once and _taken_already(agent, before, marker, placeholder):
         return
+    if once and earlier and _taken_already(agent, mux.capture(pane_id, HISTORY_LINES), marker, placeholder):
+        return  # its echo scrolled up out of the captured rows (a long answer followed it)
     before = _check_ready(mux, pane_id, agent, before, line, ours)
     ends = (marker, _tail_marker(line))
     echoes = (_echoes(agent, before, ends[:1]), _echoes(agent, before, ends))
@@ -201,8 +228,10 @@ def _submit(
     else:
         mux.type_text(pane_id, line)
         pause_point("submit.typed")  # test-only hook (cafleet.faults): typed, Enter not pressed
+        trace_point("submit.typed")  # test-only times (bench/keeper_real.py)
         time.sleep(settle)
         seen, shown = _poll(mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder))
+        trace_point("submit.shown" if seen else "submit.not_shown")
     if not seen:
         removed = _erase_ours(mux, pane_id, agent, shown, line)
         raise SubmissionNotConfirmed(
@@ -220,6 +249,10 @@ def _submit(
                 "submission was confirmed; Enter was not pressed again.",
                 pane=pane_id,
             )
+        if on_enter is not None:
+            on_enter()
+            on_enter = None
+        trace_point("submit.enter")
         mux.press_enter(pane_id)
         outcome, shown = _await_outcome(mux, pane_id, agent, ends, placeholder, echoes, confirm_timeout)
         if outcome == _ECHOED:
