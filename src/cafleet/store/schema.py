@@ -197,6 +197,35 @@ AUX_TABLES: dict[str, str] = {
 }
 
 
+# cafleet_aux_execs: the commands the Director runs in a member's pane (`cafleet member
+# exec`, docs/delivery.md, "Commands run in a member's pane"): the member and the Director
+# it is run for, the command's text (never typed: the pane gets a line naming only the id),
+# when it was created, dispatched (the line typed into the member's pane), started (claimed
+# by `member exec-run`, once) and finished, who runs it (host, pid and start time: whether
+# it vanished), its exit status (128 + N for signal N), how it ended (NULL while in flight:
+# finished, never_started, vanished), the notice that told the Director and when the member
+# was told to go on with the output (the grace period's nudge). Declared apart from the
+# tables above so that it moves as one piece.
+AUX_TABLES["cafleet_aux_execs"] = (
+    "CREATE TABLE cafleet_aux_execs (\n"
+    "    exec_id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,\n"
+    "    fleet_id INTEGER NOT NULL,\n"
+    "    member_id INTEGER NOT NULL,\n"
+    "    director_id INTEGER NOT NULL,\n"
+    "    command TEXT NOT NULL,\n"
+    "    created_at TEXT NOT NULL,\n"
+    "    dispatched_at TEXT,\n"
+    "    started_at TEXT,\n"
+    "    runner TEXT,\n"
+    "    finished_at TEXT,\n"
+    "    exit_status INTEGER,\n"
+    "    outcome TEXT,\n"
+    "    notice_id INTEGER,\n"
+    "    nudged_at TEXT\n"
+    ")"
+)
+
+
 def create_if_missing(sql: str) -> str:
     """``CREATE INDEX name`` as ``CREATE INDEX IF NOT EXISTS name`` (the stored text of an
     index created either way is the statement without IF NOT EXISTS)."""
