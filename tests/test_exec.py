@@ -150,6 +150,13 @@ def test_previews_hold_while_an_exec_runs(fleet, tmp_path):
         assert sent.code == 0, sent
         assert "is running exec 1" in sent.err
         assert fleet.submits(member) == []
+        # member list --state shows the exec in flight (fleet watch and the WebUI read the same states)
+        listed = fleet.cafleet("member", "list", str(fleet.fleet_id), "--state", "--json").json()
+        [entry] = [e for e in listed if e["member_id"] == member]
+        assert entry["state"] == "exec"
+        shown = execs.shown_command(f"while [ ! -e {gate} ]; do sleep 0.05; done; echo through")
+        assert entry["state_detail"] == f"exec 1 running: `{shown}`"
+        assert shown.endswith("…")  # never the whole of an arbitrary command
         gate.write_text("")
         out, err = waiting.communicate(timeout=90)
     finally:
@@ -163,6 +170,63 @@ def test_previews_hold_while_an_exec_runs(fleet, tmp_path):
     assert retried.code in (0, 3), retried
     wait_for(lambda: len(fleet.submits(member)) == 1, what="the held preview")
     assert fleet.submits(member)[0].startswith(f"[cafleet msg {message_id} from {fleet.director} ")
+
+
+@pytest.mark.stores("sqlite")
+def test_a_member_that_took_no_turn_after_an_exec_is_told_once_to_continue(fleet):
+    from cafleet.delivery.execs import Watcher
+    from cafleet.store.connection import open_store
+
+    quiet = fleet.create("quiet")["member_id"]
+    talker = fleet.create("talker")["member_id"]
+    for member in (quiet, talker):
+        done = fleet.cafleet("member", "exec", str(member), "echo out", "--wait", timeout=90)
+        assert done.code == 0, done
+    said = fleet.send(talker, fleet.director, "saw the output")  # a turn of its own
+    assert said.code == 0, said
+    store = open_store(fleet.db)
+    try:
+        watcher = Watcher(store, _settings(fleet.environ, fleet.db, CAFLEET_EXEC_GRACE="0"), fleet.fleet_id)
+        watcher.round()
+        watcher.round()  # once
+    finally:
+        store.close()
+    assert fleet.submits(quiet) == ["[cafleet exec 1 ended: exit status 0] Continue with the output above."]
+    assert fleet.submits(talker) == []
+    assert fleet.query("SELECT count(*) FROM cafleet_aux_execs WHERE nudged_at IS NOT NULL")[0][0] == 2
+
+
+@pytest.mark.stores("sqlite")
+def test_the_keeper_types_a_held_exec_once_the_pane_can_take_it(env, tmp_path, monkeypatch):
+    from tests.support.keeper import end_every_keeper, keeper_on
+
+    keeper_on(env, monkeypatch)
+    write_cafleet_shim(tmp_path)
+    with tmux_fleet(env, tmp_path, monkeypatch) as fleet:
+        try:
+            member = fleet.attach("asking", "--permission-prompt")
+            member_id, pane = member["member_id"], member["pane_id"]
+            wait_for(
+                lambda: "Do you want to proceed?" in fleet.server.run("capture-pane", "-p", "-t", pane),
+                what="the dialog",
+            )
+            done = fleet.cafleet("member", "exec", str(member_id), "echo by-keeper")
+            assert done.code == 0, done
+            assert done.out.splitlines() == [f"exec 1 stored for member {member_id}"]
+            assert done.err.startswith(f"Warning: exec 1 is stored but not typed into member {member_id}'s pane yet: ")
+            assert done.err.rstrip().endswith("the fleet keeper types it as soon as the pane can take it.")
+            fleet.server.run("send-keys", "-t", pane, "-l", "1")
+            fleet.server.run("send-keys", "-t", pane, "Enter")
+            wait_for(lambda: shells(fleet, member_id), timeout=30, what="the keeper to type the exec's line")
+            wait_for(
+                lambda: fleet.query("SELECT outcome FROM cafleet_aux_execs")[0][0] == "finished",
+                timeout=30,
+                what="the exec to finish",
+            )
+            assert [r["text"] for r in shells(fleet, member_id)] == [" cafleet member exec-run 1"]
+            assert "by-keeper" in shells(fleet, member_id)[0]["output"]
+        finally:
+            end_every_keeper(fleet)
 
 
 # -- errors: one line each, nothing stored ---------------------------------------------------

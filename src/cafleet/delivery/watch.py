@@ -63,6 +63,7 @@ ACTIONS = {
     supervision.BLOCKED: "cafleet member capture {member_id}",
     supervision.IDLE: "cafleet member capture {member_id}",
     supervision.SILENT: "cafleet member capture {member_id}",
+    supervision.EXEC: "cafleet member capture {member_id}",
 }
 
 
@@ -102,6 +103,11 @@ class Watcher:
             self.noticer = Noticer(store, environ, fleet_id)
         if self.deliverer is not None:
             self.deliverer.on_delivered = self.delivered
+        self.commands = None  # `member exec`: the keeper's job too while it is off
+        if not self.keeper_on:
+            from cafleet.delivery.execs import Watcher as ExecWatcher
+
+            self.commands = ExecWatcher(store, self.settings, fleet_id)
         from cafleet.delivery.budget_watch import BudgetWatch
 
         self.budgets = BudgetWatch(store, environ, fleet_id, reads=not self.keeper_on)  # over-budget (docs/usage.md)
@@ -132,6 +138,10 @@ class Watcher:
                             self.keeper_round()
                             next_round = time.monotonic() + self.interval
                         due = self.deliverer.round() if self.deliverer is not None else None
+                        if self.commands is not None:
+                            exec_due = self.commands.round()
+                            if exec_due is not None:
+                                due = exec_due if due is None else min(due, exec_due)
                         if self.noticer is not None:
                             look = self.noticer.round()
                             due = look if due is None else min(due, look)
