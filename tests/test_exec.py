@@ -328,3 +328,53 @@ def test_a_runner_on_another_host_or_alive_never_counts_as_vanished():
     assert not vanished(runner_identity())
     assert not vanished(f"another-host-{os.getpid()}:1:1")
     assert not vanished(None)
+
+
+# -- setup never pre-approves it ------------------------------------------------------------
+
+
+EXEC_COMMANDS = (
+    "cafleet member exec 3 'rm -rf build'",
+    "cafleet member exec 3 --file x.sh --wait",
+    "cafleet member exec-run 1",
+)
+
+
+@pytest.mark.stores("sqlite")
+def test_setup_never_pre_approves_member_exec_for_any_agent(cli, env):
+    """It carries an arbitrary command: a member must never be able to run it unasked, so
+    neither codex's rules file nor opencode's agent preset installed by `setup` allows it, and
+    claude members get no allow rule for it (while each still allows `cafleet message`)."""
+    import re
+    from pathlib import Path
+
+    from cafleet.agents import backends, permissions
+
+    assert cli("setup").code == 0
+    home = Path(env["HOME"])
+    rules = home / ".codex/rules/cafleet.rules"
+    allowed = [p for p, decision, _ in permissions._prefix_rules(rules, rules.read_text()) if decision == "allow"]
+    assert allowed, "the rules file allows `cafleet message`"
+    for command in EXEC_COMMANDS:
+        assert not any(permissions._codex_pattern_matches(p, command) for p in allowed), command
+    assert any(permissions._codex_pattern_matches(p, "cafleet message poll 3") for p in allowed)
+
+    preset = (home / ".opencode/agents/cafleet.md").read_text()
+    front = preset.split("---")[1]
+    entries = re.findall(r'^\s+"([^"]+)":\s*(allow|ask|deny)\s*$', front, re.M)
+    assert entries
+    for command in EXEC_COMMANDS:
+        assert not [
+            p for p, action in entries if action == "allow" and permissions._opencode_matches("bash", p, command)
+        ]
+    assert [
+        p
+        for p, action in entries
+        if action == "allow" and permissions._opencode_matches("bash", p, "cafleet message ack 7")
+    ]
+
+    for command in EXEC_COMMANDS:
+        assert not any(permissions._claude_rule_matches(rule, command) for rule in backends.CLAUDE_ALLOWED_TOOLS)
+    assert any(
+        permissions._claude_rule_matches(rule, "cafleet message poll 3") for rule in backends.CLAUDE_ALLOWED_TOOLS
+    )

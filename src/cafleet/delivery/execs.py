@@ -244,7 +244,11 @@ class Watcher:
         if record["state"] == "dispatched":
             waited = time.time() - (clock.epoch_or_none(record["dispatched_at"]) or time.time())
             if waited >= self.start_after:
-                why = f"`member exec-run {exec_id}` did not start within {self.start_after:g} s of its line being typed"
+                why = (
+                    f"`cafleet member exec-run {exec_id}` did not start within {self.start_after:g} s of its line "
+                    "being typed (does the member's shell find `cafleet` on its PATH? codex runs `!` commands in "
+                    "a login shell, whose profile sets PATH)"
+                )
                 if execs.give_up(self.store, exec_id, execs.NEVER_STARTED, why) is not None:
                     self.say(f"exec {exec_id} never started")
                 return None

@@ -1,0 +1,147 @@
+"""`cafleet member exec` on the real coding agents (docs/agents.md, "Shell mode"): the
+Director runs a command in a member's pane through the agent's own `!` mode; the status is
+printed and recorded, the member's model receives the output (the scripted model API's
+request log) and goes on. Slow: one agent start per test; run one file at a time."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support import real_codex
+from tests.support.tmux_fixtures import wait_for
+
+pytestmark = [pytest.mark.real_agent]
+SCREENS = Path(__file__).resolve().parent / "fixtures" / "exec-screens"
+MARKER = "exec-output-7f3a"
+COMMAND = f"echo {MARKER}; exit 4"
+
+
+def _record(agent: str, version: str, state: str, text: str) -> None:
+    """Keep the screen as a fixture when RECORD_EXEC_SCREENS is set."""
+    if os.environ.get("RECORD_EXEC_SCREENS"):
+        from tests.support.real_agents import write_fixture
+
+        write_fixture(agent, version, state, text, SCREENS)
+
+
+def login_path(env, tmp_path) -> None:
+    profile = Path(env["HOME"]) / ".bash_profile"
+    profile.write_text(f'PATH="{tmp_path / "agent-bin"}:$PATH"\n', encoding="utf-8")
+
+
+@pytest.fixture
+def held(tmp_path):
+    from tests.support.pause import held_commands
+
+    yield from held_commands(tmp_path)
+
+
+def run_exec_recorded(fleet, held, agent: str, version: str, member: int, capture) -> str:
+    """``member exec --wait`` held right after the line was typed (the screen recorded),
+    then let go; its output comes back."""
+    proc, release = held(fleet.environ, "submit.typed", "member", "exec", str(member), COMMAND, "--wait")
+    typed = wait_for(
+        lambda: (lambda shown: shown if "exec-run 1" in shown.split("\n", 3)[-1] or "exec-run 1" in shown else None)(
+            capture()
+        ),
+        timeout=30,
+        what="the typed line to show",
+    )
+    _record(agent, version, "exec_typed", typed)
+    release()
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, (out, err, capture())
+    assert err == b""
+    return out.decode()
+
+
+def nudge(fleet) -> None:
+    """The keeper's grace-period step, now (grace 0): the member is told to go on."""
+    from cafleet.delivery import drain
+    from cafleet.delivery.execs import Watcher
+    from cafleet.store.connection import open_store
+
+    store = open_store(fleet.db)
+    try:
+        Watcher(store, drain.Settings(dict(fleet.environ, CAFLEET_EXEC_GRACE="0"), fleet.db), fleet.fleet_id).round()
+    finally:
+        store.close()
+
+
+@pytest.mark.skipif(not real_codex.installed(), reason=real_codex.SKIP_REASON)
+def test_codex_member_exec_wait(env, tmp_path, monkeypatch, held):
+    from tests.test_real_codex import VERSION
+
+    # codex runs a `!` command in a login shell, whose /etc/profile sets PATH anew: the
+    # user's own profile (the throw-away HOME's) puts cafleet back on it, as a real install's does
+    login_path(env, tmp_path)
+    with real_codex.codex_fleet(env, tmp_path, monkeypatch) as codex:
+        fleet = codex.fleet
+        member = codex.create()
+        turns_before = len(codex.api.turns())
+        version = VERSION.split()[-1]  # "codex-cli 0.171.0"
+        out = run_exec_recorded(fleet, held, "codex", version, member, lambda: codex.screen(member))
+        assert out.splitlines()[-1] == "exec 1 finished: exit status 4"
+        assert fleet.query("SELECT exit_status, outcome FROM cafleet_aux_execs") == [(4, "finished")]
+        shown = codex.screen(member)
+        _record("codex", version, "exec_ran", shown)
+        assert "You ran cafleet member exec-run 1" in shown and MARKER in shown
+        assert "[cafleet exec 1 ended: exit status 4]" in shown
+        # codex takes no model turn of its own after a `!` command: the nudge makes one,
+        # and the model's request carries the command's output
+        assert len(codex.api.turns()) == turns_before
+        nudge(fleet)
+        wait_for(lambda: len(codex.api.turns()) > turns_before, timeout=real_codex.TURN_TIMEOUT, what="a turn")
+        import json
+
+        request = json.dumps(codex.api.turns()[-1])
+        assert MARKER in request
+        assert "Continue with the output above." in request
+        codex.wait_state(member, "idle")
+        inbox = fleet.cafleet("message", "poll", str(fleet.director), "--json").json()
+        assert [m["notice"]["subject"] for m in inbox if m.get("kind") == "exec_finished"] == ["exec:1"]
+
+
+def _real_agent_exec(agent: str, tmp_path, held) -> None:
+    """The same on claude or opencode (tests/support/real_agents.py)."""
+    import json
+
+    from tests.support import real_agents
+
+    reason = real_agents.skip_reason(agent)
+    if reason:
+        pytest.skip(reason)
+    version = real_agents.agent_version(agent)
+    with real_agents.real_fleet(agent, tmp_path) as fleet:
+        home = tmp_path / "home"
+        (home / ".bash_profile").write_text(f'PATH="{tmp_path / "bin"}:$PATH"\n', encoding="utf-8")
+        member = fleet.create_member(agent, "worker")
+        member_id, pane = member["member_id"], member["pane_id"]
+        turns_before = len(fleet.api.turns())
+        out = run_exec_recorded(fleet, held, agent, version, member_id, lambda: fleet.capture(pane))
+        assert out.splitlines()[-1] == "exec 1 finished: exit status 4", (out, fleet.capture(pane))
+        assert fleet.query("SELECT exit_status, outcome FROM cafleet_aux_execs") == [(4, "finished")]
+        shown = fleet.wait_screen(pane, lambda s: MARKER in s, 30, "the output in the pane")
+        _record(agent, version, "exec_ran", shown)
+        took_turn = len(fleet.api.turns()) > turns_before
+        print("took turn", took_turn, [json.dumps(t.body)[-600:] for t in fleet.api.turns()[turns_before:]])
+        nudge(fleet)  # the grace period's step (a member that took a turn of its own is left alone)
+
+        def received(turns):
+            return any(MARKER in json.dumps(t.body) for t in turns[turns_before:])
+
+        fleet.api.wait(received, real_agents.START_TIMEOUT)
+        fleet.wait_screen(pane, lambda s: real_agents.composer_empty(agent, s), 60, f"{agent} to go on")
+        inbox = fleet.cafleet("message", "poll", str(fleet.director), "--json").json()
+        assert [m["notice"]["subject"] for m in inbox if m.get("kind") == "exec_finished"] == ["exec:1"]
+
+
+def test_claude_member_exec_wait(tmp_path, held):
+    _real_agent_exec("claude", tmp_path, held)
+
+
+def test_opencode_member_exec_wait(tmp_path, held):
+    _real_agent_exec("opencode", tmp_path, held)
