@@ -378,3 +378,24 @@ def test_setup_never_pre_approves_member_exec_for_any_agent(cli, env):
     assert any(
         permissions._claude_rule_matches(rule, "cafleet message poll 3") for rule in backends.CLAUDE_ALLOWED_TOOLS
     )
+
+
+def test_recorded_shell_mode_screens_show_the_line_where_the_dispatch_looks_for_it():
+    """tests/fixtures/exec-screens: each pinned agent's screen with the line typed in its `!`
+    mode (each draws it its own way: claude and codex a `!` prompt, opencode without the `!`)
+    and after the run. The dispatch presses Enter once the rest of the line shows on the last
+    rows, never into a dialog."""
+    from pathlib import Path
+
+    from cafleet.delivery import screen, submit
+
+    folders = sorted((Path(__file__).resolve().parent / "fixtures" / "exec-screens").iterdir())
+    assert {f.name.rsplit("-", 1)[0] for f in folders} == {"claude", "codex", "opencode"}
+    for folder in folders:
+        agent = folder.name.rsplit("-", 1)[0]
+        typed = (folder / "exec_typed.txt").read_text(encoding="utf-8")
+        rows = [row for row in screen.screen_lines(typed) if row.strip()][-submit.SHELL_ROWS :]
+        assert any("cafleet member exec-run 1" in row for row in rows), folder.name
+        assert screen.classify(agent, typed) != screen.PaneState.AWAITING_USER
+        ran = (folder / "exec_ran.txt").read_text(encoding="utf-8")
+        assert "exec-output-7f3a" in ran and "[cafleet exec 1 ended: exit status 4]" in ran, folder.name

@@ -280,7 +280,7 @@ COMMANDS = [
                 "state",
                 "--state",
                 "flag",
-                help="inspect each pane: alive, idle, silent, blocked, dead (one multiplexer call each)",
+                help="inspect each pane: alive, idle, silent, blocked, dead, exec (one multiplexer call each)",
             ),
             Param(
                 "idle_after",
