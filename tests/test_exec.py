@@ -289,6 +289,20 @@ def test_an_exec_is_claimed_exactly_once_and_only_by_its_member(store, paneless)
         execs.get(store, 999)
 
 
+def test_exec_run_outside_the_members_pane_runs_nothing(cli, store, paneless, env, tmp_path):
+    m1 = paneless["m1"]
+    store.execute("UPDATE member_placements SET mux_pane_id = '%7' WHERE member_id = ?", (m1,))
+    proof = tmp_path / "ran"
+    record = execs.create(store, m1, f"touch {proof}")
+    for extra in ({}, {"TMUX_PANE": "%8"}, {"CAFLEET_MEMBER_ID": str(paneless["m2"])}):
+        done = cli("member", "exec-run", str(record["exec_id"]), environ=dict(env, **extra))
+        assert done.code == 1, (extra, done)
+        assert done.err.startswith(f"Error: exec {record['exec_id']} ") and len(done.err.splitlines()) == 1
+        assert "nothing was run" in done.err
+    assert not proof.exists()
+    assert execs.get(store, record["exec_id"])["state"] == "created"
+
+
 def _settings(env, db_path, **extra):
     from cafleet.delivery import drain
 

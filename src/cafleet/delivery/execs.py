@@ -44,6 +44,7 @@ def create(store, settings, member_id: int, command: str, on_stored=None) -> tup
     record = execs.create(store, member_id, command)
     if on_stored is not None:
         on_stored(record)
+    keeper = _keeper(store, settings, record["fleet_id"])  # it judges, and nudges, whatever happens here
     try:
         failure = dispatch(store, settings, record["exec_id"])
     except DatabaseError:
@@ -53,7 +54,6 @@ def create(store, settings, member_id: int, command: str, on_stored=None) -> tup
 
         failure = _unexpected(error)
     if failure is not None:
-        keeper = _keeper(store, settings, record["fleet_id"])
         failure += (
             "; the fleet keeper types it as soon as the pane can take it"
             if keeper
@@ -157,6 +157,8 @@ def run(store, environ, exec_id: int, out) -> int:
 
     mine = environ.get("CAFLEET_MEMBER_ID")
     member_id = parse_id(mine, "CAFLEET_MEMBER_ID") if mine else None
+    if member_id is None:
+        _check_pane(store, environ, exec_id)
     record = execs.claim(store, exec_id, member_id, runner_identity())
     try:
         cwd = os.getcwd()
@@ -192,6 +194,22 @@ def run(store, environ, exec_id: int, out) -> int:
     store_record = execs.finish(store, exec_id, status)
     out(f"[cafleet exec {exec_id} ended: {execs.status_text(store_record['exit_status'])}]")
     return status if 0 <= status < 256 else 1
+
+
+def _check_pane(store, environ, exec_id: int) -> None:
+    """Without ``CAFLEET_MEMBER_ID`` (a pane cafleet did not start), the pane must be the
+    member's own by its multiplexer's pane id; a shell in no member's pane runs nothing."""
+    from cafleet.broker import members
+    from cafleet.errors import Conflict
+
+    record = execs.get(store, exec_id)
+    placement = members.get_member(store, record["member_id"])["placement"] or {}
+    pane = environ.get("TMUX_PANE") if placement.get("backend") == "tmux" else environ.get("HERDR_PANE_ID")
+    if not pane or pane != placement.get("pane_id"):
+        raise Conflict(
+            f"exec {exec_id} runs only in member {record['member_id']}'s pane, and this shell is not in it "
+            "(no CAFLEET_MEMBER_ID, and another pane or none); nothing was run."
+        )
 
 
 class Watcher:
