@@ -73,8 +73,9 @@ def nudge(fleet) -> None:
 
 @pytest.mark.skipif(not real_codex.installed(), reason=real_codex.SKIP_REASON)
 def test_codex_member_exec_wait(env, tmp_path, monkeypatch, held):
-    from tests.test_real_codex import VERSION
+    import subprocess
 
+    version = subprocess.run([str(real_codex.CODEX), "--version"], capture_output=True, text=True).stdout.split()[-1]
     # codex runs a `!` command in a login shell, whose /etc/profile sets PATH anew: the
     # user's own profile (the throw-away HOME's) puts cafleet back on it, as a real install's does
     login_path(env, tmp_path)
@@ -82,7 +83,6 @@ def test_codex_member_exec_wait(env, tmp_path, monkeypatch, held):
         fleet = codex.fleet
         member = codex.create()
         turns_before = len(codex.api.turns())
-        version = VERSION.split()[-1]  # "codex-cli 0.171.0"
         out = run_exec_recorded(fleet, held, "codex", version, member, lambda: codex.screen(member))
         assert out.splitlines()[-1] == "exec 1 finished: exit status 4"
         assert fleet.query("SELECT exit_status, outcome FROM cafleet_aux_execs") == [(4, "finished")]

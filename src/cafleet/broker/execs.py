@@ -27,6 +27,7 @@ from cafleet import clock
 from cafleet.errors import Conflict, NotFound, UsageError
 
 TABLE = "cafleet_aux_execs"
+OPEN_INDEX = "idx_cafleet_aux_execs_open"  # nudged_at IS NULL: every exec in flight, and finished ones not yet nudged
 FINISHED, NEVER_STARTED, VANISHED = "finished", "never_started", "vanished"
 OUTCOMES = (FINISHED, NEVER_STARTED, VANISHED)
 MAX_COMMAND_BYTES = 64 * 1024  # a shell command or a script, not a data file
@@ -107,7 +108,7 @@ def create(store, member_id: int, command: str) -> dict:
     member = members.get_member(store, member_id)
     _check_target(member, member_id)
     fleets.require_live(store, member["fleet_id"])
-    store.create_auxiliary([TABLE])
+    store.create_auxiliary([TABLE, OPEN_INDEX])
     with store.write():
         member = members.get_member(store, member_id)  # again, in the transaction
         _check_target(member, member_id)
@@ -146,18 +147,21 @@ def in_flight(store, fleet_id: int) -> list[dict]:
     """The fleet's execs that have not ended, oldest first; none without the table."""
     if not _has_table(store):
         return []
-    rows = store.execute(_SELECT + "WHERE fleet_id = ? AND outcome IS NULL ORDER BY exec_id", (fleet_id,)).fetchall()
+    rows = store.execute(
+        _SELECT + "WHERE fleet_id = ? AND nudged_at IS NULL AND outcome IS NULL ORDER BY exec_id", (fleet_id,)
+    ).fetchall()
     return [_record(row) for row in rows]
 
 
-def running_for(store, member_id: int) -> dict | None:
+def running_for(store, fleet_id: int, member_id: int) -> dict | None:
     """The member's exec that was dispatched and has not ended (its previews hold
     meanwhile), or None; no read beyond the catalogue's when no exec was ever made."""
     if not _has_table(store):
         return None
     row = store.execute(
-        _SELECT + "WHERE member_id = ? AND outcome IS NULL AND dispatched_at IS NOT NULL ORDER BY exec_id LIMIT 1",
-        (member_id,),
+        _SELECT + "WHERE fleet_id = ? AND member_id = ? AND nudged_at IS NULL AND outcome IS NULL "
+        "AND dispatched_at IS NOT NULL ORDER BY exec_id LIMIT 1",
+        (fleet_id, member_id),
     ).fetchone()
     return None if row is None else _record(row)
 
@@ -168,7 +172,7 @@ def nudges_due(store, fleet_id: int, finished_before: str) -> list[dict]:
     if not _has_table(store):
         return []
     rows = store.execute(
-        _SELECT + "WHERE fleet_id = ? AND outcome = ? AND nudged_at IS NULL AND finished_at <= ? ORDER BY exec_id",
+        _SELECT + "WHERE fleet_id = ? AND nudged_at IS NULL AND outcome = ? AND finished_at <= ? ORDER BY exec_id",
         (fleet_id, FINISHED, finished_before),
     ).fetchall()
     return [_record(row) for row in rows]
@@ -255,9 +259,9 @@ def give_up(store, exec_id: int, outcome: str, why: str) -> dict | None:
         if (outcome == NEVER_STARTED) != (record["started_at"] is None):
             return None  # it started meanwhile, or this is no longer the judgement to make
         now = clock.now()
-        store.execute(
-            f"UPDATE {TABLE} SET finished_at = ?, outcome = ? WHERE exec_id = ? AND outcome IS NULL",
-            (now, outcome, exec_id),
+        store.execute(  # nothing to nudge about: nothing ran to the end
+            f"UPDATE {TABLE} SET finished_at = ?, outcome = ?, nudged_at = ? WHERE exec_id = ? AND outcome IS NULL",
+            (now, outcome, now, exec_id),
         )
         record.update(finished_at=now, outcome=outcome, state=outcome)
         name = _name(members, store, record["member_id"])

@@ -252,7 +252,7 @@ def drain(
                     return f"member {recipient_id}'s placement changed during delivery"
                 if not notifications.still_pending_notification(store, message_id):
                     continue  # ACKed or notified by another process meanwhile
-                running = execs.running_for(store, recipient_id)
+                running = execs.running_for(store, target["fleet_id"], recipient_id)
                 if running is not None:  # its pane belongs to that command until it ends
                     return f"member {recipient_id}'s pane is running exec {running['exec_id']}; previews wait until it ends"
                 pause_point("drain.locked")

@@ -97,7 +97,7 @@ def dispatch(store, settings, exec_id: int, *, wait_for_lock: bool = True) -> st
                 return f"member {member_id}'s placement changed"
             if execs.get(store, exec_id)["state"] != "created":
                 return None  # typed by another process meanwhile
-            other = execs.running_for(store, member_id)
+            other = execs.running_for(store, record["fleet_id"], member_id)
             if other is not None:
                 return f"member {member_id}'s pane is running exec {other['exec_id']}"
             mux = held.guard(reach(target))

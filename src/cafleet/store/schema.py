@@ -224,6 +224,13 @@ AUX_TABLES["cafleet_aux_execs"] = (
     "    nudged_at TEXT\n"
     ")"
 )
+# idx_cafleet_aux_execs_open: the execs that still need someone (in flight, or finished and
+# the member not yet nudged: nudged_at is set once nothing more will be done), by fleet and
+# member; what the drain asks before each preview and the keeper on every round, so no read
+# walks the exec history.
+AUX_INDEXES["idx_cafleet_aux_execs_open"] = (
+    "CREATE INDEX idx_cafleet_aux_execs_open ON cafleet_aux_execs (fleet_id, member_id) WHERE nudged_at IS NULL"
+)
 
 
 def create_if_missing(sql: str) -> str:
