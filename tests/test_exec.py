@@ -130,6 +130,22 @@ def test_exec_is_held_while_the_pane_shows_a_dialog_and_typed_once_it_is_answere
 
 
 @pytest.mark.stores("sqlite")
+def test_our_own_line_left_in_shell_mode_by_an_earlier_attempt_is_submitted_as_it_stands(fleet):
+    """An attempt that gave up before Enter (the line drew too late) leaves the agent in its
+    shell mode with our line: no input box a preview could be typed into, so every later
+    attempt would be held for good. The line is ours (it names the exec), so it is
+    submitted as it stands, once."""
+    created = fleet.create("worker")
+    member, pane = created["member_id"], created["pane_id"]
+    fleet.server.run("send-keys", "-t", pane, "-l", "! cafleet member exec-run 1")
+    wait_for(lambda: fleet.input_row(pane).startswith("!  cafleet member exec-run 1"), what="the line in shell mode")
+    done = fleet.cafleet("member", "exec", str(member), "echo once", "--wait", timeout=60)
+    assert done.code == 0, done
+    assert done.out.splitlines()[-1] == "exec 1 finished: exit status 0"
+    assert [r["text"] for r in shells(fleet, member)] == [" cafleet member exec-run 1"]
+
+
+@pytest.mark.stores("sqlite")
 def test_previews_hold_while_an_exec_runs(fleet, tmp_path):
     member = fleet.create("worker")["member_id"]
     gate = tmp_path / "gate"
@@ -157,6 +173,15 @@ def test_previews_hold_while_an_exec_runs(fleet, tmp_path):
         shown = execs.shown_command(f"while [ ! -e {gate} ]; do sleep 0.05; done; echo through")
         assert entry["state_detail"] == f"exec 1 running: `{shown}`"
         assert shown.endswith("…")  # never the whole of an arbitrary command
+        from tests.support.watch_stream import Stream
+
+        stream = Stream(fleet.environ, fleet.fleet_id, "--interval", "0.3")
+        try:
+            found = stream.wait_event(lambda e: e["event"] == "exec" and e["member_id"] == member)
+        finally:
+            stream.stop()
+        assert found["detail"] == entry["state_detail"]
+        assert found["command"] == f"cafleet member capture {member}"
         gate.write_text("")
         out, err = waiting.communicate(timeout=90)
     finally:

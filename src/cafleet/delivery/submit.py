@@ -168,17 +168,30 @@ def submit_shell_line(
     rows of the screen; Enter is pressed once it shows. Whether the command started is not
     read from the screen: the command itself records that (``member exec-run``), so Enter
     is never retried here."""
-    before = mux.capture(pane_id, CAPTURE_LINES, ansi=True)
-    _check_ready(mux, pane_id, agent, before, line)
     rest = line.lstrip("!").strip()
-    mux.type_text(pane_id, line)
-    pause_point("submit.typed")
-    time.sleep(settle)
 
     def shows(shown: str) -> bool:
         rows = [row for row in screen.screen_lines(shown) if row.strip()][-SHELL_ROWS:]
         return any(rest in row for row in rows) or "".join(rest.split()) in "".join("".join(r.split()) for r in rows)
 
+    before = mux.capture(pane_id, CAPTURE_LINES, ansi=True)
+    box = screen.box_text(agent, before)
+    if (
+        (box is None or _is_whole(box, rest))
+        and shows(before)
+        and screen.classify(agent, before) != screen.PaneState.AWAITING_USER
+        and not screen.starting(agent, before)
+    ):
+        # Our own line, left in the agent's shell mode by an attempt that gave up before
+        # Enter (it drew too late): no input box shows while that mode holds it, so it would
+        # hold every later attempt (and every preview) for good. It names this exec only,
+        # which runs once whatever happens, so it is submitted as it stands.
+        mux.press_enter(pane_id)
+        return
+    _check_ready(mux, pane_id, agent, before, line)
+    mux.type_text(pane_id, line)
+    pause_point("submit.typed")
+    time.sleep(settle)
     seen, shown = _poll(mux, pane_id, echo_timeout, shows)
     if not seen:
         raise SubmissionNotConfirmed(
