@@ -47,9 +47,7 @@ def create(store, settings, member_id: int, command: str, on_stored=None) -> tup
     keeper = _keeper(store, settings, record["fleet_id"])  # it judges, and nudges, whatever happens here
     try:
         failure = dispatch(store, settings, record["exec_id"])
-    except DatabaseError:
-        raise
-    except Exception as error:  # stored: a fault of the pane is a reason, never an error
+    except Exception as error:  # stored, its id printed: any fault now is a reason, never an error
         from cafleet.delivery.drain import _unexpected
 
         failure = _unexpected(error)
@@ -59,7 +57,11 @@ def create(store, settings, member_id: int, command: str, on_stored=None) -> tup
             if keeper
             else "; `cafleet member exec --wait` or `cafleet fleet watch` types it as soon as the pane can take it"
         )
-    return execs.get(store, record["exec_id"]), failure
+    try:
+        record = execs.get(store, record["exec_id"])
+    except CafleetError:
+        pass  # the record as stored stands
+    return record, failure
 
 
 def _keeper(store, settings, fleet_id: int) -> bool:
@@ -344,14 +346,21 @@ class Watcher:
 def wait(store, settings, exec_id: int, interval: float = 0.25) -> dict:
     """Block until the exec ended (finished, never started, vanished); its record. Moves
     this exec on itself meanwhile (the keeper may be off)."""
+    from cafleet.errors import DatabaseGone
+
     record = execs.get(store, exec_id)
     watcher = Watcher(store, settings, record["fleet_id"], only=exec_id)
     while record["outcome"] is None:
-        due = watcher.round()
-        record = execs.get(store, exec_id)
+        due = None
+        try:
+            due = watcher.round()
+            record = execs.get(store, exec_id)
+        except DatabaseGone:
+            raise
+        except DatabaseError:  # busy for a while: the exec goes on, and so does the wait
+            pass
         if record["outcome"] is not None:
             break
         pause = interval if due is None else max(0.05, min(interval, due - time.monotonic()))
         time.sleep(pause)
-        record = execs.get(store, exec_id)
     return record
