@@ -145,3 +145,64 @@ def test_claude_member_exec_wait(tmp_path, held):
 
 def test_opencode_member_exec_wait(tmp_path, held):
     _real_agent_exec("opencode", tmp_path, held)
+
+
+def test_claude_member_asks_for_a_refused_command_and_the_director_runs_it(tmp_path):
+    """The issue's whole story on the real claude: the member's harness refuses a command
+    (`dontAsk` allows only `cafleet message`), the member asks the Director, the Director runs
+    it with `member exec --wait`, the status is printed and recorded, and the member's model
+    receives the output and goes on."""
+    import json
+
+    from tests.support import model_api as m
+    from tests.support import real_agents
+
+    reason = real_agents.skip_reason("claude")
+    if reason:
+        pytest.skip(reason)
+    with real_agents.real_fleet("claude", tmp_path) as fleet:
+        (tmp_path / "home" / ".bash_profile").write_text(f'PATH="{tmp_path / "bin"}:$PATH"\n', encoding="utf-8")
+        member = fleet.create_member("claude", "worker")
+        member_id, pane = member["member_id"], member["pane_id"]
+        ask = f"Please run in my pane: {COMMAND}"
+        proof = tmp_path / "member-ran-it"
+        fleet.api.script.clear()
+        fleet.api.script.push(
+            m.bash(f"touch {proof}"),  # a write: refused by the harness (dontAsk allows only cafleet message)
+            m.bash(f"cafleet message send --from-member-id {member_id} --to-member-id {fleet.director} '{ask}'"),
+            m.Reply(text="Asked the Director."),
+        )
+        sent = fleet.send(member_id, "Run the probe; if it is refused, ask me.")
+        assert sent.code == 0, sent
+        fleet.wait_screen(
+            pane,
+            lambda s: fleet.api.script.pending() == 0 and real_agents.composer_empty("claude", s),
+            real_agents.START_TIMEOUT,
+            "the member to ask",
+        )
+        asked = fleet.query(
+            "SELECT text FROM messages WHERE from_member_id = ? AND to_member_id = ?", member_id, fleet.director
+        )
+        assert (ask,) in asked
+        turns_before = len(fleet.api.turns())
+        results = [
+            block
+            for t in fleet.api.turns()
+            for message in t.body.get("messages", [])
+            if isinstance(message.get("content"), list)
+            for block in message["content"]
+            if block.get("type") == "tool_result"
+        ]
+        assert results and results[0]["is_error"] is True, results  # the harness refused it
+        assert not proof.exists()
+        done = fleet.cafleet("member", "exec", str(member_id), COMMAND, "--wait", timeout=180)
+        assert done.code == 0, (done, fleet.capture(pane))
+        assert done.out.splitlines()[-1] == "exec 1 finished: exit status 4"
+        assert fleet.query("SELECT exit_status, outcome FROM cafleet_aux_execs") == [(4, "finished")]
+        nudge(fleet)
+
+        def received(turns):
+            return any(MARKER + "\\n" in json.dumps(t.body) for t in turns[turns_before:])
+
+        fleet.api.wait(received, real_agents.START_TIMEOUT)
+        fleet.wait_screen(pane, lambda s: real_agents.composer_empty("claude", s), 60, "claude to go on")
