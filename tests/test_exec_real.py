@@ -152,31 +152,49 @@ def test_claude_member_asks_for_a_refused_command_and_the_director_runs_it(tmp_p
     (`dontAsk` allows only `cafleet message`), the member asks the Director, the Director runs
     it with `member exec --wait`, the status is printed and recorded, and the member's model
     receives the output and goes on."""
+    _asks("claude", tmp_path)
+
+
+def test_opencode_member_asks_for_a_denied_command_and_the_director_runs_it(tmp_path):
+    """The same on the real opencode, under a `deny` rule for the command."""
+    _asks("opencode", tmp_path)
+
+
+def _asks(agent: str, tmp_path) -> None:
     import json
 
     from tests.support import model_api as m
     from tests.support import real_agents
 
-    reason = real_agents.skip_reason("claude")
+    reason = real_agents.skip_reason(agent)
     if reason:
         pytest.skip(reason)
-    with real_agents.real_fleet("claude", tmp_path) as fleet:
+    with real_agents.real_fleet(agent, tmp_path) as fleet:
         (tmp_path / "home" / ".bash_profile").write_text(f'PATH="{tmp_path / "bin"}:$PATH"\n', encoding="utf-8")
-        member = fleet.create_member("claude", "worker")
+        if agent == "opencode":  # the member's pane gets it: `touch` is denied, not asked
+            fleet.server.run(
+                "set-environment", "-g", "OPENCODE_CONFIG_CONTENT", '{"permission": {"bash": {"touch *": "deny"}}}'
+            )
+        member = fleet.create_member(agent, "worker")
         member_id, pane = member["member_id"], member["pane_id"]
         ask = f"Please run in my pane: {COMMAND}"
-        proof = tmp_path / "member-ran-it"
+        proof = fleet.workdir / "member-ran-it"  # in its own folder: only the command's rule decides
+        shell = "Bash" if agent == "claude" else "bash"
+
+        def call(command: str) -> m.Reply:
+            return m.Reply(tool_calls=[m.ToolCall(shell, {"command": command, "description": "probe"})])
+
         fleet.api.script.clear()
         fleet.api.script.push(
-            m.bash(f"touch {proof}"),  # a write: refused by the harness (dontAsk allows only cafleet message)
-            m.bash(f"cafleet message send --from-member-id {member_id} --to-member-id {fleet.director} '{ask}'"),
+            call(f"touch {proof.name}"),  # refused by the harness
+            call(f"cafleet message send --from-member-id {member_id} --to-member-id {fleet.director} '{ask}'"),
             m.Reply(text="Asked the Director."),
         )
         sent = fleet.send(member_id, "Run the probe; if it is refused, ask me.")
         assert sent.code == 0, sent
         fleet.wait_screen(
             pane,
-            lambda s: fleet.api.script.pending() == 0 and real_agents.composer_empty("claude", s),
+            lambda s: fleet.api.script.pending() == 0 and real_agents.composer_empty(agent, s),
             real_agents.START_TIMEOUT,
             "the member to ask",
         )
@@ -184,17 +202,8 @@ def test_claude_member_asks_for_a_refused_command_and_the_director_runs_it(tmp_p
             "SELECT text FROM messages WHERE from_member_id = ? AND to_member_id = ?", member_id, fleet.director
         )
         assert (ask,) in asked
+        assert not proof.exists()  # the harness refused it
         turns_before = len(fleet.api.turns())
-        results = [
-            block
-            for t in fleet.api.turns()
-            for message in t.body.get("messages", [])
-            if isinstance(message.get("content"), list)
-            for block in message["content"]
-            if block.get("type") == "tool_result"
-        ]
-        assert results and results[0]["is_error"] is True, results  # the harness refused it
-        assert not proof.exists()
         done = fleet.cafleet("member", "exec", str(member_id), COMMAND, "--wait", timeout=180)
         assert done.code == 0, (done, fleet.capture(pane))
         assert done.out.splitlines()[-1] == "exec 1 finished: exit status 4"
@@ -205,4 +214,63 @@ def test_claude_member_asks_for_a_refused_command_and_the_director_runs_it(tmp_p
             return any(MARKER + "\\n" in json.dumps(t.body) for t in turns[turns_before:])
 
         fleet.api.wait(received, real_agents.START_TIMEOUT)
-        fleet.wait_screen(pane, lambda s: real_agents.composer_empty("claude", s), 60, "claude to go on")
+        fleet.wait_screen(pane, lambda s: real_agents.composer_empty(agent, s), 60, f"{agent} to go on")
+
+
+@pytest.mark.skipif(not real_codex.installed(), reason=real_codex.SKIP_REASON)
+def test_codex_member_asks_for_a_forbidden_command_and_the_director_runs_it(env, tmp_path, monkeypatch):
+    """The same story on the real codex: a rules file forbids the command, codex refuses
+    the member's call, the member asks the Director, who runs it with `member exec --wait`;
+    the model's next request carries the output."""
+    import json
+
+    from tests.support.openai_responses import PREVIEW, Reply, last_input, text, tool_call, user_texts
+
+    login_path(env, tmp_path)
+    proof = tmp_path / "member-ran-it"
+    with real_codex.codex_fleet(env, tmp_path, monkeypatch) as codex:
+        fleet = codex.fleet
+        rules = Path(env["CODEX_HOME"]) / "rules" / "team.rules"
+        rules.write_text('prefix_rule(pattern = ["touch"], decision = "forbidden")\n', encoding="utf-8")
+        member = codex.create()
+        ask = f"Please run in my pane: {COMMAND}"
+
+        def script(request):
+            last = last_input(request)
+            if last.get("type") == "function_call_output":
+                if "policy forbids" in str(last.get("output")):
+                    send = f"cafleet message send --from-member-id {member} --to-member-id {fleet.director} '{ask}'"
+                    return Reply([tool_call("exec_command", {"cmd": send, "login": False})])
+                return Reply([text("asked")])
+            for _, message in reversed(user_texts(request)):
+                if PREVIEW.search(message):
+                    return Reply([tool_call("exec_command", {"cmd": f"touch {proof}", "login": False})])
+                break
+            return Reply([text("ok")])
+
+        codex.api.script = script
+        assert codex.send(member, "Run the probe; if it is refused, ask me.").code == 0
+        wait_for(
+            lambda: fleet.query(
+                "SELECT count(*) FROM messages WHERE from_member_id = ? AND to_member_id = ? AND text = ?",
+                member,
+                fleet.director,
+                ask,
+            )[0][0],
+            timeout=real_codex.TURN_TIMEOUT,
+            what="the member to ask the Director",
+        )
+        assert not proof.exists()
+        codex.wait_state(member, "idle")
+        turns_before = len(codex.api.turns())
+        done = fleet.cafleet("member", "exec", str(member), COMMAND, "--wait", timeout=180)
+        assert done.code == 0, (done, codex.screen(member))
+        assert done.out.splitlines()[-1] == "exec 1 finished: exit status 4"
+        assert fleet.query("SELECT exit_status, outcome FROM cafleet_aux_execs") == [(4, "finished")]
+        nudge(fleet)
+        wait_for(
+            lambda: any(MARKER + "\\n" in json.dumps(t) for t in codex.api.turns()[turns_before:]),
+            timeout=real_codex.TURN_TIMEOUT,
+            what="the model to receive the output",
+        )
+        codex.wait_state(member, "idle")
