@@ -48,6 +48,7 @@ TABLES = {
     "w": "cafleet_aux_member_worktrees",
     "cafleet_aux_member_worktrees": "cafleet_aux_member_worktrees",
     "cafleet_aux_fleet_worktrees": "cafleet_aux_fleet_worktrees",
+    "cafleet_aux_execs": "cafleet_aux_execs",
 }
 # Where a plan may read something other than one row or one index slice by equality:
 ALLOWED = {

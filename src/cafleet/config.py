@@ -313,6 +313,24 @@ ENVIRONMENT = (
         high=HOUR,
     ),
     _s(
+        "CAFLEET_EXEC_START_AFTER",
+        "seconds",
+        60.0,
+        "`member exec`: a command whose line was typed into the member's pane but did not start this long "
+        "after is reported to the Director as never started",
+        low=0.0,
+        high=DAY,
+    ),
+    _s(
+        "CAFLEET_EXEC_GRACE",
+        "seconds",
+        30.0,
+        "`member exec`: when the member took no turn of its own this long after its command ended, one line "
+        "tells it to continue with the output",
+        low=0.0,
+        high=DAY,
+    ),
+    _s(
         "CAFLEET_SSH_CONFIG",
         "path",
         None,
@@ -600,6 +618,12 @@ def notice_settings(environ) -> tuple[float, float, float]:
         _BY_NAME[name].read(environ)
         for name in ("CAFLEET_NOTICE_AWAITING_AFTER", "CAFLEET_NOTICE_SILENT_AFTER", "CAFLEET_NOTICE_INTERVAL")
     )
+
+
+def exec_settings(environ) -> tuple[float, float]:
+    """(start after, grace): when an exec that did not start is given up, and when its
+    member is told to go on with the output."""
+    return tuple(_BY_NAME[name].read(environ) for name in ("CAFLEET_EXEC_START_AFTER", "CAFLEET_EXEC_GRACE"))
 
 
 def debug(environ) -> bool:

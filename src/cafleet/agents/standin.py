@@ -77,6 +77,12 @@ and ``CAFLEET_STANDIN_AUTO_REPLY=1`` turns on ``--auto-reply``;
 ``CAFLEET_STANDIN_START_DELAY=S`` sets ``--start-delay`` and ``CAFLEET_STANDIN_START_GATE=PATH``
 ``--start-gate``.
 
+Shell mode, as claude's ``!``: a ``!`` typed into the empty input line is not text but
+switches the line to shell mode (its prompt becomes ``! ``; BackSpace in the empty line
+leaves it). Enter then runs the line with ``/bin/sh -c`` in the stand-in's own directory
+and environment, shows ``! <line>`` and the output (``  ⎿ …``) in the transcript, and
+records ``{"kind": "shell", "text", "output", "status"}``; no reply follows.
+
 ``--auto-reply``: when a submitted line holds a cafleet preview header ``[cafleet msg <id>
 from <sender> …``, the stand-in shows ``working… (esc to interrupt)`` and runs the real
 command line, ``$CAFLEET_BIN`` (default ``python -m cafleet``): ``message poll <me>
@@ -107,6 +113,7 @@ RULE = "─" * 24
 WORKING = "working… (esc to interrupt)"
 QUESTION = ("Do you want to proceed?", "❯ 1. Yes", "  2. No")
 HEADER_START = "[cafleet msg "
+SHELL_PROMPT = "! "  # the input line in shell mode
 STARTING = "Waiting for startup"
 STARTUP_PROMPT = "(start-up prompt)"
 NO_BOX_YET = "starting…"
@@ -160,6 +167,7 @@ class StandIn:
         self.enter_guard = enter_guard
         self.last_typed = 0.0
         self.buffer = prefill
+        self.shell = False  # `!` typed into the empty box: the next line is a shell command
         self.scrollback: list[str] = []
         self.working = False
         self.pending = ""  # an escape sequence cut by a read
@@ -227,11 +235,16 @@ class StandIn:
             else:
                 self.enter()
         elif ch in "\x7f\x08":
+            if self.shell and not self.buffer:
+                self.shell = False  # BackSpace in the empty box leaves shell mode, as claude's does
             self.buffer = self.buffer[:-1]
         elif ch == "\x15":
             self.buffer = ""
         elif ch < " " or "\x7f" <= ch <= "\x9f":
             self.record("key", key=_control_name(ch))
+        elif ch == "!" and not self.buffer and not self.shell and not self.asking:
+            self.shell = True  # claude's `!`: the box switches to shell mode, the `!` is not text
+            self.last_typed = time.monotonic()
         else:
             self.buffer += ch
             self.last_typed = time.monotonic()
@@ -263,6 +276,10 @@ class StandIn:
             self.record("permission", text=line)
             self.asking = line.strip() not in ("1", "2")
             return
+        if self.shell:
+            self.shell = False
+            self.run_shell(line)
+            return
         self.record("submit", text=line)
         if line == ASK_AGAIN:  # a new permission prompt, as an agent asks again later
             self.scrollback.append(line)
@@ -284,6 +301,32 @@ class StandIn:
         """The submitted line into the transcript, with its --reply-lines answer."""
         self.scrollback.append(line)
         self.scrollback.extend(f"(reply line {n} of {self.reply_lines})" for n in range(1, self.reply_lines + 1))
+
+    def run_shell(self, command: str) -> None:
+        """A line submitted in shell mode: run with ``sh -c`` here (the pane's directory and
+        environment), its output shown in the transcript and recorded as the ``shell``
+        entry, as the agent's context would get it; no turn of the model follows."""
+        import subprocess
+
+        self.scrollback.append(f"! {command}")
+        self.working = True
+        self.draw()
+        try:
+            done = subprocess.run(
+                ["/bin/sh", "-c", command],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,  # one stream, as a terminal shows them
+                timeout=_COMMAND_TIMEOUT,
+            )
+            output = done.stdout.decode("utf-8", "replace")
+            status: int | None = done.returncode
+        except (OSError, subprocess.TimeoutExpired) as error:
+            output, status = f"(shell failed: {error})", None
+        finally:
+            self.working = False
+        self.scrollback.extend(f"  ⎿ {line}" for line in output.splitlines())
+        self.record("shell", text=command, output=output, status=status)
 
     # -- the real command line --------------------------------------------------------------
     def reply(self) -> None:
@@ -332,7 +375,9 @@ class StandIn:
         elif self.asking:
             bottom = list(QUESTION)
         else:
-            if self.buffer or not self.placeholder:
+            if self.shell:
+                box = _wrap(SHELL_PROMPT, _visible(self.buffer), width)
+            elif self.buffer or not self.placeholder:
                 box = _wrap(self.prompt, _visible(self.buffer), width)
             else:
                 box = [f"{self.prompt}\x1b[2m{self.placeholder}\x1b[22m"]

@@ -227,6 +227,7 @@ def drain(
     ``wait_for_lock=False``: one attempt at the pane's lock; when another process holds
     it, stop quietly (None): the holder is delivering and the previews stay owed.
     """
+    from cafleet.broker import execs
     from cafleet.delivery import lock, preview, submit
     from cafleet.delivery.placement import reach
     from cafleet.errors import LockTimeout
@@ -252,6 +253,9 @@ def drain(
                     return f"member {recipient_id}'s placement changed during delivery"
                 if not notifications.still_pending_notification(store, message_id):
                     continue  # ACKed or notified by another process meanwhile
+                running = execs.running_for(store, target["fleet_id"], recipient_id)
+                if running is not None:  # its pane belongs to that command until it ends
+                    return f"member {recipient_id}'s pane is running exec {running['exec_id']}; previews wait until it ends"
                 pause_point("drain.locked")
                 text = preview.render_preview(
                     message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_len

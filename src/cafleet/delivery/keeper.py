@@ -35,7 +35,10 @@ one row per member instead of the agent's files. A fleet with no such member cos
 query; a member whose files did not change costs a ``stat`` per file and no write.
 
 Every ``CAFLEET_NOTICE_INTERVAL`` s it also looks at every member's pane and puts a notice
-in the Director's inbox for each new trouble (:mod:`cafleet.delivery.notices`).
+in the Director's inbox for each new trouble (:mod:`cafleet.delivery.notices`). And it moves
+each ``member exec`` of the fleet on (:class:`cafleet.delivery.execs.Watcher`): types its line
+as soon as the pane can take it, gives up on one that never started or whose process
+vanished (a notice each), and nudges a member that took no turn after one ended.
 
 Each try takes the pane's lock once without waiting (``wait_for_lock=False``): a busy pane
 is being typed into by another process, and is tried again after its back-off.
@@ -183,9 +186,11 @@ def keep(store, environ, db_path: str, fleet_id: int, say, reconnect: float = RE
 
 
 def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock, say, reconnect: float) -> str:
+    from cafleet.delivery.execs import Watcher
     from cafleet.delivery.notices import Noticer
 
     deliverer = Deliverer(store, settings, fleet_id, say)
+    commands = Watcher(store, settings, fleet_id, say)  # `member exec`: typed, judged, nudged
     spend = UsageKeeper(store, fleet_id, say)
     noticer = Noticer(store, settings.environ, fleet_id, say)
     changes = None
@@ -201,6 +206,9 @@ def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock
                     if ended is not None:
                         return ended
                     due = deliverer.round()
+                    exec_due = commands.round()
+                    if exec_due is not None:
+                        due = exec_due if due is None else min(due, exec_due)
                     if time.monotonic() >= next_usage:
                         spend.round()
                         next_usage = time.monotonic() + USAGE_EVERY

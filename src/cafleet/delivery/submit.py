@@ -172,6 +172,66 @@ def type_prompt(
     _submit(mux, pane_id, line, agent, settle, enter_retries, confirm_timeout, echo_timeout)
 
 
+def submit_shell_line(
+    mux: Multiplexer,
+    pane_id: str,
+    line: str,
+    agent: str,
+    settle: float,
+    *,
+    echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
+) -> None:
+    """Type ``line`` (``! <command>``: the agent's own shell mode) into the agent's empty
+    input box and press Enter once (``member exec``'s dispatch; docs/delivery.md).
+
+    The gate is a preview's (step 1: nothing is typed into a dialog, onto someone's text,
+    or while the agent starts). The ``!`` switches the box into the agent's shell mode,
+    which each agent draws its own way (claude redraws its prompt, opencode's ``!``
+    vanishes from the box), so the echo looked for is the rest of the line, on the last
+    rows of the screen; Enter is pressed once it shows. Whether the command started is not
+    read from the screen: the command itself records that (``member exec-run``), so Enter
+    is never retried here."""
+    rest = line.lstrip("!").strip()
+
+    def shows(shown: str) -> bool:
+        rows = [row for row in screen.screen_lines(shown) if row.strip()][-SHELL_ROWS:]
+        return any(rest in row for row in rows) or "".join(rest.split()) in "".join("".join(r.split()) for r in rows)
+
+    before = mux.capture(pane_id, CAPTURE_LINES, ansi=True)
+    box = screen.box_text(agent, before)
+    if (
+        (box is None or _is_whole(box, rest))
+        and shows(before)
+        and screen.classify(agent, before) != screen.PaneState.AWAITING_USER
+        and not screen.starting(agent, before)
+    ):
+        # Our own line, left in the agent's shell mode by an attempt that gave up before
+        # Enter (it drew too late): no input box shows while that mode holds it, so it would
+        # hold every later attempt (and every preview) for good. It names this exec only,
+        # which runs once whatever happens, so it is submitted as it stands.
+        mux.press_enter(pane_id)
+        return
+    _check_ready(mux, pane_id, agent, before, line)
+    mux.type_text(pane_id, line)
+    pause_point("submit.typed")
+    time.sleep(settle)
+    seen, shown = _poll(mux, pane_id, echo_timeout, shows)
+    if not seen:
+        raise SubmissionNotConfirmed(
+            f"the typed line never showed in the {agent} input box of pane {pane_id}, so Enter was not "
+            "pressed; what was typed is left as it is."
+        )
+    if screen.classify(agent, _without_typed(shown, rest)) == screen.PaneState.AWAITING_USER:
+        raise PaneAwaitingUser(
+            f"pane {pane_id} began showing a prompt awaiting its user while the line was typed; "
+            "Enter was not pressed and the typed line is still in that pane."
+        )
+    mux.press_enter(pane_id)
+
+
+SHELL_ROWS = 8  # the last non-blank rows where a shell-mode line must show before Enter
+
+
 def with_terminator(line: str) -> str:
     """``line`` as typed: with one trailing space when its last word holds ``@``, ``$`` or
     ``/`` (a file mention, a skill or a command the agent would offer to complete)."""

@@ -63,6 +63,7 @@ ACTIONS = {
     supervision.BLOCKED: "cafleet member capture {member_id}",
     supervision.IDLE: "cafleet member capture {member_id}",
     supervision.SILENT: "cafleet member capture {member_id}",
+    supervision.EXEC: "cafleet member capture {member_id}",
 }
 
 
@@ -102,6 +103,11 @@ class Watcher:
             self.noticer = Noticer(store, environ, fleet_id)
         if self.deliverer is not None:
             self.deliverer.on_delivered = self.delivered
+        self.commands = None  # `member exec`: the keeper's job too while it is off
+        if not self.keeper_on:
+            from cafleet.delivery.execs import Watcher as ExecWatcher
+
+            self.commands = ExecWatcher(store, self.settings, fleet_id)
         from cafleet.delivery.budget_watch import BudgetWatch
 
         self.budgets = BudgetWatch(store, environ, fleet_id, reads=not self.keeper_on)  # over-budget (docs/usage.md)
@@ -124,21 +130,12 @@ class Watcher:
                             self.director_messages()
                             unread = False
                         if time.monotonic() >= next_round:
-                            pause_point("watch.round")
-                            self.members_round()
-                            self.retry_stale()
-                            self.budgets.round(self.emit, event)
-                            self.worktrees_round()
-                            self.keeper_round()
+                            self.interval_round()
                             next_round = time.monotonic() + self.interval
-                        due = self.deliverer.round() if self.deliverer is not None else None
-                        if self.noticer is not None:
-                            look = self.noticer.round()
-                            due = look if due is None else min(due, look)
-                            if self.noticer.posted:  # our own commit wakes no change waiter
-                                self.noticer.posted = 0
-                                unread = True
-                                continue
+                        due, posted = self.resident_rounds()
+                        if posted:  # our own commit wakes no change waiter
+                            unread = True
+                            continue
                         stop.check()
                         unread = changes.wait(until=next_round if due is None else min(due, next_round)) or unread
                     except DatabaseGone as gone:
@@ -157,6 +154,26 @@ class Watcher:
         finally:
             if changes is not None:
                 changes.close()
+
+    def interval_round(self) -> None:
+        """What is looked at once per interval: members' states, stale previews, budgets,
+        worktrees and the keeper."""
+        pause_point("watch.round")
+        self.members_round()
+        self.retry_stale()
+        self.budgets.round(self.emit, event)
+        self.worktrees_round()
+        self.keeper_round()
+
+    def resident_rounds(self) -> tuple[float | None, bool]:
+        """The rounds of what stands in for the keeper (delivery, execs, notices), each when
+        on: when the soonest is due next (None: none is), and whether a notice was posted."""
+        dues = [part.round() for part in (self.deliverer, self.commands) if part is not None]
+        posted = False
+        if self.noticer is not None:
+            dues.append(self.noticer.round())
+            posted, self.noticer.posted = bool(self.noticer.posted), 0
+        return min((due for due in dues if due is not None), default=None), posted
 
     def director_messages(self) -> None:
         for record in messages.pending_after(self.store, self.director, self.last_message_id):
