@@ -370,6 +370,7 @@ def test_a_send_whose_drain_fails_unexpectedly_names_the_keeper_that_retries_it(
     injected into the drain itself: no real program fails there on demand) is a warning
     naming the message id; it used to name "the next send or a later wait" as its retrier
     and leave the keeper unstarted. It names the keeper, which delivers it once."""
+    from cafleet import config
     from cafleet.broker import messages
     from cafleet.delivery import drain
     from cafleet.store.connection import open_store
@@ -387,7 +388,7 @@ def test_a_send_whose_drain_fails_unexpectedly_names_the_keeper_that_retries_it(
                 raise OSError(5, "Input/output error")
 
             patch.setattr(drain, "drain", broken)
-            outcome = drain.notify_after_send(store, drain.Settings(fleet.environ, fleet.db), member_id, record)
+            outcome = drain.notify_after_send(store, config.Settings(fleet.environ, str(fleet.db)), member_id, record)
     finally:
         store.close()
     message_id = record["message_id"]

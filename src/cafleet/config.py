@@ -462,22 +462,59 @@ def option(flag: str, raw: str):
 
 
 class Settings:
-    """Every checked environment setting of one command, read and bounded at once.
+    """Every checked environment setting of one command, read and bounded at once, and the
+    environment they came from.
 
-    Built before a command's handler runs (:meth:`cafleet.cli.context.Context.settings`), so
-    a bad value refuses the command before anything is stored or typed.
+    Built once per command before its handler runs (:attr:`cafleet.cli.context.Context.settings`;
+    once per process for the WebUI's server and the fleet keeper) and passed down, so a bad
+    value refuses the command before anything is stored or typed, and nothing below reads
+    the environment again. ``environ`` stays for what is not a setting: the agents' own
+    folders (``HOME``, ``CLAUDE_CONFIG_DIR``...) and the environment of child processes
+    (:func:`child_environ`).
     """
 
-    __slots__ = tuple(s.attr for s in ENVIRONMENT if s.checked)
+    __slots__ = (*(s.attr for s in ENVIRONMENT if s.checked), "environ", "_db_path")
 
-    def __init__(self, environ) -> None:
+    def __init__(self, environ, db_path: str | None = None) -> None:
+        self.environ = environ
+        self._db_path = db_path  # given when the caller already chose the database (the WebUI's server)
         for setting in ENVIRONMENT:
             if setting.checked:
                 setattr(self, setting.attr, setting.read(environ))
 
+    @property
+    def db_path(self) -> str:
+        """The database location (:func:`database_path`), read on first use: a command that
+        needs no database works without one."""
+        if self._db_path is None:
+            self._db_path = database_path(self.environ)
+        return self._db_path
+
+    @property
+    def lock_dir(self) -> str:
+        """Where the pane-input locks live (:func:`lock_dir`)."""
+        return lock_dir(self.db_path)
+
     if TYPE_CHECKING:  # the attributes are the declarations' names, set above
 
         def __getattr__(self, name: str) -> Any: ...
+
+
+def process_environ():
+    """The process's own environment: the one place cafleet reads ``os.environ``. A command
+    reads it once, into its context (:class:`cafleet.cli.context.Context`); code below the
+    command takes the mapping (or :class:`Settings`) it is given."""
+    return os.environ
+
+
+def child_environ(environ=None, drop=(), **overrides: str) -> dict[str, str]:
+    """The environment of a child process cafleet starts (a pane's command, ssh, git, the
+    multiplexer's client, the fleet keeper): ``environ`` (the process's own when None)
+    copied, without the names in ``drop``, with ``overrides``."""
+    base = os.environ if environ is None else environ
+    env = {key: value for key, value in base.items() if key not in drop}
+    env.update(overrides)
+    return env
 
 
 # --- readers used by the library (each goes through the declarations above) ---------------
@@ -566,11 +603,6 @@ def lock_dir(db_path: str) -> str:
     if is_postgres(db_path):
         return db_path
     return os.path.join(os.path.dirname(os.path.realpath(db_path)), "locks")
-
-
-def positive_float_env(environ, name: str, default: float | None = None) -> float:
-    """A declared seconds variable (``default`` is the declaration's; kept for callers)."""
-    return _BY_NAME[name].read(environ)
 
 
 def max_text_len(environ) -> int:

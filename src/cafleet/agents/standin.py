@@ -127,7 +127,9 @@ class StandIn:
         late_echo: float = 0.0,
         start_delay: float = 0.0,
         start_gate: str | None = None,
+        command: list[str] | None = None,
     ) -> None:
+        self.command = command or [sys.executable, "-m", "cafleet"]  # how a reply runs cafleet (CAFLEET_BIN)
         self.box_at = time.monotonic() + start_delay if start_delay > 0 else 0.0  # when the input box appears
         self.start_gate = start_gate  # the input box appears once this file exists (then box_at applies)
         self.late_startup = late_startup
@@ -267,10 +269,9 @@ class StandIn:
 
     # -- the real command line --------------------------------------------------------------
     def reply(self) -> None:
-        import shlex
         import subprocess
 
-        base = shlex.split(os.environ.get("CAFLEET_BIN", "")) or [sys.executable, "-m", "cafleet"]
+        base = self.command
         me = str(self.member_id)
 
         def run(*args: str) -> str:
@@ -467,15 +468,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # `cafleet member create` starts the stand-in with only --member-id; the demo and the
     # tests choose the rest through the pane's environment.
-    record_dir = os.environ.get("CAFLEET_STANDIN_RECORD_DIR")
+    import shlex
+
+    from cafleet.config import process_environ
+
+    environ = process_environ()
+    record_dir = environ.get("CAFLEET_STANDIN_RECORD_DIR")
     if args.record is None and record_dir:
         args.record = os.path.join(record_dir, f"member-{args.member_id}.jsonl")
-    if os.environ.get("CAFLEET_STANDIN_AUTO_REPLY") == "1":
+    if environ.get("CAFLEET_STANDIN_AUTO_REPLY") == "1":
         args.auto_reply = True
-    if os.environ.get("CAFLEET_STANDIN_START_DELAY") and not args.start_delay:
-        args.start_delay = float(os.environ["CAFLEET_STANDIN_START_DELAY"])
-    if os.environ.get("CAFLEET_STANDIN_START_GATE") and not args.start_gate:
-        args.start_gate = os.environ["CAFLEET_STANDIN_START_GATE"]
+    if environ.get("CAFLEET_STANDIN_START_DELAY") and not args.start_delay:
+        args.start_delay = float(environ["CAFLEET_STANDIN_START_DELAY"])
+    if environ.get("CAFLEET_STANDIN_START_GATE") and not args.start_gate:
+        args.start_gate = environ["CAFLEET_STANDIN_START_GATE"]
     fd = sys.stdin.fileno()
     if not os.isatty(fd):
         print("Error: the stand-in agent needs a terminal on its standard input.", file=sys.stderr)
@@ -496,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         late_echo=args.late_echo,
         start_delay=args.start_delay,
         start_gate=args.start_gate,
+        command=shlex.split(environ.get("CAFLEET_BIN", "")),
     )
     saved = termios.tcgetattr(fd)
     signal.signal(signal.SIGTERM, _quit)

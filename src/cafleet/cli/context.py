@@ -6,7 +6,6 @@ real home, terminal or tmux server.
 
 from __future__ import annotations
 
-import os
 import sys
 
 from cafleet import config
@@ -18,7 +17,7 @@ if TYPE_CHECKING:
 
 class Context:
     def __init__(self, environ=None, stdin=None, stdout=None, stderr=None, json_output: bool = False) -> None:
-        self.environ = os.environ if environ is None else environ
+        self.environ = config.process_environ() if environ is None else environ
         self.stdin = stdin if stdin is not None else sys.stdin.buffer
         self.stdout = stdout if stdout is not None else sys.stdout.buffer
         self.stderr = stderr if stderr is not None else sys.stderr.buffer

@@ -37,22 +37,6 @@ from cafleet.errors import CafleetError
 from cafleet.faults import pause_point, trace_point
 
 
-class Settings:
-    """Everything the drain reads from the environment, validated up front: a bad value
-    must refuse the command before a message is stored, never after its id was printed
-    (an agent trusting the exit code would resend)."""
-
-    __slots__ = ("lock_dir", "lock_timeout", "settle", "max_len", "environ", "db_path")
-
-    def __init__(self, environ, db_path: str) -> None:
-        self.environ = environ  # for the budget gate, which reads the agents' usage records
-        self.db_path = db_path  # for the fleet keeper's lock and record
-        self.lock_dir = config.lock_dir(db_path)
-        self.lock_timeout = config.lock_timeout(environ)
-        self.settle = config.submit_settle(environ)
-        self.max_len = config.max_text_len(environ)
-
-
 class Outcome:
     """What one drain did for one message of interest."""
 
@@ -64,7 +48,7 @@ class Outcome:
 
 
 def send(
-    store, settings: Settings, from_id: int, to_id: int, text: str, on_stored=None, force: bool = False
+    store, settings: config.Settings, from_id: int, to_id: int, text: str, on_stored=None, force: bool = False
 ) -> tuple[dict, Outcome]:
     """The one send path (CLI and WebUI): persist, then run the drain for the recipient.
 
@@ -83,7 +67,7 @@ def send(
 
 
 def broadcast(
-    store, settings: Settings, director_id: int, text: str, on_stored=None, each=None
+    store, settings: config.Settings, director_id: int, text: str, on_stored=None, each=None
 ) -> tuple[dict, list[Outcome]]:
     """Fan-out: every committed message is notified like a single send (``on_stored``
     as in :func:`send`, with the whole result; ``each`` as in
@@ -118,7 +102,7 @@ def refuse_over_budget(store, environ, member_id: int, action: str = "send") -> 
         check_budget(store, environ, member_id, budgets, action)
 
 
-def notify_after_send(store, settings: Settings, recipient_id: int, record: dict) -> Outcome:
+def notify_after_send(store, settings: config.Settings, recipient_id: int, record: dict) -> Outcome:
     """Run the drain after ``record`` was committed; report whether it was notified."""
     if record["from_member_id"] == record["to_member_id"]:
         return Outcome(True)  # self-sends are stamped on insert and type nothing
@@ -144,7 +128,7 @@ def notify_after_send(store, settings: Settings, recipient_id: int, record: dict
     return Outcome(False, not_notified(message_id, recipient_id, failure, _keeper_retries(store, settings, target)))
 
 
-def retry_fleet(store, settings: Settings, member_id: int) -> list[Outcome]:
+def retry_fleet(store, settings: config.Settings, member_id: int) -> list[Outcome]:
     """``message wait``'s first step: retry every preview owed in the member's fleet.
 
     Each pane's lock is tried once without waiting: a busy pane is skipped (its holder is
@@ -175,13 +159,13 @@ def retry_fleet(store, settings: Settings, member_id: int) -> list[Outcome]:
     return outcomes
 
 
-def _keeper_retries(store, settings: Settings, target: dict) -> bool:
+def _keeper_retries(store, settings: config.Settings, target: dict) -> bool:
     """Whether the fleet keeper runs (started now if none did) to retry what stays owed.
 
     Never an error: a keeper that cannot be started leaves the message owed, and the
     not-notified line then names the commands that retry it instead."""
     try:
-        if not config.keeper_enabled(settings.environ):
+        if not settings.keeper:
             return False  # off: nothing is imported or started
         from cafleet.delivery import keepers
 
@@ -219,7 +203,7 @@ def not_notified(message_ids, recipient_id: int, reason: str, keeper: bool = Fal
 
 
 def drain(
-    store, settings: Settings, recipient_id: int, attempted: set, stamped: set, *, wait_for_lock: bool = True
+    store, settings: config.Settings, recipient_id: int, attempted: set, stamped: set, *, wait_for_lock: bool = True
 ) -> str | None:
     """Deliver owed previews to one recipient; return a failure reason or None.
 
@@ -253,7 +237,7 @@ def drain(
                     continue  # ACKed or notified by another process meanwhile
                 pause_point("drain.locked")
                 text = preview.render_preview(
-                    message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_len
+                    message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_text_len
                 )
                 # reach: the pane's recorded identity is checked before each keystroke;
                 # guard: so is the lock (on PostgreSQL it can be lost with its session).
@@ -264,7 +248,7 @@ def drain(
                     target["pane_id"],
                     text,
                     target["coding_agent"],
-                    settle=settings.settle,
+                    settle=settings.submit_settle,
                     ours=_our_preview_line(store, recipient_id),
                 )
                 trace_point(f"drain.submitted {message_id}")

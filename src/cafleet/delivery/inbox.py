@@ -30,18 +30,12 @@ from __future__ import annotations
 import time
 
 from cafleet.broker import messages
+from cafleet.config import declared
 from cafleet.errors import Conflict, DatabaseGone, DatabaseUnreachable
 from cafleet.faults import pause_point, trace_point
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
-DEFAULT_INTERVAL = 0.05
-
-
-def check_interval(environ) -> float:
-    from cafleet.config import positive_float_env
-
-    value = positive_float_env(environ, "CAFLEET_WAIT_INTERVAL", DEFAULT_INTERVAL)
-    return min(max(value, 0.005), 5.0)
+DEFAULT_INTERVAL = declared("CAFLEET_WAIT_INTERVAL").default  # commands pass their own setting
 
 
 def gone_reason(store, member_id: int) -> str | None:

@@ -769,7 +769,7 @@ def prompt_member(store, environ, db_path: str, member_id: int, text: str, *, fo
         ) as held:
             mux = held.guard(mux)  # the lock is checked before each keystroke too
             submit.type_prompt(
-                mux, placement["pane_id"], text, placement["coding_agent"], settle=submit.settle_delay(environ)
+                mux, placement["pane_id"], text, placement["coding_agent"], settle=config.submit_settle(environ)
             )
     except lock.LockLost as error:
         from cafleet.delivery.drain import after_lost_lock

@@ -62,8 +62,9 @@ with margin at a cost paid once per message.
 from __future__ import annotations
 
 import time
-from typing import Callable, Mapping
+from typing import Callable
 
+from cafleet.config import DEFAULT_SUBMIT_SETTLE
 from cafleet.delivery import screen
 from cafleet.delivery.preview import ELLIPSIS, NEWLINE_MARK, flatten
 from cafleet.errors import CafleetError, UsageError
@@ -103,20 +104,13 @@ class SubmissionNotConfirmed(CafleetError):
     queue after Enter."""
 
 
-def settle_delay(environ: Mapping[str, str]) -> float:
-    """The settle delay: ``CAFLEET_SUBMIT_SETTLE`` seconds from ``environ``, else 0.3."""
-    from cafleet.config import submit_settle
-
-    return submit_settle(environ)
-
-
 def submit_preview(
     mux: Multiplexer,
     pane_id: str,
     text: str,
     agent: str,
     *,
-    settle: float | None = None,
+    settle: float = DEFAULT_SUBMIT_SETTLE,
     enter_retries: int = 3,
     confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
     echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
@@ -136,7 +130,7 @@ def type_prompt(
     pane_id: str,
     text: str,
     agent: str,
-    settle: float | None = None,
+    settle: float = DEFAULT_SUBMIT_SETTLE,
     *,
     enter_retries: int = 3,
     confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
@@ -163,17 +157,13 @@ def _submit(
     pane_id: str,
     line: str,
     agent: str,
-    settle: float | None,
+    settle: float,
     enter_retries: int,
     confirm_timeout: float,
     echo_timeout: float,
     ours: Callable[[str], str | None] | None = None,
     once: bool = False,
 ) -> None:
-    if settle is None:
-        import os
-
-        settle = settle_delay(os.environ)
     if settle < 0 or enter_retries < 0 or confirm_timeout < 0 or echo_timeout < 0:
         raise ValueError("settle, enter_retries and the timeouts must not be negative")
     line = with_terminator(line)

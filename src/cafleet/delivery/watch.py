@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 
-from cafleet import clock
+from cafleet import clock, config
 from cafleet.broker import activity, fleets, messages, notifications
 from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, Conflict, DatabaseError, DatabaseGone, DatabaseUnreachable
@@ -70,8 +70,7 @@ class Watcher:
     def __init__(
         self,
         store,
-        environ,
-        db_path: str,
+        settings: config.Settings,
         fleet_id: int,
         interval: float,
         idle_after: float,
@@ -89,7 +88,8 @@ class Watcher:
         self.retried_at: dict[int, float] = {}
         self.last_message_id = 0
         self.director = fleets.get_fleet(store, fleet_id)["director_member_id"]
-        self.settings = drain.Settings(environ, db_path)  # validated before the stream starts
+        self.settings = settings  # validated before the stream starts
+        environ = settings.environ
         from cafleet.delivery import keeper, keepers
 
         self.keeper_on = keepers.enabled(environ)

@@ -58,16 +58,6 @@ def lock_key(*parts: str) -> int:
     return int.from_bytes(blake2b(text, digest_size=8).digest(), "big", signed=True)
 
 
-def valid_schema(name: str) -> bool:
-    return (
-        bool(name)
-        and len(name) <= 63
-        and name[0].isascii()
-        and (name[0].isalpha() or name[0] == "_")
-        and all(c.isascii() and (c.isalnum() or c == "_") and not c.isupper() for c in name)
-    )
-
-
 # --- the schema, translated type by type from store/schema.py ----------------------------
 # INTEGER PRIMARY KEY AUTOINCREMENT -> BIGINT identity (never reuses an id, like
 # AUTOINCREMENT); INTEGER -> BIGINT; INT4 -> INTEGER; TEXT and VARCHAR(255) unchanged.
@@ -626,7 +616,7 @@ def _settings_sql(schema_name: str, busy_timeout: float) -> str:
     """The connection's settings as one statement. Sent as a statement rather than as the
     startup packet's ``options``: a pooler such as PgBouncer refuses a connection whose
     startup packet carries parameters it does not know. ``schema_name`` is a checked
-    lower-case name (:func:`valid_schema`), so it is quoted here, never bound."""
+    lower-case name (its declaration in :mod:`cafleet.config`), so it is quoted here, never bound."""
     return (
         f"SELECT set_config('search_path', '\"{schema_name}\"', false), "
         f"set_config('lock_timeout', '{max(1, int(busy_timeout * 1000))}ms', false)"
@@ -643,15 +633,14 @@ def open_store(
     url: str, busy_timeout: float, schema_name: str | None = None, trusted_owner: str | None = None
 ) -> PgStore:
     """Connect, diagnose the schema (initialising an empty one) and return the store.
-    ``trusted_owner`` (``CAFLEET_PG_TRUSTED_OWNER``; None reads the environment) is the one
-    role besides the connecting one that may own the schema and cafleet's tables."""
-    schema_name = schema_name or os.environ.get("CAFLEET_PG_SCHEMA") or DEFAULT_SCHEMA
-    if not valid_schema(schema_name):
-        raise DatabaseError(
-            f"CAFLEET_PG_SCHEMA {schema_name!r} must be a lower-case SQL name (letters, digits, _; at most 63)."
-        )
-    if trusted_owner is None:
-        trusted_owner = os.environ.get("CAFLEET_PG_TRUSTED_OWNER", "")
+    ``schema_name`` (``CAFLEET_PG_SCHEMA``, read by the command's settings; None is the
+    default schema) is checked again by its one declaration, since it is quoted into SQL.
+    ``trusted_owner`` (``CAFLEET_PG_TRUSTED_OWNER``) is the one role besides the connecting
+    one that may own the schema and cafleet's tables."""
+    from cafleet.config import declared
+
+    schema_name = declared("CAFLEET_PG_SCHEMA").parse(schema_name or DEFAULT_SCHEMA)
+    trusted_owner = trusted_owner or ""
     conn = connect(url, busy_timeout, schema_name, settings=False)
     store = PgStore(conn, url, schema_name, busy_timeout, trusted_owner)
     try:

@@ -240,7 +240,7 @@ def _send(state, from_id: int, to_id: int, text: str) -> JSONResponse:
                 f"member {from_id} is not the Director of fleet {sender['fleet_id']}; "
                 "the WebUI sends only as a fleet's Director",
             )
-        record, outcome = drain.send(store, drain.Settings(config.environ, config.db_path), from_id, to_id, text)
+        record, outcome = drain.send(store, config.settings, from_id, to_id, text)
     body = dict(record, notified=outcome.notified)
     if outcome.failure:
         body["warning"] = outcome.failure
