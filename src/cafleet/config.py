@@ -41,7 +41,8 @@ class Setting:
     unit: ``noun`` says which), "integer" (decimal digits, ``low``..``high``), "switch" (on/off), "choice" (one of ``choices``), or a free text
     kind ("location", "path", "command", "host", "text") checked where it is used.
     ``audience``: "user" (the README table), "pane" (set by cafleet in member panes for
-    the agent to read), "test" (test hooks and the stand-in agent).
+    the agent to read), "test" (the stand-in agent the tests and the demo run). The test
+    hooks are not settings: no variable reaches them (:mod:`cafleet.faults`).
     """
 
     __slots__ = (
@@ -345,23 +346,6 @@ ENVIRONMENT = (
     _s("CAFLEET_HOST", "text", None, "the host a member's pane runs on, set in panes on other hosts", audience="pane"),
     _s("CAFLEET_MEMBER_ID", "text", None, "the member's own id, set in each member's pane", audience="pane"),
     _s("CAFLEET_FLEET_ID", "text", None, "the member's fleet id, set in each member's pane", audience="pane"),
-    _s("CAFLEET_TEST_PAUSE_AT", "text", None, "fault injection: stop at this named point", audience="test"),
-    _s("CAFLEET_TEST_PAUSE_FILE", "text", None, "fault injection: where the pause is announced", audience="test"),
-    _s("CAFLEET_TEST_PAUSE_UNTIL", "text", None, "fault injection: carry on once this file exists", audience="test"),
-    _s(
-        "CAFLEET_TEST_TRACE",
-        "text",
-        None,
-        "test counting: append each trace point reached to this file",
-        audience="test",
-    ),
-    _s(
-        "CAFLEET_TEST_TRACE_SQL",
-        "text",
-        None,
-        "test counting: append each SQL statement a PostgreSQL store sends to this file",
-        audience="test",
-    ),
     _s(
         "CAFLEET_STANDIN_RECORD_DIR", "text", None, "stand-in agent: where it records what it received", audience="test"
     ),
@@ -454,6 +438,11 @@ _BY_NAME = {setting.name: setting for setting in (*ENVIRONMENT, *OPTIONS)}
 
 def declared(name: str) -> Setting:
     return _BY_NAME[name]
+
+
+def declared_names() -> frozenset[str]:
+    """Every declared environment variable's name."""
+    return frozenset(setting.name for setting in ENVIRONMENT)
 
 
 def option(flag: str, raw: str):
@@ -678,7 +667,13 @@ def markdown() -> str:
         "|---|---|",
     ]
     lines += [f"| `{s.name}` | {cell(s.meaning)} |" for s in ENVIRONMENT if s.audience == "pane"]
-    lines += ["", "Used only by the test suite and the stand-in agent:", "", "| Variable | Meaning |", "|---|---|"]
+    lines += [
+        "",
+        "Read only by the stand-in agent (the test suite's and the demo's agent):",
+        "",
+        "| Variable | Meaning |",
+        "|---|---|",
+    ]
     lines += [f"| `{s.name}` | {cell(s.meaning)} |" for s in ENVIRONMENT if s.audience == "test"]
     lines += [
         "",

@@ -36,7 +36,7 @@ def answer_member(store, environ, db_path: str, member_id: int, choice: int, dig
     agent = placement["coding_agent"]
     lock_dir, timeout = config.lock_dir(db_path), config.lock_timeout(environ)
     mux = reach(placement)
-    with lock.pane_lock(lock_dir, placement["backend"], placement["session"], pane, timeout) as held:
+    with lock.pane_lock(lock_dir, placement["backend"], placement["session"], pane, timeout, store.hooks) as held:
         guarded = held.guard(mux)
         shown = mux.capture(pane, SCREEN_LINES, ansi=False)  # the rows the notice was read from
         seen = dialog.read(agent, shown)

@@ -23,7 +23,7 @@ Keys are sent only through the lock's guard (:meth:`cafleet.delivery.lock.Held.g
 on PostgreSQL a lock lost with its session stops the typing (:class:`~cafleet.delivery.lock.LockLost`), and
 :func:`after_lost_lock` takes the lock again to remove our own typed text.
 
-``pause_point`` calls are test-only fault-injection hooks (:mod:`cafleet.faults`).
+The ``store.hooks`` calls are the test seam's pause and trace points (:mod:`cafleet.faults`).
 
 Imports of the multiplexer and typing code happen only when there is a pane to type into,
 so a send to the Director or a self-send costs nothing here.
@@ -34,7 +34,6 @@ from __future__ import annotations
 from cafleet import config
 from cafleet.broker import messages, notifications
 from cafleet.errors import CafleetError
-from cafleet.faults import pause_point, trace_point
 
 
 class Outcome:
@@ -60,7 +59,8 @@ def send(
     if not force:
         refuse_over_budget(store, settings.environ, to_id)
     record = messages.send(store, from_id, to_id, text)
-    pause_point("send.after_commit")
+    if store.hooks is not None:
+        store.hooks.pause("send.after_commit")
     if on_stored is not None:
         on_stored(record)
     return record, notify_after_send(store, settings, to_id, record)
@@ -228,21 +228,23 @@ def drain(
         mux = text = None
         try:
             with lock.pane_lock(
-                settings.lock_dir, target["backend"], target["session"], target["pane_id"], timeout
+                settings.lock_dir, target["backend"], target["session"], target["pane_id"], timeout, store.hooks
             ) as held:
                 current = notifications.notification_target(store, recipient_id)
                 if current != target:
                     return f"member {recipient_id}'s placement changed during delivery"
                 if not notifications.still_pending_notification(store, message_id):
                     continue  # ACKed or notified by another process meanwhile
-                pause_point("drain.locked")
+                if store.hooks is not None:
+                    store.hooks.pause("drain.locked")
                 text = preview.render_preview(
                     message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_text_len
                 )
                 # reach: the pane's recorded identity is checked before each keystroke;
                 # guard: so is the lock (on PostgreSQL it can be lost with its session).
                 mux = held.guard(reach(target))
-                trace_point(f"drain.typing {message_id}")  # test-only count (cafleet.faults)
+                if store.hooks is not None:
+                    store.hooks.trace(f"drain.typing {message_id}")  # test-only count (cafleet.faults)
                 submit.submit_preview(
                     mux,
                     target["pane_id"],
@@ -250,12 +252,15 @@ def drain(
                     target["coding_agent"],
                     settle=settings.submit_settle,
                     ours=_our_preview_line(store, recipient_id),
+                    hooks=store.hooks,
                 )
-                trace_point(f"drain.submitted {message_id}")
-                pause_point("drain.submitted")
+                if store.hooks is not None:
+                    store.hooks.trace(f"drain.submitted {message_id}")
+                    store.hooks.pause("drain.submitted")
                 if notifications.stamp_notified(store, message_id):
                     stamped.add(message_id)
-                pause_point("drain.stamped")
+                if store.hooks is not None:
+                    store.hooks.pause("drain.stamped")
         except LockTimeout as error:
             if not wait_for_lock:
                 return None  # busy: its holder is delivering; nothing is wrong

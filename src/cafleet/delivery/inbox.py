@@ -32,7 +32,6 @@ import time
 from cafleet.broker import messages
 from cafleet.config import declared
 from cafleet.errors import Conflict, DatabaseGone, DatabaseUnreachable
-from cafleet.faults import pause_point, trace_point
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
 DEFAULT_INTERVAL = declared("CAFLEET_WAIT_INTERVAL").default  # commands pass their own setting
@@ -77,12 +76,14 @@ def wait_for_messages(
     try:
         while True:
             try:
-                trace_point("wait.read")
+                if store.hooks is not None:
+                    store.hooks.trace("wait.read")
                 require_receiving(store, member_id)
                 records = messages.poll(store, member_id)
                 if records:
                     return records
-                pause_point("wait.empty")  # test-only hook (cafleet.faults): read, nothing found, not waiting yet
+                if store.hooks is not None:  # test-only hook (cafleet.faults): read, nothing found, not waiting yet
+                    store.hooks.pause("wait.empty")
                 if not changes.wait():
                     return []
             except DatabaseUnreachable as error:  # the server ended the session: reconnect, read again

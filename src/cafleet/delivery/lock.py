@@ -55,7 +55,10 @@ from pathlib import Path
 from typing import Iterator
 
 from cafleet.errors import CafleetError, LockTimeout
-from cafleet.faults import trace_point
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from cafleet.faults import Hooks
 
 _MIN_SLEEP = 0.01
 _MAX_SLEEP = 0.05
@@ -127,14 +130,20 @@ def lock_path(lock_dir: str | os.PathLike[str], backend: str, session: str, pane
 
 @contextmanager
 def pane_lock(
-    lock_dir: str | os.PathLike[str], backend: str, session: str, pane_id: str, timeout: float
+    lock_dir: str | os.PathLike[str],
+    backend: str,
+    session: str,
+    pane_id: str,
+    timeout: float,
+    hooks: Hooks | None = None,
 ) -> Iterator[Held]:
     """Hold the pane-input lock for the key while the ``with`` body runs; the body types
-    through ``held.guard(mux)``."""
+    through ``held.guard(mux)``. ``hooks``: the command's test hooks (``store.hooks``;
+    :mod:`cafleet.faults`), which count each try that finds the lock held."""
     if timeout < 0:
         raise ValueError("timeout must not be negative")
     if isinstance(lock_dir, str) and lock_dir.startswith(("postgresql://", "postgres://")):
-        with _advisory_lock(lock_dir, backend, session, pane_id, timeout) as held:
+        with _advisory_lock(lock_dir, backend, session, pane_id, timeout, hooks) as held:
             yield held
         return
     path = lock_path(lock_dir, backend, session, pane_id)
@@ -145,7 +154,7 @@ def pane_lock(
         raise _unavailable(error, lock_dir, pane_id) from None
     try:
         try:
-            _acquire(fd, pane_id, timeout)
+            _acquire(fd, pane_id, timeout, hooks)
         except OSError as error:  # not BlockingIOError: that one is retried (ENOLCK, EBADF...)
             raise _unavailable(error, lock_dir, pane_id) from None
         yield Held(pane_id)
@@ -164,11 +173,13 @@ def advisory_key(backend: str, session: str, pane_id: str) -> int:
 
 
 @contextmanager
-def _advisory_lock(url: str, backend: str, session: str, pane_id: str, timeout: float) -> Iterator[Held]:
+def _advisory_lock(
+    url: str, backend: str, session: str, pane_id: str, timeout: float, hooks: Hooks | None
+) -> Iterator[Held]:
     from cafleet.errors import DatabaseError
     from cafleet.store.postgres import AdvisoryLock
 
-    held = AdvisoryLock(url, advisory_key(backend, session, pane_id))
+    held = AdvisoryLock(url, advisory_key(backend, session, pane_id), hooks)
     try:
         acquired = held.acquire(timeout)
     except DatabaseError as error:
@@ -191,7 +202,7 @@ def _unavailable(error: OSError, lock_dir, pane_id: str) -> LockUnavailable:
     )
 
 
-def _acquire(fd: int, pane_id: str, timeout: float) -> None:
+def _acquire(fd: int, pane_id: str, timeout: float, hooks: Hooks | None) -> None:
     deadline = time.monotonic() + timeout
     pause = _MIN_SLEEP
     while True:
@@ -199,7 +210,8 @@ def _acquire(fd: int, pane_id: str, timeout: float) -> None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
-            trace_point("lock.busy")  # test-only count (cafleet.faults): a try found it held
+            if hooks is not None:  # test-only count (cafleet.faults): a try found it held
+                hooks.trace("lock.busy")
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise LockTimeout(

@@ -68,8 +68,11 @@ from cafleet.config import DEFAULT_SUBMIT_SETTLE
 from cafleet.delivery import screen
 from cafleet.delivery.preview import ELLIPSIS, NEWLINE_MARK, flatten
 from cafleet.errors import CafleetError, UsageError
-from cafleet.faults import pause_point
 from cafleet.mux.base import Multiplexer
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from cafleet.faults import Hooks
 
 # How long typed text may take to show in the box before the attempt gives up without
 # Enter. Generous: an agent on a loaded machine can draw it seconds late; text drawn after
@@ -115,6 +118,7 @@ def submit_preview(
     confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
     echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
     ours: Callable[[str], str | None] | None = None,
+    hooks: Hooks | None = None,
 ) -> None:
     """Type the rendered preview ``text`` as one line into ``pane_id`` and submit it.
 
@@ -122,7 +126,7 @@ def submit_preview(
     (step 1): the whole uncut line of the message its header names, or None. A preview
     whose header already shows in the transcript or queue was taken by the agent after an
     earlier attempt gave up (step 0): it counts as submitted and is not typed again."""
-    _submit(mux, pane_id, flatten(text), agent, settle, enter_retries, confirm_timeout, echo_timeout, ours, once=True)
+    _submit(mux, pane_id, flatten(text), agent, settle, enter_retries, confirm_timeout, echo_timeout, ours, True, hooks)
 
 
 def type_prompt(
@@ -135,12 +139,13 @@ def type_prompt(
     enter_retries: int = 3,
     confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
     echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
+    hooks: Hooks | None = None,
 ) -> None:
     """Type one prompt line (``member prompt``) into ``pane_id`` and submit it."""
     line = flatten(text)
     if not line.strip():
         raise UsageError("the prompt is empty; give the text to type.")
-    _submit(mux, pane_id, line, agent, settle, enter_retries, confirm_timeout, echo_timeout)
+    _submit(mux, pane_id, line, agent, settle, enter_retries, confirm_timeout, echo_timeout, hooks=hooks)
 
 
 def with_terminator(line: str) -> str:
@@ -163,6 +168,7 @@ def _submit(
     echo_timeout: float,
     ours: Callable[[str], str | None] | None = None,
     once: bool = False,
+    hooks: Hooks | None = None,
 ) -> None:
     if settle < 0 or enter_retries < 0 or confirm_timeout < 0 or echo_timeout < 0:
         raise ValueError("settle, enter_retries and the timeouts must not be negative")
@@ -190,7 +196,8 @@ def _submit(
         seen, shown = True, before
     else:
         mux.type_text(pane_id, line)
-        pause_point("submit.typed")  # test-only hook (cafleet.faults): typed, Enter not pressed
+        if hooks is not None:  # test-only hook (cafleet.faults): typed, Enter not pressed
+            hooks.pause("submit.typed")
         time.sleep(settle)
         seen, shown = _poll(mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder))
     if not seen:

@@ -28,7 +28,6 @@ from cafleet import clock, config
 from cafleet.broker import activity, fleets, messages, notifications
 from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, Conflict, DatabaseError, DatabaseGone, DatabaseUnreachable
-from cafleet.faults import pause_point
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
 MESSAGE_CHECK = 0.25  # seconds between checks for new Director messages (SQLite) and member rounds
@@ -124,7 +123,8 @@ class Watcher:
                             self.director_messages()
                             unread = False
                         if time.monotonic() >= next_round:
-                            pause_point("watch.round")
+                            if self.store.hooks is not None:
+                                self.store.hooks.pause("watch.round")
                             self.members_round()
                             self.retry_stale()
                             self.budgets.round(self.emit, event)

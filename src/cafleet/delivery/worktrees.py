@@ -219,7 +219,6 @@ def default_branch(fleet_id: int, member_id: int, name: str) -> str:
 def add(store, environ, plan_: Plan, fleet_id: int, member_id: int, name: str) -> dict:
     """Record, then add, the member's worktree on its new branch; the row is ``ready``
     once git has made it. Raises with nothing left in git when git refuses."""
-    from cafleet.faults import pause_point
 
     run = plan_.runner
     branch = plan_.branch or default_branch(fleet_id, member_id, name)
@@ -240,13 +239,15 @@ def add(store, environ, plan_: Plan, fleet_id: int, member_id: int, name: str) -
         base_commit=plan_.base_commit,
         host=run.host,
     )
-    pause_point("create.worktree_recorded")
+    if store.hooks is not None:
+        store.hooks.pause("create.worktree_recorded")
     run.makedirs(plan_.root)
     code, _, err = run.git(plan_.repo, "worktree", "add", "--quiet", "-b", branch, path, plan_.base_commit)
     if code != 0:
         records.set_status(store, member_id, records.REMOVED)  # git made nothing: the row only keeps the path
         raise CafleetError(f"git could not add the worktree {path}{run.where()} ({_reason(err, code)}).")
-    pause_point("create.worktree_added")
+    if store.hooks is not None:
+        store.hooks.pause("create.worktree_added")
     records.set_status(store, member_id, records.READY)
     out = {"path": path, "branch": branch, "base": plan_.base, "base_commit": plan_.base_commit}
     if run.host is not None:

@@ -19,17 +19,24 @@ from cafleet import clock
 from cafleet.errors import DatabaseError, DatabaseGone
 from cafleet.store import diagnosis, faults, schema, sqlite as sqlite3
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from cafleet.faults import Hooks
+
 DEFAULT_BUSY_TIMEOUT = 5.0
 
 
 class Store:
     """A validated connection plus the write-transaction discipline (BEGIN IMMEDIATE)."""
 
-    __slots__ = ("conn", "path", "busy_timeout", "identity", "_queue")
+    __slots__ = ("conn", "path", "busy_timeout", "identity", "_queue", "hooks")
     engine = "sqlite"
 
-    def __init__(self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None, hooks: Hooks | None = None
+    ) -> None:
         self.conn = conn
+        self.hooks = hooks  # the command's test hooks (cafleet.faults); None outside a test
         self.path = path
         self.busy_timeout = busy_timeout
         self.identity = identity if identity is not None else file_identity(path)
@@ -338,13 +345,18 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
 
 
 def open_store(
-    path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: str | None = None, trusted_owner: str | None = None
+    path: str,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    schema: str | None = None,
+    trusted_owner: str | None = None,
+    hooks: Hooks | None = None,
 ) -> Store:
     """Diagnose ``path`` and return a Store ready for use, initialising it if new/empty.
 
     A ``postgresql://`` or ``postgres://`` URL opens the PostgreSQL store instead
     (:mod:`cafleet.store.postgres`, imported only then; ``schema`` is its schema and
-    ``trusted_owner`` the role besides the connecting one that may own it).
+    ``trusted_owner`` the role besides the connecting one that may own it). ``hooks``: the
+    command's test hooks (:mod:`cafleet.faults`), reached by every point through the store.
 
     An existing file is diagnosed through a connection that cannot write (see
     :func:`_diagnose_read_only`); only a file that passed is opened for writing, so a
@@ -353,7 +365,7 @@ def open_store(
     if path.startswith(("postgresql://", "postgres://")):
         from cafleet.store import postgres
 
-        return postgres.open_store(path, busy_timeout, schema, trusted_owner)  # type: ignore[return-value]
+        return postgres.open_store(path, busy_timeout, schema, trusted_owner, hooks)  # type: ignore[return-value]
     state = diagnosis.read_header_state(path)
     if state == diagnosis.MISSING:
         _make_parent(path)
@@ -380,7 +392,7 @@ def open_store(
     except BaseException:
         conn.close()
         raise
-    return Store(conn, path, busy_timeout, identity)
+    return Store(conn, path, busy_timeout, identity, hooks)
 
 
 def _check_log(path: str) -> None:

@@ -20,7 +20,6 @@ by reading again (see :class:`NotifyWaiter`).
 
 from __future__ import annotations
 
-import os
 import select
 import time
 
@@ -36,12 +35,13 @@ from cafleet.store import pgwire
 
 from cafleet import clock
 from cafleet.errors import DatabaseError, DatabaseUnreachable
-from cafleet.faults import TRACE_SQL, trace_point
 from cafleet.store import diagnosis, schema
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from typing import Any
+
+    from cafleet.faults import Hooks
 
 DEFAULT_SCHEMA = "cafleet"
 FALLBACK_POLL = 2.0  # seconds: a waiter re-reads this often even when no notification came
@@ -371,13 +371,21 @@ class PgStore:
         "begin",
         "absent",
         "absent_until",
+        "hooks",
     )
     engine = "postgresql"
 
     def __init__(
-        self, conn: pgwire.Connection, url: str, schema_name: str, busy_timeout: float, trusted_owner: str = ""
+        self,
+        conn: pgwire.Connection,
+        url: str,
+        schema_name: str,
+        busy_timeout: float,
+        trusted_owner: str = "",
+        hooks: Hooks | None = None,
     ) -> None:
         self.conn = conn
+        self.hooks = hooks  # the command's test hooks (cafleet.faults); None outside a test
         self.url = url
         self.path = _redact(url)  # what messages show
         self.schema = schema_name
@@ -495,7 +503,7 @@ class PgStore:
         command's open does (one round trip on a healthy schema): after the server ended
         the session (a restart, ``pg_terminate_backend``, ``idle_session_timeout``).
         Raises what the open raises; the old connection is kept until a new one is had."""
-        fresh = open_store(self.url, self.busy_timeout, self.schema, self.trusted_owner)
+        fresh = open_store(self.url, self.busy_timeout, self.schema, self.trusted_owner, self.hooks)
         old, self.conn = self.conn, fresh.conn
         self.present |= fresh.present
         self.absent, self.absent_until = fresh.absent, fresh.absent_until
@@ -591,18 +599,21 @@ def _translated(exc: BaseException, where: str, busy_timeout: float) -> Database
     return DatabaseError(f"database {where} failed: {first}.")
 
 
-def connect(url: str, busy_timeout: float, schema_name: str, settings: bool = True) -> pgwire.Connection:
+def connect(
+    url: str, busy_timeout: float, schema_name: str, settings: bool = True, hooks: Hooks | None = None
+) -> pgwire.Connection:
     """An autocommit connection with keepalives, ``search_path`` set to the schema and
     ``lock_timeout`` to the busy timeout; with ``settings=False`` the caller sends
-    :func:`_settings_sql` itself (the store's open folds it into its diagnosis)."""
+    :func:`_settings_sql` itself (the store's open folds it into its diagnosis). With test
+    ``hooks`` that trace SQL (:mod:`cafleet.faults`), each statement sent goes to them."""
     try:
         conn = pgwire.Connection.connect(
             url, autocommit=True, connect_timeout=max(2, int(busy_timeout) + 1), **KEEPALIVES
         )
     except pgwire.Error as exc:
         raise translate(exc, url, busy_timeout) from None
-    if os.environ.get(TRACE_SQL):
-        conn.trace = _trace_sql
+    if hooks is not None and hooks.trace_sql is not None:
+        conn.trace = hooks.trace_sql
     if settings:
         try:
             conn.execute(_settings_sql(schema_name, busy_timeout))
@@ -623,14 +634,12 @@ def _settings_sql(schema_name: str, busy_timeout: float) -> str:
     )
 
 
-def _trace_sql(query: str) -> None:
-    """Test-only (``CAFLEET_TEST_TRACE_SQL``, cafleet.faults): each statement sent goes to
-    the trace on one line, so a test counts what an open sends instead of timing it."""
-    trace_point("sql " + " ".join(query.split()), TRACE_SQL)
-
-
 def open_store(
-    url: str, busy_timeout: float, schema_name: str | None = None, trusted_owner: str | None = None
+    url: str,
+    busy_timeout: float,
+    schema_name: str | None = None,
+    trusted_owner: str | None = None,
+    hooks: Hooks | None = None,
 ) -> PgStore:
     """Connect, diagnose the schema (initialising an empty one) and return the store.
     ``schema_name`` (``CAFLEET_PG_SCHEMA``, read by the command's settings; None is the
@@ -641,8 +650,8 @@ def open_store(
 
     schema_name = declared("CAFLEET_PG_SCHEMA").parse(schema_name or DEFAULT_SCHEMA)
     trusted_owner = trusted_owner or ""
-    conn = connect(url, busy_timeout, schema_name, settings=False)
-    store = PgStore(conn, url, schema_name, busy_timeout, trusted_owner)
+    conn = connect(url, busy_timeout, schema_name, settings=False, hooks=hooks)
+    store = PgStore(conn, url, schema_name, busy_timeout, trusted_owner, hooks)
     try:
         try:
             present = _fast_accept(conn, schema_name, busy_timeout, trusted_owner)
@@ -1004,7 +1013,9 @@ class NotifyWaiter:
 
     def _listen(self) -> None:
         # LISTEN needs neither search_path nor lock_timeout: no settings round trip.
-        conn = connect(self.store.url, self.store.busy_timeout, self.store.schema, settings=False)
+        conn = connect(
+            self.store.url, self.store.busy_timeout, self.store.schema, settings=False, hooks=self.store.hooks
+        )
         try:
             conn.execute("LISTEN " + pgwire.quote_ident(self.store.channel))
         except pgwire.Error as exc:
@@ -1024,7 +1035,8 @@ class NotifyWaiter:
             self.reopen()  # the last try failed: this one raises if it fails too
             return True  # whatever came meanwhile was not announced
         while True:
-            trace_point("store.wait")  # test-only count (cafleet.faults)
+            if self.store.hooks is not None:  # test-only count (cafleet.faults)
+                self.store.hooks.trace("store.wait")
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 return False
@@ -1098,21 +1110,23 @@ class AdvisoryLock:
     lock: :meth:`held` asks, in one round trip on the lock's own connection, whether it is
     still held."""
 
-    def __init__(self, url: str, key: int) -> None:
+    def __init__(self, url: str, key: int, hooks: Hooks | None = None) -> None:
         self.url = url
         self.key = key
+        self.hooks = hooks  # the command's test hooks (cafleet.faults)
         self.conn: pgwire.Connection | None = None
 
     def acquire(self, timeout: float, busy_timeout: float = 5.0) -> bool:
         # pg_try_advisory_lock never waits and names no table: no settings round trip.
-        self.conn = connect(self.url, busy_timeout, DEFAULT_SCHEMA, settings=False)
+        self.conn = connect(self.url, busy_timeout, DEFAULT_SCHEMA, settings=False, hooks=self.hooks)
         deadline = time.monotonic() + timeout
         pause = 0.01
         while True:
             row = self.conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
             if row is not None and row[0]:
                 return True
-            trace_point("lock.busy")  # test-only count (cafleet.faults): a try found it held
+            if self.hooks is not None:  # test-only count (cafleet.faults): a try found it held
+                self.hooks.trace("lock.busy")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.release()
