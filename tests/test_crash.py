@@ -36,10 +36,12 @@ from __future__ import annotations
 
 STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
 
+import json
 import os
 import signal
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -209,17 +211,24 @@ def test_a_users_environment_cannot_make_a_command_pause_or_trace(fleet, tmp_pat
         CAFLEET_TEST_TRACE=str(trace),
         CAFLEET_TEST_TRACE_SQL=str(sql),
     )
-    sent = fleet.send(fleet.director, alice, "not held", "--json", environ=stray)  # bounded: 60 s
-    assert (sent.code, sent.err) == (0, "")
-    record = sent.json()
+
+    def as_a_user(*args: str, point: str) -> subprocess.CompletedProcess:
+        """`python -m cafleet`, as the `cafleet` script runs it: never the tests' launcher."""
+        return subprocess.run(
+            [sys.executable, "-m", "cafleet", *args],
+            env=dict(stray, CAFLEET_TEST_PAUSE_AT=point),
+            capture_output=True,
+            timeout=60,  # bounds the failure: it used to hang here for good
+        )
+
+    sent = as_a_user(*send_args(fleet, alice, "not held"), "--json", point="send.before_commit")
+    assert (sent.returncode, sent.stderr) == (0, b"")
+    record = json.loads(sent.stdout)
     assert record["notified"] is True
     assert fleet.query("SELECT text FROM messages") == [("not held",)]
     assert fleet.submits(alice) == [preview_line(record)]
-    assert (marker.exists(), trace.exists(), sql.exists()) == (False, False, False)
-    acked = fleet.cafleet(
-        "message", "ack", str(record["message_id"]), environ=dict(stray, CAFLEET_TEST_PAUSE_AT="ack.before_commit")
-    )
-    assert (acked.code, acked.err) == (0, "")
+    acked = as_a_user("message", "ack", str(record["message_id"]), point="ack.before_commit")
+    assert (acked.returncode, acked.stderr) == (0, b"")
     assert (marker.exists(), trace.exists(), sql.exists()) == (False, False, False)
 
 
