@@ -65,18 +65,6 @@ class Multiplexer(Protocol):
     def current_pane(self) -> PaneContext:
         """The pane this process runs in (TMUX_PANE / ``herdr pane current``)."""
 
-    def split(
-        self,
-        window_id: str,
-        argv: Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        target_pane: str | None = None,
-    ) -> str:
-        """Open a new pane in ``window_id`` running ``argv`` (no shell), without taking
-        focus from the current pane. Return the new pane id."""
-
     def split_identified(
         self,
         window_id: str,
@@ -86,7 +74,9 @@ class Multiplexer(Protocol):
         env: dict[str, str] | None = None,
         target_pane: str | None = None,
     ) -> tuple[str, str | None]:
-        """:meth:`split`, also returning the new pane's identity."""
+        """Open a new pane in ``window_id`` (beside ``target_pane`` when given) running
+        ``argv`` (no shell), without taking focus from the current pane. Return the new
+        pane's id and identity."""
 
     def identity(self, pane_id: str) -> str | None:
         """The pane's identity now; PaneGone when there is no such pane."""

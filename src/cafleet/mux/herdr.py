@@ -272,17 +272,6 @@ class Herdr:
         if self.expected.get(pane_id):
             self._check(pane_id, self.identity(pane_id))
 
-    def split(
-        self,
-        window_id: str,
-        argv: Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        target_pane: str | None = None,
-    ) -> str:
-        return self.split_identified(window_id, argv, cwd=cwd, env=env, target_pane=target_pane)[0]
-
     def split_identified(
         self,
         window_id: str,

@@ -334,17 +334,6 @@ class Tmux:
             identity=identity,
         )
 
-    def split(
-        self,
-        window_id: str,
-        argv: Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        target_pane: str | None = None,
-    ) -> str:
-        return self.split_identified(window_id, argv, cwd=cwd, env=env, target_pane=target_pane)[0]
-
     def split_identified(
         self,
         window_id: str,
