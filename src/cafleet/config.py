@@ -594,10 +594,6 @@ def lock_dir(db_path: str) -> str:
     return os.path.join(os.path.dirname(os.path.realpath(db_path)), "locks")
 
 
-def max_text_len(environ) -> int:
-    return _BY_NAME["CAFLEET_MAX_TEXT_LEN"].read(environ)
-
-
 def submit_settle(environ) -> float:
     return _BY_NAME["CAFLEET_SUBMIT_SETTLE"].read(environ)
 
@@ -606,21 +602,9 @@ def lock_timeout(environ) -> float:
     return _BY_NAME["CAFLEET_LOCK_TIMEOUT"].read(environ)
 
 
-def busy_timeout(environ) -> float:
-    return _BY_NAME["CAFLEET_BUSY_TIMEOUT"].read(environ)
-
-
 def keeper_enabled(environ) -> bool:
     """``CAFLEET_KEEPER``: whether commands start the fleet keeper (on by default)."""
     return _BY_NAME["CAFLEET_KEEPER"].read(environ)
-
-
-def notice_settings(environ) -> tuple[float, float, float]:
-    """(awaiting after, silent after, interval): the thresholds of the Director's notices."""
-    return tuple(
-        _BY_NAME[name].read(environ)
-        for name in ("CAFLEET_NOTICE_AWAITING_AFTER", "CAFLEET_NOTICE_SILENT_AFTER", "CAFLEET_NOTICE_INTERVAL")
-    )
 
 
 def debug(environ) -> bool:

@@ -241,7 +241,7 @@ def prompt(ctx, member_id, force, text):
 def answer(ctx, member_id, choice, dialog):
     from cafleet.delivery.answer import answer_member
 
-    record = answer_member(ctx.store(), ctx.environ, ctx.db_path, member_id, choice, dialog)
+    record = answer_member(ctx.store(), ctx.settings, member_id, choice, dialog)
     ctx.emit(
         record,
         lambda: (

@@ -188,7 +188,7 @@ def _run(store, settings: config.Settings, fleet_id: int, lock: keepers.FleetLoc
 
     deliverer = Deliverer(store, settings, fleet_id, say)
     spend = UsageKeeper(store, fleet_id, say)
-    noticer = Noticer(store, settings.environ, fleet_id, say)
+    noticer = Noticer(store, settings, fleet_id, say)
     changes = None
     try:
         with StopRequests() as stop:

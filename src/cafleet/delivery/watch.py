@@ -98,7 +98,7 @@ class Watcher:
         if not self.keeper_on:
             from cafleet.delivery.notices import Noticer
 
-            self.noticer = Noticer(store, environ, fleet_id)
+            self.noticer = Noticer(store, settings, fleet_id)
         if self.deliverer is not None:
             self.deliverer.on_delivered = self.delivered
         from cafleet.delivery.budget_watch import BudgetWatch

@@ -321,5 +321,5 @@ def _answer(state, member_id: int, choice: int, digest: str) -> JSONResponse:
 
     config = state.config
     with state.pool.borrow() as store:
-        record = answer(store, config.environ, config.db_path, member_id, choice, digest)
+        record = answer(store, config.settings, member_id, choice, digest)
     return JSONResponse(record)
