@@ -110,11 +110,17 @@ def take_hooks(environ=None, trace: str | None = None, trace_sql: str | None = N
     )
 
 
+_PROCESS_HOOKS: list[FileHooks] = []  # this process's, taken once (the variables leave on the first take)
+
+
 def context(**kwargs):
-    """A :class:`cafleet.cli.context.Context` with the hooks of this process's variables."""
+    """A :class:`cafleet.cli.context.Context` with the hooks of this process's variables
+    (the same hooks for every context of the process)."""
     from cafleet.cli.context import Context
 
-    return Context(hooks=take_hooks(), **kwargs)
+    if not _PROCESS_HOOKS:
+        _PROCESS_HOOKS.append(take_hooks())
+    return Context(hooks=_PROCESS_HOOKS[0], **kwargs)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 
+from cafleet import config
 from cafleet.broker import worktrees as records
 from cafleet.errors import CafleetError, UsageError
 
@@ -60,8 +61,7 @@ class Runner:
             return code, out, err
         import subprocess
 
-        env = {k: v for k, v in self.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
-        env.update(GIT_ENV)
+        env = config.child_environ(self.environ, drop=("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"), **GIT_ENV)
         try:
             done = subprocess.run(list(argv), env=env, capture_output=True, timeout=TIMEOUT, check=False)
         except FileNotFoundError:
@@ -101,8 +101,6 @@ class Runner:
             raise CafleetError(f"the folder {path} could not be made{self.where()} ({_reason(err, code)}).")
 
     def worktree_dir(self) -> str:
-        from cafleet import config
-
         if self.ssh is None:
             return config.worktree_dir(self.environ)
         code, out, err = self.sh(_REMOTE_DIR)
