@@ -56,7 +56,6 @@ MESSAGE = CORE | {
     "cafleet.cli.message",
     "cafleet.cli.body",
     "cafleet.broker.messages",
-    "cafleet.faults",
     "cafleet.broker.fleets",  # a live fleet (its Director) is checked on reads too
     "fcntl",
 }  # the writers' queue (store/connection.py)

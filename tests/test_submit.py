@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 
+from cafleet.config import Settings
 from cafleet.delivery.preview import PREVIEW_MAX_LEN, render_preview
 from cafleet.delivery.screen import PaneState, classify
 from cafleet.delivery.submit import (
@@ -22,7 +23,6 @@ from cafleet.delivery.submit import (
     PaneInputBusy,
     PaneNotReady,
     SubmissionNotConfirmed,
-    settle_delay,
     submit_preview,
     type_prompt,
 )
@@ -235,10 +235,10 @@ def test_gone_pane_is_reported(server):
 
 
 def test_settle_delay_from_the_environment():
-    assert settle_delay({}) == 0.3
-    assert settle_delay({"CAFLEET_SUBMIT_SETTLE": "0.15"}) == 0.15
+    assert Settings({}).submit_settle == 0.3
+    assert Settings({"CAFLEET_SUBMIT_SETTLE": "0.15"}).submit_settle == 0.15
     with pytest.raises(ConfigError):
-        settle_delay({"CAFLEET_SUBMIT_SETTLE": "soon"})
+        Settings({"CAFLEET_SUBMIT_SETTLE": "soon"})
 
 
 def test_auto_reply_uses_the_real_command_line(server, standin, tmp_path, cli, build):

@@ -145,7 +145,9 @@ class StandIn:
         start_gate: str | None = None,
         reply_lines: int = 0,
         inline: bool = False,
+        command: list[str] | None = None,
     ) -> None:
+        self.command = command or [sys.executable, "-m", "cafleet"]  # how a reply runs cafleet (CAFLEET_BIN)
         self.reply_lines = reply_lines
         self.inline = inline
         self.flushed = 0  # --inline: scrollback entries already printed above the box
@@ -330,10 +332,9 @@ class StandIn:
 
     # -- the real command line --------------------------------------------------------------
     def reply(self) -> None:
-        import shlex
         import subprocess
 
-        base = shlex.split(os.environ.get("CAFLEET_BIN", "")) or [sys.executable, "-m", "cafleet"]
+        base = self.command
         me = str(self.member_id)
 
         def run(*args: str) -> str:
@@ -590,19 +591,26 @@ def _options(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     # `cafleet member create` starts the stand-in with only --member-id; the demo and the
     # tests choose the rest through the pane's environment.
-    record_dir = os.environ.get("CAFLEET_STANDIN_RECORD_DIR")
+    from cafleet.config import process_environ
+
+    environ = process_environ()
+    record_dir = environ.get("CAFLEET_STANDIN_RECORD_DIR")
     if args.record is None and record_dir:
         args.record = os.path.join(record_dir, f"member-{args.member_id}.jsonl")
-    if os.environ.get("CAFLEET_STANDIN_AUTO_REPLY") == "1":
+    if environ.get("CAFLEET_STANDIN_AUTO_REPLY") == "1":
         args.auto_reply = True
-    if os.environ.get("CAFLEET_STANDIN_START_DELAY") and not args.start_delay:
-        args.start_delay = float(os.environ["CAFLEET_STANDIN_START_DELAY"])
-    if os.environ.get("CAFLEET_STANDIN_START_GATE") and not args.start_gate:
-        args.start_gate = os.environ["CAFLEET_STANDIN_START_GATE"]
+    if environ.get("CAFLEET_STANDIN_START_DELAY") and not args.start_delay:
+        args.start_delay = float(environ["CAFLEET_STANDIN_START_DELAY"])
+    if environ.get("CAFLEET_STANDIN_START_GATE") and not args.start_gate:
+        args.start_gate = environ["CAFLEET_STANDIN_START_GATE"]
     return args
 
 
 def _agent(args: argparse.Namespace) -> StandIn:
+    import shlex
+
+    from cafleet.config import process_environ
+
     return StandIn(
         args.member_id,
         args.record,
@@ -621,6 +629,7 @@ def _agent(args: argparse.Namespace) -> StandIn:
         start_gate=args.start_gate,
         reply_lines=max(0, args.reply_lines),
         inline=args.inline,
+        command=shlex.split(process_environ().get("CAFLEET_BIN", "")),
     )
 
 

@@ -239,7 +239,7 @@ def prompt(ctx, member_id, force, text):
 def answer(ctx, member_id, choice, dialog):
     from cafleet.delivery.answer import answer_member
 
-    record = answer_member(ctx.store(), ctx.environ, ctx.db_path, member_id, choice, dialog)
+    record = answer_member(ctx.store(), ctx.settings, member_id, choice, dialog)
     ctx.emit(
         record,
         lambda: (
@@ -252,7 +252,7 @@ def answer(ctx, member_id, choice, dialog):
 def exec_(ctx, member_id, command, file, wait):
     from cafleet.broker.execs import MAX_COMMAND_BYTES, check_command, status_text
     from cafleet.cli.body import read_body
-    from cafleet.delivery import drain, execs
+    from cafleet.delivery import execs
 
     if command is None and file is None:
         from cafleet.errors import UsageError
@@ -266,7 +266,7 @@ def exec_(ctx, member_id, command, file, wait):
         text = check_command(command)
     else:
         text = check_command(read_body(ctx, None, file, limit=MAX_COMMAND_BYTES, what="a command", nul=False))
-    settings = drain.Settings(ctx.environ, ctx.db_path)
+    settings = ctx.settings
 
     def print_id(record):  # the id is out before any pane input
         if not ctx.json:

@@ -93,7 +93,7 @@ def dispatch(store, settings, exec_id: int, *, wait_for_lock: bool = True) -> st
     timeout = settings.lock_timeout if wait_for_lock else 0
     try:
         with lock.pane_lock(
-            settings.lock_dir, target["backend"], target["session"], target["pane_id"], timeout
+            settings.lock_dir, target["backend"], target["session"], target["pane_id"], timeout, store.hooks
         ) as held:
             if notifications.notification_target(store, member_id) != target:
                 return f"member {member_id}'s placement changed"
@@ -104,7 +104,12 @@ def dispatch(store, settings, exec_id: int, *, wait_for_lock: bool = True) -> st
                 return f"member {member_id}'s pane is running exec {other['exec_id']}"
             mux = held.guard(reach(target))
             submit.submit_shell_line(
-                mux, target["pane_id"], LINE.format(exec_id=exec_id), target["coding_agent"], settings.settle
+                mux,
+                target["pane_id"],
+                LINE.format(exec_id=exec_id),
+                target["coding_agent"],
+                settings.submit_settle,
+                hooks=store.hooks,
             )
             execs.mark_dispatched(store, exec_id)
     except LockTimeout as error:
@@ -224,7 +229,7 @@ class Watcher:
         self.fleet_id = fleet_id
         self.say = say or (lambda _: None)
         self.only = only
-        self.start_after, self.grace = config.exec_settings(settings.environ)
+        self.start_after, self.grace = settings.exec_start_after, settings.exec_grace
         self.retries: dict[int, list] = {}  # exec id -> [failures, next try (monotonic), last reason]
 
     def round(self) -> float | None:
@@ -327,14 +332,15 @@ class Watcher:
         text = NUDGE.format(exec_id=record["exec_id"], status=execs.status_text(record["exit_status"]))
         try:
             with lock.pane_lock(
-                self.settings.lock_dir, target["backend"], target["session"], target["pane_id"], 0
+                self.settings.lock_dir, target["backend"], target["session"], target["pane_id"], 0, self.store.hooks
             ) as held:
                 submit.type_prompt(
                     held.guard(reach(target)),
                     target["pane_id"],
                     text,
                     target["coding_agent"],
-                    settle=self.settings.settle,
+                    settle=self.settings.submit_settle,
+                    hooks=self.store.hooks,
                 )
         except LockTimeout:
             return "busy"

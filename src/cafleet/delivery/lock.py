@@ -55,7 +55,10 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from cafleet.errors import CafleetError, LockTimeout
-from cafleet.faults import trace_point
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from cafleet.faults import Hooks
 
 _MIN_SLEEP = 0.01
 _MAX_SLEEP = 0.05
@@ -172,16 +175,22 @@ def lock_path(lock_dir: str | os.PathLike[str], backend: str, session: str, pane
 
 @contextmanager
 def pane_lock(
-    lock_dir: str | os.PathLike[str], backend: str, session: str, pane_id: str, timeout: float
+    lock_dir: str | os.PathLike[str],
+    backend: str,
+    session: str,
+    pane_id: str,
+    timeout: float,
+    hooks: Hooks | None = None,
 ) -> Iterator[Held]:
     """Hold the pane-input lock for the key while the ``with`` body runs; the body types
-    through ``held.guard(mux)``."""
+    through ``held.guard(mux)``. ``hooks``: the command's test hooks (``store.hooks``;
+    :mod:`cafleet.faults`), which count each try that finds the lock held."""
     if timeout < 0:
         raise ValueError("timeout must not be negative")
     from cafleet.store import is_postgres_url
 
     if isinstance(lock_dir, str) and is_postgres_url(lock_dir):
-        with _advisory_lock(lock_dir, backend, session, pane_id, timeout) as held:
+        with _advisory_lock(lock_dir, backend, session, pane_id, timeout, hooks) as held:
             yield held
         return
     path = lock_path(lock_dir, backend, session, pane_id)
@@ -192,7 +201,7 @@ def pane_lock(
         raise _unavailable(error, lock_dir, pane_id) from None
     try:
         try:
-            _acquire(lambda: _try_flock(fd), pane_id, timeout)
+            _acquire(lambda: _try_flock(fd), pane_id, timeout, hooks)
         except OSError as error:  # not BlockingIOError: that one is retried (ENOLCK, EBADF...)
             raise _unavailable(error, lock_dir, pane_id) from None
         yield Held(pane_id, fd=fd)
@@ -220,15 +229,17 @@ def advisory_key(backend: str, session: str, pane_id: str) -> int:
 
 
 @contextmanager
-def _advisory_lock(url: str, backend: str, session: str, pane_id: str, timeout: float) -> Iterator[Held]:
+def _advisory_lock(
+    url: str, backend: str, session: str, pane_id: str, timeout: float, hooks: Hooks | None
+) -> Iterator[Held]:
     from cafleet.errors import DatabaseError
     from cafleet.store.postgres import AdvisoryLock
 
-    held = AdvisoryLock(url, advisory_key(backend, session, pane_id))
+    held = AdvisoryLock(url, advisory_key(backend, session, pane_id), hooks)
     try:
         try:
             held.open()
-            _acquire(held.try_acquire, pane_id, timeout)
+            _acquire(held.try_acquire, pane_id, timeout, hooks)
         except DatabaseError as error:
             raise LockUnavailable(
                 f"the pane-input lock for pane {pane_id} cannot be taken ({error})", pane=pane_id
@@ -246,7 +257,7 @@ def _unavailable(error: OSError, lock_dir, pane_id: str) -> LockUnavailable:
     )
 
 
-def _acquire(attempt: Callable[[], bool], pane_id: str, timeout: float) -> None:
+def _acquire(attempt: Callable[[], bool], pane_id: str, timeout: float, hooks: Hooks | None = None) -> None:
     """The one bounded wait for either engine's lock: ``attempt`` (an ``flock`` or
     ``pg_try_advisory_lock``, never waiting) retried with short sleeps until ``timeout``."""
     deadline = time.monotonic() + timeout
@@ -254,7 +265,8 @@ def _acquire(attempt: Callable[[], bool], pane_id: str, timeout: float) -> None:
     while True:
         if attempt():
             return
-        trace_point("lock.busy")  # test-only count (cafleet.faults): a try found it held
+        if hooks is not None:  # test-only count (cafleet.faults): a try found it held
+            hooks.trace("lock.busy")
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise LockTimeout(

@@ -65,13 +65,17 @@ with margin at a cost paid once per message.
 from __future__ import annotations
 
 import time
-from typing import Callable, Mapping
+from typing import Callable
 
+from cafleet.config import DEFAULT_SUBMIT_SETTLE
 from cafleet.delivery import screen
 from cafleet.delivery.preview import ELLIPSIS, NEWLINE_MARK, flatten
 from cafleet.errors import CafleetError, UsageError
-from cafleet.faults import pause_point, trace_point
 from cafleet.mux.base import Multiplexer
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from cafleet.faults import Hooks
 
 # How long typed text may take to show in the box before the attempt gives up without
 # Enter. Generous: an agent on a loaded machine can draw it seconds late; text drawn after
@@ -108,26 +112,20 @@ class SubmissionNotConfirmed(CafleetError):
     queue after Enter."""
 
 
-def settle_delay(environ: Mapping[str, str]) -> float:
-    """The settle delay: ``CAFLEET_SUBMIT_SETTLE`` seconds from ``environ``, else 0.3."""
-    from cafleet.config import submit_settle
-
-    return submit_settle(environ)
-
-
 def submit_preview(
     mux: Multiplexer,
     pane_id: str,
     text: str,
     agent: str,
     *,
-    settle: float | None = None,
+    settle: float = DEFAULT_SUBMIT_SETTLE,
     enter_retries: int = 3,
     confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
     echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
     ours: Callable[[str], str | None] | None = None,
     earlier: bool = False,
     on_enter: Callable[[], None] | None = None,
+    hooks: Hooks | None = None,
 ) -> None:
     """Type the rendered preview ``text`` as one line into ``pane_id`` and submit it.
 
@@ -151,6 +149,7 @@ def submit_preview(
         once=True,
         earlier=earlier,
         on_enter=on_enter,
+        hooks=hooks,
     )
 
 
@@ -159,17 +158,18 @@ def type_prompt(
     pane_id: str,
     text: str,
     agent: str,
-    settle: float | None = None,
+    settle: float = DEFAULT_SUBMIT_SETTLE,
     *,
     enter_retries: int = 3,
     confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
     echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
+    hooks: Hooks | None = None,
 ) -> None:
     """Type one prompt line (``member prompt``) into ``pane_id`` and submit it."""
     line = flatten(text)
     if not line.strip():
         raise UsageError("the prompt is empty; give the text to type.")
-    _submit(mux, pane_id, line, agent, settle, enter_retries, confirm_timeout, echo_timeout)
+    _submit(mux, pane_id, line, agent, settle, enter_retries, confirm_timeout, echo_timeout, hooks=hooks)
 
 
 def submit_shell_line(
@@ -180,6 +180,7 @@ def submit_shell_line(
     settle: float,
     *,
     echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
+    hooks: Hooks | None = None,
 ) -> None:
     """Type ``line`` (``! <command>``: the agent's own shell mode) into the agent's empty
     input box and press Enter once (``member exec``'s dispatch; docs/delivery.md).
@@ -213,7 +214,8 @@ def submit_shell_line(
         return
     _check_ready(mux, pane_id, agent, before, line)
     mux.type_text(pane_id, line)
-    pause_point("submit.typed")
+    if hooks is not None:
+        hooks.pause("submit.typed")
     time.sleep(settle)
     seen, shown = _poll(mux, pane_id, echo_timeout, shows)
     if not seen:
@@ -246,7 +248,7 @@ def _submit(
     pane_id: str,
     line: str,
     agent: str,
-    settle: float | None,
+    settle: float,
     enter_retries: int,
     confirm_timeout: float,
     echo_timeout: float,
@@ -254,11 +256,8 @@ def _submit(
     once: bool = False,
     earlier: bool = False,
     on_enter: Callable[[], None] | None = None,
+    hooks: Hooks | None = None,
 ) -> None:
-    if settle is None:
-        import os
-
-        settle = settle_delay(os.environ)
     if settle < 0 or enter_retries < 0 or confirm_timeout < 0 or echo_timeout < 0:
         raise ValueError("settle, enter_retries and the timeouts must not be negative")
     line = with_terminator(line)
@@ -286,12 +285,7 @@ def _submit(
         # that lags, whose late submission after the confirmation gave up types it twice.
         seen, shown = True, before
     else:
-        mux.type_text(pane_id, line)
-        pause_point("submit.typed")  # test-only hook (cafleet.faults): typed, Enter not pressed
-        trace_point("submit.typed")  # test-only times (bench/keeper_real.py)
-        time.sleep(settle)
-        seen, shown = _poll(mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder))
-        trace_point("submit.shown" if seen else "submit.not_shown")
+        seen, shown = _type(mux, pane_id, agent, line, settle, echo_timeout, marker, placeholder, hooks)
     if not seen:
         removed = _erase_ours(mux, pane_id, agent, shown, line)
         raise SubmissionNotConfirmed(
@@ -312,7 +306,8 @@ def _submit(
         if on_enter is not None:
             on_enter()
             on_enter = None
-        trace_point("submit.enter")
+        if hooks is not None:
+            hooks.trace("submit.enter")
         mux.press_enter(pane_id)
         outcome, shown = _await_outcome(mux, pane_id, agent, ends, placeholder, echoes, confirm_timeout)
         if outcome == _ECHOED:
@@ -331,6 +326,29 @@ def _submit(
         + ("; the typed text was removed." if removed else "."),
         pane=pane_id,
     )
+
+
+def _type(
+    mux: Multiplexer,
+    pane_id: str,
+    agent: str,
+    line: str,
+    settle: float,
+    echo_timeout: float,
+    marker: str,
+    placeholder: str | None,
+    hooks: Hooks | None,
+) -> tuple[bool, str]:
+    """Type ``line`` and wait (after ``settle``) for the box to show it: (seen, the screen)."""
+    mux.type_text(pane_id, line)
+    if hooks is not None:  # test-only (cafleet.faults): typed, Enter not pressed; bench/keeper_real.py's times
+        hooks.pause("submit.typed")
+        hooks.trace("submit.typed")
+    time.sleep(settle)
+    seen, shown = _poll(mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder))
+    if hooks is not None:
+        hooks.trace("submit.shown" if seen else "submit.not_shown")
+    return seen, shown
 
 
 def _check_ready(

@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import time
 
-from cafleet import clock
+from cafleet import clock, config
 from cafleet.broker import activity, fleets, messages, notifications
 from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, Conflict, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
-from cafleet.faults import pause_point
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
 MESSAGE_CHECK = 0.25  # seconds between checks for new Director messages (SQLite) and member rounds
@@ -71,8 +70,7 @@ class Watcher:
     def __init__(
         self,
         store,
-        environ,
-        db_path: str,
+        settings: config.Settings,
         fleet_id: int,
         interval: float,
         idle_after: float,
@@ -90,7 +88,8 @@ class Watcher:
         self.retried_at: dict[int, float] = {}
         self.last_message_id = 0
         self.director = fleets.get_fleet(store, fleet_id)["director_member_id"]
-        self.settings = drain.Settings(environ, db_path)  # validated before the stream starts
+        self.settings = settings  # validated before the stream starts
+        environ = settings.environ
         from cafleet.delivery import keeper, keepers
 
         self.keeper_on = keepers.enabled(environ)
@@ -100,7 +99,7 @@ class Watcher:
         if not self.keeper_on:
             from cafleet.delivery.notices import Noticer
 
-            self.noticer = Noticer(store, environ, fleet_id)
+            self.noticer = Noticer(store, settings, fleet_id)
         if self.deliverer is not None:
             self.deliverer.on_delivered = self.delivered
         self.commands = None  # `member exec`: the keeper's job too while it is off
@@ -158,7 +157,8 @@ class Watcher:
     def interval_round(self) -> None:
         """What is looked at once per interval: members' states, stale previews, budgets,
         worktrees and the keeper."""
-        pause_point("watch.round")
+        if self.store.hooks is not None:
+            self.store.hooks.pause("watch.round")
         self.members_round()
         self.retry_stale()
         self.budgets.round(self.emit, event)

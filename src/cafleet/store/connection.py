@@ -21,6 +21,7 @@ from cafleet.store import ReadSnapshot, diagnosis, faults, is_postgres_url, sche
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Problem, Store as StoreInterface, Trigger
 
 DEFAULT_BUSY_TIMEOUT = 5.0
@@ -29,12 +30,15 @@ DEFAULT_BUSY_TIMEOUT = 5.0
 class Store:
     """A validated connection plus the write-transaction discipline (BEGIN IMMEDIATE)."""
 
-    __slots__ = ("conn", "path", "busy_timeout", "identity", "_queue")
+    __slots__ = ("conn", "path", "busy_timeout", "identity", "_queue", "hooks")
     engine = "sqlite"
     BEGIN_READ = "BEGIN"  # a deferred transaction: its first read fixes the snapshot
 
-    def __init__(self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None, hooks: Hooks | None = None
+    ) -> None:
         self.conn = conn
+        self.hooks = hooks  # the command's test hooks (cafleet.faults); None outside a test
         self.path = path
         self.busy_timeout = busy_timeout
         self.identity = identity if identity is not None else file_identity(path)
@@ -386,13 +390,18 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
 
 
 def open_store(
-    path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: str | None = None, trusted_owner: str | None = None
+    path: str,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    schema: str | None = None,
+    trusted_owner: str | None = None,
+    hooks: Hooks | None = None,
 ) -> StoreInterface:
     """Diagnose ``path`` and return a Store ready for use, initialising it if new/empty.
 
     A ``postgresql://`` or ``postgres://`` URL opens the PostgreSQL store instead
     (:mod:`cafleet.store.postgres`, imported only then; ``schema`` is its schema and
-    ``trusted_owner`` the role besides the connecting one that may own it).
+    ``trusted_owner`` the role besides the connecting one that may own it). ``hooks``: the
+    command's test hooks (:mod:`cafleet.faults`), reached by every point through the store.
 
     An existing file is diagnosed through a connection that cannot write (see
     :func:`_diagnose_read_only`); only a file that passed is opened for writing, so a
@@ -401,7 +410,7 @@ def open_store(
     if is_postgres_url(path):
         from cafleet.store import postgres
 
-        return postgres.open_store(path, busy_timeout, schema, trusted_owner)
+        return postgres.open_store(path, busy_timeout, schema, trusted_owner, hooks)
     state = diagnosis.read_header_state(path)
     if state == diagnosis.MISSING:
         _make_parent(path)
@@ -428,7 +437,7 @@ def open_store(
     except BaseException:
         conn.close()
         raise
-    return Store(conn, path, busy_timeout, identity)
+    return Store(conn, path, busy_timeout, identity, hooks)
 
 
 def _check_log(path: str) -> None:
