@@ -329,9 +329,9 @@ def test_exec_run_outside_the_members_pane_runs_nothing(cli, store, paneless, en
 
 
 def _settings(env, db_path, **extra):
-    from cafleet.delivery import drain
+    from cafleet.config import Settings
 
-    return drain.Settings(dict(env, **extra), db_path)
+    return Settings(dict(env, **extra), db_path)
 
 
 def test_dispatched_but_never_started_and_vanished_are_told_to_the_director(store, paneless, env, db_path):

@@ -60,13 +60,13 @@ def run_exec_recorded(fleet, held, agent: str, version: str, member: int, captur
 
 def nudge(fleet) -> None:
     """The keeper's grace-period step, now (grace 0): the member is told to go on."""
-    from cafleet.delivery import drain
+    from cafleet.config import Settings
     from cafleet.delivery.execs import Watcher
     from cafleet.store.connection import open_store
 
     store = open_store(fleet.db)
     try:
-        Watcher(store, drain.Settings(dict(fleet.environ, CAFLEET_EXEC_GRACE="0"), fleet.db), fleet.fleet_id).round()
+        Watcher(store, Settings(dict(fleet.environ, CAFLEET_EXEC_GRACE="0"), fleet.db), fleet.fleet_id).round()
     finally:
         store.close()
 
