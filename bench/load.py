@@ -64,7 +64,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
 from cafleet.broker import members  # noqa: E402
-from cafleet.delivery.submit import settle_delay  # noqa: E402
+from cafleet.config import Settings  # noqa: E402
 from cafleet.store.connection import open_store  # noqa: E402
 
 from _pane_fleet import PaneFleet  # noqa: E402
@@ -485,7 +485,7 @@ def run_once(args: argparse.Namespace, database_url: str | None) -> dict:
     """One load on one store, in a work folder and tmux server of its own; its figures."""
     workdir = tempfile.mkdtemp(prefix="cafleet-load-")
     bench = Bench(workdir, database_url)
-    settle = settle_delay(bench.env)
+    settle = Settings(bench.env).submit_settle
     load = Load(bench, args)
     try:
         result = load.run()

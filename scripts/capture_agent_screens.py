@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Re-capture the screens the real claude and opencode draw, as test fixtures.
+"""Re-capture the screens the real claude, codex and opencode draw, as test fixtures.
 
 Runs each pinned agent (``$CAFLEET_AGENT_PREFIX/node_modules/.bin``, or ``--prefix``)
 offline in a private tmux server against the scripted model API of the test suite, drives
@@ -8,7 +8,7 @@ it into each state and writes the plain ``capture-pane`` text to
 then checks cafleet's screen cues on every file, so after a version bump the diff of
 these files and that test's failures show exactly which cue changed.
 
-    CAFLEET_AGENT_PREFIX=.cache/agents .venv/bin/python scripts/capture_agent_screens.py [claude] [opencode]
+    CAFLEET_AGENT_PREFIX=.cache/agents .venv/bin/python scripts/capture_agent_screens.py [claude] [codex] [opencode]
 
 States: ``startup`` (the first screen drawn), ``idle`` (empty composer), ``typed`` (text in
 the composer, not submitted), ``working`` (a reply held open), ``working_typed`` (the same
@@ -17,7 +17,9 @@ with text in the composer), ``queued`` (a line submitted while working: claude's
 ``fresh`` (the program started with no prompt: its first placeholder hint, opencode's
 ``Ask anything… "…"``), ``permission`` (a shell command awaiting approval), ``question``
 (the agent asks its user a question: claude's ``AskUserQuestion``, opencode's
-``question`` tool).
+``question`` tool, codex's ``request_user_input`` overlay in Plan mode). codex runs
+through the scripted Responses API (tests/support/real_codex.py) instead of the
+Anthropic one.
 """
 
 from __future__ import annotations
@@ -181,9 +183,171 @@ def capture(agent: str, out: Path, log=print) -> dict[str, str]:
     return shots
 
 
+def capture_codex(out: Path, log=print) -> dict[str, str]:
+    """codex's screens, through the scripted Responses API (tests/support/real_codex.py),
+    its approval flag ``on-request`` so that an escalated command draws the approval
+    dialog; ``question`` is its ``request_user_input`` overlay, drawn in Plan mode."""
+    import pytest
+
+    from cafleet.delivery import screen
+    from tests.support import openai_responses as responses
+    from tests.support import real_codex
+    from tests.support.environ import isolated_environ
+    from tests.support.real_agents import agent_version, write_fixture
+
+    agent = "codex"
+    version = agent_version(agent)
+    shots: dict[str, str] = {}
+    plan: list[responses.Reply] = []
+
+    def script(request: dict) -> responses.Reply:
+        log(f"turn: last input {responses.last_input(request).get('type')}")
+        return plan.pop(0) if plan else responses.Reply([responses.text("Done.")])
+
+    def keep(state: str, text: str) -> None:
+        shots[state] = text
+        log(
+            f"--- {agent} {version} {state}: classify={screen.classify(agent, text)} box={screen.input_box(agent, text)!r}"
+        )
+        log(text.rstrip())
+
+    with tempfile.TemporaryDirectory(prefix="cft-capture-") as tmp, pytest.MonkeyPatch.context() as patch:
+        root = Path(tmp)
+        env = isolated_environ(
+            root / "home", CAFLEET_DATABASE_URL=str(root / "cafleet.db"), CAFLEET_WAIT_INTERVAL="0.05"
+        )
+        for key in list(os.environ):
+            if key not in env:
+                patch.delenv(key)
+        for key, value in env.items():
+            patch.setenv(key, value)
+        with real_codex.codex_fleet(env, root, patch, approval="on-request") as codex:
+            codex.api.script = script
+            fleet, server = codex.fleet, codex.fleet.server
+
+            def shown(pane: str) -> str:
+                return server.run("capture-pane", "-p", "-t", pane)
+
+            def wait_screen(pane: str, check, timeout: float, what: str) -> str:
+                deadline = time.monotonic() + timeout
+                while True:
+                    text = shown(pane)
+                    if check(text):
+                        return text
+                    if time.monotonic() > deadline:
+                        raise AssertionError(f"timed out waiting for {what}; the screen:\n{text}")
+                    time.sleep(0.05)
+
+            def idle_empty(text: str) -> bool:
+                return screen.classify(agent, text) == screen.PaneState.IDLE and not screen.box_text(agent, text)
+
+            def state(pane: str, wanted: str, timeout: float = 45) -> str:
+                return wait_screen(pane, lambda t: screen.classify(agent, t) == wanted, timeout, wanted)
+
+            member = codex.create("capture", wait=False)
+            pane = fleet.query("SELECT mux_pane_id FROM member_placements WHERE member_id = ?", member)[0][0]
+            pane = pane.split()[0]
+            keep("startup", wait_screen(pane, lambda t: t.strip(), 60, "a first screen"))
+            deadline = time.monotonic() + 60
+            while not codex.api.turns() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            keep("idle", wait_screen(pane, lambda t: codex.api.turns() and idle_empty(t), 60, "the empty composer"))
+            server.run("send-keys", "-t", pane, "-l", TYPED)
+            keep("typed", wait_screen(pane, lambda t: TYPED in t, 20, "typed text"))
+            server.run("send-keys", "-t", pane, *["BSpace"] * len(TYPED))
+            wait_screen(pane, idle_empty, 20, "the composer emptied")
+
+            hold = threading.Event()
+            plan.append(responses.Reply([responses.text("Working on it, then done.")], hold=hold))
+            log(f"send: {codex.send(member, 'Please look at the build.')!r}")
+            try:
+                keep("working", state(pane, screen.PaneState.WORKING))
+                server.run("send-keys", "-t", pane, "-l", TYPED)
+                keep("working_typed", wait_screen(pane, lambda t: TYPED in t, 20, "typed text"))
+                server.run("send-keys", "-t", pane, *["BSpace"] * len(TYPED))
+                wait_screen(pane, lambda t: TYPED not in t, 20, "the typed text erased")
+                server.run("send-keys", "-t", pane, "-l", "queued line")
+                wait_screen(pane, lambda t: "queued line" in t, 20, "the queued text")
+                time.sleep(0.3)
+                server.run("send-keys", "-t", pane, "Enter")
+                time.sleep(1.0)
+                keep("queued", shown(pane))
+            finally:
+                hold.set()
+            keep(
+                "replied",
+                wait_screen(
+                    pane,
+                    lambda t: idle_empty(t) and not plan and "queued line" in "".join(codex.api.received()),
+                    60,
+                    "the replies",
+                ),
+            )
+
+            # the program started with no prompt: its first empty box and placeholder hint
+            fresh = server.new_pane([str(real_codex.CODEX)], cwd=str(codex.workdir))
+            keep("fresh", wait_screen(fresh, idle_empty, 60, "a fresh codex's composer"))
+
+            marker = codex.workdir / "made-by-the-agent"
+            plan.append(
+                responses.Reply(
+                    [
+                        responses.tool_call(
+                            "exec_command",
+                            {
+                                "cmd": f"touch {marker}",
+                                "sandbox_permissions": "require_escalated",
+                                "justification": "Create a file outside the sandbox?",
+                            },
+                        )
+                    ]
+                )
+            )
+            server.run("send-keys", "-t", pane, "-l", "make a file")
+            wait_screen(pane, lambda t: "make a file" in t, 20, "the typed prompt")
+            time.sleep(0.3)
+            server.run("send-keys", "-t", pane, "Enter")
+            keep("permission", state(pane, screen.PaneState.AWAITING_USER))
+            server.run("send-keys", "-t", pane, "Escape")
+            wait_screen(pane, lambda t: screen.classify(agent, t) != screen.PaneState.AWAITING_USER, 20, "dismissed")
+            wait_screen(pane, idle_empty, 45, "the composer again")
+
+            question = {
+                "questions": [
+                    {
+                        "id": "colour",
+                        "header": "Colour",
+                        "question": "Which colour should the button be?",
+                        "options": [
+                            {"label": "Red", "description": "A red button"},
+                            {"label": "Blue", "description": "A blue button"},
+                        ],
+                    }
+                ]
+            }
+            plan.append(responses.Reply([responses.tool_call("request_user_input", question)]))
+            # codex 0.171 answers request_user_input itself outside Plan mode ("unavailable in
+            # Default mode"); shift+tab cycles the mode to Plan, whose overlay this records
+            server.run("send-keys", "-t", pane, "BTab")
+            wait_screen(pane, lambda t: "Plan mode" in t, 20, "Plan mode")
+            server.run("send-keys", "-t", pane, "-l", "ask me")
+            wait_screen(pane, lambda t: "ask me" in t, 20, "the typed prompt")
+            time.sleep(0.3)
+            server.run("send-keys", "-t", pane, "Enter")
+            try:
+                keep("question", state(pane, screen.PaneState.AWAITING_USER, 30))
+            except AssertionError as error:
+                log(f"no question dialog: {error}")
+            log(f"unknown paths: {codex.api.unknown}")
+
+    for name, text in shots.items():
+        write_fixture(agent, version, name, text, out)
+    return shots
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("agents", nargs="*", default=["claude", "opencode"])
+    parser.add_argument("agents", nargs="*", default=["claude", "codex", "opencode"])
     parser.add_argument("--prefix", help="npm prefix holding the pinned agents (default $CAFLEET_AGENT_PREFIX)")
     parser.add_argument("--out", type=Path, default=FIXTURES)
     args = parser.parse_args(argv)
@@ -199,7 +363,10 @@ def main(argv: list[str] | None = None) -> int:
         if reason:
             print(f"Error: {reason}", file=sys.stderr)
             return 1
-        capture(agent, args.out)
+        if agent == "codex":
+            capture_codex(args.out)
+        else:
+            capture(agent, args.out)
     return 0
 
 

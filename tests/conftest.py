@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from cafleet.cli.context import Context
 from cafleet.cli.main import main
 from cafleet.store.connection import open_store
 from tests.support.environ import isolated_environ
+from tests.support.hooked import cafleet_argv
 
 pytest_plugins = [
     p
@@ -126,7 +126,7 @@ def run_cli(env):
 
     def run(*args: str, input: bytes = b"", environ: dict | None = None, timeout: float = 60) -> Result:
         proc = subprocess.run(
-            [sys.executable, "-m", "cafleet", *args],
+            [*cafleet_argv(environ or env), *args],
             input=input,
             capture_output=True,
             env=environ or env,

@@ -1,8 +1,8 @@
 """Crash suite: SIGKILL the real command line at every step of send, drain, ACK, member
 create and member delete, then check what survived.
 
-Each step is hit exactly with the fault-injection hook of :mod:`cafleet.faults`: the
-command runs with ``CAFLEET_TEST_PAUSE_AT=<point>``, announces ``paused <point>`` in a
+Each step is hit exactly with a pause point (:mod:`cafleet.faults`): the command runs
+through the tests' launcher (tests/support/hooked.py) with ``CAFLEET_TEST_PAUSE_AT=<point>``, announces ``paused <point>`` in a
 marker file and sleeps there until the test kills it with SIGKILL (nothing runs after the
 point: no ``finally``, no ``atexit``, no compensation). After every kill the same
 invariants are checked (:func:`assert_invariants`):
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
 
+import json
 import os
 import signal
 import sqlite3
@@ -47,6 +48,7 @@ import pytest
 
 from cafleet import config
 from cafleet.delivery.lock import pane_lock
+from tests.support.hooked import LAUNCHER
 from tests.support.pane_fleet import preview_line, tmux_fleet
 from tests.support.tmux_fixtures import wait_for
 
@@ -63,17 +65,15 @@ def fleet(env, tmp_path, monkeypatch):
 
 @pytest.fixture
 def paused(tmp_path):
-    """``paused(environ, point, *args)``: start ``python -m cafleet *args`` with the pause
-    hook armed at ``point`` and return it once it has announced the pause. Any process
+    """``paused(environ, point, *args)``: start ``cafleet *args`` through the tests' launcher
+    (tests/support/hooked.py) with the pause hook armed at ``point`` and return it once it has announced the pause. Any process
     still running at teardown is killed by its pid."""
     started: list[subprocess.Popen] = []
 
     def start(environ: dict, point: str, *args: str) -> subprocess.Popen:
         marker = tmp_path / f"pause-{len(started)}.txt"
         env = dict(environ, CAFLEET_TEST_PAUSE_AT=point, CAFLEET_TEST_PAUSE_FILE=str(marker), PGAPPNAME=KILLED_APP)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cafleet", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
+        proc = subprocess.Popen([*LAUNCHER, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         started.append(proc)
 
         def reached():
@@ -194,6 +194,42 @@ def panes(fleet) -> set[str]:
 
 
 # --- send ----------------------------------------------------------------------------------
+
+
+def test_a_users_environment_cannot_make_a_command_pause_or_trace(fleet, tmp_path):
+    """The pause and trace points act only for a command a test started through its launcher
+    (tests/support/hooked.py): the product's own entry point reads no hook variable, so the
+    test hooks' variables left in a user's environment neither hold `message send` inside
+    its write transaction nor make it (or the keeper it starts) write anything. It used to
+    hang there for good."""
+    alice = fleet.create("alice")["member_id"]
+    marker, trace, sql = tmp_path / "paused", tmp_path / "trace", tmp_path / "sql"
+    stray = dict(
+        fleet.environ,
+        CAFLEET_TEST_PAUSE_AT="send.before_commit",
+        CAFLEET_TEST_PAUSE_FILE=str(marker),
+        CAFLEET_TEST_TRACE=str(trace),
+        CAFLEET_TEST_TRACE_SQL=str(sql),
+    )
+
+    def as_a_user(*args: str, point: str) -> subprocess.CompletedProcess:
+        """`python -m cafleet`, as the `cafleet` script runs it: never the tests' launcher."""
+        return subprocess.run(
+            [sys.executable, "-m", "cafleet", *args],
+            env=dict(stray, CAFLEET_TEST_PAUSE_AT=point),
+            capture_output=True,
+            timeout=60,  # bounds the failure: it used to hang here for good
+        )
+
+    sent = as_a_user(*send_args(fleet, alice, "not held"), "--json", point="send.before_commit")
+    assert (sent.returncode, sent.stderr) == (0, b"")
+    record = json.loads(sent.stdout)
+    assert record["notified"] is True
+    assert fleet.query("SELECT text FROM messages") == [("not held",)]
+    assert fleet.submits(alice) == [preview_line(record)]
+    acked = as_a_user("message", "ack", str(record["message_id"]), point="ack.before_commit")
+    assert (acked.returncode, acked.stderr) == (0, b"")
+    assert (marker.exists(), trace.exists(), sql.exists()) == (False, False, False)
 
 
 def test_send_killed_before_commit_leaves_no_row(fleet, paused):

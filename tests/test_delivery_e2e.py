@@ -182,6 +182,36 @@ def test_preview_cleared_by_a_starting_agent_is_owed_not_stamped(fleet):
     assert fleet.submits(member) == [preview_line(first.json()), preview_line(second.json())]
 
 
+def test_a_preview_taken_late_is_found_by_the_retry_after_a_long_answer_scrolled_it_away(fleet, store_kind):
+    """An agent that takes the Enter after the sender stopped waiting for the echo, then
+    prints a long answer that pushes the echo up out of the rows a submission captures,
+    into the pane's history (the stand-in's --inline, as claude and codex print). The
+    sender pressed Enter for it, which the pane's lock file records (SQLite): the retry
+    reads the history, finds the header and stamps it without typing it again. With an
+    advisory lock (PostgreSQL) nothing is recorded and the retry types it once more, the one
+    extra copy an interrupted attempt may add."""
+    late = fleet.attach("late", "--late-echo", "8", "--reply-lines", "80", "--inline")
+    member, pane = late["member_id"], late["pane_id"]
+    fleet.wait_ready(member)
+    first = fleet.send(fleet.director, member, "first task", "--json")
+    assert (first.code, first.json()["notified"]) == (0, False)
+    assert "vanished from the standin input box" in first.err
+    line = preview_line(first.json())
+    wait_for(
+        lambda: "(reply line 80 of 80)" in fleet.server.run("capture-pane", "-p", "-t", pane),
+        timeout=30,
+        what="the late echo and the long answer",
+    )
+    waited = fleet.cafleet("message", "wait", str(fleet.director), "--timeout", "1", "--json")
+    assert waited.code == 3, waited  # its start-up retry ran; nothing arrived for the Director
+    if store_kind == "sqlite":
+        assert waited.err == ""
+        assert fleet.submits(member) == [line]
+        assert fleet.notified_at(first.json()["message_id"]) is not None
+    else:
+        assert fleet.submits(member)[:2] == [line, line]
+
+
 def test_agent_still_starting_gets_nothing_typed(fleet):
     """codex while it shows `Waiting for startup`: nothing is typed (it would hold the
     Enter and glue the text to the next preview); `message wait` delivers it later."""

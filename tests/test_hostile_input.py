@@ -309,7 +309,7 @@ def test_five_mib_body_through_a_real_process(run_cli, trio):
     max_text_len=st.integers(min_value=1, max_value=300),
 )
 def test_preview_is_inert_exact_and_cut_to_the_configured_length(body, message_id, sender, max_text_len):
-    max_len = config.max_text_len({"CAFLEET_MAX_TEXT_LEN": str(max_text_len)})
+    max_len = config.Settings({"CAFLEET_MAX_TEXT_LEN": str(max_text_len)}).max_text_len
     assert max_len == max_text_len
     check_preview(message_id, sender, clock.now(), body, max_len)
 

@@ -56,7 +56,6 @@ MESSAGE = CORE | {
     "cafleet.cli.message",
     "cafleet.cli.body",
     "cafleet.broker.messages",
-    "cafleet.faults",
     "cafleet.broker.fleets",  # a live fleet (its Director) is checked on reads too
     "fcntl",
 }  # the writers' queue (store/connection.py)
@@ -71,6 +70,7 @@ SEND = MESSAGE | {
 # A send to a member in a pane, and wait's retry of owed previews: the delivery path
 # (pane-input lock, the multiplexer subprocess, the preview's text handling).
 DELIVERY = SEND | {
+    "cafleet.broker.execs",  # previews hold while a `member exec` runs in the pane (one catalogue look)
     "cafleet.delivery",
     "cafleet.delivery.drain",
     "cafleet.delivery.lock",

@@ -335,3 +335,27 @@ def test_keystrokes_are_checked_against_the_lock_only_where_a_living_holder_can_
         assert keys.calls == [("type", "%3", "abc"), ("enter", "%3"), ("capture", "%3")]
     with pane_lock(lock_dir, "tmux", SESSION, "%3", timeout=0):  # free: the ended session held nothing
         pass
+
+
+def test_the_lock_file_records_the_previews_an_enter_was_pressed_for(lock_dir, store_kind):
+    """The held lock file keeps, across holders, the message ids whose preview got an Enter
+    in that pane and was not stamped (the retry of one of them may search the pane's
+    history for its echo: delivery/submit.py); the last 32 are kept. An advisory lock
+    (PostgreSQL) has no file: nothing is recorded."""
+    with pane_lock(lock_dir, "tmux", "main", "%1", 1) as held:
+        assert not held.entered_before(7)
+        held.note_entered(7)
+    if store_kind == "postgres":
+        with pane_lock(lock_dir, "tmux", "main", "%1", 1) as held:
+            assert not held.entered_before(7)
+        return
+    with pane_lock(lock_dir, "tmux", "main", "%2", 1) as other:
+        assert not other.entered_before(7)  # another pane's record
+    with pane_lock(lock_dir, "tmux", "main", "%1", 1) as held:
+        assert held.entered_before(7) and not held.entered_before(8)
+        held.forget_entered(7)
+    with pane_lock(lock_dir, "tmux", "main", "%1", 1) as held:
+        assert not held.entered_before(7)
+        for message_id in range(1, 41):
+            held.note_entered(message_id)
+        assert not held.entered_before(8) and held.entered_before(9) and held.entered_before(40)

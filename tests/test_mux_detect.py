@@ -43,7 +43,7 @@ def test_detection_matrix(environ, expected):
 def test_unknown_multiplexer_setting_is_a_config_error(value):
     with pytest.raises(ConfigError) as caught:
         detect_backend({**TMUX, "CAFLEET_MULTIPLEXER": value})
-    assert str(caught.value) == (f"CAFLEET_MULTIPLEXER={value!r} is not a multiplexer; set it to tmux or herdr.")
+    assert str(caught.value) == f"CAFLEET_MULTIPLEXER must be one of tmux, herdr, got {value!r}."
 
 
 def test_both_multiplexers_are_ambiguous():

@@ -12,7 +12,7 @@ from cafleet.errors import MuxError, PaneGone, PaneStale
 from cafleet.mux.base import PaneContext
 from cafleet.mux.herdr import Herdr
 from tests.support.recorder import READY
-from tests.support.tmux_fixtures import RECORDER, wait_for
+from tests.support.tmux_fixtures import RECORDER, split, wait_for
 from tests.support.mux_inputs import ARGV_DUMPER, HOSTILE_ARGS, HOSTILE_TEXT
 
 
@@ -123,7 +123,8 @@ def test_split_runs_argv_exactly_with_cwd_and_env(herdr_env, herdr, tmp_path):
     workdir = tmp_path / "dir with space #{pane_id};"
     workdir.mkdir()
     env = {"CFT_A": "value with spaces; $HOME `x`", "CFT_B": "#{session_name};"}
-    pane = herdr.split_identified(
+    pane = split(
+        herdr,
         "w1:t1",
         [sys.executable, "-c", ARGV_DUMPER, str(out), *HOSTILE_ARGS],
         cwd=str(workdir),
@@ -138,7 +139,7 @@ def test_split_runs_argv_exactly_with_cwd_and_env(herdr_env, herdr, tmp_path):
 
 
 def test_split_keeps_focus_and_splits_the_tabs_focused_pane(herdr_env, herdr):
-    new = herdr.split_identified("w1:t1", ["sleep", "60"])[0]
+    new = split(herdr, "w1:t1", ["sleep", "60"])
     panes = envelope(herdr_env.run("pane", "list").stdout)["result"]["panes"]
     assert [(p["pane_id"], p["tab_id"], p["focused"]) for p in panes] == [
         ("w1:p1", "w1:t1", True),
@@ -150,13 +151,13 @@ def test_split_keeps_focus_and_splits_the_tabs_focused_pane(herdr_env, herdr):
 
 def test_split_of_a_missing_tab_pane_or_directory_fails_clearly(herdr, tmp_path):
     with pytest.raises(MuxError, match="herdr tab w1:t9 has no pane to split"):
-        herdr.split_identified("w1:t9", ["true"])[0]
+        split(herdr, "w1:t9", ["true"])
     with pytest.raises(PaneGone, match="w1:p99"):
-        herdr.split_identified("w1:t1", ["true"], target_pane="w1:p99")[0]
+        split(herdr, "w1:t1", ["true"], target_pane="w1:p99")
     with pytest.raises(MuxError, match="without a command"):
-        herdr.split_identified("w1:t1", [])[0]
+        split(herdr, "w1:t1", [])
     with pytest.raises(MuxError, match="does not exist"):
-        herdr.split_identified("w1:t1", ["true"], cwd=str(tmp_path / "missing"))[0]
+        split(herdr, "w1:t1", ["true"], cwd=str(tmp_path / "missing"))
 
 
 # -- capture -------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from cafleet.errors import DamagedPlacement, MuxError, PaneGone, PaneStale
 from cafleet.mux.base import PaneContext
 from cafleet.mux.tmux import Tmux, tail_lines, text_chunks
 from tests.support.recorder import READY
-from tests.support.tmux_fixtures import RECORDER, wait_for
+from tests.support.tmux_fixtures import RECORDER, split, wait_for
 from tests.support.mux_inputs import ARGV_DUMPER, HOSTILE_ARGS, HOSTILE_TEXT
 
 
@@ -95,7 +95,8 @@ def test_split_runs_argv_exactly_with_cwd_and_env(tmux_server, tmux, tmp_path):
     workdir.mkdir()
     env = {"CFT_A": "value with spaces; $HOME `x`", "CFT_B": "#{session_name};"}
     context = tmux.current_pane()
-    pane = tmux.split_identified(
+    pane = split(
+        tmux,
         context.window_id,
         [sys.executable, "-c", ARGV_DUMPER, str(out), *HOSTILE_ARGS],
         cwd=str(workdir),
@@ -111,7 +112,7 @@ def test_split_of_a_single_word_command_runs_it_without_shell_parsing(tmux_serve
     script = tmp_path / "my prog; $HOME"
     script.write_text(f"#!/bin/sh\necho ok > '{marker}'\nsleep 60\n")
     script.chmod(0o755)
-    tmux.split_identified(tmux.current_pane().window_id, [str(script)])[0]
+    split(tmux, tmux.current_pane().window_id, [str(script)])
     # the shell creates the file before it writes to it: wait for the whole line
     wait_for(lambda: marker.exists() and marker.read_text() == "ok\n", what="the single-word command to run")
 
@@ -119,7 +120,7 @@ def test_split_of_a_single_word_command_runs_it_without_shell_parsing(tmux_serve
 def test_split_keeps_focus_on_the_calling_pane(tmux_server, tmux):
     context = tmux.current_pane()
     before = tmux_server.run("display-message", "-p", "-t", "main", "#{window_id} #{pane_id}")
-    new = tmux.split_identified(context.window_id, ["sleep", "60"], target_pane=context.pane_id)[0]
+    new = split(tmux, context.window_id, ["sleep", "60"], target_pane=context.pane_id)
     after = tmux_server.run("display-message", "-p", "-t", "main", "#{window_id} #{pane_id}")
     assert after == before == f"{context.window_id} {context.pane_id}\n"
     panes = tmux_server.run("list-panes", "-t", context.window_id, "-F", "#{pane_id}").split()
@@ -129,14 +130,14 @@ def test_split_keeps_focus_on_the_calling_pane(tmux_server, tmux):
 def test_split_refuses_a_missing_directory_and_an_empty_command(tmux, tmp_path):
     window = tmux.current_pane().window_id
     with pytest.raises(MuxError, match="does not exist"):
-        tmux.split_identified(window, ["true"], cwd=str(tmp_path / "missing"))[0]
+        split(tmux, window, ["true"], cwd=str(tmp_path / "missing"))
     with pytest.raises(MuxError, match="without a command"):
-        tmux.split_identified(window, [])[0]
+        split(tmux, window, [])
 
 
 def test_split_into_a_missing_window_fails_in_one_line(tmux):
     with pytest.raises(MuxError) as caught:
-        tmux.split_identified("@999", ["true"])[0]
+        split(tmux, "@999", ["true"])
     assert str(caught.value).startswith("tmux split-window failed: ")
     assert "\n" not in str(caught.value)
 

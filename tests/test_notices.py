@@ -16,6 +16,8 @@ import json
 
 import pytest
 
+from cafleet.config import Settings
+
 from tests.support.keeper import assert_none_left
 from tests.support.pane_fleet import start, tmux_fleet
 from tests.support.remote_fleet import create_remote, fleet_with_hosts, short_directory
@@ -65,7 +67,7 @@ def noticer(fleet):
 
     store = open_store(str(fleet.db))
     try:
-        yield Noticer(store, fleet.environ, fleet.fleet_id)
+        yield Noticer(store, Settings(fleet.environ), fleet.fleet_id)
     finally:
         store.close()
 
@@ -166,7 +168,7 @@ def test_a_restarted_keeper_does_not_notice_an_open_episode_again(fleet, noticer
     asking(fleet)
     noticer.look()
     assert len(notices_of(fleet, "awaiting_user")) == 1
-    restarted = Noticer(noticer.store, fleet.environ, fleet.fleet_id)
+    restarted = Noticer(noticer.store, Settings(fleet.environ), fleet.fleet_id)
     restarted.awaiting_after = 3600.0
     restarted.look()
     restarted.look()
@@ -231,7 +233,7 @@ def test_an_unreachable_host_is_noticed_once_and_the_episode_ends_when_it_answer
                 fleet.wait_ready(member_id)
                 store = open_store(str(fleet.db))
                 try:
-                    noticer = Noticer(store, fleet.environ, fleet.fleet_id)
+                    noticer = Noticer(store, Settings(fleet.environ), fleet.fleet_id)
                     noticer.look()
                     assert notices_of(fleet) == []
                     host.stop()
@@ -268,7 +270,7 @@ def test_a_member_over_its_budget_is_noticed_once_and_the_episode_ends_when_it_i
 
     budget(100)
     write_calls(config, "s-a", call_lines("m1", 1001, 11))
-    noticer = Noticer(store, env, fleet_id)
+    noticer = Noticer(store, Settings(env), fleet_id)
     noticer.look()
     noticer.look()
     found = [r for r in messages.poll(store, director) if "kind" in r]
@@ -370,6 +372,7 @@ def test_a_send_whose_drain_fails_unexpectedly_names_the_keeper_that_retries_it(
     injected into the drain itself: no real program fails there on demand) is a warning
     naming the message id; it used to name "the next send or a later wait" as its retrier
     and leave the keeper unstarted. It names the keeper, which delivers it once."""
+    from cafleet import config
     from cafleet.broker import messages
     from cafleet.delivery import drain
     from cafleet.store.connection import open_store
@@ -387,7 +390,7 @@ def test_a_send_whose_drain_fails_unexpectedly_names_the_keeper_that_retries_it(
                 raise OSError(5, "Input/output error")
 
             patch.setattr(drain, "drain", broken)
-            outcome = drain.notify_after_send(store, drain.Settings(fleet.environ, fleet.db), member_id, record)
+            outcome = drain.notify_after_send(store, config.Settings(fleet.environ, str(fleet.db)), member_id, record)
     finally:
         store.close()
     message_id = record["message_id"]

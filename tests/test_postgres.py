@@ -157,11 +157,11 @@ def test_a_schema_that_is_not_cafleets_current_one_is_refused_unchanged(url, dam
 def test_a_healthy_schema_is_accepted_in_one_round_trip_and_any_other_is_diagnosed_in_detail(
     url, tmp_path, monkeypatch
 ):
-    """Counted, not timed: every statement the open sends is traced (CAFLEET_TEST_TRACE_SQL).
+    """Counted, not timed: every statement the open sends is traced (the hooks' SQL trace).
     A healthy schema costs one message (the settings and the digest query); auxiliary objects,
     present or missing, do not change that; a schema that differs from the baseline, acceptable
     or not, goes on to the detailed diagnosis, and the settings hold on both paths."""
-    from cafleet.faults import TRACE_SQL
+    from tests.support.hooked import FileHooks
 
     opened = []
 
@@ -171,11 +171,9 @@ def test_a_healthy_schema_is_accepted_in_one_round_trip_and_any_other_is_diagnos
 
     def open_traced(present=everything) -> list[str]:
         trace = tmp_path / f"sql{len(opened)}"
-        monkeypatch.setenv(TRACE_SQL, str(trace))
         try:
-            store = open_store(url, busy_timeout=3)
+            store = open_store(url, busy_timeout=3, hooks=FileHooks(trace_sql=str(trace)))
         finally:
-            monkeypatch.delenv(TRACE_SQL)
             sent = trace.read_text(encoding="utf-8").splitlines() if trace.exists() else []
             opened.append(sent)
         try:
@@ -647,7 +645,7 @@ def test_a_trusted_owners_schema_is_accepted_in_one_round_trip(url, roles, env, 
     """The ownership check rides in the fast path's one message: a healthy schema owned by
     the trusted owner (a name with a quote and a backslash, so its SQL constant is escaped)
     costs one statement, as one's own does; another owner is refused by the detailed check."""
-    from cafleet.faults import TRACE_SQL
+    from tests.support.hooked import FileHooks
 
     owner, owner_url = roles("'\\o")
     user, user_url = roles()
@@ -659,11 +657,7 @@ def test_a_trusted_owners_schema_is_accepted_in_one_round_trip(url, roles, env, 
 
     def traced(**kwargs) -> list[str]:
         trace = tmp_path / f"sql{len(list(tmp_path.glob('sql*')))}"
-        monkeypatch.setenv(TRACE_SQL, str(trace))
-        try:
-            store = open_store(user_url, **kwargs)
-        finally:
-            monkeypatch.delenv(TRACE_SQL)
+        store = open_store(user_url, **kwargs, hooks=FileHooks(trace_sql=str(trace)))
         store.close()
         return trace.read_text(encoding="utf-8").splitlines()
 
@@ -675,10 +669,8 @@ def test_a_trusted_owners_schema_is_accepted_in_one_round_trip(url, roles, env, 
         assert messages.send(store, director, m1, "for the trusted owner's schema")["message_id"] > 0
     finally:
         store.close()
-    monkeypatch.setenv(TRACE_SQL, str(tmp_path / "refused"))
     with pytest.raises(DatabaseError, match="is owned by role"):
-        open_store(user_url, trusted_owner="someone_else")
-    monkeypatch.delenv(TRACE_SQL)
+        open_store(user_url, trusted_owner="someone_else", hooks=FileHooks(trace_sql=str(tmp_path / "refused")))
     refused = (tmp_path / "refused").read_text(encoding="utf-8").splitlines()
     assert "md5(string_agg(" in refused[0] and any("SELECT 'relation', c.relname" in line for line in refused[1:])
     assert not any(line.startswith("sql CREATE") or line.startswith("sql INSERT") for line in refused)

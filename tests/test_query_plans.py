@@ -20,6 +20,7 @@ import pytest
 
 from cafleet.broker import fleets, members, messages, notifications, timeline
 from cafleet.delivery import inbox
+from cafleet.config import Settings
 from cafleet.delivery.watch import Watcher
 from cafleet.store import connection, schema
 from cafleet.store.connection import open_store
@@ -48,6 +49,7 @@ TABLES = {
     "w": "cafleet_aux_member_worktrees",
     "cafleet_aux_member_worktrees": "cafleet_aux_member_worktrees",
     "cafleet_aux_fleet_worktrees": "cafleet_aux_fleet_worktrees",
+    "cafleet_aux_execs": "cafleet_aux_execs",
 }
 # Where a plan may read something other than one row or one index slice by equality:
 ALLOWED = {
@@ -380,7 +382,7 @@ def test_watch_and_webui_reads_use_indexes(env, database, recorded):
     store = open_store(path)
     try:
         events = []
-        watcher = Watcher(store, env_for(env, path), path, ids["fleet"], 0.0, 600.0, events.append)
+        watcher = Watcher(store, Settings(env_for(env, path), path), ids["fleet"], 0.0, 600.0, events.append)
         watcher.director_messages()  # new messages for the Director (pending_after)
         watcher.members_round()  # roster, member details, activity (panes cannot be inspected)
         watcher.retry_stale()  # previews owed for longer than the interval (stale_notifications)

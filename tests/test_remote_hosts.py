@@ -23,7 +23,14 @@ import pytest
 
 from cafleet.mux.ssh import join_session, split_session
 from tests.support.pane_fleet import preview_line, start
-from tests.support.remote_fleet import create_remote, fleet_with_hosts, proc_environ, remote_panes, short_directory
+from tests.support.remote_fleet import (
+    create_remote,
+    create_remote_args,
+    fleet_with_hosts,
+    proc_environ,
+    remote_panes,
+    short_directory,
+)
 from tests.support.tmux_fixtures import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.tmux]
@@ -126,6 +133,31 @@ def test_create_spawns_the_member_on_the_host_and_a_send_is_typed_and_submitted_
     done = host.ssh(f"cd / && CAFLEET_DATABASE_URL={fleet.db} cafleet message poll {member_id} --json")
     assert done.returncode == 0, done.stderr
     assert message["message_id"] in {m["message_id"] for m in json.loads(done.stdout)}
+
+
+def test_nothing_test_only_reaches_a_pane_on_another_host(remote, tmp_path):
+    """A member created on another host by a command that runs with test hooks (a trace, and
+    a pause at a point this command never reaches) gets only cafleet's declared settings:
+    no hook variable, and no other undeclared ``CAFLEET_*`` variable, reaches the host. The
+    trace and the pause-until file used to be copied into the remote pane's environment."""
+    fleet, host = remote
+    hooked = dict(
+        fleet.environ,
+        CAFLEET_TEST_TRACE=str(tmp_path / "trace"),
+        CAFLEET_TEST_PAUSE_AT="watch.round",
+        CAFLEET_TEST_PAUSE_UNTIL=str(tmp_path / "go"),
+        CAFLEET_TEST_TRACE_SQL=str(tmp_path / "sql"),
+        CAFLEET_UNDECLARED="x",
+        CAFLEET_LOCK_TIMEOUT="30",
+    )
+    created = fleet.cafleet(  # through the tests' launcher: the hook variables are set
+        *create_remote_args(fleet, host, "far"), "--json", "Wait for tasks.", environ=hooked
+    )
+    assert created.code == 0, created
+    pane_env = proc_environ(int(remote_panes(host)[created.json()["pane_id"]]))
+    assert pane_env["CAFLEET_LOCK_TIMEOUT"] == "30"  # a declared setting travels
+    forwarded = sorted(key for key in pane_env if key.startswith("CAFLEET_"))
+    assert [key for key in forwarded if key.startswith("CAFLEET_TEST_") or key == "CAFLEET_UNDECLARED"] == []
 
 
 def test_previews_share_one_connection_per_host(remote):

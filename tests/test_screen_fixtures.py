@@ -1,7 +1,7 @@
 """cafleet's screen cues on the screens the real agents drew.
 
 ``tests/fixtures/screens/<agent>-<version>/<state>.txt`` are plain ``capture-pane`` texts
-of the pinned claude and opencode (200x50 panes), recorded by
+of the pinned claude, codex and opencode (200x50 panes), recorded by
 ``scripts/capture_agent_screens.py`` against the scripted model API. Each state has an
 expected classification and input box; after a version bump, re-capture, and the
 failures here name the state whose cue changed. Runs without the agents installed.
@@ -36,6 +36,7 @@ EXPECTED = {
 REQUIRED = {
     "claude": set(EXPECTED),
     "opencode": set(EXPECTED),  # its question tool is on with OPENCODE_ENABLE_QUESTION_TOOL
+    "codex": set(EXPECTED),  # its question overlay (request_user_input) recorded in Plan mode
 }
 
 
@@ -59,6 +60,22 @@ DRAWN = {
         ("permission", "△ Permission required"),
         ("question", "↑↓ select  enter submit  esc dismiss"),
         ("question", "3. Type your own answer"),
+    ],
+    "codex": [
+        ("idle", "› Ask Codex to do anything"),  # the empty composer's placeholder hint
+        ("fresh", "› Ask Codex to do anything"),  # started with no prompt
+        ("fresh", "? for shortcuts"),
+        ("idle", "← for agents · ? for shortcuts"),  # the footer after a turn
+        ("working", "• Working ("),  # the status row
+        ("working", "esc to interrupt"),
+        ("working_typed", "tab to queue message"),  # text in the box while it works
+        ("queued", "Messages to be submitted after next tool call"),  # a line waits in the queue
+        ("queued", "↳ queued line"),
+        ("permission", "Would you like to run the following command?"),
+        ("permission", "› 1. Yes, proceed (y)"),
+        ("permission", "Press enter to confirm or esc to cancel"),
+        ("question", "Question 1/1 (1 unanswered)"),  # request_user_input, in Plan mode
+        ("question", "enter to submit answer"),
     ],
 }
 

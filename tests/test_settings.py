@@ -200,6 +200,20 @@ def test_every_cafleet_variable_in_the_source_is_declared():
     assert "CAFLEET_SUBMIT_SETTLE" in found  # the scan sees the source
 
 
+def test_only_config_reads_the_process_environment():
+    """``os.environ`` is named in config.py alone (the command's context reads it once, through
+    ``config.process_environ``; child processes get ``config.child_environ``), and no test
+    hook variable is declared among the settings: nothing else can read a setting, or a
+    hook, behind the command's back."""
+    readers = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "src" / "cafleet").rglob("*.py")
+        if "os.environ" in path.read_text(encoding="utf-8") and path.name != "config.py"
+    )
+    assert readers == []
+    assert [s.name for s in config.ENVIRONMENT if s.name.startswith("CAFLEET_TEST_")] == []
+
+
 def test_generator_writes_the_table_between_the_markers(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\n{config.TABLE_START}\nstale\n{config.TABLE_END}\n\nafter\n", encoding="utf-8")

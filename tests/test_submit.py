@@ -14,14 +14,15 @@ import uuid
 
 import pytest
 
+from cafleet.config import Settings
 from cafleet.delivery.preview import PREVIEW_MAX_LEN, render_preview
 from cafleet.delivery.screen import PaneState, classify
 from cafleet.delivery.submit import (
+    CAPTURE_LINES,
     PaneAwaitingUser,
     PaneInputBusy,
     PaneNotReady,
     SubmissionNotConfirmed,
-    settle_delay,
     submit_preview,
     type_prompt,
 )
@@ -234,10 +235,10 @@ def test_gone_pane_is_reported(server):
 
 
 def test_settle_delay_from_the_environment():
-    assert settle_delay({}) == 0.3
-    assert settle_delay({"CAFLEET_SUBMIT_SETTLE": "0.15"}) == 0.15
+    assert Settings({}).submit_settle == 0.3
+    assert Settings({"CAFLEET_SUBMIT_SETTLE": "0.15"}).submit_settle == 0.15
     with pytest.raises(ConfigError):
-        settle_delay({"CAFLEET_SUBMIT_SETTLE": "soon"})
+        Settings({"CAFLEET_SUBMIT_SETTLE": "soon"})
 
 
 def test_auto_reply_uses_the_real_command_line(server, standin, tmp_path, cli, build):
@@ -521,4 +522,33 @@ def test_a_preview_taken_after_the_attempt_gave_up_is_not_typed_again(server, st
     submit_preview(server.mux, pane, preview, "standin", **fast)  # confirmed by the echo already there
     assert kinds_and_texts(record) == [("submit", line)]
     type_prompt(server.mux, pane, line, "standin", **FAST)
+    assert kinds_and_texts(record) == [("submit", line), ("submit", line)]
+
+
+@pytest.mark.parametrize("drawn", ["inline", "in place"])
+def test_a_preview_taken_late_whose_echo_scrolled_out_of_the_captured_rows(server, standin, tmp_path, drawn):
+    """As above, but the agent then prints a long answer (80 rows), so by the time of the
+    retry the preview's header has left the rows a submission captures. An agent that
+    prints its transcript into the terminal (claude, codex; the stand-in's --inline) has
+    pushed it up into the pane's history: the retry of a message an earlier attempt pressed
+    Enter for reads the history a bounded number of rows back, finds the header and types
+    nothing. A full-screen agent that redraws in place (opencode; the stand-in by default)
+    keeps no history: the header is gone from the pane and the retry types the preview
+    again, the one extra copy an interrupted attempt may add (docs/delivery.md)."""
+    record = tmp_path / "record.jsonl"
+    fast = dict(FAST, confirm_timeout=0.5)  # gives up after 1.5 s without an echo
+    flags = ["--late-echo", "3", "--reply-lines", "80"] + (["--inline"] if drawn == "inline" else [])
+    pane = standin(*flags, record=record)
+    preview = render_preview(33, 3, TS, "taken late, then a long answer", 200)
+    line = f"[cafleet msg 33 from 3 {TS}]⏎taken late, then a long answer"
+    with pytest.raises(SubmissionNotConfirmed, match="vanished"):
+        submit_preview(server.mux, pane, preview, "standin", **fast)
+    wait_for(lambda: "(reply line 80 of 80)" in server.mux.capture(pane), what="the late echo and the answer")
+    assert "[cafleet msg 33 from 3 " not in server.mux.capture(pane, CAPTURE_LINES)  # scrolled out
+    if drawn == "inline":
+        submit_preview(server.mux, pane, preview, "standin", **fast, earlier=True)
+        assert kinds_and_texts(record) == [("submit", line)]
+        return
+    with pytest.raises(SubmissionNotConfirmed, match="vanished"):
+        submit_preview(server.mux, pane, preview, "standin", **fast, earlier=True)
     assert kinds_and_texts(record) == [("submit", line), ("submit", line)]

@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 
+from tests.support.hooked import cafleet_argv
 from tests.support.pause import default_sigint, held_commands
 from tests.support.postgres import terminate
 from tests.support.tmux_fixtures import wait_for
@@ -32,7 +33,7 @@ def held(tmp_path):
 
 def spawn(env, *args, **kwargs):
     return subprocess.Popen(
-        [sys.executable, "-m", "cafleet", *args],
+        [*cafleet_argv(env), *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -64,7 +65,7 @@ def test_wait_timeout_prints_nothing_and_exits_3(cli, trio):
 def test_wait_wakes_for_a_message_without_spinning(env, cli, trio, held, tmp_path, store_kind):
     """A quiet wait neither re-reads its inbox nor checks for changes more often than its
     interval allows. Counted, not timed: the command appends each loop turn to a trace file
-    (cafleet.faults.trace_point), and a sleep never ends early, so in ``elapsed`` seconds
+    (a trace point, cafleet.faults), and a sleep never ends early, so in ``elapsed`` seconds
     there can be at most ``elapsed / step`` checks whatever the machine's load. How fast it
     wakes is a benchmark's business (bench/); here it must wake, with the message."""
     from cafleet.delivery.inbox import DEFAULT_INTERVAL

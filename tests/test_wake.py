@@ -18,6 +18,7 @@ import pytest
 from cafleet.broker import fleets, members, messages
 from cafleet.store.changes import Changes
 from cafleet.store.connection import open_store
+from tests.support.hooked import cafleet_argv
 from tests.support.pause import default_sigint, held_commands
 
 
@@ -34,7 +35,7 @@ def held(tmp_path):
 
 def spawn(env, *args):
     return subprocess.Popen(
-        [sys.executable, "-m", "cafleet", *args],
+        [*cafleet_argv(env), *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -133,6 +133,7 @@ def test_activity_between_two_rounds_starts_a_new_idle_episode(fleet, store, cli
     """The rounds are driven by hand (no clock in the way): with ``idle_after`` 0 a member
     with activity is idle in every round, and a message it sends between two rounds still
     ends the first episode, so the second round reports a new one."""
+    from cafleet.config import Settings
     from cafleet.delivery.watch import Watcher
 
     fleet_id, director, environ, add = fleet
@@ -140,7 +141,7 @@ def test_activity_between_two_rounds_starts_a_new_idle_episode(fleet, store, cli
     send = ["message", "send", "--from-member-id", str(member_id), "--to-member-id", str(director)]
     assert cli(*send, "hello", environ=environ).code == 0
     seen = []
-    watcher = Watcher(store, environ, db_path, fleet_id, 5.0, 0.0, seen.append)
+    watcher = Watcher(store, Settings(environ, db_path), fleet_id, 5.0, 0.0, seen.append)
     watcher.members_round()
     watcher.members_round()
     assert [(e["event"], e["member_id"]) for e in seen] == [("idle", member_id)]  # once per episode
@@ -155,12 +156,13 @@ def test_a_member_without_message_activity_is_silent_and_never_idle(fleet, store
     member that has sent, received and acked nothing is ``silent`` once it has been
     registered longer than ``--idle-after`` (its own state and event, measured from
     registration), and becomes ``idle`` only by the activity it then has."""
+    from cafleet.config import Settings
     from cafleet.delivery.watch import Watcher
 
     fleet_id, director, environ, add = fleet
     member_id, _, _ = add("quiet", store=store)
     seen = []
-    watcher = Watcher(store, environ, db_path, fleet_id, 5.0, 0.0, seen.append)
+    watcher = Watcher(store, Settings(environ, db_path), fleet_id, 5.0, 0.0, seen.append)
     watcher.members_round()
     watcher.members_round()
     assert [(e["event"], e["member_id"]) for e in seen] == [("silent", member_id)]  # once

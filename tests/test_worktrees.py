@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.hooked import LAUNCHER
 from tests.support.pane_fleet import CliResult, tmux_fleet
 from tests.support.tmux_fixtures import wait_for
 
@@ -269,7 +270,7 @@ def test_a_creation_killed_around_git_worktree_add_leaves_nothing_unrecorded(fle
     marker = tmp_path / "paused.txt"
     environ = dict(fleet.environ, CAFLEET_TEST_PAUSE_AT=point, CAFLEET_TEST_PAUSE_FILE=str(marker))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cafleet", *create_args(fleet, "ann"), "--coding-agent", "standin", "--worktree"],
+        [*LAUNCHER, *create_args(fleet, "ann"), "--coding-agent", "standin", "--worktree"],
         env=environ,
         cwd=fleet.repo,
         stdout=subprocess.DEVNULL,

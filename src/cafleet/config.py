@@ -41,7 +41,8 @@ class Setting:
     unit: ``noun`` says which), "integer" (decimal digits, ``low``..``high``), "switch" (on/off), "choice" (one of ``choices``), or a free text
     kind ("location", "path", "command", "host", "text") checked where it is used.
     ``audience``: "user" (the README table), "pane" (set by cafleet in member panes for
-    the agent to read), "test" (test hooks and the stand-in agent).
+    the agent to read), "test" (the stand-in agent the tests and the demo run). The test
+    hooks are not settings: no variable reaches them (:mod:`cafleet.faults`).
     """
 
     __slots__ = (
@@ -313,6 +314,24 @@ ENVIRONMENT = (
         high=HOUR,
     ),
     _s(
+        "CAFLEET_EXEC_START_AFTER",
+        "seconds",
+        60.0,
+        "`member exec`: a command whose line was typed into the member's pane but did not start this long "
+        "after is reported to the Director as never started",
+        low=0.0,
+        high=DAY,
+    ),
+    _s(
+        "CAFLEET_EXEC_GRACE",
+        "seconds",
+        30.0,
+        "`member exec`: when the member took no turn of its own this long after its command ended, one line "
+        "tells it to continue with the output",
+        low=0.0,
+        high=DAY,
+    ),
+    _s(
         "CAFLEET_SSH_CONFIG",
         "path",
         None,
@@ -345,23 +364,6 @@ ENVIRONMENT = (
     _s("CAFLEET_HOST", "text", None, "the host a member's pane runs on, set in panes on other hosts", audience="pane"),
     _s("CAFLEET_MEMBER_ID", "text", None, "the member's own id, set in each member's pane", audience="pane"),
     _s("CAFLEET_FLEET_ID", "text", None, "the member's fleet id, set in each member's pane", audience="pane"),
-    _s("CAFLEET_TEST_PAUSE_AT", "text", None, "fault injection: stop at this named point", audience="test"),
-    _s("CAFLEET_TEST_PAUSE_FILE", "text", None, "fault injection: where the pause is announced", audience="test"),
-    _s("CAFLEET_TEST_PAUSE_UNTIL", "text", None, "fault injection: carry on once this file exists", audience="test"),
-    _s(
-        "CAFLEET_TEST_TRACE",
-        "text",
-        None,
-        "test counting: append each trace point reached to this file",
-        audience="test",
-    ),
-    _s(
-        "CAFLEET_TEST_TRACE_SQL",
-        "text",
-        None,
-        "test counting: append each SQL statement a PostgreSQL store sends to this file",
-        audience="test",
-    ),
     _s(
         "CAFLEET_STANDIN_RECORD_DIR", "text", None, "stand-in agent: where it records what it received", audience="test"
     ),
@@ -456,28 +458,70 @@ def declared(name: str) -> Setting:
     return _BY_NAME[name]
 
 
+def declared_names() -> frozenset[str]:
+    """Every declared environment variable's name."""
+    return frozenset(setting.name for setting in ENVIRONMENT)
+
+
 def option(flag: str, raw: str):
     """The value of a numeric option's argument, bounded by its declaration."""
     return _BY_NAME[flag].parse(raw)
 
 
 class Settings:
-    """Every checked environment setting of one command, read and bounded at once.
+    """Every checked environment setting of one command, read and bounded at once, and the
+    environment they came from.
 
-    Built before a command's handler runs (:meth:`cafleet.cli.context.Context.settings`), so
-    a bad value refuses the command before anything is stored or typed.
+    Built once per command before its handler runs (:attr:`cafleet.cli.context.Context.settings`;
+    once per process for the WebUI's server and the fleet keeper) and passed down, so a bad
+    value refuses the command before anything is stored or typed, and nothing below reads
+    the environment again. ``environ`` stays for what is not a setting: the agents' own
+    folders (``HOME``, ``CLAUDE_CONFIG_DIR``...) and the environment of child processes
+    (:func:`child_environ`).
     """
 
-    __slots__ = tuple(s.attr for s in ENVIRONMENT if s.checked)
+    __slots__ = (*(s.attr for s in ENVIRONMENT if s.checked), "environ", "_db_path")
 
-    def __init__(self, environ) -> None:
+    def __init__(self, environ, db_path: str | None = None) -> None:
+        self.environ = environ
+        self._db_path = db_path  # given when the caller already chose the database (the WebUI's server)
         for setting in ENVIRONMENT:
             if setting.checked:
                 setattr(self, setting.attr, setting.read(environ))
 
+    @property
+    def db_path(self) -> str:
+        """The database location (:func:`database_path`), read on first use: a command that
+        needs no database works without one."""
+        if self._db_path is None:
+            self._db_path = database_path(self.environ)
+        return self._db_path
+
+    @property
+    def lock_dir(self) -> str:
+        """Where the pane-input locks live (:func:`lock_dir`)."""
+        return lock_dir(self.db_path)
+
     if TYPE_CHECKING:  # the attributes are the declarations' names, set above
 
         def __getattr__(self, name: str) -> Any: ...
+
+
+def process_environ():
+    """The process's own environment: the one place cafleet reads ``os.environ``. A command
+    reads it once, into its context (:class:`cafleet.cli.context.Context`); code below the
+    command takes the mapping (or :class:`Settings`) it is given."""
+    return os.environ
+
+
+def child_environ(environ=None, drop=(), **overrides: str) -> dict[str, str]:
+    """The environment of a child process cafleet starts (a pane's command, ssh, git, the
+    multiplexer's client, the fleet keeper): ``environ`` (the process's own when None)
+    copied, without the names in ``drop``, with ``overrides``."""
+    base = os.environ if environ is None else environ
+    env = {key: value for key, value in base.items() if key not in drop}
+    env.update(overrides)
+    return env
 
 
 # --- readers used by the library (each goes through the declarations above) ---------------
@@ -568,15 +612,6 @@ def lock_dir(db_path: str) -> str:
     return os.path.join(os.path.dirname(os.path.realpath(db_path)), "locks")
 
 
-def positive_float_env(environ, name: str, default: float | None = None) -> float:
-    """A declared seconds variable (``default`` is the declaration's; kept for callers)."""
-    return _BY_NAME[name].read(environ)
-
-
-def max_text_len(environ) -> int:
-    return _BY_NAME["CAFLEET_MAX_TEXT_LEN"].read(environ)
-
-
 def submit_settle(environ) -> float:
     return _BY_NAME["CAFLEET_SUBMIT_SETTLE"].read(environ)
 
@@ -585,21 +620,9 @@ def lock_timeout(environ) -> float:
     return _BY_NAME["CAFLEET_LOCK_TIMEOUT"].read(environ)
 
 
-def busy_timeout(environ) -> float:
-    return _BY_NAME["CAFLEET_BUSY_TIMEOUT"].read(environ)
-
-
 def keeper_enabled(environ) -> bool:
     """``CAFLEET_KEEPER``: whether commands start the fleet keeper (on by default)."""
     return _BY_NAME["CAFLEET_KEEPER"].read(environ)
-
-
-def notice_settings(environ) -> tuple[float, float, float]:
-    """(awaiting after, silent after, interval): the thresholds of the Director's notices."""
-    return tuple(
-        _BY_NAME[name].read(environ)
-        for name in ("CAFLEET_NOTICE_AWAITING_AFTER", "CAFLEET_NOTICE_SILENT_AFTER", "CAFLEET_NOTICE_INTERVAL")
-    )
 
 
 def debug(environ) -> bool:
@@ -646,7 +669,13 @@ def markdown() -> str:
         "|---|---|",
     ]
     lines += [f"| `{s.name}` | {cell(s.meaning)} |" for s in ENVIRONMENT if s.audience == "pane"]
-    lines += ["", "Used only by the test suite and the stand-in agent:", "", "| Variable | Meaning |", "|---|---|"]
+    lines += [
+        "",
+        "Read only by the stand-in agent (the test suite's and the demo's agent):",
+        "",
+        "| Variable | Meaning |",
+        "|---|---|",
+    ]
     lines += [f"| `{s.name}` | {cell(s.meaning)} |" for s in ENVIRONMENT if s.audience == "test"]
     lines += [
         "",

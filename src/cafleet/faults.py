@@ -1,11 +1,17 @@
-"""A test-only fault-injection hook: stop a command at a named step so that a test can
-SIGKILL it exactly there, with no mocks and no timing guesses.
+"""The test seam: named pause and trace points, reached through one hooks object.
 
-``CAFLEET_TEST_PAUSE_AT=<point>`` makes the process that reaches :func:`pause_point` with
-that name write ``paused <point>`` (one line) to the file named by
-``CAFLEET_TEST_PAUSE_FILE`` (appended; stderr when unset) and then sleep until it is
-killed. It never returns, so nothing after the point runs. Without the variable a call
-is one dictionary lookup: the hook stays in production code at no cost.
+Every command's context (:class:`cafleet.cli.context.Context`) carries its hooks (a
+:class:`Hooks`, or None); it opens its store with them, and each point reaches them through
+that store (``store.hooks``) or, where there is no store (the pane-input lock, the typing
+of a line), through an argument its caller passes. The product's own entry point
+(``python -m cafleet``, the ``cafleet`` script) has none: a point is then one attribute
+test (``if hooks is not None``), this module is not even imported, and no variable of the
+environment can make a command pause or write a trace. Tests start commands through their own launcher
+(``python -m tests.support.hooked``, docs/testing.md), which builds hooks that act and
+runs cafleet's main with them.
+
+``pause(name)`` stops the command at the point so that a test can SIGKILL it exactly there
+(or act while it stands there, then let it carry on), with no mocks and no timing guesses.
 
 The points, in the order a command reaches them (tests/test_crash.py kills at each):
 
@@ -32,73 +38,51 @@ The points, in the order a command reaches them (tests/test_crash.py kills at ea
                         members (tests/test_watch.py deletes the fleet right there)
 =====================  =========================================================
 
-``CAFLEET_TEST_TRACE=<path>`` is the counting half: each :func:`trace_point` reached appends
-its name (one line) to that file, so a test can count how often a loop ran instead of
-guessing from CPU time (tests/test_wait_listen.py bounds a quiet wait's checks and reads),
-or a name with a message id: the drain appends ``drain.typing <id>`` before each attempt to
-type a preview and ``drain.submitted <id>`` once its submission is confirmed, so
-tests/test_remote_hosts.py can bound each preview's copies by the attempts that typed it.
-Tests also see that a process has reached a wait: ``lock.busy`` is written each time a
-try for a pane-input lock finds it held, on either store (tests/test_member_lifecycle.py
-starts a member only once ``fleet delete`` is waiting for a lock), and ``store.reconnect``
-before each try to reconnect a PostgreSQL store whose sessions the server ended
-(tests/test_wait_listen.py and tests/test_watch.py end them only once the command waits,
-and count its tries).
+``trace(name)`` is the counting half: a test counts how often a loop ran instead of
+guessing from CPU time (tests/test_wait_listen.py bounds a quiet wait's checks, ``changes.check``, and
+reads, ``wait.read``), or a name with a message id: the drain traces ``drain.typing <id>`` before each
+attempt to type a preview and ``drain.submitted <id>`` once its submission is confirmed, so
+tests/test_remote_hosts.py can bound each preview's copies by the attempts that typed it;
+the typing itself traces ``submit.typed`` once the line is typed, ``submit.shown`` (or
+``submit.not_shown``) when the echo wait in the box ends and ``submit.enter`` before each
+Enter, which bench/keeper_real.py time-stamps to say where a delivery's time goes.
+Tests also see that a process has reached a wait: ``lock.busy`` each time a try for a
+pane-input lock finds it held, on either store (tests/test_member_lifecycle.py starts a
+member only once ``fleet delete`` is waiting for a lock), ``store.wait`` each time a
+PostgreSQL change waiter waits, and ``store.reconnect`` before each try to reconnect a
+PostgreSQL store whose sessions the server ended (tests/test_wait_listen.py and
+tests/test_watch.py end them only once the command waits, and count its tries).
 
-``CAFLEET_TEST_TRACE_SQL=<path>`` traces the PostgreSQL store's statements, one line each
-(``sql <statement>``), into a file of their own so the counts above stay as they are:
-tests/test_postgres.py counts what an open sends to prove a healthy schema is accepted
-after one round trip. Read once per connection, so it costs nothing per statement without it.
+``trace_sql`` (None without hooks) is given each statement a PostgreSQL store sends
+(tests/test_postgres.py counts what an open sends to prove a healthy schema is accepted
+after one round trip); it is looked at once per connection, so it costs nothing per
+statement without hooks.
 
-With ``CAFLEET_TEST_PAUSE_UNTIL=<path>`` as well, the paused process carries on once that
-file exists instead of sleeping for good: a test can act exactly while the command stands
-at the point (tests/test_wake.py commits a message in the window of ``wait.empty``).
+``program`` is how this process runs cafleet again (the fleet keeper it starts): the
+launcher's hooks name the launcher, so a hooked command's keeper is hooked too (it traces,
+and never pauses: a test's pause is its own command's), and an unhooked one's never is.
 
-Two of them sit inside the broker's write transactions (``send.before_commit``,
-``ack.before_commit``). The broker does no I/O but the database's, and this hook keeps
-that true in production: it only acts under the test variable, and then it announces
-itself once and sleeps, holding the transaction open the way a process descheduled at
-that instant would.
+Two points sit inside the broker's write transactions (``send.before_commit``,
+``ack.before_commit``). The broker does no I/O but the database's, and these keep that true
+in production: without hooks they do nothing; a test's pause holds the transaction open
+the way a process descheduled at that instant would.
 """
 
 from __future__ import annotations
 
-import os
+import sys
 
-PAUSE_AT = "CAFLEET_TEST_PAUSE_AT"
-PAUSE_FILE = "CAFLEET_TEST_PAUSE_FILE"
-PAUSE_UNTIL = "CAFLEET_TEST_PAUSE_UNTIL"
-TRACE = "CAFLEET_TEST_TRACE"
-TRACE_SQL = "CAFLEET_TEST_TRACE_SQL"
+PROGRAM = (sys.executable, "-m", "cafleet")  # how a process without hooks runs cafleet again
 
 
-def trace_point(name: str, variable: str = TRACE) -> None:
-    """Append ``name`` to the file named by ``CAFLEET_TEST_TRACE`` (or ``variable``);
-    without it, one lookup."""
-    path = os.environ.get(variable)
-    if path:
-        with open(path, "a", encoding="utf-8") as trace:
-            trace.write(f"{name}\n")
+class Hooks:
+    """The hooks' interface, doing nothing: tests subclass it (tests/support/hooked.py)."""
 
+    trace_sql = None  # a callable taking each statement a PostgreSQL store sends, or None
+    program: tuple[str, ...] = PROGRAM
 
-def pause_point(name: str) -> None:
-    """Stop here when ``CAFLEET_TEST_PAUSE_AT`` names this point (for good, or until the
-    file named by ``CAFLEET_TEST_PAUSE_UNTIL`` exists); else return."""
-    if os.environ.get(PAUSE_AT) != name:
-        return
-    import sys
-    import time
+    def pause(self, name: str) -> None:
+        """Stop here while the hooks say so."""
 
-    line = f"paused {name}\n"
-    path = os.environ.get(PAUSE_FILE)
-    if path:
-        with open(path, "a", encoding="utf-8") as marker:
-            marker.write(line)
-    else:
-        sys.stderr.write(line)
-        sys.stderr.flush()
-    release = os.environ.get(PAUSE_UNTIL)
-    while True:  # until SIGKILL (or any signal that ends the process), or the release file
-        if release and os.path.exists(release):
-            return
-        time.sleep(0.01 if release else 3600)
+    def trace(self, name: str) -> None:
+        """Count ``name``."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -259,13 +259,19 @@ def missing(agent: str) -> str | None:
 
 
 @contextmanager
-def keeper_fleet(agent: str, root: Path, env: dict, monkeypatch) -> Iterator[Driven]:
+def keeper_fleet(
+    agent: str, root: Path, env: dict, monkeypatch, extra: Mapping[str, str] | None = None
+) -> Iterator[Driven]:
     """``agent``'s fleet under ``root`` with the keeper on; ``env`` (an isolated
     environment, tests/support/environ.py) and ``monkeypatch`` are used for codex, whose
-    fleet is built like the other stand-in fleets. Every keeper is ended by pid on exit."""
+    fleet is built like the other stand-in fleets. ``extra`` is added to the environment
+    of the command line, the keeper and the panes (settings such as the notices'
+    thresholds). Every keeper is ended by pid on exit."""
+    settings = {"CAFLEET_KEEPER": "on", **(extra or {})}
     if agent == "codex":
-        env["CAFLEET_KEEPER"] = "on"
-        monkeypatch.setenv("CAFLEET_KEEPER", "on")
+        env.update(settings)
+        for name, value in settings.items():
+            monkeypatch.setenv(name, value)
         with real_codex.codex_fleet(env, root, monkeypatch, approval="on-request") as codex:
             driven: Driven = Codex(codex)
             try:
@@ -273,7 +279,7 @@ def keeper_fleet(agent: str, root: Path, env: dict, monkeypatch) -> Iterator[Dri
             finally:
                 driven.end_keepers()
         return
-    with real_fleet(agent, root / f"real-{agent}", {"CAFLEET_KEEPER": "on"}) as fleet:
+    with real_fleet(agent, root / f"real-{agent}", settings) as fleet:
         driven = Anthropic(fleet, agent)
         try:
             yield driven

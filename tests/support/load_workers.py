@@ -50,14 +50,16 @@ class Runner:
 
     def __call__(self, *args: str) -> tuple[int, str]:
         if self.spawn:
-            done = subprocess.run([sys.executable, "-m", "cafleet", *args], capture_output=True, timeout=120)
+            from tests.support.hooked import cafleet_argv
+
+            done = subprocess.run([*cafleet_argv(os.environ), *args], capture_output=True, timeout=120)
             code, out, err = done.returncode, done.stdout, done.stderr
         else:
-            from cafleet.cli.context import Context
             from cafleet.cli.main import main
+            from tests.support.hooked import context
 
             stdout, stderr = io.BytesIO(), io.BytesIO()
-            code = main(list(args), Context(stdin=io.BytesIO(), stdout=stdout, stderr=stderr))
+            code = main(list(args), context(stdin=io.BytesIO(), stdout=stdout, stderr=stderr))
             out, err = stdout.getvalue(), stderr.getvalue()
         if err or code not in (0, WAIT_TIMED_OUT):
             sys.stderr.write(f"cafleet {' '.join(args[:2])} exited {code}: {err.decode('utf-8', 'replace')}")

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.support.hooked import cafleet_argv
 from tests.support.recorder import READY
 from tests.support.tmux_fixtures import RECORDER, running_herdr, running_tmux_server, wait_for
 
@@ -53,7 +54,7 @@ class CliResult:
 def cafleet(args: Sequence[str], environ: Mapping[str, str], *, input: bytes = b"", timeout: float = 60) -> CliResult:
     """Run the real command line in a subprocess with exactly ``environ``."""
     done = subprocess.run(
-        [sys.executable, "-m", "cafleet", *args], input=input, capture_output=True, env=dict(environ), timeout=timeout
+        [*cafleet_argv(environ), *args], input=input, capture_output=True, env=dict(environ), timeout=timeout
     )
     return CliResult(done.returncode, done.stdout, done.stderr)
 
@@ -61,7 +62,7 @@ def cafleet(args: Sequence[str], environ: Mapping[str, str], *, input: bytes = b
 def start(args: Sequence[str], environ: Mapping[str, str]) -> subprocess.Popen:
     """Start the real command line without waiting for it."""
     return subprocess.Popen(
-        [sys.executable, "-m", "cafleet", *args], env=dict(environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*cafleet_argv(environ), *args], env=dict(environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
 
 

@@ -1,6 +1,7 @@
-"""Hold a real command at a named step (:func:`cafleet.faults.pause_point`) and let it go.
+"""Hold a real command at a named step (a pause point, :mod:`cafleet.faults`) and let it go.
 
-``held(environ, point, *args)`` (the fixture built on :func:`held_commands`) starts ``python -m cafleet *args`` with
+``held(environ, point, *args)`` (the fixture built on :func:`held_commands`) starts ``cafleet *args`` through
+the tests' launcher (tests/support/hooked.py) with
 ``CAFLEET_TEST_PAUSE_AT=point`` and ``CAFLEET_TEST_PAUSE_UNTIL=<file>``, returns
 ``(proc, release)`` once the command announced that it stands at ``point``, and
 ``release()`` lets it carry on. A test can thus act exactly inside a window of the command
@@ -12,10 +13,10 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 
 import pytest
 
+from tests.support.hooked import LAUNCHER
 from tests.support.tmux_fixtures import wait_for
 
 
@@ -33,7 +34,7 @@ def held_commands(tmp_path):
     def start(environ: dict, point: str, *args: str):
         marker, go = tmp_path / f"paused-{len(started)}", tmp_path / f"release-{len(started)}"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cafleet", *args],
+            [*LAUNCHER, *args],
             env=dict(
                 environ,
                 CAFLEET_TEST_PAUSE_AT=point,

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Iterator
 
 from cafleet.delivery import screen
+from tests.support.hooked import cafleet_argv
 from tests.support.model_api import ModelAPI
 from tests.support.recorder import READY
 from tests.support.tmux_fixtures import RECORDER, isolated_environ, running_tmux_server
@@ -229,11 +230,12 @@ class RealFleet:
     def cafleet(
         self, *args: str, input: bytes = b"", environ: Mapping[str, str] | None = None, timeout: float = 60
     ) -> Result:
+        env = dict(self.environ if environ is None else environ)
         done = subprocess.run(
-            [sys.executable, "-m", "cafleet", *args],
+            [*cafleet_argv(env), *args],
             input=input,
             capture_output=True,
-            env=dict(self.environ if environ is None else environ),
+            env=env,
             cwd=self.workdir,
             timeout=timeout,
         )
@@ -241,7 +243,7 @@ class RealFleet:
 
     def start_cli(self, *args: str, input: bytes = b"") -> subprocess.Popen:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cafleet", *args],
+            [*cafleet_argv(self.environ), *args],
             env=dict(self.environ),
             cwd=self.workdir,
             stdin=subprocess.PIPE,
@@ -437,6 +439,8 @@ def composer_text(agent: str, shown: str) -> str:
             continue  # "Build · Claude Sonnet 4.5 (latest) Anthropic", the foot of the box
         if piece.startswith(PLACEHOLDERS.get(agent, ())):
             continue
+        if any(re.search(hint, piece) for hint in screen.CUES[agent].empty):
+            continue  # a hint cafleet itself reads as an empty box (codex's suggestions)
         if piece:
             rows.append(piece)
     return " ".join(rows)

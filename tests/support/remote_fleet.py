@@ -41,8 +41,9 @@ def fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, aliases):
             yield fleet, hosts
 
 
-def create_remote(fleet, host, name: str, *extra: str):
-    return fleet.cafleet(
+def create_remote_args(fleet, host, name: str) -> list[str]:
+    """``member create`` of a stand-in named ``name`` on ``host``, without the prompt."""
+    return [
         "member",
         "create",
         "--fleet-id",
@@ -55,9 +56,11 @@ def create_remote(fleet, host, name: str, *extra: str):
         "standin",
         "--host",
         host.alias,
-        *extra,
-        "Wait for tasks from {director_member_id}.",
-    )
+    ]
+
+
+def create_remote(fleet, host, name: str, *extra: str):
+    return fleet.cafleet(*create_remote_args(fleet, host, name), *extra, "Wait for tasks from {director_member_id}.")
 
 
 def remote_panes(host) -> dict[str, str]:

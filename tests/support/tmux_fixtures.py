@@ -42,6 +42,11 @@ TMUX_TIMEOUT = 10.0
 T = TypeVar("T")
 
 
+def split(mux, window_id: str, argv, **options) -> str:
+    """A new pane's id, opened as cafleet opens one (``split_identified``; options as there)."""
+    return mux.split_identified(window_id, argv, **options)[0]
+
+
 def wait_for(check: Callable[[], T], timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> T:
     """Poll ``check`` until it returns something truthy; fail the test after ``timeout`` s."""
     deadline = time.monotonic() + timeout
@@ -218,7 +223,7 @@ class HerdrEnv:
         from cafleet.mux.herdr import Herdr
 
         herdr = Herdr(self.socket, timeout=TMUX_TIMEOUT, binary=self.binary)
-        return herdr.split_identified(self.tab, argv, cwd=cwd, env=env, target_pane=self.root_pane)[0]
+        return split(herdr, self.tab, argv, cwd=cwd, env=env, target_pane=self.root_pane)
 
     def kill(self) -> None:
         try:

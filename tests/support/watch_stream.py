@@ -7,10 +7,11 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
+
+from tests.support.hooked import cafleet_argv
 
 
 class Stream:
@@ -18,7 +19,7 @@ class Stream:
 
     def __init__(self, env, fleet_id, *extra):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cafleet", "fleet", "watch", str(fleet_id), "--json", *extra],
+            [*cafleet_argv(env), "fleet", "watch", str(fleet_id), "--json", *extra],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -190,10 +190,12 @@ def binary_version(agent: str, environ: Mapping[str, str], timeout: float = VERS
         return None
     import subprocess
 
+    from cafleet.config import child_environ
+
     try:
         done = subprocess.run(
             [path, "--version"],
-            env=dict(environ),
+            env=child_environ(environ),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=timeout,

@@ -6,6 +6,7 @@ box, for tests and demos that need a real pane without a real agent.
                                      [--prompt TEXT] [--placeholder TEXT] [--prefill TEXT]
                                      [--startup-clear] [--waiting-for-startup] [--completion]
                                      [--late-echo SECONDS] [--start-delay SECONDS] [--start-gate PATH]
+                                     [--reply-lines N] [--inline]
 
 It puts its terminal in raw mode and draws a banner, the lines it received (``• …``), a
 rule and the input line ``> `` (the "standin" cues of cafleet.delivery.screen). Printable
@@ -44,6 +45,14 @@ Behaviours of the real agents that delivery must survive, each off by default:
   ``@``, as codex does; the key ``completion-accepted``) instead of submitting.
 * ``--late-echo S`` is an agent on a loaded machine: Enter submits and clears the input
   line at once, but the line shows in the transcript only S seconds later.
+* ``--reply-lines N`` answers every submitted line, once its echo shows, with N lines of
+  output (``(reply line 1 of N)`` …): an agent's long answer, which pushes the echo up and
+  out of the screen.
+* ``--inline`` draws the transcript as claude and codex do: each new row is printed above
+  the input box and scrolls up into the terminal's own history (tmux's scrollback), where
+  an echo pushed off the screen can still be read; by default the whole screen is redrawn
+  in place, as a full-screen program such as opencode draws it, and a row pushed off the
+  screen is gone.
 * ``--start-gate PATH`` draws the input box only once PATH exists: a test decides when
   the box appears, instead of racing a delay.
 * ``--start-delay S`` is an agent that draws its input box only S seconds after it starts
@@ -67,6 +76,12 @@ Environment (for panes started by ``cafleet member create``, which passes only
 and ``CAFLEET_STANDIN_AUTO_REPLY=1`` turns on ``--auto-reply``;
 ``CAFLEET_STANDIN_START_DELAY=S`` sets ``--start-delay`` and ``CAFLEET_STANDIN_START_GATE=PATH``
 ``--start-gate``.
+
+Shell mode, as claude's ``!``: a ``!`` typed into the empty input line is not text but
+switches the line to shell mode (its prompt becomes ``! ``; BackSpace in the empty line
+leaves it). Enter then runs the line with ``/bin/sh -c`` in the stand-in's own directory
+and environment, shows ``! <line>`` and the output (``  ⎿ …``) in the transcript, and
+records ``{"kind": "shell", "text", "output", "status"}``; no reply follows.
 
 ``--auto-reply``: when a submitted line holds a cafleet preview header ``[cafleet msg <id>
 from <sender> …``, the stand-in shows ``working… (esc to interrupt)`` and runs the real
@@ -98,6 +113,7 @@ RULE = "─" * 24
 WORKING = "working… (esc to interrupt)"
 QUESTION = ("Do you want to proceed?", "❯ 1. Yes", "  2. No")
 HEADER_START = "[cafleet msg "
+SHELL_PROMPT = "! "  # the input line in shell mode
 STARTING = "Waiting for startup"
 STARTUP_PROMPT = "(start-up prompt)"
 NO_BOX_YET = "starting…"
@@ -127,7 +143,15 @@ class StandIn:
         late_echo: float = 0.0,
         start_delay: float = 0.0,
         start_gate: str | None = None,
+        reply_lines: int = 0,
+        inline: bool = False,
+        command: list[str] | None = None,
     ) -> None:
+        self.command = command or [sys.executable, "-m", "cafleet"]  # how a reply runs cafleet (CAFLEET_BIN)
+        self.reply_lines = reply_lines
+        self.inline = inline
+        self.flushed = 0  # --inline: scrollback entries already printed above the box
+        self.live_rows = 0  # --inline: rows the box and what is under the transcript took
         self.box_at = time.monotonic() + start_delay if start_delay > 0 else 0.0  # when the input box appears
         self.start_gate = start_gate  # the input box appears once this file exists (then box_at applies)
         self.late_startup = late_startup
@@ -145,6 +169,7 @@ class StandIn:
         self.enter_guard = enter_guard
         self.last_typed = 0.0
         self.buffer = prefill
+        self.shell = False  # `!` typed into the empty box: the next line is a shell command
         self.scrollback: list[str] = []
         self.working = False
         self.pending = ""  # an escape sequence cut by a read
@@ -212,11 +237,16 @@ class StandIn:
             else:
                 self.enter()
         elif ch in "\x7f\x08":
+            if self.shell and not self.buffer:
+                self.shell = False  # BackSpace in the empty box leaves shell mode, as claude's does
             self.buffer = self.buffer[:-1]
         elif ch == "\x15":
             self.buffer = ""
         elif ch < " " or "\x7f" <= ch <= "\x9f":
             self.record("key", key=_control_name(ch))
+        elif ch == "!" and not self.buffer and not self.shell and not self.asking:
+            self.shell = True  # claude's `!`: the box switches to shell mode, the `!` is not text
+            self.last_typed = time.monotonic()
         else:
             self.buffer += ch
             self.last_typed = time.monotonic()
@@ -234,7 +264,7 @@ class StandIn:
         """Move the late echoes that are due into the transcript; seconds to the next one."""
         now = time.monotonic()
         while self.echoes_due and self.echoes_due[0][0] <= now:
-            self.scrollback.append(self.echoes_due.pop(0)[1])
+            self.echo(self.echoes_due.pop(0)[1])
             self.draw()
         return self.echoes_due[0][0] - now if self.echoes_due else None
 
@@ -248,6 +278,10 @@ class StandIn:
             self.record("permission", text=line)
             self.asking = line.strip() not in ("1", "2")
             return
+        if self.shell:
+            self.shell = False
+            self.run_shell(line)
+            return
         self.record("submit", text=line)
         if line == ASK_AGAIN:  # a new permission prompt, as an agent asks again later
             self.scrollback.append(line)
@@ -256,7 +290,7 @@ class StandIn:
         if self.late_echo:
             self.echoes_due.append((time.monotonic() + self.late_echo, line))
         else:
-            self.scrollback.append(line)
+            self.echo(line)
         if self.auto_reply and HEADER_START in line:
             self.working = True
             self.draw()
@@ -265,12 +299,42 @@ class StandIn:
             finally:
                 self.working = False
 
-    # -- the real command line --------------------------------------------------------------
-    def reply(self) -> None:
-        import shlex
+    def echo(self, line: str) -> None:
+        """The submitted line into the transcript, with its --reply-lines answer."""
+        self.scrollback.append(line)
+        self.scrollback.extend(f"(reply line {n} of {self.reply_lines})" for n in range(1, self.reply_lines + 1))
+
+    def run_shell(self, command: str) -> None:
+        """A line submitted in shell mode: run with ``sh -c`` here (the pane's directory and
+        environment), its output shown in the transcript and recorded as the ``shell``
+        entry, as the agent's context would get it; no turn of the model follows."""
         import subprocess
 
-        base = shlex.split(os.environ.get("CAFLEET_BIN", "")) or [sys.executable, "-m", "cafleet"]
+        self.scrollback.append(f"! {command}")
+        self.working = True
+        self.draw()
+        try:
+            done = subprocess.run(
+                ["/bin/sh", "-c", command],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,  # one stream, as a terminal shows them
+                timeout=_COMMAND_TIMEOUT,
+            )
+            output = done.stdout.decode("utf-8", "replace")
+            status: int | None = done.returncode
+        except (OSError, subprocess.TimeoutExpired) as error:
+            output, status = f"(shell failed: {error})", None
+        finally:
+            self.working = False
+        self.scrollback.extend(f"  ⎿ {line}" for line in output.splitlines())
+        self.record("shell", text=command, output=output, status=status)
+
+    # -- the real command line --------------------------------------------------------------
+    def reply(self) -> None:
+        import subprocess
+
+        base = self.command
         me = str(self.member_id)
 
         def run(*args: str) -> str:
@@ -312,7 +376,9 @@ class StandIn:
         elif self.asking:
             bottom = list(QUESTION)
         else:
-            if self.buffer or not self.placeholder:
+            if self.shell:
+                box = _wrap(SHELL_PROMPT, _visible(self.buffer), width)
+            elif self.buffer or not self.placeholder:
                 box = _wrap(self.prompt, _visible(self.buffer), width)
             else:
                 box = [f"{self.prompt}\x1b[2m{self.placeholder}\x1b[22m"]
@@ -325,6 +391,9 @@ class StandIn:
         if self.working:
             bottom.insert(0, WORKING)
         bottom = bottom[-room:]  # a box taller than the screen shows its end
+        if self.inline:
+            self.draw_inline(bottom, width)
+            return
         rows_left = room - len(bottom)
         shown: list[str] = []
         for entry in reversed(self.scrollback):
@@ -341,6 +410,23 @@ class StandIn:
         # a stale prompt would still be read as the pane's state. Rows are wrapped here,
         # as the real agents do, never by the terminal.
         sys.stdout.write("\x1b[H" + "\x1b[K\r\n".join(screen) + "\x1b[K\x1b[J")
+        sys.stdout.flush()
+
+    def draw_inline(self, bottom: list[str], width: int) -> None:
+        """--inline: erase the last frame of the box, print the transcript's new rows where
+        it was (the terminal scrolls the top rows into its history), draw the box under them."""
+        out = ["\r"]
+        if self.live_rows > 1:
+            out.append(f"\x1b[{self.live_rows - 1}A")
+        out.append("\x1b[J")
+        if self.flushed == 0 and not self.live_rows:
+            out.append(f"{BANNER} · member {self.member_id} · Ctrl-C quits\r\n")
+        for entry in self.scrollback[self.flushed :]:
+            out.extend(row + "\x1b[K\r\n" for row in _wrap("• ", _visible(entry), width))
+        self.flushed = len(self.scrollback)
+        out.append("\x1b[K\r\n".join(bottom) + "\x1b[K")
+        self.live_rows = len(bottom)
+        sys.stdout.write("".join(out))
         sys.stdout.flush()
 
 
@@ -490,22 +576,41 @@ def _options(argv: list[str] | None) -> argparse.Namespace:
         metavar="SECONDS",
         help="clear the input line on Enter at once, echo the line into the transcript this much later",
     )
+    parser.add_argument(
+        "--reply-lines",
+        type=int,
+        default=0,
+        metavar="N",
+        help="answer every submitted line with N lines of output, once its echo shows",
+    )
+    parser.add_argument(
+        "--inline",
+        action="store_true",
+        help="print the transcript above the input box, scrolling into the terminal's history (claude, codex)",
+    )
     args = parser.parse_args(argv)
     # `cafleet member create` starts the stand-in with only --member-id; the demo and the
     # tests choose the rest through the pane's environment.
-    record_dir = os.environ.get("CAFLEET_STANDIN_RECORD_DIR")
+    from cafleet.config import process_environ
+
+    environ = process_environ()
+    record_dir = environ.get("CAFLEET_STANDIN_RECORD_DIR")
     if args.record is None and record_dir:
         args.record = os.path.join(record_dir, f"member-{args.member_id}.jsonl")
-    if os.environ.get("CAFLEET_STANDIN_AUTO_REPLY") == "1":
+    if environ.get("CAFLEET_STANDIN_AUTO_REPLY") == "1":
         args.auto_reply = True
-    if os.environ.get("CAFLEET_STANDIN_START_DELAY") and not args.start_delay:
-        args.start_delay = float(os.environ["CAFLEET_STANDIN_START_DELAY"])
-    if os.environ.get("CAFLEET_STANDIN_START_GATE") and not args.start_gate:
-        args.start_gate = os.environ["CAFLEET_STANDIN_START_GATE"]
+    if environ.get("CAFLEET_STANDIN_START_DELAY") and not args.start_delay:
+        args.start_delay = float(environ["CAFLEET_STANDIN_START_DELAY"])
+    if environ.get("CAFLEET_STANDIN_START_GATE") and not args.start_gate:
+        args.start_gate = environ["CAFLEET_STANDIN_START_GATE"]
     return args
 
 
 def _agent(args: argparse.Namespace) -> StandIn:
+    import shlex
+
+    from cafleet.config import process_environ
+
     return StandIn(
         args.member_id,
         args.record,
@@ -522,6 +627,9 @@ def _agent(args: argparse.Namespace) -> StandIn:
         late_echo=args.late_echo,
         start_delay=args.start_delay,
         start_gate=args.start_gate,
+        reply_lines=max(0, args.reply_lines),
+        inline=args.inline,
+        command=shlex.split(process_environ().get("CAFLEET_BIN", "")),
     )
 
 

@@ -56,8 +56,8 @@ def create_fleet(
     from cafleet.errors import DatabaseError
     from cafleet.store.schema import AUX_INDEXES
 
-    try:
-        store.create_auxiliary(AUX_INDEXES)
+    try:  # the indexes over the required tables (an auxiliary table's come with that table)
+        store.create_auxiliary([name for name, sql in AUX_INDEXES.items() if " ON cafleet_aux_" not in sql])
     except DatabaseError:  # a role that may not create it (it does not own `messages`): slower, not wrong
         pass
     with store.write():

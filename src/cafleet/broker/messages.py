@@ -4,9 +4,9 @@ of a member's own inbox (``pending_after`` for listen and wait).
 Who is owed a preview lives in :mod:`cafleet.broker.notifications`; the admin views of a
 fleet's messages live in :mod:`cafleet.broker.timeline`.
 
-The ``pause_point`` calls are test-only fault-injection hooks (:mod:`cafleet.faults`):
-without ``CAFLEET_TEST_PAUSE_AT`` each is one dictionary lookup and does nothing, so the
-broker's only I/O stays the database's.
+The ``store.hooks`` calls are the test seam's pause points (:mod:`cafleet.faults`):
+without hooks (every command but a test's) each is one attribute test and does nothing, so
+the broker's only I/O stays the database's.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 from cafleet import clock, validation
 from cafleet.broker import fleets, records
 from cafleet.errors import CafleetError, Conflict, NotFound
-from cafleet.faults import pause_point
 
 _SELECT = f"SELECT {records.MESSAGE_COLUMNS} FROM messages "
 
@@ -64,7 +63,8 @@ def send(store, from_id: int, to_id: int, text: str) -> dict:
             (from_id, to_id, now, now, text, now if records.is_self_send(from_id, to_id) else None),
             "message_id",
         )
-        pause_point("send.before_commit")
+        if store.hooks is not None:
+            store.hooks.pause("send.before_commit")
     return {
         "message_id": message_id,
         "from_member_id": from_id,
@@ -187,8 +187,10 @@ def ack(store, message_id: int) -> dict:
         ).fetchall()
         updated = bool(rows)
         record = records.message(rows[0]) if rows else show(store, message_id)
-        pause_point("ack.before_commit")
-    pause_point("ack.after_commit")
+        if store.hooks is not None:
+            store.hooks.pause("ack.before_commit")
+    if store.hooks is not None:
+        store.hooks.pause("ack.after_commit")
     if not updated:
         raise Conflict(
             f"message {message_id} is already acknowledged (at {record['status_timestamp']})."

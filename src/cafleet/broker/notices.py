@@ -18,7 +18,16 @@ from __future__ import annotations
 from cafleet import clock
 
 TABLE = "cafleet_aux_notices"
-KINDS = ("awaiting_user", "dead", "silent", "unreachable", "over_budget")
+KINDS = (
+    "awaiting_user",
+    "dead",
+    "silent",
+    "unreachable",
+    "over_budget",
+    "exec_finished",
+    "exec_never_started",
+    "exec_vanished",
+)
 HEADER = "[cafleet notice {kind} {subject}]"
 
 
@@ -65,18 +74,35 @@ def post(
         if fleet["deleted_at"] is not None or fleet["director_member_id"] != director_id:
             return None  # the fleet was deleted meanwhile: nobody to tell
         fleets.check_director(store, fleet_id, director_id)  # active and placed, as a send requires
-        now = clock.now()
-        message_id = store.insert(
-            "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text, "
-            "notified_at) VALUES (?, ?, ?, 'input_required', ?, ?, ?)",
-            (director_id, director_id, now, now, text, now),
-            "message_id",
-        )
-        store.execute(
-            f"INSERT INTO {TABLE} (message_id, fleet_id, kind, subject, member_id, digest, opened_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (message_id, fleet_id, kind, subject, member_id, digest, now),
-        )
+        return insert(store, fleet_id, director_id, kind, subject, member_id, digest, text)
+
+
+def insert(
+    store,
+    fleet_id: int,
+    director_id: int,
+    kind: str,
+    subject: str,
+    member_id: int | None,
+    digest: str | None,
+    text: str,
+    cleared: bool = False,
+) -> int:
+    """The notice's two rows, in the caller's write transaction (the table exists, the
+    Director was checked); ``cleared``: a notice about something that happened once (an
+    exec that ended), whose episode is over as it is posted."""
+    now = clock.now()
+    message_id = store.insert(
+        "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text, "
+        "notified_at) VALUES (?, ?, ?, 'input_required', ?, ?, ?)",
+        (director_id, director_id, now, now, text, now),
+        "message_id",
+    )
+    store.execute(
+        f"INSERT INTO {TABLE} (message_id, fleet_id, kind, subject, member_id, digest, opened_at, cleared_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (message_id, fleet_id, kind, subject, member_id, digest, now, now if cleared else None),
+    )
     return message_id
 
 

@@ -1,12 +1,13 @@
-"""The environment a command runs in: variables, streams, the validated store.
+"""The environment a command runs in: variables, streams, the validated store, the hooks.
 
 Injectable so tests run commands in-process against temporary paths and never touch the
-real home, terminal or tmux server.
+real home, terminal or tmux server. ``hooks`` are the test seam (:mod:`cafleet.faults`):
+None for every command the product starts; a test's launcher passes its own, and the
+store this context opens carries them to every pause and trace point.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
 from cafleet import config
@@ -15,14 +16,19 @@ TYPE_CHECKING = False  # typing costs milliseconds on every command
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from cafleet.faults import Hooks
+
 
 class Context:
-    def __init__(self, environ=None, stdin=None, stdout=None, stderr=None, json_output: bool = False) -> None:
-        self.environ = os.environ if environ is None else environ
+    def __init__(
+        self, environ=None, stdin=None, stdout=None, stderr=None, json_output: bool = False, hooks: Hooks | None = None
+    ) -> None:
+        self.environ = config.process_environ() if environ is None else environ
         self.stdin = stdin if stdin is not None else sys.stdin.buffer
         self.stdout = stdout if stdout is not None else sys.stdout.buffer
         self.stderr = stderr if stderr is not None else sys.stderr.buffer
         self.json = json_output
+        self.hooks = hooks
         self._store = None
         self._db_path: str | None = None
         self._settings: config.Settings | None = None
@@ -47,7 +53,11 @@ class Context:
             from cafleet.store.connection import open_store
 
             self._store = open_store(
-                self.db_path, self.busy_timeout, self.settings.pg_schema, self.settings.pg_trusted_owner or ""
+                self.db_path,
+                self.busy_timeout,
+                self.settings.pg_schema,
+                self.settings.pg_trusted_owner or "",
+                self.hooks,
             )
         return self._store
 

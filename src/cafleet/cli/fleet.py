@@ -42,9 +42,8 @@ def create(ctx, name, coding_agent, worktrees):
 def _start_keeper(ctx, fleet_id) -> None:
     """The fleet's keeper, started detached (docs/delivery.md); a failure to start it is a
     warning: the fleet exists, and the next command that leaves a preview owed tries again."""
-    from cafleet import config
 
-    if not config.keeper_enabled(ctx.environ):
+    if not ctx.settings.keeper:
         return
     from cafleet.delivery import keepers
 
@@ -138,5 +137,5 @@ def keep(ctx, fleet_id):
     def say(text: str) -> None:
         ctx.out(f"{clock.now()} keeper[{pid}] {ctx.hide_secrets(text)}")
 
-    reason = keeper.keep(ctx.store(), ctx.environ, ctx.db_path, fleet_id, say, ctx.settings.pg_reconnect_timeout)
+    reason = keeper.keep(ctx.store(), ctx.settings, fleet_id, say, ctx.settings.pg_reconnect_timeout)
     say(f"keeper for fleet {fleet_id} ended: {reason}")

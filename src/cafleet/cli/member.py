@@ -1,4 +1,4 @@
-"""`cafleet member ...`: create, list, show, delete, capture, prompt, answer."""
+"""`cafleet member ...`: create, list, show, delete, capture, prompt, answer, exec."""
 
 from __future__ import annotations
 
@@ -239,7 +239,7 @@ def prompt(ctx, member_id, force, text):
 def answer(ctx, member_id, choice, dialog):
     from cafleet.delivery.answer import answer_member
 
-    record = answer_member(ctx.store(), ctx.environ, ctx.db_path, member_id, choice, dialog)
+    record = answer_member(ctx.store(), ctx.settings, member_id, choice, dialog)
     ctx.emit(
         record,
         lambda: (
@@ -247,3 +247,57 @@ def answer(ctx, member_id, choice, dialog):
             f"pane {record['pane_id']}"
         ),
     )
+
+
+def exec_(ctx, member_id, command, file, wait):
+    from cafleet.broker.execs import MAX_COMMAND_BYTES, check_command, status_text
+    from cafleet.cli.body import read_body
+    from cafleet.delivery import execs
+
+    if command is None and file is None:
+        from cafleet.errors import UsageError
+
+        raise UsageError("missing the command: give COMMAND or --file PATH (--file - reads stdin).")
+    if command is not None and file is not None:
+        from cafleet.errors import UsageError
+
+        raise UsageError("give the command either as COMMAND or with --file, not both.")
+    if command is not None:
+        text = check_command(command)
+    else:
+        text = check_command(read_body(ctx, None, file, limit=MAX_COMMAND_BYTES, what="a command", nul=False))
+    settings = ctx.settings
+
+    def print_id(record):  # the id is out before any pane input
+        if not ctx.json:
+            ctx.out(f"exec {record['exec_id']} stored for member {member_id}")
+
+    record, failure = execs.create(ctx.store(), settings, member_id, text, on_stored=print_id)
+    if failure:
+        ctx.err(
+            f"Warning: exec {record['exec_id']} is stored but not typed into member {member_id}'s pane yet: {failure}."
+        )
+    elif not ctx.json:
+        ctx.out(f"exec {record['exec_id']} typed into member {member_id}'s pane")
+    if wait:
+        record = execs.wait(ctx.store(), settings, record["exec_id"])
+    from cafleet.broker.execs import public
+
+    ctx.emit(public(record), lambda: _exec_line(record, status_text) if wait else None)
+    if wait and record["outcome"] != "finished":
+        from cafleet.errors import ExitCode
+
+        return ExitCode.FAILURE
+    return None
+
+
+def _exec_line(record, status_text) -> str:
+    if record["outcome"] == "finished":
+        return f"exec {record['exec_id']} finished: {status_text(record['exit_status'])}"
+    return f"exec {record['exec_id']} {record['outcome'].replace('_', ' ')}: no exit status"
+
+
+def exec_run(ctx, exec_id):
+    from cafleet.delivery import execs
+
+    return execs.run(ctx.store(), ctx.environ, exec_id, ctx.out)

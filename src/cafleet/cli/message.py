@@ -17,7 +17,7 @@ def send(ctx, from_id, to_id, force, text, file):
         if not ctx.json:
             ctx.out(f"sent message {record['message_id']} to member {to_id}")
 
-    settings = drain.Settings(ctx.environ, ctx.db_path)
+    settings = ctx.settings
     record, outcome = drain.send(ctx.store(), settings, from_id, to_id, body, on_stored=print_id, force=force)
     if ctx.json:  # one document, so it waits for "notified"
         ctx.emit(dict(record, notified=outcome.notified), None)
@@ -41,7 +41,7 @@ def broadcast(ctx, from_id, text, file):
         if not ctx.json and not result["sent"] and not result["failed"]:
             ctx.out("no other active members to send to")
 
-    settings = drain.Settings(ctx.environ, ctx.db_path)
+    settings = ctx.settings
     result, outcomes = drain.broadcast(ctx.store(), settings, from_id, body, on_stored=print_none, each=print_each)
     if ctx.json:
         ctx.emit(result, None)
@@ -68,13 +68,12 @@ def ack(ctx, message_id):
 def wait(ctx, member_id, timeout):
     from cafleet.delivery import drain, inbox
 
-    interval = inbox.check_interval(ctx.environ)  # every setting is checked before any typing
-    settings = drain.Settings(ctx.environ, ctx.db_path)
+    settings = ctx.settings
     store = ctx.store()
     inbox.require_receiving(store, member_id)  # a member that can no longer receive: exit 1 at once
     for outcome in drain.retry_fleet(store, settings, member_id):
         _diagnose(ctx, outcome)
-    records = inbox.wait_for_messages(store, member_id, timeout, interval, ctx.settings.pg_reconnect_timeout)
+    records = inbox.wait_for_messages(store, member_id, timeout, settings.wait_interval, settings.pg_reconnect_timeout)
     if not records:
         return ExitCode.WAIT_TIMEOUT
     ctx.emit(records, lambda: render.messages_text(records, ctx.max_text_len))
@@ -89,11 +88,14 @@ def listen(ctx, member_id):
     def end(reason):
         ctx.out(render.to_json({"event": "end", "reason": reason}) if ctx.json else f"listen ended: {reason}")
 
-    interval = inbox.check_interval(ctx.environ)
     store = ctx.store()
     try:
         reason = inbox.listen(
-            store, member_id, lambda record: ctx.out(line(record)), interval, ctx.settings.pg_reconnect_timeout
+            store,
+            member_id,
+            lambda record: ctx.out(line(record)),
+            ctx.settings.wait_interval,
+            ctx.settings.pg_reconnect_timeout,
         )
     except DatabaseError as error:  # gave up on the database mid-stream: the end line, then the error
         end(ctx.hide_secrets(str(error)).removesuffix("."))

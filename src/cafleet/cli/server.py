@@ -143,6 +143,7 @@ def _serve(ctx, sock: socket.socket, host: str, port: int, loopback: bool, limit
         environ=ctx.environ,
         busy_timeout=ctx.busy_timeout,
         max_streams=ctx.settings.server_max_streams,
+        settings=ctx.settings,
     )
     uv_server = uvicorn.Server(
         uvicorn.Config(

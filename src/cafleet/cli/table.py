@@ -280,7 +280,7 @@ COMMANDS = [
                 "state",
                 "--state",
                 "flag",
-                help="inspect each pane: alive, idle, silent, blocked, dead (one multiplexer call each)",
+                help="inspect each pane: alive, idle, silent, blocked, dead, exec (one multiplexer call each)",
             ),
             Param(
                 "idle_after",
@@ -368,6 +368,28 @@ COMMANDS = [
                 help="the dialog's digest, as the notice (or `fleet watch`, or the WebUI) gives it",
             ),
         ),
+    ),
+    Command(
+        "member",
+        "exec",
+        "cafleet.cli.member:exec_",
+        "Run a command in a member's pane, for a member whose harness refuses it: its output lands in the "
+        "member's own context; the exit status is recorded and the Director gets a notice when it ends.",
+        (
+            _id("member_id", "the member (never the Director)"),
+            Param("command", None, "text", metavar="COMMAND", help="the shell command (run with /bin/sh -c)"),
+            Param(
+                "file", "--file", "text", metavar="PATH", help="read the command (a script) from a file (- for stdin)"
+            ),
+            Param("wait", "--wait", "flag", help="block until it ended and print its exit status"),
+        ),
+    ),
+    Command(
+        "member",
+        "exec-run",
+        "cafleet.cli.member:exec_run",
+        "Internal: run exec ID here, once (what `member exec` types into the member's pane).",
+        (_id("exec_id", "the exec"),),
     ),
     Command(
         "message",

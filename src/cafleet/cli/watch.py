@@ -33,8 +33,7 @@ def watch(ctx, fleet_id, interval, idle_after):
 
     watcher = Watcher(
         ctx.store(),
-        ctx.environ,
-        ctx.db_path,
+        ctx.settings,
         fleet_id,
         interval,
         idle_after,

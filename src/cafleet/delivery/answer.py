@@ -17,7 +17,7 @@ from cafleet import config
 from cafleet.errors import CafleetError, Conflict, UsageError, clause
 
 
-def answer_member(store, environ, db_path: str, member_id: int, choice: int, digest: str) -> dict:
+def answer_member(store, settings: config.Settings, member_id: int, choice: int, digest: str) -> dict:
     from cafleet.delivery import dialog, lock
     from cafleet.delivery.panes import _live_placement
     from cafleet.delivery.placement import reach
@@ -34,9 +34,9 @@ def answer_member(store, environ, db_path: str, member_id: int, choice: int, dig
     placement = _live_placement(store, member_id)
     pane = placement["pane_id"]
     agent = placement["coding_agent"]
-    lock_dir, timeout = config.lock_dir(db_path), config.lock_timeout(environ)
+    lock_dir, timeout = settings.lock_dir, settings.lock_timeout
     mux = reach(placement)
-    with lock.pane_lock(lock_dir, placement["backend"], placement["session"], pane, timeout) as held:
+    with lock.pane_lock(lock_dir, placement["backend"], placement["session"], pane, timeout, store.hooks) as held:
         guarded = held.guard(mux)
         shown = mux.capture(pane, SCREEN_LINES, ansi=False)  # the rows the notice was read from
         seen = dialog.read(agent, shown)

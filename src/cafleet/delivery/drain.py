@@ -23,7 +23,7 @@ Keys are sent only through the lock's guard (:meth:`cafleet.delivery.lock.Held.g
 on PostgreSQL a lock lost with its session stops the typing (:class:`~cafleet.delivery.lock.LockLost`), and
 :func:`after_lost_lock` takes the lock again to remove our own typed text.
 
-``pause_point`` calls are test-only fault-injection hooks (:mod:`cafleet.faults`).
+The ``store.hooks`` calls are the test seam's pause and trace points (:mod:`cafleet.faults`).
 
 Imports of the multiplexer and typing code happen only when there is a pane to type into,
 so a send to the Director or a self-send costs nothing here.
@@ -35,23 +35,6 @@ from cafleet import config
 from cafleet.broker import messages, notifications
 from cafleet.broker.records import is_self_send
 from cafleet.errors import CafleetError, clause
-from cafleet.faults import pause_point, trace_point
-
-
-class Settings:
-    """Everything the drain reads from the environment, validated up front: a bad value
-    must refuse the command before a message is stored, never after its id was printed
-    (an agent trusting the exit code would resend)."""
-
-    __slots__ = ("lock_dir", "lock_timeout", "settle", "max_len", "environ", "db_path")
-
-    def __init__(self, environ, db_path: str) -> None:
-        self.environ = environ  # for the budget gate, which reads the agents' usage records
-        self.db_path = db_path  # for the fleet keeper's lock and record
-        self.lock_dir = config.lock_dir(db_path)
-        self.lock_timeout = config.lock_timeout(environ)
-        self.settle = config.submit_settle(environ)
-        self.max_len = config.max_text_len(environ)
 
 
 class Outcome:
@@ -65,7 +48,7 @@ class Outcome:
 
 
 def send(
-    store, settings: Settings, from_id: int, to_id: int, text: str, on_stored=None, force: bool = False
+    store, settings: config.Settings, from_id: int, to_id: int, text: str, on_stored=None, force: bool = False
 ) -> tuple[dict, Outcome]:
     """The one send path (CLI and WebUI): persist, then run the drain for the recipient.
 
@@ -77,14 +60,15 @@ def send(
     if not force:
         refuse_over_budget(store, settings.environ, to_id)
     record = messages.send(store, from_id, to_id, text)
-    pause_point("send.after_commit")
+    if store.hooks is not None:
+        store.hooks.pause("send.after_commit")
     if on_stored is not None:
         on_stored(record)
     return record, notify_after_send(store, settings, to_id, record)
 
 
 def broadcast(
-    store, settings: Settings, director_id: int, text: str, on_stored=None, each=None
+    store, settings: config.Settings, director_id: int, text: str, on_stored=None, each=None
 ) -> tuple[dict, list[Outcome]]:
     """Fan-out: every committed message is notified like a single send (``on_stored``
     as in :func:`send`, with the whole result; ``each`` as in
@@ -119,7 +103,7 @@ def refuse_over_budget(store, environ, member_id: int, action: str = "send") -> 
         check_budget(store, environ, member_id, budgets, action)
 
 
-def notify_after_send(store, settings: Settings, recipient_id: int, record: dict) -> Outcome:
+def notify_after_send(store, settings: config.Settings, recipient_id: int, record: dict) -> Outcome:
     """Run the drain after ``record`` was committed; report whether it was notified."""
     if is_self_send(record["from_member_id"], record["to_member_id"]):
         return Outcome(True)  # self-sends are stamped on insert and type nothing
@@ -145,7 +129,7 @@ def notify_after_send(store, settings: Settings, recipient_id: int, record: dict
     return Outcome(False, not_notified(message_id, recipient_id, failure, _keeper_retries(store, settings, target)))
 
 
-def retry_fleet(store, settings: Settings, member_id: int) -> list[Outcome]:
+def retry_fleet(store, settings: config.Settings, member_id: int) -> list[Outcome]:
     """``message wait``'s first step: retry every preview owed in the member's fleet.
 
     Each pane's lock is tried once without waiting: a busy pane is skipped (its holder is
@@ -176,13 +160,13 @@ def retry_fleet(store, settings: Settings, member_id: int) -> list[Outcome]:
     return outcomes
 
 
-def _keeper_retries(store, settings: Settings, target: dict) -> bool:
+def _keeper_retries(store, settings: config.Settings, target: dict) -> bool:
     """Whether the fleet keeper runs (started now if none did) to retry what stays owed.
 
     Never an error: a keeper that cannot be started leaves the message owed, and the
     not-notified line then names the commands that retry it instead."""
     try:
-        if not config.keeper_enabled(settings.environ):
+        if not settings.keeper:
             return False  # off: nothing is imported or started
         from cafleet.delivery import keepers
 
@@ -220,7 +204,7 @@ def not_notified(message_ids, recipient_id: int, reason: str, keeper: bool = Fal
 
 
 def drain(
-    store, settings: Settings, recipient_id: int, attempted: set, stamped: set, *, wait_for_lock: bool = True
+    store, settings: config.Settings, recipient_id: int, attempted: set, stamped: set, *, wait_for_lock: bool = True
 ) -> str | None:
     """Deliver owed previews to one recipient; return a failure reason or None.
 
@@ -245,34 +229,42 @@ def drain(
         mux = text = None
         try:
             with lock.pane_lock(
-                settings.lock_dir, target["backend"], target["session"], target["pane_id"], timeout
+                settings.lock_dir, target["backend"], target["session"], target["pane_id"], timeout, store.hooks
             ) as held:
-                current = notifications.notification_target(store, recipient_id)
-                if current != target:
-                    return f"member {recipient_id}'s placement changed during delivery"
-                if not notifications.still_pending_notification(store, message_id):
+                refusal = _refusal(store, recipient_id, target, message_id)
+                if refusal == "":
                     continue  # ACKed or notified by another process meanwhile
-                pause_point("drain.locked")
+                if refusal is not None:
+                    return refusal
+                if store.hooks is not None:
+                    store.hooks.pause("drain.locked")
                 text = preview.render_preview(
-                    message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_len
+                    message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_text_len
                 )
                 # reach: the pane's recorded identity is checked before each keystroke;
                 # guard: so is the lock (on PostgreSQL it can be lost with its session).
                 mux = held.guard(reach(target))
-                trace_point(f"drain.typing {message_id}")  # test-only count (cafleet.faults)
+                if store.hooks is not None:
+                    store.hooks.trace(f"drain.typing {message_id}")  # test-only count (cafleet.faults)
                 submit.submit_preview(
                     mux,
                     target["pane_id"],
                     text,
                     target["coding_agent"],
-                    settle=settings.settle,
+                    settle=settings.submit_settle,
                     ours=_our_preview_line(store, recipient_id),
+                    earlier=held.entered_before(message_id),
+                    on_enter=_noting(held, message_id),
+                    hooks=store.hooks,
                 )
-                trace_point(f"drain.submitted {message_id}")
-                pause_point("drain.submitted")
+                if store.hooks is not None:
+                    store.hooks.trace(f"drain.submitted {message_id}")
+                    store.hooks.pause("drain.submitted")
                 if notifications.stamp_notified(store, message_id):
                     stamped.add(message_id)
-                pause_point("drain.stamped")
+                held.forget_entered(message_id)
+                if store.hooks is not None:
+                    store.hooks.pause("drain.stamped")
         except LockTimeout as error:
             if not wait_for_lock:
                 return None  # busy: its holder is delivering; nothing is wrong
@@ -282,6 +274,31 @@ def drain(
             return after_lost_lock(settings.lock_dir, target, text or "", timeout, error, typed)
         except (CafleetError, OSError) as error:  # OSError: the multiplexer client could not run
             return _with_pane(error, target["pane_id"])
+
+
+def _refusal(store, recipient_id: int, target: dict, message_id: int) -> str | None:
+    """Checked under the pane lock, before typing: None when the preview may be typed, ""
+    when it needs no typing any more (ACKed or notified by another process meanwhile), else
+    why the drain stops (the placement changed; an exec holds the pane)."""
+    from cafleet.broker import execs
+
+    if notifications.notification_target(store, recipient_id) != target:
+        return f"member {recipient_id}'s placement changed during delivery"
+    if not notifications.still_pending_notification(store, message_id):
+        return ""
+    running = execs.running_for(store, target["fleet_id"], recipient_id)
+    if running is not None:  # its pane belongs to that command until it ends
+        return f"member {recipient_id}'s pane is running exec {running['exec_id']}; previews wait until it ends"
+    return None
+
+
+def _noting(held, message_id: int):
+    """What records, in the pane's lock file, that an Enter is pressed for this preview."""
+
+    def note() -> None:
+        held.note_entered(message_id)
+
+    return note
 
 
 def _our_preview_line(store, recipient_id: int):

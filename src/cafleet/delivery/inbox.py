@@ -30,18 +30,11 @@ from __future__ import annotations
 import time
 
 from cafleet.broker import messages
+from cafleet.config import declared
 from cafleet.errors import Conflict, DatabaseGone, DatabaseUnreachable, clause
-from cafleet.faults import pause_point, trace_point
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
-DEFAULT_INTERVAL = 0.05
-
-
-def check_interval(environ) -> float:
-    from cafleet.config import positive_float_env
-
-    value = positive_float_env(environ, "CAFLEET_WAIT_INTERVAL", DEFAULT_INTERVAL)
-    return min(max(value, 0.005), 5.0)
+DEFAULT_INTERVAL = declared("CAFLEET_WAIT_INTERVAL").default  # commands pass their own setting
 
 
 def gone_reason(store, member_id: int) -> str | None:
@@ -83,12 +76,14 @@ def wait_for_messages(
     try:
         while True:
             try:
-                trace_point("wait.read")
+                if store.hooks is not None:
+                    store.hooks.trace("wait.read")
                 require_receiving(store, member_id)
                 records = messages.poll(store, member_id)
                 if records:
                     return records
-                pause_point("wait.empty")  # test-only hook (cafleet.faults): read, nothing found, not waiting yet
+                if store.hooks is not None:  # test-only hook (cafleet.faults): read, nothing found, not waiting yet
+                    store.hooks.pause("wait.empty")
                 if not changes.wait():
                     return []
             except DatabaseUnreachable as error:  # the server ended the session: reconnect, read again

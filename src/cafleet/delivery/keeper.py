@@ -35,7 +35,10 @@ one row per member instead of the agent's files. A fleet with no such member cos
 query; a member whose files did not change costs a ``stat`` per file and no write.
 
 Every ``CAFLEET_NOTICE_INTERVAL`` s it also looks at every member's pane and puts a notice
-in the Director's inbox for each new trouble (:mod:`cafleet.delivery.notices`).
+in the Director's inbox for each new trouble (:mod:`cafleet.delivery.notices`). And it moves
+each ``member exec`` of the fleet on (:class:`cafleet.delivery.execs.Watcher`): types its line
+as soon as the pane can take it, gives up on one that never started or whose process
+vanished (a notice each), and nudges a member that took no turn after one ended.
 
 Each try takes the pane's lock once without waiting (``wait_for_lock=False``): a busy pane
 is being typed into by another process, and is tried again after its back-off.
@@ -55,7 +58,7 @@ import os
 import signal
 import time
 
-from cafleet import clock
+from cafleet import clock, config
 from cafleet.broker import notifications
 from cafleet.delivery import drain, keepers
 from cafleet.errors import CafleetError, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
@@ -106,7 +109,7 @@ class Deliverer:
     """Delivers the fleet's owed previews through the drain, each recipient on its own
     back-off (see the module's text); ``say`` gets one line per change worth logging."""
 
-    def __init__(self, store, settings: drain.Settings, fleet_id: int, say) -> None:
+    def __init__(self, store, settings: config.Settings, fleet_id: int, say) -> None:
         self.store = store
         self.settings = settings
         self.fleet_id = fleet_id
@@ -159,11 +162,12 @@ class Deliverer:
             self.say(f"member {member_id} still owed message{'s' if len(owed) > 1 else ''} {ids}: {reason}; retrying")
 
 
-def keep(store, environ, db_path: str, fleet_id: int, say, reconnect: float = RECONNECT_TIMEOUT) -> str:
+def keep(store, settings: config.Settings, fleet_id: int, say, reconnect: float = RECONNECT_TIMEOUT) -> str:
     """Run the fleet's keeper until it should end; return why it ended (the caller logs it).
 
     Returns at once, saying so, when another keeper holds the fleet's lock."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    environ, db_path = settings.environ, settings.db_path
     problem = keepers.director_problem(store, fleet_id)  # the fleet exists (NotFound otherwise)
     if problem is not None:
         return problem
@@ -177,17 +181,19 @@ def keep(store, environ, db_path: str, fleet_id: int, say, reconnect: float = RE
         return f"another keeper already runs for fleet {fleet_id} ({other.describe()}), so this one is not needed"
     try:
         say(f"keeper for fleet {fleet_id} started (database {_shown(db_path)})")
-        return _run(store, drain.Settings(environ, db_path), fleet_id, lock, say, reconnect)
+        return _run(store, settings, fleet_id, lock, say, reconnect)
     finally:
         lock.release()
 
 
-def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock, say, reconnect: float) -> str:
+def _run(store, settings: config.Settings, fleet_id: int, lock: keepers.FleetLock, say, reconnect: float) -> str:
+    from cafleet.delivery.execs import Watcher
     from cafleet.delivery.notices import Noticer
 
     deliverer = Deliverer(store, settings, fleet_id, say)
+    commands = Watcher(store, settings, fleet_id, say)  # `member exec`: typed, judged, nudged
     spend = UsageKeeper(store, fleet_id, say)
-    noticer = Noticer(store, settings.environ, fleet_id, say)
+    noticer = Noticer(store, settings, fleet_id, say)
     changes = None
     try:
         with StopRequests() as stop:
@@ -201,6 +207,9 @@ def _run(store, settings: drain.Settings, fleet_id: int, lock: keepers.FleetLock
                     if ended is not None:
                         return ended
                     due = deliverer.round()
+                    exec_due = commands.round()
+                    if exec_due is not None:
+                        due = exec_due if due is None else min(due, exec_due)
                     if time.monotonic() >= next_usage:
                         spend.round()
                         next_usage = time.monotonic() + USAGE_EVERY

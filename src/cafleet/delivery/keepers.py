@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
 LOG_LIMIT = 1 << 20  # bytes: a larger log is moved to <log>.1 when the next keeper starts
 APP_NAME = "cafleet-keeper"
-_PAUSE_VARIABLES = ("CAFLEET_TEST_PAUSE_AT", "CAFLEET_TEST_PAUSE_FILE", "CAFLEET_TEST_PAUSE_UNTIL")
 
 
 class Keeper:
@@ -393,16 +392,19 @@ def ensure(store, environ, db_path: str, fleet_id: int) -> Keeper | None:
             return Keeper(True, pid, None, _hostname(), where.log_path)
     if not director_here(store, environ, fleet_id) or director_problem(store, fleet_id) is not None:
         return None
-    pid = spawn(environ, where.log_path, fleet_id)
+    pid = spawn(environ, where.log_path, fleet_id, store.hooks.program if store.hooks is not None else None)
     _STARTED[key] = (pid, time.monotonic())
     return Keeper(True, pid, None, _hostname(), where.log_path)
 
 
-def spawn(environ, log_path: str, fleet_id: int) -> int:
+def spawn(environ, log_path: str, fleet_id: int, program=None) -> int:
     """Start ``python -m cafleet fleet keep FLEET_ID`` detached (see the module's text);
-    returns its pid without waiting for it."""
+    returns its pid without waiting for it. ``program``: how this process runs cafleet
+    (its test hooks', :mod:`cafleet.faults`; by default ``python -m cafleet``)."""
     import subprocess
-    import sys
+
+    from cafleet.config import child_environ
+    from cafleet.faults import PROGRAM
 
     os.makedirs(os.path.dirname(log_path), mode=0o700, exist_ok=True)
     try:
@@ -411,14 +413,13 @@ def spawn(environ, log_path: str, fleet_id: int) -> int:
     except OSError:
         pass
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    child_env = {k: v for k, v in environ.items() if k not in _PAUSE_VARIABLES}  # a test's pause is its own
     try:
         child = subprocess.Popen(
-            [sys.executable, "-m", "cafleet", "fleet", "keep", str(fleet_id)],
+            [*(program or PROGRAM), "fleet", "keep", str(fleet_id)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
-            env=child_env,
+            env=child_environ(environ),
             cwd="/",
             start_new_session=True,
             close_fds=True,

@@ -55,7 +55,10 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from cafleet.errors import CafleetError, LockTimeout
-from cafleet.faults import trace_point
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from cafleet.faults import Hooks
 
 _MIN_SLEEP = 0.01
 _MAX_SLEEP = 0.05
@@ -69,15 +72,59 @@ class LockLost(CafleetError):
     """The pane-input lock was lost while held (its PostgreSQL session ended): typing stopped."""
 
 
+ENTERED_KEPT = 32  # message ids an Enter was pressed for, kept in a lock file
+
+
 class Held:
     """What :func:`pane_lock` yields: :meth:`guard` makes a multiplexer check the lock
-    before each call that sends keys; :meth:`check` is that check."""
+    before each call that sends keys; :meth:`check` is that check.
 
-    __slots__ = ("pane_id", "_advisory")
+    On SQLite the held lock file also records the message ids whose preview got an Enter
+    in this pane and is not yet stamped (:meth:`note_entered`, :meth:`entered_before`,
+    :meth:`forget_entered`): the file is only ever read or written by its lock's holder,
+    so that record needs no lock of its own, and it outlives the process that pressed the
+    Enter (a crash, a later retry by another process). The last ``ENTERED_KEPT`` are kept.
+    On PostgreSQL there is no such file: nothing is recorded and ``entered_before`` is
+    always false."""
 
-    def __init__(self, pane_id: str, advisory=None) -> None:
+    __slots__ = ("pane_id", "_advisory", "_fd")
+
+    def __init__(self, pane_id: str, advisory=None, fd: int | None = None) -> None:
         self.pane_id = pane_id
         self._advisory = advisory  # the AdvisoryLock on PostgreSQL; None for an flock
+        self._fd = fd  # the flock'd lock file on SQLite
+
+    def _entered(self) -> list[int]:
+        if self._fd is None:
+            return []
+        try:
+            data = os.pread(self._fd, 4096, 0)
+        except OSError:
+            return []
+        return [int(word) for word in data.split() if word.isdigit() and len(word) <= 19]
+
+    def _write_entered(self, ids: list[int]) -> None:
+        if self._fd is None:
+            return
+        data = " ".join(map(str, ids[-ENTERED_KEPT:])).encode("ascii")
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, data, 0)
+        except OSError:
+            pass  # a record that cannot be kept only means a later retry may type again
+
+    def entered_before(self, message_id: int) -> bool:
+        """Whether an Enter was pressed for this message's preview in this pane before."""
+        return message_id in self._entered()
+
+    def note_entered(self, message_id: int) -> None:
+        ids = [i for i in self._entered() if i != message_id]
+        self._write_entered([*ids, message_id])
+
+    def forget_entered(self, message_id: int) -> None:
+        ids = self._entered()
+        if message_id in ids:
+            self._write_entered([i for i in ids if i != message_id])
 
     def check(self) -> None:
         """Raise :class:`LockLost` unless the lock is still held (an ``flock`` always is)."""
@@ -128,16 +175,22 @@ def lock_path(lock_dir: str | os.PathLike[str], backend: str, session: str, pane
 
 @contextmanager
 def pane_lock(
-    lock_dir: str | os.PathLike[str], backend: str, session: str, pane_id: str, timeout: float
+    lock_dir: str | os.PathLike[str],
+    backend: str,
+    session: str,
+    pane_id: str,
+    timeout: float,
+    hooks: Hooks | None = None,
 ) -> Iterator[Held]:
     """Hold the pane-input lock for the key while the ``with`` body runs; the body types
-    through ``held.guard(mux)``."""
+    through ``held.guard(mux)``. ``hooks``: the command's test hooks (``store.hooks``;
+    :mod:`cafleet.faults`), which count each try that finds the lock held."""
     if timeout < 0:
         raise ValueError("timeout must not be negative")
     from cafleet.store import is_postgres_url
 
     if isinstance(lock_dir, str) and is_postgres_url(lock_dir):
-        with _advisory_lock(lock_dir, backend, session, pane_id, timeout) as held:
+        with _advisory_lock(lock_dir, backend, session, pane_id, timeout, hooks) as held:
             yield held
         return
     path = lock_path(lock_dir, backend, session, pane_id)
@@ -148,10 +201,10 @@ def pane_lock(
         raise _unavailable(error, lock_dir, pane_id) from None
     try:
         try:
-            _acquire(lambda: _try_flock(fd), pane_id, timeout)
+            _acquire(lambda: _try_flock(fd), pane_id, timeout, hooks)
         except OSError as error:  # not BlockingIOError: that one is retried (ENOLCK, EBADF...)
             raise _unavailable(error, lock_dir, pane_id) from None
-        yield Held(pane_id)
+        yield Held(pane_id, fd=fd)
     finally:
         os.close(fd)  # closing the only descriptor releases the flock
 
@@ -176,15 +229,17 @@ def advisory_key(backend: str, session: str, pane_id: str) -> int:
 
 
 @contextmanager
-def _advisory_lock(url: str, backend: str, session: str, pane_id: str, timeout: float) -> Iterator[Held]:
+def _advisory_lock(
+    url: str, backend: str, session: str, pane_id: str, timeout: float, hooks: Hooks | None
+) -> Iterator[Held]:
     from cafleet.errors import DatabaseError
     from cafleet.store.postgres import AdvisoryLock
 
-    held = AdvisoryLock(url, advisory_key(backend, session, pane_id))
+    held = AdvisoryLock(url, advisory_key(backend, session, pane_id), hooks)
     try:
         try:
             held.open()
-            _acquire(held.try_acquire, pane_id, timeout)
+            _acquire(held.try_acquire, pane_id, timeout, hooks)
         except DatabaseError as error:
             raise LockUnavailable(
                 f"the pane-input lock for pane {pane_id} cannot be taken ({error})", pane=pane_id
@@ -202,7 +257,7 @@ def _unavailable(error: OSError, lock_dir, pane_id: str) -> LockUnavailable:
     )
 
 
-def _acquire(attempt: Callable[[], bool], pane_id: str, timeout: float) -> None:
+def _acquire(attempt: Callable[[], bool], pane_id: str, timeout: float, hooks: Hooks | None = None) -> None:
     """The one bounded wait for either engine's lock: ``attempt`` (an ``flock`` or
     ``pg_try_advisory_lock``, never waiting) retried with short sleeps until ``timeout``."""
     deadline = time.monotonic() + timeout
@@ -210,7 +265,8 @@ def _acquire(attempt: Callable[[], bool], pane_id: str, timeout: float) -> None:
     while True:
         if attempt():
             return
-        trace_point("lock.busy")  # test-only count (cafleet.faults): a try found it held
+        if hooks is not None:  # test-only count (cafleet.faults): a try found it held
+            hooks.trace("lock.busy")
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise LockTimeout(

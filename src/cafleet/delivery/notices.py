@@ -35,12 +35,14 @@ from cafleet.delivery import supervision
 
 
 class Noticer:
-    def __init__(self, store, environ, fleet_id: int, say=None) -> None:
+    def __init__(self, store, settings: config.Settings, fleet_id: int, say=None) -> None:
         self.store = store
-        self.environ = environ
+        self.environ = settings.environ
         self.fleet_id = fleet_id
         self.say = say or (lambda _: None)
-        self.awaiting_after, self.silent_after, self.interval = config.notice_settings(environ)
+        self.awaiting_after = settings.notice_awaiting_after
+        self.silent_after = settings.notice_silent_after
+        self.interval = settings.notice_interval
         self.next_look = 0.0  # time.monotonic() of the next look
         # member id -> (digest, first seen with that digest, first seen blocked at all)
         self.blocked: dict[int, tuple[str, float, float]] = {}

@@ -6,7 +6,7 @@ Every pane is reached through :func:`reach`, which binds the placement's recorde
 identity to the multiplexer client: a pane whose id now names another pane (its server
 restarted) is *stale*, and nothing is typed into it or closed.
 
-``pause_point`` calls are test-only fault-injection hooks (:mod:`cafleet.faults`).
+The ``store.hooks`` calls are the test seam's pause points (:mod:`cafleet.faults`).
 
 The registry change and the pane kill happen while the lock is held, so a concurrent
 drain that was waiting for the lock re-checks and finds the member gone instead of
@@ -23,7 +23,6 @@ from cafleet import config
 from cafleet.broker import fleets, members
 from cafleet.delivery.placement import reach, recorded_at
 from cafleet.errors import CafleetError, clause
-from cafleet.faults import pause_point
 
 
 class PaneFate(enum.Enum):
@@ -101,7 +100,7 @@ def delete_fleet(store, environ, db_path: str, fleet_id: int, *, discard_worktre
 
             for key in sorted({_key(p) for p in listed}):  # sorted: no deadlock with other multi-lock holders
                 try:
-                    held.enter_context(pane_lock(lock_dir, *key, timeout))
+                    held.enter_context(pane_lock(lock_dir, *key, timeout, store.hooks))
                     locked.add(key)
                 except LockTimeout:
                     busy.add(key)
@@ -120,7 +119,7 @@ def delete_fleet(store, environ, db_path: str, fleet_id: int, *, discard_worktre
         from cafleet.delivery.lock import pane_lock
 
         try:
-            with pane_lock(lock_dir, *_key(placement), timeout):
+            with pane_lock(lock_dir, *_key(placement), timeout, store.hooks):
                 closed[placement["member_id"]] = _kill(placement)
         except LockTimeout:
             closed[placement["member_id"]] = _busy(placement)
@@ -215,9 +214,11 @@ def _delete_member(store, environ, db_path: str, member: dict, member_id: int) -
         placement["session"],
         placement["pane_id"],
         config.lock_timeout(environ),
+        store.hooks,
     ):
         status = _kill(placement)
-        pause_point("delete.killed")
+        if store.hooks is not None:
+            store.hooks.pause("delete.killed")
         if status.fate is PaneFate.NOT_CLOSED:
             raise CafleetError(f"member {member_id} was not deleted: its pane {placement['pane_id']} {status.text()}.")
         members.deregister_member(store, member_id)
@@ -241,7 +242,12 @@ def record_pane(
     from cafleet.delivery.lock import pane_lock
 
     with pane_lock(
-        config.lock_dir(db_path), placement["backend"], placement["session"], pane_id, config.lock_timeout(environ)
+        config.lock_dir(db_path),
+        placement["backend"],
+        placement["session"],
+        pane_id,
+        config.lock_timeout(environ),
+        store.hooks,
     ):
         members.set_pane_id(
             store,
@@ -528,7 +534,8 @@ def _spawn(
         window_id=placement["window_id"],
         coding_agent=spawn.agent,
     )
-    pause_point("create.registered")
+    if store.hooks is not None:
+        store.hooks.pause("create.registered")
     pane_id = None
     added = None
     try:
@@ -537,9 +544,11 @@ def _spawn(
 
             added = worktrees.add(store, plan, spawn.fleet_id, member_id, spawn.name)
         pane_id, identity, recorded, window_id = open_pane(member_id, added["path"] if added else None)
-        pause_point("create.split")
+        if store.hooks is not None:
+            store.hooks.pause("create.split")
         record_pane(store, environ, db_path, member_id, recorded, pane_id, identity, window_id=window_id)
-        pause_point("create.patched")
+        if store.hooks is not None:
+            store.hooks.pause("create.patched")
     except BaseException as error:  # noqa: BLE001 -- anything, a signal included, after the registration is undone and reported
         closed = None if pane_id is not None or close_unknown is None else close_unknown(member_id)
         message = _compensate(store, mux, member_id, pane_id, error, closed)
@@ -628,19 +637,17 @@ _HOST_LOCAL = frozenset(
         "CAFLEET_HOST",
         "CAFLEET_MULTIPLEXER",
         "CAFLEET_HERDR_BIN",
-        "CAFLEET_TEST_PAUSE_AT",
-        "CAFLEET_TEST_PAUSE_FILE",
     }
 )
 
 
 def remote_pane_env(environ, db_path: str, host: str, fleet_id: int, member_id: int) -> dict[str, str]:
-    """What a member's pane on ``host`` starts with: the caller's ``CAFLEET_*`` settings
-    (a local pane inherits them from its tmux server; a remote server has its own), the
-    database location, the member's ids, and ``CAFLEET_HOST`` naming the host it runs on."""
-    env = {
-        key: value for key, value in environ.items() if key.startswith("CAFLEET_") and key not in _HOST_LOCAL and value
-    }
+    """What a member's pane on ``host`` starts with: the caller's cafleet settings, those
+    declared in :mod:`cafleet.config` only (a local pane inherits them from its tmux server;
+    a remote server has its own), the database location, the member's ids, and
+    ``CAFLEET_HOST`` naming the host it runs on. Any other ``CAFLEET_*`` variable stays here."""
+    forwarded = config.declared_names() - _HOST_LOCAL
+    env = {key: value for key, value in environ.items() if key in forwarded and value}
     env.update(
         CAFLEET_DATABASE_URL=db_path,
         CAFLEET_MEMBER_ID=str(member_id),
@@ -841,11 +848,16 @@ def prompt_member(store, environ, db_path: str, member_id: int, text: str, *, fo
     mux = reach(placement)
     try:
         with lock.pane_lock(
-            lock_dir, placement["backend"], placement["session"], placement["pane_id"], timeout
+            lock_dir, placement["backend"], placement["session"], placement["pane_id"], timeout, store.hooks
         ) as held:
             mux = held.guard(mux)  # the lock is checked before each keystroke too
             submit.type_prompt(
-                mux, placement["pane_id"], text, placement["coding_agent"], settle=submit.settle_delay(environ)
+                mux,
+                placement["pane_id"],
+                text,
+                placement["coding_agent"],
+                settle=config.submit_settle(environ),
+                hooks=store.hooks,
             )
     except lock.LockLost as error:
         from cafleet.delivery.drain import after_lost_lock

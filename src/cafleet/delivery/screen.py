@@ -54,8 +54,11 @@ Sources of the cues (screen text read, never code copied):
   anything``, ``Explain this codebase``, ``Find and fix a bug in @filename`` …, and the side
   conversation's ``How many files have been modified?`` …), the status
   row ``• Working (12s • esc to interrupt)``, the queue (``↳ …`` under ``Queued follow-up
-  inputs``); ``Waiting for startup`` as codex-cli 0.171 draws it while starting;
-  ``[y/n]`` from the spec.
+  inputs``; 0.171 heads it ``Messages to be submitted after next tool call``);
+  ``Waiting for startup`` as codex-cli 0.171 draws it while starting; ``[y/n]`` from the
+  spec; and the screens of 0.171.0 recorded in tests/fixtures/screens (its approval
+  overlay and its Plan-mode ``request_user_input`` overlay, under which the echo of the
+  last submitted line is the last ``›`` row: hence codex's ``composer_window``).
 * opencode: its TUI source (anomalyco/opencode, routes/session/permission.tsx,
   question.tsx, component/prompt): the permission prompt ``△ Permission required`` with
   the buttons ``Allow once  Allow always  Reject`` and the follow-up ``Reject
@@ -173,6 +176,10 @@ CUES: dict[str, AgentCues] = {
         empty=tuple("^" + "".join("\\" + ch if ch in "{}?" else ch for ch in hint) + "$" for hint in _CODEX_HINTS),
         starting=((r"^([•◦]\s+)?Waiting for startup\b", 10), (r"^\s*Waiting for startup\b", 10, "below")),
         placeholder=r"\[Pasted Content \d+ chars\]",
+        # codex draws at most its footer (the model line, the key hints) under the box; a
+        # `›` row with more under it is the transcript's echo of a submitted line, above an
+        # approval or question overlay (tests/fixtures/screens/codex-0.171.0)
+        composer_window=4,
     ),
     "opencode": AgentCues(
         awaiting=(

@@ -16,7 +16,10 @@ bounded in time:
 1. capture the pane. A preview whose header already shows in the transcript or queue was
    taken by the agent after an earlier attempt stopped waiting for its echo (a lagging
    agent's late Enter): it counts as submitted, and nothing is typed (a prompt line, which
-   may be meant twice, is always typed). Otherwise type nothing when it shows a prompt awaiting its user
+   may be meant twice, is always typed). With ``earlier`` (the caller's record says an
+   earlier attempt pressed Enter for this preview in this pane) the pane's history is
+   searched too, ``HISTORY_LINES`` rows back: a long answer may have pushed the echo out
+   of the captured rows. Otherwise type nothing when it shows a prompt awaiting its user
    (:class:`PaneAwaitingUser`: a digit would pick an option, Enter would approve), when it
    shows no input box of that agent or the agent is still starting (:class:`PaneNotReady`:
    a shell, ``sleep``, codex's ``Waiting for startup``), or when the box already holds
@@ -62,13 +65,17 @@ with margin at a cost paid once per message.
 from __future__ import annotations
 
 import time
-from typing import Callable, Mapping
+from typing import Callable
 
+from cafleet.config import DEFAULT_SUBMIT_SETTLE
 from cafleet.delivery import screen
 from cafleet.delivery.preview import ELLIPSIS, NEWLINE_MARK, flatten
 from cafleet.errors import CafleetError, UsageError
-from cafleet.faults import pause_point
 from cafleet.mux.base import Multiplexer
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from cafleet.faults import Hooks
 
 # How long typed text may take to show in the box before the attempt gives up without
 # Enter. Generous: an agent on a loaded machine can draw it seconds late; text drawn after
@@ -77,6 +84,8 @@ DEFAULT_ECHO_TIMEOUT = 6.0
 DEFAULT_CONFIRM_TIMEOUT = 2.0
 VANISH_WAIT = 3  # confirm timeouts to wait for the echo of a text that left the box
 CAPTURE_LINES = 50
+# How far back the retry of a preview that had an Enter looks for its echo (step 1).
+HISTORY_LINES = 2000
 MARKER_LEN = 24
 PREVIEW_HEAD = "[cafleet msg "  # how every preview line starts
 _POLL = 0.05
@@ -103,32 +112,45 @@ class SubmissionNotConfirmed(CafleetError):
     queue after Enter."""
 
 
-def settle_delay(environ: Mapping[str, str]) -> float:
-    """The settle delay: ``CAFLEET_SUBMIT_SETTLE`` seconds from ``environ``, else 0.3."""
-    from cafleet.config import submit_settle
-
-    return submit_settle(environ)
-
-
 def submit_preview(
     mux: Multiplexer,
     pane_id: str,
     text: str,
     agent: str,
     *,
-    settle: float | None = None,
+    settle: float = DEFAULT_SUBMIT_SETTLE,
     enter_retries: int = 3,
     confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
     echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
     ours: Callable[[str], str | None] | None = None,
+    earlier: bool = False,
+    on_enter: Callable[[], None] | None = None,
+    hooks: Hooks | None = None,
 ) -> None:
     """Type the rendered preview ``text`` as one line into ``pane_id`` and submit it.
 
     ``ours(box_text)``, when given, names another preview of ours the box may still hold
     (step 1): the whole uncut line of the message its header names, or None. A preview
     whose header already shows in the transcript or queue was taken by the agent after an
-    earlier attempt gave up (step 0): it counts as submitted and is not typed again."""
-    _submit(mux, pane_id, flatten(text), agent, settle, enter_retries, confirm_timeout, echo_timeout, ours, once=True)
+    earlier attempt gave up (step 1): it counts as submitted and is not typed again; with
+    ``earlier`` (an earlier attempt pressed Enter for it in this pane) the pane's history
+    is searched for the header too, up to ``HISTORY_LINES`` rows back. ``on_enter`` is
+    called once, right before the first Enter."""
+    _submit(
+        mux,
+        pane_id,
+        flatten(text),
+        agent,
+        settle,
+        enter_retries,
+        confirm_timeout,
+        echo_timeout,
+        ours,
+        once=True,
+        earlier=earlier,
+        on_enter=on_enter,
+        hooks=hooks,
+    )
 
 
 def type_prompt(
@@ -136,17 +158,80 @@ def type_prompt(
     pane_id: str,
     text: str,
     agent: str,
-    settle: float | None = None,
+    settle: float = DEFAULT_SUBMIT_SETTLE,
     *,
     enter_retries: int = 3,
     confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
     echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
+    hooks: Hooks | None = None,
 ) -> None:
     """Type one prompt line (``member prompt``) into ``pane_id`` and submit it."""
     line = flatten(text)
     if not line.strip():
         raise UsageError("the prompt is empty; give the text to type.")
-    _submit(mux, pane_id, line, agent, settle, enter_retries, confirm_timeout, echo_timeout)
+    _submit(mux, pane_id, line, agent, settle, enter_retries, confirm_timeout, echo_timeout, hooks=hooks)
+
+
+def submit_shell_line(
+    mux: Multiplexer,
+    pane_id: str,
+    line: str,
+    agent: str,
+    settle: float,
+    *,
+    echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
+    hooks: Hooks | None = None,
+) -> None:
+    """Type ``line`` (``! <command>``: the agent's own shell mode) into the agent's empty
+    input box and press Enter once (``member exec``'s dispatch; docs/delivery.md).
+
+    The gate is a preview's (step 1: nothing is typed into a dialog, onto someone's text,
+    or while the agent starts). The ``!`` switches the box into the agent's shell mode,
+    which each agent draws its own way (claude redraws its prompt, opencode's ``!``
+    vanishes from the box), so the echo looked for is the rest of the line, on the last
+    rows of the screen; Enter is pressed once it shows. Whether the command started is not
+    read from the screen: the command itself records that (``member exec-run``), so Enter
+    is never retried here."""
+    rest = line.lstrip("!").strip()
+
+    def shows(shown: str) -> bool:
+        rows = [row for row in screen.screen_lines(shown) if row.strip()][-SHELL_ROWS:]
+        return any(rest in row for row in rows) or "".join(rest.split()) in "".join("".join(r.split()) for r in rows)
+
+    before = mux.capture(pane_id, CAPTURE_LINES, ansi=True)
+    box = screen.box_text(agent, before)
+    if (
+        (box is None or _is_whole(box, rest))
+        and shows(before)
+        and screen.classify(agent, before) != screen.PaneState.AWAITING_USER
+        and not screen.starting(agent, before)
+    ):
+        # Our own line, left in the agent's shell mode by an attempt that gave up before
+        # Enter (it drew too late): no input box shows while that mode holds it, so it would
+        # hold every later attempt (and every preview) for good. It names this exec only,
+        # which runs once whatever happens, so it is submitted as it stands.
+        mux.press_enter(pane_id)
+        return
+    _check_ready(mux, pane_id, agent, before, line)
+    mux.type_text(pane_id, line)
+    if hooks is not None:
+        hooks.pause("submit.typed")
+    time.sleep(settle)
+    seen, shown = _poll(mux, pane_id, echo_timeout, shows)
+    if not seen:
+        raise SubmissionNotConfirmed(
+            f"the typed line never showed in the {agent} input box of pane {pane_id}, so Enter was not "
+            "pressed; what was typed is left as it is."
+        )
+    if screen.classify(agent, _without_typed(shown, rest)) == screen.PaneState.AWAITING_USER:
+        raise PaneAwaitingUser(
+            f"pane {pane_id} began showing a prompt awaiting its user while the line was typed; "
+            "Enter was not pressed and the typed line is still in that pane."
+        )
+    mux.press_enter(pane_id)
+
+
+SHELL_ROWS = 8  # the last non-blank rows where a shell-mode line must show before Enter
 
 
 def with_terminator(line: str) -> str:
@@ -163,17 +248,16 @@ def _submit(
     pane_id: str,
     line: str,
     agent: str,
-    settle: float | None,
+    settle: float,
     enter_retries: int,
     confirm_timeout: float,
     echo_timeout: float,
     ours: Callable[[str], str | None] | None = None,
     once: bool = False,
+    earlier: bool = False,
+    on_enter: Callable[[], None] | None = None,
+    hooks: Hooks | None = None,
 ) -> None:
-    if settle is None:
-        import os
-
-        settle = settle_delay(os.environ)
     if settle < 0 or enter_retries < 0 or confirm_timeout < 0 or echo_timeout < 0:
         raise ValueError("settle, enter_retries and the timeouts must not be negative")
     line = with_terminator(line)
@@ -184,6 +268,8 @@ def _submit(
     before = mux.capture(pane_id, CAPTURE_LINES, ansi=True)
     if once and _taken_already(agent, before, marker, placeholder):
         return
+    if once and earlier and _taken_already(agent, mux.capture(pane_id, HISTORY_LINES), marker, placeholder):
+        return  # its echo scrolled up out of the captured rows (a long answer followed it)
     before = _check_ready(mux, pane_id, agent, before, line, ours)
     ends = (marker, _tail_marker(line))
     echoes = (_echoes(agent, before, ends[:1]), _echoes(agent, before, ends))
@@ -199,10 +285,7 @@ def _submit(
         # that lags, whose late submission after the confirmation gave up types it twice.
         seen, shown = True, before
     else:
-        mux.type_text(pane_id, line)
-        pause_point("submit.typed")  # test-only hook (cafleet.faults): typed, Enter not pressed
-        time.sleep(settle)
-        seen, shown = _poll(mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder))
+        seen, shown = _type(mux, pane_id, agent, line, settle, echo_timeout, marker, placeholder, hooks)
     if not seen:
         removed = _erase_ours(mux, pane_id, agent, shown, line)
         raise SubmissionNotConfirmed(
@@ -220,6 +303,11 @@ def _submit(
                 "submission was confirmed; Enter was not pressed again.",
                 pane=pane_id,
             )
+        if on_enter is not None:
+            on_enter()
+            on_enter = None
+        if hooks is not None:
+            hooks.trace("submit.enter")
         mux.press_enter(pane_id)
         outcome, shown = _await_outcome(mux, pane_id, agent, ends, placeholder, echoes, confirm_timeout)
         if outcome == _ECHOED:
@@ -238,6 +326,29 @@ def _submit(
         + ("; the typed text was removed." if removed else "."),
         pane=pane_id,
     )
+
+
+def _type(
+    mux: Multiplexer,
+    pane_id: str,
+    agent: str,
+    line: str,
+    settle: float,
+    echo_timeout: float,
+    marker: str,
+    placeholder: str | None,
+    hooks: Hooks | None,
+) -> tuple[bool, str]:
+    """Type ``line`` and wait (after ``settle``) for the box to show it: (seen, the screen)."""
+    mux.type_text(pane_id, line)
+    if hooks is not None:  # test-only (cafleet.faults): typed, Enter not pressed; bench/keeper_real.py's times
+        hooks.pause("submit.typed")
+        hooks.trace("submit.typed")
+    time.sleep(settle)
+    seen, shown = _poll(mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder))
+    if hooks is not None:
+        hooks.trace("submit.shown" if seen else "submit.not_shown")
+    return seen, shown
 
 
 def _check_ready(

@@ -15,6 +15,9 @@ the WebUI roster, so the three always agree. Each member costs one multiplexer i
 - silent: no "working" cue, and no message activity at all since the member was registered
   longer than ``idle_after`` ago (the seed's idle is null then: nothing to measure from, so
   a member that never answered is told apart from one that went quiet);
+- exec: a command the Director runs in its pane (``member exec``) has not ended: waiting to
+  be typed, typed, or running (the detail names the exec and its command); a blocked or
+  dead pane says that instead, which needs someone first;
 - alive: anything else.
 """
 
@@ -24,6 +27,7 @@ from cafleet import clock
 from cafleet.errors import CafleetError, DamagedPlacement, PaneStale, clause
 
 ALIVE, IDLE, SILENT, BLOCKED, DEAD, PENDING = "alive", "idle", "silent", "blocked", "dead", "pending"
+EXEC = "exec"
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "tcsh", "csh", "-bash", "-zsh", "-sh"})
 DEFAULT_IDLE_AFTER = 600.0
 SCREEN_LINES = 30
@@ -102,7 +106,24 @@ def fleet_states(
         from cafleet.broker import members
 
         roster = members.roster(store, fleet_id, detail=True)
-    return {entry["member_id"]: pane_state(entry, pool, idle_after) for entry in roster if entry["kind"] != "director"}
+    from cafleet.broker import execs
+
+    states = {
+        entry["member_id"]: pane_state(entry, pool, idle_after) for entry in roster if entry["kind"] != "director"
+    }
+    for record in execs.in_flight(store, fleet_id):  # one catalogue look when no exec was ever made
+        member_id = record["member_id"]
+        if member_id in states and states[member_id][0] in (ALIVE, IDLE, SILENT):
+            states[member_id] = (EXEC, exec_detail(record))
+    return states
+
+
+def exec_detail(record: dict) -> str:
+    """``exec 7 running: `make test```, in one line."""
+    from cafleet.broker import execs
+
+    doing = {"created": "waiting to be typed", "dispatched": "typed, not started yet", "running": "running"}
+    return f"exec {record['exec_id']} {doing.get(record['state'], record['state'])}: `{execs.shown_command(record['command'])}`"
 
 
 def merge_states(records: list[dict], states: dict[int, tuple[str, str]]) -> list[dict]:

@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import time
 
-from cafleet import clock
+from cafleet import clock, config
 from cafleet.broker import activity, fleets, messages, notifications
 from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, Conflict, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
-from cafleet.faults import pause_point
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
 MESSAGE_CHECK = 0.25  # seconds between checks for new Director messages (SQLite) and member rounds
@@ -63,6 +62,7 @@ ACTIONS = {
     supervision.BLOCKED: "cafleet member capture {member_id}",
     supervision.IDLE: "cafleet member capture {member_id}",
     supervision.SILENT: "cafleet member capture {member_id}",
+    supervision.EXEC: "cafleet member capture {member_id}",
 }
 
 
@@ -70,8 +70,7 @@ class Watcher:
     def __init__(
         self,
         store,
-        environ,
-        db_path: str,
+        settings: config.Settings,
         fleet_id: int,
         interval: float,
         idle_after: float,
@@ -89,7 +88,8 @@ class Watcher:
         self.retried_at: dict[int, float] = {}
         self.last_message_id = 0
         self.director = fleets.get_fleet(store, fleet_id)["director_member_id"]
-        self.settings = drain.Settings(environ, db_path)  # validated before the stream starts
+        self.settings = settings  # validated before the stream starts
+        environ = settings.environ
         from cafleet.delivery import keeper, keepers
 
         self.keeper_on = keepers.enabled(environ)
@@ -99,9 +99,14 @@ class Watcher:
         if not self.keeper_on:
             from cafleet.delivery.notices import Noticer
 
-            self.noticer = Noticer(store, environ, fleet_id)
+            self.noticer = Noticer(store, settings, fleet_id)
         if self.deliverer is not None:
             self.deliverer.on_delivered = self.delivered
+        self.commands = None  # `member exec`: the keeper's job too while it is off
+        if not self.keeper_on:
+            from cafleet.delivery.execs import Watcher as ExecWatcher
+
+            self.commands = ExecWatcher(store, self.settings, fleet_id)
         from cafleet.delivery.budget_watch import BudgetWatch
 
         self.budgets = BudgetWatch(store, environ, fleet_id, reads=not self.keeper_on)  # over-budget (docs/usage.md)
@@ -124,21 +129,12 @@ class Watcher:
                             self.director_messages()
                             unread = False
                         if time.monotonic() >= next_round:
-                            pause_point("watch.round")
-                            self.members_round()
-                            self.retry_stale()
-                            self.budgets.round(self.emit, event)
-                            self.worktrees_round()
-                            self.keeper_round()
+                            self.interval_round()
                             next_round = time.monotonic() + self.interval
-                        due = self.deliverer.round() if self.deliverer is not None else None
-                        if self.noticer is not None:
-                            look = self.noticer.round()
-                            due = look if due is None else min(due, look)
-                            if self.noticer.posted:  # our own commit wakes no change waiter
-                                self.noticer.posted = 0
-                                unread = True
-                                continue
+                        due, posted = self.resident_rounds()
+                        if posted:  # our own commit wakes no change waiter
+                            unread = True
+                            continue
                         stop.check()
                         unread = changes.wait(until=next_round if due is None else min(due, next_round)) or unread
                     except DatabaseGone as gone:
@@ -157,6 +153,27 @@ class Watcher:
         finally:
             if changes is not None:
                 changes.close()
+
+    def interval_round(self) -> None:
+        """What is looked at once per interval: members' states, stale previews, budgets,
+        worktrees and the keeper."""
+        if self.store.hooks is not None:
+            self.store.hooks.pause("watch.round")
+        self.members_round()
+        self.retry_stale()
+        self.budgets.round(self.emit, event)
+        self.worktrees_round()
+        self.keeper_round()
+
+    def resident_rounds(self) -> tuple[float | None, bool]:
+        """The rounds of what stands in for the keeper (delivery, execs, notices), each when
+        on: when the soonest is due next (None: none is), and whether a notice was posted."""
+        dues = [part.round() for part in (self.deliverer, self.commands) if part is not None]
+        posted = False
+        if self.noticer is not None:
+            dues.append(self.noticer.round())
+            posted, self.noticer.posted = bool(self.noticer.posted), 0
+        return min((due for due in dues if due is not None), default=None), posted
 
     def director_messages(self) -> None:
         for record in messages.pending_after(self.store, self.director, self.last_message_id):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 
+from cafleet import config
 from cafleet.broker import worktrees as records
 from cafleet.errors import CafleetError, UsageError, clause
 
@@ -60,8 +61,7 @@ class Runner:
             return code, out, err
         import subprocess
 
-        env = {k: v for k, v in self.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
-        env.update(GIT_ENV)
+        env = config.child_environ(self.environ, drop=("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"), **GIT_ENV)
         try:
             done = subprocess.run(list(argv), env=env, capture_output=True, timeout=TIMEOUT, check=False)
         except FileNotFoundError:
@@ -101,8 +101,6 @@ class Runner:
             raise CafleetError(f"the folder {path} could not be made{self.where()} ({_reason(err, code)}).")
 
     def worktree_dir(self) -> str:
-        from cafleet import config
-
         if self.ssh is None:
             return config.worktree_dir(self.environ)
         code, out, err = self.sh(_REMOTE_DIR)
@@ -219,7 +217,6 @@ def default_branch(fleet_id: int, member_id: int, name: str) -> str:
 def add(store, plan_: Plan, fleet_id: int, member_id: int, name: str) -> dict:
     """Record, then add, the member's worktree on its new branch; the row is ``ready``
     once git has made it. Raises with nothing left in git when git refuses."""
-    from cafleet.faults import pause_point
 
     run = plan_.runner
     branch = plan_.branch or default_branch(fleet_id, member_id, name)
@@ -240,13 +237,15 @@ def add(store, plan_: Plan, fleet_id: int, member_id: int, name: str) -> dict:
         base_commit=plan_.base_commit,
         host=run.host,
     )
-    pause_point("create.worktree_recorded")
+    if store.hooks is not None:
+        store.hooks.pause("create.worktree_recorded")
     run.makedirs(plan_.root)
     code, _, err = run.git(plan_.repo, "worktree", "add", "--quiet", "-b", branch, path, plan_.base_commit)
     if code != 0:
         records.set_status(store, member_id, records.REMOVED)  # git made nothing: the row only keeps the path
         raise CafleetError(f"git could not add the worktree {path}{run.where()} ({_reason(err, code)}).")
-    pause_point("create.worktree_added")
+    if store.hooks is not None:
+        store.hooks.pause("create.worktree_added")
     records.set_status(store, member_id, records.READY)
     out = {"path": path, "branch": branch, "base": plan_.base, "base_commit": plan_.base_commit}
     if run.host is not None:

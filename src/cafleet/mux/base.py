@@ -74,8 +74,9 @@ class Multiplexer(Protocol):
         env: dict[str, str] | None = None,
         target_pane: str | None = None,
     ) -> tuple[str, str | None]:
-        """Open a new pane in ``window_id`` running ``argv`` (no shell), without taking
-        focus from the current pane. Return the new pane's id and identity."""
+        """Open a new pane in ``window_id`` (beside ``target_pane`` when given) running
+        ``argv`` (no shell), without taking focus from the current pane. Return the new
+        pane's id and identity."""
 
     def identity(self, pane_id: str) -> str | None:
         """The pane's identity now; PaneGone when there is no such pane."""

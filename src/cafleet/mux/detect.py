@@ -5,7 +5,7 @@ Cheap to import: the backends (and their subprocess use) load only when asked fo
 
 from __future__ import annotations
 
-from cafleet.errors import ConfigError, MuxError
+from cafleet.errors import MuxError
 
 TYPE_CHECKING = False  # importing typing costs milliseconds on every command
 if TYPE_CHECKING:
@@ -19,12 +19,13 @@ BACKENDS = ("tmux", "herdr")
 def detect_backend(environ: Mapping[str, str]) -> str:
     """``CAFLEET_MULTIPLEXER`` wins; else ``HERDR_ENV`` means herdr and ``TMUX`` means tmux.
 
-    An empty ``CAFLEET_MULTIPLEXER`` counts as unset, like the other variables.
+    An empty ``CAFLEET_MULTIPLEXER`` counts as unset, like the other variables; another
+    value than tmux or herdr is refused by its declaration (:mod:`cafleet.config`).
     """
-    chosen = environ.get("CAFLEET_MULTIPLEXER", "")
+    from cafleet.config import declared
+
+    chosen = declared("CAFLEET_MULTIPLEXER").read(environ)
     if chosen:
-        if chosen not in BACKENDS:
-            raise ConfigError(f"CAFLEET_MULTIPLEXER={chosen!r} is not a multiplexer; set it to tmux or herdr.")
         return chosen
     in_herdr = bool(environ.get("HERDR_ENV"))
     in_tmux = bool(environ.get("TMUX"))
@@ -76,7 +77,7 @@ def multiplexer_for_placement(
     if backend == "herdr":
         from cafleet.mux.herdr import Herdr
 
-        return Herdr.from_session(session, timeout)
+        return Herdr.from_session(session, timeout, binary=_environ(environ).get("CAFLEET_HERDR_BIN"))
     from cafleet.mux import damaged
 
     raise damaged("multiplexer backend", backend, "tmux or herdr")
@@ -114,10 +115,17 @@ def check_placement(placement: Mapping) -> None:
         herdr.check_identity(placement.get("identity"))
 
 
-def _here(environ: Mapping[str, str] | None) -> str:
-    import os
+def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
+    """``environ``, else the process's own (a caller with no command context: the WebUI's screens)."""
+    if environ is not None:
+        return environ
+    from cafleet.config import process_environ
 
-    return (os.environ if environ is None else environ).get("CAFLEET_HOST", "")
+    return process_environ()
+
+
+def _here(environ: Mapping[str, str] | None) -> str:
+    return _environ(environ).get("CAFLEET_HOST", "")
 
 
 def _remote(backend: str, session: str, timeout: float, environ: Mapping[str, str] | None) -> Multiplexer:

@@ -130,13 +130,11 @@ class Herdr:
         workspace: str | None = None,
         binary: str | None = None,
     ) -> None:
-        import os
-
         self.socket = socket
         self.timeout = timeout
         self.pane = pane
         self.workspace = workspace
-        self.binary = binary or os.environ.get("CAFLEET_HERDR_BIN") or "herdr"
+        self.binary = binary or "herdr"  # CAFLEET_HERDR_BIN, passed by the caller
         self.expected: dict[str, str | None] = {}  # pane id -> identity it must still have
 
     @classmethod
@@ -151,24 +149,25 @@ class Herdr:
         )
 
     @classmethod
-    def from_session(cls, session: str, timeout: float = 5.0) -> Herdr:
+    def from_session(cls, session: str, timeout: float = 5.0, binary: str | None = None) -> Herdr:
         """Reach the server named by a stored ``<workspace_id>[@<socket_path>]`` string."""
         workspace, _, socket = session.partition("@")
         check_id("workspace", workspace)
         if socket and not is_socket_path(socket):
             raise damaged("herdr session", session, "<workspace id>@<absolute socket path>")
-        return cls(socket or None, timeout, workspace=workspace)
+        return cls(socket or None, timeout, workspace=workspace, binary=binary)
 
     # -- subprocess plumbing -------------------------------------------------------------
 
     def _call(self, args: Sequence[str]) -> str:
         """Run ``herdr <args>``; return stdout, raise _Failure on a non-zero exit."""
-        import os
         import subprocess
 
         env = None
         if self.socket:
-            env = dict(os.environ, HERDR_SOCKET_PATH=self.socket)
+            from cafleet.config import child_environ
+
+            env = child_environ(HERDR_SOCKET_PATH=self.socket)
         try:
             done = subprocess.run(
                 [self.binary, *args],

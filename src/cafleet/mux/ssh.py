@@ -135,10 +135,10 @@ class Ssh:
     """How to run one command line on ``host`` (``[user@]host[:port]``)."""
 
     def __init__(self, host: str, environ=None) -> None:
-        import os
+        from cafleet.config import process_environ
 
         self.host = check_host(host)
-        self.environ = os.environ if environ is None else environ
+        self.environ = process_environ() if environ is None else environ
 
     def argv(self, remote_argv, marker: str | None = None) -> list[str]:
         """The local argv that runs ``remote_argv`` (a list of words) on the host; with

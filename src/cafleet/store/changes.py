@@ -37,7 +37,6 @@ import signal
 import time
 
 from cafleet.errors import DatabaseUnreachable
-from cafleet.faults import trace_point
 
 
 BLOCKING_STEP = 1.0  # seconds a waiter that blocks (PostgreSQL LISTEN) waits between file checks
@@ -197,7 +196,8 @@ class Changes:
                 else:
                     time.sleep(nap)
             self._pause = min(max(self._pause * 2, RECONNECT_FIRST), RECONNECT_LONGEST)
-            trace_point("store.reconnect")  # test-only count (cafleet.faults)
+            if self.store.hooks is not None:
+                self.store.hooks.trace("store.reconnect")  # test-only count (cafleet.faults)
             try:
                 reopen()
                 waiter_reopen = getattr(self.waiter, "reopen", None)
@@ -219,7 +219,8 @@ class Changes:
         end = min(ends) if ends else None
         blocks = getattr(self.waiter, "blocks", False)  # it can wait for a change itself (LISTEN)
         while True:
-            trace_point("changes.check")  # test-only count (cafleet.faults)
+            if self.store.hooks is not None:
+                self.store.hooks.trace("changes.check")  # test-only count (cafleet.faults)
             step = max(self.interval, BLOCKING_STEP) if blocks else self.interval
             if end is None:
                 nap = step

@@ -21,6 +21,7 @@ from cafleet.store import ReadSnapshot, diagnosis, faults, is_postgres_url, sche
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Problem, Store as StoreInterface, Trigger
 
 DEFAULT_BUSY_TIMEOUT = 5.0
@@ -32,12 +33,15 @@ MIN_SQLITE = (3, 35)
 class Store:
     """A validated connection plus the write-transaction discipline (BEGIN IMMEDIATE)."""
 
-    __slots__ = ("conn", "path", "busy_timeout", "identity", "_queue")
+    __slots__ = ("conn", "path", "busy_timeout", "identity", "_queue", "hooks")
     engine = "sqlite"
     BEGIN_READ = "BEGIN"  # a deferred transaction: its first read fixes the snapshot
 
-    def __init__(self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None, hooks: Hooks | None = None
+    ) -> None:
         self.conn = conn
+        self.hooks = hooks  # the command's test hooks (cafleet.faults); None outside a test
         self.path = path
         self.busy_timeout = busy_timeout
         self.identity = identity if identity is not None else file_identity(path)
@@ -400,13 +404,18 @@ def _check_sqlite_version() -> None:
 
 
 def open_store(
-    path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, schema: str | None = None, trusted_owner: str | None = None
+    path: str,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    schema: str | None = None,
+    trusted_owner: str | None = None,
+    hooks: Hooks | None = None,
 ) -> StoreInterface:
     """Diagnose ``path`` and return a Store ready for use, initialising it if new/empty.
 
     A ``postgresql://`` or ``postgres://`` URL opens the PostgreSQL store instead
     (:mod:`cafleet.store.postgres`, imported only then; ``schema`` is its schema and
-    ``trusted_owner`` the role besides the connecting one that may own it).
+    ``trusted_owner`` the role besides the connecting one that may own it). ``hooks``: the
+    command's test hooks (:mod:`cafleet.faults`), reached by every point through the store.
 
     An existing file is diagnosed through a connection that cannot write (see
     :func:`_diagnose_read_only`); only a file that passed is opened for writing, so a
@@ -415,7 +424,7 @@ def open_store(
     if is_postgres_url(path):
         from cafleet.store import postgres
 
-        return postgres.open_store(path, busy_timeout, schema, trusted_owner)
+        return postgres.open_store(path, busy_timeout, schema, trusted_owner, hooks)
     _check_sqlite_version()
     state = diagnosis.read_header_state(path)
     if state == diagnosis.MISSING:
@@ -443,7 +452,7 @@ def open_store(
     except BaseException:
         conn.close()
         raise
-    return Store(conn, path, busy_timeout, identity)
+    return Store(conn, path, busy_timeout, identity, hooks)
 
 
 def _check_log(path: str) -> None:

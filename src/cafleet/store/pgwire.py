@@ -268,9 +268,12 @@ def conninfo(url: str, overrides: dict[str, Any]) -> dict[str, str]:
     for key, value in overrides.items():
         if value is not None:
             params[key] = str(value)
+    from cafleet.config import process_environ
+
+    environ = process_environ()  # libpq's PG* variables are the process's own, as libpq reads them
     for key, var in _ENV.items():
-        if key not in params and os.environ.get(var):
-            params[key] = os.environ[var]
+        if key not in params and environ.get(var):
+            params[key] = environ[var]
     if not params.get("user"):
         import pwd
 

@@ -23,7 +23,6 @@ by reading again (see :class:`NotifyWaiter`).
 
 from __future__ import annotations
 
-import os
 import select
 import time
 
@@ -39,13 +38,13 @@ from cafleet.store import pgwire
 
 from cafleet import clock
 from cafleet.errors import DatabaseError, DatabaseUnreachable
-from cafleet.faults import TRACE_SQL, trace_point
 from cafleet.store import ReadSnapshot, diagnosis, schema
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from typing import Any
 
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Problem, Store as StoreInterface, Trigger
 
 DEFAULT_SCHEMA = "cafleet"
@@ -61,16 +60,6 @@ def lock_key(*parts: str) -> int:
     (PostgreSQL's ``hashtext`` is 32 bits and collides; this one is ours alone)."""
     text = "\0".join(("cafleet", *parts)).encode("utf-8", "surrogatepass")
     return int.from_bytes(blake2b(text, digest_size=8).digest(), "big", signed=True)
-
-
-def valid_schema(name: str) -> bool:
-    return (
-        bool(name)
-        and len(name) <= 63
-        and name[0].isascii()
-        and (name[0].isalpha() or name[0] == "_")
-        and all(c.isascii() and (c.isalnum() or c == "_") and not c.isupper() for c in name)
-    )
 
 
 # --- the schema, rendered from store/schema.py's declaration ----------------------------
@@ -234,14 +223,22 @@ class PgStore:
         "begin",
         "absent",
         "absent_until",
+        "hooks",
     )
     engine = "postgresql"
     BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ"  # one consistent view, as on SQLite
 
     def __init__(
-        self, conn: pgwire.Connection, url: str, schema_name: str, busy_timeout: float, trusted_owner: str = ""
+        self,
+        conn: pgwire.Connection,
+        url: str,
+        schema_name: str,
+        busy_timeout: float,
+        trusted_owner: str = "",
+        hooks: Hooks | None = None,
     ) -> None:
         self.conn = conn
+        self.hooks = hooks  # the command's test hooks (cafleet.faults); None outside a test
         self.url = url
         self.path = _redact(url)  # what messages show
         self.schema = schema_name
@@ -397,7 +394,7 @@ class PgStore:
         command's open does (one round trip on a healthy schema): after the server ended
         the session (a restart, ``pg_terminate_backend``, ``idle_session_timeout``).
         Raises what the open raises; the old connection is kept until a new one is had."""
-        fresh = open_store(self.url, self.busy_timeout, self.schema, self.trusted_owner)
+        fresh = open_store(self.url, self.busy_timeout, self.schema, self.trusted_owner, self.hooks)
         old, self.conn = self.conn, fresh.conn
         self.present |= fresh.present
         self.absent, self.absent_until = fresh.absent, fresh.absent_until
@@ -493,16 +490,19 @@ def _translated(exc: BaseException, where: str, busy_timeout: float) -> Database
     return DatabaseError(f"database {where} failed: {first}.")
 
 
-def connect(url: str, busy_timeout: float, schema_name: str, settings: bool = True) -> pgwire.Connection:
+def connect(
+    url: str, busy_timeout: float, schema_name: str, settings: bool = True, hooks: Hooks | None = None
+) -> pgwire.Connection:
     """An autocommit connection with keepalives, ``search_path`` set to the schema and
     ``lock_timeout`` to the busy timeout; with ``settings=False`` the caller sends
-    :func:`_settings_sql` itself (the store's open folds it into its diagnosis)."""
+    :func:`_settings_sql` itself (the store's open folds it into its diagnosis). With test
+    ``hooks`` that trace SQL (:mod:`cafleet.faults`), each statement sent goes to them."""
     try:
         conn = pgwire.Connection.connect(url, connect_timeout=max(2, int(busy_timeout) + 1), **KEEPALIVES)
     except pgwire.Error as exc:
         raise translate(exc, url, busy_timeout) from None
-    if os.environ.get(TRACE_SQL):
-        conn.trace = _trace_sql
+    if hooks is not None and hooks.trace_sql is not None:
+        conn.trace = hooks.trace_sql
     if settings:
         try:
             conn.execute(_settings_sql(schema_name, busy_timeout))
@@ -516,34 +516,31 @@ def _settings_sql(schema_name: str, busy_timeout: float) -> str:
     """The connection's settings as one statement. Sent as a statement rather than as the
     startup packet's ``options``: a pooler such as PgBouncer refuses a connection whose
     startup packet carries parameters it does not know. ``schema_name`` is a checked
-    lower-case name (:func:`valid_schema`), so it is quoted here, never bound."""
+    lower-case name (its declaration in :mod:`cafleet.config`), so it is quoted here, never bound."""
     return (
         f"SELECT set_config('search_path', '\"{schema_name}\"', false), "
         f"set_config('lock_timeout', '{max(1, int(busy_timeout * 1000))}ms', false)"
     )
 
 
-def _trace_sql(query: str) -> None:
-    """Test-only (``CAFLEET_TEST_TRACE_SQL``, cafleet.faults): each statement sent goes to
-    the trace on one line, so a test counts what an open sends instead of timing it."""
-    trace_point("sql " + " ".join(query.split()), TRACE_SQL)
-
-
 def open_store(
-    url: str, busy_timeout: float, schema_name: str | None = None, trusted_owner: str | None = None
+    url: str,
+    busy_timeout: float,
+    schema_name: str | None = None,
+    trusted_owner: str | None = None,
+    hooks: Hooks | None = None,
 ) -> PgStore:
     """Connect, diagnose the schema (initialising an empty one) and return the store.
-    ``trusted_owner`` (``CAFLEET_PG_TRUSTED_OWNER``; None reads the environment) is the one
-    role besides the connecting one that may own the schema and cafleet's tables."""
-    schema_name = schema_name or os.environ.get("CAFLEET_PG_SCHEMA") or DEFAULT_SCHEMA
-    if not valid_schema(schema_name):
-        raise DatabaseError(
-            f"CAFLEET_PG_SCHEMA {schema_name!r} must be a lower-case SQL name (letters, digits, _; at most 63)."
-        )
-    if trusted_owner is None:
-        trusted_owner = os.environ.get("CAFLEET_PG_TRUSTED_OWNER", "")
-    conn = connect(url, busy_timeout, schema_name, settings=False)
-    store = PgStore(conn, url, schema_name, busy_timeout, trusted_owner)
+    ``schema_name`` (``CAFLEET_PG_SCHEMA``, read by the command's settings; None is the
+    default schema) is checked again by its one declaration, since it is quoted into SQL.
+    ``trusted_owner`` (``CAFLEET_PG_TRUSTED_OWNER``) is the one role besides the connecting
+    one that may own the schema and cafleet's tables."""
+    from cafleet.config import declared
+
+    schema_name = declared("CAFLEET_PG_SCHEMA").parse(schema_name or DEFAULT_SCHEMA)
+    trusted_owner = trusted_owner or ""
+    conn = connect(url, busy_timeout, schema_name, settings=False, hooks=hooks)
+    store = PgStore(conn, url, schema_name, busy_timeout, trusted_owner, hooks)
     try:
         try:
             present = _fast_accept(conn, schema_name, busy_timeout, trusted_owner)
@@ -898,7 +895,9 @@ class NotifyWaiter:
 
     def _listen(self) -> None:
         # LISTEN needs neither search_path nor lock_timeout: no settings round trip.
-        conn = connect(self.store.url, self.store.busy_timeout, self.store.schema, settings=False)
+        conn = connect(
+            self.store.url, self.store.busy_timeout, self.store.schema, settings=False, hooks=self.store.hooks
+        )
         try:
             conn.execute("LISTEN " + pgwire.quote_ident(self.store.channel))
         except pgwire.Error as exc:
@@ -918,7 +917,8 @@ class NotifyWaiter:
             self.reopen()  # the last try failed: this one raises if it fails too
             return True  # whatever came meanwhile was not announced
         while True:
-            trace_point("store.wait")  # test-only count (cafleet.faults)
+            if self.store.hooks is not None:  # test-only count (cafleet.faults)
+                self.store.hooks.trace("store.wait")
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 return False
@@ -992,16 +992,17 @@ class AdvisoryLock:
     lock: :meth:`held` asks, in one round trip on the lock's own connection, whether it is
     still held."""
 
-    def __init__(self, url: str, key: int) -> None:
+    def __init__(self, url: str, key: int, hooks: Hooks | None = None) -> None:
         self.url = url
         self.key = key
+        self.hooks = hooks  # the command's test hooks (cafleet.faults)
         self.conn: pgwire.Connection | None = None
         self.ping = False  # the server ends idle sessions: every alive() is a round trip
 
     def open(self, busy_timeout: float = 5.0) -> None:
         """The lock's own connection (raises :class:`~cafleet.errors.DatabaseError`)."""
         # pg_try_advisory_lock never waits and names no table: no settings round trip.
-        self.conn = connect(self.url, busy_timeout, DEFAULT_SCHEMA, settings=False)
+        self.conn = connect(self.url, busy_timeout, DEFAULT_SCHEMA, settings=False, hooks=self.hooks)
 
     def try_acquire(self) -> bool:
         """One attempt that never waits (the caller's loop backs off between attempts)."""

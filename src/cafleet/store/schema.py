@@ -142,6 +142,11 @@ DECLARED_AUX_INDEXES: tuple[Index, ...] = (
         ("to_member_id", "status_timestamp"),
         where="status_state != 'completed'",
     ),
+    # idx_cafleet_aux_execs_open: the execs that still need someone (in flight, or finished
+    # and the member not yet nudged: nudged_at is set once nothing more will be done), by
+    # fleet and member; what the drain asks before each preview and the keeper on every
+    # round, so no read walks the exec history.
+    Index("idx_cafleet_aux_execs_open", "cafleet_aux_execs", ("fleet_id", "member_id"), where="nudged_at IS NULL"),
 )
 
 # cafleet's auxiliary tables: like the auxiliary indexes, outside the format (the seed allows
@@ -190,6 +195,20 @@ DECLARED_AUX_TABLES: tuple[Table, ...] = (
     # cafleet_aux_fleet_worktrees: a fleet whose members get a worktree unless told
     # otherwise (`fleet create --worktrees`).
     Table("cafleet_aux_fleet_worktrees", "fleet_id int! pk, worktrees int!"),
+    # cafleet_aux_execs: the commands the Director runs in a member's pane (`cafleet member
+    # exec`, docs/delivery.md, "Commands run in a member's pane"): the member and the Director
+    # it is run for, the command's text (never typed: the pane gets a line naming only the id),
+    # when it was created, dispatched (the line typed into the member's pane), started (claimed
+    # by `member exec-run`, once) and finished, who runs it (host, pid and start time: whether
+    # it vanished), its exit status (128 + N for signal N), how it ended (NULL while in flight:
+    # finished, never_started, vanished), the notice that told the Director and when the member
+    # was told to go on with the output (the grace period's nudge).
+    Table(
+        "cafleet_aux_execs",
+        "exec_id int id, fleet_id int!, member_id int!, director_id int!, command text!, created_at text!, "
+        "dispatched_at text, started_at text, runner text, finished_at text, exit_status int, outcome text, "
+        "notice_id int, nudged_at text",
+    ),
 )
 
 

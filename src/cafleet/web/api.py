@@ -234,7 +234,7 @@ def _send(state, from_id: int, to_id: int, text: str) -> JSONResponse:
                 f"member {from_id} is not the Director of fleet {sender['fleet_id']}; "
                 "the WebUI sends only as a fleet's Director",
             )
-        record, outcome = drain.send(store, drain.Settings(config.environ, config.db_path), from_id, to_id, text)
+        record, outcome = drain.send(store, config.settings, from_id, to_id, text)
     body = dict(record, notified=outcome.notified)
     if outcome.failure:
         body["warning"] = outcome.failure
@@ -315,5 +315,5 @@ def _answer(state, member_id: int, choice: int, digest: str) -> JSONResponse:
 
     config = state.config
     with state.pool.borrow() as store:
-        record = answer(store, config.environ, config.db_path, member_id, choice, digest)
+        record = answer(store, config.settings, member_id, choice, digest)
     return JSONResponse(record)

@@ -47,13 +47,18 @@ class WebConfig:
 
     db_path: str
     allowed_hosts: frozenset[str]
-    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    environ: Mapping[str, str] = field(default_factory=settings.process_environ)
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT
     stopping: Callable[[], bool] = lambda: False  # the server is shutting down: end event streams
     gone: Callable[[Exception], None] = lambda _error: None  # the database file was deleted or replaced
     poll_interval: float = 0.25  # how often the event streams' shared change waiter looks
     keepalive_interval: float = 15.0  # a comment line on an idle event stream
     max_streams: int = settings.DEFAULT_SERVER_MAX_STREAMS  # open event streams at most; 503 past it
+    settings: settings.Settings | None = None  # the server command's; built from ``environ`` when not given
+
+    def __post_init__(self) -> None:
+        if self.settings is None:
+            self.settings = settings.Settings(self.environ, self.db_path)
 
 
 class StorePool:
@@ -67,8 +72,12 @@ class StorePool:
         keep: int = 4,
         gone: Callable[[Exception], None] | None = None,
         limit: int = POOL_SIZE,
+        schema: str | None = None,
+        trusted_owner: str | None = None,
     ) -> None:
         self.db_path = db_path
+        self.schema = schema  # PostgreSQL only: CAFLEET_PG_SCHEMA and CAFLEET_PG_TRUSTED_OWNER, from the settings
+        self.trusted_owner = trusted_owner
         self.busy_timeout = busy_timeout
         self.keep = keep
         self.limit = limit
@@ -84,7 +93,7 @@ class StorePool:
         opened and diagnosed by :func:`open_store` like every other connection (its header
         check keeps one descriptor per file open for the life of the process, so it never
         drops the locks of this process's other connections)."""
-        return open_store(self.db_path, self.busy_timeout)
+        return open_store(self.db_path, self.busy_timeout, self.schema, self.trusted_owner)
 
     def check_file(self) -> None:
         """Refuse to serve once the path names another file (or none): a new connection
@@ -240,7 +249,15 @@ async def _no_icon(_request: Request) -> Response:
 def create_app(config: WebConfig) -> Starlette:
     """The ASGI application over ``config.db_path``, which the caller has diagnosed with
     ``open_store`` before listening, so a refused file never gets a server."""
-    pool = StorePool(config.db_path, config.busy_timeout, gone=lambda error: config.gone(error))
+    chosen = config.settings
+    assert chosen is not None  # filled in by WebConfig.__post_init__
+    pool = StorePool(
+        config.db_path,
+        config.busy_timeout,
+        gone=lambda error: config.gone(error),
+        schema=chosen.pg_schema,
+        trusted_owner=chosen.pg_trusted_owner,
+    )
     changes = events.SharedChanges(pool, config.poll_interval)
 
     @asynccontextmanager
@@ -275,7 +292,7 @@ def create_app(config: WebConfig) -> Starlette:
         ],
         middleware=[
             Middleware(security.SecurityMiddleware, allowed=config.allowed_hosts),
-            Middleware(ErrorBoundary, debug=settings.debug(config.environ)),
+            Middleware(ErrorBoundary, debug=chosen.debug),
         ],
         exception_handlers={
             errors.CafleetError: _cafleet_error,

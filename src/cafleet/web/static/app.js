@@ -291,7 +291,7 @@ async function loadSpend() {
 }
 
 function stateCell(member) {
-  // alive, idle, silent, blocked, dead, pending (the same states as `cafleet fleet watch`)
+  // alive, idle, silent, blocked, dead, pending, exec (the same states as `cafleet fleet watch`)
   const cell = el("td");
   if (!member.state || member.state === "director") {
     cell.textContent = "—";
