@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from cafleet.broker import members
+from tests.support.pause import held_commands
 from tests.support.postgres import terminate
 from tests.support.tmux_fixtures import wait_for
 from tests.support.watch_stream import Stream
@@ -440,3 +441,33 @@ def test_a_fleet_deleted_during_a_round_ends_the_stream_as_deleted(fleet, store,
         assert stream.proc.wait(timeout=60) == 0, stream.proc.stderr.read()
     finally:
         stream.stop()
+
+
+@pytest.fixture
+def held(tmp_path):
+    """``held(environ, point, *args)``: a real command paused at ``point`` (tests/support/pause.py)."""
+    yield from held_commands(tmp_path)
+
+
+def test_a_member_whose_deletion_closed_its_pane_is_not_reported_dead(fleet, store, tmux_server, held):
+    """`member delete` closes the pane, then deregisters the member, both under the pane's
+    input lock: a round that looks in between must not call the member dead (nor post the
+    Director a notice). A second member's death, seen in the same round, proves the round
+    looked while the first one's pane was already gone."""
+    fleet_id, _, environ, add = fleet
+    leaving, leaving_pane, _ = add("leaving", store=store)
+    witness, witness_pane, _ = add("witness", store=store)
+    proc, release = held(environ, "delete.killed", "member", "delete", str(leaving))
+    assert tmux_server.run("list-panes", "-a", "-F", "#{pane_id}").split().count(leaving_pane) == 0
+    stream = Stream(environ, fleet_id, "--interval", "0.3", "--idle-after", "600")
+    try:
+        tmux_server.run("kill-pane", "-t", witness_pane)
+        stream.wait_event(lambda e: e["event"] == "dead" and e["member_id"] == witness, timeout=60)
+        assert stream.count("dead", leaving) == 0
+        release()
+        out, err = proc.communicate(timeout=60)
+        assert (proc.returncode, err) == (0, b"")
+        stream.drain_for(1.0)
+        assert stream.count("dead", leaving) == 0
+    finally:
+        assert stream.stop() == 0

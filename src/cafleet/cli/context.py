@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from cafleet.faults import Hooks
+    from cafleet.store.protocol import Store
 
 
 class Context:
@@ -29,7 +30,7 @@ class Context:
         self.stderr = stderr if stderr is not None else sys.stderr.buffer
         self.json = json_output
         self.hooks = hooks
-        self._store = None
+        self._store: Store | None = None
         self._db_path: str | None = None
         self._settings: config.Settings | None = None
         self._scrub: Callable[[str], str] | None = None
@@ -47,7 +48,7 @@ class Context:
             self._db_path = config.database_path(self.environ)
         return self._db_path
 
-    def store(self):
+    def store(self) -> Store:
         """The database connection, diagnosed on first use (docs/storage.md) and reused after."""
         if self._store is None:
             from cafleet.store.connection import open_store

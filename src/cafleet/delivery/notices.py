@@ -38,6 +38,7 @@ class Noticer:
     def __init__(self, store, settings: config.Settings, fleet_id: int, say=None) -> None:
         self.store = store
         self.environ = settings.environ
+        self.lock_dir = settings.lock_dir
         self.fleet_id = fleet_id
         self.say = say or (lambda _: None)
         self.awaiting_after = settings.notice_awaiting_after
@@ -121,7 +122,7 @@ class Noticer:
                     f"{render.inline(detail)}). Previews owed to its members wait until it answers again; "
                     f"check it with `ssh {render.inline(host)} true`.",
                 )
-        elif state == supervision.DEAD:
+        elif state == supervision.DEAD and supervision.still_dead(self.store, self.lock_dir, entry):
             owed = notifications.owed_message_ids(self.store, member_id)
             if owed:
                 ids = ", ".join(map(str, owed))

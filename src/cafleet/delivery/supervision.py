@@ -95,6 +95,26 @@ def pane_state(
     return ALIVE, "ok"
 
 
+def still_dead(store, lock_dir: str, member: dict) -> bool:
+    """A ``dead`` verdict on ``member`` (a detail record) checked again under its pane's
+    input lock, tried once without waiting: `member delete` closes the pane and then
+    deregisters the member, holding that lock, so a look between the two must not call the
+    member dead. False while the lock is held (a deletion or a delivery is under way: the
+    next look sees how it ended) and once the member is deregistered."""
+    from cafleet.broker import members
+    from cafleet.delivery.lock import pane_lock
+    from cafleet.errors import LockTimeout
+
+    placement = member["placement"]
+    try:
+        with pane_lock(lock_dir, placement["backend"], placement["session"], placement["pane_id"], 0, store.hooks):
+            return members.get_member(store, member["member_id"])["status"] == "active"
+    except LockTimeout:
+        return False
+    except CafleetError:  # no lock can be taken at all (its folder, the server): the verdict stands
+        return True
+
+
 def fleet_states(
     store, fleet_id: int, pool: MuxPool, idle_after: float = DEFAULT_IDLE_AFTER, roster: list[dict] | None = None
 ) -> dict[int, tuple[str, str]]:

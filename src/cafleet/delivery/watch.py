@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 
 from cafleet import clock, config
-from cafleet.broker import activity, fleets, messages, notifications
+from cafleet.broker import activity, fleets, members, messages, notifications
 from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, Conflict, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
@@ -197,13 +197,19 @@ class Watcher:
     def members_round(self) -> None:
         from cafleet.broker import worktrees
 
-        states = supervision.fleet_states(self.store, self.fleet_id, self.pool, self.idle_after)
+        roster = members.roster(self.store, self.fleet_id, detail=True)
+        states = supervision.fleet_states(self.store, self.fleet_id, self.pool, self.idle_after, roster=roster)
         trees = {row["member_id"]: row for row in worktrees.in_fleet(self.store, self.fleet_id)} if states else {}
+        entries = {entry["member_id"]: entry for entry in roster}
         for member_id, (state, detail) in states.items():
             # An idle episode is named by the activity it follows, so activity and a new
             # episode that both fall between two rounds still give a new idle event.
             key = (state, activity.last_activity(self.store, member_id)) if state == supervision.IDLE else state
-            if state in ACTIONS and self.last_state.get(member_id) != key:
+            new = state in ACTIONS and self.last_state.get(member_id) != key
+            if new and state == supervision.DEAD:
+                if not supervision.still_dead(self.store, self.settings.lock_dir, entries[member_id]):
+                    continue  # being deleted (or a delivery holds the pane): the next round looks again
+            if new:
                 found = event(
                     state,
                     self.fleet_id,
