@@ -586,7 +586,13 @@ def add_auxiliary_indexes(store: StoreInterface) -> list[str]:
     their own; the ledger and required shape are unchanged. A table or index of that name
     with another definition is left as it is (``cafleet doctor`` reports it)."""
     problems = store.auxiliary_problems()
-    missing = [name for name in (*schema.AUX_TABLES, *schema.AUX_INDEXES) if problems.get(name) == "missing"]
+    tables = [name for name in schema.AUX_TABLES if problems.get(name) == "missing"]
+    indexes = [  # an index over a missing table is not reported on its own: it comes with it
+        index.name
+        for index in schema.DECLARED_AUX_INDEXES
+        if problems.get(index.name) == "missing" or index.table in tables
+    ]
+    missing = tables + indexes
     return store.create_auxiliary(missing) if missing else []
 
 
