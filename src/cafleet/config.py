@@ -684,13 +684,9 @@ def replace_table(readme: str) -> str:
     return replace_section(readme, TABLE_START, TABLE_END, markdown())
 
 
-def _main(argv: list[str]) -> int:
-    from cafleet.readme import generator_main
-
-    return generator_main(argv, "cafleet.config", markdown, replace_table)
-
-
 if __name__ == "__main__":
     import sys
 
-    raise SystemExit(_main(sys.argv[1:]))
+    from cafleet.readme import generator_main
+
+    raise SystemExit(generator_main(sys.argv[1:], "cafleet.config", markdown, replace_table))
