@@ -106,7 +106,10 @@ def test_auxiliaries_come_when_first_needed_and_the_file_passes_the_fast_diagnos
     worktrees.record(store, m1, repo="/r", path="/r.m1", branch="b", base="main", base_commit="0" * 40)
     worktrees.set_fleet_default(store, fleet_id, True)
     assert added() == {*schema.AUX_INDEXES, *schema.AUX_TABLES} - {notices.TABLE, execs.TABLE, execs.OPEN_INDEX}
-    assert notices.post(store, fleet_id, director, "silent", f"member:{m1}", m1, None, "[cafleet notice]") is not None
+    assert (
+        notices.post(store, fleet_id, director, notices.Notice("silent", f"member:{m1}", m1, None, "[cafleet notice]"))
+        is not None
+    )
     assert added() == {*schema.AUX_INDEXES, *schema.AUX_TABLES} - {execs.TABLE, execs.OPEN_INDEX}
     store.execute("UPDATE member_placements SET mux_pane_id = '%3' WHERE member_id = ?", (m1,))
     execs.create(store, m1, "true")  # the first `member exec`

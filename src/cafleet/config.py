@@ -657,34 +657,23 @@ def markdown() -> str:
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
-    lines = ["| Variable | Default | Allowed | Meaning |", "|---|---|---|---|"]
-    for s in ENVIRONMENT:
-        if s.audience == "user":
-            lines.append(f"| `{s.name}` | {cell(_default_text(s))} | {cell(s.allowed())} | {cell(s.meaning)} |")
-    lines += [
-        "",
-        "Set by cafleet in every member's pane, for the agent to read:",
-        "",
-        "| Variable | Meaning |",
-        "|---|---|",
-    ]
-    lines += [f"| `{s.name}` | {cell(s.meaning)} |" for s in ENVIRONMENT if s.audience == "pane"]
-    lines += [
-        "",
-        "Read only by the stand-in agent (the test suite's and the demo's agent):",
-        "",
-        "| Variable | Meaning |",
-        "|---|---|",
-    ]
-    lines += [f"| `{s.name}` | {cell(s.meaning)} |" for s in ENVIRONMENT if s.audience == "test"]
-    lines += [
-        "",
-        "Numeric options, bounded the same way:",
-        "",
-        "| Option | Default | Allowed | Meaning |",
-        "|---|---|---|---|",
-    ]
-    lines += [f"| `{s.name}` | {cell(_default_text(s))} | {cell(s.allowed())} | {cell(s.meaning)} |" for s in OPTIONS]
+    def full(s: Setting) -> str:
+        return f"| `{s.name}` | {cell(_default_text(s))} | {cell(s.allowed())} | {cell(s.meaning)} |"
+
+    def short(audience: str) -> list[str]:
+        return [f"| `{s.name}` | {cell(s.meaning)} |" for s in ENVIRONMENT if s.audience == audience]
+
+    def table(head: str, rows: list[str]) -> list[str]:
+        return [head, "|---" * (head.count(" | ") + 1) + "|", *rows]
+
+    full_head, short_head = "| Variable | Default | Allowed | Meaning |", "| Variable | Meaning |"
+    lines = table(full_head, [full(s) for s in ENVIRONMENT if s.audience == "user"])
+    for title, head, rows in (
+        ("Set by cafleet in every member's pane, for the agent to read:", short_head, short("pane")),
+        ("Read only by the stand-in agent (the test suite's and the demo's agent):", short_head, short("test")),
+        ("Numeric options, bounded the same way:", full_head.replace("Variable", "Option"), [full(s) for s in OPTIONS]),
+    ):
+        lines += ["", title, "", *table(head, rows)]
     return "\n".join(lines)
 
 
@@ -695,13 +684,9 @@ def replace_table(readme: str) -> str:
     return replace_section(readme, TABLE_START, TABLE_END, markdown())
 
 
-def _main(argv: list[str]) -> int:
-    from cafleet.readme import generator_main
-
-    return generator_main(argv, "cafleet.config", markdown, replace_table)
-
-
 if __name__ == "__main__":
     import sys
 
-    raise SystemExit(_main(sys.argv[1:]))
+    from cafleet.readme import generator_main
+
+    raise SystemExit(generator_main(sys.argv[1:], "cafleet.config", markdown, replace_table))

@@ -40,8 +40,9 @@ import ast
 import json
 import os
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 CLAUDE_MANAGED_DIR = Path("/etc/claude-code")
@@ -229,6 +230,13 @@ def _wildcard(pattern: str, text: str) -> bool:
     return len(text) - position >= len(last) and text.endswith(last)
 
 
+def _stopping(agent: str, path: Path, rule: str, effect: str, matches: Callable[[str], bool]) -> list[Finding]:
+    """A finding for ``rule`` in ``path`` when it stops any member command (``matches``),
+    else none."""
+    stopped = tuple(subcommand(c) for c in MEMBER_COMMANDS if matches(c))
+    return [Finding(agent, str(path), rule, effect, stopped)] if stopped else []
+
+
 def claude_findings(environ: Mapping[str, str], project: Path, managed: Path = CLAUDE_MANAGED_DIR) -> list[Finding]:
     out: list[Finding] = []
     managed_only: Path | None = None
@@ -257,18 +265,16 @@ def claude_findings(environ: Mapping[str, str], project: Path, managed: Path = C
             for rule in rules if isinstance(rules, list) else ():
                 if not isinstance(rule, str):
                     continue
-                stopped = tuple(subcommand(c) for c in MEMBER_COMMANDS if _claude_rule_matches(rule, c))
-                if stopped:
-                    effect = "refuses" if kind == "deny" else "asks before (refused in a member's dontAsk mode)"
-                    out.append(
-                        Finding(
-                            "claude",
-                            str(path),
-                            f"permissions.{kind} {json.dumps(rule)}",
-                            f"{effect} `cafleet message` commands",
-                            stopped,
-                        )
+                effect = "refuses" if kind == "deny" else "asks before (refused in a member's dontAsk mode)"
+                out.extend(
+                    _stopping(
+                        "claude",
+                        path,
+                        f"permissions.{kind} {json.dumps(rule)}",
+                        f"{effect} `cafleet message` commands",
+                        partial(_claude_rule_matches, rule),
                     )
+                )
     if managed_only is not None:
         uncovered = tuple(
             subcommand(c) for c in MEMBER_COMMANDS if not any(_claude_rule_matches(r, c) for r in managed_allow)
@@ -350,18 +356,16 @@ def codex_findings(environ: Mapping[str, str], project: Path) -> list[Finding]:
         for pattern, decision, line in rules:
             if _STRICTNESS.get(decision, 0) == 0:
                 continue
-            stopped = tuple(subcommand(c) for c in MEMBER_COMMANDS if _codex_pattern_matches(pattern, c))
-            if stopped:
-                effect = "forbids" if decision == "forbidden" else "prompts for"
-                out.append(
-                    Finding(
-                        "codex",
-                        str(path),
-                        f"line {line}: prefix_rule(pattern={json.dumps(pattern)}, decision={json.dumps(decision)})",
-                        f"{effect} `cafleet message` commands (the strictest matching rule wins over cafleet's allow)",
-                        stopped,
-                    )
+            effect = "forbids" if decision == "forbidden" else "prompts for"
+            out.extend(
+                _stopping(
+                    "codex",
+                    path,
+                    f"line {line}: prefix_rule(pattern={json.dumps(pattern)}, decision={json.dumps(decision)})",
+                    f"{effect} `cafleet message` commands (the strictest matching rule wins over cafleet's allow)",
+                    partial(_codex_pattern_matches, pattern),
                 )
+            )
     return out
 
 

@@ -303,17 +303,8 @@ def _notice(store, record: dict, kind: str, text: str) -> None:
     except (NotFound, Conflict):
         return
     header = notices.HEADER.format(kind=kind, subject=f"exec:{record['exec_id']}")
-    notice_id = notices.insert(
-        store,
-        record["fleet_id"],
-        record["director_id"],
-        kind,
-        f"exec:{record['exec_id']}",
-        record["member_id"],
-        None,
-        f"{header}\n{text}",
-        cleared=True,
-    )
+    notice = notices.Notice(kind, f"exec:{record['exec_id']}", record["member_id"], None, f"{header}\n{text}")
+    notice_id = notices.insert(store, record["fleet_id"], record["director_id"], notice, cleared=True)
     store.execute(f"UPDATE {TABLE} SET notice_id = ? WHERE exec_id = ?", (notice_id, record["exec_id"]))
     record["notice_id"] = notice_id
 

@@ -15,6 +15,8 @@ rows). Reads work on a database without the table.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from cafleet import clock
 
 TABLE = "cafleet_aux_notices"
@@ -47,50 +49,44 @@ def open_episodes(store, fleet_id: int) -> dict[tuple[str, str], dict]:
     return {(r[0], r[1]): {"message_id": r[2], "member_id": r[3], "digest": r[4]} for r in rows}
 
 
-def post(
-    store,
-    fleet_id: int,
-    director_id: int,
-    kind: str,
-    subject: str,
-    member_id: int | None,
-    digest: str | None,
-    text: str,
-) -> int | None:
+@dataclass(frozen=True)
+class Notice:
+    """What one notice says: its kind, what it is about (``subject``, and the member when
+    there is one), the dialog's digest (awaiting_user), and the message text."""
+
+    kind: str
+    subject: str
+    member_id: int | None
+    digest: str | None
+    text: str
+
+
+def post(store, fleet_id: int, director_id: int, notice: Notice) -> int | None:
     """Put one notice in the Director's inbox and open its episode, in one transaction;
     return its message id, or None when an episode of that kind and subject is open."""
     from cafleet import validation
     from cafleet.broker import fleets
 
-    validation.body(text)
+    validation.body(notice.text)
     store.create_auxiliary([TABLE])
     with store.write():
         if store.execute(
             f"SELECT 1 FROM {TABLE} WHERE fleet_id = ? AND kind = ? AND subject = ? AND cleared_at IS NULL",
-            (fleet_id, kind, subject),
+            (fleet_id, notice.kind, notice.subject),
         ).fetchone():
             return None
         fleet = fleets.get_fleet(store, fleet_id)
         if fleet["deleted_at"] is not None or fleet["director_member_id"] != director_id:
             return None  # the fleet was deleted meanwhile: nobody to tell
         fleets.check_director(store, fleet_id, director_id)  # active and placed, as a send requires
-        return insert(store, fleet_id, director_id, kind, subject, member_id, digest, text)
+        return insert(store, fleet_id, director_id, notice)
 
 
-def insert(
-    store,
-    fleet_id: int,
-    director_id: int,
-    kind: str,
-    subject: str,
-    member_id: int | None,
-    digest: str | None,
-    text: str,
-    cleared: bool = False,
-) -> int:
+def insert(store, fleet_id: int, director_id: int, notice: Notice, cleared: bool = False) -> int:
     """The notice's two rows, in the caller's write transaction (the table exists, the
     Director was checked); ``cleared``: a notice about something that happened once (an
     exec that ended), whose episode is over as it is posted."""
+    kind, subject, member_id, digest, text = notice.kind, notice.subject, notice.member_id, notice.digest, notice.text
     now = clock.now()
     message_id = store.insert(
         "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text, "

@@ -12,6 +12,8 @@ would need the database on every key press.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cafleet.cli.table import COMMANDS, GROUPS, Command
 
 TOP_OPTIONS = ("--help", "--version")
@@ -42,8 +44,23 @@ def _subcommands() -> dict[str, list[str]]:
     return found
 
 
+def _group_arms(test: str, offer: Callable[[str], str], stop: str, second: str) -> list[str]:
+    """The arms of a bash or zsh script's first ``case``: after a group's name, offer its
+    subcommands (``offer``); after a subcommand, make the key ``group subcommand``."""
+    lines = []
+    for group, names in _subcommands().items():
+        lines += [
+            f"        {group})",
+            f"            if {test}; then",
+            f"                {offer(' '.join(names + ['--help']))}",
+            f"                {stop}",
+            "            fi",
+            f'            key="$key {second}" ;;',
+        ]
+    return lines
+
+
 def bash() -> str:
-    subcommands = _subcommands()
     lines = [
         "# cafleet completion for bash: source <(cafleet completion bash)",
         "_cafleet() {",
@@ -55,15 +72,12 @@ def bash() -> str:
         "    fi",
         '    case "$key" in',
     ]
-    for group, names in subcommands.items():
-        lines += [
-            f"        {group})",
-            '            if [ "$COMP_CWORD" -eq 2 ]; then',
-            f'                COMPREPLY=($(compgen -W "{" ".join(names + ["--help"])}" -- "$cur"))',
-            "                return 0",
-            "            fi",
-            '            key="$key ${COMP_WORDS[2]}" ;;',
-        ]
+    lines += _group_arms(
+        '[ "$COMP_CWORD" -eq 2 ]',
+        lambda words: f'COMPREPLY=($(compgen -W "{words}" -- "$cur"))',
+        "return 0",
+        "${COMP_WORDS[2]}",
+    )
     lines += ["    esac", '    case "$key" in']
     for command in COMMANDS:
         lines.append(
@@ -88,7 +102,6 @@ def bash() -> str:
 
 
 def zsh() -> str:
-    subcommands = _subcommands()
     lines = [
         "#compdef cafleet",
         "# cafleet completion for zsh: source <(cafleet completion zsh) after compinit",
@@ -101,15 +114,7 @@ def zsh() -> str:
         "    fi",
         "    case $key in",
     ]
-    for group, names in subcommands.items():
-        lines += [
-            f"        {group})",
-            "            if (( CURRENT == 3 )); then",
-            f"                compadd -- {' '.join(names + ['--help'])}",
-            "                return",
-            "            fi",
-            '            key="$key ${words[3]}" ;;',
-        ]
+    lines += _group_arms("(( CURRENT == 3 ))", lambda words: f"compadd -- {words}", "return", "${words[3]}")
     lines += ["    esac", "    case $key in"]
     for command in COMMANDS:
         lines.append(

@@ -192,13 +192,9 @@ def replace_reference(readme: str) -> str:
     return replace_section(readme, REFERENCE_START, REFERENCE_END, reference_markdown())
 
 
-def _main(argv: list[str]) -> int:
-    from cafleet.readme import generator_main
-
-    return generator_main(argv, "cafleet.cli.helptext", reference_markdown, replace_reference)
-
-
 if __name__ == "__main__":
     import sys
 
-    raise SystemExit(_main(sys.argv[1:]))
+    from cafleet.readme import generator_main
+
+    raise SystemExit(generator_main(sys.argv[1:], "cafleet.cli.helptext", reference_markdown, replace_reference))

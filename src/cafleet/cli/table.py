@@ -73,6 +73,14 @@ def _id(dest: str, what: str) -> Param:
     return Param(dest, None, "id", required=True, metavar=dest.upper(), help=what)
 
 
+def _name(what: str) -> Param:
+    return Param("name", "--name", required=True, metavar="NAME", help=what)
+
+
+def _idle_after(what: str) -> Param:
+    return Param("idle_after", "--idle-after", "seconds", metavar="S", default=FROM_SETTINGS, help=what)
+
+
 AGENT_HELP = "coding agent: claude, codex or opencode"
 SHELLS = ("bash", "zsh", "fish")
 
@@ -94,7 +102,7 @@ COMMANDS = [
         "cafleet.cli.fleet:create",
         "Create a fleet with the calling pane as its root Director.",
         (
-            Param("name", "--name", required=True, metavar="NAME", help="fleet name"),
+            _name("fleet name"),
             Param(
                 "coding_agent",
                 "--coding-agent",
@@ -170,13 +178,8 @@ COMMANDS = [
                 default=FROM_SETTINGS,
                 help="seconds between member checks",
             ),
-            Param(
-                "idle_after",
-                "--idle-after",
-                "seconds",
-                metavar="S",
-                default=FROM_SETTINGS,
-                help="report a member idle (silent: no message activity since it was registered) after S quiet seconds",
+            _idle_after(
+                "report a member idle (silent: no message activity since it was registered) after S quiet seconds"
             ),
         ),
     ),
@@ -195,7 +198,7 @@ COMMANDS = [
         "Spawn a member agent into a new pane (Director only).",
         (
             Param("fleet_id", "--fleet-id", "id", required=True, metavar="FLEET_ID", help="the fleet to spawn into"),
-            Param("name", "--name", required=True, metavar="NAME", help="the member's name"),
+            _name("the member's name"),
             Param(
                 "description",
                 "--description",
@@ -282,14 +285,7 @@ COMMANDS = [
                 "flag",
                 help="inspect each pane: alive, idle, silent, blocked, dead, exec (one multiplexer call each)",
             ),
-            Param(
-                "idle_after",
-                "--idle-after",
-                "seconds",
-                metavar="S",
-                default=FROM_SETTINGS,
-                help="with --state: idle (or silent) after S quiet seconds",
-            ),
+            _idle_after("with --state: idle (or silent) after S quiet seconds"),
         ),
     ),
     Command(

@@ -89,7 +89,9 @@ class Noticer:
         for (kind, subject), (about, digest, text) in sorted(holding.items(), key=lambda item: item[0][1]):
             if (kind, subject) in opened:
                 continue
-            posted = notices.post(self.store, self.fleet_id, director, kind, subject, about, digest, text)
+            posted = notices.post(
+                self.store, self.fleet_id, director, notices.Notice(kind, subject, about, digest, text)
+            )
             if posted is not None:
                 self.posted += 1
                 self.say(f"notice {posted} to the Director: {kind} {subject}")
