@@ -129,7 +129,7 @@ def test_split_runs_argv_exactly_with_cwd_and_env(herdr_env, herdr, tmp_path):
         [sys.executable, "-c", ARGV_DUMPER, str(out), *HOSTILE_ARGS],
         cwd=str(workdir),
         env=env,
-    )[0]
+    )
     assert pane == "w1:p2"
     assert read_json_when_present(out) == {"argv": HOSTILE_ARGS, "cwd": str(workdir), "env": env}
     assert not (workdir / "pwned").exists()

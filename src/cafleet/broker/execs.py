@@ -139,7 +139,7 @@ def get(store, exec_id: int) -> dict:
     if _has_table(store, recheck=True):
         row = store.execute(_SELECT + "WHERE exec_id = ?", (exec_id,)).fetchone()
     if row is None:
-        raise NotFound(f"exec {exec_id} not found.", "`cafleet member list --state` shows the execs in flight.")
+        raise NotFound(f"exec {exec_id} not found.")
     return _record(row)
 
 
