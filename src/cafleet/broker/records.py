@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cafleet.errors import CorruptRow
+from cafleet.errors import CorruptRow, NotFound
 
 MEMBER_STATUSES = ("active", "deregistered")
 MESSAGE_STATES = ("input_required", "completed")
@@ -96,3 +96,14 @@ def rows_in_fleet(store, table: str, columns: str, fleet_id: int) -> list[tuple]
         (fleet_id,),
     ).fetchall()
 
+
+def member_with_fleet(store, member_id: int, columns: str, who: str = "member") -> tuple:
+    """The row of ``columns`` (``m.`` the member's, ``f.`` its fleet's) for ``member_id``,
+    or NotFound naming it as ``who``."""
+    row = store.execute(
+        f"SELECT {columns} FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id WHERE m.member_id = ?",
+        (member_id,),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"{who} {member_id} not found.")
+    return row
