@@ -122,18 +122,8 @@ def register_member(
     with store.write():
         now = clock.now()
         fleets.require_live(store, fleet_id)
-        return fleets.insert_member(
-            store,
-            fleet_id,
-            name,
-            description,
-            now,
-            backend=backend,
-            session=session,
-            window_id=window_id,
-            pane_id=pane_id,
-            coding_agent=coding_agent,
-        )
+        placement = fleets.Placement(backend, session, window_id, pane_id, coding_agent)
+        return fleets.insert_member(store, fleet_id, name, description, now, placement)
 
 
 def set_pane_id(
