@@ -19,6 +19,7 @@ from cafleet.delivery.preview import PREVIEW_MAX_LEN, render_preview
 from cafleet.delivery.screen import PaneState, classify
 from cafleet.delivery.submit import (
     CAPTURE_LINES,
+    Pacing,
     PaneAwaitingUser,
     PaneInputBusy,
     PaneNotReady,
@@ -108,7 +109,7 @@ def test_preview_arrives_exactly_once_as_one_line(server, standin, tmp_path):
     record = tmp_path / "record.jsonl"
     pane = standin(record=record)
     preview = render_preview(7, 3, TS, "hello\nworld, ünïcödé 漢字 👨\u200d👩\u200d👧", 200)
-    submit_preview(server.mux, pane, preview, "standin", **FAST)
+    submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**FAST))
     expected = f"[cafleet msg 7 from 3 {TS}]⏎hello⏎world, ünïcödé 漢字 👨\u200d👩\u200d👧"
     assert kinds_and_texts(record) == [("submit", expected)]
     screen = server.mux.capture(pane)
@@ -123,9 +124,9 @@ def test_hostile_text_arrives_inert(server, standin, tmp_path):
         "a\rb\nc\x03d\x04e\x7ff\x15g\x1bh\x1b[2Ji\x1b]0;pwned\x07j\x9b31mk\x1b[200~l\x1b[201~m"
         "\x08n\tq\u202er\u2066s\u2069\x00t\x1bOPu\x85v\u2028w\U000e0041x"
     )
-    submit_preview(server.mux, pane, render_preview(8, 3, TS, body, 200), "standin", **FAST)
+    submit_preview(server.mux, pane, render_preview(8, 3, TS, body, 200), "standin", pacing=Pacing(**FAST))
     # submission neutralises on its own too, whatever text it is handed
-    submit_preview(server.mux, pane, f"[cafleet msg 80 from 3 {TS}]\n{body}", "standin", **FAST)
+    submit_preview(server.mux, pane, f"[cafleet msg 80 from 3 {TS}]\n{body}", "standin", pacing=Pacing(**FAST))
     # ESC h and ESC O are escape sequences too: "h" goes with its ESC, "P" stays (SS3
     # shifts one character, it does not swallow it).
     clean = "⏎a⏎b⏎cdefgijklmn qrstPu⏎v⏎wx"
@@ -143,7 +144,7 @@ def test_prompt_awaiting_the_user_blocks_typing(server, standin, tmp_path):
     pane = standin("--permission-prompt", record=record, state=PaneState.AWAITING_USER)
     preview = render_preview(9, 3, TS, "please proceed 1", 200)
     with pytest.raises(PaneAwaitingUser) as caught:
-        submit_preview(server.mux, pane, preview, "standin", **FAST)
+        submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**FAST))
     assert str(caught.value) == (
         f"pane {pane} shows a prompt awaiting its user, so nothing was typed; "
         "answer it in that pane and the message will be retried."
@@ -154,7 +155,7 @@ def test_prompt_awaiting_the_user_blocks_typing(server, standin, tmp_path):
     wait_for(lambda: records(record), what="the permission answer")
     assert kinds_and_texts(record) == [("permission", "1")]
     wait_for(lambda: classify("standin", server.mux.capture(pane)) == PaneState.IDLE, what="the prompt to close")
-    submit_preview(server.mux, pane, preview, "standin", **FAST)
+    submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**FAST))
     assert kinds_and_texts(record)[1:] == [("submit", f"[cafleet msg 9 from 3 {TS}]⏎please proceed 1")]
 
 
@@ -162,7 +163,9 @@ def test_pane_without_input_box_gets_no_keystroke(server):
     pane = server.open("sleep", "100")
     preview = render_preview(10, 3, TS, "anyone there?", 200)
     with pytest.raises(PaneNotReady) as caught:
-        submit_preview(server.mux, pane, preview, "standin", settle=0.05, echo_timeout=0.3, confirm_timeout=2)
+        submit_preview(
+            server.mux, pane, preview, "standin", pacing=Pacing(settle=0.05, echo_timeout=0.3, confirm_timeout=2)
+        )
     assert str(caught.value) == (
         f"pane {pane} does not show the standin input box (is that agent running there?), so nothing was typed."
     )
@@ -175,7 +178,7 @@ def test_enter_too_soon_is_retried(server, standin, tmp_path):
     record = tmp_path / "record.jsonl"
     pane = standin("--enter-guard", "0.4", record=record)
     preview = render_preview(11, 3, TS, "retry me", 200)
-    submit_preview(server.mux, pane, preview, "standin", settle=0, echo_timeout=2, confirm_timeout=0.6)
+    submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(settle=0, echo_timeout=2, confirm_timeout=0.6))
     assert kinds_and_texts(record) == [
         ("key", "enter-too-soon"),
         ("submit", f"[cafleet msg 11 from 3 {TS}]⏎retry me"),
@@ -186,7 +189,7 @@ def test_settle_delay_lets_the_first_enter_count(server, standin, tmp_path):
     record = tmp_path / "record.jsonl"
     pane = standin("--enter-guard", "0.2", record=record)
     preview = render_preview(12, 3, TS, "settled", 200)
-    submit_preview(server.mux, pane, preview, "standin", settle=0.3, confirm_timeout=2, echo_timeout=2)
+    submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(settle=0.3, confirm_timeout=2, echo_timeout=2))
     assert kinds_and_texts(record) == [("submit", f"[cafleet msg 12 from 3 {TS}]⏎settled")]
 
 
@@ -196,7 +199,11 @@ def test_unconfirmed_after_every_retry(server, standin, tmp_path):
     preview = render_preview(13, 3, TS, "stuck", 200)
     with pytest.raises(SubmissionNotConfirmed) as caught:
         submit_preview(
-            server.mux, pane, preview, "standin", settle=0, enter_retries=1, confirm_timeout=0.3, echo_timeout=2
+            server.mux,
+            pane,
+            preview,
+            "standin",
+            pacing=Pacing(settle=0, enter_retries=1, confirm_timeout=0.3, echo_timeout=2),
         )
     assert str(caught.value) == (
         f"the typed text was still in the input box of pane {pane} after 2 Enter presses; "
@@ -211,10 +218,10 @@ def test_unconfirmed_after_every_retry(server, standin, tmp_path):
 def test_type_prompt_submits_one_line(server, standin, tmp_path):
     record = tmp_path / "record.jsonl"
     pane = standin(record=record)
-    type_prompt(server.mux, pane, "run the tests\nand report", "standin", 0.05)
+    type_prompt(server.mux, pane, "run the tests\nand report", "standin", pacing=Pacing(0.05))
     assert kinds_and_texts(record) == [("submit", "run the tests⏎and report")]
     with pytest.raises(UsageError):
-        type_prompt(server.mux, pane, " \x1b[0m\t", "standin", 0.05)
+        type_prompt(server.mux, pane, " \x1b[0m\t", "standin", pacing=Pacing(0.05))
     assert len(records(record)) == 1
 
 
@@ -223,7 +230,7 @@ def test_typed_text_cannot_fake_a_prompt_before_enter(server, standin, tmp_path)
     # our own typed text, Enter must still be pressed.
     record = tmp_path / "record.jsonl"
     pane = standin("--prompt", "❯ ", record=record, agent="claude")
-    type_prompt(server.mux, pane, "1. Yes, merge the branch", "claude", 0.05)
+    type_prompt(server.mux, pane, "1. Yes, merge the branch", "claude", pacing=Pacing(0.05))
     assert kinds_and_texts(record) == [("submit", "1. Yes, merge the branch")]
 
 
@@ -231,7 +238,7 @@ def test_gone_pane_is_reported(server):
     pane = server.open("sleep", "100")
     server.mux.kill(pane)
     with pytest.raises(PaneGone):
-        submit_preview(server.mux, pane, render_preview(1, 2, TS, "x", 10), "standin", **FAST)
+        submit_preview(server.mux, pane, render_preview(1, 2, TS, "x", 10), "standin", pacing=Pacing(**FAST))
 
 
 def test_settle_delay_from_the_environment():
@@ -256,7 +263,7 @@ def test_auto_reply_uses_the_real_command_line(server, standin, tmp_path, cli, b
     record = tmp_path / "record.jsonl"
     pane = standin("--auto-reply", member_id=member, record=record)
     preview = render_preview(sent["message_id"], director, sent["created_at"], sent["text"], 200)
-    submit_preview(server.mux, pane, preview, "standin", **FAST)
+    submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**FAST))
     wait_for(lambda: [r for r in records(record) if r["kind"] != "submit"], timeout=30, what="the auto-reply")
     assert [(r["kind"], r.get("message_id"), r.get("to")) for r in records(record)[1:]] == [
         ("reply", sent["message_id"], director)
@@ -286,7 +293,7 @@ def test_half_typed_text_is_held_never_submitted_or_cleared(server, standin, tmp
     preview = render_preview(20, 3, TS, "review the parser", 200)
     for _ in range(2):  # the next send holds again: nothing piles up
         with pytest.raises(PaneInputBusy) as caught:
-            submit_preview(server.mux, pane, preview, "standin", **FAST)
+            submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**FAST))
         assert str(caught.value) == (
             f"held: input box has text in pane {pane} (someone is typing there), so nothing was typed "
             "and that text was left as it is."
@@ -297,7 +304,7 @@ def test_half_typed_text_is_held_never_submitted_or_cleared(server, standin, tmp
     server.mux.type_text(pane, "sts")
     server.mux.press_enter(pane)
     wait_for(lambda: records(record), what="the person's submission")
-    submit_preview(server.mux, pane, preview, "standin", **FAST)
+    submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**FAST))
     assert kinds_and_texts(record) == [
         ("submit", "fix the tests"),
         ("submit", f"[cafleet msg 20 from 3 {TS}]⏎review the parser"),
@@ -308,7 +315,7 @@ def test_placeholder_hint_is_an_empty_box(server, standin, tmp_path):
     record = tmp_path / "record.jsonl"
     pane = standin("--placeholder", 'Try "write a test for <filepath>"', record=record)
     assert input_line(server, pane) == '> Try "write a test for <filepath>"'
-    submit_preview(server.mux, pane, render_preview(21, 3, TS, "go", 200), "standin", **FAST)
+    submit_preview(server.mux, pane, render_preview(21, 3, TS, "go", 200), "standin", pacing=Pacing(**FAST))
     assert kinds_and_texts(record) == [("submit", f"[cafleet msg 21 from 3 {TS}]⏎go")]
 
 
@@ -316,7 +323,7 @@ def test_a_dim_hint_the_table_does_not_know_is_an_empty_box(server, standin, tmp
     record = tmp_path / "record.jsonl"
     pane = standin("--placeholder", "Ask me anything at all", record=record)
     assert input_line(server, pane) == "> Ask me anything at all"
-    submit_preview(server.mux, pane, render_preview(30, 3, TS, "go", 200), "standin", **FAST)
+    submit_preview(server.mux, pane, render_preview(30, 3, TS, "go", 200), "standin", pacing=Pacing(**FAST))
     assert kinds_and_texts(record) == [("submit", f"[cafleet msg 30 from 3 {TS}]⏎go")]
 
 
@@ -329,7 +336,7 @@ def test_our_own_leftover_is_replaced_not_glued(server, standin, tmp_path):
     for leftover in (line, line[:40], line[:23]):  # whole, cut mid-word, cut before a blank
         record = tmp_path / f"record-{len(leftover)}.jsonl"
         pane = standin("--prefill", leftover, record=record)
-        submit_preview(server.mux, pane, preview, "standin", **FAST)
+        submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**FAST))
         assert kinds_and_texts(record) == [("submit", line)], leftover
 
 
@@ -338,7 +345,7 @@ def test_another_previews_leftover_is_held(server, standin, tmp_path):
     other = f"[cafleet msg 23 from 3 {TS}]⏎older one, edited by a person"
     pane = standin("--prefill", other, record=record)
     with pytest.raises(PaneInputBusy):
-        submit_preview(server.mux, pane, render_preview(24, 3, TS, "new", 200), "standin", **FAST)
+        submit_preview(server.mux, pane, render_preview(24, 3, TS, "new", 200), "standin", pacing=Pacing(**FAST))
     assert input_line(server, pane) == "> " + other
     assert records(record) == []
 
@@ -359,13 +366,13 @@ def test_another_preview_of_ours_left_unedited_is_taken_back(server, standin, tm
     for leftover in (whole, whole[:45], cut):
         record = tmp_path / f"record-{uuid.uuid4().hex[:6]}.jsonl"
         pane = standin("--prefill", leftover, record=record)
-        submit_preview(server.mux, pane, new, "standin", ours=ours, **FAST)
+        submit_preview(server.mux, pane, new, "standin", ours=ours, pacing=Pacing(**FAST))
         assert kinds_and_texts(record) == [("submit", f"[cafleet msg 24 from 3 {TS}]⏎new")], leftover
     edited = whole.replace("older", "oldest")
     record = tmp_path / "record-edited.jsonl"
     pane = standin("--prefill", edited, record=record)
     with pytest.raises(PaneInputBusy):
-        submit_preview(server.mux, pane, new, "standin", ours=ours, **FAST)
+        submit_preview(server.mux, pane, new, "standin", ours=ours, pacing=Pacing(**FAST))
     assert input_line(server, pane) == "> " + edited
     assert records(record) == []
 
@@ -383,7 +390,9 @@ def test_text_that_never_shows_gets_no_enter(server, standin, tmp_path):
     wait_for(lambda: records(record), what="the stand-in to freeze")
     try:
         with pytest.raises(SubmissionNotConfirmed) as caught:
-            submit_preview(server.mux, pane, preview, "standin", settle=0, echo_timeout=0.5, confirm_timeout=2)
+            submit_preview(
+                server.mux, pane, preview, "standin", pacing=Pacing(settle=0, echo_timeout=0.5, confirm_timeout=2)
+            )
     finally:
         os.kill(pid, signals.SIGUSR2)
     assert str(caught.value) == (
@@ -392,7 +401,7 @@ def test_text_that_never_shows_gets_no_enter(server, standin, tmp_path):
     line = f"[cafleet msg 25 from 3 {TS}]⏎wake up"
     wait_for(lambda: input_line(server, pane) == "> " + line, what="the typed text to show")
     assert kinds_and_texts(record) == [("frozen", None), ("thawed", None)]  # no Enter reached it
-    submit_preview(server.mux, pane, preview, "standin", **FAST)
+    submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**FAST))
     assert kinds_and_texts(record)[2:] == [("submit", line)]
 
 
@@ -403,7 +412,9 @@ def test_text_cleared_while_starting_is_reported_vanished_at_once(server, standi
     pane = standin("--startup-clear", record=record)
     preview = render_preview(26, 3, TS, "first task", 200)
     with pytest.raises(SubmissionNotConfirmed) as caught:
-        submit_preview(server.mux, pane, preview, "standin", settle=0.05, confirm_timeout=2, echo_timeout=2)
+        submit_preview(
+            server.mux, pane, preview, "standin", pacing=Pacing(settle=0.05, confirm_timeout=2, echo_timeout=2)
+        )
     assert str(caught.value) == (
         f"the typed text vanished from the standin input box of pane {pane} without reaching its "
         "transcript or queue (the agent cleared its input, as it does while starting); Enter is not retried."
@@ -411,7 +422,7 @@ def test_text_cleared_while_starting_is_reported_vanished_at_once(server, standi
     line = f"[cafleet msg 26 from 3 {TS}]⏎first task"
     # One Enter only (swallowed), the text cleared, never submitted.
     assert kinds_and_texts(record) == [("key", "enter-during-startup"), ("cleared", line)]
-    submit_preview(server.mux, pane, preview, "standin", **FAST)
+    submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**FAST))
     assert kinds_and_texts(record)[2:] == [("submit", line)]
 
 
@@ -422,7 +433,7 @@ def test_an_echo_drawn_late_is_confirmed_not_called_vanished(server, standin, tm
     record = tmp_path / "record.jsonl"
     pane = standin("--late-echo", "2.5", record=record)
     preview = render_preview(28, 3, TS, "late echo", 200)
-    submit_preview(server.mux, pane, preview, "standin", **FAST)
+    submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**FAST))
     assert kinds_and_texts(record) == [("submit", f"[cafleet msg 28 from 3 {TS}]⏎late echo")]
 
 
@@ -433,12 +444,12 @@ def test_waiting_for_startup_holds_before_typing(server, standin, tmp_path):
     pane = standin("--waiting-for-startup", record=record)
     preview = render_preview(27, 3, TS, "early", 200)
     with pytest.raises(PaneNotReady) as caught:
-        submit_preview(server.mux, pane, preview, "standin", **FAST)
+        submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**FAST))
     assert str(caught.value) == (f"pane {pane} shows standin still starting, so nothing was typed.")
     assert input_line(server, pane) == ">" and records(record) == []
     os.kill(pane_pid(server, pane), signals.SIGUSR1)
     wait_for(lambda: "Waiting for startup" not in server.mux.capture(pane), what="the start-up to end")
-    submit_preview(server.mux, pane, preview, "standin", **FAST)
+    submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**FAST))
     assert kinds_and_texts(record) == [("submit", f"[cafleet msg 27 from 3 {TS}]⏎early")]
 
 
@@ -450,7 +461,11 @@ def test_enter_held_while_starting_leaves_nothing_behind(server, standin, tmp_pa
     preview = render_preview(28, 3, TS, "early", 200)
     with pytest.raises(SubmissionNotConfirmed) as caught:
         submit_preview(
-            server.mux, pane, preview, "standin", settle=0, enter_retries=1, confirm_timeout=0.3, echo_timeout=2
+            server.mux,
+            pane,
+            preview,
+            "standin",
+            pacing=Pacing(settle=0, enter_retries=1, confirm_timeout=0.3, echo_timeout=2),
         )
     assert str(caught.value) == (
         f"the typed text was still in the input box of pane {pane} after 2 Enter presses; "
@@ -464,7 +479,7 @@ def test_enter_held_while_starting_leaves_nothing_behind(server, standin, tmp_pa
 def test_a_trailing_mention_never_meets_an_open_completion(server, standin, tmp_path, body):
     record = tmp_path / "record.jsonl"
     pane = standin("--completion", record=record)
-    submit_preview(server.mux, pane, render_preview(29, 3, TS, body, 200), "standin", **FAST)
+    submit_preview(server.mux, pane, render_preview(29, 3, TS, body, 200), "standin", pacing=Pacing(**FAST))
     # Submitted by the first Enter with the text as sent (one trailing blank): no
     # completion was open to swallow the Enter or rewrite the mention.
     assert kinds_and_texts(record) == [("submit", f"[cafleet msg 29 from 3 {TS}]⏎{body} ")]
@@ -501,7 +516,7 @@ def test_a_long_echo_is_recognised_by_its_end(server, standin, tmp_path):
     size = (rows - 2) * (columns - 3)
     body = "".join(chr(ord("a") + i % 26) for i in range(size - len(header)))
     assert len(body) <= PREVIEW_MAX_LEN
-    submit_preview(server.mux, pane, render_preview(31, 3, TS, body, size), "standin", **FAST)
+    submit_preview(server.mux, pane, render_preview(31, 3, TS, body, size), "standin", pacing=Pacing(**FAST))
     assert kinds_and_texts(record) == [("submit", header + body)]
     assert f"[cafleet msg 31 from 3 {TS}]" not in server.mux.capture(pane)  # the start is gone
 
@@ -516,12 +531,12 @@ def test_a_preview_taken_after_the_attempt_gave_up_is_not_typed_again(server, st
     pane = standin("--late-echo", "3", record=record)
     preview = render_preview(29, 3, TS, "taken late", 200)
     with pytest.raises(SubmissionNotConfirmed, match="vanished"):
-        submit_preview(server.mux, pane, preview, "standin", **fast)
+        submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**fast))
     line = f"[cafleet msg 29 from 3 {TS}]⏎taken late"
     wait_for(lambda: f"• {line}" in server.mux.capture(pane), what="the late echo")
-    submit_preview(server.mux, pane, preview, "standin", **fast)  # confirmed by the echo already there
+    submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**fast))  # confirmed by the echo already there
     assert kinds_and_texts(record) == [("submit", line)]
-    type_prompt(server.mux, pane, line, "standin", **FAST)
+    type_prompt(server.mux, pane, line, "standin", pacing=Pacing(**FAST))
     assert kinds_and_texts(record) == [("submit", line), ("submit", line)]
 
 
@@ -542,13 +557,13 @@ def test_a_preview_taken_late_whose_echo_scrolled_out_of_the_captured_rows(serve
     preview = render_preview(33, 3, TS, "taken late, then a long answer", 200)
     line = f"[cafleet msg 33 from 3 {TS}]⏎taken late, then a long answer"
     with pytest.raises(SubmissionNotConfirmed, match="vanished"):
-        submit_preview(server.mux, pane, preview, "standin", **fast)
+        submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**fast))
     wait_for(lambda: "(reply line 80 of 80)" in server.mux.capture(pane), what="the late echo and the answer")
     assert "[cafleet msg 33 from 3 " not in server.mux.capture(pane, CAPTURE_LINES)  # scrolled out
     if drawn == "inline":
-        submit_preview(server.mux, pane, preview, "standin", **fast, earlier=True)
+        submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**fast), earlier=True)
         assert kinds_and_texts(record) == [("submit", line)]
         return
     with pytest.raises(SubmissionNotConfirmed, match="vanished"):
-        submit_preview(server.mux, pane, preview, "standin", **fast, earlier=True)
+        submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**fast), earlier=True)
     assert kinds_and_texts(record) == [("submit", line), ("submit", line)]

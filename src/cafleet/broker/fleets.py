@@ -67,37 +67,33 @@ def create_fleet(
             (name, now),
             "fleet_id",
         )
-        member_id = insert_member(
-            store,
-            fleet_id,
-            DIRECTOR_NAME,
-            DIRECTOR_DESCRIPTION,
-            now,
-            backend=backend,
-            session=session,
-            window_id=window_id,
-            pane_id=pane_id,
-            coding_agent=coding_agent,
-            identity=identity,
-        )
+        placement = Placement(backend, session, window_id, pane_id, coding_agent, identity)
+        member_id = insert_member(store, fleet_id, DIRECTOR_NAME, DIRECTOR_DESCRIPTION, now, placement)
         store.execute("UPDATE fleets SET director_member_id = ? WHERE fleet_id = ?", (member_id, fleet_id))
     return {"fleet_id": fleet_id, "name": name, "director_member_id": member_id, "created_at": now}
 
 
-def insert_member(
-    store,
-    fleet_id: int,
-    name: str,
-    description: str,
-    now: str,
-    *,
-    backend: str,
-    session: str,
-    window_id: str,
-    pane_id: str | None,
-    coding_agent: str,
-    identity: str | None = None,
-) -> int:
+class Placement:
+    """Where a new member's agent runs: the multiplexer ``backend``, its ``session``,
+    ``window_id`` and ``pane_id`` (None while the pane is pending), the ``coding_agent``,
+    and the ``identity`` stored with the pane id (``records.encode_pane``)."""
+
+    __slots__ = ("backend", "session", "window_id", "pane_id", "coding_agent", "identity")
+
+    def __init__(
+        self,
+        backend: str,
+        session: str,
+        window_id: str,
+        pane_id: str | None,
+        coding_agent: str,
+        identity: str | None = None,
+    ) -> None:
+        self.backend, self.session, self.window_id = backend, session, window_id
+        self.pane_id, self.coding_agent, self.identity = pane_id, coding_agent, identity
+
+
+def insert_member(store, fleet_id: int, name: str, description: str, now: str, placement: Placement) -> int:
     """Insert an active member and its placement; the caller holds the write transaction.
 
     The one INSERT of a member, shared by the fleet's bootstrap (its Director) and
@@ -112,7 +108,15 @@ def insert_member(
     store.execute(
         "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, "
         "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (member_id, session, window_id, encode_pane(pane_id, identity), backend, coding_agent, now),
+        (
+            member_id,
+            placement.session,
+            placement.window_id,
+            encode_pane(placement.pane_id, placement.identity),
+            placement.backend,
+            placement.coding_agent,
+            now,
+        ),
     )
     return member_id
 

@@ -122,18 +122,8 @@ def register_member(
     with store.write():
         now = clock.now()
         fleets.require_live(store, fleet_id)
-        return fleets.insert_member(
-            store,
-            fleet_id,
-            name,
-            description,
-            now,
-            backend=backend,
-            session=session,
-            window_id=window_id,
-            pane_id=pane_id,
-            coding_agent=coding_agent,
-        )
+        placement = fleets.Placement(backend, session, window_id, pane_id, coding_agent)
+        return fleets.insert_member(store, fleet_id, name, description, now, placement)
 
 
 def set_pane_id(
@@ -178,14 +168,8 @@ def deregister_member(store, member_id: int) -> bool:
     Returns False when the member was already deregistered (idempotent for compensation).
     """
     with store.write():
-        row = store.execute(
-            "SELECT m.status, f.director_member_id, m.fleet_id FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
-            "WHERE m.member_id = ?",
-            (member_id,),
-        ).fetchone()
-        if row is None:
-            raise NotFound(f"member {member_id} not found.")
-        status, director_id, fleet_id = row
+        columns = "m.status, f.director_member_id, m.fleet_id"
+        status, director_id, fleet_id = records.member_with_fleet(store, member_id, columns)
         if director_id == member_id:
             raise Conflict(
                 f"member {member_id} is the root Director of fleet {fleet_id}.",

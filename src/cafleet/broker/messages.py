@@ -78,14 +78,10 @@ def send(store, from_id: int, to_id: int, text: str) -> dict:
 
 def broadcast_recipients(store, director_id: int) -> list[int]:
     """Every other active member of the Director's live fleet; only the root Director may broadcast."""
-    row = store.execute(
-        "SELECT m.fleet_id, m.status, f.director_member_id, f.deleted_at FROM members m "
-        "JOIN fleets f ON f.fleet_id = m.fleet_id WHERE m.member_id = ?",
-        (director_id,),
-    ).fetchone()
-    if row is None:
-        raise NotFound(f"sender member {director_id} not found.")
-    fleet_id, status, fleet_director, deleted_at = row
+    columns = "m.fleet_id, m.status, f.director_member_id, f.deleted_at"
+    fleet_id, status, fleet_director, deleted_at = records.member_with_fleet(
+        store, director_id, columns, "sender member"
+    )
     if deleted_at is not None:
         raise Conflict(f"fleet {fleet_id} was deleted at {deleted_at}; it accepts no new messages.")
     records.member_status(director_id, status)
@@ -203,14 +199,7 @@ def ack(store, message_id: int) -> dict:
 def member_standing(store, member_id: int) -> tuple[str, int]:
     """('active' | 'deregistered' | 'fleet-deleted', fleet_id): whether a member may still
     receive, for long-running streams (not the pane state of ``supervision.pane_state``)."""
-    row = store.execute(
-        "SELECT m.status, f.deleted_at, m.fleet_id FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
-        "WHERE m.member_id = ?",
-        (member_id,),
-    ).fetchone()
-    if row is None:
-        raise NotFound(f"member {member_id} not found.")
-    status, deleted_at, fleet_id = row
+    status, deleted_at, fleet_id = records.member_with_fleet(store, member_id, "m.status, f.deleted_at, m.fleet_id")
     if deleted_at is not None:
         return "fleet-deleted", fleet_id
     return records.member_status(member_id, status), fleet_id

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cafleet.errors import CorruptRow
+from cafleet.errors import CorruptRow, NotFound
 
 MEMBER_STATUSES = ("active", "deregistered")
 MESSAGE_STATES = ("input_required", "completed")
@@ -72,3 +72,38 @@ def message(row) -> dict:
             f"(expected {' or '.join(MESSAGE_STATES)}); repair the row or use a newer cafleet."
         )
     return record
+
+
+def rows_by_member(store, table: str, columns: tuple[str, ...], member_ids: list[int]) -> list[tuple]:
+    """The rows (``columns``, ``member_id`` first) of the auxiliary ``table`` for those of
+    ``member_ids`` that have one; none when the list is empty or the table is absent."""
+    if not member_ids or not store.tables_present([table]):
+        return []
+    marks = ",".join("?" * len(member_ids))
+    return store.execute(
+        f"SELECT {', '.join(columns)} FROM {table} WHERE member_id IN ({marks})", tuple(member_ids)
+    ).fetchall()
+
+
+def rows_in_fleet(store, table: str, columns: str, fleet_id: int) -> list[tuple]:
+    """The rows of ``columns`` (``a.`` the auxiliary ``table``'s, ``m.`` the member's) for
+    the members of ``fleet_id`` (any status), by member; none when the table is absent."""
+    if not store.tables_present([table]):
+        return []
+    return store.execute(
+        f"SELECT {columns} FROM {table} a JOIN members m ON m.member_id = a.member_id WHERE m.fleet_id = ? "
+        "ORDER BY a.member_id",
+        (fleet_id,),
+    ).fetchall()
+
+
+def member_with_fleet(store, member_id: int, columns: str, who: str = "member") -> tuple:
+    """The row of ``columns`` (``m.`` the member's, ``f.`` its fleet's) for ``member_id``,
+    or NotFound naming it as ``who``."""
+    row = store.execute(
+        f"SELECT {columns} FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id WHERE m.member_id = ?",
+        (member_id,),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"{who} {member_id} not found.")
+    return row

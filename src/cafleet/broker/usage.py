@@ -51,13 +51,9 @@ def record_source(
 
 def sources(store, member_ids: list[int]) -> dict[int, dict]:
     """``{member_id: source row}`` for those of ``member_ids`` that have one."""
-    if not member_ids or not has_table(store):
-        return {}
-    marks = ",".join("?" * len(member_ids))
-    rows = store.execute(
-        f"SELECT {', '.join(_COLUMNS)} FROM {TABLE} WHERE member_id IN ({marks})", tuple(member_ids)
-    ).fetchall()
-    return {row[0]: dict(zip(_COLUMNS, row)) for row in rows}
+    from cafleet.broker.records import rows_by_member
+
+    return {row[0]: dict(zip(_COLUMNS, row)) for row in rows_by_member(store, TABLE, _COLUMNS, member_ids)}
 
 
 def fleet_members(store, fleet_id: int) -> list[dict]:
@@ -165,13 +161,9 @@ def budgets_for_send(store, member_id: int) -> dict | None:
 def stored_totals(store, member_ids: list[int]) -> dict[int, tuple[str, str, str]]:
     """``{member_id: (totals, state, updated_at)}`` (JSON text as stored) for those of
     ``member_ids`` whose usage was read; none without the table."""
-    if not member_ids or not has_table(store, TOTALS_TABLE):
-        return {}
-    marks = ",".join("?" * len(member_ids))
-    rows = store.execute(
-        f"SELECT member_id, totals, state, updated_at FROM {TOTALS_TABLE} WHERE member_id IN ({marks})",
-        tuple(member_ids),
-    ).fetchall()
+    from cafleet.broker.records import rows_by_member
+
+    rows = rows_by_member(store, TOTALS_TABLE, ("member_id", "totals", "state", "updated_at"), member_ids)
     return {row[0]: (row[1], row[2], row[3]) for row in rows}
 
 
@@ -212,14 +204,9 @@ def save_totals(store, member_id: int, totals: str, state: str) -> None:
 def sourced_members(store, fleet_id: int) -> list[int]:
     """The fleet's members (deregistered ones too: their files may still grow) whose usage
     is read: those with a usage source. One query; none without the table."""
-    if not has_table(store):
-        return []
-    rows = store.execute(
-        f"SELECT s.member_id FROM {TABLE} s JOIN members m ON m.member_id = s.member_id WHERE m.fleet_id = ? "
-        "ORDER BY s.member_id",
-        (fleet_id,),
-    ).fetchall()
-    return [row[0] for row in rows]
+    from cafleet.broker.records import rows_in_fleet
+
+    return [row[0] for row in rows_in_fleet(store, TABLE, "a.member_id", fleet_id)]
 
 
 def set_fleet_budget(store, fleet_id: int, usd: float | None, tokens: int | None) -> None:

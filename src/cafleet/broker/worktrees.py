@@ -72,24 +72,16 @@ def get(store, member_id: int) -> dict | None:
 
 def for_members(store, member_ids: list[int]) -> dict[int, dict]:
     """``{member_id: worktree row}`` for those of ``member_ids`` that have one."""
-    if not member_ids or not has_table(store):
-        return {}
-    marks = ",".join("?" * len(member_ids))
-    rows = store.execute(
-        f"SELECT {', '.join(COLUMNS)} FROM {TABLE} WHERE member_id IN ({marks})", tuple(member_ids)
-    ).fetchall()
-    return {row[0]: _row(row) for row in rows}
+    from cafleet.broker.records import rows_by_member
+
+    return {row[0]: _row(row) for row in rows_by_member(store, TABLE, COLUMNS, member_ids)}
 
 
 def in_fleet(store, fleet_id: int) -> list[dict]:
     """The worktree rows of the fleet's members (any status), with the member's status."""
-    if not has_table(store):
-        return []
-    rows = store.execute(
-        f"SELECT {', '.join('w.' + c for c in COLUMNS)}, m.status FROM {TABLE} w "
-        "JOIN members m ON m.member_id = w.member_id WHERE m.fleet_id = ? ORDER BY w.member_id",
-        (fleet_id,),
-    ).fetchall()
+    from cafleet.broker.records import rows_in_fleet
+
+    rows = rows_in_fleet(store, TABLE, f"{', '.join('a.' + c for c in COLUMNS)}, m.status", fleet_id)
     return [dict(_row(row[:-1]), member_status=row[-1]) for row in rows]
 
 

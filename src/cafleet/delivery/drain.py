@@ -251,7 +251,7 @@ def drain(
                     target["pane_id"],
                     text,
                     target["coding_agent"],
-                    settle=settings.submit_settle,
+                    pacing=submit.Pacing(settings.submit_settle),
                     ours=_our_preview_line(store, recipient_id),
                     earlier=held.entered_before(message_id),
                     on_enter=_noting(held, message_id),

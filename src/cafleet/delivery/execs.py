@@ -339,7 +339,7 @@ class Watcher:
                     target["pane_id"],
                     text,
                     target["coding_agent"],
-                    settle=self.settings.submit_settle,
+                    pacing=submit.Pacing(self.settings.submit_settle),
                     hooks=self.store.hooks,
                 )
         except LockTimeout:

@@ -856,7 +856,7 @@ def prompt_member(store, environ, db_path: str, member_id: int, text: str, *, fo
                 placement["pane_id"],
                 text,
                 placement["coding_agent"],
-                settle=config.submit_settle(environ),
+                pacing=submit.Pacing(config.submit_settle(environ)),
                 hooks=store.hooks,
             )
     except lock.LockLost as error:

@@ -112,16 +112,31 @@ class SubmissionNotConfirmed(CafleetError):
     queue after Enter."""
 
 
+class Pacing:
+    """How a submission is paced (steps 3 and 5): ``settle`` seconds after typing, up to
+    ``echo_timeout`` for the typed line to show, ``enter_retries`` further Enter presses
+    ``confirm_timeout`` apart. The same for a preview and a prompt."""
+
+    __slots__ = ("settle", "enter_retries", "confirm_timeout", "echo_timeout")
+
+    def __init__(
+        self,
+        settle: float = DEFAULT_SUBMIT_SETTLE,
+        enter_retries: int = 3,
+        confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
+        echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
+    ) -> None:
+        self.settle, self.enter_retries = settle, enter_retries
+        self.confirm_timeout, self.echo_timeout = confirm_timeout, echo_timeout
+
+
 def submit_preview(
     mux: Multiplexer,
     pane_id: str,
     text: str,
     agent: str,
     *,
-    settle: float = DEFAULT_SUBMIT_SETTLE,
-    enter_retries: int = 3,
-    confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
-    echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
+    pacing: Pacing | None = None,
     ours: Callable[[str], str | None] | None = None,
     earlier: bool = False,
     on_enter: Callable[[], None] | None = None,
@@ -135,16 +150,13 @@ def submit_preview(
     earlier attempt gave up (step 1): it counts as submitted and is not typed again; with
     ``earlier`` (an earlier attempt pressed Enter for it in this pane) the pane's history
     is searched for the header too, up to ``HISTORY_LINES`` rows back. ``on_enter`` is
-    called once, right before the first Enter."""
+    called once, right before the first Enter. ``pacing`` defaults to ``Pacing()``."""
     _submit(
         mux,
         pane_id,
         flatten(text),
         agent,
-        settle,
-        enter_retries,
-        confirm_timeout,
-        echo_timeout,
+        pacing or Pacing(),
         ours,
         once=True,
         earlier=earlier,
@@ -158,18 +170,15 @@ def type_prompt(
     pane_id: str,
     text: str,
     agent: str,
-    settle: float = DEFAULT_SUBMIT_SETTLE,
     *,
-    enter_retries: int = 3,
-    confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
-    echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
+    pacing: Pacing | None = None,
     hooks: Hooks | None = None,
 ) -> None:
     """Type one prompt line (``member prompt``) into ``pane_id`` and submit it."""
     line = flatten(text)
     if not line.strip():
         raise UsageError("the prompt is empty; give the text to type.")
-    _submit(mux, pane_id, line, agent, settle, enter_retries, confirm_timeout, echo_timeout, hooks=hooks)
+    _submit(mux, pane_id, line, agent, pacing or Pacing(), hooks=hooks)
 
 
 def submit_shell_line(
@@ -248,16 +257,15 @@ def _submit(
     pane_id: str,
     line: str,
     agent: str,
-    settle: float,
-    enter_retries: int,
-    confirm_timeout: float,
-    echo_timeout: float,
+    pacing: Pacing,
     ours: Callable[[str], str | None] | None = None,
     once: bool = False,
     earlier: bool = False,
     on_enter: Callable[[], None] | None = None,
     hooks: Hooks | None = None,
 ) -> None:
+    settle, enter_retries = pacing.settle, pacing.enter_retries
+    confirm_timeout, echo_timeout = pacing.confirm_timeout, pacing.echo_timeout
     if settle < 0 or enter_retries < 0 or confirm_timeout < 0 or echo_timeout < 0:
         raise ValueError("settle, enter_retries and the timeouts must not be negative")
     line = with_terminator(line)
