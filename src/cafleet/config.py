@@ -111,52 +111,74 @@ class Setting:
     def parse(self, raw: str):
         """The value of ``raw`` (an environment value or an option's argument), or
         :class:`SettingError` naming this setting, the quoted value and the allowed range."""
-        kind = self.kind
-        if kind in ("seconds", "number"):
-            text = raw.strip()
-            # float() also reads "nan", "inf", "1_0" and non-ASCII digits; only plain
-            # decimal numbers are seconds.
-            if text and text.isascii() and "_" not in text and text.lower().lstrip("+-")[:1] in "0123456789.":
-                try:
-                    value = float(text)
-                except ValueError:
-                    value = None
-                if value is not None and self.low <= value <= self.high:
-                    return value
-        elif kind == "integer":
-            text = raw.strip()
-            if text.isascii() and text.isdigit() and len(text.lstrip("0")) <= len(str(self.high)):
-                value = int(text)
-                if self.low <= value <= self.high:
-                    return value
-        elif kind == "switch":
-            text = raw.strip().lower()
-            if text in SWITCH_ON:
-                return True
-            if text in SWITCH_OFF or not text:
-                return False
-        elif kind == "choice":
-            if raw in self.choices:
-                return raw
-        elif kind == "identifier":
-            if (
-                0 < len(raw) <= 63
-                and (raw[0] == "_" or "a" <= raw[0] <= "z")
-                and all(c == "_" or "a" <= c <= "z" or "0" <= c <= "9" for c in raw)
-            ):
-                return raw
-        elif kind == "role":
-            # Any name the server can hold: at most NAMEDATALEN - 1 bytes, no control character.
-            if 0 < len(raw.encode("utf-8", "surrogatepass")) <= 63 and all(c >= " " and c != "\x7f" for c in raw):
-                return raw
-        else:
-            return raw
-        raise SettingError(f"{self.name} must be {self.allowed()}, got {shown(raw)}.")
+        reader = _READERS.get(self.kind)
+        if reader is None:
+            return raw  # text, a path, a command, a host: checked where it is used
+        value = reader(self, raw)
+        if value is _INVALID:
+            raise SettingError(f"{self.name} must be {self.allowed()}, got {shown(raw)}.")
+        return value
 
     def read(self, environ):
         """This variable's value in ``environ``; the default when unset or empty."""
         raw = environ.get(self.name, "")
         return self.default if raw == "" else self.parse(raw)
+
+
+_INVALID = object()  # what a reader returns for a value outside its kind or range
+
+
+def _read_number(setting: Setting, raw: str):
+    text = raw.strip()
+    # float() also reads "nan", "inf", "1_0" and non-ASCII digits; only plain decimal
+    # numbers are seconds.
+    if not (text and text.isascii() and "_" not in text and text.lower().lstrip("+-")[:1] in "0123456789."):
+        return _INVALID
+    try:
+        value = float(text)
+    except ValueError:
+        return _INVALID
+    return value if setting.low <= value <= setting.high else _INVALID
+
+
+def _read_integer(setting: Setting, raw: str):
+    from cafleet.validation import bounded_int
+
+    value = bounded_int(raw, setting.low, setting.high)
+    return _INVALID if value is None else value
+
+
+def _read_switch(_setting: Setting, raw: str):
+    text = raw.strip().lower()
+    if text in SWITCH_ON:
+        return True
+    return False if text in SWITCH_OFF or not text else _INVALID
+
+
+def _read_choice(setting: Setting, raw: str):
+    return raw if raw in setting.choices else _INVALID
+
+
+def _read_identifier(_setting: Setting, raw: str):
+    plain = all(c == "_" or "a" <= c <= "z" or "0" <= c <= "9" for c in raw)
+    return raw if 0 < len(raw) <= 63 and (raw[0] == "_" or "a" <= raw[0] <= "z") and plain else _INVALID
+
+
+def _read_role(_setting: Setting, raw: str):
+    # Any name the server can hold: at most NAMEDATALEN - 1 bytes, no control character.
+    fits = 0 < len(raw.encode("utf-8", "surrogatepass")) <= 63
+    return raw if fits and all(c >= " " and c != "\x7f" for c in raw) else _INVALID
+
+
+_READERS = {
+    "seconds": _read_number,
+    "number": _read_number,
+    "integer": _read_integer,
+    "switch": _read_switch,
+    "choice": _read_choice,
+    "identifier": _read_identifier,
+    "role": _read_role,
+}
 
 
 def _number(value: float) -> str:
