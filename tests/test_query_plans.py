@@ -42,6 +42,7 @@ TABLES = {
     "sqlite_master": "sqlite_master",
     "cafleet_aux_member_usage_sources": "cafleet_aux_member_usage_sources",
     "b": "cafleet_aux_fleet_budgets",
+    "a": "an auxiliary table read by member (broker/records.py rows_in_fleet)",
     "s": "cafleet_aux_member_usage_sources",
     "cafleet_aux_fleet_budgets": "cafleet_aux_fleet_budgets",
     "t": "cafleet_aux_member_usage_totals",
@@ -349,7 +350,7 @@ def test_message_commands_use_indexes(cli, env, database, recorded):
     assert {
         "require_member",
         "poll",
-        "member_standing",
+        "member_with_fleet",  # member_standing's read (broker/records.py)
         "recipients_owed_notifications",
         "notification_target",
         "next_pending_notification",
