@@ -63,6 +63,13 @@ def remote(env, tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def held(tmp_path):
+    from tests.support.pause import held_commands
+
+    yield from held_commands(tmp_path)
+
+
+@pytest.fixture
 def fleet_without_keeper(env, tmp_path, monkeypatch):
     with tmux_fleet(env, tmp_path, monkeypatch) as pane_fleet:
         try:
@@ -277,6 +284,20 @@ def test_e_two_keepers_started_at_once_leave_exactly_one(fleet):
 @pytest.mark.parametrize("ending", ["fleet deleted", "Director's pane gone", "SIGTERM"])
 def test_f_the_keeper_ends_with_a_last_log_line(fleet, ending):
     ends_with_its_line(fleet, ending)
+
+
+def test_f_a_sigterm_as_the_keeper_starts_still_ends_it_with_its_line(fleet_without_keeper, held):
+    """The window between the start line and the loop: the keeper, stopped there by a
+    pause point, is sent SIGTERM, then let go; it ends with its last line, not killed."""
+    fleet = fleet_without_keeper
+    proc, release = held(fleet.environ, "keep.started", "fleet", "keep", str(fleet.fleet_id))
+    proc.send_signal(signal.SIGTERM)
+    release()
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, (out, err)
+    lines = out.decode().splitlines()
+    assert lines[-1].endswith(f"keeper[{proc.pid}] keeper for fleet {fleet.fleet_id} ended: stopped by SIGTERM"), lines
+    assert keeper(fleet)["running"] is False
 
 
 @pytest.mark.stores("postgres")  # an flock is held for as long as its holder lives: SQLite has no session to end

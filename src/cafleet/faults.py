@@ -34,6 +34,8 @@ The points, in the order a command reaches them (tests/test_crash.py kills at ea
                         deregistered
 ``wait.empty``          ``message wait`` read its inbox and found nothing, its wait for
                         a change not begun
+``keep.started``        ``fleet keep`` holds its fleet's lock and logged that it started,
+                        its loop not begun (tests/test_keeper.py sends SIGTERM there)
 ``watch.round``         ``fleet watch`` found its fleet live and is about to read its
                         members (tests/test_watch.py deletes the fleet right there)
 =====================  =========================================================

@@ -167,6 +167,14 @@ def keep(store, settings: config.Settings, fleet_id: int, say, reconnect: float 
 
     Returns at once, saying so, when another keeper holds the fleet's lock."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with StopRequests() as stop:  # from its first step, a SIGTERM ends the keeper with its last line
+            return _keep(store, settings, fleet_id, say, reconnect, stop)
+    except Stopped as stopped:
+        return str(stopped)
+
+
+def _keep(store, settings: config.Settings, fleet_id: int, say, reconnect: float, stop: StopRequests) -> str:
     environ, db_path = settings.environ, settings.db_path
     problem = keepers.director_problem(store, fleet_id)  # the fleet exists (NotFound otherwise)
     if problem is not None:
@@ -181,12 +189,16 @@ def keep(store, settings: config.Settings, fleet_id: int, say, reconnect: float 
         return f"another keeper already runs for fleet {fleet_id} ({other.describe()}), so this one is not needed"
     try:
         say(f"keeper for fleet {fleet_id} started (database {_shown(db_path)})")
-        return _run(store, settings, fleet_id, lock, say, reconnect)
+        if store.hooks is not None:  # test-only hook (cafleet.faults): said it started, not running yet
+            store.hooks.pause("keep.started")
+        return _run(store, settings, fleet_id, lock, say, reconnect, stop)
     finally:
         lock.release()
 
 
-def _run(store, settings: config.Settings, fleet_id: int, lock: keepers.FleetLock, say, reconnect: float) -> str:
+def _run(
+    store, settings: config.Settings, fleet_id: int, lock: keepers.FleetLock, say, reconnect: float, stop: StopRequests
+) -> str:
     from cafleet.delivery.execs import Watcher
     from cafleet.delivery.notices import Noticer
 
@@ -196,49 +208,46 @@ def _run(store, settings: config.Settings, fleet_id: int, lock: keepers.FleetLoc
     noticer = Noticer(store, settings, fleet_id, say)
     changes = None
     try:
-        with StopRequests() as stop:
-            changes = Changes(store, WAKE, stop=stop, reconnect=reconnect)  # the baseline before the first read
-            director = DirectorWatch(store, fleet_id, lock)
-            next_usage = time.monotonic()
-            last_error = ""
-            while True:
+        changes = Changes(store, WAKE, stop=stop, reconnect=reconnect)  # the baseline before the first read
+        director = DirectorWatch(store, fleet_id, lock)
+        next_usage = time.monotonic()
+        last_error = ""
+        while True:
+            try:
+                ended = director.ended()
+                if ended is not None:
+                    return ended
+                due = deliverer.round()
+                exec_due = commands.round()
+                if exec_due is not None:
+                    due = exec_due if due is None else min(due, exec_due)
+                if time.monotonic() >= next_usage:
+                    spend.round()
+                    next_usage = time.monotonic() + USAGE_EVERY
+                stop.check()
+                wake = min(director.wake(), next_usage, noticer.round())  # the Director's notices
+                stop.check()
+                changes.wait(until=wake if due is None else min(due, wake))
+            except DatabaseGone as gone:
+                return clause(gone)
+            except DatabaseUnreachable as error:  # the server ended the store's session
+                if not lock.held():
+                    return f"its lock's database session ended ({clause(error)})"
                 try:
-                    ended = director.ended()
-                    if ended is not None:
-                        return ended
-                    due = deliverer.round()
-                    exec_due = commands.round()
-                    if exec_due is not None:
-                        due = exec_due if due is None else min(due, exec_due)
-                    if time.monotonic() >= next_usage:
-                        spend.round()
-                        next_usage = time.monotonic() + USAGE_EVERY
-                    stop.check()
-                    wake = min(director.wake(), next_usage, noticer.round())  # the Director's notices
-                    stop.check()
-                    changes.wait(until=wake if due is None else min(due, wake))
-                except DatabaseGone as gone:
-                    return clause(gone)
-                except DatabaseUnreachable as error:  # the server ended the store's session
-                    if not lock.held():
-                        return f"its lock's database session ended ({clause(error)})"
-                    try:
-                        changes.recover(error)  # a new connection and LISTEN, with back-off
-                    except DatabaseUnreachable as gave_up:
-                        return clause(gave_up)
-                    continue
-                except Exception as error:  # noqa: BLE001 -- the database busy or unreachable for a while, or a bug
-                    if isinstance(error, DatabaseError) and not lock.held():
-                        return f"its lock's database session ended ({clause(error)})"
-                    text = clause(error) if isinstance(error, CafleetError) else _internal(error)
-                    if text != last_error:  # said once, not once a second
-                        say(f"{text}; retrying every {ERROR_PAUSE:g} s")
-                        last_error = text
-                    stop.sleep(ERROR_PAUSE)
-                    continue
-                last_error = ""
-    except Stopped as stopped:
-        return str(stopped)
+                    changes.recover(error)  # a new connection and LISTEN, with back-off
+                except DatabaseUnreachable as gave_up:
+                    return clause(gave_up)
+                continue
+            except Exception as error:  # noqa: BLE001 -- the database busy or unreachable for a while, or a bug
+                if isinstance(error, DatabaseError) and not lock.held():
+                    return f"its lock's database session ended ({clause(error)})"
+                text = clause(error) if isinstance(error, CafleetError) else _internal(error)
+                if text != last_error:  # said once, not once a second
+                    say(f"{text}; retrying every {ERROR_PAUSE:g} s")
+                    last_error = text
+                stop.sleep(ERROR_PAUSE)
+                continue
+            last_error = ""
     finally:
         if changes is not None:
             changes.close()
