@@ -33,7 +33,7 @@ from datetime import datetime
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
-from cafleet.config import submit_settle  # noqa: E402
+from cafleet.config import Settings  # noqa: E402
 
 from _pane_fleet import PaneFleet  # noqa: E402
 
@@ -87,7 +87,7 @@ def main() -> None:
         "--settle", type=float, default=None, help="settle delay in seconds (default $CAFLEET_SUBMIT_SETTLE or 0.3)"
     )
     args = parser.parse_args()
-    settle = args.settle if args.settle is not None else submit_settle(os.environ)
+    settle = args.settle if args.settle is not None else Settings(os.environ).submit_settle
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is not installed")
     workdir = tempfile.mkdtemp(prefix="cafleet-bench-")

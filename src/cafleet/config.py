@@ -634,19 +634,6 @@ def lock_dir(db_path: str) -> str:
     return os.path.join(os.path.dirname(os.path.realpath(db_path)), "locks")
 
 
-def submit_settle(environ) -> float:
-    return _BY_NAME["CAFLEET_SUBMIT_SETTLE"].read(environ)
-
-
-def lock_timeout(environ) -> float:
-    return _BY_NAME["CAFLEET_LOCK_TIMEOUT"].read(environ)
-
-
-def keeper_enabled(environ) -> bool:
-    """``CAFLEET_KEEPER``: whether commands start the fleet keeper (on by default)."""
-    return _BY_NAME["CAFLEET_KEEPER"].read(environ)
-
-
 def debug(environ) -> bool:
     """``CAFLEET_DEBUG``; on an error path a bad value counts as off."""
     try:

@@ -135,12 +135,13 @@ class _Demo:
         interrupted demo must not leave it behind)."""
         if self.fleet_id is None or not os.path.exists(self.db):
             return
+        from cafleet import config
         from cafleet.delivery import keepers
         from cafleet.store.connection import open_store
 
         store = open_store(self.db)
         try:
-            keepers.stop(store, self.env, self.db, self.fleet_id)
+            keepers.stop(store, config.Settings(self.env, self.db), self.fleet_id)
         finally:
             store.close()
 

@@ -296,14 +296,14 @@ def keepers_section(ctx) -> dict | None:
         return None
     if not live:
         return None
-    enabled = keepers.enabled(ctx.environ)
+    enabled = keepers.enabled(ctx.settings)
     entries = []
     for fleet in live:
-        found = keepers.status(store, ctx.environ, ctx.db_path, fleet["fleet_id"])
+        found = keepers.status(store, ctx.settings, fleet["fleet_id"])
         owed = len(notifications.recipients_owed_notifications(store, fleet["fleet_id"]))
         entry = dict(found.as_dict(), fleet_id=fleet["fleet_id"], members_owed=owed)
         entry["ok"] = found.running or not enabled or not owed
-        entry["text"] = keeper_text(found, ctx.environ)
+        entry["text"] = keeper_text(found, ctx.settings)
         entries.append(entry)
     section = {"ok": all(e["ok"] for e in entries), "enabled": enabled, "fleets": entries}
     if not section["ok"]:

@@ -48,7 +48,7 @@ def _start_keeper(ctx, fleet_id) -> None:
     from cafleet.delivery import keepers
 
     try:
-        keepers.ensure(ctx.store(), ctx.environ, ctx.db_path, fleet_id)
+        keepers.ensure(ctx.store(), ctx.settings, fleet_id)
     except (OSError, CafleetError) as error:
         ctx.err(
             f"Warning: the keeper of fleet {fleet_id} could not be started ({clause(error)}); "
@@ -77,8 +77,8 @@ def show(ctx, fleet_id):
     from cafleet.delivery import keepers
 
     record = fleets.get_fleet(ctx.store(), fleet_id)
-    keeper = keepers.status(ctx.store(), ctx.environ, ctx.db_path, fleet_id)
-    record["keeper"] = dict(keeper.as_dict(), enabled=keepers.enabled(ctx.environ))
+    keeper = keepers.status(ctx.store(), ctx.settings, fleet_id)
+    record["keeper"] = dict(keeper.as_dict(), enabled=keepers.enabled(ctx.settings))
 
     def text():
         lines = [
@@ -89,7 +89,7 @@ def show(ctx, fleet_id):
         ]
         if record["deleted_at"]:
             lines.append(f"deleted: {render.inline(record['deleted_at'])}")
-        lines.append(f"keeper: {keeper_text(keeper, ctx.environ)}")
+        lines.append(f"keeper: {keeper_text(keeper, ctx.settings)}")
         return "\n".join(lines)
 
     ctx.emit(record, text)
@@ -99,9 +99,7 @@ def delete(ctx, fleet_id, discard_worktree):
     from cafleet.cli.member import worktree_line
     from cafleet.delivery import panes
 
-    result, closed, trees = panes.delete_fleet(
-        ctx.store(), ctx.environ, ctx.db_path, fleet_id, discard_worktrees=discard_worktree
-    )
+    result, closed, trees = panes.delete_fleet(ctx.store(), ctx.settings, fleet_id, discard_worktrees=discard_worktree)
 
     def text():
         lines = [f"deleted fleet {fleet_id}; deregistered {result['deregistered_count']} member(s)"]
@@ -115,11 +113,11 @@ def delete(ctx, fleet_id, discard_worktree):
     ctx.emit(record, text)
 
 
-def keeper_text(keeper, environ) -> str:
+def keeper_text(keeper, settings) -> str:
     """``running, pid … since …`` or why it does not run (shared with doctor)."""
     from cafleet.delivery import keepers
 
-    if keeper.running or keepers.enabled(environ):
+    if keeper.running or keepers.enabled(settings):
         return render.inline(keeper.describe())
     return "not running (CAFLEET_KEEPER=off: `cafleet fleet watch` delivers owed previews while it runs)"
 

@@ -154,8 +154,7 @@ def create(
     prompt = read_body(ctx, text, file, limit=panes.MAX_COMMAND_BYTES, what="a spawn prompt", nul=False)
     record = panes.create_member(
         ctx.store(),
-        ctx.environ,
-        ctx.db_path,
+        ctx.settings,
         fleet_id=fleet_id,
         name=name,
         description=description,
@@ -187,9 +186,7 @@ def create(
 def delete(ctx, member_id, discard_worktree):
     from cafleet.delivery import panes
 
-    status, tree = panes.delete_member(
-        ctx.store(), ctx.environ, ctx.db_path, member_id, discard_worktree=discard_worktree
-    )
+    status, tree = panes.delete_member(ctx.store(), ctx.settings, member_id, discard_worktree=discard_worktree)
 
     def text():
         lines = [f"deleted member {member_id}; pane {status.text()}"]
@@ -232,7 +229,7 @@ def capture(ctx, member_id, lines, ansi):
 def prompt(ctx, member_id, force, text):
     from cafleet.delivery import panes
 
-    record = panes.prompt_member(ctx.store(), ctx.environ, ctx.db_path, member_id, text, force=force)
+    record = panes.prompt_member(ctx.store(), ctx.settings, member_id, text, force=force)
     ctx.emit(record, lambda: f"prompt submitted to member {member_id} (pane {record['pane_id']})")
 
 

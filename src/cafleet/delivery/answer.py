@@ -36,7 +36,7 @@ def answer_member(store, settings: config.Settings, member_id: int, choice: int,
     agent = placement["coding_agent"]
     lock_dir, timeout = settings.lock_dir, settings.lock_timeout
     mux = reach(placement)
-    with lock.pane_lock(lock_dir, placement["backend"], placement["session"], pane, timeout, store.hooks) as held:
+    with lock.placement_lock(lock_dir, placement, timeout, store.hooks) as held:
         guarded = held.guard(mux)
         shown = mux.capture(pane, SCREEN_LINES, ansi=False)  # the rows the notice was read from
         seen = dialog.read(agent, shown)

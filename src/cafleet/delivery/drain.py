@@ -170,7 +170,7 @@ def _keeper_retries(store, settings: config.Settings, target: dict) -> bool:
             return False  # off: nothing is imported or started
         from cafleet.delivery import keepers
 
-        return keepers.ensure(store, settings.environ, settings.db_path, target["fleet_id"]) is not None
+        return keepers.ensure(store, settings, target["fleet_id"]) is not None
     except Exception:  # noqa: BLE001 -- a keeper that cannot be started leaves the message owed, never an error
         return False
 
@@ -228,9 +228,7 @@ def drain(
             return None
         mux = text = None
         try:
-            with lock.pane_lock(
-                settings.lock_dir, target["backend"], target["session"], target["pane_id"], timeout, store.hooks
-            ) as held:
+            with lock.placement_lock(settings.lock_dir, target, timeout, store.hooks) as held:
                 refusal = _refusal(store, recipient_id, target, message_id)
                 if refusal == "":
                     continue  # ACKed or notified by another process meanwhile
@@ -337,7 +335,7 @@ def after_lost_lock(lock_dir, placement: dict, text: str, timeout: float, error:
         return f"{reason}; nothing had been typed"
     pane_id = placement["pane_id"]
     try:
-        with lock.pane_lock(lock_dir, placement["backend"], placement["session"], pane_id, timeout) as held:
+        with lock.placement_lock(lock_dir, placement, timeout) as held:
             return f"{reason}; " + submit.take_back(
                 held.guard(reach(placement)), pane_id, text, placement["coding_agent"]
             )

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import time
 
-from cafleet import clock, config
+from cafleet import clock
 from cafleet.broker import execs
 from cafleet.errors import CafleetError, DatabaseError
 
@@ -66,11 +66,9 @@ def create(store, settings, member_id: int, command: str, on_stored=None) -> tup
 
 def _keeper(store, settings, fleet_id: int) -> bool:
     try:
-        if not config.keeper_enabled(settings.environ):
-            return False
         from cafleet.delivery import keepers
 
-        return keepers.ensure(store, settings.environ, settings.db_path, fleet_id) is not None
+        return keepers.ensure(store, settings, fleet_id) is not None
     except Exception:  # noqa: BLE001 -- a keeper that cannot start only changes the advice; the exec is stored
         return False
 
@@ -92,9 +90,7 @@ def dispatch(store, settings, exec_id: int, *, wait_for_lock: bool = True) -> st
         return f"member {member_id} has no pane that can take input"
     timeout = settings.lock_timeout if wait_for_lock else 0
     try:
-        with lock.pane_lock(
-            settings.lock_dir, target["backend"], target["session"], target["pane_id"], timeout, store.hooks
-        ) as held:
+        with lock.placement_lock(settings.lock_dir, target, timeout, store.hooks) as held:
             if notifications.notification_target(store, member_id) != target:
                 return f"member {member_id}'s placement changed"
             if execs.get(store, exec_id)["state"] != "created":
@@ -331,9 +327,7 @@ class Watcher:
             return "no pane"
         text = NUDGE.format(exec_id=record["exec_id"], status=execs.status_text(record["exit_status"]))
         try:
-            with lock.pane_lock(
-                self.settings.lock_dir, target["backend"], target["session"], target["pane_id"], 0, self.store.hooks
-            ) as held:
+            with lock.placement_lock(self.settings.lock_dir, target, 0, self.store.hooks) as held:
                 submit.type_prompt(
                     held.guard(reach(target)),
                     target["pane_id"],

@@ -175,20 +175,19 @@ def keep(store, settings: config.Settings, fleet_id: int, say, reconnect: float 
 
 
 def _keep(store, settings: config.Settings, fleet_id: int, say, reconnect: float, stop: StopRequests) -> str:
-    environ, db_path = settings.environ, settings.db_path
     problem = keepers.director_problem(store, fleet_id)  # the fleet exists (NotFound otherwise)
     if problem is not None:
         return problem
-    lock = keepers.FleetLock(store, environ, db_path, fleet_id)
+    lock = keepers.FleetLock(store, settings, fleet_id)
     try:
         acquired = lock.acquire(clock.now())
     except OSError as error:
         return f"its lock or record in {os.path.dirname(lock.where.lock_path)} cannot be written ({error})"
     if not acquired:
-        other = keepers.status(store, environ, db_path, fleet_id)
+        other = keepers.status(store, settings, fleet_id)
         return f"another keeper already runs for fleet {fleet_id} ({other.describe()}), so this one is not needed"
     try:
-        say(f"keeper for fleet {fleet_id} started (database {_shown(db_path)})")
+        say(f"keeper for fleet {fleet_id} started (database {_shown(settings.db_path)})")
         if store.hooks is not None:  # test-only hook (cafleet.faults): said it started, not running yet
             store.hooks.pause("keep.started")
         return _run(store, settings, fleet_id, lock, say, reconnect, stop)

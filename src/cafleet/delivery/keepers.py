@@ -87,8 +87,10 @@ class Where:
 
     __slots__ = ("fleet_id", "postgres", "lock_path", "state_path", "log_path", "key", "url", "schema")
 
-    def __init__(self, store, environ, db_path: str, fleet_id: int) -> None:
+    def __init__(self, store, settings: config.Settings, fleet_id: int) -> None:
         import hashlib
+
+        db_path = settings.db_path
 
         self.fleet_id = fleet_id
         from cafleet.store import is_postgres_url
@@ -97,7 +99,7 @@ class Where:
         self.url = db_path
         self.schema = getattr(store, "schema", "")
         identity = store.location_key()  # where the database is, not how it was spelled
-        folder = _state_home(environ) if self.postgres else config.lock_dir(db_path)
+        folder = _state_home(settings.environ) if self.postgres else settings.lock_dir
         tag = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:16]
         base = os.path.join(folder, f"keeper-{tag}-{fleet_id}")
         self.lock_path, self.state_path, self.log_path = base + ".lock", base + ".state", base + ".log"
@@ -125,9 +127,9 @@ def _hostname() -> str:
 # --- reading the record -------------------------------------------------------------------
 
 
-def status(store, environ, db_path: str, fleet_id: int) -> Keeper:
+def status(store, settings: config.Settings, fleet_id: int) -> Keeper:
     """Whether a keeper runs for the fleet now, and which (never touches the lock)."""
-    where = Where(store, environ, db_path, fleet_id)
+    where = Where(store, settings, fleet_id)
     if where.postgres:
         return _pg_status(store, where)
     record = read_record(where.state_path)
@@ -202,9 +204,8 @@ def _pg_status(store, where: Where) -> Keeper:
 class FleetLock:
     """The keeper's hold on its fleet's keeper lock, and its record while it holds it."""
 
-    def __init__(self, store, environ, db_path: str, fleet_id: int) -> None:
-        self.where = Where(store, environ, db_path, fleet_id)
-        self.environ = environ
+    def __init__(self, store, settings: config.Settings, fleet_id: int) -> None:
+        self.where = Where(store, settings, fleet_id)
         self.busy_timeout = getattr(store, "busy_timeout", 5.0)
         self.fd: int | None = None
         self.advisory: Any = None  # PostgreSQL: the advisory lock, on a session of its own
@@ -344,11 +345,11 @@ def processes_alive(processes: list[tuple[int, str | None]]) -> bool:
     return True
 
 
-def director_here(store, environ, fleet_id: int) -> bool:
+def director_here(store, settings: config.Settings, fleet_id: int) -> bool:
     """Whether this process runs on the Director's host (a keeper must run there)."""
     from cafleet.broker import fleets, members
 
-    if environ.get("CAFLEET_HOST"):
+    if settings.environ.get("CAFLEET_HOST"):
         return False  # a member's pane on another host
     director = fleets.get_fleet(store, fleet_id)["director_member_id"]
     placement = members.get_member(store, director)["placement"] if director is not None else None
@@ -364,35 +365,30 @@ _STARTED: dict[tuple[str, int], tuple[int, float]] = {}
 STARTING = 5.0
 
 
-def enabled(environ) -> bool:
-    """``CAFLEET_KEEPER`` (checked before the command ran, so a bad value reads as on)."""
-    from cafleet.errors import SettingError
-
-    try:
-        return config.keeper_enabled(environ)
-    except SettingError:
-        return True
+def enabled(settings: config.Settings) -> bool:
+    """``CAFLEET_KEEPER``: whether commands start the fleet keeper (on by default)."""
+    return bool(settings.keeper)
 
 
-def ensure(store, environ, db_path: str, fleet_id: int) -> Keeper | None:
+def ensure(store, settings: config.Settings, fleet_id: int) -> Keeper | None:
     """The fleet's running keeper, started here when the setting allows, none runs, this is
     the Director's host and the Director's pane is there; None when no keeper will retry."""
-    found = status(store, environ, db_path, fleet_id)
+    found = status(store, settings, fleet_id)
     if found.running:
         return found
-    if not enabled(environ):
+    if not enabled(settings):
         return None
     import time
 
-    where = Where(store, environ, db_path, fleet_id)
+    where = Where(store, settings, fleet_id)
     key = (where.log_path, fleet_id)
     if key in _STARTED:
         pid, when = _STARTED[key]
         if process_start(pid) is not None or time.monotonic() - when < STARTING:
             return Keeper(True, pid, None, _hostname(), where.log_path)
-    if not director_here(store, environ, fleet_id) or director_problem(store, fleet_id) is not None:
+    if not director_here(store, settings, fleet_id) or director_problem(store, fleet_id) is not None:
         return None
-    pid = spawn(environ, where.log_path, fleet_id, store.hooks.program if store.hooks is not None else None)
+    pid = spawn(settings.environ, where.log_path, fleet_id, store.hooks.program if store.hooks is not None else None)
     _STARTED[key] = (pid, time.monotonic())
     return Keeper(True, pid, None, _hostname(), where.log_path)
 
@@ -429,13 +425,13 @@ def spawn(environ, log_path: str, fleet_id: int, program=None) -> int:
     return child.pid
 
 
-def stop(store, environ, db_path: str, fleet_id: int, timeout: float = 10.0) -> int | None:
+def stop(store, settings: config.Settings, fleet_id: int, timeout: float = 10.0) -> int | None:
     """End the fleet's keeper on this host with SIGTERM and wait (at most ``timeout`` s)
     until it is gone; returns its pid, or None when none ran here."""
     import signal
     import time
 
-    found = status(store, environ, db_path, fleet_id)
+    found = status(store, settings, fleet_id)
     if not found.running or found.pid is None or found.host not in (None, _hostname()):
         return None
     start = process_start(found.pid)

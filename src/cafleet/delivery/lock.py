@@ -50,9 +50,9 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from cafleet.errors import CafleetError, LockTimeout
 
@@ -207,6 +207,21 @@ def pane_lock(
         yield Held(pane_id, fd=fd)
     finally:
         os.close(fd)  # closing the only descriptor releases the flock
+
+
+def placement_lock(
+    lock_dir: str | os.PathLike[str],
+    placement: Mapping[str, Any],
+    timeout: float,
+    hooks: Hooks | None = None,
+    *,
+    pane_id: str | None = None,
+) -> AbstractContextManager[Held]:
+    """:func:`pane_lock` for the pane of a placement (a ``member_placements`` row's view:
+    ``backend``, ``session``, ``pane_id``); ``pane_id`` names a pane the placement does not
+    record yet (the pane just opened for a new member)."""
+    pane = placement["pane_id"] if pane_id is None else pane_id
+    return pane_lock(lock_dir, placement["backend"], placement["session"], pane, timeout, hooks)
 
 
 def _try_flock(fd: int) -> bool:

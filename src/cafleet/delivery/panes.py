@@ -75,7 +75,7 @@ def _kill(placement: dict) -> PaneOutcome:
         return PaneOutcome(PaneFate.NOT_CLOSED, str(error))
 
 
-def delete_fleet(store, environ, db_path: str, fleet_id: int, *, discard_worktrees: bool = False):
+def delete_fleet(store, settings: config.Settings, fleet_id: int, *, discard_worktrees: bool = False):
     """Soft-delete the fleet and close its member panes (never the Director's), each under
     its pane-input lock.
 
@@ -89,7 +89,7 @@ def delete_fleet(store, environ, db_path: str, fleet_id: int, *, discard_worktre
 
     fleets.get_fleet(store, fleet_id)
     listed = [p for p in fleets.fleet_placements(store, fleet_id) if p["pane_id"]]
-    lock_dir, timeout = config.lock_dir(db_path), config.lock_timeout(environ)
+    lock_dir, timeout = settings.lock_dir, settings.lock_timeout
     closed: dict[int, PaneOutcome] = {}
     removed: list[dict] = []
     late: list[dict] = []
@@ -116,14 +116,14 @@ def delete_fleet(store, environ, db_path: str, fleet_id: int, *, discard_worktre
             else:
                 late.append(placement)
     for placement in late:  # registered after the listing: its own lock, alone, so no lock-order issue
-        from cafleet.delivery.lock import pane_lock
+        from cafleet.delivery.lock import placement_lock
 
         try:
-            with pane_lock(lock_dir, *_key(placement), timeout, store.hooks):
+            with placement_lock(lock_dir, placement, timeout, store.hooks):
                 closed[placement["member_id"]] = _kill(placement)
         except LockTimeout:
             closed[placement["member_id"]] = _busy(placement)
-    kept = _release_fleet(store, environ, fleet_id, closed, discard_worktrees)
+    kept = _release_fleet(store, settings.environ, fleet_id, closed, discard_worktrees)
     return result, sorted(closed.items()), kept
 
 
@@ -170,7 +170,7 @@ def _busy(placement: dict) -> PaneOutcome:
     )
 
 
-def delete_member(store, environ, db_path: str, member_id: int, *, discard_worktree: bool = False):
+def delete_member(store, settings: config.Settings, member_id: int, *, discard_worktree: bool = False):
     """Member deletion: under the pane lock, kill the pane (gone is fine), then deregister;
     then its worktree, if it has one, is removed when nothing would be lost (or with
     ``discard_worktree``) and kept otherwise. ``(pane status, worktree result or None)``.
@@ -185,9 +185,9 @@ def delete_member(store, environ, db_path: str, member_id: int, *, discard_workt
         record = members.get_member(store, member_id)
         if record["kind"] == "director" or row is None or row["status"] == worktree_records.REMOVED:
             raise
-        return ALREADY_GONE, _release(store, environ, member_id, discard_worktree)
-    return _delete_member(store, environ, db_path, member, member_id), _release(
-        store, environ, member_id, discard_worktree
+        return ALREADY_GONE, _release(store, settings.environ, member_id, discard_worktree)
+    return _delete_member(store, settings, member, member_id), _release(
+        store, settings.environ, member_id, discard_worktree
     )
 
 
@@ -201,21 +201,14 @@ def _release(store, environ, member_id: int, discard: bool) -> dict | None:
     return worktrees.release(store, environ, member_id, discard=discard)
 
 
-def _delete_member(store, environ, db_path: str, member: dict, member_id: int) -> PaneOutcome:
+def _delete_member(store, settings: config.Settings, member: dict, member_id: int) -> PaneOutcome:
     placement = member["placement"]
     if placement is None or placement["pane_id"] is None:
         members.deregister_member(store, member_id)
         return NO_PANE
-    from cafleet.delivery.lock import pane_lock
+    from cafleet.delivery.lock import placement_lock
 
-    with pane_lock(
-        config.lock_dir(db_path),
-        placement["backend"],
-        placement["session"],
-        placement["pane_id"],
-        config.lock_timeout(environ),
-        store.hooks,
-    ):
+    with placement_lock(settings.lock_dir, placement, settings.lock_timeout, store.hooks):
         status = _kill(placement)
         if store.hooks is not None:
             store.hooks.pause("delete.killed")
@@ -223,40 +216,6 @@ def _delete_member(store, environ, db_path: str, member: dict, member_id: int) -
             raise CafleetError(f"member {member_id} was not deleted: its pane {placement['pane_id']} {status.text()}.")
         members.deregister_member(store, member_id)
     return status
-
-
-def record_pane(
-    store,
-    environ,
-    db_path: str,
-    member_id: int,
-    placement: dict,
-    pane_id: str,
-    identity: str | None = None,
-    *,
-    window_id: str | None = None,
-) -> None:
-    """The pane-id patch at member creation (with the pane's identity), under the new pane's
-    lock; ``window_id`` (and the placement's session) are written too when given, for a
-    member on another host."""
-    from cafleet.delivery.lock import pane_lock
-
-    with pane_lock(
-        config.lock_dir(db_path),
-        placement["backend"],
-        placement["session"],
-        pane_id,
-        config.lock_timeout(environ),
-        store.hooks,
-    ):
-        members.set_pane_id(
-            store,
-            member_id,
-            pane_id,
-            identity,
-            session=placement["session"] if window_id else None,
-            window_id=window_id,
-        )
 
 
 def _same_pane(caller, placement: dict) -> bool:
@@ -349,8 +308,7 @@ class Spawn:
 
 def create_member(
     store,
-    environ,
-    db_path: str,
+    settings: config.Settings,
     *,
     fleet_id: int,
     name: str,
@@ -384,6 +342,7 @@ def create_member(
     """
     from cafleet.agents import backends
 
+    environ = settings.environ
     director, placement, mux = _directors_pane(store, environ, fleet_id)
     spawn = Spawn(
         fleet_id,
@@ -404,7 +363,7 @@ def create_member(
 
             where = repo or _cwd()  # the repository at the same path there, or the path given
             plan = worktrees.plan(environ, where, branch, base, host=host)
-        return _create_remote(store, environ, db_path, host, spawn, plan)
+        return _create_remote(store, settings, host, spawn, plan)
     backends.find_binary(spawn.agent, environ)
     cwd = _cwd()  # the new pane starts here; a deleted directory is refused before any write
     plan = None
@@ -413,19 +372,19 @@ def create_member(
 
         plan = worktrees.plan(environ, cwd, branch, base)  # refused here, before any write
     budgets = {"budget_usd": budget_usd, "budget_tokens": budget_tokens}
-    return _create_local(store, environ, db_path, spawn, placement, mux, plan, cwd, budgets)
+    return _create_local(store, settings, spawn, placement, mux, plan, cwd, budgets)
 
 
-def _create_local(store, environ, db_path: str, spawn: Spawn, placement: dict, mux, plan, cwd: str, budgets: dict):
+def _create_local(store, settings: config.Settings, spawn: Spawn, placement: dict, mux, plan, cwd: str, budgets: dict):
     """A member in a new pane beside the Director's, in ``cwd`` (or its new worktree), with
     its usage source recorded before its agent starts."""
     from cafleet.credentials import member_url
 
-    database = member_url(db_path, environ)  # no password in the pane's argv: a private pgpass file
+    database = member_url(settings.db_path, settings.environ)  # no password in the pane's argv: a private pgpass file
 
     def open_pane(member_id: int, workdir: str | None) -> tuple[str, str | None, dict, str | None]:
         workdir = workdir or cwd
-        session_id = _record_usage_source(store, environ, member_id, spawn.agent, workdir, **budgets)
+        session_id = _record_usage_source(store, settings.environ, member_id, spawn.agent, workdir, **budgets)
         pane_env = {
             "CAFLEET_DATABASE_URL": database,
             "CAFLEET_MEMBER_ID": str(member_id),
@@ -441,7 +400,7 @@ def _create_local(store, environ, db_path: str, spawn: Spawn, placement: dict, m
         )
         return pane_id, identity, placement, None
 
-    return _spawn(store, environ, db_path, spawn, placement, mux, plan, open_pane)
+    return _spawn(store, settings, spawn, placement, mux, plan, open_pane)
 
 
 def _directors_pane(store, environ, fleet_id: int):
@@ -516,7 +475,7 @@ def _check_worktree_options(store, fleet_id: int, host: str | None, worktree: bo
 
 
 def _spawn(
-    store, environ, db_path: str, spawn: Spawn, placement: dict, mux, plan, open_pane, close_unknown=None
+    store, settings: config.Settings, spawn: Spawn, placement: dict, mux, plan, open_pane, close_unknown=None
 ) -> dict:
     """The steps every creation shares: register the member pending (with ``placement``'s
     backend, session and window), add its worktree (``plan``), open its pane
@@ -546,14 +505,19 @@ def _spawn(
         pane_id, identity, recorded, window_id = open_pane(member_id, added["path"] if added else None)
         if store.hooks is not None:
             store.hooks.pause("create.split")
-        record_pane(store, environ, db_path, member_id, recorded, pane_id, identity, window_id=window_id)
+        from cafleet.delivery.lock import placement_lock
+
+        # the pane id (and, for a member on another host, its session and window) under the new pane's lock
+        with placement_lock(settings.lock_dir, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id):
+            session = recorded["session"] if window_id else None
+            members.set_pane_id(store, member_id, pane_id, identity, session=session, window_id=window_id)
         if store.hooks is not None:
             store.hooks.pause("create.patched")
     except BaseException as error:  # noqa: BLE001 -- anything, a signal included, after the registration is undone and reported
         closed = None if pane_id is not None or close_unknown is None else close_unknown(member_id)
         message = _compensate(store, mux, member_id, pane_id, error, closed)
         if plan is not None:
-            message = message[:-1] + _release_after_failure(store, environ, member_id) + "."
+            message = message[:-1] + _release_after_failure(store, settings.environ, member_id) + "."
         raise CreateFailed(message) from None
     out = {
         "member_id": member_id,
@@ -657,7 +621,7 @@ def remote_pane_env(environ, db_path: str, host: str, fleet_id: int, member_id: 
     return env
 
 
-def _create_remote(store, environ, db_path: str, host: str, spawn: Spawn, plan=None) -> dict:
+def _create_remote(store, settings: config.Settings, host: str, spawn: Spawn, plan=None) -> dict:
     """A member on another host: check that the host answers and has tmux and the agent,
     register it pending (session ``ssh://<host>/``), open a detached tmux session of its
     own on the host's ``-L cafleet`` server, and record the session, window and pane.
@@ -666,6 +630,7 @@ def _create_remote(store, environ, db_path: str, host: str, spawn: Spawn, plan=N
     from cafleet.mux.ssh import Ssh, join_session
     from cafleet.mux.tmux import Tmux
 
+    environ = settings.environ
     ssh = Ssh(host, environ)
     probe = backends.build_argv(
         spawn.agent, member_name=spawn.name, prompt="", model=spawn.model, effort=spawn.effort, member_id=0
@@ -676,7 +641,7 @@ def _create_remote(store, environ, db_path: str, host: str, spawn: Spawn, plan=N
             f"{missing} is not installed on host {host} (not on its PATH for SSH commands); "
             "install it there, or check with `cafleet doctor --host`."
         )
-    database = remote_database_url(ssh, db_path)
+    database = remote_database_url(ssh, settings.db_path)
     mux = Tmux(None, remote=ssh, label=REMOTE_SERVER)
 
     def open_pane(member_id: int, workdir: str | None) -> tuple[str, str | None, dict, str | None]:
@@ -692,8 +657,7 @@ def _create_remote(store, environ, db_path: str, host: str, spawn: Spawn, plan=N
     pending = {"backend": "tmux", "session": join_session(host, ""), "window_id": ""}
     out = _spawn(
         store,
-        environ,
-        db_path,
+        settings,
         spawn,
         pending,
         mux,
@@ -831,7 +795,7 @@ def capture_member(store, member_id: int, lines: int, ansi: bool) -> dict:
     return {"member_id": member_id, "pane_id": placement["pane_id"], "text": screen}
 
 
-def prompt_member(store, environ, db_path: str, member_id: int, text: str, *, force: bool = False) -> dict:
+def prompt_member(store, settings: config.Settings, member_id: int, text: str, *, force: bool = False) -> dict:
     """Type one line into the member's agent and submit it, under the pane lock (``member
     prompt``). New work like a message: refused for a member over its budget or its
     fleet's unless ``force`` (the one gate, :func:`cafleet.delivery.drain.refuse_over_budget`)."""
@@ -843,20 +807,18 @@ def prompt_member(store, environ, db_path: str, member_id: int, text: str, *, fo
         raise UsageError("the prompt must be one non-blank line.")
     placement = _live_placement(store, member_id)
     if not force:
-        refuse_over_budget(store, environ, member_id, "prompt")
-    lock_dir, timeout = config.lock_dir(db_path), config.lock_timeout(environ)
+        refuse_over_budget(store, settings.environ, member_id, "prompt")
+    lock_dir, timeout = settings.lock_dir, settings.lock_timeout
     mux = reach(placement)
     try:
-        with lock.pane_lock(
-            lock_dir, placement["backend"], placement["session"], placement["pane_id"], timeout, store.hooks
-        ) as held:
+        with lock.placement_lock(lock_dir, placement, timeout, store.hooks) as held:
             mux = held.guard(mux)  # the lock is checked before each keystroke too
             submit.type_prompt(
                 mux,
                 placement["pane_id"],
                 text,
                 placement["coding_agent"],
-                pacing=submit.Pacing(config.submit_settle(environ)),
+                pacing=submit.Pacing(settings.submit_settle),
                 hooks=store.hooks,
             )
     except lock.LockLost as error:

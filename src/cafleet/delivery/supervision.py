@@ -102,12 +102,11 @@ def still_dead(store, lock_dir: str, member: dict) -> bool:
     member dead. False while the lock is held (a deletion or a delivery is under way: the
     next look sees how it ended) and once the member is deregistered."""
     from cafleet.broker import members
-    from cafleet.delivery.lock import pane_lock
+    from cafleet.delivery.lock import placement_lock
     from cafleet.errors import LockTimeout
 
-    placement = member["placement"]
     try:
-        with pane_lock(lock_dir, placement["backend"], placement["session"], placement["pane_id"], 0, store.hooks):
+        with placement_lock(lock_dir, member["placement"], 0, store.hooks):
             return members.get_member(store, member["member_id"])["status"] == "active"
     except LockTimeout:
         return False

@@ -89,10 +89,9 @@ class Watcher:
         self.last_message_id = 0
         self.director = fleets.get_fleet(store, fleet_id)["director_member_id"]
         self.settings = settings  # validated before the stream starts
-        environ = settings.environ
         from cafleet.delivery import keeper, keepers
 
-        self.keeper_on = keepers.enabled(environ)
+        self.keeper_on = keepers.enabled(settings)
         self.keeper_seen: str | None = None  # the last keeper event's detail
         self.deliverer = None if self.keeper_on else keeper.Deliverer(store, self.settings, fleet_id, lambda _: None)
         self.noticer = None  # the Director's notices, the keeper's job too while it is off
@@ -109,7 +108,9 @@ class Watcher:
             self.commands = ExecWatcher(store, self.settings, fleet_id)
         from cafleet.delivery.budget_watch import BudgetWatch
 
-        self.budgets = BudgetWatch(store, environ, fleet_id, reads=not self.keeper_on)  # over-budget (docs/usage.md)
+        self.budgets = BudgetWatch(
+            store, settings.environ, fleet_id, reads=not self.keeper_on
+        )  # over-budget (docs/usage.md)
         self.vanished: set[int] = set()  # members whose vanished worktree was reported
 
     def run(self) -> str:
@@ -253,13 +254,13 @@ class Watcher:
         """A ``keeper`` event when the keeper's state changed; start one that should run."""
         from cafleet.delivery import keepers
 
-        found = keepers.status(self.store, self.settings.environ, self.settings.db_path, self.fleet_id)
+        found = keepers.status(self.store, self.settings, self.fleet_id)
         if (
             not found.running
             and self.keeper_on
             and notifications.recipients_owed_notifications(self.store, self.fleet_id)
         ):
-            found = keepers.ensure(self.store, self.settings.environ, self.settings.db_path, self.fleet_id) or found
+            found = keepers.ensure(self.store, self.settings, self.fleet_id) or found
         self.budgets.reads = not found.running  # no keeper reads the usage records: this watch does
         if found.running:
             detail = f"keeper {found.describe()}"

@@ -136,8 +136,8 @@ def fleet_detail(request: Request) -> JSONResponse:
         view = fleet_view_with_states(store, fleet_id)
         from cafleet.delivery import keepers
 
-        found = keepers.status(store, config.environ, config.db_path, fleet_id)
-        view["keeper"] = dict(found.as_dict(), enabled=keepers.enabled(config.environ))
+        found = keepers.status(store, config.settings, fleet_id)
+        view["keeper"] = dict(found.as_dict(), enabled=keepers.enabled(config.settings))
         return JSONResponse(view)
 
 
