@@ -300,6 +300,31 @@ def test_f_a_sigterm_as_the_keeper_starts_still_ends_it_with_its_line(fleet_with
     assert keeper(fleet)["running"] is False
 
 
+def test_fleet_keep_json_prints_one_object_per_event(fleet_without_keeper, tmp_path):
+    fleet = fleet_without_keeper
+    out = tmp_path / "keep.jsonl"
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cafleet", "fleet", "keep", str(fleet.fleet_id), "--json"],
+            env=fleet.environ,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: out.read_bytes().endswith(b"\n"), timeout=30, what="the keeper's first event")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            kill(proc.pid)
+            proc.wait()
+    events = [json.loads(line) for line in out.read_text().splitlines()]
+    assert events[0]["event"].startswith(f"keeper for fleet {fleet.fleet_id} started (database ")
+    assert all(set(event) >= {"at", "pid", "event"} and event["pid"] == proc.pid for event in events)
+    assert events[-1]["ended"] == "stopped by SIGTERM"
+    assert events[-1]["event"] == f"keeper for fleet {fleet.fleet_id} ended: stopped by SIGTERM"
+
+
 @pytest.mark.stores("postgres")  # an flock is held for as long as its holder lives: SQLite has no session to end
 def test_f_the_keeper_ends_when_its_lock_session_ends(fleet):
     ends_with_its_line(fleet, "lock session ended")

@@ -293,13 +293,11 @@ def _name(members, store, member_id: int) -> str:
 def _notice(store, record: dict, kind: str, text: str) -> None:
     """The notice of an exec's end, in the caller's transaction; none when its fleet or its
     Director is gone (nobody to tell)."""
-    from cafleet.broker import fleets, notices
+    from cafleet.broker import notices
 
     try:
-        fleet = fleets.get_fleet(store, record["fleet_id"])
-        if fleet["deleted_at"] is not None or fleet["director_member_id"] != record["director_id"]:
+        if not notices.can_tell(store, record["fleet_id"], record["director_id"]):
             return
-        fleets.check_director(store, record["fleet_id"], record["director_id"])
     except (NotFound, Conflict):
         return
     header = notices.HEADER.format(kind=kind, subject=f"exec:{record['exec_id']}")

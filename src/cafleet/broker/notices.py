@@ -65,7 +65,6 @@ def post(store, fleet_id: int, director_id: int, notice: Notice) -> int | None:
     """Put one notice in the Director's inbox and open its episode, in one transaction;
     return its message id, or None when an episode of that kind and subject is open."""
     from cafleet import validation
-    from cafleet.broker import fleets
 
     validation.body(notice.text)
     store.create_auxiliary([TABLE])
@@ -75,11 +74,22 @@ def post(store, fleet_id: int, director_id: int, notice: Notice) -> int | None:
             (fleet_id, notice.kind, notice.subject),
         ).fetchone():
             return None
-        fleet = fleets.get_fleet(store, fleet_id)
-        if fleet["deleted_at"] is not None or fleet["director_member_id"] != director_id:
-            return None  # the fleet was deleted meanwhile: nobody to tell
-        fleets.check_director(store, fleet_id, director_id)  # active and placed, as a send requires
+        if not can_tell(store, fleet_id, director_id):
+            return None
         return insert(store, fleet_id, director_id, notice)
+
+
+def can_tell(store, fleet_id: int, director_id: int) -> bool:
+    """Whether a notice can go to ``director_id`` now: False when the fleet was deleted or
+    has another Director meanwhile (nobody to tell); NotFound or Conflict, as a send to it
+    would, when that Director is no longer active and placed."""
+    from cafleet.broker import fleets
+
+    fleet = fleets.get_fleet(store, fleet_id)
+    if fleet["deleted_at"] is not None or fleet["director_member_id"] != director_id:
+        return False
+    fleets.check_director(store, fleet_id, director_id)
+    return True
 
 
 def insert(store, fleet_id: int, director_id: int, notice: Notice, cleared: bool = False) -> int:

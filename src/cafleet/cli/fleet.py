@@ -124,7 +124,8 @@ def keeper_text(keeper, settings) -> str:
 
 def keep(ctx, fleet_id):
     """Run the fleet's keeper in the foreground: one log line per event, the last one
-    saying why it ended."""
+    saying why it ended; under --json one object per event (``at``, ``pid``, ``event``;
+    the last also ``ended``: why)."""
     import os
 
     from cafleet import clock
@@ -132,8 +133,12 @@ def keep(ctx, fleet_id):
 
     pid = os.getpid()
 
-    def say(text: str) -> None:
-        ctx.out(f"{clock.now()} keeper[{pid}] {ctx.hide_secrets(text)}")
+    def say(text: str, **extra: str) -> None:
+        at, event = clock.now(), ctx.hide_secrets(text)
+        if ctx.json:
+            ctx.out(render.to_json({"at": at, "pid": pid, "event": event, **extra}))
+        else:
+            ctx.out(f"{at} keeper[{pid}] {event}")
 
     reason = keeper.keep(ctx.store(), ctx.settings, fleet_id, say, ctx.settings.pg_reconnect_timeout)
-    say(f"keeper for fleet {fleet_id} ended: {reason}")
+    say(f"keeper for fleet {fleet_id} ended: {reason}", ended=ctx.hide_secrets(reason))

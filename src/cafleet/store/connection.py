@@ -590,7 +590,7 @@ def add_auxiliary_indexes(store: StoreInterface) -> list[str]:
     indexes = [  # an index over a missing table is not reported on its own: it comes with it
         index.name
         for index in schema.DECLARED_AUX_INDEXES
-        if problems.get(index.name) == "missing" or index.table in tables
+        if problems.get(index.name) == "missing" or schema.COMES_WITH.get(index.name) in tables
     ]
     missing = tables + indexes
     return store.create_auxiliary(missing) if missing else []

@@ -144,12 +144,10 @@ def compare_auxiliary(found: dict, expected: dict) -> dict[str, Problem]:
     """Both engines' auxiliary check: ``expected`` maps each auxiliary index and table (in
     that order) to what its engine's catalogue must show of it, ``found`` what it shows."""
     problems: dict[str, Problem] = {}
-    aux_tables = {table.name for table in schema.DECLARED_AUX_TABLES}
-    table_of = {index.name: index.table for index in schema.DECLARED_AUX_INDEXES}
     for name, shape in expected.items():
-        table = table_of.get(name)
-        if table in aux_tables and table not in found:
-            continue  # an index over an auxiliary table comes with it; that table is reported
+        table = schema.COMES_WITH.get(name)
+        if table is not None and table not in found:
+            continue  # the index comes with its table, and that table is reported
         if name not in found:
             problems[name] = "missing"
         elif found[name] != shape:

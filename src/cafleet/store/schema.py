@@ -211,6 +211,15 @@ DECLARED_AUX_TABLES: tuple[Table, ...] = (
     ),
 )
 
+# An index over one of cafleet's auxiliary tables comes with its table: while the table is
+# missing, the index is not reported on its own (the table is), and it is created with the
+# table (diagnosis.compare_auxiliary, connection.add_auxiliary_indexes). Index -> its table.
+COMES_WITH: dict[str, str] = {
+    index.name: index.table
+    for index in DECLARED_AUX_INDEXES
+    if index.table in {table.name for table in DECLARED_AUX_TABLES}
+}
+
 
 # --- rendering: each engine's DDL and PostgreSQL's catalogue as it reads back ------------
 
