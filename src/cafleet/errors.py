@@ -77,6 +77,12 @@ class SettingError(ConfigError):
 class DatabaseError(CafleetError):
     """The database file cannot be used (diagnosis refused it, it is locked, unreadable)."""
 
+    @classmethod
+    def locked(cls, where: str, waited: float) -> DatabaseError:
+        """A write that waited ``waited`` s for another process's lock on database
+        ``where``: one wording for both engines and the write queue."""
+        return cls(f"database {where} is locked by another process (waited {waited:g} s); try again.")
+
 
 class ConstraintRefused(DatabaseError):
     """A rule of the database refused a write: a constraint, a UNIQUE index or a trigger's

@@ -31,7 +31,7 @@ import time
 
 from cafleet import clock
 from cafleet.broker import execs
-from cafleet.errors import CafleetError, DatabaseError
+from cafleet.errors import CafleetError, DatabaseError, clause
 
 LINE = "! cafleet member exec-run {exec_id}"
 NUDGE = "[cafleet exec {exec_id} ended: {status}] Continue with the output above."
@@ -109,7 +109,7 @@ def dispatch(store, settings, exec_id: int, *, wait_for_lock: bool = True) -> st
             )
             execs.mark_dispatched(store, exec_id)
     except LockTimeout as error:
-        return None if not wait_for_lock else str(error).rstrip(".")
+        return None if not wait_for_lock else clause(error)
     except (CafleetError, OSError) as error:
         from cafleet.delivery.drain import _unexpected
 

@@ -333,9 +333,7 @@ class _WriteTransaction:
         queue = store.write_queue()
         if queue is not None:
             if not queue.acquire(store.busy_timeout):
-                raise DatabaseError(
-                    f"database {store.path} is locked by another process (waited {store.busy_timeout:g} s); try again."
-                )
+                raise DatabaseError.locked(store.path, store.busy_timeout)
             self.queued = True
         try:
             store.execute("BEGIN IMMEDIATE")

@@ -96,7 +96,7 @@ def _translate(exc: BaseException, path: str, busy_timeout: float) -> DatabaseEr
     if name in OPENING_ELSEWHERE:
         return DatabaseError(f"database {path} is being opened by another process ({name}); try again.")
     if base in ("SQLITE_BUSY", "SQLITE_LOCKED"):
-        return DatabaseError(f"database {path} is locked by another process (waited {busy_timeout:g} s); try again.")
+        return DatabaseError.locked(path, busy_timeout)
     if base == "SQLITE_FULL" or (base in ("SQLITE_IOERR", "SQLITE_CANTOPEN") and _disk_full(path)):
         return full(path)
     if base in ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH"):

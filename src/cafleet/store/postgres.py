@@ -476,7 +476,7 @@ def _translated(exc: BaseException, where: str, busy_timeout: float) -> Database
     state = getattr(exc, "sqlstate", None) or ""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if state == "55P03":  # lock_not_available: lock_timeout expired
-        return DatabaseError(f"database {where} is locked by another process (waited {busy_timeout:g} s); try again.")
+        return DatabaseError.locked(where, busy_timeout)
     if state.startswith("08") or isinstance(exc, pgwire.OperationalError):
         return DatabaseUnreachable(f"cannot reach database {where}: {first}; check the server and the URL.")
     if state.startswith("28"):
