@@ -6,10 +6,12 @@ Starts a private PostgreSQL cluster (tests/support/postgres.py: Debian's server,
 socket, run as the postgres user when root), builds the same small fleet on a SQLite file
 and in a PostgreSQL database, then runs each hot command on both stores, interleaved, from
 the small spawning runner of bench/hot_commands.py. Prints medians as ratios: PostgreSQL
-over SQLite for each command, each store over `python -c pass`, and the import of psycopg
-alone; the PostgreSQL cost per command in milliseconds is the difference of the medians.
+over SQLite for each command, each store over `python -c pass`, and the import of the
+PostgreSQL store alone (`cafleet.store.postgres` with cafleet's own client,
+`cafleet.store.pgwire`); the PostgreSQL cost per command in milliseconds is the difference
+of the medians.
 
-Then, in this process (psycopg already imported), the store's open alone, interleaved:
+Then, in this process (the store already imported), the store's open alone, interleaved:
 connecting, the open as it is (one round trip to accept a healthy schema), the detailed
 diagnosis it falls back to (settings, catalogue query, ledger query: the open before the
 fast path) and the SQLite open, as medians and ratios.
@@ -123,7 +125,7 @@ def main() -> None:
         plan = []
         for i in range(args.runs):
             plan.append(("bare", [sys.executable, "-c", "pass"], {}))
-            plan.append(("import psycopg", [sys.executable, "-c", "import psycopg"], {}))
+            plan.append(("import store", [sys.executable, "-c", "import cafleet.store.postgres"], {}))
             for kind, url in stores.items():
                 for name, argv in commands(kind).items():
                     if argv is None:
@@ -135,7 +137,7 @@ def main() -> None:
             samples.setdefault(label, []).append(elapsed)
         bare = statistics.median(samples["bare"])
         print(f"{args.runs} runs each, interleaved; python -c pass: median {bare * 1000:.1f} ms")
-        print(f"import psycopg: {statistics.median(samples['import psycopg']) / bare:.2f}x bare")
+        print(f"import cafleet.store.postgres: {statistics.median(samples['import store']) / bare:.2f}x bare")
         print(f"{'command':<14} {'sqlite/bare':>12} {'postgres/bare':>14} {'postgres/sqlite':>16} {'pg extra ms':>12}")
         for name in commands("sqlite"):
             lite, pg = statistics.median(samples[f"{name}|sqlite"]), statistics.median(samples[f"{name}|postgres"])
