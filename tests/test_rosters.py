@@ -70,3 +70,66 @@ def test_webui_fleet_view_reads_the_roster_once(store, crew, readers):
     assert [m["state"] for m in view["members"]] == ["director"] + ["pending"] * 3
     assert readers.count("roster") == 1
     assert "_row" not in readers
+
+
+def _brute_force_activity(rows: list[tuple], member_id: int) -> str | None:
+    """The seed's definition read off every row: the newest of what the member sent
+    (``created_at``), received (``created_at``) and ACKed (``status_timestamp``)."""
+    times = [created for _, sender, _, created, _ in rows if sender == member_id]
+    times += [max(created, status_at) for _, _, recipient, created, status_at in rows if recipient == member_id]
+    return max(times, default=None)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_rosters_activity_walk_matches_the_definition_for_every_member(build, store, readers, seed):
+    """Members walked together (broker/activity.py): each one's result is its own, and the
+    roster's activity costs statements by the longest walk, not by the number of members."""
+    import random
+
+    from cafleet.broker import members
+
+    chance = random.Random(seed)
+    fleet_id, director, crew = build.fleet(members_count=5)
+    everyone = [director, *crew]
+    stamp = lambda n: "2026-01-01T00:%02d:%02d.000000+00:00" % divmod(n, 60)  # noqa: E731
+    rows = []
+    with store.write():
+        for _ in range(chance.randrange(0, 40)):
+            sender, recipient = chance.sample(everyone, 2)
+            created = chance.randrange(0, 3000)
+            acked = chance.random() < 0.6
+            status_at = created + chance.randrange(0, 600) if acked else created
+            message_id = store.insert(
+                "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, "
+                "text) VALUES (?, ?, ?, ?, ?, 'x')",
+                (sender, recipient, stamp(created), "completed" if acked else "input_required", stamp(status_at)),
+                "message_id",
+            )
+            rows.append((message_id, sender, recipient, stamp(created), stamp(status_at)))
+    readers.clear()
+    roster = members.roster(store, fleet_id)
+    assert {r["member_id"]: r["last_activity_at"] for r in roster} == {
+        member_id: _brute_force_activity(rows, member_id) for member_id in everyone
+    }
+    walks = readers.count("_activity_walk")
+    assert 1 <= walks <= 1 + max([sum(1 for row in rows if row[1] == m) for m in everyone], default=0)
+    for member_id in everyone:  # one member alone walks to the same answer
+        assert members.get_member(store, member_id)["last_activity_at"] == _brute_force_activity(rows, member_id)
+
+
+def test_a_large_rosters_activity_costs_a_few_statements(build, store, readers):
+    """Twenty members who each received a task, answered it and had the answer ACKed: every
+    walk takes two steps, and the whole roster two statements (before: three per member)."""
+    from cafleet.broker import members, messages
+
+    fleet_id, director, crew = build.fleet(members_count=20)
+    answered = {}
+    for member_id in crew:
+        messages.send(store, director, member_id, "task")
+        answered[member_id] = messages.send(store, member_id, director, "done")["created_at"]
+        messages.ack(store, answered_id := store.execute("SELECT max(message_id) FROM messages").fetchone()[0])
+        assert answered_id
+    readers.clear()
+    roster = members.roster(store, fleet_id)
+    assert {r["member_id"]: r["last_activity_at"] for r in roster if r["member_id"] in crew} == answered
+    assert readers.count("_activity_walk") == 2

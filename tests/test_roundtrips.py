@@ -89,3 +89,33 @@ def test_a_send_trusts_the_opens_look_at_the_auxiliary_tables(proxied):
         1,
         9,
     )
+
+
+def test_member_lists_round_trips_do_not_grow_with_the_fleet(proxied, pg_cluster):
+    """The roster's activity is walked for all members together (broker/activity.py): ten
+    more members, each given a task it answered and had ACKed, cost no round trip more."""
+    from cafleet.broker import members, messages
+    from cafleet.store.connection import open_store
+
+    environ, proxy, message_id, worker = proxied
+    small = counted(proxy, environ, "member", "list", "1")
+    store = open_store(environ["CAFLEET_DATABASE_URL"])
+    try:
+        messages.ack(store, message_id)
+        for n in range(10):
+            crew = members.register_member(
+                store,
+                fleet_id=1,
+                name=f"c{n}",
+                description="d",
+                backend="tmux",
+                session="$0@/none",
+                window_id="@0",
+                coding_agent="claude",
+            )
+            messages.send(store, 1, crew, "task")
+            messages.ack(store, messages.send(store, crew, 1, "done")["message_id"])
+    finally:
+        store.close()
+    big = counted(proxy, environ, "member", "list", "1")
+    assert small == big == (1, 9)  # the set-up, the fleet, its Director, the roster, two steps of the walk

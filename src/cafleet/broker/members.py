@@ -17,7 +17,7 @@ _MEMBER_SQL = (
 )
 
 
-def _decode(store, row, detail: bool) -> dict:
+def _decode(row, detail: bool, last: str | None) -> dict:
     (
         member_id,
         fleet_id,
@@ -36,7 +36,6 @@ def _decode(store, row, detail: bool) -> dict:
         placed_at,
     ) = row
     pane_id, identity = decode_pane(stored_pane)
-    last = activity.last_activity(store, member_id)
     record = {
         "member_id": member_id,
         "name": name,
@@ -78,7 +77,7 @@ def _row(store, member_id: int):
 
 def get_member(store, member_id: int) -> dict:
     """Detail view of one member, deregistered included."""
-    return _decode(store, _row(store, member_id), detail=True)
+    return _decode(_row(store, member_id), True, activity.last_activity(store, member_id))
 
 
 def roster(store, fleet_id: int, *, detail: bool = False) -> list[dict]:
@@ -93,7 +92,8 @@ def roster(store, fleet_id: int, *, detail: bool = False) -> list[dict]:
     rows = store.execute(
         _MEMBER_SQL + f"WHERE m.fleet_id = ? AND m.{records.NOT_DEREGISTERED} ORDER BY m.member_id", (fleet_id,)
     ).fetchall()
-    return [_decode(store, row, detail=detail) for row in rows]
+    last = activity.last_activities(store, [row[0] for row in rows])  # one walk for the whole roster
+    return [_decode(row, detail, last[row[0]]) for row in rows]
 
 
 _DETAIL_ONLY = ("description", "registered_at", "deregistered_at", "fleet_id", "placement")
