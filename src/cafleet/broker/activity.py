@@ -18,6 +18,10 @@ Both lookups ride the message indexes:
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 WALK_LIMIT = 64
 
 _NEWEST_SENT = (
@@ -30,7 +34,7 @@ _NEXT_SENT = (
 )
 
 
-def last_activity(store, member_id: int) -> str | None:
+def last_activity(store: Store, member_id: int) -> str | None:
     incoming = store.execute(
         "SELECT status_timestamp FROM messages WHERE to_member_id = ? ORDER BY status_timestamp DESC LIMIT 1",
         (member_id,),
