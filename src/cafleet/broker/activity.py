@@ -25,6 +25,10 @@ to PostgreSQL that is the difference between a few round trips and dozens.
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 WALK_LIMIT = 64
 BATCH = 200  # members per statement (SQLite's and PostgreSQL's parameter limits are far above)
 
@@ -44,14 +48,18 @@ _FIRST = (
     + _sent_columns("m.member_id")
     + " FROM members m WHERE m.member_id IN ({ids})"
 )
-_NEXT = "SELECT walk.member_id, " + _sent_columns("walk.member_id", "AND status_timestamp < walk.walked ") + " FROM ({steps}) walk"
+_NEXT = (
+    "SELECT walk.member_id, "
+    + _sent_columns("walk.member_id", "AND status_timestamp < walk.walked ")
+    + " FROM ({steps}) walk"
+)
 
 
-def last_activity(store, member_id: int) -> str | None:
+def last_activity(store: Store, member_id: int) -> str | None:
     return last_activities(store, [member_id])[member_id]
 
 
-def last_activities(store, member_ids: list[int]) -> dict[int, str | None]:
+def last_activities(store: Store, member_ids: list[int]) -> dict[int, str | None]:
     """Each member's last activity (None without any), by member id."""
     best: dict[int, str | None] = {}
     for start in range(0, len(member_ids), BATCH):
@@ -59,7 +67,7 @@ def last_activities(store, member_ids: list[int]) -> dict[int, str | None]:
     return best
 
 
-def _activity_walk(store, member_ids: list[int]) -> dict[int, str | None]:
+def _activity_walk(store: Store, member_ids: list[int]) -> dict[int, str | None]:
     best: dict[int, str | None] = dict.fromkeys(member_ids)
     if not member_ids:
         return best

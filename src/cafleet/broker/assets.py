@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from cafleet import clock
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
 
-def record_install(store, coding_agent: str, path: str, cafleet_version: str) -> None:
+
+def record_install(store: Store, coding_agent: str, path: str, cafleet_version: str) -> None:
     """Upsert one row after a successful installation."""
     with store.write():
         store.execute(

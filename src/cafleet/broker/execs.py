@@ -26,6 +26,10 @@ from __future__ import annotations
 from cafleet import clock
 from cafleet.errors import Conflict, NotFound, UsageError
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 TABLE = "cafleet_aux_execs"
 OPEN_INDEX = "idx_cafleet_aux_execs_open"  # nudged_at IS NULL: every exec in flight, and finished ones not yet nudged
 FINISHED, NEVER_STARTED, VANISHED = "finished", "never_started", "vanished"
@@ -52,7 +56,7 @@ _COLUMNS = (
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM {TABLE} "
 
 
-def _has_table(store, recheck: bool = False) -> bool:
+def _has_table(store: Store, recheck: bool = False) -> bool:
     return bool(store.tables_present([TABLE], recheck))
 
 
@@ -100,7 +104,7 @@ def check_command(command: str, what: str = "the command") -> str:
     return command
 
 
-def create(store, member_id: int, command: str) -> dict:
+def create(store: Store, member_id: int, command: str) -> dict:
     """Store a new exec for ``member_id``; its record comes back."""
     from cafleet.broker import fleets, members
 
@@ -134,7 +138,7 @@ def _check_target(member: dict, member_id: int) -> None:
         raise Conflict(f"member {member_id} has no pane yet (its creation is pending); try again when it has.")
 
 
-def get(store, exec_id: int) -> dict:
+def get(store: Store, exec_id: int) -> dict:
     row = None
     if _has_table(store, recheck=True):
         row = store.execute(_SELECT + "WHERE exec_id = ?", (exec_id,)).fetchone()
@@ -143,7 +147,7 @@ def get(store, exec_id: int) -> dict:
     return _record(row)
 
 
-def in_flight(store, fleet_id: int) -> list[dict]:
+def in_flight(store: Store, fleet_id: int) -> list[dict]:
     """The fleet's execs that have not ended, oldest first; none without the table."""
     if not _has_table(store):
         return []
@@ -153,7 +157,7 @@ def in_flight(store, fleet_id: int) -> list[dict]:
     return [_record(row) for row in rows]
 
 
-def running_for(store, fleet_id: int, member_id: int) -> dict | None:
+def running_for(store: Store, fleet_id: int, member_id: int) -> dict | None:
     """The member's exec that was dispatched and has not ended (its previews hold
     meanwhile), or None; no read beyond the catalogue's when no exec was ever made."""
     if not _has_table(store):
@@ -166,7 +170,7 @@ def running_for(store, fleet_id: int, member_id: int) -> dict | None:
     return None if row is None else _record(row)
 
 
-def nudges_due(store, fleet_id: int, finished_before: str) -> list[dict]:
+def nudges_due(store: Store, fleet_id: int, finished_before: str) -> list[dict]:
     """The fleet's execs that finished at or before ``finished_before`` and whose member
     was not nudged yet (:func:`mark_nudged` records one nudge, or that none is needed)."""
     if not _has_table(store):
@@ -178,7 +182,7 @@ def nudges_due(store, fleet_id: int, finished_before: str) -> list[dict]:
     return [_record(row) for row in rows]
 
 
-def mark_dispatched(store, exec_id: int) -> bool:
+def mark_dispatched(store: Store, exec_id: int) -> bool:
     """Record that the exec's line was submitted in its member's pane (once)."""
     with store.write():
         cursor = store.execute(
@@ -188,7 +192,7 @@ def mark_dispatched(store, exec_id: int) -> bool:
     return cursor.rowcount == 1
 
 
-def mark_nudged(store, exec_id: int) -> bool:
+def mark_nudged(store: Store, exec_id: int) -> bool:
     with store.write():
         cursor = store.execute(
             f"UPDATE {TABLE} SET nudged_at = ? WHERE exec_id = ? AND nudged_at IS NULL", (clock.now(), exec_id)
@@ -196,7 +200,7 @@ def mark_nudged(store, exec_id: int) -> bool:
     return cursor.rowcount == 1
 
 
-def claim(store, exec_id: int, member_id: int | None, runner: str) -> dict:
+def claim(store: Store, exec_id: int, member_id: int | None, runner: str) -> dict:
     """Start the exec, exactly once: refused when it was started already, has ended, or
     ``member_id`` (the pane's own, from its environment) is another member's."""
     with store.write():
@@ -221,7 +225,7 @@ def claim(store, exec_id: int, member_id: int | None, runner: str) -> dict:
     return get(store, exec_id)
 
 
-def finish(store, exec_id: int, status: int) -> dict:
+def finish(store: Store, exec_id: int, status: int) -> dict:
     """Record the exit status of a started exec and tell the Director (once)."""
     from cafleet.broker import members, notices
 
@@ -246,7 +250,7 @@ def finish(store, exec_id: int, status: int) -> dict:
     return get(store, exec_id)
 
 
-def give_up(store, exec_id: int, outcome: str, why: str) -> dict | None:
+def give_up(store: Store, exec_id: int, outcome: str, why: str) -> dict | None:
     """End an exec that will never report (``never_started``, ``vanished``) and tell the
     Director; None when it had ended or changed meanwhile (the first word stands)."""
     from cafleet.broker import members, notices
@@ -281,7 +285,7 @@ def give_up(store, exec_id: int, outcome: str, why: str) -> dict | None:
     return get(store, exec_id)
 
 
-def _name(members, store, member_id: int) -> str:
+def _name(members, store: Store, member_id: int) -> str:
     from cafleet import render
 
     try:
@@ -290,7 +294,7 @@ def _name(members, store, member_id: int) -> str:
         return "deleted"
 
 
-def _notice(store, record: dict, kind: str, text: str) -> None:
+def _notice(store: Store, record: dict, kind: str, text: str) -> None:
     """The notice of an exec's end, in the caller's transaction; none when its fleet or its
     Director is gone (nobody to tell)."""
     from cafleet.broker import notices

@@ -7,6 +7,10 @@ from cafleet.broker import records
 from cafleet.broker.records import encode_pane
 from cafleet.errors import Conflict, NotFound
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 DIRECTOR_NAME = "Director"
 DIRECTOR_DESCRIPTION = "Root Director of the fleet"
 LIST_HINT = "`cafleet fleet list` shows the live fleets."
@@ -21,7 +25,7 @@ _FLEET_COLUMNS = (
 )
 
 
-def _fleet_record(store, row) -> dict:
+def _fleet_record(store: Store, row) -> dict:
     if row[6] is not None:
         records.unknown_member_status(store, row[6])
     return {
@@ -35,7 +39,7 @@ def _fleet_record(store, row) -> dict:
 
 
 def create_fleet(
-    store,
+    store: Store,
     *,
     name: str,
     coding_agent: str,
@@ -93,7 +97,7 @@ class Placement:
         self.pane_id, self.coding_agent, self.identity = pane_id, coding_agent, identity
 
 
-def insert_member(store, fleet_id: int, name: str, description: str, now: str, placement: Placement) -> int:
+def insert_member(store: Store, fleet_id: int, name: str, description: str, now: str, placement: Placement) -> int:
     """Insert an active member and its placement; the caller holds the write transaction.
 
     The one INSERT of a member, shared by the fleet's bootstrap (its Director) and
@@ -121,7 +125,7 @@ def insert_member(store, fleet_id: int, name: str, description: str, now: str, p
     return member_id
 
 
-def list_fleets(store) -> list[dict]:
+def list_fleets(store: Store) -> list[dict]:
     rows = store.execute(
         f"SELECT {_FLEET_COLUMNS} FROM fleets f WHERE f.deleted_at IS NULL ORDER BY f.fleet_id"
     ).fetchall()
@@ -133,7 +137,7 @@ def list_fleets(store) -> list[dict]:
     return result
 
 
-def get_fleet(store, fleet_id: int) -> dict:
+def get_fleet(store: Store, fleet_id: int) -> dict:
     """One fleet, soft-deleted included."""
     row = store.execute(f"SELECT {_FLEET_COLUMNS} FROM fleets f WHERE f.fleet_id = ?", (fleet_id,)).fetchone()
     if row is None:
@@ -141,7 +145,7 @@ def get_fleet(store, fleet_id: int) -> dict:
     return _fleet_record(store, row)
 
 
-def require_live(store, fleet_id: int) -> dict:
+def require_live(store: Store, fleet_id: int) -> dict:
     """The fleet if it is live: not deleted, and its Director is an active member of it
     with a placement (the seed's definition). Conflict otherwise."""
     fleet = get_fleet(store, fleet_id)
@@ -151,7 +155,7 @@ def require_live(store, fleet_id: int) -> dict:
     return fleet
 
 
-def check_director(store, fleet_id: int, director_id: int | None) -> None:
+def check_director(store: Store, fleet_id: int, director_id: int | None) -> None:
     """Conflict unless ``director_id`` is an active member of the fleet with a placement."""
     reason = None
     if director_id is None:
@@ -175,7 +179,7 @@ def check_director(store, fleet_id: int, director_id: int | None) -> None:
         )
 
 
-def fleet_placements(store, fleet_id: int) -> list[dict]:
+def fleet_placements(store: Store, fleet_id: int) -> list[dict]:
     """Placements of the fleet's active members other than the root Director (for closing panes)."""
     rows = store.execute(
         "SELECT p.member_id, p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, p.created_at, "
@@ -196,7 +200,7 @@ def fleet_placements(store, fleet_id: int) -> list[dict]:
     return placements
 
 
-def delete_fleet(store, fleet_id: int, closing: list | None = None) -> dict:
+def delete_fleet(store: Store, fleet_id: int, closing: list | None = None) -> dict:
     """Soft delete: stamp deleted_at, deregister every active member, drop their placements.
 
     Messages are kept. Idempotent: deleting a deleted fleet deregisters nobody. A member

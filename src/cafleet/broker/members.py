@@ -8,6 +8,10 @@ from cafleet.broker import activity, fleets, records
 from cafleet.broker.records import decode_pane, encode_pane
 from cafleet.errors import Conflict, NotFound
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 _MEMBER_SQL = (
     "SELECT m.member_id, m.fleet_id, m.name, m.description, m.status, m.registered_at, m.deregistered_at, "
     "f.director_member_id, f.deleted_at, "
@@ -68,19 +72,19 @@ def _decode(row, detail: bool, last: str | None) -> dict:
     return record
 
 
-def _row(store, member_id: int):
+def _row(store: Store, member_id: int):
     row = store.execute(_MEMBER_SQL + "WHERE m.member_id = ?", (member_id,)).fetchone()
     if row is None:
         raise NotFound(f"member {member_id} not found.")
     return row
 
 
-def get_member(store, member_id: int) -> dict:
+def get_member(store: Store, member_id: int) -> dict:
     """Detail view of one member, deregistered included."""
     return _decode(_row(store, member_id), True, activity.last_activity(store, member_id))
 
 
-def roster(store, fleet_id: int, *, detail: bool = False) -> list[dict]:
+def roster(store: Store, fleet_id: int, *, detail: bool = False) -> list[dict]:
     """Active members of a live fleet, Director first, then by id.
 
     Rows with a status this version does not know are read too, so that decoding refuses
@@ -105,7 +109,7 @@ def brief(record: dict) -> dict:
 
 
 def register_member(
-    store,
+    store: Store,
     *,
     fleet_id: int,
     name: str,
@@ -127,7 +131,7 @@ def register_member(
 
 
 def set_pane_id(
-    store,
+    store: Store,
     member_id: int,
     pane_id: str,
     identity: str | None = None,
@@ -149,7 +153,7 @@ def set_pane_id(
         raise Conflict(f"member {member_id} is no longer active; its pane was not recorded.")
 
 
-def check_deletable(store, member_id: int) -> dict:
+def check_deletable(store: Store, member_id: int) -> dict:
     """The member's detail, refusing the root Director and inactive members."""
     member = get_member(store, member_id)
     if member["kind"] == "director":
@@ -162,7 +166,7 @@ def check_deletable(store, member_id: int) -> dict:
     return member
 
 
-def deregister_member(store, member_id: int) -> bool:
+def deregister_member(store: Store, member_id: int) -> bool:
     """Deregister and drop the placement; messages stay. The root Director is protected.
 
     Returns False when the member was already deregistered (idempotent for compensation).

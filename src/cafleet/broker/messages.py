@@ -15,6 +15,10 @@ from cafleet import clock, validation
 from cafleet.broker import fleets, records
 from cafleet.errors import CafleetError, Conflict, NotFound
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 _SELECT = f"SELECT {records.MESSAGE_COLUMNS} FROM messages "
 
 
@@ -22,7 +26,7 @@ def validate_text(text: str) -> str:
     return validation.body(text)
 
 
-def _sender_and_recipient(store, from_id: int, to_id: int) -> int:
+def _sender_and_recipient(store: Store, from_id: int, to_id: int) -> int:
     """Check the send rules inside the write transaction; return the fleet id."""
     rows = {
         row[0]: row[1:]
@@ -47,7 +51,7 @@ def _sender_and_recipient(store, from_id: int, to_id: int) -> int:
     return fleet_id
 
 
-def send(store, from_id: int, to_id: int, text: str) -> dict:
+def send(store: Store, from_id: int, to_id: int, text: str) -> dict:
     """Persist one message with the exact body and return its public record.
 
     A self-send is stamped notified on insert: it produces no pane input and stays
@@ -76,7 +80,7 @@ def send(store, from_id: int, to_id: int, text: str) -> dict:
     }
 
 
-def broadcast_recipients(store, director_id: int) -> list[int]:
+def broadcast_recipients(store: Store, director_id: int) -> list[int]:
     """Every other active member of the Director's live fleet; only the root Director may broadcast."""
     columns = "m.fleet_id, m.status, f.director_member_id, f.deleted_at"
     fleet_id, status, fleet_director, deleted_at = records.member_with_fleet(
@@ -98,7 +102,7 @@ def broadcast_recipients(store, director_id: int) -> list[int]:
     return [member_id for member_id, status in rows if records.member_status(member_id, status)]
 
 
-def broadcast(store, director_id: int, text: str, refuse=None, each=None) -> dict:
+def broadcast(store: Store, director_id: int, text: str, refuse=None, each=None) -> dict:
     """Fan-out: one ordinary message per recipient, each inserted and committed in a
     transaction of its own, so one recipient's failure (a constraint of the database, a
     busy file) leaves every other row as it is and is reported for that recipient alone.
@@ -128,12 +132,12 @@ def broadcast(store, director_id: int, text: str, refuse=None, each=None) -> dic
     return {"sent": sent, "failed": failed}
 
 
-def require_member(store, member_id: int) -> None:
+def require_member(store: Store, member_id: int) -> None:
     if store.execute("SELECT 1 FROM members WHERE member_id = ?", (member_id,)).fetchone() is None:
         raise NotFound(f"member {member_id} not found.")
 
 
-def poll(store, member_id: int) -> list[dict]:
+def poll(store: Store, member_id: int) -> list[dict]:
     """Unacknowledged incoming messages, newest status_timestamp first, then highest id.
 
     "Unacknowledged" is "not completed", so a row whose state this version does not know
@@ -152,7 +156,7 @@ def poll(store, member_id: int) -> list[dict]:
     return _with_notices(store, [records.message(row) for row in rows])
 
 
-def _with_notices(store, found: list[dict]) -> list[dict]:
+def _with_notices(store: Store, found: list[dict]) -> list[dict]:
     """The records, with the notices among them marked (``kind``: :mod:`cafleet.broker.notices`);
     nothing more is read unless one of them is a self-send."""
     if any(r["from_member_id"] == r["to_member_id"] for r in found):
@@ -162,14 +166,14 @@ def _with_notices(store, found: list[dict]) -> list[dict]:
     return found
 
 
-def show(store, message_id: int) -> dict:
+def show(store: Store, message_id: int) -> dict:
     row = store.execute(_SELECT + "WHERE message_id = ?", (message_id,)).fetchone()
     if row is None:
         raise NotFound(f"message {message_id} not found.")
     return _with_notices(store, [records.message(row)])[0]
 
 
-def ack(store, message_id: int) -> dict:
+def ack(store: Store, message_id: int) -> dict:
     """input_required → completed, stamping status_timestamp; a second ACK is refused."""
     with store.write():
         now = clock.now()
@@ -196,7 +200,7 @@ def ack(store, message_id: int) -> dict:
     return record
 
 
-def member_standing(store, member_id: int) -> tuple[str, int]:
+def member_standing(store: Store, member_id: int) -> tuple[str, int]:
     """('active' | 'deregistered' | 'fleet-deleted', fleet_id): whether a member may still
     receive, for long-running streams (not the pane state of ``supervision.pane_state``)."""
     status, deleted_at, fleet_id = records.member_with_fleet(store, member_id, "m.status, f.deleted_at, m.fleet_id")
@@ -205,7 +209,7 @@ def member_standing(store, member_id: int) -> tuple[str, int]:
     return records.member_status(member_id, status), fleet_id
 
 
-def pending_after(store, member_id: int, after_id: int) -> list[dict]:
+def pending_after(store: Store, member_id: int, after_id: int) -> list[dict]:
     """Unacknowledged incoming messages with id > after_id, oldest first (for listen)."""
     rows = store.execute(
         _SELECT + f"WHERE to_member_id = ? AND {records.UNACKED} AND message_id > ? ORDER BY created_at, message_id",

@@ -19,6 +19,10 @@ from dataclasses import dataclass
 
 from cafleet import clock
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 TABLE = "cafleet_aux_notices"
 KINDS = (
     "awaiting_user",
@@ -33,11 +37,11 @@ KINDS = (
 HEADER = "[cafleet notice {kind} {subject}]"
 
 
-def _has_table(store, recheck: bool = False) -> bool:
+def _has_table(store: Store, recheck: bool = False) -> bool:
     return bool(store.tables_present([TABLE], recheck))
 
 
-def open_episodes(store, fleet_id: int) -> dict[tuple[str, str], dict]:
+def open_episodes(store: Store, fleet_id: int) -> dict[tuple[str, str], dict]:
     """``{(kind, subject): {"message_id", "member_id", "digest"}}`` of the fleet's notices
     whose condition has not cleared."""
     if not _has_table(store):
@@ -61,7 +65,7 @@ class Notice:
     text: str
 
 
-def post(store, fleet_id: int, director_id: int, notice: Notice) -> int | None:
+def post(store: Store, fleet_id: int, director_id: int, notice: Notice) -> int | None:
     """Put one notice in the Director's inbox and open its episode, in one transaction;
     return its message id, or None when an episode of that kind and subject is open."""
     from cafleet import validation
@@ -79,7 +83,7 @@ def post(store, fleet_id: int, director_id: int, notice: Notice) -> int | None:
         return insert(store, fleet_id, director_id, notice)
 
 
-def can_tell(store, fleet_id: int, director_id: int) -> bool:
+def can_tell(store: Store, fleet_id: int, director_id: int) -> bool:
     """Whether a notice can go to ``director_id`` now: False when the fleet was deleted or
     has another Director meanwhile (nobody to tell); NotFound or Conflict, as a send to it
     would, when that Director is no longer active and placed."""
@@ -92,7 +96,7 @@ def can_tell(store, fleet_id: int, director_id: int) -> bool:
     return True
 
 
-def insert(store, fleet_id: int, director_id: int, notice: Notice, cleared: bool = False) -> int:
+def insert(store: Store, fleet_id: int, director_id: int, notice: Notice, cleared: bool = False) -> int:
     """The notice's two rows, in the caller's write transaction (the table exists, the
     Director was checked); ``cleared``: a notice about something that happened once (an
     exec that ended), whose episode is over as it is posted."""
@@ -112,7 +116,7 @@ def insert(store, fleet_id: int, director_id: int, notice: Notice, cleared: bool
     return message_id
 
 
-def clear(store, message_ids) -> None:
+def clear(store: Store, message_ids) -> None:
     """End the episodes of these notices (their conditions cleared)."""
     ids = sorted(message_ids)
     if not ids:
@@ -124,7 +128,7 @@ def clear(store, message_ids) -> None:
         )
 
 
-def annotate(store, records: list[dict]) -> list[dict]:
+def annotate(store: Store, records: list[dict]) -> list[dict]:
     """Add ``kind`` (the notice's kind) and ``notice`` (``{"subject", "member_id",
     "dialog"}``) to the records among ``records`` that are notices; no read at all when
     none is a self-send."""

@@ -24,6 +24,10 @@ from __future__ import annotations
 from cafleet import clock
 from cafleet.broker.records import NOT_ROOT_DIRECTOR
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 # The tables the eligibility rule reads, in the order SQLite must loop over them.
 ELIGIBLE_FROM = "members m CROSS JOIN fleets f CROSS JOIN member_placements p"
 ELIGIBLE = (
@@ -49,7 +53,7 @@ def owed(alias: str) -> str:
 OWED = owed("msg")
 
 
-def notification_target(store, member_id: int) -> dict | None:
+def notification_target(store: Store, member_id: int) -> dict | None:
     """The recipient's concrete placement if it is eligible (:data:`ELIGIBLE`); None otherwise."""
     row = store.execute(
         "SELECT p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, m.fleet_id, p.created_at "
@@ -66,7 +70,7 @@ def notification_target(store, member_id: int) -> dict | None:
     return target
 
 
-def next_pending_notification(store, member_id: int, attempted) -> dict | None:
+def next_pending_notification(store: Store, member_id: int, attempted) -> dict | None:
     """The oldest message owed a preview for this recipient, skipping ``attempted`` ids.
 
     Eligibility is the caller's question (:func:`notification_target`, asked again under
@@ -83,7 +87,7 @@ def next_pending_notification(store, member_id: int, attempted) -> dict | None:
     return None
 
 
-def owed_message_ids(store, member_id: int) -> list[int]:
+def owed_message_ids(store: Store, member_id: int) -> list[int]:
     """The ids of the messages owed a preview for this recipient, oldest first (what a
     not-notified line names)."""
     return [
@@ -96,13 +100,13 @@ def owed_message_ids(store, member_id: int) -> list[int]:
     ]
 
 
-def still_pending_notification(store, message_id: int) -> bool:
+def still_pending_notification(store: Store, message_id: int) -> bool:
     """Whether the message is still owed its preview (not ACKed, not notified meanwhile)."""
     row = store.execute(f"SELECT 1 FROM messages msg WHERE msg.message_id = ? AND {OWED}", (message_id,)).fetchone()
     return row is not None
 
 
-def preview_source(store, recipient_id: int, message_id: int) -> dict | None:
+def preview_source(store: Store, recipient_id: int, message_id: int) -> dict | None:
     """The sender, time and body of message ``message_id`` if it was sent to
     ``recipient_id`` (in any state, ACKed or notified included): what a preview of it
     showed, to tell our own text left in that recipient's input box (delivery/drain.py)."""
@@ -113,7 +117,7 @@ def preview_source(store, recipient_id: int, message_id: int) -> dict | None:
     return None if row is None else {"from_member_id": row[0], "created_at": row[1], "text": row[2]}
 
 
-def stamp_notified(store, message_id: int) -> bool:
+def stamp_notified(store: Store, message_id: int) -> bool:
     """Record a completed submission; does nothing when the row was ACKed meanwhile."""
     with store.write():
         updated = store.execute(
@@ -124,7 +128,7 @@ def stamp_notified(store, message_id: int) -> bool:
     return bool(updated)
 
 
-def recipients_owed_notifications(store, fleet_id: int) -> list[int]:
+def recipients_owed_notifications(store: Store, fleet_id: int) -> list[int]:
     """The fleet's eligible members that have messages owed a preview (for wait's retry pass).
 
     The inner select takes the ids of the eligible members' pending messages from the
@@ -147,7 +151,7 @@ def recipients_owed_notifications(store, fleet_id: int) -> list[int]:
     ]
 
 
-def stale_notifications(store, fleet_id: int, created_before: str) -> list[tuple[int, int]]:
+def stale_notifications(store: Store, fleet_id: int, created_before: str) -> list[tuple[int, int]]:
     """(message_id, recipient) of previews owed since before ``created_before`` to the
     fleet's eligible members, oldest first (for ``fleet watch``'s retries).
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from cafleet.errors import CorruptRow, NotFound
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 MEMBER_STATUSES = ("active", "deregistered")
 MESSAGE_STATES = ("input_required", "completed")
 
@@ -57,7 +61,7 @@ def member_status(member_id: int, value) -> str:
     return value
 
 
-def unknown_member_status(store, member_id: int) -> None:
+def unknown_member_status(store: Store, member_id: int) -> None:
     """Raise for a member already known to carry a status outside MEMBER_STATUSES."""
     row = store.execute("SELECT status FROM members WHERE member_id = ?", (member_id,)).fetchone()
     member_status(member_id, None if row is None else row[0])
@@ -74,7 +78,7 @@ def message(row) -> dict:
     return record
 
 
-def rows_by_member(store, table: str, columns: tuple[str, ...], member_ids: list[int]) -> list[tuple]:
+def rows_by_member(store: Store, table: str, columns: tuple[str, ...], member_ids: list[int]) -> list[tuple]:
     """The rows (``columns``, ``member_id`` first) of the auxiliary ``table`` for those of
     ``member_ids`` that have one; none when the list is empty or the table is absent."""
     if not member_ids or not store.tables_present([table]):
@@ -85,7 +89,7 @@ def rows_by_member(store, table: str, columns: tuple[str, ...], member_ids: list
     ).fetchall()
 
 
-def rows_in_fleet(store, table: str, columns: str, fleet_id: int) -> list[tuple]:
+def rows_in_fleet(store: Store, table: str, columns: str, fleet_id: int) -> list[tuple]:
     """The rows of ``columns`` (``a.`` the auxiliary ``table``'s, ``m.`` the member's) for
     the members of ``fleet_id`` (any status), by member; none when the table is absent."""
     if not store.tables_present([table]):
@@ -97,7 +101,7 @@ def rows_in_fleet(store, table: str, columns: str, fleet_id: int) -> list[tuple]
     ).fetchall()
 
 
-def member_with_fleet(store, member_id: int, columns: str, who: str = "member") -> tuple:
+def member_with_fleet(store: Store, member_id: int, columns: str, who: str = "member") -> tuple:
     """The row of ``columns`` (``m.`` the member's, ``f.`` its fleet's) for ``member_id``,
     or NotFound naming it as ``who``."""
     row = store.execute(

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from cafleet.broker import records
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 # The member column that places a message in a fleet.
 BELONGS_BY = "to_member_id"
 _IN_FLEET = f"msg.{BELONGS_BY} IN (SELECT member_id FROM members WHERE fleet_id = ?)"
@@ -26,7 +30,7 @@ def _admin_record(row) -> dict:
     return record
 
 
-def fleet_timeline(store, fleet_id: int, *, limit: int = 50, before_id: int | None = None) -> list[dict]:
+def fleet_timeline(store: Store, fleet_id: int, *, limit: int = 50, before_id: int | None = None) -> list[dict]:
     """A fleet's messages, newest first, paged by message id.
 
     CROSS JOIN makes the fleet's members the outer loop, and the unary ``+`` keeps the page
@@ -42,7 +46,7 @@ def fleet_timeline(store, fleet_id: int, *, limit: int = 50, before_id: int | No
     return [_admin_record(row) for row in rows]
 
 
-def fleet_messages_after(store, fleet_id: int, after_id: int, *, limit: int = 500) -> list[dict]:
+def fleet_messages_after(store: Store, fleet_id: int, after_id: int, *, limit: int = 500) -> list[dict]:
     """The fleet's messages with id > ``after_id``, oldest first, as in ``fleet_timeline``.
 
     Lets a watcher pick up exactly the rows committed since its last look.
@@ -54,13 +58,13 @@ def fleet_messages_after(store, fleet_id: int, after_id: int, *, limit: int = 50
     return [_admin_record(row) for row in rows]
 
 
-def fleet_message(store, fleet_id: int, message_id: int) -> dict | None:
+def fleet_message(store: Store, fleet_id: int, message_id: int) -> dict | None:
     """One message of the fleet as in ``fleet_timeline``; None when it belongs elsewhere."""
     row = store.execute(_ADMIN_SELECT + f"WHERE msg.message_id = ? AND {_IN_FLEET}", (message_id, fleet_id)).fetchone()
     return None if row is None else _admin_record(row)
 
 
-def fleet_open_messages(store, fleet_id: int) -> dict[int, bool]:
+def fleet_open_messages(store: Store, fleet_id: int) -> dict[int, bool]:
     """``{message_id: notified}`` for the fleet's unacknowledged messages.
 
     These are the only rows whose visible state can still change (an ACK, a notification

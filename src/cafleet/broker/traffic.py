@@ -18,23 +18,27 @@ from collections.abc import Iterable, Iterator
 
 from cafleet.broker.notifications import pending, unnotified
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 CHUNK = 500  # ids per IN (...) look-up
 
 _OPEN = pending("msg")
 _UNNOTIFIED = unnotified("msg")
 
 
-def last_message_id(store) -> int:
+def last_message_id(store: Store) -> int:
     """The highest message id of the whole table (0 when there is none)."""
     return store.execute("SELECT coalesce(max(message_id), 0) FROM messages").fetchone()[0]
 
 
-def member_ids(store, fleet_id: int) -> set[int]:
+def member_ids(store: Store, fleet_id: int) -> set[int]:
     """Every member id the fleet ever had."""
     return {row[0] for row in store.execute("SELECT member_id FROM members WHERE fleet_id = ?", (fleet_id,))}
 
 
-def totals(store, fleet_id: int, up_to: int) -> dict[tuple[int, int], int]:
+def totals(store: Store, fleet_id: int, up_to: int) -> dict[tuple[int, int], int]:
     """(sender, recipient) -> how many messages the fleet's members sent, ids up to ``up_to``."""
     return {
         (sender, recipient): count
@@ -47,7 +51,7 @@ def totals(store, fleet_id: int, up_to: int) -> dict[tuple[int, int], int]:
     }
 
 
-def open_messages(store, fleet_id: int, up_to: int) -> dict[int, tuple[int, int, bool]]:
+def open_messages(store: Store, fleet_id: int, up_to: int) -> dict[int, tuple[int, int, bool]]:
     """message id -> (sender, recipient, unnotified) of the open messages to the fleet's
     members, ids up to ``up_to``."""
     return {
@@ -61,7 +65,7 @@ def open_messages(store, fleet_id: int, up_to: int) -> dict[int, tuple[int, int,
     }
 
 
-def sent_since(store, fleet_id: int, up_to: int, since: str) -> list[tuple[str, int, int]]:
+def sent_since(store: Store, fleet_id: int, up_to: int, since: str) -> list[tuple[str, int, int]]:
     """(created_at, sender, recipient) of what the fleet's members sent at or after
     ``since`` (an ISO timestamp), ids up to ``up_to``."""
     return store.execute(
@@ -72,7 +76,7 @@ def sent_since(store, fleet_id: int, up_to: int, since: str) -> list[tuple[str, 
     ).fetchall()
 
 
-def after(store, last_id: int) -> list[tuple[int, int, int, str, bool, bool]]:
+def after(store: Store, last_id: int) -> list[tuple[int, int, int, str, bool, bool]]:
     """(message id, sender, recipient, created_at, open, unnotified) of every message of
     the whole table after ``last_id``, in id order."""
     return [
@@ -85,7 +89,7 @@ def after(store, last_id: int) -> list[tuple[int, int, int, str, bool, bool]]:
     ]
 
 
-def states(store, message_ids: Iterable[int]) -> Iterator[tuple[int, bool, bool]]:
+def states(store: Store, message_ids: Iterable[int]) -> Iterator[tuple[int, bool, bool]]:
     """(message id, open, unnotified) of each of ``message_ids``, looked up by primary key."""
     ids = list(message_ids)
     for start in range(0, len(ids), CHUNK):

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from cafleet import clock
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 TABLE = "cafleet_aux_member_usage_sources"
 FLEET_TABLE = "cafleet_aux_fleet_budgets"
 TOTALS_TABLE = "cafleet_aux_member_usage_totals"
@@ -24,12 +28,12 @@ _UPSERT_SOURCE = (
 )
 
 
-def has_table(store, name: str = TABLE) -> bool:
+def has_table(store: Store, name: str = TABLE) -> bool:
     return bool(store.tables_present([name]))
 
 
 def record_source(
-    store,
+    store: Store,
     member_id: int,
     *,
     coding_agent: str,
@@ -49,14 +53,14 @@ def record_source(
         )
 
 
-def sources(store, member_ids: list[int]) -> dict[int, dict]:
+def sources(store: Store, member_ids: list[int]) -> dict[int, dict]:
     """``{member_id: source row}`` for those of ``member_ids`` that have one."""
     from cafleet.broker.records import rows_by_member
 
     return {row[0]: dict(zip(_COLUMNS, row)) for row in rows_by_member(store, TABLE, _COLUMNS, member_ids)}
 
 
-def fleet_members(store, fleet_id: int) -> list[dict]:
+def fleet_members(store: Store, fleet_id: int) -> list[dict]:
     """Every member the fleet ever had (deregistered ones spent too), by id, with its
     agent: ``[{"member_id", "name", "status", "coding_agent"}]``. An unknown fleet is
     refused as ``fleet show`` refuses it."""
@@ -86,7 +90,7 @@ def fleet_members(store, fleet_id: int) -> list[dict]:
 _HOLDS = "' ' || {0}.session_id || ' ' LIKE '% ' || ? || ' %'"  # session ids hold no LIKE wildcards
 
 
-def add_session(store, member_id: int, session_id: str) -> None:
+def add_session(store: Store, member_id: int, session_id: str) -> None:
     """Remember one more claude session of the member (after ``/clear``): the
     ``session_id`` column holds the member's session ids, space-separated, oldest first.
     A session another member holds is never added (a session is one member's)."""
@@ -99,7 +103,7 @@ def add_session(store, member_id: int, session_id: str) -> None:
         )
 
 
-def session_holder(store, session_id: str, *, besides: int) -> int | None:
+def session_holder(store: Store, session_id: str, *, besides: int) -> int | None:
     """The member other than ``besides`` whose row holds ``session_id``, or None."""
     row = store.execute(
         f"SELECT o.member_id FROM {TABLE} o WHERE o.member_id != ? AND {_HOLDS.format('o')}",
@@ -108,7 +112,7 @@ def session_holder(store, session_id: str, *, besides: int) -> int | None:
     return None if row is None else row[0]
 
 
-def previews_are_for(store, member_id: int, previews: list[tuple[int, int]]) -> bool:
+def previews_are_for(store: Store, member_id: int, previews: list[tuple[int, int]]) -> bool:
     """Whether every ``(message id, sender id)`` names a stored message from that sender
     to ``member_id`` (the previews a session's transcript begins turns with)."""
     from cafleet.validation import MAX_ID
@@ -124,7 +128,7 @@ def previews_are_for(store, member_id: int, previews: list[tuple[int, int]]) -> 
     return len(rows) == len(ids) and all((row[0], row[1]) in wanted and row[2] == member_id for row in rows)
 
 
-def budgets_for_send(store, member_id: int) -> dict | None:
+def budgets_for_send(store: Store, member_id: int) -> dict | None:
     """The budgets that may refuse a send to ``member_id``: ``{"member": (usd, tokens) or
     None, "fleet": (fleet_id, usd, tokens) or None}``, or None when neither is set. On
     the send path: which auxiliary tables exist (a PostgreSQL store knows from its
@@ -158,7 +162,7 @@ def budgets_for_send(store, member_id: int) -> dict | None:
 # -- stored totals ------------------------------------------------------------------------
 
 
-def stored_totals(store, member_ids: list[int]) -> dict[int, tuple[str, str, str]]:
+def stored_totals(store: Store, member_ids: list[int]) -> dict[int, tuple[str, str, str]]:
     """``{member_id: (totals, state, updated_at)}`` (JSON text as stored) for those of
     ``member_ids`` whose usage was read; none without the table."""
     from cafleet.broker.records import rows_by_member
@@ -167,7 +171,7 @@ def stored_totals(store, member_ids: list[int]) -> dict[int, tuple[str, str, str
     return {row[0]: (row[1], row[2], row[3]) for row in rows}
 
 
-def spent_totals(store, member_id: int | None = None, fleet_id: int | None = None) -> list[tuple]:
+def spent_totals(store: Store, member_id: int | None = None, fleet_id: int | None = None) -> list[tuple]:
     """The budget gate's one query: ``[(member_id, coding_agent, totals JSON or None)]``
     for the member (primary key) or for every member of the fleet that has a usage source
     (``idx_members_fleet_status``, then primary keys); None where it was never read. Which
@@ -188,7 +192,7 @@ def spent_totals(store, member_id: int | None = None, fleet_id: int | None = Non
     ).fetchall()
 
 
-def save_totals(store, member_id: int, totals: str, state: str) -> None:
+def save_totals(store: Store, member_id: int, totals: str, state: str) -> None:
     """Store a member's usage as just read (JSON text), replacing the last; the table is
     created first, in a transaction of its own, when the database has none yet."""
     store.create_auxiliary([TOTALS_TABLE])
@@ -201,7 +205,7 @@ def save_totals(store, member_id: int, totals: str, state: str) -> None:
         )
 
 
-def sourced_members(store, fleet_id: int) -> list[int]:
+def sourced_members(store: Store, fleet_id: int) -> list[int]:
     """The fleet's members (deregistered ones too: their files may still grow) whose usage
     is read: those with a usage source. One query; none without the table."""
     from cafleet.broker.records import rows_in_fleet
@@ -209,7 +213,7 @@ def sourced_members(store, fleet_id: int) -> list[int]:
     return [row[0] for row in rows_in_fleet(store, TABLE, "a.member_id", fleet_id)]
 
 
-def set_fleet_budget(store, fleet_id: int, usd: float | None, tokens: int | None) -> None:
+def set_fleet_budget(store: Store, fleet_id: int, usd: float | None, tokens: int | None) -> None:
     """Set a live fleet's budget in dollars and/or tokens, keeping the one given as None
     (the options' default: unchanged); with both None, clear it. The budget table is
     created first, in a transaction of its own, when the database has none yet."""
@@ -231,7 +235,7 @@ def set_fleet_budget(store, fleet_id: int, usd: float | None, tokens: int | None
             )
 
 
-def fleet_budget(store, fleet_id: int) -> tuple | None:
+def fleet_budget(store: Store, fleet_id: int) -> tuple | None:
     """``(usd, tokens)`` of the fleet's budget, or None."""
     if not has_table(store, FLEET_TABLE):
         return None
@@ -241,7 +245,7 @@ def fleet_budget(store, fleet_id: int) -> tuple | None:
     return None if row is None else (row[0], row[1])
 
 
-def capped_members(store, fleet_id: int) -> set[int]:
+def capped_members(store: Store, fleet_id: int) -> set[int]:
     """The active members of the fleet that have a budget of their own."""
     if not has_table(store):
         return set()

@@ -14,18 +14,30 @@ from __future__ import annotations
 
 from cafleet import clock
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 TABLE = "cafleet_aux_member_worktrees"
 FLEET_TABLE = "cafleet_aux_fleet_worktrees"
 COLUMNS = ("member_id", "repo", "path", "branch", "base", "base_commit", "status", "created_at", "removed_at", "host")
 ADDING, READY, KEPT, REMOVED = "adding", "ready", "kept", "removed"
 
 
-def has_table(store, name: str = TABLE) -> bool:
+def has_table(store: Store, name: str = TABLE) -> bool:
     return bool(store.tables_present([name]))
 
 
 def record(
-    store, member_id: int, *, repo: str, path: str, branch: str, base: str, base_commit: str, host: str | None = None
+    store: Store,
+    member_id: int,
+    *,
+    repo: str,
+    path: str,
+    branch: str,
+    base: str,
+    base_commit: str,
+    host: str | None = None,
 ) -> None:
     """Record the worktree about to be added for ``member_id`` (status ``adding``). A path
     some member ever had is refused by the table's UNIQUE constraint; the caller checks
@@ -43,7 +55,7 @@ def record(
         )
 
 
-def set_status(store, member_id: int, status: str) -> None:
+def set_status(store: Store, member_id: int, status: str) -> None:
     with store.write():
         store.execute(
             f"UPDATE {TABLE} SET status = ?, removed_at = ? WHERE member_id = ?",
@@ -63,21 +75,21 @@ def _row(row) -> dict:
     return dict(zip(COLUMNS, row))
 
 
-def get(store, member_id: int) -> dict | None:
+def get(store: Store, member_id: int) -> dict | None:
     if not has_table(store):
         return None
     row = store.execute(f"SELECT {', '.join(COLUMNS)} FROM {TABLE} WHERE member_id = ?", (member_id,)).fetchone()
     return None if row is None else _row(row)
 
 
-def for_members(store, member_ids: list[int]) -> dict[int, dict]:
+def for_members(store: Store, member_ids: list[int]) -> dict[int, dict]:
     """``{member_id: worktree row}`` for those of ``member_ids`` that have one."""
     from cafleet.broker.records import rows_by_member
 
     return {row[0]: _row(row) for row in rows_by_member(store, TABLE, COLUMNS, member_ids)}
 
 
-def in_fleet(store, fleet_id: int) -> list[dict]:
+def in_fleet(store: Store, fleet_id: int) -> list[dict]:
     """The worktree rows of the fleet's members (any status), with the member's status."""
     from cafleet.broker.records import rows_in_fleet
 
@@ -85,7 +97,7 @@ def in_fleet(store, fleet_id: int) -> list[dict]:
     return [dict(_row(row[:-1]), member_status=row[-1]) for row in rows]
 
 
-def outstanding(store) -> list[dict]:
+def outstanding(store: Store) -> list[dict]:
     """Every worktree not removed, with its member's status and fleet (for ``doctor``)."""
     if not has_table(store):
         return []
@@ -97,14 +109,14 @@ def outstanding(store) -> list[dict]:
     return [dict(_row(row[:-2]), member_status=row[-2], fleet_id=row[-1]) for row in rows]
 
 
-def all_paths(store) -> set[str]:
+def all_paths(store: Store) -> set[str]:
     """Every path a worktree of this machine (no host) ever had."""
     if not has_table(store):
         return set()
     return {row[0] for row in store.execute(f"SELECT path FROM {TABLE} WHERE host IS NULL").fetchall()}
 
 
-def set_fleet_default(store, fleet_id: int, worktrees: bool) -> None:
+def set_fleet_default(store: Store, fleet_id: int, worktrees: bool) -> None:
     store.create_auxiliary([FLEET_TABLE])
     with store.write():
         store.execute(
@@ -114,7 +126,7 @@ def set_fleet_default(store, fleet_id: int, worktrees: bool) -> None:
         )
 
 
-def fleet_default(store, fleet_id: int) -> bool:
+def fleet_default(store: Store, fleet_id: int) -> bool:
     """Whether the fleet's members get a worktree when ``member create`` does not say."""
     if not has_table(store, FLEET_TABLE):
         return False

@@ -16,8 +16,12 @@ from __future__ import annotations
 from cafleet import config
 from cafleet.errors import CafleetError, Conflict, UsageError, clause
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
 
-def answer_member(store, settings: config.Settings, member_id: int, choice: int, digest: str) -> dict:
+
+def answer_member(store: Store, settings: config.Settings, member_id: int, choice: int, digest: str) -> dict:
     from cafleet.delivery import dialog, lock
     from cafleet.delivery.panes import _live_placement
     from cafleet.delivery.placement import reach

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from cafleet.errors import CafleetError
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 
 class BudgetWatch:
-    def __init__(self, store, environ, fleet_id: int, reads: bool = False) -> None:
+    def __init__(self, store: Store, environ, fleet_id: int, reads: bool = False) -> None:
         self.store = store
         self.environ = environ
         self.fleet_id = fleet_id

@@ -36,6 +36,10 @@ from cafleet.broker import messages, notifications
 from cafleet.broker.records import is_self_send
 from cafleet.errors import CafleetError, clause
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 
 class Outcome:
     """What one drain did for one message of interest."""
@@ -48,7 +52,7 @@ class Outcome:
 
 
 def send(
-    store, settings: config.Settings, from_id: int, to_id: int, text: str, on_stored=None, force: bool = False
+    store: Store, settings: config.Settings, from_id: int, to_id: int, text: str, on_stored=None, force: bool = False
 ) -> tuple[dict, Outcome]:
     """The one send path (CLI and WebUI): persist, then run the drain for the recipient.
 
@@ -68,7 +72,7 @@ def send(
 
 
 def broadcast(
-    store, settings: config.Settings, director_id: int, text: str, on_stored=None, each=None
+    store: Store, settings: config.Settings, director_id: int, text: str, on_stored=None, each=None
 ) -> tuple[dict, list[Outcome]]:
     """Fan-out: every committed message is notified like a single send (``on_stored``
     as in :func:`send`, with the whole result; ``each`` as in
@@ -88,7 +92,7 @@ def broadcast(
     return result, outcomes
 
 
-def refuse_over_budget(store, environ, member_id: int, action: str = "send") -> None:
+def refuse_over_budget(store: Store, environ, member_id: int, action: str = "send") -> None:
     """The one budget gate, on every way new work reaches a member (``message send``,
     ``message broadcast``, the WebUI's send, ``member prompt``): raise
     :class:`~cafleet.errors.OverBudget` when ``member_id`` or its fleet is at or over its
@@ -103,7 +107,7 @@ def refuse_over_budget(store, environ, member_id: int, action: str = "send") -> 
         check_budget(store, environ, member_id, budgets, action)
 
 
-def notify_after_send(store, settings: config.Settings, recipient_id: int, record: dict) -> Outcome:
+def notify_after_send(store: Store, settings: config.Settings, recipient_id: int, record: dict) -> Outcome:
     """Run the drain after ``record`` was committed; report whether it was notified."""
     if is_self_send(record["from_member_id"], record["to_member_id"]):
         return Outcome(True)  # self-sends are stamped on insert and type nothing
@@ -129,7 +133,7 @@ def notify_after_send(store, settings: config.Settings, recipient_id: int, recor
     return Outcome(False, not_notified(message_id, recipient_id, failure, _keeper_retries(store, settings, target)))
 
 
-def retry_fleet(store, settings: config.Settings, member_id: int) -> list[Outcome]:
+def retry_fleet(store: Store, settings: config.Settings, member_id: int) -> list[Outcome]:
     """``message wait``'s first step: retry every preview owed in the member's fleet.
 
     Each pane's lock is tried once without waiting: a busy pane is skipped (its holder is
@@ -160,7 +164,7 @@ def retry_fleet(store, settings: config.Settings, member_id: int) -> list[Outcom
     return outcomes
 
 
-def _keeper_retries(store, settings: config.Settings, target: dict) -> bool:
+def _keeper_retries(store: Store, settings: config.Settings, target: dict) -> bool:
     """Whether the fleet keeper runs (started now if none did) to retry what stays owed.
 
     Never an error: a keeper that cannot be started leaves the message owed, and the
@@ -204,7 +208,13 @@ def not_notified(message_ids, recipient_id: int, reason: str, keeper: bool = Fal
 
 
 def drain(
-    store, settings: config.Settings, recipient_id: int, attempted: set, stamped: set, *, wait_for_lock: bool = True
+    store: Store,
+    settings: config.Settings,
+    recipient_id: int,
+    attempted: set,
+    stamped: set,
+    *,
+    wait_for_lock: bool = True,
 ) -> str | None:
     """Deliver owed previews to one recipient; return a failure reason or None.
 
@@ -274,7 +284,7 @@ def drain(
             return _with_pane(error, target["pane_id"])
 
 
-def _refusal(store, recipient_id: int, target: dict, message_id: int) -> str | None:
+def _refusal(store: Store, recipient_id: int, target: dict, message_id: int) -> str | None:
     """Checked under the pane lock, before typing: None when the preview may be typed, ""
     when it needs no typing any more (ACKed or notified by another process meanwhile), else
     why the drain stops (the placement changed; an exec holds the pane)."""
@@ -299,7 +309,7 @@ def _noting(held, message_id: int):
     return note
 
 
-def _our_preview_line(store, recipient_id: int):
+def _our_preview_line(store: Store, recipient_id: int):
     """What tells our own preview left in the recipient's input box (an earlier attempt
     gave up before the agent drew it, or typed it with another ``CAFLEET_MAX_TEXT_LEN``):
     given the box's text, the whole uncut line a preview of the message its header names

@@ -33,13 +33,17 @@ from cafleet import clock
 from cafleet.broker import execs
 from cafleet.errors import CafleetError, DatabaseError, clause
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 LINE = "! cafleet member exec-run {exec_id}"
 NUDGE = "[cafleet exec {exec_id} ended: {status}] Continue with the output above."
 FIRST_RETRY = 0.25
 MAX_RETRY = 2.0
 
 
-def create(store, settings, member_id: int, command: str, on_stored=None) -> tuple[dict, str | None]:
+def create(store: Store, settings, member_id: int, command: str, on_stored=None) -> tuple[dict, str | None]:
     """Store the exec, then try its dispatch once; (record, why it was not dispatched)."""
     record = execs.create(store, member_id, command)
     if on_stored is not None:
@@ -64,7 +68,7 @@ def create(store, settings, member_id: int, command: str, on_stored=None) -> tup
     return record, failure
 
 
-def _keeper(store, settings, fleet_id: int) -> bool:
+def _keeper(store: Store, settings, fleet_id: int) -> bool:
     try:
         from cafleet.delivery import keepers
 
@@ -73,7 +77,7 @@ def _keeper(store, settings, fleet_id: int) -> bool:
         return False
 
 
-def dispatch(store, settings, exec_id: int, *, wait_for_lock: bool = True) -> str | None:
+def dispatch(store: Store, settings, exec_id: int, *, wait_for_lock: bool = True) -> str | None:
     """Type the exec's line into its member's pane and submit it; None when it was (or
     needs no typing any more), else why not (it stays owed)."""
     from cafleet.broker import notifications
@@ -151,7 +155,7 @@ def vanished(runner: str | None) -> bool:
     return started is None or (parts[2] != "" and started != parts[2])
 
 
-def run(store, environ, exec_id: int, out) -> int:
+def run(store: Store, environ, exec_id: int, out) -> int:
     """``member exec-run``: claim the exec, run its command here, record how it ended."""
     import signal
     import subprocess
@@ -199,7 +203,7 @@ def run(store, environ, exec_id: int, out) -> int:
     return status if 0 <= status < 256 else 1
 
 
-def _check_pane(store, environ, exec_id: int) -> None:
+def _check_pane(store: Store, environ, exec_id: int) -> None:
     """Without ``CAFLEET_MEMBER_ID`` (a pane cafleet did not start), the pane must be the
     member's own by its multiplexer's pane id; a shell in no member's pane runs nothing."""
     from cafleet.broker import members
@@ -219,7 +223,7 @@ class Watcher:
     """Moves a fleet's execs on (see the module's text); ``only``: one exec alone (``member
     exec --wait`` with the keeper off or not yet at it)."""
 
-    def __init__(self, store, settings, fleet_id: int, say=None, only: int | None = None) -> None:
+    def __init__(self, store: Store, settings, fleet_id: int, say=None, only: int | None = None) -> None:
         self.store = store
         self.settings = settings
         self.fleet_id = fleet_id
@@ -343,7 +347,7 @@ class Watcher:
         return None
 
 
-def wait(store, settings, exec_id: int, interval: float = 0.25) -> dict:
+def wait(store: Store, settings, exec_id: int, interval: float = 0.25) -> dict:
     """Block until the exec ended (finished, never started, vanished); its record. Moves
     this exec on itself meanwhile (the keeper may be off)."""
     from cafleet.errors import DatabaseGone

@@ -34,10 +34,14 @@ from cafleet.config import declared
 from cafleet.errors import Conflict, DatabaseGone, DatabaseUnreachable, clause
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 DEFAULT_INTERVAL = declared("CAFLEET_WAIT_INTERVAL").default  # commands pass their own setting
 
 
-def gone_reason(store, member_id: int) -> str | None:
+def gone_reason(store: Store, member_id: int) -> str | None:
     """Why ``member_id`` can no longer receive messages, or None while it can."""
     state, fleet_id = messages.member_standing(store, member_id)
     if state == "deregistered":
@@ -47,7 +51,7 @@ def gone_reason(store, member_id: int) -> str | None:
     return None
 
 
-def require_receiving(store, member_id: int) -> None:
+def require_receiving(store: Store, member_id: int) -> None:
     """Raise (exit 1) when ``member_id`` can no longer receive: nothing will ever arrive."""
     reason = gone_reason(store, member_id)
     if reason:
@@ -59,7 +63,7 @@ def require_receiving(store, member_id: int) -> None:
 
 
 def wait_for_messages(
-    store,
+    store: Store,
     member_id: int,
     timeout: float | None,
     interval: float = DEFAULT_INTERVAL,
@@ -93,7 +97,7 @@ def wait_for_messages(
 
 
 def listen(
-    store, member_id: int, emit, interval: float = DEFAULT_INTERVAL, reconnect: float = RECONNECT_TIMEOUT
+    store: Store, member_id: int, emit, interval: float = DEFAULT_INTERVAL, reconnect: float = RECONNECT_TIMEOUT
 ) -> str:
     """Emit each pending incoming message once, oldest first, then new ones as they come.
 

@@ -64,9 +64,11 @@ from cafleet.delivery import drain, keepers
 from cafleet.errors import CafleetError, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from cafleet.store.protocol import Store
 
 WAKE = 0.25  # seconds between two looks for another process's commit (SQLite)
 FIRST_RETRY = 0.25  # seconds before a member whose pane could not take its preview is tried again
@@ -81,7 +83,7 @@ class UsageKeeper:
     """Keeps the fleet's stored usage totals current (see the module's text); ``say`` gets
     one line per new problem, not one per round."""
 
-    def __init__(self, store, fleet_id: int, say) -> None:
+    def __init__(self, store: Store, fleet_id: int, say) -> None:
         self.store = store
         self.fleet_id = fleet_id
         self.say = say
@@ -109,7 +111,7 @@ class Deliverer:
     """Delivers the fleet's owed previews through the drain, each recipient on its own
     back-off (see the module's text); ``say`` gets one line per change worth logging."""
 
-    def __init__(self, store, settings: config.Settings, fleet_id: int, say) -> None:
+    def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say) -> None:
         self.store = store
         self.settings = settings
         self.fleet_id = fleet_id
@@ -162,7 +164,7 @@ class Deliverer:
             self.say(f"member {member_id} still owed message{'s' if len(owed) > 1 else ''} {ids}: {reason}; retrying")
 
 
-def keep(store, settings: config.Settings, fleet_id: int, say, reconnect: float = RECONNECT_TIMEOUT) -> str:
+def keep(store: Store, settings: config.Settings, fleet_id: int, say, reconnect: float = RECONNECT_TIMEOUT) -> str:
     """Run the fleet's keeper until it should end; return why it ended (the caller logs it).
 
     Returns at once, saying so, when another keeper holds the fleet's lock."""
@@ -174,7 +176,7 @@ def keep(store, settings: config.Settings, fleet_id: int, say, reconnect: float 
         return str(stopped)
 
 
-def _keep(store, settings: config.Settings, fleet_id: int, say, reconnect: float, stop: StopRequests) -> str:
+def _keep(store: Store, settings: config.Settings, fleet_id: int, say, reconnect: float, stop: StopRequests) -> str:
     problem = keepers.director_problem(store, fleet_id)  # the fleet exists (NotFound otherwise)
     if problem is not None:
         return problem
@@ -196,7 +198,13 @@ def _keep(store, settings: config.Settings, fleet_id: int, say, reconnect: float
 
 
 def _run(
-    store, settings: config.Settings, fleet_id: int, lock: keepers.FleetLock, say, reconnect: float, stop: StopRequests
+    store: Store,
+    settings: config.Settings,
+    fleet_id: int,
+    lock: keepers.FleetLock,
+    say,
+    reconnect: float,
+    stop: StopRequests,
 ) -> str:
     from cafleet.delivery.execs import Watcher
     from cafleet.delivery.notices import Noticer
@@ -258,7 +266,7 @@ class DirectorWatch:
     multiplexer only every ``DIRECTOR_CHECK`` (or at once when a process is gone), and
     whether the fleet was deleted on every other round."""
 
-    def __init__(self, store, fleet_id: int, lock: keepers.FleetLock) -> None:
+    def __init__(self, store: Store, fleet_id: int, lock: keepers.FleetLock) -> None:
         self.store, self.fleet_id, self.lock = store, fleet_id, lock
         self.processes = keepers.director_processes(store, fleet_id)
         self.next_look = time.monotonic() + DIRECTOR_LOOK
@@ -293,7 +301,7 @@ def _internal(error: Exception) -> str:
     return f"internal error ({type(error).__name__}: {error})"
 
 
-def _deleted(store, fleet_id: int) -> bool:
+def _deleted(store: Store, fleet_id: int) -> bool:
     from cafleet.broker import fleets
 
     return fleets.get_fleet(store, fleet_id)["deleted_at"] is not None

@@ -50,6 +50,8 @@ TYPE_CHECKING = False  # `typing` stays off the send path, which reads the recor
 if TYPE_CHECKING:
     from typing import Any
 
+    from cafleet.store.protocol import Store
+
 LOG_LIMIT = 1 << 20  # bytes: a larger log is moved to <log>.1 when the next keeper starts
 APP_NAME = "cafleet-keeper"
 
@@ -87,7 +89,7 @@ class Where:
 
     __slots__ = ("fleet_id", "postgres", "lock_path", "state_path", "log_path", "key", "url", "schema")
 
-    def __init__(self, store, settings: config.Settings, fleet_id: int) -> None:
+    def __init__(self, store: Store, settings: config.Settings, fleet_id: int) -> None:
         import hashlib
 
         db_path = settings.db_path
@@ -97,7 +99,7 @@ class Where:
 
         self.postgres = is_postgres_url(db_path)
         self.url = db_path
-        self.schema = getattr(store, "schema", "")
+        self.schema = store.schema  # read on PostgreSQL only: the lock's key
         identity = store.location_key()  # where the database is, not how it was spelled
         folder = _state_home(settings.environ) if self.postgres else settings.lock_dir
         tag = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:16]
@@ -127,7 +129,7 @@ def _hostname() -> str:
 # --- reading the record -------------------------------------------------------------------
 
 
-def status(store, settings: config.Settings, fleet_id: int) -> Keeper:
+def status(store: Store, settings: config.Settings, fleet_id: int) -> Keeper:
     """Whether a keeper runs for the fleet now, and which (never touches the lock)."""
     where = Where(store, settings, fleet_id)
     if where.postgres:
@@ -180,7 +182,7 @@ _PG_HOLDER = (
 )
 
 
-def _pg_status(store, where: Where) -> Keeper:
+def _pg_status(store: Store, where: Where) -> Keeper:
     unsigned = where.key & 0xFFFFFFFFFFFFFFFF
     rows = store.execute(_PG_HOLDER, (str(unsigned >> 32), str(unsigned & 0xFFFFFFFF))).fetchall()
     if not rows:
@@ -204,9 +206,9 @@ def _pg_status(store, where: Where) -> Keeper:
 class FleetLock:
     """The keeper's hold on its fleet's keeper lock, and its record while it holds it."""
 
-    def __init__(self, store, settings: config.Settings, fleet_id: int) -> None:
+    def __init__(self, store: Store, settings: config.Settings, fleet_id: int) -> None:
         self.where = Where(store, settings, fleet_id)
-        self.busy_timeout = getattr(store, "busy_timeout", 5.0)
+        self.busy_timeout = store.busy_timeout
         self.fd: int | None = None
         self.advisory: Any = None  # PostgreSQL: the advisory lock, on a session of its own
         self.record: dict | None = None
@@ -288,7 +290,7 @@ class FleetLock:
 # --- the Director's pane ------------------------------------------------------------------
 
 
-def director_problem(store, fleet_id: int) -> str | None:
+def director_problem(store: Store, fleet_id: int) -> str | None:
     """Why the fleet's keeper should not run (fleet deleted, its Director's pane gone or
     stale), or None. A multiplexer that does not answer is not a reason: it may be busy."""
     from cafleet.broker import fleets, members
@@ -314,7 +316,7 @@ def director_problem(store, fleet_id: int) -> str | None:
     return None
 
 
-def director_processes(store, fleet_id: int) -> list[tuple[int, str | None]] | None:
+def director_processes(store: Store, fleet_id: int) -> list[tuple[int, str | None]] | None:
     """The processes whose life the Director's pane identity records, as (pid, start time
     or None), for a cheap ``/proc`` look between two full checks: tmux ``<server pid>:
     <server start>:<pane pid>`` gives the server and the pane's process, herdr ``<shell
@@ -345,7 +347,7 @@ def processes_alive(processes: list[tuple[int, str | None]]) -> bool:
     return True
 
 
-def director_here(store, settings: config.Settings, fleet_id: int) -> bool:
+def director_here(store: Store, settings: config.Settings, fleet_id: int) -> bool:
     """Whether this process runs on the Director's host (a keeper must run there)."""
     from cafleet.broker import fleets, members
 
@@ -370,7 +372,7 @@ def enabled(settings: config.Settings) -> bool:
     return bool(settings.keeper)
 
 
-def ensure(store, settings: config.Settings, fleet_id: int) -> Keeper | None:
+def ensure(store: Store, settings: config.Settings, fleet_id: int) -> Keeper | None:
     """The fleet's running keeper, started here when the setting allows, none runs, this is
     the Director's host and the Director's pane is there; None when no keeper will retry."""
     found = status(store, settings, fleet_id)
@@ -425,7 +427,7 @@ def spawn(environ, log_path: str, fleet_id: int, program=None) -> int:
     return child.pid
 
 
-def stop(store, settings: config.Settings, fleet_id: int, timeout: float = 10.0) -> int | None:
+def stop(store: Store, settings: config.Settings, fleet_id: int, timeout: float = 10.0) -> int | None:
     """End the fleet's keeper on this host with SIGTERM and wait (at most ``timeout`` s)
     until it is gone; returns its pid, or None when none ran here."""
     import signal

@@ -33,9 +33,13 @@ from cafleet import config, render
 from cafleet.broker import notices
 from cafleet.delivery import supervision
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 
 class Noticer:
-    def __init__(self, store, settings: config.Settings, fleet_id: int, say=None) -> None:
+    def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say=None) -> None:
         self.store = store
         self.environ = settings.environ
         self.lock_dir = settings.lock_dir

@@ -24,6 +24,10 @@ from cafleet.broker import fleets, members
 from cafleet.delivery.placement import reach, recorded_at
 from cafleet.errors import CafleetError, clause
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 
 class PaneFate(enum.Enum):
     """What became of a member's pane when the member or its fleet was deleted."""
@@ -75,7 +79,7 @@ def _kill(placement: dict) -> PaneOutcome:
         return PaneOutcome(PaneFate.NOT_CLOSED, str(error))
 
 
-def delete_fleet(store, settings: config.Settings, fleet_id: int, *, discard_worktrees: bool = False):
+def delete_fleet(store: Store, settings: config.Settings, fleet_id: int, *, discard_worktrees: bool = False):
     """Soft-delete the fleet and close its member panes (never the Director's), each under
     its pane-input lock.
 
@@ -127,7 +131,7 @@ def delete_fleet(store, settings: config.Settings, fleet_id: int, *, discard_wor
     return result, sorted(closed.items()), kept
 
 
-def _release_fleet(store, environ, fleet_id: int, closed: dict, discard: bool) -> list[tuple[int, dict]]:
+def _release_fleet(store: Store, environ, fleet_id: int, closed: dict, discard: bool) -> list[tuple[int, dict]]:
     """The worktrees of the fleet's deregistered members whose panes are closed (or they
     never had one): each removed when nothing would be lost, kept otherwise. A member
     whose pane could not be closed keeps its worktree (its agent may still write)."""
@@ -170,7 +174,7 @@ def _busy(placement: dict) -> PaneOutcome:
     )
 
 
-def delete_member(store, settings: config.Settings, member_id: int, *, discard_worktree: bool = False):
+def delete_member(store: Store, settings: config.Settings, member_id: int, *, discard_worktree: bool = False):
     """Member deletion: under the pane lock, kill the pane (gone is fine), then deregister;
     then its worktree, if it has one, is removed when nothing would be lost (or with
     ``discard_worktree``) and kept otherwise. ``(pane status, worktree result or None)``.
@@ -191,7 +195,7 @@ def delete_member(store, settings: config.Settings, member_id: int, *, discard_w
     )
 
 
-def _release(store, environ, member_id: int, discard: bool) -> dict | None:
+def _release(store: Store, environ, member_id: int, discard: bool) -> dict | None:
     from cafleet.broker import worktrees as worktree_records
 
     if not worktree_records.has_table(store):
@@ -201,7 +205,7 @@ def _release(store, environ, member_id: int, discard: bool) -> dict | None:
     return worktrees.release(store, environ, member_id, discard=discard)
 
 
-def _delete_member(store, settings: config.Settings, member: dict, member_id: int) -> PaneOutcome:
+def _delete_member(store: Store, settings: config.Settings, member: dict, member_id: int) -> PaneOutcome:
     placement = member["placement"]
     if placement is None or placement["pane_id"] is None:
         members.deregister_member(store, member_id)
@@ -307,7 +311,7 @@ class Spawn:
 
 
 def create_member(
-    store,
+    store: Store,
     settings: config.Settings,
     *,
     fleet_id: int,
@@ -375,7 +379,9 @@ def create_member(
     return _create_local(store, settings, spawn, placement, mux, plan, cwd, budgets)
 
 
-def _create_local(store, settings: config.Settings, spawn: Spawn, placement: dict, mux, plan, cwd: str, budgets: dict):
+def _create_local(
+    store: Store, settings: config.Settings, spawn: Spawn, placement: dict, mux, plan, cwd: str, budgets: dict
+):
     """A member in a new pane beside the Director's, in ``cwd`` (or its new worktree), with
     its usage source recorded before its agent starts."""
     from cafleet.credentials import member_url
@@ -403,7 +409,7 @@ def _create_local(store, settings: config.Settings, spawn: Spawn, placement: dic
     return _spawn(store, settings, spawn, placement, mux, plan, open_pane)
 
 
-def _directors_pane(store, environ, fleet_id: int):
+def _directors_pane(store: Store, environ, fleet_id: int):
     """(the Director's record, its placement, its multiplexer client), when this command
     runs in the Director's own pane: only the Director creates members."""
     from cafleet.mux.detect import multiplexer_for_environment
@@ -425,7 +431,13 @@ def _directors_pane(store, environ, fleet_id: int):
 
 
 def _check_spawn(
-    store, environ, spawn: Spawn, host: str | None, budget_usd: float | None, budget_tokens: int | None, force: bool
+    store: Store,
+    environ,
+    spawn: Spawn,
+    host: str | None,
+    budget_usd: float | None,
+    budget_tokens: int | None,
+    force: bool,
 ) -> None:
     """The checks on what the member starts with: its agent's options, the spawn prompt,
     its budgets, and its fleet's budget (unless ``force``)."""
@@ -456,7 +468,9 @@ def _check_spawn(
         )
 
 
-def _check_worktree_options(store, fleet_id: int, host: str | None, worktree: bool | None, branch, base, repo) -> bool:
+def _check_worktree_options(
+    store: Store, fleet_id: int, host: str | None, worktree: bool | None, branch, base, repo
+) -> bool:
     """Whether the member gets a worktree (None: the fleet's default), after checking that
     the options that shape it go together."""
     from cafleet.errors import UsageError
@@ -475,7 +489,7 @@ def _check_worktree_options(store, fleet_id: int, host: str | None, worktree: bo
 
 
 def _spawn(
-    store, settings: config.Settings, spawn: Spawn, placement: dict, mux, plan, open_pane, close_unknown=None
+    store: Store, settings: config.Settings, spawn: Spawn, placement: dict, mux, plan, open_pane, close_unknown=None
 ) -> dict:
     """The steps every creation shares: register the member pending (with ``placement``'s
     backend, session and window), add its worktree (``plan``), open its pane
@@ -544,7 +558,7 @@ def _cwd() -> str:
         ) from None
 
 
-def _release_after_failure(store, environ, member_id: int) -> str:
+def _release_after_failure(store: Store, environ, member_id: int) -> str:
     """After a failed creation, the member's new worktree is removed when nothing would be
     lost (it was just made, so normally), else kept and said so."""
     from cafleet.delivery import worktrees
@@ -574,7 +588,7 @@ def _check_budgets(usd: float | None, tokens: int | None) -> None:
             raise UsageError(f"the member's budget must be {setting.allowed()}, got {value!r}.")
 
 
-def _record_usage_source(store, environ, member_id: int, agent: str, cwd: str, **budgets) -> str | None:
+def _record_usage_source(store: Store, environ, member_id: int, agent: str, cwd: str, **budgets) -> str | None:
     """Choose what ties the member's usage records to it (claude: a new session id) and
     record it with the agent's data folder and the pane's cwd (docs/usage.md); returns
     claude's session id. The auxiliary table is created when the database has none yet."""
@@ -621,7 +635,7 @@ def remote_pane_env(environ, db_path: str, host: str, fleet_id: int, member_id: 
     return env
 
 
-def _create_remote(store, settings: config.Settings, host: str, spawn: Spawn, plan=None) -> dict:
+def _create_remote(store: Store, settings: config.Settings, host: str, spawn: Spawn, plan=None) -> dict:
     """A member on another host: check that the host answers and has tmux and the agent,
     register it pending (session ``ssh://<host>/``), open a detached tmux session of its
     own on the host's ``-L cafleet`` server, and record the session, window and pane.
@@ -756,7 +770,7 @@ def remote_missing(ssh, programs: list[str]) -> str | None:
 
 
 def _compensate(
-    store, mux, member_id: int, pane_id: str | None, error: BaseException, closed: str | None = None
+    store: Store, mux, member_id: int, pane_id: str | None, error: BaseException, closed: str | None = None
 ) -> str:
     """Undo a creation that failed after the registry write: close its pane (``closed``:
     what was done instead when cafleet never learnt the pane), deregister the member."""
@@ -776,7 +790,7 @@ def _compensate(
     return f"member creation failed: {reason}; cleaned up: {', '.join(undone)}."
 
 
-def _live_placement(store, member_id: int) -> dict:
+def _live_placement(store: Store, member_id: int) -> dict:
     from cafleet.errors import Conflict
 
     record = members.get_member(store, member_id)
@@ -788,14 +802,14 @@ def _live_placement(store, member_id: int) -> dict:
     return placement
 
 
-def capture_member(store, member_id: int, lines: int, ansi: bool) -> dict:
+def capture_member(store: Store, member_id: int, lines: int, ansi: bool) -> dict:
     """The last ``lines`` of the member's pane (``member capture``)."""
     placement = _live_placement(store, member_id)
     screen = reach(placement).capture(placement["pane_id"], lines, ansi=ansi)
     return {"member_id": member_id, "pane_id": placement["pane_id"], "text": screen}
 
 
-def prompt_member(store, settings: config.Settings, member_id: int, text: str, *, force: bool = False) -> dict:
+def prompt_member(store: Store, settings: config.Settings, member_id: int, text: str, *, force: bool = False) -> dict:
     """Type one line into the member's agent and submit it, under the pane lock (``member
     prompt``). New work like a message: refused for a member over its budget or its
     fleet's unless ``force`` (the one gate, :func:`cafleet.delivery.drain.refuse_over_budget`)."""

@@ -26,6 +26,10 @@ from __future__ import annotations
 from cafleet import clock
 from cafleet.errors import CafleetError, DamagedPlacement, PaneStale, clause
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 ALIVE, IDLE, SILENT, BLOCKED, DEAD, PENDING = "alive", "idle", "silent", "blocked", "dead", "pending"
 EXEC = "exec"
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "tcsh", "csh", "-bash", "-zsh", "-sh"})
@@ -95,7 +99,7 @@ def pane_state(
     return ALIVE, "ok"
 
 
-def still_dead(store, lock_dir: str, member: dict) -> bool:
+def still_dead(store: Store, lock_dir: str, member: dict) -> bool:
     """A ``dead`` verdict on ``member`` (a detail record) checked again under its pane's
     input lock, tried once without waiting: `member delete` closes the pane and then
     deregisters the member, holding that lock, so a look between the two must not call the
@@ -115,7 +119,7 @@ def still_dead(store, lock_dir: str, member: dict) -> bool:
 
 
 def fleet_states(
-    store, fleet_id: int, pool: MuxPool, idle_after: float = DEFAULT_IDLE_AFTER, roster: list[dict] | None = None
+    store: Store, fleet_id: int, pool: MuxPool, idle_after: float = DEFAULT_IDLE_AFTER, roster: list[dict] | None = None
 ) -> dict[int, tuple[str, str]]:
     """States of the fleet's active members other than the root Director.
 

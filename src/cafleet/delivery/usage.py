@@ -10,6 +10,10 @@ from cafleet.agents import usage as agent_usage
 from cafleet.broker import usage
 from cafleet.errors import CafleetError, DatabaseError
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 # What each agent leaves out of the files cafleet reads: a total is a lower bound by these.
 NOT_SEEN: dict[str, tuple[str, ...]] = {
     "claude": (
@@ -32,7 +36,7 @@ NOT_SEEN: dict[str, tuple[str, ...]] = {
 }
 
 
-def _claude_live(store, source: dict, record: dict, sessions: list[str]) -> str | None:
+def _claude_live(store: Store, source: dict, record: dict, sessions: list[str]) -> str | None:
     """A session a local claude member's process began after its spawn session (``/clear``),
     once it is provably the member's; else None.
 
@@ -57,19 +61,11 @@ def _claude_live(store, source: dict, record: dict, sessions: list[str]) -> str 
 
 
 def _member_usage(
-    store, record: dict, source: dict | None, agent: str | None, reader, fleet_id: int
+    store: Store, record: dict, source: dict | None, agent: str | None, reader, fleet_id: int
 ) -> tuple[agent_usage.Usage, list[str], str | None]:
     """(usage, files read, why there are no records) for one member."""
-    empty = agent_usage.Usage()
     if source is None:
-        return (
-            empty,
-            [],
-            (
-                "no attribution recorded for this member (not spawned by `member create`: the "
-                "Director, or a member made by another program or an older cafleet)"
-            ),
-        )
+        return _not_read(source, agent)
     if agent == "claude" and source["session_id"] and source["data_dir"]:
         sessions = source["session_id"].split()
         live = _claude_live(store, source, record, sessions)
@@ -99,7 +95,21 @@ def _member_usage(
             member_id=source["member_id"],
         )
         return found, paths, _why_none(found)
-    return empty, [], f"usage of {agent or 'this agent'} is not read yet"
+    return _not_read(source, agent)
+
+
+def _not_read(source: dict | None, agent: str | None) -> tuple[agent_usage.Usage, list[str], str]:
+    """(no usage, no files, why) for a member whose records cafleet does not read."""
+    if source is None:
+        return (
+            agent_usage.Usage(),
+            [],
+            (
+                "no attribution recorded for this member (not spawned by `member create`: the "
+                "Director, or a member made by another program or an older cafleet)"
+            ),
+        )
+    return agent_usage.Usage(), [], f"usage of {agent or 'this agent'} is not read yet"
 
 
 def _why_none(found: agent_usage.Usage) -> str | None:
@@ -114,7 +124,7 @@ GATE_READ_BYTES = 16 << 20
 (docs/usage.md, "Stored totals"); the keeper goes on from where that read stopped."""
 
 
-def _read_now(store, record: dict, source: dict, fleet_id: int, stored, allowance) -> tuple:
+def _read_now(store: Store, record: dict, source: dict, fleet_id: int, stored, allowance) -> tuple:
     """Read what is new in one member's records, from where the stored state says the
     last read stopped, and store the totals (only when they or the state changed).
     Returns ``(usage, files, why there are no records, bytes read)``."""
@@ -157,7 +167,7 @@ def _reads(source: dict | None, agent: str | None) -> bool:
     return agent in ("codex", "opencode") or (agent == "claude" and bool(source["session_id"]))
 
 
-def refresh(store, fleet_id: int, member_ids=None, allowance: int | None = None) -> tuple[dict, int]:
+def refresh(store: Store, fleet_id: int, member_ids=None, allowance: int | None = None) -> tuple[dict, int]:
     """Read what is new in the records of the fleet's members (or of ``member_ids`` among
     them) and store their totals: ``({member_id: (usage, files, why)}, bytes read)``.
     The fleet keeper runs this every :data:`cafleet.delivery.keeper.USAGE_EVERY` s, and
@@ -188,7 +198,7 @@ def _member_report(record: dict, source: dict | None, prices, read: dict, stored
     if member_id in read:
         found, paths, why = read[member_id]
     elif not _reads(source, agent):
-        found, paths, why = _member_usage(None, record, source, agent, None, 0)
+        found, paths, why = _not_read(source, agent)
     elif member_id in stored:
         found, paths, why = _from_stored(stored[member_id][0])
     else:
@@ -206,7 +216,7 @@ def _member_report(record: dict, source: dict | None, prices, read: dict, stored
     return report
 
 
-def member_usage(store, environ: Mapping[str, str], member_id: int, fresh: bool = True) -> dict:
+def member_usage(store: Store, environ: Mapping[str, str], member_id: int, fresh: bool = True) -> dict:
     """One member's tokens by kind and model and its dollars: what is new in its agent's
     records read first (``member usage``), or with ``fresh=False`` its stored totals
     only (``member list``), no file read."""
@@ -242,7 +252,7 @@ def _budget(report: dict, source: dict | None) -> dict | None:
     }
 
 
-def fleet_usage(store, environ: Mapping[str, str], fleet_id: int, fresh: bool = True) -> dict:
+def fleet_usage(store: Store, environ: Mapping[str, str], fleet_id: int, fresh: bool = True) -> dict:
     """Every member's usage (deregistered ones included) and the fleet's sum: what is new
     in the agents' records read first (``fleet usage``, ``fleet budget``), or with
     ``fresh=False`` the stored totals only (the WebUI, ``fleet watch``), no file read."""
@@ -287,7 +297,7 @@ FORCE_HINTS = {
 }
 
 
-def spent(store, environ: Mapping[str, str], member_id: int | None = None, fleet_id: int | None = None) -> dict:
+def spent(store: Store, environ: Mapping[str, str], member_id: int | None = None, fleet_id: int | None = None) -> dict:
     """The usage report of one member, or of a whole fleet, from the stored totals: one
     query (:func:`cafleet.broker.usage.spent_totals`), no agent's file read. A member whose
     usage was never read (none since the keeper started, or a database from before the
@@ -311,7 +321,7 @@ def spent(store, environ: Mapping[str, str], member_id: int | None = None, fleet
     return total.report(agent_usage.price_table(environ))
 
 
-def check_budget(store, environ: Mapping[str, str], member_id: int, budgets: dict, action: str = "send") -> None:
+def check_budget(store: Store, environ: Mapping[str, str], member_id: int, budgets: dict, action: str = "send") -> None:
     """Refuse new work for a member over its own budget or its fleet's (the gate,
     :func:`cafleet.delivery.drain.refuse_over_budget`, calls this only when a budget is
     set: :func:`cafleet.broker.usage.budgets_for_send`), from the stored totals
@@ -330,7 +340,7 @@ def check_budget(store, environ: Mapping[str, str], member_id: int, budgets: dic
 
 
 def check_fleet_budget(
-    store, environ: Mapping[str, str], fleet_id: int, budget: tuple | None, action: str = "send"
+    store: Store, environ: Mapping[str, str], fleet_id: int, budget: tuple | None, action: str = "send"
 ) -> None:
     """Refuse new work in a fleet at or over its budget (``budget``: ``(usd, tokens)``, or
     None for none set): a send or prompt to one of its members, or a new member. From the

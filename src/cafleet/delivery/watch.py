@@ -30,6 +30,10 @@ from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, Conflict, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 MESSAGE_CHECK = 0.25  # seconds between checks for new Director messages (SQLite) and member rounds
 
 
@@ -69,7 +73,7 @@ ACTIONS = {
 class Watcher:
     def __init__(
         self,
-        store,
+        store: Store,
         settings: config.Settings,
         fleet_id: int,
         interval: float,

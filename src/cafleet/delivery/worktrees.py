@@ -24,6 +24,10 @@ from cafleet import config
 from cafleet.broker import worktrees as records
 from cafleet.errors import CafleetError, UsageError, clause
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 TIMEOUT = 120.0
 
@@ -214,7 +218,7 @@ def default_branch(fleet_id: int, member_id: int, name: str) -> str:
     return f"cafleet/f{fleet_id}-m{member_id}-{slug(name)}"
 
 
-def add(store, plan_: Plan, fleet_id: int, member_id: int, name: str) -> dict:
+def add(store: Store, plan_: Plan, fleet_id: int, member_id: int, name: str) -> dict:
     """Record, then add, the member's worktree on its new branch; the row is ``ready``
     once git has made it. Raises with nothing left in git when git refuses."""
 
@@ -314,7 +318,7 @@ def _count_status(out: str) -> int:
     return count
 
 
-def release(store, environ, member_id: int, *, discard: bool) -> dict | None:
+def release(store: Store, environ, member_id: int, *, discard: bool) -> dict | None:
     """At the member's deletion (its pane already closed): remove its worktree and branch
     when nothing would be lost, or with ``discard``; otherwise keep both (status ``kept``).
     ``{"path", "branch", "status": "removed"|"kept", "lost": [...]}``, or None without one.
@@ -375,7 +379,7 @@ def kept_line(member_id: int, result: dict) -> str:
     )
 
 
-def diff(store, environ, member_id: int, *, stat: bool) -> dict:
+def diff(store: Store, environ, member_id: int, *, stat: bool) -> dict:
     """The member's changes against its base, committed or not, new files included, as
     ``git diff`` prints them. Read through a temporary index (the worktree's own index
     and files are not touched)."""
@@ -408,7 +412,7 @@ def diff(store, environ, member_id: int, *, stat: bool) -> dict:
     }
 
 
-def survey(store, environ, cwd: str | None) -> list[dict]:
+def survey(store: Store, environ, cwd: str | None) -> list[dict]:
     """What ``doctor`` reports about worktrees, each ``{"kind", "path", "member_id", "detail",
     "command", "host"}``: a worktree kept (or left half-made) for a member that is gone, a
     recorded worktree git no longer knows (moved or pruned), and a worktree in this

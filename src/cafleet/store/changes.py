@@ -38,6 +38,10 @@ import time
 
 from cafleet.errors import DatabaseUnreachable
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 
 BLOCKING_STEP = 1.0  # seconds a waiter that blocks (PostgreSQL LISTEN) waits between file checks
 RECONNECT_TIMEOUT = 30.0  # seconds of failed reconnection before a reader gives up (CAFLEET_PG_RECONNECT_TIMEOUT)
@@ -129,7 +133,7 @@ class Changes:
 
     def __init__(
         self,
-        store,
+        store: Store,
         interval: float,
         *,
         deadline: float | None = None,
@@ -143,7 +147,7 @@ class Changes:
         self.reconnect = reconnect
         self._lost_since: float | None = None  # when the reads began to fail, until one works again
         self._pause = 0.0  # before the next try to reconnect
-        self._check_file = getattr(store, "check_file", None)
+        self._check_file = store.check_file  # one `stat` on SQLite, nothing on PostgreSQL
         self.waiter = store.change_waiter(interval)  # the baseline, before the read it guards
 
     def changed(self) -> bool:
@@ -153,8 +157,7 @@ class Changes:
         First the path is checked to still name the file this store opened (one ``stat``):
         a database deleted or replaced under a waiting reader raises
         :class:`~cafleet.errors.DatabaseGone` instead of leaving it to wait on a ghost."""
-        if self._check_file is not None:
-            self._check_file()
+        self._check_file()
         return self.waiter.changed()
 
     def close(self) -> None:
@@ -217,7 +220,7 @@ class Changes:
         self._lost_since, self._pause = None, 0.0  # the caller's reads got through
         ends = [t for t in (until, self.deadline) if t is not None]
         end = min(ends) if ends else None
-        blocks = getattr(self.waiter, "blocks", False)  # it can wait for a change itself (LISTEN)
+        blocks = self.waiter.blocks  # it can wait for a change itself (LISTEN)
         while True:
             if self.store.hooks is not None:
                 self.store.hooks.trace("changes.check")  # test-only count (cafleet.faults)
@@ -230,8 +233,7 @@ class Changes:
                     return False
                 nap = min(step, remaining)
             if blocks:
-                if self._check_file is not None:
-                    self._check_file()
+                self._check_file()
                 until_step = time.monotonic() + nap
                 woke = self.stop.during(self.waiter.wait, until_step) if self.stop else self.waiter.wait(until_step)
                 if woke:

@@ -35,6 +35,7 @@ class Store:
 
     __slots__ = ("conn", "path", "busy_timeout", "identity", "_queue", "hooks")
     engine = "sqlite"
+    schema = "main"  # the one database of the file, as SQL qualifies a table with it
     BEGIN_READ = "BEGIN"  # a deferred transaction: its first read fixes the snapshot
 
     def __init__(

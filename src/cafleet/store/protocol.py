@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, ContextManager, Iterable, Iterator, Literal, Protocol, TypedDict
 
 from cafleet.errors import DatabaseError
+from cafleet.faults import Hooks
 
 
 Problem = Literal["missing", "altered"]  # what `cafleet doctor` says of an auxiliary object
@@ -49,6 +50,8 @@ class Cursor(Protocol):
     def fetchall(self) -> list[Any]: ...
 
     def __iter__(self) -> Iterator[Any]: ...
+
+    def close(self) -> None: ...  # lets go of the rest of the rows, unread
 
 
 class ChangeWaiter(Protocol):
@@ -86,6 +89,8 @@ class Store(Protocol):
     busy_timeout: float
     identity: Any  # what tells this database from another one opened later at the same location
     engine: str  # a name for tests and reports, never branched on above store/
+    schema: str  # the namespace SQL qualifies cafleet's tables with: a PostgreSQL schema, SQLite's "main"
+    hooks: Hooks | None  # the command's test hooks (cafleet.faults), reached by every point; None outside a test
     BEGIN_READ: str
 
     @property

@@ -18,6 +18,10 @@ from cafleet import validation
 from cafleet.broker import fleets, members, messages, timeline
 from cafleet.errors import CafleetError, Conflict, UsageError, shown
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
 MAX_BODY_BYTES = 1024 * 1024
@@ -59,7 +63,7 @@ def _page_size(raw: str | None) -> int:
 
 
 @contextmanager
-def read_snapshot(store):
+def read_snapshot(store: Store):
     """One read transaction, so the fleet, roster and activity agree with each other.
 
     A read transaction under WAL never blocks writers; it is always closed before the
@@ -69,7 +73,7 @@ def read_snapshot(store):
         yield store
 
 
-def fleet_view(store, fleet_id: int, states: dict | None = None) -> dict:
+def fleet_view(store: Store, fleet_id: int, states: dict | None = None) -> dict:
     """The fleet (deleted ones too) and its roster; a deleted fleet has no active members.
 
     ``states``: supervision states by member id (``delivery.supervision.fleet_states``,
@@ -94,7 +98,7 @@ def fleet_view(store, fleet_id: int, states: dict | None = None) -> dict:
     return {"fleet": fleet, "members": roster, "attention": attention.items(store, fleet_id, states)}
 
 
-def fleet_view_with_states(store, fleet_id: int) -> dict:
+def fleet_view_with_states(store: Store, fleet_id: int) -> dict:
     """``fleet_view`` with every member pane inspected, from one read of the roster."""
     from cafleet.delivery import supervision
 
@@ -112,7 +116,7 @@ def fleet_view_with_states(store, fleet_id: int) -> dict:
     return {"fleet": fleet, "members": roster, "attention": attention.items(store, fleet_id, states)}
 
 
-def member_states(store, fleet_id: int) -> dict:
+def member_states(store: Store, fleet_id: int) -> dict:
     """Inspect every member pane now (one multiplexer call each); {} for a deleted fleet."""
     from cafleet.delivery import supervision
 
@@ -164,7 +168,7 @@ def fleet_messages(request: Request) -> JSONResponse:
     return JSONResponse({"fleet_id": fleet_id, "messages": page, "next_before": next_before})
 
 
-def _member_in_scope(request: Request, store, member_id: int) -> dict:
+def _member_in_scope(request: Request, store: Store, member_id: int) -> dict:
     """The member, refused (404) when ``?fleet_id=`` names another fleet than its own."""
     scope = request.query_params.get("fleet_id")
     fleet_id = None if scope is None else parse_id(scope, "fleet_id")

@@ -25,11 +25,15 @@ from cafleet import config
 from cafleet.broker import notifications
 from cafleet.delivery import supervision
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 OWED_AFTER = float(config.declared("--interval").default)  # `fleet watch`'s default interval
 MAX_OWED = 50  # owed previews listed; the rest are counted
 
 
-def items(store, fleet_id: int, states: dict[int, tuple[str, str]], owed_after: float | None = None) -> dict:
+def items(store: Store, fleet_id: int, states: dict[int, tuple[str, str]], owed_after: float | None = None) -> dict:
     """``{"items": [...], "owed_more": N}``; each item ``{"kind", "member_id", "message_id",
     "detail", "command"}`` with ``kind`` one of ``blocked``, ``dead``, ``notify``; a blocked
     one also ``"dialog"`` (``{"text", "options", "digest"}``, or None when it cannot be read)."""
@@ -64,7 +68,7 @@ def items(store, fleet_id: int, states: dict[int, tuple[str, str]], owed_after: 
     return {"items": out, "owed_more": max(0, len(owed) - MAX_OWED)}
 
 
-def dialog_of(store, member_id: int) -> dict | None:
+def dialog_of(store: Store, member_id: int) -> dict | None:
     """The dialog on a blocked member's screen, for its buttons; None when the screen can
     no longer be read or shows no dialog now (answered meanwhile)."""
     from cafleet.broker import members

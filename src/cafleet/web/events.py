@@ -48,6 +48,10 @@ from cafleet.errors import CafleetError
 from cafleet.store.changes import Changes
 from cafleet.web import api
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 BATCH = 500
 STATE_INTERVAL = 5.0
 READERS = 4  # event streams reading their fleet at once: half the connection pool
@@ -204,7 +208,7 @@ class FleetWatch:
         self.seen = generation
         return events
 
-    def _changes(self, store) -> list[tuple[str, dict]]:
+    def _changes(self, store: Store) -> list[tuple[str, dict]]:
         fleet_id = self.fleet_id
         events: list[tuple[str, dict]] = []
         while True:

@@ -32,6 +32,10 @@ from starlette.responses import JSONResponse
 from cafleet import clock
 from cafleet.broker import fleets, members, traffic
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
+
 BUCKETS = 60  # one-minute buckets: the last hour
 BUCKET_SECONDS = 60
 
@@ -48,7 +52,7 @@ class FleetTally:
         self.open: dict[int, tuple[int, int, bool]] = {}  # message_id -> (from, to, unnotified)
         self.recent: deque[tuple[float, int, int]] = deque()  # (created epoch, from, to), oldest first
 
-    def update(self, store, since: float) -> None:
+    def update(self, store: Store, since: float) -> None:
         """Bring the tally up to the store's read snapshot (the caller holds one open)."""
         fleet_id = self.fleet_id
         if not self.ready:
@@ -93,7 +97,7 @@ class GraphCache:
             return self._fleets.setdefault(fleet_id, FleetTally(fleet_id))
 
 
-def fleet_graph(store, fleet_id: int, cache: GraphCache | None = None, now: float | None = None) -> dict:
+def fleet_graph(store: Store, fleet_id: int, cache: GraphCache | None = None, now: float | None = None) -> dict:
     """The graph of one fleet; the caller holds a read transaction (``api.read_snapshot``)."""
     fleet = fleets.get_fleet(store, fleet_id)
     director = fleet["director_member_id"]
