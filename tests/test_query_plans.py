@@ -253,6 +253,7 @@ def plan_problems(path: str, statements) -> list[str]:
 # read it (only what is pending), not the recipient index (everything ever received).
 PENDING_READERS = {
     "poll",
+    "standing_and_inbox",
     "pending_after",
     "next_pending_notification",
     "recipients_owed_notifications",
@@ -357,6 +358,7 @@ def test_message_commands_use_indexes(cli, env, database, recorded):
         "require_member",
         "poll",
         "member_with_fleet",  # member_standing's read (broker/records.py)
+        "standing_and_inbox",  # message wait's read: the member's standing and its inbox at once
         "recipients_owed_notifications",
         "notification_target",
         "next_pending_notification",

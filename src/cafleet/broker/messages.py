@@ -209,6 +209,28 @@ def member_standing(store: Store, member_id: int) -> tuple[str, int]:
     return records.member_status(member_id, status), fleet_id
 
 
+_STANDING_AND_INBOX = (
+    "SELECT m.status, f.deleted_at, m.fleet_id, "
+    + ", ".join(f"msg.{column}" for column in records.MESSAGE_KEYS)
+    + " FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
+    f"LEFT JOIN messages msg ON msg.to_member_id = m.member_id AND msg.{records.UNACKED} "
+    "WHERE m.member_id = ? ORDER BY msg.status_timestamp DESC, msg.message_id DESC"
+)
+
+
+def standing_and_inbox(store: Store, member_id: int) -> tuple[str, int, list[dict]]:
+    """:func:`member_standing` and :func:`poll` in one statement (``message wait``'s read
+    after each wake-up: one round trip on PostgreSQL, not two): the member's standing, its
+    fleet and its unacknowledged messages, in poll's order. NotFound for no such member."""
+    rows = store.execute(_STANDING_AND_INBOX, (member_id,)).fetchall()
+    if not rows:
+        raise NotFound(f"member {member_id} not found.")
+    status, deleted_at, fleet_id = rows[0][:3]
+    state = "fleet-deleted" if deleted_at is not None else records.member_status(member_id, status)
+    found = [records.message(row[3:]) for row in rows if row[3] is not None]  # no message: one row of NULLs
+    return state, fleet_id, _with_notices(store, found)
+
+
 def pending_after(store: Store, member_id: int, after_id: int) -> list[dict]:
     """Unacknowledged incoming messages with id > after_id, oldest first (for listen)."""
     rows = store.execute(

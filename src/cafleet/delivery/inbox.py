@@ -43,7 +43,10 @@ DEFAULT_INTERVAL = declared("CAFLEET_WAIT_INTERVAL").default  # commands pass th
 
 def gone_reason(store: Store, member_id: int) -> str | None:
     """Why ``member_id`` can no longer receive messages, or None while it can."""
-    state, fleet_id = messages.member_standing(store, member_id)
+    return _why_gone(member_id, *messages.member_standing(store, member_id))
+
+
+def _why_gone(member_id: int, state: str, fleet_id: int) -> str | None:
     if state == "deregistered":
         return f"member {member_id} was deregistered"
     if state == "fleet-deleted":
@@ -53,7 +56,10 @@ def gone_reason(store: Store, member_id: int) -> str | None:
 
 def require_receiving(store: Store, member_id: int) -> None:
     """Raise (exit 1) when ``member_id`` can no longer receive: nothing will ever arrive."""
-    reason = gone_reason(store, member_id)
+    _refuse_gone(member_id, gone_reason(store, member_id))
+
+
+def _refuse_gone(member_id: int, reason: str | None) -> None:
     if reason:
         who = "it" if reason.startswith("member") else f"member {member_id}"
         raise Conflict(
@@ -82,8 +88,8 @@ def wait_for_messages(
             try:
                 if store.hooks is not None:
                     store.hooks.trace("wait.read")
-                require_receiving(store, member_id)
-                records = messages.poll(store, member_id)
+                state, fleet_id, records = messages.standing_and_inbox(store, member_id)  # one statement
+                _refuse_gone(member_id, _why_gone(member_id, state, fleet_id))
                 if records:
                     return records
                 if store.hooks is not None:  # test-only hook (cafleet.faults): read, nothing found, not waiting yet
