@@ -35,6 +35,8 @@ TABLES = {
     "received": "messages",
     "members": "members",
     "m": "members",
+    "d": "members",  # a fleet's Director, joined in (broker/fleets.py DIRECTOR_JOINS)
+    "dp": "member_placements",
     "fleets": "fleets",
     "f": "fleets",
     "member_placements": "member_placements",

@@ -155,23 +155,39 @@ def require_live(store: Store, fleet_id: int) -> dict:
     return fleet
 
 
+# What check_director needs of the Director, as columns a query can join in
+# (``f`` the fleet): its fleet, its status and whether it has a placement.
+DIRECTOR_COLUMNS = "d.fleet_id, d.status, dp.member_id"
+DIRECTOR_JOINS = (
+    "LEFT JOIN members d ON d.member_id = f.director_member_id "
+    "LEFT JOIN member_placements dp ON dp.member_id = f.director_member_id "
+)
+
+
 def check_director(store: Store, fleet_id: int, director_id: int | None) -> None:
     """Conflict unless ``director_id`` is an active member of the fleet with a placement."""
-    reason = None
-    if director_id is None:
-        reason = "it has no Director"
-    else:
+    row = None
+    if director_id is not None:
         row = store.execute(
             "SELECT m.fleet_id, m.status, p.member_id FROM members m "
             "LEFT JOIN member_placements p ON p.member_id = m.member_id WHERE m.member_id = ?",
             (director_id,),
         ).fetchone()
-        if row is None or row[0] != fleet_id:
-            reason = f"its Director reference names member {director_id}, who is not in this fleet"
-        elif records.member_status(director_id, row[1]) != "active":
-            reason = f"its Director, member {director_id}, is deregistered"
-        elif row[2] is None:
-            reason = f"its Director, member {director_id}, has no placement"
+    refuse_unless_directed(fleet_id, director_id, row)
+
+
+def refuse_unless_directed(fleet_id: int, director_id: int | None, row) -> None:
+    """:func:`check_director` on a row already read (``DIRECTOR_COLUMNS``; None, or a row of
+    NULLs from a join, when the member does not exist)."""
+    reason = None
+    if director_id is None:
+        reason = "it has no Director"
+    elif row is None or row[0] != fleet_id:
+        reason = f"its Director reference names member {director_id}, who is not in this fleet"
+    elif records.member_status(director_id, row[1]) != "active":
+        reason = f"its Director, member {director_id}, is deregistered"
+    elif row[2] is None:
+        reason = f"its Director, member {director_id}, has no placement"
     if reason is not None:
         raise Conflict(
             f"fleet {fleet_id} is not live: {reason}; it accepts no messages or members.",

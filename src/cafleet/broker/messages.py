@@ -27,19 +27,21 @@ def validate_text(text: str) -> str:
 
 
 def _sender_and_recipient(store: Store, from_id: int, to_id: int) -> int:
-    """Check the send rules inside the write transaction; return the fleet id."""
+    """Check the send rules inside the write transaction, with the fleet's Director, in one
+    read; return the fleet id."""
     rows = {
         row[0]: row[1:]
         for row in store.execute(
-            "SELECT m.member_id, m.fleet_id, m.status, f.deleted_at, f.director_member_id FROM members m "
-            "JOIN fleets f ON f.fleet_id = m.fleet_id WHERE m.member_id IN (?, ?)",
+            f"SELECT m.member_id, m.fleet_id, m.status, f.deleted_at, f.director_member_id, {fleets.DIRECTOR_COLUMNS} "
+            f"FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id {fleets.DIRECTOR_JOINS}"
+            "WHERE m.member_id IN (?, ?)",
             (from_id, to_id),
         ).fetchall()
     }
     for role, member_id in (("sender", from_id), ("recipient", to_id)):
         if member_id not in rows:
             raise NotFound(f"{role} member {member_id} not found.")
-    fleet_id, sender_status, deleted_at, director_id = rows[from_id]
+    fleet_id, sender_status, deleted_at, director_id, *director = rows[from_id]
     if rows[to_id][0] != fleet_id:
         raise Conflict(f"members {from_id} and {to_id} are not in the same fleet; messages never cross fleets.")
     if deleted_at is not None:
@@ -47,7 +49,7 @@ def _sender_and_recipient(store: Store, from_id: int, to_id: int) -> int:
     for role, member_id, status in (("sender", from_id, sender_status), ("recipient", to_id, rows[to_id][1])):
         if records.member_status(member_id, status) != "active":
             raise Conflict(f"{role} member {member_id} is deregistered; it can no longer send or receive messages.")
-    fleets.check_director(store, fleet_id, director_id)
+    fleets.refuse_unless_directed(fleet_id, director_id, director)
     return fleet_id
 
 
