@@ -137,6 +137,15 @@ def list_fleets(store: Store) -> list[dict]:
     return result
 
 
+# What check_director needs of the Director, as columns a query can join in
+# (``f`` the fleet): its fleet, its status and whether it has a placement.
+DIRECTOR_COLUMNS = "d.fleet_id, d.status, dp.member_id"
+DIRECTOR_JOINS = (
+    "LEFT JOIN members d ON d.member_id = f.director_member_id "
+    "LEFT JOIN member_placements dp ON dp.member_id = f.director_member_id "
+)
+
+
 def get_fleet(store: Store, fleet_id: int) -> dict:
     """One fleet, soft-deleted included."""
     row = store.execute(f"SELECT {_FLEET_COLUMNS} FROM fleets f WHERE f.fleet_id = ?", (fleet_id,)).fetchone()
@@ -147,21 +156,18 @@ def get_fleet(store: Store, fleet_id: int) -> dict:
 
 def require_live(store: Store, fleet_id: int) -> dict:
     """The fleet if it is live: not deleted, and its Director is an active member of it
-    with a placement (the seed's definition). Conflict otherwise."""
-    fleet = get_fleet(store, fleet_id)
+    with a placement (the seed's definition). Conflict otherwise. One statement: the
+    Director is joined in."""
+    row = store.execute(
+        f"SELECT {_FLEET_COLUMNS}, {DIRECTOR_COLUMNS} FROM fleets f {DIRECTOR_JOINS}WHERE f.fleet_id = ?", (fleet_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"fleet {fleet_id} not found.", LIST_HINT)
+    fleet = _fleet_record(store, row[:7])
     if fleet["deleted_at"] is not None:
         raise Conflict(f"fleet {fleet_id} was deleted at {fleet['deleted_at']}; create a new fleet.")
-    check_director(store, fleet_id, fleet["director_member_id"])
+    refuse_unless_directed(fleet_id, fleet["director_member_id"], row[7:])
     return fleet
-
-
-# What check_director needs of the Director, as columns a query can join in
-# (``f`` the fleet): its fleet, its status and whether it has a placement.
-DIRECTOR_COLUMNS = "d.fleet_id, d.status, dp.member_id"
-DIRECTOR_JOINS = (
-    "LEFT JOIN members d ON d.member_id = f.director_member_id "
-    "LEFT JOIN member_placements dp ON dp.member_id = f.director_member_id "
-)
 
 
 def check_director(store: Store, fleet_id: int, director_id: int | None) -> None:
