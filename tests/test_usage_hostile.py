@@ -517,7 +517,7 @@ def test_budget_numbers_beyond_their_range_are_usage_errors_that_write_nothing(c
         err = one_error_line(cli("fleet", "budget", str(fleet_id), flag, value), 2)
         assert err.startswith(f"Error: {flag} must be "), err
     # Nothing written: not even the budget table a first budget would create.
-    assert not usage.has_table(store, usage.FLEET_TABLE) or (
+    assert not store.tables_present([usage.FLEET_TABLE]) or (
         store.execute(f"SELECT count(*) FROM {usage.FLEET_TABLE}").fetchone()[0] == 0
     )
 

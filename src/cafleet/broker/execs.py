@@ -24,6 +24,7 @@ Reads work on a database without the table (no exec was ever made).
 from __future__ import annotations
 
 from cafleet import clock
+from cafleet.broker import records
 from cafleet.errors import Conflict, NotFound, UsageError
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
@@ -54,10 +55,6 @@ _COLUMNS = (
     "nudged_at",
 )
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM {TABLE} "
-
-
-def _has_table(store: Store, recheck: bool = False) -> bool:
-    return bool(store.tables_present([TABLE], recheck))
 
 
 def _record(row) -> dict:
@@ -140,7 +137,7 @@ def _check_target(member: dict, member_id: int) -> None:
 
 def get(store: Store, exec_id: int) -> dict:
     row = None
-    if _has_table(store, recheck=True):
+    if records.has_table(store, TABLE, recheck=True):
         row = store.execute(_SELECT + "WHERE exec_id = ?", (exec_id,)).fetchone()
     if row is None:
         raise NotFound(f"exec {exec_id} not found.")
@@ -149,7 +146,7 @@ def get(store: Store, exec_id: int) -> dict:
 
 def in_flight(store: Store, fleet_id: int) -> list[dict]:
     """The fleet's execs that have not ended, oldest first; none without the table."""
-    if not _has_table(store):
+    if not records.has_table(store, TABLE):
         return []
     rows = store.execute(
         _SELECT + "WHERE fleet_id = ? AND nudged_at IS NULL AND outcome IS NULL ORDER BY exec_id", (fleet_id,)
@@ -160,7 +157,7 @@ def in_flight(store: Store, fleet_id: int) -> list[dict]:
 def running_for(store: Store, fleet_id: int, member_id: int) -> dict | None:
     """The member's exec that was dispatched and has not ended (its previews hold
     meanwhile), or None; no read beyond the catalogue's when no exec was ever made."""
-    if not _has_table(store):
+    if not records.has_table(store, TABLE):
         return None
     row = store.execute(
         _SELECT + "WHERE fleet_id = ? AND member_id = ? AND nudged_at IS NULL AND outcome IS NULL "
@@ -173,7 +170,7 @@ def running_for(store: Store, fleet_id: int, member_id: int) -> dict | None:
 def nudges_due(store: Store, fleet_id: int, finished_before: str) -> list[dict]:
     """The fleet's execs that finished at or before ``finished_before`` and whose member
     was not nudged yet (:func:`mark_nudged` records one nudge, or that none is needed)."""
-    if not _has_table(store):
+    if not records.has_table(store, TABLE):
         return []
     rows = store.execute(
         _SELECT + "WHERE fleet_id = ? AND nudged_at IS NULL AND outcome = ? AND finished_at <= ? ORDER BY exec_id",

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cafleet import clock
+from cafleet.broker import records
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
@@ -37,14 +38,10 @@ KINDS = (
 HEADER = "[cafleet notice {kind} {subject}]"
 
 
-def _has_table(store: Store, recheck: bool = False) -> bool:
-    return bool(store.tables_present([TABLE], recheck))
-
-
 def open_episodes(store: Store, fleet_id: int) -> dict[tuple[str, str], dict]:
     """``{(kind, subject): {"message_id", "member_id", "digest"}}`` of the fleet's notices
     whose condition has not cleared."""
-    if not _has_table(store):
+    if not records.has_table(store, TABLE):
         return {}
     rows = store.execute(
         f"SELECT kind, subject, message_id, member_id, digest FROM {TABLE} WHERE fleet_id = ? AND cleared_at IS NULL",
@@ -128,24 +125,24 @@ def clear(store: Store, message_ids) -> None:
         )
 
 
-def annotate(store: Store, records: list[dict]) -> list[dict]:
+def annotate(store: Store, listed: list[dict]) -> list[dict]:
     """Add ``kind`` (the notice's kind) and ``notice`` (``{"subject", "member_id",
-    "dialog"}``) to the records among ``records`` that are notices; no read at all when
+    "dialog"}``) to the records among ``listed`` that are notices; no read at all when
     none is a self-send."""
-    selfs = [r["message_id"] for r in records if r["from_member_id"] == r["to_member_id"]]
+    selfs = [r["message_id"] for r in listed if r["from_member_id"] == r["to_member_id"]]
     # recheck: the open may have found no table moments before the keeper's first notice
     # created it, and a self-send just read may be that notice
-    if not selfs or not _has_table(store, recheck=True):
-        return records
+    if not selfs or not records.has_table(store, TABLE, recheck=True):
+        return listed
     rows = store.execute(
         f"SELECT message_id, kind, subject, member_id, digest FROM {TABLE} "
         f"WHERE message_id IN ({','.join('?' * len(selfs))})",
         tuple(selfs),
     ).fetchall()
     found = {r[0]: r[1:] for r in rows}
-    for record in records:
+    for record in listed:
         entry = found.get(record["message_id"])
         if entry is not None:
             record["kind"] = entry[0]
             record["notice"] = {"subject": entry[1], "member_id": entry[2], "dialog": entry[3]}
-    return records
+    return listed

@@ -78,6 +78,12 @@ def message(row) -> dict:
     return record
 
 
+def has_table(store: Store, name: str, recheck: bool = False) -> bool:
+    """Whether the auxiliary table ``name`` exists (the store's answer, which it may
+    remember: ``recheck`` asks again)."""
+    return bool(store.tables_present([name], recheck))
+
+
 def rows_by_member(store: Store, table: str, columns: tuple[str, ...], member_ids: list[int]) -> list[tuple]:
     """The rows (``columns``, ``member_id`` first) of the auxiliary ``table`` for those of
     ``member_ids`` that have one; none when the list is empty or the table is absent."""

@@ -13,6 +13,7 @@ UPDATE``, which both read alike; docs/storage.md "Differences, and where they li
 from __future__ import annotations
 
 from cafleet import clock
+from cafleet.broker import records
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
@@ -26,10 +27,6 @@ _UPSERT_SOURCE = (
     f"INSERT INTO {TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
     "ON CONFLICT (member_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
 )
-
-
-def has_table(store: Store, name: str = TABLE) -> bool:
-    return bool(store.tables_present([name]))
 
 
 def record_source(
@@ -220,7 +217,7 @@ def set_fleet_budget(store: Store, fleet_id: int, usd: float | None, tokens: int
     from cafleet.broker import fleets
 
     fleets.require_live(store, fleet_id)
-    if usd is None and tokens is None and not has_table(store, FLEET_TABLE):
+    if usd is None and tokens is None and not records.has_table(store, FLEET_TABLE):
         return  # nothing to clear
     store.create_auxiliary([FLEET_TABLE, TOTALS_TABLE])
     with store.write():
@@ -237,7 +234,7 @@ def set_fleet_budget(store: Store, fleet_id: int, usd: float | None, tokens: int
 
 def fleet_budget(store: Store, fleet_id: int) -> tuple | None:
     """``(usd, tokens)`` of the fleet's budget, or None."""
-    if not has_table(store, FLEET_TABLE):
+    if not records.has_table(store, FLEET_TABLE):
         return None
     row = store.execute(
         f"SELECT budget_usd, budget_tokens FROM {FLEET_TABLE} WHERE fleet_id = ?", (fleet_id,)
@@ -247,7 +244,7 @@ def fleet_budget(store: Store, fleet_id: int) -> tuple | None:
 
 def capped_members(store: Store, fleet_id: int) -> set[int]:
     """The active members of the fleet that have a budget of their own."""
-    if not has_table(store):
+    if not records.has_table(store, TABLE):
         return set()
     rows = store.execute(
         f"SELECT s.member_id FROM {TABLE} s JOIN members m ON m.member_id = s.member_id "

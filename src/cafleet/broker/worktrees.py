@@ -13,6 +13,7 @@ path is never given to another member (``path`` is UNIQUE).
 from __future__ import annotations
 
 from cafleet import clock
+from cafleet.broker import records
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
@@ -22,10 +23,6 @@ TABLE = "cafleet_aux_member_worktrees"
 FLEET_TABLE = "cafleet_aux_fleet_worktrees"
 COLUMNS = ("member_id", "repo", "path", "branch", "base", "base_commit", "status", "created_at", "removed_at", "host")
 ADDING, READY, KEPT, REMOVED = "adding", "ready", "kept", "removed"
-
-
-def has_table(store: Store, name: str = TABLE) -> bool:
-    return bool(store.tables_present([name]))
 
 
 def record(
@@ -76,7 +73,7 @@ def _row(row) -> dict:
 
 
 def get(store: Store, member_id: int) -> dict | None:
-    if not has_table(store):
+    if not records.has_table(store, TABLE):
         return None
     row = store.execute(f"SELECT {', '.join(COLUMNS)} FROM {TABLE} WHERE member_id = ?", (member_id,)).fetchone()
     return None if row is None else _row(row)
@@ -99,7 +96,7 @@ def in_fleet(store: Store, fleet_id: int) -> list[dict]:
 
 def outstanding(store: Store) -> list[dict]:
     """Every worktree not removed, with its member's status and fleet (for ``doctor``)."""
-    if not has_table(store):
+    if not records.has_table(store, TABLE):
         return []
     rows = store.execute(
         f"SELECT {', '.join('w.' + c for c in COLUMNS)}, m.status, m.fleet_id FROM {TABLE} w "
@@ -111,7 +108,7 @@ def outstanding(store: Store) -> list[dict]:
 
 def all_paths(store: Store) -> set[str]:
     """Every path a worktree of this machine (no host) ever had."""
-    if not has_table(store):
+    if not records.has_table(store, TABLE):
         return set()
     return {row[0] for row in store.execute(f"SELECT path FROM {TABLE} WHERE host IS NULL").fetchall()}
 
@@ -128,7 +125,7 @@ def set_fleet_default(store: Store, fleet_id: int, worktrees: bool) -> None:
 
 def fleet_default(store: Store, fleet_id: int) -> bool:
     """Whether the fleet's members get a worktree when ``member create`` does not say."""
-    if not has_table(store, FLEET_TABLE):
+    if not records.has_table(store, FLEET_TABLE):
         return False
     row = store.execute(f"SELECT worktrees FROM {FLEET_TABLE} WHERE fleet_id = ?", (fleet_id,)).fetchone()
     return bool(row and row[0])

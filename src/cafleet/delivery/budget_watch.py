@@ -22,10 +22,10 @@ class BudgetWatch:
         self.over: dict[int | None, bool] = {}  # member id, or None for the fleet
 
     def round(self, emit, event) -> None:
-        from cafleet.broker import usage as budgets
+        from cafleet.broker import records, usage as budgets
 
         try:
-            if self.reads and budgets.has_table(self.store):
+            if self.reads and records.has_table(self.store, budgets.TABLE):
                 from cafleet.delivery import usage
 
                 usage.refresh(self.store, self.fleet_id)

@@ -196,9 +196,9 @@ def delete_member(store: Store, settings: config.Settings, member_id: int, *, di
 
 
 def _release(store: Store, environ, member_id: int, discard: bool) -> dict | None:
-    from cafleet.broker import worktrees as worktree_records
+    from cafleet.broker import records, worktrees as worktree_records
 
-    if not worktree_records.has_table(store):
+    if not records.has_table(store, worktree_records.TABLE):
         return None
     from cafleet.delivery import worktrees
 
