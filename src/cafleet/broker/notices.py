@@ -21,6 +21,7 @@ from cafleet import clock
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.broker.records import MessageRecord
     from cafleet.store.protocol import Store
 
 TABLE = "cafleet_aux_notices"
@@ -128,7 +129,7 @@ def clear(store: Store, message_ids) -> None:
         )
 
 
-def annotate(store: Store, records: list[dict]) -> list[dict]:
+def annotate(store: Store, records: list[MessageRecord]) -> list[MessageRecord]:
     """Add ``kind`` (the notice's kind) and ``notice`` (``{"subject", "member_id",
     "dialog"}``) to the records among ``records`` that are notices; no read at all when
     none is a self-send."""

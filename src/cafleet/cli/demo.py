@@ -22,6 +22,10 @@ import time
 
 from cafleet.errors import CafleetError
 
+TYPE_CHECKING = False  # true for the type checker only
+if TYPE_CHECKING:
+    from cafleet.broker.records import AdminMessage
+
 TASKS = {
     "alice": "Count the open issues labelled 'bug' and report the number.",
     "bob": "Check that the release notes mention the new wait timeout.",
@@ -173,7 +177,7 @@ class _Demo:
                 time.sleep(0.2)
         return sorted(seen.values(), key=lambda r: r["message_id"])
 
-    def _timeline(self, fleet_id: int, director: int, member_ids: dict) -> list[dict]:
+    def _timeline(self, fleet_id: int, director: int, member_ids: dict) -> list[AdminMessage]:
         from cafleet.broker.timeline import fleet_timeline
         from cafleet.store.connection import open_store
 

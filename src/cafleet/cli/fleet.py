@@ -28,9 +28,8 @@ def create(ctx, name, coding_agent, worktrees):
         from cafleet.broker import worktrees as worktree_records
 
         worktree_records.set_fleet_default(ctx.store(), record["fleet_id"], True)
-        record["worktrees"] = True
     ctx.emit(
-        record,
+        dict(record, worktrees=True) if worktrees else record,
         lambda: (
             f"created fleet {record['fleet_id']} ({render.inline(name)}); "
             f"you are its Director, member {record['director_member_id']}"
@@ -78,7 +77,6 @@ def show(ctx, fleet_id):
 
     record = fleets.get_fleet(ctx.store(), fleet_id)
     keeper = keepers.status(ctx.store(), ctx.settings, fleet_id)
-    record["keeper"] = dict(keeper.as_dict(), enabled=keepers.enabled(ctx.settings))
 
     def text():
         lines = [
@@ -92,7 +90,7 @@ def show(ctx, fleet_id):
         lines.append(f"keeper: {keeper_text(keeper, ctx.settings)}")
         return "\n".join(lines)
 
-    ctx.emit(record, text)
+    ctx.emit(dict(record, keeper=dict(keeper.as_dict(), enabled=keepers.enabled(ctx.settings))), text)
 
 
 def delete(ctx, fleet_id, discard_worktree):

@@ -5,14 +5,20 @@ from __future__ import annotations
 from cafleet import render, validation
 from cafleet.broker import members
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.broker.records import MemberBrief
+
 
 def list_(ctx, fleet_id, state, idle_after):
-    records = members.roster(ctx.store(), fleet_id, detail=bool(state))
     if state:
         from cafleet.delivery import supervision
 
-        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(), idle_after, roster=records)
-        records = supervision.merge_states([members.brief(record) for record in records], states)
+        detailed = members.roster_detail(ctx.store(), fleet_id)
+        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(), idle_after, roster=detailed)
+        records = supervision.merge_states([members.brief(record) for record in detailed], states)
+    else:
+        records = members.roster(ctx.store(), fleet_id)
 
     spend = _spend_against_budget(ctx, fleet_id, records)
     trees = _worktrees(ctx, records)
@@ -44,7 +50,7 @@ def list_(ctx, fleet_id, state, idle_after):
     ctx.emit(records, text)
 
 
-def _worktrees(ctx, records) -> dict:
+def _worktrees(ctx, records: list[MemberBrief]) -> dict:
     """``{member_id: worktree}`` of the listed members that have one (and ``"worktree"``
     added to their records only: the roster record of a member without one is unchanged);
     one query, none on a database without the worktree table."""
@@ -59,7 +65,7 @@ def _worktrees(ctx, records) -> dict:
     return shown
 
 
-def _spend_against_budget(ctx, fleet_id, records) -> dict:
+def _spend_against_budget(ctx, fleet_id, records: list[MemberBrief]) -> dict:
     """``{member_id: "spend/budget"}`` for members with a budget (and ``"spend"`` and
     ``"budget"`` added to their records), from the stored totals; empty, at the cost of two
     small queries, when no member of the fleet has one (docs/usage.md)."""
