@@ -384,7 +384,7 @@ def test_member_and_fleet_commands_use_indexes(cli, env, database, recorded):
     assert cli("member", "show", str(ids["crew"][0]), environ=environ).code == 0
     assert [f["fleet_id"] for f in cli("fleet", "list", "--json", environ=environ).json()] == [ids["fleet"]]
     assert cli("fleet", "show", str(ids["old_fleet"]), environ=environ).code == 0
-    assert {"roster", "get_fleet", "_activity_walk", "_row", "list_fleets"} <= callers(recorded)
+    assert {"_roster_rows", "get_fleet", "_activity_walk", "_row", "list_fleets"} <= callers(recorded)
     walked_on = [sql for caller, sql, _ in recorded.statements if caller == "_activity_walk" and "UNION ALL" in sql]
     assert walked_on, "the roster's walk took a step past the first for several members at once"
     assert plan_problems(path, recorded.statements) == []
@@ -413,7 +413,7 @@ def test_watch_and_webui_reads_use_indexes(env, database, recorded):
     assert {
         "pending_after",
         "stale_notifications",
-        "roster",
+        "_roster_rows",
         "_activity_walk",
         "fleet_timeline",
         "fleet_messages_after",

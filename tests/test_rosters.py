@@ -50,7 +50,7 @@ def test_member_list_with_states_reads_the_roster_once(cli, crew, readers):
         "state",
         "state_detail",
     }
-    assert readers.count("roster") == 1
+    assert readers.count("_roster_rows") == 1  # the one read of the roster (members.roster, roster_detail)
     assert "_row" not in readers  # no member read again one by one
 
 
@@ -68,7 +68,7 @@ def test_webui_fleet_view_reads_the_roster_once(store, crew, readers):
     view = api.fleet_view_with_states(store, fleet_id)
     assert [m["member_id"] for m in view["members"]] == [director, *members]
     assert [m["state"] for m in view["members"]] == ["director"] + ["pending"] * 3
-    assert readers.count("roster") == 1
+    assert readers.count("_roster_rows") == 1  # the one read of the roster (members.roster, roster_detail)
     assert "_row" not in readers
 
 

@@ -16,6 +16,11 @@ something else not printable (a format character, a non-ASCII space) consults
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
 ELLIPSIS = "…"
 
 # Control characters other than newline and tab become visible escapes in text output.
@@ -76,26 +81,26 @@ def inline(value) -> str:
     return "-" if value is None else _escaped(str(value), _INLINE_SAFE, "")
 
 
-def message_header(record: dict) -> str:
+def message_header(record: Mapping[str, Any]) -> str:
     return f"[msg {record['message_id']} | from:{record['from_member_id']} | {record['status_timestamp']}]"
 
 
-def message_text(record: dict, max_len: int) -> str:
+def message_text(record: Mapping[str, Any], max_len: int) -> str:
     """Header line plus the truncated body, as poll/show/ack print a message."""
     return message_header(record) + "\n" + display_safe(truncate(record["text"], max_len))
 
 
-def message_line(record: dict, max_len: int) -> str:
+def message_line(record: Mapping[str, Any], max_len: int) -> str:
     """One line per message (listen): newlines in the body shown as ⏎."""
     body = truncate(record["text"], max_len).replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎")
     return message_header(record) + " " + display_safe(body)
 
 
-def messages_text(records: list[dict], max_len: int) -> str:
+def messages_text(records: Sequence[Mapping[str, Any]], max_len: int) -> str:
     return "\n\n".join(message_text(record, max_len) for record in records)
 
 
-def table(rows: list[list[str]], headers: list[str]) -> str:
+def table(rows: Sequence[Sequence[object]], headers: list[str]) -> str:
     """A plain left-aligned table; the last column is not padded. Every cell is shown
     through :func:`inline`, so a stored value can neither drive the terminal nor break a row."""
     cells = [headers, *([inline(value) for value in row] for row in rows)]

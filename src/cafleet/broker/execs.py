@@ -29,6 +29,7 @@ from cafleet.errors import Conflict, NotFound, UsageError
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.broker.records import MemberDetail
     from cafleet.store.protocol import Store
 
 TABLE = "cafleet_aux_execs"
@@ -113,16 +114,16 @@ def create(store: Store, member_id: int, command: str) -> dict:
     with store.write():
         member = members.get_member(store, member_id)  # again, in the transaction
         _check_target(member, member_id)
-        fleet = fleets.require_live(store, member["fleet_id"])
+        director_id = fleets.require_live(store, member["fleet_id"])
         exec_id = store.insert(
             f"INSERT INTO {TABLE} (fleet_id, member_id, director_id, command, created_at) VALUES (?, ?, ?, ?, ?)",
-            (member["fleet_id"], member_id, fleet["director_member_id"], command, clock.now()),
+            (member["fleet_id"], member_id, director_id, command, clock.now()),
             "exec_id",
         )
     return get(store, exec_id)
 
 
-def _check_target(member: dict, member_id: int) -> None:
+def _check_target(member: MemberDetail, member_id: int) -> None:
     if member["status"] != "active":
         raise Conflict(f"member {member_id} is deregistered; it has no pane to run a command in.")
     if member["kind"] == "director":

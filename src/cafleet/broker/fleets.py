@@ -9,6 +9,7 @@ from cafleet.errors import Conflict, NotFound
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.broker.records import FleetDeletion, FleetRecord, FleetSummary, MemberPlacement, NewFleet
     from cafleet.store.protocol import Store
 
 DIRECTOR_NAME = "Director"
@@ -25,7 +26,9 @@ _FLEET_COLUMNS = (
 )
 
 
-def _fleet_record(store: Store, row) -> dict:
+def _fleet_summary(store: Store, row) -> FleetSummary:
+    """A row of _FLEET_COLUMNS as a fleet record without ``deleted_at`` (which a live
+    fleet's listing has no use for); a member with an unknown status refuses it."""
     if row[6] is not None:
         records.unknown_member_status(store, row[6])
     return {
@@ -34,7 +37,6 @@ def _fleet_record(store: Store, row) -> dict:
         "director_member_id": row[2],
         "active_members": row[3],
         "created_at": row[4],
-        "deleted_at": row[5],
     }
 
 
@@ -48,7 +50,7 @@ def create_fleet(
     window_id: str,
     pane_id: str,
     identity: str | None = None,
-) -> dict:
+) -> NewFleet:
     """Insert fleet, Director, the Director's placement and the back-filled reference in one commit.
 
     First, in a transaction of its own, cafleet's auxiliary pending index when the file
@@ -125,16 +127,11 @@ def insert_member(store: Store, fleet_id: int, name: str, description: str, now:
     return member_id
 
 
-def list_fleets(store: Store) -> list[dict]:
+def list_fleets(store: Store) -> list[FleetSummary]:
     rows = store.execute(
         f"SELECT {_FLEET_COLUMNS} FROM fleets f WHERE f.deleted_at IS NULL ORDER BY f.fleet_id"
     ).fetchall()
-    result = []
-    for row in rows:
-        record = _fleet_record(store, row)
-        del record["deleted_at"]
-        result.append(record)
-    return result
+    return [_fleet_summary(store, row) for row in rows]
 
 
 # What check_director needs of the Director, as columns a query can join in
@@ -146,32 +143,31 @@ DIRECTOR_JOINS = (
 )
 
 
-def get_fleet(store: Store, fleet_id: int) -> dict:
+def get_fleet(store: Store, fleet_id: int) -> FleetRecord:
     """One fleet, soft-deleted included."""
     row = store.execute(f"SELECT {_FLEET_COLUMNS} FROM fleets f WHERE f.fleet_id = ?", (fleet_id,)).fetchone()
     if row is None:
         raise NotFound(f"fleet {fleet_id} not found.", LIST_HINT)
-    return _fleet_record(store, row)
+    return {**_fleet_summary(store, row), "deleted_at": row[5]}
 
 
-def require_live(store: Store, fleet_id: int) -> dict:
-    """The fleet if it is live: not deleted, and its Director is an active member of it
-    with a placement (the seed's definition). Conflict otherwise. One statement: the
-    Director is joined in."""
+def require_live(store: Store, fleet_id: int) -> int:
+    """The fleet's Director (its member id) if the fleet is live: not deleted, and its
+    Director is an active member of it with a placement (the seed's definition). Conflict
+    otherwise. One statement: the Director is joined in."""
     row = store.execute(
         f"SELECT {_FLEET_COLUMNS}, {DIRECTOR_COLUMNS} FROM fleets f {DIRECTOR_JOINS}WHERE f.fleet_id = ?", (fleet_id,)
     ).fetchone()
     if row is None:
         raise NotFound(f"fleet {fleet_id} not found.", LIST_HINT)
-    fleet = _fleet_record(store, row[:7])
-    if fleet["deleted_at"] is not None:
-        raise Conflict(f"fleet {fleet_id} was deleted at {fleet['deleted_at']}; create a new fleet.")
-    refuse_unless_directed(fleet_id, fleet["director_member_id"], row[7:])
-    return fleet
+    fleet = _fleet_summary(store, row)  # as get_fleet, a member status this version does not know is refused
+    if row[5] is not None:
+        raise Conflict(f"fleet {fleet_id} was deleted at {row[5]}; create a new fleet.")
+    return refuse_unless_directed(fleet_id, fleet["director_member_id"], row[7:])
 
 
-def check_director(store: Store, fleet_id: int, director_id: int | None) -> None:
-    """Conflict unless ``director_id`` is an active member of the fleet with a placement."""
+def check_director(store: Store, fleet_id: int, director_id: int | None) -> int:
+    """``director_id``, if it is an active member of the fleet with a placement; Conflict otherwise."""
     row = None
     if director_id is not None:
         row = store.execute(
@@ -179,13 +175,12 @@ def check_director(store: Store, fleet_id: int, director_id: int | None) -> None
             "LEFT JOIN member_placements p ON p.member_id = m.member_id WHERE m.member_id = ?",
             (director_id,),
         ).fetchone()
-    refuse_unless_directed(fleet_id, director_id, row)
+    return refuse_unless_directed(fleet_id, director_id, row)
 
 
-def refuse_unless_directed(fleet_id: int, director_id: int | None, row) -> None:
+def refuse_unless_directed(fleet_id: int, director_id: int | None, row) -> int:
     """:func:`check_director` on a row already read (``DIRECTOR_COLUMNS``; None, or a row of
     NULLs from a join, when the member does not exist)."""
-    reason = None
     if director_id is None:
         reason = "it has no Director"
     elif row is None or row[0] != fleet_id:
@@ -194,14 +189,15 @@ def refuse_unless_directed(fleet_id: int, director_id: int | None, row) -> None:
         reason = f"its Director, member {director_id}, is deregistered"
     elif row[2] is None:
         reason = f"its Director, member {director_id}, has no placement"
-    if reason is not None:
-        raise Conflict(
-            f"fleet {fleet_id} is not live: {reason}; it accepts no messages or members.",
-            f"`cafleet fleet delete {fleet_id}` retires it.",
-        )
+    else:
+        return director_id
+    raise Conflict(
+        f"fleet {fleet_id} is not live: {reason}; it accepts no messages or members.",
+        f"`cafleet fleet delete {fleet_id}` retires it.",
+    )
 
 
-def fleet_placements(store: Store, fleet_id: int) -> list[dict]:
+def fleet_placements(store: Store, fleet_id: int) -> list[MemberPlacement]:
     """Placements of the fleet's active members other than the root Director (for closing panes)."""
     rows = store.execute(
         "SELECT p.member_id, p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, p.created_at, "
@@ -214,15 +210,26 @@ def fleet_placements(store: Store, fleet_id: int) -> list[dict]:
     ).fetchall()
     from cafleet.broker.records import decode_pane
 
-    keys = ("member_id", "backend", "session", "window_id", "pane_id", "coding_agent", "created_at", "status")
-    placements = [dict(zip(keys, row)) for row in rows]
-    for placement in placements:
-        records.member_status(placement["member_id"], placement.pop("status"))
-        placement["pane_id"], placement["identity"] = decode_pane(placement["pane_id"])
+    placements: list[MemberPlacement] = []
+    for member_id, backend, session, window_id, stored_pane, coding_agent, created_at, status in rows:
+        records.member_status(member_id, status)
+        pane_id, identity = decode_pane(stored_pane)
+        placements.append(
+            {
+                "member_id": member_id,
+                "backend": backend,
+                "session": session,
+                "window_id": window_id,
+                "pane_id": pane_id,
+                "coding_agent": coding_agent,
+                "created_at": created_at,
+                "identity": identity,
+            }
+        )
     return placements
 
 
-def delete_fleet(store: Store, fleet_id: int, closing: list | None = None) -> dict:
+def delete_fleet(store: Store, fleet_id: int, closing: list[MemberPlacement] | None = None) -> FleetDeletion:
     """Soft delete: stamp deleted_at, deregister every active member, drop their placements.
 
     Messages are kept. Idempotent: deleting a deleted fleet deregisters nobody. A member

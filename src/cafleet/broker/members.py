@@ -10,66 +10,56 @@ from cafleet.errors import Conflict, NotFound
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.broker.records import MemberBrief, MemberDetail
     from cafleet.store.protocol import Store
 
+# A member's row: first what its roster record reads (_brief), then the rest of its
+# detail record (_detail).
 _MEMBER_SQL = (
-    "SELECT m.member_id, m.fleet_id, m.name, m.description, m.status, m.registered_at, m.deregistered_at, "
-    "f.director_member_id, f.deleted_at, "
-    "p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, p.created_at "
+    "SELECT m.member_id, m.name, m.status, f.director_member_id, p.backend, p.mux_pane_id, p.coding_agent, "
+    "m.fleet_id, m.description, m.registered_at, m.deregistered_at, p.mux_session, p.mux_window_id, p.created_at "
     "FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
     "LEFT JOIN member_placements p ON p.member_id = m.member_id "
 )
 
 
-def _decode(row, detail: bool, last: str | None) -> dict:
-    (
-        member_id,
-        fleet_id,
-        name,
-        description,
-        status,
-        registered_at,
-        deregistered_at,
-        director_id,
-        _fleet_deleted_at,
-        backend,
-        session,
-        window_id,
-        stored_pane,
-        coding_agent,
-        placed_at,
-    ) = row
-    pane_id, identity = decode_pane(stored_pane)
-    record = {
+def _brief(row, last: str | None) -> MemberBrief:
+    member_id, name, status, director_id, backend, stored_pane, coding_agent = row[:7]
+    return {
         "member_id": member_id,
         "name": name,
         "kind": "director" if director_id == member_id else "member",
         "status": records.member_status(member_id, status),
         "backend": backend,
         "coding_agent": coding_agent,
-        "pane_id": pane_id,
+        "pane_id": decode_pane(stored_pane)[0],
         "last_activity_at": last,
         "idle_seconds": clock.idle_seconds(last),
     }
-    if detail:
-        record.update(
-            description=description,
-            registered_at=registered_at,
-            deregistered_at=deregistered_at,
-            fleet_id=fleet_id,
-            placement=None
-            if backend is None
-            else {
-                "backend": backend,
-                "session": session,
-                "window_id": window_id,
-                "pane_id": pane_id,
-                "identity": identity,
-                "coding_agent": coding_agent,
-                "created_at": placed_at,
-            },
-        )
-    return record
+
+
+def _detail(row, last: str | None) -> MemberDetail:
+    backend, stored_pane, coding_agent = row[4:7]
+    fleet_id, description, registered_at, deregistered_at, session, window_id, placed_at = row[7:]
+    pane_id, identity = decode_pane(stored_pane)
+    return {
+        **_brief(row, last),
+        "description": description,
+        "registered_at": registered_at,
+        "deregistered_at": deregistered_at,
+        "fleet_id": fleet_id,
+        "placement": None
+        if backend is None
+        else {
+            "backend": backend,
+            "session": session,
+            "window_id": window_id,
+            "pane_id": pane_id,
+            "identity": identity,
+            "coding_agent": coding_agent,
+            "created_at": placed_at,
+        },
+    }
 
 
 def _row(store: Store, member_id: int):
@@ -79,33 +69,51 @@ def _row(store: Store, member_id: int):
     return row
 
 
-def get_member(store: Store, member_id: int) -> dict:
+def get_member(store: Store, member_id: int) -> MemberDetail:
     """Detail view of one member, deregistered included."""
-    return _decode(_row(store, member_id), True, activity.last_activity(store, member_id))
+    return _detail(_row(store, member_id), activity.last_activity(store, member_id))
 
 
-def roster(store: Store, fleet_id: int, *, detail: bool = False) -> list[dict]:
-    """Active members of a live fleet, Director first, then by id.
+def _roster_rows(store: Store, fleet_id: int) -> tuple[list, dict[int, str | None]]:
+    """The rows of a live fleet's members that are not deregistered, by id, and each one's
+    last activity (one walk for the whole roster).
 
     Rows with a status this version does not know are read too, so that decoding refuses
-    them instead of the roster leaving them out in silence. ``detail=True`` gives each
-    member's detail record (as :func:`get_member`) from the same single read, for callers
-    that inspect panes; :func:`brief` turns one back into the roster record.
-    """
+    them instead of the roster leaving them out in silence."""
     fleets.require_live(store, fleet_id)
     rows = store.execute(
         _MEMBER_SQL + f"WHERE m.fleet_id = ? AND m.{records.NOT_DEREGISTERED} ORDER BY m.member_id", (fleet_id,)
     ).fetchall()
-    last = activity.last_activities(store, [row[0] for row in rows])  # one walk for the whole roster
-    return [_decode(row, detail, last[row[0]]) for row in rows]
+    return rows, activity.last_activities(store, [row[0] for row in rows])
 
 
-_DETAIL_ONLY = ("description", "registered_at", "deregistered_at", "fleet_id", "placement")
+def roster(store: Store, fleet_id: int) -> list[MemberBrief]:
+    """Active members of a live fleet, Director first, then by id: their roster records."""
+    rows, last = _roster_rows(store, fleet_id)
+    return [_brief(row, last[row[0]]) for row in rows]
 
 
-def brief(record: dict) -> dict:
-    """The roster record of a detail record (the same keys as ``roster(detail=False)``)."""
-    return {key: value for key, value in record.items() if key not in _DETAIL_ONLY}
+def roster_detail(store: Store, fleet_id: int) -> list[MemberDetail]:
+    """The same members as :func:`roster`, each one's detail record (as :func:`get_member`)
+    from the same single read, for callers that inspect panes; :func:`brief` turns one
+    back into the roster record."""
+    rows, last = _roster_rows(store, fleet_id)
+    return [_detail(row, last[row[0]]) for row in rows]
+
+
+def brief(record: MemberDetail) -> MemberBrief:
+    """The roster record of a detail record (the same keys as :func:`roster`'s)."""
+    return {
+        "member_id": record["member_id"],
+        "name": record["name"],
+        "kind": record["kind"],
+        "status": record["status"],
+        "backend": record["backend"],
+        "coding_agent": record["coding_agent"],
+        "pane_id": record["pane_id"],
+        "last_activity_at": record["last_activity_at"],
+        "idle_seconds": record["idle_seconds"],
+    }
 
 
 def register_member(
@@ -153,7 +161,7 @@ def set_pane_id(
         raise Conflict(f"member {member_id} is no longer active; its pane was not recorded.")
 
 
-def check_deletable(store: Store, member_id: int) -> dict:
+def check_deletable(store: Store, member_id: int) -> MemberDetail:
     """The member's detail, refusing the root Director and inactive members."""
     member = get_member(store, member_id)
     if member["kind"] == "director":

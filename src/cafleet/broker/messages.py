@@ -17,6 +17,9 @@ from cafleet.errors import CafleetError, Conflict, NotFound
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from cafleet.broker.records import BroadcastResult, MessageRecord, SendFailure
     from cafleet.store.protocol import Store
 
 _SELECT = f"SELECT {records.MESSAGE_COLUMNS} FROM messages "
@@ -53,7 +56,7 @@ def _sender_and_recipient(store: Store, from_id: int, to_id: int) -> int:
     return fleet_id
 
 
-def send(store: Store, from_id: int, to_id: int, text: str) -> dict:
+def send(store: Store, from_id: int, to_id: int, text: str) -> MessageRecord:
     """Persist one message with the exact body and return its public record.
 
     A self-send is stamped notified on insert: it produces no pane input and stays
@@ -104,7 +107,13 @@ def broadcast_recipients(store: Store, director_id: int) -> list[int]:
     return [member_id for member_id, status in rows if records.member_status(member_id, status)]
 
 
-def broadcast(store: Store, director_id: int, text: str, refuse=None, each=None) -> dict:
+def broadcast(
+    store: Store,
+    director_id: int,
+    text: str,
+    refuse: Callable[[int], str | None] | None = None,
+    each: Callable[[MessageRecord | SendFailure], None] | None = None,
+) -> BroadcastResult:
     """Fan-out: one ordinary message per recipient, each inserted and committed in a
     transaction of its own, so one recipient's failure (a constraint of the database, a
     busy file) leaves every other row as it is and is reported for that recipient alone.
@@ -113,24 +122,26 @@ def broadcast(store: Store, director_id: int, text: str, refuse=None, each=None)
     ``each(entry)``: called as each recipient is done, with its message record or its
     ``{"to_member_id", "error"}`` failure, so a caller can print every committed id at once."""
     validate_text(text)
-    sent, failed = [], []
+    sent: list[MessageRecord] = []
+    failed: list[SendFailure] = []
     for to_id in broadcast_recipients(store, director_id):
         why = refuse(to_id) if refuse is not None else None
-        entry: dict | None = None
         if not why:
             try:
-                entry = send(store, director_id, to_id, text)
+                record = send(store, director_id, to_id, text)
             except CafleetError as error:
                 why = str(error)
             except Exception as error:  # noqa: BLE001 -- a bug met by one row must not hide the rows committed before it
                 why = f"internal error ({type(error).__name__}: {error}); rerun with CAFLEET_DEBUG=1 and report it"
-        if entry is None:
-            entry = {"to_member_id": to_id, "error": why}
-            failed.append(entry)
-        else:
-            sent.append(entry)
+            else:
+                sent.append(record)
+                if each is not None:
+                    each(record)
+                continue
+        failure: SendFailure = {"to_member_id": to_id, "error": why}
+        failed.append(failure)
         if each is not None:
-            each(entry)
+            each(failure)
     return {"sent": sent, "failed": failed}
 
 
@@ -139,7 +150,7 @@ def require_member(store: Store, member_id: int) -> None:
         raise NotFound(f"member {member_id} not found.")
 
 
-def poll(store: Store, member_id: int) -> list[dict]:
+def poll(store: Store, member_id: int) -> list[MessageRecord]:
     """Unacknowledged incoming messages, newest status_timestamp first, then highest id.
 
     "Unacknowledged" is "not completed", so a row whose state this version does not know
@@ -158,7 +169,7 @@ def poll(store: Store, member_id: int) -> list[dict]:
     return _with_notices(store, [records.message(row) for row in rows])
 
 
-def _with_notices(store: Store, found: list[dict]) -> list[dict]:
+def _with_notices(store: Store, found: list[MessageRecord]) -> list[MessageRecord]:
     """The records, with the notices among them marked (``kind``: :mod:`cafleet.broker.notices`);
     nothing more is read unless one of them is a self-send."""
     if any(r["from_member_id"] == r["to_member_id"] for r in found):
@@ -168,14 +179,14 @@ def _with_notices(store: Store, found: list[dict]) -> list[dict]:
     return found
 
 
-def show(store: Store, message_id: int) -> dict:
+def show(store: Store, message_id: int) -> MessageRecord:
     row = store.execute(_SELECT + "WHERE message_id = ?", (message_id,)).fetchone()
     if row is None:
         raise NotFound(f"message {message_id} not found.")
     return _with_notices(store, [records.message(row)])[0]
 
 
-def ack(store: Store, message_id: int) -> dict:
+def ack(store: Store, message_id: int) -> MessageRecord:
     """input_required → completed, stamping status_timestamp; a second ACK is refused."""
     with store.write():
         now = clock.now()
@@ -220,7 +231,7 @@ _STANDING_AND_INBOX = (
 )
 
 
-def standing_and_inbox(store: Store, member_id: int) -> tuple[str, int, list[dict]]:
+def standing_and_inbox(store: Store, member_id: int) -> tuple[str, int, list[MessageRecord]]:
     """:func:`member_standing` and :func:`poll` in one statement (``message wait``'s read
     after each wake-up: one round trip on PostgreSQL, not two): the member's standing, its
     fleet and its unacknowledged messages, in poll's order. NotFound for no such member."""
@@ -233,7 +244,7 @@ def standing_and_inbox(store: Store, member_id: int) -> tuple[str, int, list[dic
     return state, fleet_id, _with_notices(store, found)
 
 
-def pending_after(store: Store, member_id: int, after_id: int) -> list[dict]:
+def pending_after(store: Store, member_id: int, after_id: int) -> list[MessageRecord]:
     """Unacknowledged incoming messages with id > after_id, oldest first (for listen)."""
     rows = store.execute(
         _SELECT + f"WHERE to_member_id = ? AND {records.UNACKED} AND message_id > ? ORDER BY created_at, message_id",

@@ -22,6 +22,7 @@ from cafleet.broker import records
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.broker.records import MessageRecord
     from cafleet.store.protocol import Store
 
 TABLE = "cafleet_aux_notices"
@@ -125,7 +126,7 @@ def clear(store: Store, message_ids) -> None:
         )
 
 
-def annotate(store: Store, listed: list[dict]) -> list[dict]:
+def annotate(store: Store, listed: list[MessageRecord]) -> list[MessageRecord]:
     """Add ``kind`` (the notice's kind) and ``notice`` (``{"subject", "member_id",
     "dialog"}``) to the records among ``listed`` that are notices; no read at all when
     none is a self-send."""

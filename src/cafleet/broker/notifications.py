@@ -26,6 +26,7 @@ from cafleet.broker.records import NOT_ROOT_DIRECTOR
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.broker.records import NotificationTarget
     from cafleet.store.protocol import Store
 
 # The tables the eligibility rule reads, in the order SQLite must loop over them.
@@ -53,7 +54,7 @@ def owed(alias: str) -> str:
 OWED = owed("msg")
 
 
-def notification_target(store: Store, member_id: int) -> dict | None:
+def notification_target(store: Store, member_id: int) -> NotificationTarget | None:
     """The recipient's concrete placement if it is eligible (:data:`ELIGIBLE`); None otherwise."""
     row = store.execute(
         "SELECT p.backend, p.mux_session, p.mux_window_id, p.mux_pane_id, p.coding_agent, m.fleet_id, p.created_at "
@@ -62,12 +63,20 @@ def notification_target(store: Store, member_id: int) -> dict | None:
     ).fetchone()
     if row is None:
         return None
-    from cafleet.broker.records import decode_pane
+    from cafleet.broker.records import decode_concrete_pane
 
-    keys = ("backend", "session", "window_id", "pane_id", "coding_agent", "fleet_id", "created_at")
-    target = dict(zip(keys, row))
-    target["pane_id"], target["identity"] = decode_pane(target["pane_id"])
-    return target
+    backend, session, window_id, stored_pane, coding_agent, fleet_id, created_at = row
+    pane_id, identity = decode_concrete_pane(stored_pane)  # ELIGIBLE: the pane id is not NULL
+    return {
+        "backend": backend,
+        "session": session,
+        "window_id": window_id,
+        "pane_id": pane_id,
+        "coding_agent": coding_agent,
+        "fleet_id": fleet_id,
+        "created_at": created_at,
+        "identity": identity,
+    }
 
 
 def next_pending_notification(store: Store, member_id: int, attempted) -> dict | None:

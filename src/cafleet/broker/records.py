@@ -1,4 +1,11 @@
-"""Row decoding shared by the broker modules: stored enums are checked, never trusted."""
+"""Row decoding shared by the broker modules: stored enums are checked, never trusted.
+
+The records the broker returns are plain dicts at run time (the JSON a command prints is
+one of them, key for key, in their order); their shapes are declared here once, as
+``TypedDict`` classes the type checker holds every builder and reader to. They exist for
+the type checker only (``TYPE_CHECKING``): ``typing`` stays off the hot path, so a module
+names them in annotations alone, importing them under its own ``TYPE_CHECKING``.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,137 @@ from cafleet.errors import CorruptRow, NotFound
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from typing import Any, Literal, NotRequired, TypedDict
+
     from cafleet.store.protocol import Store
+
+    MemberStatus = Literal["active", "deregistered"]  # MEMBER_STATUSES
+    MessageState = Literal["input_required", "completed"]  # MESSAGE_STATES
+
+    class FleetSummary(TypedDict):
+        """A live fleet as ``fleet list`` gives it (``fleets.list_fleets``)."""
+
+        fleet_id: int
+        name: str | None
+        director_member_id: int | None  # None only while the fleet is being bootstrapped
+        active_members: int
+        created_at: str
+
+    class FleetRecord(FleetSummary):
+        """One fleet, deleted ones too (``fleets.get_fleet``, ``fleet show``)."""
+
+        deleted_at: str | None
+
+    class NewFleet(TypedDict):
+        """What ``fleets.create_fleet`` made (``fleet create``)."""
+
+        fleet_id: int
+        name: str
+        director_member_id: int
+        created_at: str
+
+    class FleetDeletion(TypedDict):
+        """What ``fleets.delete_fleet`` did."""
+
+        fleet_id: int
+        deregistered_count: int
+
+    class PlacementRecord(TypedDict):
+        """Where a member's agent runs (``member_placements``), the pane id decoded
+        (:func:`decode_pane`): a member detail's ``placement``."""
+
+        backend: str
+        session: str
+        window_id: str
+        pane_id: str | None  # None while the pane is being created
+        identity: str | None  # the pane's identity, None when unknown
+        coding_agent: str
+        created_at: str
+
+    class MemberPlacement(PlacementRecord):
+        """A placement with its member (``fleets.fleet_placements``: the panes to close)."""
+
+        member_id: int
+
+    class NotificationTarget(TypedDict):
+        """An eligible recipient's placement, its pane concrete, and its fleet
+        (``notifications.notification_target``)."""
+
+        backend: str
+        session: str
+        window_id: str
+        pane_id: str
+        coding_agent: str
+        fleet_id: int
+        created_at: str
+        identity: str | None
+
+    class MemberBrief(TypedDict):
+        """A roster record (``members.roster``, ``member list``, the WebUI's roster)."""
+
+        member_id: int
+        name: str
+        kind: Literal["director", "member"]
+        status: MemberStatus
+        backend: str | None  # the placement's, None without one (as the two below)
+        coding_agent: str | None
+        pane_id: str | None
+        last_activity_at: str | None
+        idle_seconds: int | None
+        # Added by the callers that show them, and only where they apply:
+        state: NotRequired[str]  # state and state_detail: supervision.merge_states
+        state_detail: NotRequired[str]
+        worktree: NotRequired[dict[str, Any] | None]  # worktrees.public: member list and show
+        spend: NotRequired[dict[str, Any]]  # spend ({"usd", "tokens"}) and budget: member list,
+        budget: NotRequired[dict[str, Any] | None]  # for a member with a budget
+
+    class MemberDetail(MemberBrief):
+        """One member's detail record (``members.get_member``, ``roster_detail``,
+        ``member show``): the roster record and these."""
+
+        description: str
+        registered_at: str
+        deregistered_at: str | None
+        fleet_id: int
+        placement: PlacementRecord | None
+
+    class NoticeRef(TypedDict):
+        """What a notice is about (``notices.annotate``)."""
+
+        subject: str
+        member_id: int | None
+        dialog: str | None
+
+    class MessageRecord(TypedDict):
+        """The public message record (:func:`message`; send, poll, show, ack, wait, listen)."""
+
+        message_id: int
+        from_member_id: int
+        to_member_id: int
+        created_at: str
+        status_state: MessageState
+        status_timestamp: str
+        text: str
+        kind: NotRequired[str]  # and notice: a notice's (notices.annotate)
+        notice: NotRequired[NoticeRef]
+
+    class AdminMessage(MessageRecord):
+        """A message as the WebUI's timeline shows it (``timeline``): whether a preview was typed."""
+
+        notified: bool
+
+    class SendFailure(TypedDict):
+        """A broadcast's recipient that got no message, and why (``messages.broadcast``)."""
+
+        to_member_id: int
+        error: str
+
+    class BroadcastResult(TypedDict):
+        """What ``messages.broadcast`` sent and to whom it could not (``message broadcast``)."""
+
+        sent: list[MessageRecord]
+        failed: list[SendFailure]
+
 
 MEMBER_STATUSES = ("active", "deregistered")
 MESSAGE_STATES = ("input_required", "completed")
@@ -40,10 +177,13 @@ def encode_pane(pane_id: str | None, identity: str | None) -> str | None:
 
 
 def decode_pane(value: str | None) -> tuple[str | None, str | None]:
-    """(pane id, identity or None) from a ``mux_pane_id`` column value (None stays None);
-    a value without a space is a placement recorded before identities existed."""
-    if value is None:
-        return None, None
+    """(pane id, identity or None) from a ``mux_pane_id`` column value (None stays None)."""
+    return (None, None) if value is None else decode_concrete_pane(value)
+
+
+def decode_concrete_pane(value: str) -> tuple[str, str | None]:
+    """(pane id, identity or None) from a ``mux_pane_id`` value that is not NULL; a value
+    without a space is a placement recorded before identities existed."""
     pane_id, _, identity = value.partition(" ")
     return pane_id, identity or None
 
@@ -52,7 +192,7 @@ MESSAGE_COLUMNS = "message_id, from_member_id, to_member_id, created_at, status_
 MESSAGE_KEYS = tuple(MESSAGE_COLUMNS.split(", "))
 
 
-def member_status(member_id: int, value) -> str:
+def member_status(member_id: int, value) -> MemberStatus:
     if value not in MEMBER_STATUSES:
         raise CorruptRow(
             f"member {member_id} has an unknown status {value!r} in the database "
@@ -67,15 +207,23 @@ def unknown_member_status(store: Store, member_id: int) -> None:
     member_status(member_id, None if row is None else row[0])
 
 
-def message(row) -> dict:
-    """The public message record (never includes notified_at)."""
-    record = dict(zip(MESSAGE_KEYS, row))
-    if record["status_state"] not in MESSAGE_STATES:
+def message(row) -> MessageRecord:
+    """The public message record (never includes notified_at), from a row of MESSAGE_COLUMNS."""
+    message_id, from_member_id, to_member_id, created_at, status_state, status_timestamp, text = row
+    if status_state not in MESSAGE_STATES:
         raise CorruptRow(
-            f"message {record['message_id']} has an unknown status_state {record['status_state']!r} in the database "
+            f"message {message_id} has an unknown status_state {status_state!r} in the database "
             f"(expected {' or '.join(MESSAGE_STATES)}); repair the row or use a newer cafleet."
         )
-    return record
+    return {
+        "message_id": message_id,
+        "from_member_id": from_member_id,
+        "to_member_id": to_member_id,
+        "created_at": created_at,
+        "status_state": status_state,
+        "status_timestamp": status_timestamp,
+        "text": text,
+    }
 
 
 def has_table(store: Store, name: str, recheck: bool = False) -> bool:

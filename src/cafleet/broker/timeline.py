@@ -13,6 +13,7 @@ from cafleet.broker import records
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.broker.records import AdminMessage
     from cafleet.store.protocol import Store
 
 # The member column that places a message in a fleet.
@@ -23,14 +24,12 @@ _ADMIN_COLUMNS = f"{', '.join('msg.' + c for c in records.MESSAGE_KEYS)}, msg.no
 _ADMIN_SELECT = f"SELECT {_ADMIN_COLUMNS} FROM messages msg "
 
 
-def _admin_record(row) -> dict:
+def _admin_record(row) -> AdminMessage:
     """The public message record plus ``notified`` (an admin view, never the public one)."""
-    record = records.message(row[:-1])
-    record["notified"] = bool(row[-1])
-    return record
+    return {**records.message(row[:-1]), "notified": bool(row[-1])}
 
 
-def fleet_timeline(store: Store, fleet_id: int, *, limit: int = 50, before_id: int | None = None) -> list[dict]:
+def fleet_timeline(store: Store, fleet_id: int, *, limit: int = 50, before_id: int | None = None) -> list[AdminMessage]:
     """A fleet's messages, newest first, paged by message id.
 
     CROSS JOIN makes the fleet's members the outer loop, and the unary ``+`` keeps the page
@@ -46,7 +45,7 @@ def fleet_timeline(store: Store, fleet_id: int, *, limit: int = 50, before_id: i
     return [_admin_record(row) for row in rows]
 
 
-def fleet_messages_after(store: Store, fleet_id: int, after_id: int, *, limit: int = 500) -> list[dict]:
+def fleet_messages_after(store: Store, fleet_id: int, after_id: int, *, limit: int = 500) -> list[AdminMessage]:
     """The fleet's messages with id > ``after_id``, oldest first, as in ``fleet_timeline``.
 
     Lets a watcher pick up exactly the rows committed since its last look.
@@ -58,7 +57,7 @@ def fleet_messages_after(store: Store, fleet_id: int, after_id: int, *, limit: i
     return [_admin_record(row) for row in rows]
 
 
-def fleet_message(store: Store, fleet_id: int, message_id: int) -> dict | None:
+def fleet_message(store: Store, fleet_id: int, message_id: int) -> AdminMessage | None:
     """One message of the fleet as in ``fleet_timeline``; None when it belongs elsewhere."""
     row = store.execute(_ADMIN_SELECT + f"WHERE msg.message_id = ? AND {_IN_FLEET}", (message_id, fleet_id)).fetchone()
     return None if row is None else _admin_record(row)

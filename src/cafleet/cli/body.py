@@ -11,9 +11,13 @@ from __future__ import annotations
 from cafleet import validation
 from cafleet.errors import UsageError
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.cli.context import Context
+
 
 def read_body(
-    ctx,
+    ctx: Context,
     text: str | None,
     file: str | None,
     *,
@@ -49,7 +53,7 @@ def read_body(
     return validation.body(body)
 
 
-def _read_bytes(ctx, path: str, most: int) -> bytes:
+def _read_bytes(ctx: Context, path: str, most: int) -> bytes:
     """At most ``most`` bytes of the file (``-``: standard input)."""
     if path == "-":
         return _read_up_to(ctx.stdin, most)

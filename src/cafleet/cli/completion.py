@@ -16,6 +16,10 @@ from collections.abc import Callable
 
 from cafleet.cli.table import COMMANDS, GROUPS, Command
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.cli.context import Context
+
 TOP_OPTIONS = ("--help", "--version")
 
 
@@ -188,6 +192,6 @@ def fish() -> str:
 SCRIPTS = {"bash": bash, "zsh": zsh, "fish": fish}
 
 
-def completion(ctx, shell):
+def completion(ctx: Context, shell):
     script = SCRIPTS[shell]()
     ctx.emit({"shell": shell, "script": script}, script.rstrip("\n"))

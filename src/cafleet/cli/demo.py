@@ -22,6 +22,11 @@ import time
 
 from cafleet.errors import CafleetError
 
+TYPE_CHECKING = False  # true for the type checker only
+if TYPE_CHECKING:
+    from cafleet.broker.records import AdminMessage
+    from cafleet.cli.context import Context
+
 TASKS = {
     "alice": "Count the open issues labelled 'bug' and report the number.",
     "bob": "Check that the release notes mention the new wait timeout.",
@@ -30,7 +35,7 @@ REPLY_TIMEOUT = 60.0
 
 
 class _Demo:
-    def __init__(self, ctx, workdir: str) -> None:
+    def __init__(self, ctx: Context, workdir: str) -> None:
         self.ctx = ctx
         self.workdir = workdir
         self.socket = os.path.join(workdir, "tmux.sock")
@@ -173,7 +178,7 @@ class _Demo:
                 time.sleep(0.2)
         return sorted(seen.values(), key=lambda r: r["message_id"])
 
-    def _timeline(self, fleet_id: int, director: int, member_ids: dict) -> list[dict]:
+    def _timeline(self, fleet_id: int, director: int, member_ids: dict) -> list[AdminMessage]:
         from cafleet.broker.timeline import fleet_timeline
         from cafleet.store.connection import open_store
 
@@ -205,7 +210,7 @@ def _workdir() -> str:
     return tempfile.mkdtemp(prefix="cafleet-demo-", dir="/tmp")
 
 
-def demo(ctx, keep):
+def demo(ctx: Context, keep):
     if shutil.which("tmux", path=ctx.environ.get("PATH")) is None:
         raise CafleetError("tmux is not installed; install it (for example `apt-get install tmux`) and rerun.")
     workdir = _workdir()

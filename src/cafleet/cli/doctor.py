@@ -13,6 +13,11 @@ import os
 from cafleet.errors import CafleetError, ExitCode
 from cafleet.render import inline
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.cli.context import Context
+    from cafleet.store.protocol import Trigger
+
 
 def multiplexer_section(environ) -> dict:
     from cafleet.mux.detect import detect_backend, multiplexer_for_environment
@@ -31,7 +36,7 @@ def multiplexer_section(environ) -> dict:
     }
 
 
-def database_section(ctx) -> dict:
+def database_section(ctx: Context) -> dict:
     try:
         path = ctx.db_path
     except CafleetError as error:
@@ -82,7 +87,7 @@ def database_section(ctx) -> dict:
     return section
 
 
-def trigger_text(item: dict) -> str:
+def trigger_text(item: Trigger) -> str:
     """One trigger or rule as doctor names it."""
     from cafleet.store.postgres import role_text
 
@@ -212,7 +217,7 @@ _HOST_PROBE = (
 )
 
 
-def placement_hosts(ctx) -> dict[str, set[str]]:
+def placement_hosts(ctx: Context) -> dict[str, set[str]]:
     """Hosts of live placements (members of live fleets) -> the coding agents placed there."""
     from cafleet.broker import fleets
     from cafleet.mux.ssh import split_session
@@ -268,7 +273,7 @@ def check_host(host: str, agents, environ) -> dict:
     return section
 
 
-def hosts_section(ctx, hosts) -> dict | None:
+def hosts_section(ctx: Context, hosts) -> dict | None:
     wanted = placement_hosts(ctx)
     for host in hosts:
         wanted.setdefault(host, set())
@@ -281,7 +286,7 @@ def hosts_section(ctx, hosts) -> dict | None:
     return section
 
 
-def keepers_section(ctx) -> dict | None:
+def keepers_section(ctx: Context) -> dict | None:
     """The keeper of each live fleet (docs/delivery.md): running (pid, since) or not. Not
     running is a failure only while the keeper is on and the fleet has previews owed:
     then nothing delivers them until a command runs."""
@@ -315,7 +320,7 @@ def keepers_section(ctx) -> dict | None:
     return section
 
 
-def worktrees_section(ctx) -> dict | None:
+def worktrees_section(ctx: Context) -> dict | None:
     """Members' worktrees that need a hand (docs/worktrees.md): kept for deleted members,
     unknown to git, or in cafleet's folder without a record; each with the command that
     cleans it up. Warnings, never a failure: nothing is broken, and each one holds work
@@ -463,7 +468,7 @@ def _keepers_lines(keeping: dict | None) -> list[str]:
     return lines
 
 
-def doctor(ctx, hosts):
+def doctor(ctx: Context, hosts):
     mux = multiplexer_section(ctx.environ)
     db = database_section(ctx)
     agents = coding_agents_section(ctx.environ)

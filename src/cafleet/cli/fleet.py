@@ -6,8 +6,12 @@ from cafleet import render, validation
 from cafleet.broker import fleets
 from cafleet.errors import CafleetError, clause
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.cli.context import Context
 
-def create(ctx, name, coding_agent, worktrees):
+
+def create(ctx: Context, name, coding_agent, worktrees):
     from cafleet.agents.backends import validate
     from cafleet.mux.detect import multiplexer_for_environment
 
@@ -28,9 +32,8 @@ def create(ctx, name, coding_agent, worktrees):
         from cafleet.broker import worktrees as worktree_records
 
         worktree_records.set_fleet_default(ctx.store(), record["fleet_id"], True)
-        record["worktrees"] = True
     ctx.emit(
-        record,
+        dict(record, worktrees=True) if worktrees else record,
         lambda: (
             f"created fleet {record['fleet_id']} ({render.inline(name)}); "
             f"you are its Director, member {record['director_member_id']}"
@@ -39,7 +42,7 @@ def create(ctx, name, coding_agent, worktrees):
     _start_keeper(ctx, record["fleet_id"])
 
 
-def _start_keeper(ctx, fleet_id) -> None:
+def _start_keeper(ctx: Context, fleet_id) -> None:
     """The fleet's keeper, started detached (docs/delivery.md); a failure to start it is a
     warning: the fleet exists, and the next command that leaves a preview owed tries again."""
 
@@ -56,7 +59,7 @@ def _start_keeper(ctx, fleet_id) -> None:
         )
 
 
-def list_(ctx):
+def list_(ctx: Context):
     records = fleets.list_fleets(ctx.store())
 
     def text():
@@ -73,12 +76,11 @@ def list_(ctx):
     ctx.emit(records, text)
 
 
-def show(ctx, fleet_id):
+def show(ctx: Context, fleet_id):
     from cafleet.delivery import keepers
 
     record = fleets.get_fleet(ctx.store(), fleet_id)
     keeper = keepers.status(ctx.store(), ctx.settings, fleet_id)
-    record["keeper"] = dict(keeper.as_dict(), enabled=keepers.enabled(ctx.settings))
 
     def text():
         lines = [
@@ -92,10 +94,10 @@ def show(ctx, fleet_id):
         lines.append(f"keeper: {keeper_text(keeper, ctx.settings)}")
         return "\n".join(lines)
 
-    ctx.emit(record, text)
+    ctx.emit(dict(record, keeper=dict(keeper.as_dict(), enabled=keepers.enabled(ctx.settings))), text)
 
 
-def delete(ctx, fleet_id, discard_worktree):
+def delete(ctx: Context, fleet_id, discard_worktree):
     from cafleet.cli.member import worktree_line
     from cafleet.delivery import panes
 
@@ -122,7 +124,7 @@ def keeper_text(keeper, settings) -> str:
     return "not running (CAFLEET_KEEPER=off: `cafleet fleet watch` delivers owed previews while it runs)"
 
 
-def keep(ctx, fleet_id):
+def keep(ctx: Context, fleet_id):
     """Run the fleet's keeper in the foreground: one log line per event, the last one
     saying why it ended; under --json one object per event (``at``, ``pid``, ``event``;
     the last also ``ended``: why)."""

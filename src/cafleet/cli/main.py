@@ -6,8 +6,12 @@ import sys
 
 from cafleet.errors import CafleetError, ExitCode
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.cli.context import Context
 
-def main(argv: list[str] | None = None, context=None) -> int:
+
+def main(argv: list[str] | None = None, context: Context | None = None) -> int:
     from cafleet.cli import parser
     from cafleet.cli.context import Context
 
@@ -52,7 +56,7 @@ def main(argv: list[str] | None = None, context=None) -> int:
         ctx.close()
 
 
-def _storage_fault(ctx, error: Exception):
+def _storage_fault(ctx: Context, error: Exception):
     """A SQLite error raised while a result was being read (outside the store's own
     translation): a damaged page, a full disk. Told in one line like any other. The open
     store classifies its own engine's errors."""
@@ -68,7 +72,7 @@ def _storage_fault(ctx, error: Exception):
     )
 
 
-def _report(ctx, message: str) -> None:
+def _report(ctx: Context, message: str) -> None:
     line = " ".join(message.split("\n"))
     try:
         ctx.err(f"Error: {line}")

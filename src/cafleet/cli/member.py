@@ -5,14 +5,21 @@ from __future__ import annotations
 from cafleet import render, validation
 from cafleet.broker import members
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.broker.records import MemberBrief
+    from cafleet.cli.context import Context
 
-def list_(ctx, fleet_id, state, idle_after):
-    records = members.roster(ctx.store(), fleet_id, detail=bool(state))
+
+def list_(ctx: Context, fleet_id, state, idle_after):
     if state:
         from cafleet.delivery import supervision
 
-        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(), idle_after, roster=records)
-        records = supervision.merge_states([members.brief(record) for record in records], states)
+        detailed = members.roster_detail(ctx.store(), fleet_id)
+        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(), idle_after, roster=detailed)
+        records = supervision.merge_states([members.brief(record) for record in detailed], states)
+    else:
+        records = members.roster(ctx.store(), fleet_id)
 
     spend = _spend_against_budget(ctx, fleet_id, records)
     trees = _worktrees(ctx, records)
@@ -44,7 +51,7 @@ def list_(ctx, fleet_id, state, idle_after):
     ctx.emit(records, text)
 
 
-def _worktrees(ctx, records) -> dict:
+def _worktrees(ctx: Context, records: list[MemberBrief]) -> dict:
     """``{member_id: worktree}`` of the listed members that have one (and ``"worktree"``
     added to their records only: the roster record of a member without one is unchanged);
     one query, none on a database without the worktree table."""
@@ -59,7 +66,7 @@ def _worktrees(ctx, records) -> dict:
     return shown
 
 
-def _spend_against_budget(ctx, fleet_id, records) -> dict:
+def _spend_against_budget(ctx: Context, fleet_id, records: list[MemberBrief]) -> dict:
     """``{member_id: "spend/budget"}`` for members with a budget (and ``"spend"`` and
     ``"budget"`` added to their records), from the stored totals; empty, at the cost of two
     small queries, when no member of the fleet has one (docs/usage.md)."""
@@ -81,7 +88,7 @@ def _spend_against_budget(ctx, fleet_id, records) -> dict:
     return shown
 
 
-def show(ctx, member_id):
+def show(ctx: Context, member_id):
     from cafleet.broker import worktrees as worktree_records
 
     record = members.get_member(ctx.store(), member_id)
@@ -121,7 +128,7 @@ def show(ctx, member_id):
 
 
 def create(
-    ctx,
+    ctx: Context,
     fleet_id,
     name,
     description,
@@ -183,7 +190,7 @@ def create(
     )
 
 
-def delete(ctx, member_id, discard_worktree):
+def delete(ctx: Context, member_id, discard_worktree):
     from cafleet.delivery import panes
 
     status, tree = panes.delete_member(ctx.store(), ctx.settings, member_id, discard_worktree=discard_worktree)
@@ -212,28 +219,28 @@ def worktree_line(member_id: int, tree: dict) -> str:
     return kept_line(member_id, tree)
 
 
-def diff(ctx, member_id, stat):
+def diff(ctx: Context, member_id, stat):
     from cafleet.delivery import worktrees
 
     record = worktrees.diff(ctx.store(), ctx.environ, member_id, stat=stat)
     ctx.emit(record, lambda: record["diff"].rstrip("\n"))
 
 
-def capture(ctx, member_id, lines, ansi):
+def capture(ctx: Context, member_id, lines, ansi):
     from cafleet.delivery import panes
 
     record = panes.capture_member(ctx.store(), member_id, lines, ansi)
     ctx.emit(record, record["text"])
 
 
-def prompt(ctx, member_id, force, text):
+def prompt(ctx: Context, member_id, force, text):
     from cafleet.delivery import panes
 
     record = panes.prompt_member(ctx.store(), ctx.settings, member_id, text, force=force)
     ctx.emit(record, lambda: f"prompt submitted to member {member_id} (pane {record['pane_id']})")
 
 
-def answer(ctx, member_id, choice, dialog):
+def answer(ctx: Context, member_id, choice, dialog):
     from cafleet.delivery.answer import answer_member
 
     record = answer_member(ctx.store(), ctx.settings, member_id, choice, dialog)
@@ -246,7 +253,7 @@ def answer(ctx, member_id, choice, dialog):
     )
 
 
-def exec_(ctx, member_id, command, file, wait):
+def exec_(ctx: Context, member_id, command, file, wait):
     from cafleet.broker.execs import MAX_COMMAND_BYTES, check_command, status_text
     from cafleet.cli.body import read_body
     from cafleet.delivery import execs
@@ -294,7 +301,7 @@ def _exec_line(record, status_text) -> str:
     return f"exec {record['exec_id']} {record['outcome'].replace('_', ' ')}: no exit status"
 
 
-def exec_run(ctx, exec_id):
+def exec_run(ctx: Context, exec_id):
     from cafleet.delivery import execs
 
     return execs.run(ctx.store(), ctx.environ, exec_id, ctx.out)

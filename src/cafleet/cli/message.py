@@ -7,8 +7,12 @@ from cafleet.broker import messages
 from cafleet.cli.body import read_body
 from cafleet.errors import DatabaseError, ExitCode
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.cli.context import Context
 
-def send(ctx, from_id, to_id, force, text, file):
+
+def send(ctx: Context, from_id, to_id, force, text, file):
     from cafleet.delivery import drain
 
     body = read_body(ctx, text, file)
@@ -24,7 +28,7 @@ def send(ctx, from_id, to_id, force, text, file):
     _diagnose(ctx, outcome)
 
 
-def broadcast(ctx, from_id, text, file):
+def broadcast(ctx: Context, from_id, text, file):
     from cafleet.delivery import drain
 
     body = read_body(ctx, text, file)
@@ -50,22 +54,22 @@ def broadcast(ctx, from_id, text, file):
     return ExitCode.FAILURE if result["failed"] else ExitCode.OK
 
 
-def poll(ctx, member_id):
+def poll(ctx: Context, member_id):
     records = messages.poll(ctx.store(), member_id)
     ctx.emit(records, lambda: render.messages_text(records, ctx.max_text_len) if records else "no pending messages")
 
 
-def show(ctx, message_id):
+def show(ctx: Context, message_id):
     record = messages.show(ctx.store(), message_id)
     ctx.emit(record, lambda: render.message_text(record, ctx.max_text_len))
 
 
-def ack(ctx, message_id):
+def ack(ctx: Context, message_id):
     record = messages.ack(ctx.store(), message_id)
     ctx.emit(record, lambda: f"acknowledged message {message_id}")
 
 
-def wait(ctx, member_id, timeout):
+def wait(ctx: Context, member_id, timeout):
     from cafleet.delivery import drain, inbox
 
     settings = ctx.settings
@@ -79,7 +83,7 @@ def wait(ctx, member_id, timeout):
     ctx.emit(records, lambda: render.messages_text(records, ctx.max_text_len))
 
 
-def listen(ctx, member_id):
+def listen(ctx: Context, member_id):
     from cafleet.delivery import inbox
 
     def line(record):
@@ -103,6 +107,6 @@ def listen(ctx, member_id):
     end(reason)
 
 
-def _diagnose(ctx, outcome):
+def _diagnose(ctx: Context, outcome):
     if outcome.failure:
         ctx.err(outcome.failure)

@@ -13,10 +13,14 @@ import socket
 
 from cafleet.errors import CafleetError, ConfigError, UsageError
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.cli.context import Context
+
 DEFAULT_HOST = "127.0.0.1"
 
 
-def server(ctx, host, port, allow_remote):
+def server(ctx: Context, host, port, allow_remote):
     bind_host, where, error = _host(ctx.environ, host)
     bind_port = _port(ctx.settings, port)
     target = _resolve(bind_host, bind_port, where, error, allow_remote)
@@ -127,7 +131,7 @@ def _authority(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _serve(ctx, sock: socket.socket, host: str, port: int, loopback: bool, limits) -> None:
+def _serve(ctx: Context, sock: socket.socket, host: str, port: int, loopback: bool, limits) -> None:
     """Run uvicorn on ``sock`` until Ctrl-C or SIGTERM, then return normally (exit 0)."""
     import signal
 

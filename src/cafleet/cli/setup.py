@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from cafleet.errors import UsageError
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.cli.context import Context
 
-def setup(ctx, coding_agents):
+
+def setup(ctx: Context, coding_agents):
     from cafleet import __version__
     from cafleet.agents.backends import AGENTS
     from cafleet.agents.install import install

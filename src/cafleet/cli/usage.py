@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from cafleet import render
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.cli.context import Context
+
 
 def _dollars(value) -> str:
     return "-" if value is None else f"${value:.4f}"
@@ -42,7 +46,7 @@ def _summary(report: dict) -> str:
     return line
 
 
-def member(ctx, member_id):
+def member(ctx: Context, member_id):
     from cafleet.delivery import usage
 
     report = usage.member_usage(ctx.store(), ctx.environ, member_id)
@@ -60,7 +64,7 @@ def member(ctx, member_id):
     ctx.emit(report, text)
 
 
-def fleet(ctx, fleet_id):
+def fleet(ctx: Context, fleet_id):
     from cafleet.delivery import usage
 
     report = usage.fleet_usage(ctx.store(), ctx.environ, fleet_id)
@@ -100,7 +104,7 @@ def _budget_text(budget) -> str:
     return "budget " + " or ".join(parts) + (" (over)" if budget["over"] else "")
 
 
-def budget(ctx, fleet_id, usd, tokens, clear):
+def budget(ctx: Context, fleet_id, usd, tokens, clear):
     from cafleet.broker import usage as budgets
     from cafleet.delivery import usage
     from cafleet.errors import UsageError

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from cafleet import render
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.cli.context import Context
 
-def _line(item: dict, ctx) -> str:
+
+def _line(item: dict, ctx: Context) -> str:
     if ctx.json:
         return render.to_json(item)
     where = f"fleet={item['fleet_id']}"
@@ -24,7 +28,7 @@ def _line(item: dict, ctx) -> str:
     return text
 
 
-def watch(ctx, fleet_id, interval, idle_after):
+def watch(ctx: Context, fleet_id, interval, idle_after):
     from cafleet.delivery.watch import Watcher, event
     from cafleet.errors import DatabaseError
 

@@ -35,8 +35,7 @@ def answer_member(store: Store, settings: config.Settings, member_id: int, choic
         )
     if not 0 <= choice <= 99:
         raise UsageError(f"CHOICE must be the number of one of the dialog's options (0 to 99), got {choice}.")
-    placement = _live_placement(store, member_id)
-    pane = placement["pane_id"]
+    placement, pane = _live_placement(store, member_id)
     agent = placement["coding_agent"]
     lock_dir, timeout = settings.lock_dir, settings.lock_timeout
     mux = reach(placement)

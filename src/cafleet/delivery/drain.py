@@ -38,6 +38,10 @@ from cafleet.errors import CafleetError, clause
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from cafleet.broker.records import BroadcastResult, MessageRecord, NotificationTarget
     from cafleet.store.protocol import Store
 
 
@@ -53,7 +57,7 @@ class Outcome:
 
 def send(
     store: Store, settings: config.Settings, from_id: int, to_id: int, text: str, on_stored=None, force: bool = False
-) -> tuple[dict, Outcome]:
+) -> tuple[MessageRecord, Outcome]:
     """The one send path (CLI and WebUI): persist, then run the drain for the recipient.
 
     A recipient over its budget (or its fleet's) gets no new work: refused before anything
@@ -73,7 +77,7 @@ def send(
 
 def broadcast(
     store: Store, settings: config.Settings, director_id: int, text: str, on_stored=None, each=None
-) -> tuple[dict, list[Outcome]]:
+) -> tuple[BroadcastResult, list[Outcome]]:
     """Fan-out: every committed message is notified like a single send (``on_stored``
     as in :func:`send`, with the whole result; ``each`` as in
     :func:`cafleet.broker.messages.broadcast`, with each recipient's record or failure)."""
@@ -107,7 +111,7 @@ def refuse_over_budget(store: Store, environ, member_id: int, action: str = "sen
         check_budget(store, environ, member_id, budgets, action)
 
 
-def notify_after_send(store: Store, settings: config.Settings, recipient_id: int, record: dict) -> Outcome:
+def notify_after_send(store: Store, settings: config.Settings, recipient_id: int, record: MessageRecord) -> Outcome:
     """Run the drain after ``record`` was committed; report whether it was notified."""
     if is_self_send(record["from_member_id"], record["to_member_id"]):
         return Outcome(True)  # self-sends are stamped on insert and type nothing
@@ -164,7 +168,7 @@ def retry_fleet(store: Store, settings: config.Settings, member_id: int) -> list
     return outcomes
 
 
-def _keeper_retries(store: Store, settings: config.Settings, target: dict) -> bool:
+def _keeper_retries(store: Store, settings: config.Settings, target: NotificationTarget) -> bool:
     """Whether the fleet keeper runs (started now if none did) to retry what stays owed.
 
     Never an error: a keeper that cannot be started leaves the message owed, and the
@@ -284,7 +288,7 @@ def drain(
             return _with_pane(error, target["pane_id"])
 
 
-def _refusal(store: Store, recipient_id: int, target: dict, message_id: int) -> str | None:
+def _refusal(store: Store, recipient_id: int, target: NotificationTarget, message_id: int) -> str | None:
     """Checked under the pane lock, before typing: None when the preview may be typed, ""
     when it needs no typing any more (ACKed or notified by another process meanwhile), else
     why the drain stops (the placement changed; an exec holds the pane)."""
@@ -333,7 +337,9 @@ def _our_preview_line(store: Store, recipient_id: int):
     return line_of
 
 
-def after_lost_lock(lock_dir, placement: dict, text: str, timeout: float, error: CafleetError, typed: bool) -> str:
+def after_lost_lock(
+    lock_dir, placement: Mapping[str, Any], text: str, timeout: float, error: CafleetError, typed: bool
+) -> str:
     """What to say after the pane-input lock was lost while typing ``text`` into the
     placement's pane: if anything was typed, the lock is taken again (bounded by
     ``timeout``) and our own typed text removed from the input box (submit.take_back)."""

@@ -210,9 +210,10 @@ def _check_pane(store: Store, environ, exec_id: int) -> None:
     from cafleet.errors import Conflict
 
     record = execs.get(store, exec_id)
-    placement = members.get_member(store, record["member_id"])["placement"] or {}
-    pane = environ.get("TMUX_PANE") if placement.get("backend") == "tmux" else environ.get("HERDR_PANE_ID")
-    if not pane or pane != placement.get("pane_id"):
+    placement = members.get_member(store, record["member_id"])["placement"]
+    backend, pane_id = (None, None) if placement is None else (placement["backend"], placement["pane_id"])
+    pane = environ.get("TMUX_PANE") if backend == "tmux" else environ.get("HERDR_PANE_ID")
+    if not pane or pane != pane_id:
         raise Conflict(
             f"exec {exec_id} runs only in member {record['member_id']}'s pane, and this shell is not in it "
             "(no CAFLEET_MEMBER_ID, and another pane or none); nothing was run."

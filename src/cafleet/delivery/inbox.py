@@ -36,6 +36,7 @@ from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stop
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.broker.records import MessageRecord
     from cafleet.store.protocol import Store
 
 DEFAULT_INTERVAL = declared("CAFLEET_WAIT_INTERVAL").default  # commands pass their own setting
@@ -74,7 +75,7 @@ def wait_for_messages(
     timeout: float | None,
     interval: float = DEFAULT_INTERVAL,
     reconnect: float = RECONNECT_TIMEOUT,
-) -> list[dict]:
+) -> list[MessageRecord]:
     """Unacknowledged incoming messages as soon as there is one; [] after ``timeout``.
 
     Raises :class:`Conflict` as soon as the member is deregistered or its fleet deleted,

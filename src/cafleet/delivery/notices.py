@@ -35,6 +35,7 @@ from cafleet.delivery import supervision
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.broker.records import MemberDetail
     from cafleet.store.protocol import Store
 
 
@@ -70,8 +71,10 @@ class Noticer:
         fleet = fleets.get_fleet(self.store, self.fleet_id)
         if fleet["deleted_at"] is not None:
             return
+        roster = members.roster_detail(self.store, self.fleet_id)  # Conflict unless the fleet is live
         director = fleet["director_member_id"]
-        roster = members.roster(self.store, self.fleet_id, detail=True)
+        if director is None:  # never: a fleet without a Director is not live
+            return
         holding: dict[tuple[str, str], tuple[int | None, str | None, str]] = {}
         self.opened = opened = notices.open_episodes(self.store, self.fleet_id)
         self.down = set()  # hosts found unreachable in this look: their other members are not tried
@@ -100,13 +103,13 @@ class Noticer:
                 self.posted += 1
                 self.say(f"notice {posted} to the Director: {kind} {subject}")
 
-    def conditions(self, entry: dict, holding: dict) -> None:
+    def conditions(self, entry: MemberDetail, holding: dict) -> None:
         from cafleet.broker import notifications
 
         member_id = entry["member_id"]
         name = render.inline(entry["name"])
-        placement = entry["placement"] or {}
-        session = placement.get("session") or ""
+        placement = entry["placement"]
+        session = placement["session"] if placement is not None else ""
         host = session[len("ssh://") :].split("/", 1)[0] if session.startswith("ssh://") else None
         if host is not None and host in self.down:
             return  # one SSH timeout per host per look, not one per member
@@ -164,11 +167,12 @@ class Noticer:
                 f"See `cafleet member usage {member_id}`; raise the budget or stop giving it work.",
             )
 
-    def awaiting(self, entry: dict, name: str, shown: str, holding: dict) -> None:
+    def awaiting(self, entry: MemberDetail, name: str, shown: str, holding: dict) -> None:
         from cafleet.delivery import dialog
 
         member_id = entry["member_id"]
-        seen = dialog.read((entry["placement"] or {}).get("coding_agent") or "", shown)
+        placement = entry["placement"]
+        seen = dialog.read(placement["coding_agent"] if placement is not None else "", shown)
         if seen is None:
             self.blocked.pop(member_id, None)
             return
@@ -192,7 +196,7 @@ class Noticer:
             waited = now - known[2]  # blocked this long, whatever it showed meanwhile
             if waited < self.awaiting_after:
                 return
-        pane = (entry["placement"] or {}).get("pane_id")
+        pane = placement["pane_id"] if placement is not None else None
         shown_lines = "\n".join(f"    {line}" for line in seen.lines)
         if seen.options:
             answer = (
@@ -209,7 +213,7 @@ class Noticer:
             f"its screen shows (dialog {seen.digest}):\n{shown_lines}\n{answer}",
         )
 
-    def silent(self, entry: dict) -> bool:
+    def silent(self, entry: MemberDetail) -> bool:
         from cafleet import clock
 
         since = clock.epoch_or_none(entry["registered_at"])

@@ -26,6 +26,10 @@ from cafleet.errors import CafleetError, clause
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from cafleet.broker.records import MemberDetail, MemberPlacement, PlacementRecord
     from cafleet.store.protocol import Store
 
 
@@ -66,7 +70,7 @@ ALREADY_GONE = PaneOutcome(PaneFate.ALREADY_GONE)
 NO_PANE = PaneOutcome(PaneFate.NONE)
 
 
-def _kill(placement: dict) -> PaneOutcome:
+def _kill(placement: Mapping[str, Any]) -> PaneOutcome:
     from cafleet.errors import DamagedPlacement, PaneStale
 
     try:
@@ -95,8 +99,8 @@ def delete_fleet(store: Store, settings: config.Settings, fleet_id: int, *, disc
     listed = [p for p in fleets.fleet_placements(store, fleet_id) if p["pane_id"]]
     lock_dir, timeout = settings.lock_dir, settings.lock_timeout
     closed: dict[int, PaneOutcome] = {}
-    removed: list[dict] = []
-    late: list[dict] = []
+    removed: list[MemberPlacement] = []
+    late: list[MemberPlacement] = []
     with ExitStack() as held:
         locked, busy = set(), set()
         if listed:
@@ -162,11 +166,11 @@ def _release_fleet(store: Store, environ, fleet_id: int, closed: dict, discard: 
     return out
 
 
-def _key(placement: dict) -> tuple[str, str, str]:
+def _key(placement: Mapping[str, Any]) -> tuple[str, str, str]:
     return placement["backend"], placement["session"], placement["pane_id"]
 
 
-def _busy(placement: dict) -> PaneOutcome:
+def _busy(placement: Mapping[str, Any]) -> PaneOutcome:
     return PaneOutcome(
         PaneFate.NOT_CLOSED,
         f"its pane-input lock is held by another cafleet process; "
@@ -205,7 +209,7 @@ def _release(store: Store, environ, member_id: int, discard: bool) -> dict | Non
     return worktrees.release(store, environ, member_id, discard=discard)
 
 
-def _delete_member(store: Store, settings: config.Settings, member: dict, member_id: int) -> PaneOutcome:
+def _delete_member(store: Store, settings: config.Settings, member: MemberDetail, member_id: int) -> PaneOutcome:
     placement = member["placement"]
     if placement is None or placement["pane_id"] is None:
         members.deregister_member(store, member_id)
@@ -222,7 +226,7 @@ def _delete_member(store: Store, settings: config.Settings, member: dict, member
     return status
 
 
-def _same_pane(caller, placement: dict) -> bool:
+def _same_pane(caller, placement: Mapping[str, Any]) -> bool:
     """Whether the calling pane is the placement's: same backend and pane id, and the same
     identity (server and pane). A legacy placement (no identity) needs the same server
     address (the part of the session after ``@``) and, for tmux, a server started no later
@@ -414,8 +418,7 @@ def _directors_pane(store: Store, environ, fleet_id: int):
     runs in the Director's own pane: only the Director creates members."""
     from cafleet.mux.detect import multiplexer_for_environment
 
-    fleet = fleets.require_live(store, fleet_id)
-    director = members.get_member(store, fleet["director_member_id"])
+    director = members.get_member(store, fleets.require_live(store, fleet_id))
     placement = director["placement"]
     if placement is None or placement["pane_id"] is None:
         raise CafleetError(f"fleet {fleet_id}'s Director has no pane; recreate the fleet from a pane.")
@@ -790,23 +793,25 @@ def _compensate(
     return f"member creation failed: {reason}; cleaned up: {', '.join(undone)}."
 
 
-def _live_placement(store: Store, member_id: int) -> dict:
+def _live_placement(store: Store, member_id: int) -> tuple[PlacementRecord, str]:
+    """An active member's placement and its pane id; Conflict when it has no pane."""
     from cafleet.errors import Conflict
 
     record = members.get_member(store, member_id)
     placement = record["placement"]
     if record["status"] != "active" or placement is None:
         raise Conflict(f"member {member_id} is deregistered; it has no pane.")
-    if placement["pane_id"] is None:
+    pane_id = placement["pane_id"]
+    if pane_id is None:
         raise Conflict(f"member {member_id} has no pane yet (its creation is pending).")
-    return placement
+    return placement, pane_id
 
 
 def capture_member(store: Store, member_id: int, lines: int, ansi: bool) -> dict:
     """The last ``lines`` of the member's pane (``member capture``)."""
-    placement = _live_placement(store, member_id)
-    screen = reach(placement).capture(placement["pane_id"], lines, ansi=ansi)
-    return {"member_id": member_id, "pane_id": placement["pane_id"], "text": screen}
+    placement, pane_id = _live_placement(store, member_id)
+    screen = reach(placement).capture(pane_id, lines, ansi=ansi)
+    return {"member_id": member_id, "pane_id": pane_id, "text": screen}
 
 
 def prompt_member(store: Store, settings: config.Settings, member_id: int, text: str, *, force: bool = False) -> dict:
@@ -819,7 +824,7 @@ def prompt_member(store: Store, settings: config.Settings, member_id: int, text:
 
     if not text.strip() or "\n" in text or "\r" in text:
         raise UsageError("the prompt must be one non-blank line.")
-    placement = _live_placement(store, member_id)
+    placement, pane_id = _live_placement(store, member_id)
     if not force:
         refuse_over_budget(store, settings.environ, member_id, "prompt")
     lock_dir, timeout = settings.lock_dir, settings.lock_timeout
@@ -829,7 +834,7 @@ def prompt_member(store: Store, settings: config.Settings, member_id: int, text:
             mux = held.guard(mux)  # the lock is checked before each keystroke too
             submit.type_prompt(
                 mux,
-                placement["pane_id"],
+                pane_id,
                 text,
                 placement["coding_agent"],
                 pacing=submit.Pacing(settings.submit_settle),
@@ -840,4 +845,4 @@ def prompt_member(store: Store, settings: config.Settings, member_id: int, text:
 
         typed = getattr(mux, "typed", False)
         raise CafleetError(after_lost_lock(lock_dir, placement, text, timeout, error, typed) + ".") from None
-    return {"member_id": member_id, "pane_id": placement["pane_id"], "submitted": True}
+    return {"member_id": member_id, "pane_id": pane_id, "submitted": True}

@@ -6,8 +6,13 @@ send path imports only what typing a preview needs.
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
-def reach(placement: dict):
+
+def reach(placement: Mapping[str, Any]):
     """The multiplexer client for a concrete placement, checking its recorded identity
     before every call that targets the pane (PaneStale when it no longer matches); a
     placement whose stored values do not match their encoding is DamagedPlacement."""
@@ -19,7 +24,7 @@ def reach(placement: dict):
     return mux
 
 
-def recorded_at(placement: dict) -> float | None:
+def recorded_at(placement: Mapping[str, Any]) -> float | None:
     """When the placement was written (epoch seconds), for legacy placements' check."""
     from cafleet import clock
 

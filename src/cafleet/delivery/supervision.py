@@ -28,6 +28,7 @@ from cafleet.errors import CafleetError, DamagedPlacement, PaneStale, clause
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.broker.records import MemberBrief, MemberDetail
     from cafleet.store.protocol import Store
 
 ALIVE, IDLE, SILENT, BLOCKED, DEAD, PENDING = "alive", "idle", "silent", "blocked", "dead", "pending"
@@ -53,10 +54,10 @@ class MuxPool:
 
 
 def pane_state(
-    member: dict, pool: MuxPool, idle_after: float, now: float | None = None, screens: dict | None = None
+    member: MemberDetail, pool: MuxPool, idle_after: float, now: float | None = None, screens: dict | None = None
 ) -> tuple[str, str]:
     """(state, one-line detail) of a member's pane, for a detail record from
-    ``broker.members.get_member`` or ``roster(detail=True)`` (not the member's standing in
+    ``broker.members.get_member`` or ``roster_detail`` (not the member's standing in
     the broker: that is ``broker.messages.member_standing``). ``screens``: when given, the
     screen of a blocked member is put there under its id (the dialog's text)."""
     from cafleet.delivery import screen
@@ -99,7 +100,7 @@ def pane_state(
     return ALIVE, "ok"
 
 
-def still_dead(store: Store, lock_dir: str, member: dict) -> bool:
+def still_dead(store: Store, lock_dir: str, member: MemberDetail) -> bool:
     """A ``dead`` verdict on ``member`` (a detail record) checked again under its pane's
     input lock, tried once without waiting: `member delete` closes the pane and then
     deregisters the member, holding that lock, so a look between the two must not call the
@@ -109,8 +110,11 @@ def still_dead(store: Store, lock_dir: str, member: dict) -> bool:
     from cafleet.delivery.lock import placement_lock
     from cafleet.errors import LockTimeout
 
+    placement = member["placement"]
+    if placement is None:  # no pane to be dead (pane_state calls such a member pending)
+        return False
     try:
-        with placement_lock(lock_dir, member["placement"], 0, store.hooks):
+        with placement_lock(lock_dir, placement, 0, store.hooks):
             return members.get_member(store, member["member_id"])["status"] == "active"
     except LockTimeout:
         return False
@@ -119,16 +123,20 @@ def still_dead(store: Store, lock_dir: str, member: dict) -> bool:
 
 
 def fleet_states(
-    store: Store, fleet_id: int, pool: MuxPool, idle_after: float = DEFAULT_IDLE_AFTER, roster: list[dict] | None = None
+    store: Store,
+    fleet_id: int,
+    pool: MuxPool,
+    idle_after: float = DEFAULT_IDLE_AFTER,
+    roster: list[MemberDetail] | None = None,
 ) -> dict[int, tuple[str, str]]:
     """States of the fleet's active members other than the root Director.
 
-    ``roster``: the fleet's ``members.roster(detail=True)`` when the caller has read it
+    ``roster``: the fleet's ``members.roster_detail`` when the caller has read it
     already; otherwise it is read here, once."""
     if roster is None:
         from cafleet.broker import members
 
-        roster = members.roster(store, fleet_id, detail=True)
+        roster = members.roster_detail(store, fleet_id)
     from cafleet.broker import execs
 
     states = {
@@ -149,7 +157,7 @@ def exec_detail(record: dict) -> str:
     return f"exec {record['exec_id']} {doing.get(record['state'], record['state'])}: `{execs.shown_command(record['command'])}`"
 
 
-def merge_states(records: list[dict], states: dict[int, tuple[str, str]]) -> list[dict]:
+def merge_states(records: list[MemberBrief], states: dict[int, tuple[str, str]]) -> list[MemberBrief]:
     """The roster ``records``, each given its ``state`` and ``state_detail`` from ``states``
     (:func:`fleet_states`); the root Director, who has none, is ``director``. In place."""
     for record in records:

@@ -222,12 +222,12 @@ def member_usage(store: Store, environ: Mapping[str, str], member_id: int, fresh
     only (``member list``), no file read."""
     from cafleet.broker import members
 
-    record = members.get_member(store, member_id)
-    placement = record.get("placement") or {}
-    fleet_id = record["fleet_id"]
+    member = members.get_member(store, member_id)
+    placement: Mapping[str, object] = member["placement"] or {}
+    fleet_id = member["fleet_id"]
     record = {
         "member_id": member_id,
-        "name": record["name"],
+        "name": member["name"],
         "coding_agent": placement.get("coding_agent"),
         "backend": placement.get("backend"),
         "identity": placement.get("identity"),

@@ -32,6 +32,7 @@ from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stop
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.broker.records import MessageRecord
     from cafleet.store.protocol import Store
 
 MESSAGE_CHECK = 0.25  # seconds between checks for new Director messages (SQLite) and member rounds
@@ -45,7 +46,7 @@ def event(
     message_id=None,
     detail: str = "",
     command: str | None = None,
-    record: dict | None = None,
+    record: MessageRecord | None = None,
 ) -> dict:
     out = {
         "event": kind,
@@ -181,6 +182,8 @@ class Watcher:
         return min((due for due in dues if due is not None), default=None), posted
 
     def director_messages(self) -> None:
+        if self.director is None:  # a fleet without a Director (not live): nobody's inbox to read
+            return
         for record in messages.pending_after(self.store, self.director, self.last_message_id):
             self.last_message_id = max(self.last_message_id, record["message_id"])
             self.emit(
@@ -202,7 +205,7 @@ class Watcher:
     def members_round(self) -> None:
         from cafleet.broker import worktrees
 
-        roster = members.roster(self.store, self.fleet_id, detail=True)
+        roster = members.roster_detail(self.store, self.fleet_id)
         states = supervision.fleet_states(self.store, self.fleet_id, self.pool, self.idle_after, roster=roster)
         trees = {row["member_id"]: row for row in worktrees.in_fleet(self.store, self.fleet_id)} if states else {}
         entries = {entry["member_id"]: entry for entry in roster}

@@ -752,8 +752,9 @@ def check_owners(found: dict[str, dict[str, set[str]]], place: str, trusted_owne
         raise refused
 
 
-def role_text(name: str) -> str:
-    """A role name as a message shows it: as it is, or quoted when it would not read as one word."""
+def role_text(name: str | None) -> str:
+    """A role name as a message shows it: as it is, or quoted when it would not read as one
+    word (None, a rule's absent function owner, as ``None``)."""
     return name if name and name.isprintable() and " " not in name and '"' not in name else repr(name)
 
 

@@ -20,6 +20,7 @@ from cafleet.errors import CafleetError, Conflict, UsageError, shown
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.broker.records import MemberDetail
     from cafleet.store.protocol import Store
 
 DEFAULT_PAGE = 50
@@ -106,7 +107,7 @@ def fleet_view_with_states(store: Store, fleet_id: int) -> dict:
     if fleet["deleted_at"] is not None:
         return {"fleet": fleet, "members": []}
     try:
-        detailed = members.roster(store, fleet_id, detail=True)
+        detailed = members.roster_detail(store, fleet_id)
     except Conflict:  # deleted between the two reads
         return {"fleet": fleet, "members": []}
     states = supervision.fleet_states(store, fleet_id, supervision.MuxPool(), roster=detailed)
@@ -168,7 +169,7 @@ def fleet_messages(request: Request) -> JSONResponse:
     return JSONResponse({"fleet_id": fleet_id, "messages": page, "next_before": next_before})
 
 
-def _member_in_scope(request: Request, store: Store, member_id: int) -> dict:
+def _member_in_scope(request: Request, store: Store, member_id: int) -> MemberDetail:
     """The member, refused (404) when ``?fleet_id=`` names another fleet than its own."""
     scope = request.query_params.get("fleet_id")
     fleet_id = None if scope is None else parse_id(scope, "fleet_id")

@@ -50,6 +50,9 @@ from cafleet.web import api
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
     from cafleet.store.protocol import Store
 
 BATCH = 500
@@ -193,7 +196,7 @@ class FleetWatch:
         read, or the member states are due for another look."""
         return self.changes.generation != self.seen or time.monotonic() - self.states_at >= STATE_INTERVAL
 
-    def poll(self) -> list[tuple[str, dict]]:
+    def poll(self) -> list[tuple[str, Mapping[str, Any]]]:
         """Events since the last call; [] at once when nobody has committed meanwhile and
         the member states are not due for another look."""
         generation = self.changes.generation  # taken before the read: a later commit is read next time
@@ -208,9 +211,9 @@ class FleetWatch:
         self.seen = generation
         return events
 
-    def _changes(self, store: Store) -> list[tuple[str, dict]]:
+    def _changes(self, store: Store) -> list[tuple[str, Mapping[str, Any]]]:
         fleet_id = self.fleet_id
-        events: list[tuple[str, dict]] = []
+        events: list[tuple[str, Mapping[str, Any]]] = []
         while True:
             batch = timeline.fleet_messages_after(store, fleet_id, self.last_id, limit=BATCH)
             events += [("message", record) for record in batch]
@@ -245,7 +248,7 @@ def _roster_key(view: dict) -> str:
     return json.dumps([view["fleet"], members, view.get("attention")], sort_keys=True)
 
 
-def format_event(name: str, data: dict) -> str:
+def format_event(name: str, data: Mapping[str, Any]) -> str:
     # Compact JSON never contains a raw newline, so one data line carries the whole event.
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n"
 
@@ -305,7 +308,7 @@ async def _events(watch: FleetWatch, changes: SharedChanges, config, readers):
         await anyio.sleep(config.poll_interval)
         if changes.claim():  # this stream looks for all of them this time
             await anyio.to_thread.run_sync(changes.check, limiter=readers)
-        batch: list[tuple[str, dict]] = []
+        batch: list[tuple[str, Mapping[str, Any]]] = []
         if watch.due():
             try:
                 batch = await anyio.to_thread.run_sync(watch.poll, limiter=readers)

@@ -35,6 +35,11 @@ from starlette.responses import JSONResponse
 from cafleet.broker import members as broker_members
 from cafleet.errors import CafleetError, Conflict, DamagedPlacement, PaneGone, PaneStale, clause
 
+TYPE_CHECKING = False  # true for the type checker only
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
 INTERVAL = 1.0  # seconds a capture is reused: at most one multiplexer call per member per second
 MAX_LINES = 120  # lines captured per member (a request asks for at most this many)
 DEFAULT_LINES = 40
@@ -94,7 +99,7 @@ class ScreenCache:
         self._locks: dict[tuple, threading.Lock] = {}
         self._lock = threading.Lock()
 
-    def get(self, member_id: int, placement: dict) -> dict:
+    def get(self, member_id: int, placement: Mapping[str, Any]) -> dict:
         key = (member_id, placement["backend"], placement["session"], placement["pane_id"], placement.get("identity"))
         with self._lock:
             lock = self._locks.setdefault(key, threading.Lock())
@@ -120,7 +125,7 @@ class ScreenCache:
             self._locks.pop(key, None)
 
 
-def _capture(placement: dict) -> dict:
+def _capture(placement: Mapping[str, Any]) -> dict:
     """One multiplexer call: the pane's last ``MAX_LINES`` lines with colours, or why not."""
     from cafleet.delivery.panes import reach
 
