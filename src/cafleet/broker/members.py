@@ -139,17 +139,12 @@ def register_member(
 
 
 def set_pane_id(
-    store: Store,
-    member_id: int,
-    pane_id: str,
-    identity: str | None = None,
-    *,
-    session: str | None = None,
-    window_id: str | None = None,
+    store: Store, member_id: int, pane_id: str, identity: str | None = None, window: tuple[str, str] | None = None
 ) -> None:
     """Patch a pending placement with its concrete pane (the caller holds the pane lock);
-    ``session``/``window_id`` too when they were only known once the pane existed (a
-    member on another host gets a tmux session of its own there)."""
+    ``window``, its (session, window id), too when they were only known once the pane
+    existed (a member on another host gets a tmux session of its own there)."""
+    session, window_id = window or (None, None)
     with store.write():
         updated = store.execute(
             "UPDATE member_placements SET mux_pane_id = ?, mux_session = COALESCE(?, mux_session), "

@@ -526,8 +526,8 @@ def _spawn(
 
         # the pane id (and, for a member on another host, its session and window) under the new pane's lock
         with placement_lock(settings.lock_dir, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id):
-            session = recorded["session"] if window_id else None
-            members.set_pane_id(store, member_id, pane_id, identity, session=session, window_id=window_id)
+            window = (recorded["session"], window_id) if window_id else None
+            members.set_pane_id(store, member_id, pane_id, identity, window)
         if store.hooks is not None:
             store.hooks.pause("create.patched")
     except BaseException as error:  # noqa: BLE001 -- anything, a signal included, after the registration is undone and reported

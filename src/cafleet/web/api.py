@@ -20,8 +20,13 @@ from cafleet.errors import CafleetError, Conflict, UsageError, shown
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
-    from cafleet.broker.records import MemberDetail
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    from cafleet.broker.records import FleetRecord, MemberDetail
     from cafleet.store.protocol import Store
+
+    R = TypeVar("R")  # a roster's record: brief or detail
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
@@ -74,6 +79,20 @@ def read_snapshot(store: Store):
         yield store
 
 
+def _fleet_and_roster(
+    store: Store, fleet_id: int, read: Callable[[Store, int], list[R]]
+) -> tuple[FleetRecord, list[R]]:
+    """The fleet (deleted ones too) and ``read(store, fleet_id)`` of its members: none for a
+    deleted fleet, also one deleted between the two reads."""
+    fleet = fleets.get_fleet(store, fleet_id)
+    if fleet["deleted_at"] is not None:
+        return fleet, []
+    try:
+        return fleet, read(store, fleet_id)
+    except Conflict:  # deleted between the two reads
+        return fleet, []
+
+
 def fleet_view(store: Store, fleet_id: int, states: dict | None = None) -> dict:
     """The fleet (deleted ones too) and its roster; a deleted fleet has no active members.
 
@@ -83,14 +102,8 @@ def fleet_view(store: Store, fleet_id: int, states: dict | None = None) -> dict:
     has ``attention``: what needs a person (``web.attention``), so every roster event
     carries it.
     """
-    fleet = fleets.get_fleet(store, fleet_id)
-    if fleet["deleted_at"] is not None:
-        return {"fleet": fleet, "members": []}
-    try:
-        roster = members.roster(store, fleet_id)
-    except Conflict:  # deleted between the two reads
-        roster = []
-    if states is None:
+    fleet, roster = _fleet_and_roster(store, fleet_id, members.roster)
+    if states is None or fleet["deleted_at"] is not None:
         return {"fleet": fleet, "members": roster}
     from cafleet.delivery import supervision
     from cafleet.web import attention
@@ -103,12 +116,8 @@ def fleet_view_with_states(store: Store, fleet_id: int) -> dict:
     """``fleet_view`` with every member pane inspected, from one read of the roster."""
     from cafleet.delivery import supervision
 
-    fleet = fleets.get_fleet(store, fleet_id)
-    if fleet["deleted_at"] is not None:
-        return {"fleet": fleet, "members": []}
-    try:
-        detailed = members.roster_detail(store, fleet_id)
-    except Conflict:  # deleted between the two reads
+    fleet, detailed = _fleet_and_roster(store, fleet_id, members.roster_detail)
+    if not detailed:  # deleted (a live fleet has its Director)
         return {"fleet": fleet, "members": []}
     states = supervision.fleet_states(store, fleet_id, supervision.MuxPool(), roster=detailed)
     roster = supervision.merge_states([members.brief(member) for member in detailed], states)
