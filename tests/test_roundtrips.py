@@ -15,11 +15,27 @@ from tests.support.rtt_proxy import DelayProxy
 from tests.support.tmux_fixtures import wait_for
 
 
+def register(store, fleet_id: int, name: str) -> int:
+    """A member with a pending placement (no pane)."""
+    from cafleet.broker import members
+
+    return members.register_member(
+        store,
+        fleet_id=fleet_id,
+        name=name,
+        description="d",
+        backend="tmux",
+        session="$0@/none",
+        window_id="@0",
+        coding_agent="claude",
+    )
+
+
 @pytest.fixture
 def proxied(env, pg_cluster):
     """(environment naming the database through the proxy, the proxy, the id of a message
     to ack, its recipient)."""
-    from cafleet.broker import fleets, members, messages
+    from cafleet.broker import fleets, messages
     from cafleet.store.connection import open_store
 
     url = pg_cluster.fresh_database()
@@ -27,16 +43,7 @@ def proxied(env, pg_cluster):
     created = fleets.create_fleet(
         store, name="f", coding_agent="claude", backend="tmux", session="$0@/none", window_id="@0", pane_id="%0"
     )
-    worker = members.register_member(
-        store,
-        fleet_id=created["fleet_id"],
-        name="w",
-        description="d",
-        backend="tmux",
-        session="$0@/none",
-        window_id="@0",
-        coding_agent="claude",
-    )
+    worker = register(store, created["fleet_id"], "w")
     message_id = messages.send(store, created["director_member_id"], worker, "to ack")["message_id"]
     store.close()
     proxy = DelayProxy(os.path.join(pg_cluster.socket_dir, ".s.PGSQL.5432"), 0.0)
@@ -95,7 +102,7 @@ def test_a_send_trusts_the_opens_look_at_the_auxiliary_tables(proxied):
 def test_member_lists_round_trips_do_not_grow_with_the_fleet(proxied, pg_cluster):
     """The roster's activity is walked for all members together (broker/activity.py): ten
     more members, each given a task it answered and had ACKed, cost no round trip more."""
-    from cafleet.broker import members, messages
+    from cafleet.broker import messages
     from cafleet.store.connection import open_store
 
     environ, proxy, message_id, worker = proxied
@@ -104,16 +111,7 @@ def test_member_lists_round_trips_do_not_grow_with_the_fleet(proxied, pg_cluster
     try:
         messages.ack(store, message_id)
         for n in range(10):
-            crew = members.register_member(
-                store,
-                fleet_id=1,
-                name=f"c{n}",
-                description="d",
-                backend="tmux",
-                session="$0@/none",
-                window_id="@0",
-                coding_agent="claude",
-            )
+            crew = register(store, 1, f"c{n}")
             messages.send(store, 1, crew, "task")
             messages.ack(store, messages.send(store, crew, 1, "done")["message_id"])
     finally:
