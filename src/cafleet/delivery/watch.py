@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 
 from cafleet import clock, config
-from cafleet.broker import activity, fleets, members, messages, notifications
+from cafleet.broker import fleets, members, messages, notifications
 from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, Conflict, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
@@ -212,7 +212,8 @@ class Watcher:
         for member_id, (state, detail) in states.items():
             # An idle episode is named by the activity it follows, so activity and a new
             # episode that both fall between two rounds still give a new idle event.
-            key = (state, activity.last_activity(self.store, member_id)) if state == supervision.IDLE else state
+            last = entries[member_id]["last_activity_at"]  # from the roster's one walk
+            key = (state, last) if state == supervision.IDLE else state
             new = state in ACTIONS and self.last_state.get(member_id) != key
             if new and state == supervision.DEAD:
                 if not supervision.still_dead(self.store, self.settings.lock_dir, entries[member_id]):
