@@ -736,6 +736,52 @@ def _millis(stamp: str) -> int:
     return seconds * 1000 + int(fraction.ljust(6, "0")[:3])
 
 
+_OPENCODE_SESSIONS = (
+    "WITH RECURSIVE mine(id) AS ("
+    "  SELECT s.id FROM session s WHERE s.directory = ? AND s.agent = 'cafleet' AND s.parent_id IS NULL"
+    "  AND s.time_created >= ? AND EXISTS (SELECT 1 FROM part p WHERE p.session_id = s.id AND p.data LIKE ?)"
+    "  UNION SELECT c.id FROM session c JOIN mine ON c.parent_id = mine.id) "
+)
+
+
+def _opencode_identity(fleet_id: int, member_id: int) -> str:
+    """The identity lines of cafleet.agents.prompt.render_spawn_prompt, as a LIKE pattern
+    for the JSON string that stores the spawn prompt."""
+    return f"%- fleet id: {int(fleet_id)}\\n- your member id: {int(member_id)}\\n%"
+
+
+def opencode_user_text_starts(
+    data_folder: str, *, cwd: str, started_at: str, fleet_id: int, member_id: int, start: str
+) -> bool:
+    """Whether the member's opencode sessions (as :func:`opencode_usage` finds them) hold a
+    user message whose text begins with ``start``: opencode records a submitted line as
+    soon as it takes it, so a preview's header found there was delivered, whatever the
+    screen shows (opencode draws in place: no history to search). False when the file or
+    its tables cannot be read."""
+    import sqlite3
+    from urllib.parse import quote
+
+    path = os.path.join(data_folder, "opencode.db")
+    if not start or not os.path.isfile(path):
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=5.0)
+    except sqlite3.Error:
+        return False
+    try:
+        row = conn.execute(
+            _OPENCODE_SESSIONS + "SELECT 1 FROM part p JOIN mine ON p.session_id = mine.id "
+            "JOIN message m ON m.id = p.message_id WHERE json_extract(m.data, '$.role') = 'user' "
+            "AND json_extract(p.data, '$.type') = 'text' AND substr(json_extract(p.data, '$.text'), 1, ?) = ? LIMIT 1",
+            (cwd, _millis(started_at), _opencode_identity(fleet_id, member_id), len(start), start),
+        ).fetchone()
+    except sqlite3.Error:
+        return False  # an opencode whose tables differ from 1.18's
+    finally:
+        conn.close()
+    return row is not None
+
+
 def opencode_usage(
     data_folder: str, *, cwd: str, started_at: str, fleet_id: int, member_id: int
 ) -> tuple[Usage, list[str]]:
@@ -754,19 +800,14 @@ def opencode_usage(
     total = Usage()
     if not os.path.isfile(path):
         return total, []
-    # the identity lines of cafleet.agents.prompt.render_spawn_prompt, as stored in a JSON string
-    marker = f"%- fleet id: {int(fleet_id)}\\n- your member id: {int(member_id)}\\n%"
+    marker = _opencode_identity(fleet_id, member_id)
     try:
         conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=5.0)
     except sqlite3.Error:
         return total, [path]
     try:
         rows = conn.execute(
-            "WITH RECURSIVE mine(id) AS ("
-            "  SELECT s.id FROM session s WHERE s.directory = ? AND s.agent = 'cafleet' AND s.parent_id IS NULL"
-            "  AND s.time_created >= ? AND EXISTS (SELECT 1 FROM part p WHERE p.session_id = s.id AND p.data LIKE ?)"
-            "  UNION SELECT c.id FROM session c JOIN mine ON c.parent_id = mine.id) "
-            "SELECT s.model, s.cost, s.tokens_input, s.tokens_cache_write, s.tokens_cache_read, "
+            _OPENCODE_SESSIONS + "SELECT s.model, s.cost, s.tokens_input, s.tokens_cache_write, s.tokens_cache_read, "
             "s.tokens_output + s.tokens_reasoning, "
             "(SELECT count(*) FROM part p WHERE p.session_id = s.id AND json_extract(p.data, '$.type') = 'step-finish') "
             "FROM session s JOIN mine ON s.id = mine.id",

@@ -38,7 +38,7 @@ from cafleet.errors import CafleetError, clause
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any
 
     from cafleet.broker.records import BroadcastResult, MessageRecord, NotificationTarget
@@ -256,6 +256,12 @@ def drain(
                 # reach: the pane's recorded identity is checked before each keystroke;
                 # guard: so is the lock (on PostgreSQL it can be lost with its session).
                 mux = held.guard(reach(target))
+                earlier = held.entered_before(message_id)
+                # the agent's record is asked only when an Enter was pressed before, or may
+                # have been (PostgreSQL keeps no record of Enters)
+                recorded = (
+                    _agent_record(store, recipient_id, target, text) if earlier or not held.keeps_entered else None
+                )
                 if store.hooks is not None:
                     store.hooks.trace(f"drain.typing {message_id}")  # test-only count (cafleet.faults)
                 submit.submit_preview(
@@ -265,7 +271,8 @@ def drain(
                     target["coding_agent"],
                     pacing=submit.Pacing(settings.submit_settle),
                     ours=_our_preview_line(store, recipient_id),
-                    earlier=held.entered_before(message_id),
+                    earlier=earlier,
+                    recorded=recorded,
                     on_enter=_noting(held, message_id),
                     hooks=store.hooks,
                 )
@@ -302,6 +309,35 @@ def _refusal(store: Store, recipient_id: int, target: NotificationTarget, messag
     if running is not None:  # its pane belongs to that command until it ends
         return f"member {recipient_id}'s pane is running exec {running['exec_id']}; previews wait until it ends"
     return None
+
+
+def _agent_record(store: Store, member_id: int, target: NotificationTarget, text: str) -> Callable[[], bool] | None:
+    """What tells whether the recipient's agent already recorded the preview ``text`` as a
+    message it was sent (its header begins one of the user's messages): opencode's own
+    database, read on this host, for a member whose usage source names its data folder;
+    None for the other agents (their history is searched on screen) and members elsewhere."""
+    if target["coding_agent"] != "opencode" or target["session"].startswith("ssh://"):
+        return None
+    from cafleet.broker import usage
+
+    source = usage.sources(store, [member_id]).get(member_id)
+    if source is None or not source["data_dir"]:
+        return None
+    header = text.split("]", 1)[0] + "]"
+
+    def recorded() -> bool:
+        from cafleet.agents import usage as agent_usage
+
+        return agent_usage.opencode_user_text_starts(
+            source["data_dir"],
+            cwd=source["cwd"],
+            started_at=source["started_at"],
+            fleet_id=target["fleet_id"],
+            member_id=member_id,
+            start=header,
+        )
+
+    return recorded
 
 
 def _noting(held, message_id: int):

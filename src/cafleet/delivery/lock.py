@@ -113,6 +113,11 @@ class Held:
         except OSError:
             pass  # a record that cannot be kept only means a later retry may type again
 
+    @property
+    def keeps_entered(self) -> bool:
+        """Whether this lock records Enters (SQLite's lock file; not PostgreSQL's)."""
+        return self._fd is not None
+
     def entered_before(self, message_id: int) -> bool:
         """Whether an Enter was pressed for this message's preview in this pane before."""
         return message_id in self._entered()

@@ -19,7 +19,8 @@ bounded in time:
    may be meant twice, is always typed). With ``earlier`` (the caller's record says an
    earlier attempt pressed Enter for this preview in this pane) the pane's history is
    searched too, ``HISTORY_LINES`` rows back: a long answer may have pushed the echo out
-   of the captured rows. Otherwise type nothing when it shows a prompt awaiting its user
+   of the captured rows; and the caller's ``recorded()`` may say the agent's own record
+   holds it (opencode's database: it redraws in place and leaves no history). Otherwise type nothing when it shows a prompt awaiting its user
    (:class:`PaneAwaitingUser`: a digit would pick an option, Enter would approve), when it
    shows no input box of that agent or the agent is still starting (:class:`PaneNotReady`:
    a shell, ``sleep``, codex's ``Waiting for startup``), or when the box already holds
@@ -139,6 +140,7 @@ def submit_preview(
     pacing: Pacing | None = None,
     ours: Callable[[str], str | None] | None = None,
     earlier: bool = False,
+    recorded: Callable[[], bool] | None = None,
     on_enter: Callable[[], None] | None = None,
     hooks: Hooks | None = None,
 ) -> None:
@@ -149,8 +151,11 @@ def submit_preview(
     whose header already shows in the transcript or queue was taken by the agent after an
     earlier attempt gave up (step 1): it counts as submitted and is not typed again; with
     ``earlier`` (an earlier attempt pressed Enter for it in this pane) the pane's history
-    is searched for the header too, up to ``HISTORY_LINES`` rows back. ``on_enter`` is
-    called once, right before the first Enter. ``pacing`` defaults to ``Pacing()``."""
+    is searched for the header too, up to ``HISTORY_LINES`` rows back. ``recorded()``,
+    when given, says whether the agent's own record of what it was sent already holds this
+    preview (opencode, which draws in place and leaves no history to search): then too it
+    counts as submitted. ``on_enter`` is called once, right before
+    the first Enter. ``pacing`` defaults to ``Pacing()``."""
     _submit(
         mux,
         pane_id,
@@ -160,6 +165,7 @@ def submit_preview(
         ours,
         once=True,
         earlier=earlier,
+        recorded=recorded,
         on_enter=on_enter,
         hooks=hooks,
     )
@@ -261,6 +267,7 @@ def _submit(
     ours: Callable[[str], str | None] | None = None,
     once: bool = False,
     earlier: bool = False,
+    recorded: Callable[[], bool] | None = None,
     on_enter: Callable[[], None] | None = None,
     hooks: Hooks | None = None,
 ) -> None:
@@ -278,6 +285,8 @@ def _submit(
         return
     if once and earlier and _taken_already(agent, mux.capture(pane_id, HISTORY_LINES), marker, placeholder):
         return  # its echo scrolled up out of the captured rows (a long answer followed it)
+    if once and recorded is not None and recorded():
+        return  # the agent's own record holds it: taken, though its screen does not show it
     before = _check_ready(mux, pane_id, agent, before, line, ours)
     ends = (marker, _tail_marker(line))
     echoes = (_echoes(agent, before, ends[:1]), _echoes(agent, before, ends))
