@@ -18,7 +18,6 @@ STORES = ("sqlite", "postgres")
 
 import json
 import sqlite3
-import sys
 
 import pytest
 
@@ -36,28 +35,16 @@ def opencode_member(fleet, data_dir, cwd: str) -> dict:
     from cafleet.broker import members, usage
     from cafleet.store.connection import open_store
 
-    shown = fleet.cafleet("member", "show", str(fleet.director), "--json").json()["placement"]
+    member = fleet.attach("oc", coding_agent="opencode")
     store = open_store(str(fleet.db))
     try:
-        member_id = members.register_member(
-            store,
-            fleet_id=fleet.fleet_id,
-            name="oc",
-            description="opencode",
-            backend="tmux",
-            session=shown["session"],
-            window_id=shown["window_id"],
-            coding_agent="opencode",
+        usage.record_source(
+            store, member["member_id"], coding_agent="opencode", session_id=None, data_dir=str(data_dir), cwd=cwd
         )
-        record = fleet.records_dir / f"member-{member_id}.jsonl"
-        standin = [sys.executable, "-m", "cafleet.agents.standin", "--member-id", str(member_id)]
-        pane_id = fleet.server.new_pane([*standin, "--record", str(record)])
-        members.set_pane_id(store, member_id, pane_id)
-        usage.record_source(store, member_id, coding_agent="opencode", session_id=None, data_dir=str(data_dir), cwd=cwd)
-        placement = members.get_member(store, member_id)["placement"]
+        placement = members.get_member(store, member["member_id"])["placement"]
     finally:
         store.close()
-    return {"member_id": member_id, "pane_id": pane_id, "placement": placement}
+    return dict(member, placement=placement)
 
 
 def write_opencode_db(data_dir, cwd: str, fleet_id: int, member_id: int, user_texts: list[str]) -> None:

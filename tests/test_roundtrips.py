@@ -11,40 +11,22 @@ import sys
 
 import pytest
 
+from tests.conftest import FleetBuilder
 from tests.support.rtt_proxy import DelayProxy
 from tests.support.tmux_fixtures import wait_for
-
-
-def register(store, fleet_id: int, name: str) -> int:
-    """A member with a pending placement (no pane)."""
-    from cafleet.broker import members
-
-    return members.register_member(
-        store,
-        fleet_id=fleet_id,
-        name=name,
-        description="d",
-        backend="tmux",
-        session="$0@/none",
-        window_id="@0",
-        coding_agent="claude",
-    )
 
 
 @pytest.fixture
 def proxied(env, pg_cluster):
     """(environment naming the database through the proxy, the proxy, the id of a message
     to ack, its recipient)."""
-    from cafleet.broker import fleets, messages
+    from cafleet.broker import messages
     from cafleet.store.connection import open_store
 
     url = pg_cluster.fresh_database()
     store = open_store(url)
-    created = fleets.create_fleet(
-        store, name="f", coding_agent="claude", backend="tmux", session="$0@/none", window_id="@0", pane_id="%0"
-    )
-    worker = register(store, created["fleet_id"], "w")
-    message_id = messages.send(store, created["director_member_id"], worker, "to ack")["message_id"]
+    _, director, [worker] = FleetBuilder(store).fleet(members_count=1)
+    message_id = messages.send(store, director, worker, "to ack")["message_id"]
     store.close()
     proxy = DelayProxy(os.path.join(pg_cluster.socket_dir, ".s.PGSQL.5432"), 0.0)
     database = url.split("@/", 1)[1].split("?", 1)[0]
@@ -111,7 +93,7 @@ def test_member_lists_round_trips_do_not_grow_with_the_fleet(proxied, pg_cluster
     try:
         messages.ack(store, message_id)
         for n in range(10):
-            crew = register(store, 1, f"c{n}")
+            crew = FleetBuilder(store).member(1, f"c{n}")
             messages.send(store, 1, crew, "task")
             messages.ack(store, messages.send(store, crew, 1, "done")["message_id"])
     finally:

@@ -132,10 +132,11 @@ class PaneFleet:
         self.wait_ready(record["member_id"])
         return record
 
-    def attach(self, name: str, *flags: str) -> dict:
+    def attach(self, name: str, *flags: str, coding_agent: str = "standin") -> dict:
         """A member whose pane the test opens itself (the stand-in started with ``flags``,
         a new window of the Director's session), registered through the broker as
-        ``member create`` would register it: ``{"member_id", "pane_id"}``."""
+        ``member create`` would register it, recorded as ``coding_agent`` (another agent's
+        name: a pane that never draws that agent's input box): ``{"member_id", "pane_id"}``."""
         from cafleet.broker import members
         from cafleet.store.connection import open_store
 
@@ -150,7 +151,7 @@ class PaneFleet:
                 backend="tmux",
                 session=shown["session"],
                 window_id=shown["window_id"],
-                coding_agent="standin",
+                coding_agent=coding_agent,
             )
             record = self.records_dir / f"member-{member_id}.jsonl"
             standin = [sys.executable, "-m", "cafleet.agents.standin", "--member-id", str(member_id)]
