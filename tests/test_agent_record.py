@@ -136,3 +136,28 @@ def test_another_members_session_is_not_this_ones(fleet, store_kind, sent):
         note_enter(fleet, member["placement"], record["message_id"])
     retry(fleet, member)
     assert fleet.notified_at(record["message_id"]) is None
+
+
+@pytest.mark.stores("sqlite")  # no database of cafleet's involved
+def test_an_opencode_record_that_cannot_be_read_tells_nothing(tmp_path):
+    """No file, a file that is no database, tables of another shape: False (the retry
+    then types as before), never an error."""
+    from cafleet.agents.usage import opencode_user_text_starts
+
+    def asked(folder) -> bool:
+        return opencode_user_text_starts(
+            str(folder), cwd="/w", started_at="2026-01-01T00:00:00.000000+00:00", fleet_id=1, member_id=2, start="[x]"
+        )
+
+    assert asked(tmp_path / "none") is False
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    (garbage / "opencode.db").write_bytes(b"not a database at all" * 100)
+    assert asked(garbage) is False
+    other = tmp_path / "other"
+    other.mkdir()
+    conn = sqlite3.connect(other / "opencode.db")
+    conn.execute("CREATE TABLE session (id TEXT)")
+    conn.commit()
+    conn.close()
+    assert asked(other) is False

@@ -301,7 +301,7 @@ def keepers_section(ctx: Context) -> dict | None:
         return None
     if not live:
         return None
-    enabled = keepers.enabled(ctx.settings)
+    enabled = bool(ctx.settings.keeper)
     entries = []
     for fleet in live:
         found = keepers.status(store, ctx.settings, fleet["fleet_id"])

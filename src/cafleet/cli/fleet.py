@@ -94,7 +94,7 @@ def show(ctx: Context, fleet_id):
         lines.append(f"keeper: {keeper_text(keeper, ctx.settings)}")
         return "\n".join(lines)
 
-    ctx.emit(dict(record, keeper=dict(keeper.as_dict(), enabled=keepers.enabled(ctx.settings))), text)
+    ctx.emit(dict(record, keeper=dict(keeper.as_dict(), enabled=bool(ctx.settings.keeper))), text)
 
 
 def delete(ctx: Context, fleet_id, discard_worktree):
@@ -117,9 +117,7 @@ def delete(ctx: Context, fleet_id, discard_worktree):
 
 def keeper_text(keeper, settings) -> str:
     """``running, pid … since …`` or why it does not run (shared with doctor)."""
-    from cafleet.delivery import keepers
-
-    if keeper.running or keepers.enabled(settings):
+    if keeper.running or settings.keeper:
         return render.inline(keeper.describe())
     return "not running (CAFLEET_KEEPER=off: `cafleet fleet watch` delivers owed previews while it runs)"
 

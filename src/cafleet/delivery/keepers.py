@@ -367,18 +367,13 @@ _STARTED: dict[tuple[str, int], tuple[int, float]] = {}
 STARTING = 5.0
 
 
-def enabled(settings: config.Settings) -> bool:
-    """``CAFLEET_KEEPER``: whether commands start the fleet keeper (on by default)."""
-    return bool(settings.keeper)
-
-
 def ensure(store: Store, settings: config.Settings, fleet_id: int) -> Keeper | None:
     """The fleet's running keeper, started here when the setting allows, none runs, this is
     the Director's host and the Director's pane is there; None when no keeper will retry."""
     found = status(store, settings, fleet_id)
     if found.running:
         return found
-    if not enabled(settings):
+    if not settings.keeper:  # CAFLEET_KEEPER=off: commands start none
         return None
     import time
 

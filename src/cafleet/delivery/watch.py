@@ -94,9 +94,9 @@ class Watcher:
         self.last_message_id = 0
         self.director = fleets.get_fleet(store, fleet_id)["director_member_id"]
         self.settings = settings  # validated before the stream starts
-        from cafleet.delivery import keeper, keepers
+        from cafleet.delivery import keeper
 
-        self.keeper_on = keepers.enabled(settings)
+        self.keeper_on = bool(settings.keeper)
         self.keeper_seen: str | None = None  # the last keeper event's detail
         self.deliverer = None if self.keeper_on else keeper.Deliverer(store, self.settings, fleet_id, lambda _: None)
         self.noticer = None  # the Director's notices, the keeper's job too while it is off

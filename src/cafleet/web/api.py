@@ -151,7 +151,7 @@ def fleet_detail(request: Request) -> JSONResponse:
         from cafleet.delivery import keepers
 
         found = keepers.status(store, config.settings, fleet_id)
-        view["keeper"] = dict(found.as_dict(), enabled=keepers.enabled(config.settings))
+        view["keeper"] = dict(found.as_dict(), enabled=bool(config.settings.keeper))
         return JSONResponse(view)
 
 
