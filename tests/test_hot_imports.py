@@ -205,14 +205,14 @@ def test_sqlite_path_never_imports_psycopg(env, tmp_path, fleet):
     ):
         loaded = loaded_by(env, tmp_path, *args)
         postgres = sorted(
-            m for m in loaded if m.split(".")[0] == "psycopg" or m in ("cafleet.store.postgres", "cafleet.store.pgwire")
+            m for m in loaded if m.split(".")[0] == "psycopg" or m in ("cafleet.store.postgres", "cafleet.store.libpq", "ctypes")
         )
         assert postgres == [], (args, postgres)
 
 
-def test_postgres_path_loads_cafleets_own_client_and_no_ssl(env, tmp_path, pg_cluster):
-    """On PostgreSQL a hot command speaks the protocol itself (cafleet.store.pgwire): no
-    driver package, and over a Unix socket (no TLS asked) no ``ssl`` either."""
+def test_postgres_path_loads_libpq_through_cafleets_binding_and_no_driver(env, tmp_path, pg_cluster):
+    """On PostgreSQL a hot command loads libpq through cafleet's thin binding
+    (cafleet.store.libpq, ctypes): no driver package, and no Python ``ssl`` (libpq does TLS)."""
     from cafleet.broker import fleets
     from cafleet.store.connection import open_store
 
@@ -226,7 +226,7 @@ def test_postgres_path_loads_cafleets_own_client_and_no_ssl(env, tmp_path, pg_cl
     director, fleet_id = str(created["director_member_id"]), str(created["fleet_id"])
     for args in (["message", "poll", director], ["fleet", "list"], ["member", "list", fleet_id]):
         loaded = loaded_by(pg_env, tmp_path, *args)
-        assert "cafleet.store.pgwire" in loaded, args
+        assert "cafleet.store.libpq" in loaded, args
         drivers = sorted(m for m in loaded if m.split(".")[0] in ("psycopg", "psycopg2", "pg8000", "ssl", "_ssl"))
         assert drivers == [], (args, drivers)
 

@@ -451,17 +451,17 @@ def test_a_postgres_error_raised_while_rows_are_read_is_the_databases_one_line_n
     while a handler read its rows (outside the store's own translation) was a 500. The
     driver reads a result whole, so the failure is a stand-in: its cursor raising what a
     lost session raises."""
-    from cafleet.store import pgwire
+    from cafleet.store import libpq
 
     fleet_id, _, _ = trio
     assert client.get(f"/api/fleets/{fleet_id}").status_code == 200  # a pooled connection, open and diagnosed
 
     def lost(self):
-        raise pgwire.OperationalError("server closed the connection unexpectedly")
+        raise libpq.OperationalError("server closed the connection unexpectedly")
 
     with monkeypatch.context() as patch:
-        patch.setattr(pgwire.Cursor, "fetchall", lost)
-        patch.setattr(pgwire.Cursor, "fetchone", lost)
+        patch.setattr(libpq.Cursor, "fetchall", lost)
+        patch.setattr(libpq.Cursor, "fetchone", lost)
         response = client.get(f"/api/fleets/{fleet_id}")
     assert response.status_code == 503, response.text
     assert response.json()["error"] == (

@@ -1,17 +1,17 @@
 """The PostgreSQL store: ``CAFLEET_DATABASE_URL=postgresql://...`` (or ``postgres://``).
 
 Imported only when such a URL is configured (``tests/test_hot_imports.py`` proves the
-SQLite path never loads it). It talks to the server through :mod:`cafleet.store.pgwire`,
-cafleet's own protocol client: a driver's import cost more than a whole SQLite command
-(docs/decisions.md "PostgreSQL driver"). The URL is read as libpq reads it, so the usual
-``PG*`` environment variables and ``~/.pgpass`` fill in what it leaves out. cafleet's tables live in a schema of their own
+SQLite path never loads it). It talks to the server through libpq, the client library every
+PostgreSQL program uses, bound thinly by :mod:`cafleet.store.libpq` (docs/decisions.md
+"PostgreSQL client"): the URL, the ``PG*`` environment variables, the passfile, the service
+file, TLS and the login are libpq's own. cafleet's tables live in a schema of their own
 (``CAFLEET_PG_SCHEMA``, default ``cafleet``), which is the connection's ``search_path``;
 the broker's queries name tables without a schema.
 
 :class:`PgStore` implements the one store interface (:class:`cafleet.store.protocol.Store`,
 as the SQLite :class:`~cafleet.store.connection.Store` does). Every statement is sent as
 the broker wrote it, in the SQL both engines read alike, with sqlite3's ``?`` placeholders,
-which pgwire fills in (:func:`cafleet.store.pgwire.render`); where the engines differ, the
+whose values go to the server apart from the text (:mod:`cafleet.store.libpq`); where the engines differ, the
 difference is one of this class's methods (docs/storage.md "Differences, and where they
 live"). A write transaction takes one transaction-scoped
 advisory lock first, so writers run one at a time as they do on SQLite (``BEGIN
@@ -34,7 +34,7 @@ try:
 except ImportError:  # an interpreter built without them
     from hashlib import blake2b, md5
 
-from cafleet.store import pgwire
+from cafleet.store import libpq
 
 from cafleet import clock
 from cafleet.errors import DatabaseError, DatabaseUnreachable
@@ -52,6 +52,10 @@ FALLBACK_POLL = 2.0  # seconds: a waiter re-reads this often even when no notifi
 ABSENCE_FRESH = 1.0  # seconds: how long the open's "this auxiliary table is missing" is trusted
 # TCP keepalives: a connection to a host that died (and the advisory locks it holds) is
 # closed within about idle + interval * count seconds instead of the kernel's two hours.
+# Every wait for the server's answer lasts at most the busy timeout (which bounds a lock
+# wait, as lock_timeout) and this many seconds more; past it the connection is closed with
+# one line, so a server that stops answering never holds a command.
+READ_MARGIN = 10.0
 KEEPALIVES: dict[str, Any] = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3}
 
 
@@ -230,7 +234,7 @@ class PgStore:
 
     def __init__(
         self,
-        conn: pgwire.Connection,
+        conn: libpq.Connection,
         url: str,
         schema_name: str,
         busy_timeout: float,
@@ -298,23 +302,24 @@ class PgStore:
         return missing
 
     def execute(self, sql: str, params=()):
-        """Run one statement, as written (pgwire reads the ``?`` placeholders)."""
+        """Run one statement, its ``?`` placeholders' values sent apart from the text."""
         try:
             if self.begin:  # the first statement of a write: the transaction's opening goes with it
-                begin, self.begin = self.begin, ""
-                cursor = self.conn.execute(begin + "; " + sql, params or None)
-                cursor.nextset()  # BEGIN's, then the lock's result
-                cursor.nextset()
-                return cursor
-            return self.conn.execute(sql, params or None)
-        except pgwire.DataError as exc:
+                self.begin = ""
+                return self.conn.pipeline([("BEGIN", ()), (self.write_lock(), ()), (sql, params)])
+            return self.conn.execute(sql, params)
+        except libpq.DataError as exc:
             if "NUL" in str(exc) and any("\0" in p for p in params if isinstance(p, str)):
                 raise DatabaseError(
                     "PostgreSQL text cannot hold the character U+0000 (NUL); remove it from the text and try again."
                 ) from None
             raise translate(exc, self.url, self.busy_timeout) from None
-        except pgwire.Error as exc:
+        except libpq.Error as exc:
             raise translate(exc, self.url, self.busy_timeout) from None
+
+    def write_lock(self) -> str:
+        """The writers' lock a write transaction takes first (bounded by lock_timeout)."""
+        return f"SELECT pg_advisory_xact_lock({lock_key('writers', self.schema)})"
 
     def insert(self, sql: str, params, key: str) -> int:
         """Run an INSERT and return the new row's ``key`` column (its generated id)."""
@@ -330,7 +335,7 @@ class PgStore:
 
     def end_transaction(self) -> None:
         """Roll back a transaction left open; raises when the connection is broken."""
-        if self.conn.info.transaction_status != pgwire.IDLE:
+        if self.conn.info.transaction_status != libpq.IDLE:
             self.conn.execute("ROLLBACK")
 
     def auxiliary_problems(self) -> dict[str, Problem]:
@@ -351,9 +356,12 @@ class PgStore:
 
     def location_key(self) -> str:
         """The schema's identity as one string: where the server is, not how the URL spelled
-        it (a passfile, a password), and the schema."""
-        info = self.conn.info
-        return f"{info.host}\0{info.port}\0{info.dbname}\0{self.schema}"
+        it (a passfile, a password), and the schema. The hosts are all those the location
+        names (libpq's reading of it), not the one answering now: after a failover to a
+        standby it is the same fleet."""
+        options = self.conn.info.options()
+        hosts = options.get("host") or options.get("hostaddr", "")
+        return f"{hosts}\0{options.get('port', '')}\0{options.get('dbname', '')}\0{self.schema}"
 
     @property
     def display_name(self) -> str:
@@ -363,7 +371,7 @@ class PgStore:
     def classify(self, exc: BaseException) -> DatabaseError | None:
         """A driver exception that escaped :meth:`execute` as cafleet's one-line error;
         None for anything else, and for a refused constraint."""
-        if isinstance(exc, pgwire.Error) and not isinstance(exc, pgwire.IntegrityError):
+        if isinstance(exc, libpq.Error) and not isinstance(exc, libpq.IntegrityError):
             return translate(exc, self.url, self.busy_timeout)
         return None
 
@@ -380,7 +388,7 @@ class PgStore:
         session (a restart, ``pg_terminate_backend``, an idle timeout) sends its reason and
         closes, which the client would only notice on the next query."""
         conn = self.conn
-        if conn.closed or conn.info.transaction_status != pgwire.IDLE:
+        if conn.closed or conn.info.transaction_status != libpq.IDLE:
             return False
         poller = select.poll()  # not select(): a descriptor above 1023 is fine
         poller.register(conn.fileno(), select.POLLIN)
@@ -400,7 +408,7 @@ class PgStore:
         self.absent, self.absent_until = fresh.absent, fresh.absent_until
         try:
             old.close()
-        except pgwire.Error:
+        except libpq.Error:
             pass
 
     def close(self) -> None:
@@ -416,8 +424,8 @@ class _PgWrite:
     def __enter__(self) -> PgStore:
         store = self.store
         # The transaction and the writers' lock (bounded by lock_timeout) go to the server
-        # with the first statement, in its message (PgStore.execute): no round trip here.
-        store.begin = f"BEGIN; SELECT pg_advisory_xact_lock({lock_key('writers', store.schema)})"
+        # with the first statement, in its round trip (PgStore.execute): none here.
+        store.begin = "pending"
         return store
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -427,8 +435,8 @@ class _PgWrite:
             return
         if exc_type is None:
             try:
-                store.conn.execute(f"NOTIFY {pgwire.quote_ident(store.channel)}; COMMIT")
-            except pgwire.Error as error:
+                store.conn.pipeline([(f"NOTIFY {libpq.quote_ident(store.channel)}", ()), ("COMMIT", ())])
+            except libpq.Error as error:
                 _rollback_quietly(store.conn)
                 raise translate(error, store.url, store.busy_timeout) from None
         else:
@@ -437,9 +445,9 @@ class _PgWrite:
 
 def _rollback_quietly(conn) -> None:
     try:
-        if conn.info.transaction_status != pgwire.IDLE:
+        if conn.info.transaction_status != libpq.IDLE:
             conn.execute("ROLLBACK")
-    except pgwire.Error:
+    except libpq.Error:
         pass
 
 
@@ -473,11 +481,13 @@ def translate(exc: BaseException, url: str, busy_timeout: float) -> DatabaseErro
 
 
 def _translated(exc: BaseException, where: str, busy_timeout: float) -> DatabaseError:
+    if isinstance(exc, libpq.Missing):
+        return DatabaseError(str(exc))
     state = getattr(exc, "sqlstate", None) or ""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if state == "55P03":  # lock_not_available: lock_timeout expired
         return DatabaseError.locked(where, busy_timeout)
-    if state.startswith("08") or isinstance(exc, pgwire.OperationalError):
+    if state.startswith("08") or isinstance(exc, libpq.OperationalError):
         return DatabaseUnreachable(f"cannot reach database {where}: {first}; check the server and the URL.")
     if state.startswith("28"):
         return DatabaseError(f"database {where} refused the login: {first}.")
@@ -492,21 +502,23 @@ def _translated(exc: BaseException, where: str, busy_timeout: float) -> Database
 
 def connect(
     url: str, busy_timeout: float, schema_name: str, settings: bool = True, hooks: Hooks | None = None
-) -> pgwire.Connection:
+) -> libpq.Connection:
     """An autocommit connection with keepalives, ``search_path`` set to the schema and
     ``lock_timeout`` to the busy timeout; with ``settings=False`` the caller sends
     :func:`_settings_sql` itself (the store's open folds it into its diagnosis). With test
     ``hooks`` that trace SQL (:mod:`cafleet.faults`), each statement sent goes to them."""
     try:
-        conn = pgwire.Connection.connect(url, connect_timeout=max(2, int(busy_timeout) + 1), **KEEPALIVES)
-    except pgwire.Error as exc:
+        conn = libpq.Connection.connect(
+            url, read_timeout=busy_timeout + READ_MARGIN, connect_timeout=max(2, int(busy_timeout) + 1), **KEEPALIVES
+        )
+    except libpq.Error as exc:
         raise translate(exc, url, busy_timeout) from None
     if hooks is not None and hooks.trace_sql is not None:
         conn.trace = hooks.trace_sql
     if settings:
         try:
             conn.execute(_settings_sql(schema_name, busy_timeout))
-        except pgwire.Error as exc:
+        except libpq.Error as exc:
             conn.close()
             raise translate(exc, url, busy_timeout) from None
     return conn
@@ -556,7 +568,7 @@ def open_store(
                 found = _read_shape(conn, schema_name)
                 diagnose(conn, store.path, schema_name, found, trusted_owner)
             store.present.update(found["column"], found["index"])
-        except pgwire.Error as exc:
+        except libpq.Error as exc:
             raise translate(exc, store.url, busy_timeout) from None
     except BaseException:
         conn.close()
@@ -597,20 +609,21 @@ SELECT concat('index ', x.indexrelid::regclass, ' ', x.indrelid::regclass, ' (',
   pg_get_expr(x.indpred, x.indrelid))
   FROM pg_index x WHERE x.indexrelid = ANY('{INDEXES}'::regclass[])
 """
-_fast_queries: dict[tuple[str, float, str], str] = {}
+_fast_queries: dict[tuple[str, float, bool], tuple[str, str]] = {}
 _baseline: list[str] = []
 
 
-def _fast_query(schema_name: str, busy_timeout: float, trusted_owner: str = "") -> str:
-    """The settings and the digest query, two statements sent as one message."""
-    key = (schema_name, busy_timeout, trusted_owner)
+def _fast_query(schema_name: str, busy_timeout: float, trusted_owner: str = "") -> tuple[str, str]:
+    """The settings and the digest query, two statements sent in one round trip; the
+    digest query takes the trusted owner, when there is one, as its parameters."""
+    key = (schema_name, busy_timeout, bool(trusted_owner))
     query = _fast_queries.get(key)
     if query is None:
-        query = _fast_queries[key] = _build_fast_query(schema_name, busy_timeout, trusted_owner)
+        query = _fast_queries[key] = _build_fast_query(schema_name, busy_timeout, bool(trusted_owner))
     return query
 
 
-def _build_fast_query(schema_name: str, busy_timeout: float, trusted_owner: str = "") -> str:
+def _build_fast_query(schema_name: str, busy_timeout: float, trusted: bool = False) -> tuple[str, str]:
     def names(objects) -> str:  # a regclass[] literal; a checked schema name needs no quotes in it
         return "{" + ",".join(f"{schema_name}.{name}" for name in objects) + "}"
 
@@ -625,20 +638,20 @@ def _build_fast_query(schema_name: str, busy_timeout: float, trusted_owner: str 
     )
     # Which auxiliary objects exist: to_regclass() is a cache lookup, with no scan to plan.
     auxiliary = "".join(f", to_regclass('{schema_name}.{name}') IS NOT NULL" for name in AUX_NAMES)
-    return (
-        _settings_sql(schema_name, busy_timeout)
-        + f';\nSELECT (SELECT max(version) FROM "{schema_name}".{schema.LEDGER_TABLE}), '
-        + f"md5(string_agg(line, E'\\n' ORDER BY line COLLATE \"C\")), {owned_clause(schema_name, trusted_owner)}"
+    return _settings_sql(schema_name, busy_timeout), (
+        f'SELECT (SELECT max(version) FROM "{schema_name}".{schema.LEDGER_TABLE}), '
+        + f"md5(string_agg(line, E'\\n' ORDER BY line COLLATE \"C\")), {owned_clause(schema_name, trusted)}"
         + f"{auxiliary} FROM ({lines}) lines"
     )
 
 
-def owned_clause(schema_name: str, trusted_owner: str) -> str:
+def owned_clause(schema_name: str, trusted: bool) -> str:
     """The fast query's ownership test: true when the schema and every table cafleet uses
-    that exists belong to the connecting role or ``trusted_owner``, looked up by oid as
-    the digest's objects are. False or an error means "diagnose in detail", which names
-    the owner and refuses (bench/pg_owner_check.py measures what it adds)."""
-    owners = "current_user" + (f", {_literal(trusted_owner)}" if trusted_owner else "")
+    that exists belong to the connecting role or, when ``trusted``, the trusted owner (the
+    query's parameter, given twice), looked up by oid as the digest's objects are.
+    False or an error means "diagnose in detail", which names the owner and refuses
+    (bench/pg_owner_check.py measures what it adds)."""
+    owners = "current_user" + (", ?::text" if trusted else "")
     tables = "{" + ",".join(f"{schema_name}.{name}" for name in EXPECTED_COLUMNS) + "}"
     aux_oids = ", ".join(f"to_regclass('{schema_name}.{name}')" for name in AUX_TABLE_NAMES)
     return (
@@ -646,12 +659,6 @@ def owned_clause(schema_name: str, trusted_owner: str) -> str:
         f" AND NOT EXISTS (SELECT FROM pg_class WHERE (oid = ANY('{tables}'::regclass[]) OR oid IN ({aux_oids}))"
         f" AND pg_get_userbyid(relowner) NOT IN ({owners}))"
     )
-
-
-def _literal(text: str) -> str:
-    """``text`` as an SQL string constant, whatever ``standard_conforming_strings`` says
-    (an E'' string reads backslashes as escapes either way)."""
-    return "E'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def baseline_digest() -> str:
@@ -671,10 +678,9 @@ def _fast_accept(conn, schema_name: str, busy_timeout: float, trusted_owner: str
     are then in effect): the tables present, required and auxiliary, and the auxiliary
     indexes present (PgStore.present). None means "diagnose in detail"."""
     try:
-        cursor = conn.execute(_fast_query(schema_name, busy_timeout, trusted_owner))
-        cursor.nextset()
-        row = cursor.fetchone()
-    except pgwire.Error:
+        settings, digest = _fast_query(schema_name, busy_timeout, trusted_owner)
+        row = conn.pipeline([(settings, ()), (digest, (trusted_owner,) * 2 if trusted_owner else ())]).fetchone()
+    except libpq.Error:
         if conn.broken or conn.closed:
             raise
         return None  # a missing ledger or object, no md5(): the detailed diagnosis says what
@@ -716,7 +722,7 @@ def diagnose(conn, where: str, schema_name: str, found: dict | None = None, trus
         )
     try:
         version = conn.execute(f'SELECT max(version) FROM "{schema_name}".{schema.LEDGER_TABLE}').fetchone()[0]
-    except pgwire.Error as exc:
+    except libpq.Error as exc:
         raise diagnosis.Refused(f"{place} has an unreadable schema ledger ({exc}); it was left unchanged.") from None
     diagnosis.check_version(version, place, located=True)
     problem = first_shape_problem(found)
@@ -801,21 +807,29 @@ def _initialise(conn, where: str, schema_name: str, trusted_owner: str) -> None:
     first opens queue on an advisory lock; the one that finds the schema filled meanwhile
     does nothing. A schema that did not exist is created without IF NOT EXISTS, so one that
     another role created meanwhile fails the transaction instead of being filled."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(?)", (lock_key("initialise", schema_name),))
-        found = _read_shape(conn, schema_name)
-        if found["relation"]:
-            return  # another process initialised it while this one waited (the caller diagnoses it)
-        check_owners(found, f"schema {schema_name} of database {where}", trusted_owner)
-        create = "CREATE SCHEMA IF NOT EXISTS {}" if "" in found["owner"] else "CREATE SCHEMA {}"
-        conn.execute(create.format(pgwire.quote_ident(schema_name)))
-        rendered = ddl()
-        for statement in (*rendered.tables.values(), *rendered.late_foreign_keys, *rendered.indexes.values()):
-            conn.execute(statement)
-        conn.execute(
-            f"INSERT INTO {schema.LEDGER_TABLE} (version, name, applied_on, checksum) VALUES (?, ?, ?, ?)",
-            (schema.HEAD_VERSION, "baseline", clock.now(), schema.baseline_checksum()),
-        )
+    conn.pipeline([("BEGIN", ()), ("SELECT pg_advisory_xact_lock(?)", (lock_key("initialise", schema_name),))])
+    try:
+        _fill(conn, where, schema_name, trusted_owner)
+        conn.execute("COMMIT")
+    finally:
+        _rollback_quietly(conn)
+
+
+def _fill(conn, where: str, schema_name: str, trusted_owner: str) -> None:
+    """The initialising transaction's work, under its lock."""
+    found = _read_shape(conn, schema_name)
+    if found["relation"]:
+        return  # another process initialised it while this one waited (the caller diagnoses it)
+    check_owners(found, f"schema {schema_name} of database {where}", trusted_owner)
+    create = "CREATE SCHEMA IF NOT EXISTS {}" if "" in found["owner"] else "CREATE SCHEMA {}"
+    conn.execute(create.format(libpq.quote_ident(schema_name)))
+    rendered = ddl()
+    for statement in (*rendered.tables.values(), *rendered.late_foreign_keys, *rendered.indexes.values()):
+        conn.execute(statement)
+    conn.execute(
+        f"INSERT INTO {schema.LEDGER_TABLE} (version, name, applied_on, checksum) VALUES (?, ?, ?, ?)",
+        (schema.HEAD_VERSION, "baseline", clock.now(), schema.baseline_checksum()),
+    )
 
 
 def auxiliary_problems(store: PgStore) -> dict[str, Problem]:
@@ -854,7 +868,7 @@ def triggers_and_rules(store: PgStore) -> list[Trigger]:
     table runs another role's code; a rule can only be made by the table's owner."""
     try:
         rows = store.conn.execute(_TRIGGERS_QUERY, (store.schema, list(EXPECTED_COLUMNS)) * 2).fetchall()
-    except pgwire.Error as exc:
+    except libpq.Error as exc:
         raise translate(exc, store.url, store.busy_timeout) from None
     found: list[Trigger] = []
     for kind, table, name, function, function_owner, definer, builtin, user in rows:
@@ -890,7 +904,7 @@ class NotifyWaiter:
 
     def __init__(self, store: PgStore) -> None:
         self.store = store
-        self.conn: pgwire.Connection | None = None
+        self.conn: libpq.Connection | None = None
         self.last_read = time.monotonic()
         self._listen()
 
@@ -900,8 +914,8 @@ class NotifyWaiter:
             self.store.url, self.store.busy_timeout, self.store.schema, settings=False, hooks=self.store.hooks
         )
         try:
-            conn.execute("LISTEN " + pgwire.quote_ident(self.store.channel))
-        except pgwire.Error as exc:
+            conn.execute("LISTEN " + libpq.quote_ident(self.store.channel))
+        except libpq.Error as exc:
             conn.close()
             raise translate(exc, self.store.url, self.store.busy_timeout) from None
         self.conn = conn
@@ -934,7 +948,7 @@ class NotifyWaiter:
                 if list(self.conn.notifies(timeout=timeout, stop_after=1)):
                     self.last_read = time.monotonic()
                     return True
-            except (pgwire.OperationalError, DatabaseError):
+            except (libpq.OperationalError, DatabaseError):
                 # The session ended (a restart, an administrator, a timeout): listen again
                 # at once; if that fails too, the next wait raises. Either way, read again.
                 try:
@@ -956,7 +970,7 @@ class NotifyWaiter:
             if list(self.conn.notifies(timeout=0.001, stop_after=1)) or now - self.last_read >= FALLBACK_POLL:
                 self.last_read = now
                 return True
-        except (pgwire.OperationalError, DatabaseError):
+        except (libpq.OperationalError, DatabaseError):
             self._drop()
             return True
         return False
@@ -965,7 +979,7 @@ class NotifyWaiter:
         if self.conn is not None:
             try:
                 self.conn.close()
-            except pgwire.Error:
+            except libpq.Error:
                 pass
             self.conn = None
 
@@ -997,7 +1011,7 @@ class AdvisoryLock:
         self.url = url
         self.key = key
         self.hooks = hooks  # the command's test hooks (cafleet.faults)
-        self.conn: pgwire.Connection | None = None
+        self.conn: libpq.Connection | None = None
         self.ping = False  # the server ends idle sessions: every alive() is a round trip
 
     def open(self, busy_timeout: float = 5.0) -> None:
@@ -1010,7 +1024,7 @@ class AdvisoryLock:
         assert self.conn is not None, "open() first"
         try:
             row = self.conn.execute("SELECT pg_try_advisory_lock(?)", (self.key,)).fetchone()
-        except pgwire.Error as exc:
+        except libpq.Error as exc:
             raise translate(exc, self.url, 5.0) from None
         return row is not None and bool(row[0])
 
@@ -1025,7 +1039,7 @@ class AdvisoryLock:
                 "(SELECT setting FROM pg_settings WHERE name = 'idle_session_timeout')",
                 (application_name[:63], self.key),
             ).fetchone()
-        except pgwire.Error as exc:
+        except libpq.Error as exc:
             raise translate(exc, self.url, 5.0) from None
         self.ping = bool(row) and row[2] not in (None, "0")
         return bool(row and row[1])
@@ -1045,7 +1059,7 @@ class AdvisoryLock:
             if not poller.poll(0) and not self.ping:
                 return True  # nothing unasked for: the session is as it was
             conn.execute("SELECT 1").fetchone()  # something came: ask whether the session lives
-        except (pgwire.Error, OSError, ValueError):  # the session is gone, and so is the lock
+        except (libpq.Error, OSError, ValueError):  # the session is gone, and so is the lock
             return False
         return True
 
@@ -1057,7 +1071,7 @@ class AdvisoryLock:
             return False
         try:
             row = conn.execute(_HOLDS_LOCK, ((self.key >> 32) & 0xFFFFFFFF, self.key & 0xFFFFFFFF)).fetchone()
-        except pgwire.Error:
+        except libpq.Error:
             return False
         return bool(row and row[0])
 
@@ -1065,7 +1079,7 @@ class AdvisoryLock:
         if self.conn is not None:
             try:
                 self.conn.close()  # ends the session, which releases its advisory locks
-            except pgwire.Error:
+            except libpq.Error:
                 pass  # a session already gone holds nothing
             finally:
                 self.conn = None
