@@ -2,8 +2,8 @@
 # Installs cafleet into ./.venv, plus the system packages it needs (tmux).
 # Usage: bash scripts/install.sh [--test]   (--test also installs the test dependencies,
 # Debian's chromium for the WebUI browser tests, OpenSSH for the remote-host tests and
-# postgresql + libpq5 for the PostgreSQL store's tests, npm for the real agents; CAFLEET_POSTGRES=1 installs the postgres
-# extra, which needs nothing more: the store speaks PostgreSQL's protocol itself)
+# postgresql + libpq5 for the PostgreSQL store's tests, npm for the real agents; CAFLEET_POSTGRES=1 installs libpq5,
+# the PostgreSQL client library the store loads for a postgresql:// URL; a SQLite file never needs it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,8 +22,8 @@ if [ "$with_tests" = 1 ]; then
   # npm (with Node.js) installs the pinned claude, codex and opencode the real-agent tests run.
   command -v npm >/dev/null 2>&1 || apt_packages+=(npm)
 fi
-# libpq, which psycopg (the test extra: the tests administer their clusters with it) loads.
-if [ "$with_tests" = 1 ]; then
+# libpq: the PostgreSQL store talks to the server through it (and the tests' psycopg loads it too).
+if [ "$with_tests" = 1 ] || [ "${CAFLEET_POSTGRES:-}" = 1 ]; then
   ldconfig -p 2>/dev/null | grep -q 'libpq\.so\.5' || apt_packages+=(libpq5)
 fi
 PYTHON=${PYTHON:-python3}

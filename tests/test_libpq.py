@@ -201,3 +201,24 @@ def test_any_text_round_trips_as_data_whatever_the_session_settings(shared_conn,
     )
     conn.execute("INSERT INTO r VALUES (?)", (value,))
     assert conn.execute("SELECT t, count(*) OVER () FROM r WHERE t = ?", (value,)).fetchall() == [(value, 1)]
+
+
+def test_without_libpq_a_postgres_url_says_what_to_install_and_sqlite_needs_nothing(cli, env, monkeypatch, tmp_path):
+    """A machine without libpq.so.5 (a stand-in: ctypes refusing to load it, as dlopen does
+    when the file is absent): one line naming the package; a SQLite file works as before."""
+    import ctypes
+
+    real = ctypes.CDLL
+
+    def absent(name, *args, **kwargs):
+        if "libpq" in str(name):
+            raise OSError(f"{name}: cannot open shared object file: No such file or directory")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(ctypes, "CDLL", absent)
+    monkeypatch.setattr(libpq, "_LIBRARY", [])
+    result = cli("fleet", "list", environ=dict(env, CAFLEET_DATABASE_URL="postgresql://nobody@/nowhere"))
+    assert (result.code, result.out) == (1, "")
+    assert result.err == f"Error: {libpq.MISSING}\n"
+    sqlite = cli("fleet", "list", environ=dict(env, CAFLEET_DATABASE_URL=str(tmp_path / "f.db")))
+    assert sqlite.code == 0, sqlite

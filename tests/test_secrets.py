@@ -50,7 +50,12 @@ def query_form(base: str) -> str:
     return f"{base}&password={ENCODED}"
 
 
-FORMS = {"userinfo": userinfo_form, "query": query_form}
+def encoded_key_form(base: str) -> str:
+    """``pass%77ord=``: a percent-encoded key, which libpq decodes to ``password``."""
+    return f"{base}&pass%77ord={ENCODED}"
+
+
+FORMS = {"userinfo": userinfo_form, "query": query_form, "encoded key": encoded_key_form}
 
 
 def run(env: dict, url: str, *args: str):
@@ -77,6 +82,12 @@ def test_redact_and_scrub_hide_every_spelling():
         PASSWORD,
     )
     assert split_password("postgresql://a@db/x") == ("postgresql://a@db/x", None)
+    # Before: a percent-encoded key was a password to libpq but not to cafleet, printed in clear.
+    assert redact("postgresql://a@db/x?pass%77ord=s3cretpw&ssl%70assword=k1&%61pp=y") == (
+        "postgresql://a@db/x?pass%77ord=***&ssl%70assword=***&%61pp=y"
+    )
+    assert scrub("said s3cretpw", "postgresql://a@db/x?pass%77ord=s3cretpw") == "said ***"
+    assert split_password(f"postgresql://a@db/x?pass%77ord={ENCODED}&b=c") == ("postgresql://a@db/x?b=c", PASSWORD)
 
 
 @pytest.mark.parametrize("form", sorted(FORMS))

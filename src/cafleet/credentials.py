@@ -26,7 +26,17 @@ from cafleet.errors import ConfigError
 MIN_SCRUBBED = 4
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^:@/\s]*):([^@/\s]*)@")
 _KEYWORD = re.compile(r"(?<![A-Za-z0-9_])((?:ssl)?password)(\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&\s]*)", re.IGNORECASE)
+# A URL query parameter whose key is percent-encoded (``pass%77ord=``): libpq decodes the
+# key, so it is a password too.
+_ENCODED_KEY = re.compile(r"(?<=[?&])([A-Za-z0-9_]*%[0-9A-Fa-f]{2}[A-Za-z0-9_%]*)(=)([^&\s]*)")
 PASSFILE_PREFIX = "pgpass-"
+
+
+def _secret_key(key: str) -> bool:
+    """Whether a URL query key, percent-decoded as libpq decodes it, names a password."""
+    from urllib.parse import unquote
+
+    return unquote(key).lower() in ("password", "sslpassword")
 
 
 def is_url(location: str) -> bool:
@@ -38,7 +48,10 @@ def redact(text: str) -> str:
     if "://" not in text and "password" not in text.lower():
         return text
     text = _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:***@", text)
-    return _KEYWORD.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+    text = _KEYWORD.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+    if "%" in text:
+        text = _ENCODED_KEY.sub(lambda m: f"{m.group(1)}={'***' if _secret_key(m.group(1)) else m.group(3)}", text)
+    return text
 
 
 def secrets(location: str) -> list[str]:
@@ -54,6 +67,7 @@ def secrets(location: str) -> list[str]:
         found.append(value)
         if value.startswith("'"):
             found.append(value.strip("'").replace("\\'", "'").replace("\\\\", "\\"))
+    found += [match.group(3) for match in _ENCODED_KEY.finditer(location) if _secret_key(match.group(1))]
     found += [unquote(value) for value in found]
     return sorted({value for value in found if value}, key=len, reverse=True)
 
@@ -101,6 +115,7 @@ def split_password(url: str) -> tuple[str, str | None]:
     kept = []
     for item in query.split("&"):
         key, _, value = item.partition("=")
+        key = unquote(key) if _secret_key(key) else key
         if key == "sslpassword":
             raise ConfigError(
                 "the database URL carries sslpassword=, which a member's pane could only get through its "

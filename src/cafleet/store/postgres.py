@@ -453,11 +453,12 @@ def _rollback_quietly(conn) -> None:
 
 def _redact(url: str) -> str:
     """:func:`cafleet.credentials.redact`, whose regular expressions (and ``re``) are
-    loaded only when ``url`` can hold a password: a ``password`` parameter, or a colon
+    loaded only when ``url`` can hold a password: a ``password`` parameter (or a
+    percent-encoded key, which may spell one), or a colon
     between a ``://`` and the ``@`` after it (``user:password@``). Otherwise neither of
     its patterns can match, and the URL is its own redaction."""
     lower = url.lower()
-    may_hold = "password" in lower
+    may_hold = "password" in lower or "%" in url.partition("?")[2]  # pass%77ord= is a password to libpq
     at = url.find("@")
     while not may_hold and at >= 0:
         start = url.rfind("://", 0, at)
