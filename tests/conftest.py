@@ -212,6 +212,7 @@ TIER_MODULES = {  # whole modules whose multiplexer or load is their own
     "test_load": ("slow",),
     "test_storm": ("slow",),
     "test_agent_flags_real": ("slow",),
+    "test_pg_failover": ("slow",),  # two servers, a base backup, a crash and a promotion per test
 }
 
 

@@ -205,7 +205,9 @@ def test_sqlite_path_never_imports_psycopg(env, tmp_path, fleet):
     ):
         loaded = loaded_by(env, tmp_path, *args)
         postgres = sorted(
-            m for m in loaded if m.split(".")[0] == "psycopg" or m in ("cafleet.store.postgres", "cafleet.store.libpq", "ctypes")
+            m
+            for m in loaded
+            if m.split(".")[0] == "psycopg" or m in ("cafleet.store.postgres", "cafleet.store.libpq", "ctypes")
         )
         assert postgres == [], (args, postgres)
 

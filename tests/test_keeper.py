@@ -326,21 +326,59 @@ def test_fleet_keep_json_prints_one_object_per_event(fleet_without_keeper, tmp_p
 
 
 @pytest.mark.stores("postgres")  # an flock is held for as long as its holder lives: SQLite has no session to end
-def test_f_the_keeper_ends_when_its_lock_session_ends(fleet):
-    ends_with_its_line(fleet, "lock session ended")
+def test_f_a_keeper_whose_lock_session_ends_takes_the_lock_again_or_ends_saying_why(fleet, pg_cluster):
+    """A server restart, a failover or an administrator ends the keeper's lock session.
+    Before: the keeper ended, and no keeper ran until the next command that owed a preview.
+    Now it takes the lock again on a new session and goes on, the same process; only when no
+    session can be had within CAFLEET_PG_RECONNECT_TIMEOUT does it end, with its line."""
+    record = running_keeper(fleet)
+    pid, log = record["pid"], record["log"]
+    ended = fleet.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND application_name LIKE 'cafleet-keeper %'"
+    )
+    assert ended == [(True,)]
+    wait_for(
+        lambda: any("the lock is taken again on a new session" in line for line in log_lines(log)),
+        timeout=30,
+        what="the keeper to take its lock again",
+    )
+    assert alive(pid) and keeper(fleet)["pid"] == pid and keeper(fleet)["running"] is True
+    assert fleet.query(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND application_name LIKE 'cafleet-keeper %'"
+    ) == [(1,)]
+
+    kill(pid)  # then a keeper that may wait 1 s for a session, on a database that lets nobody in
+    wait_for(lambda: not alive(pid), timeout=30, what="the keeper to end")
+    argv = [sys.executable, "-m", "cafleet", "fleet", "keep", str(fleet.fleet_id)]
+    environ = dict(fleet.environ, CAFLEET_PG_RECONNECT_TIMEOUT="1")
+    proc = subprocess.Popen(argv, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    database = fleet.db.split("@/", 1)[1].split("?", 1)[0]
+    try:
+        wait_for(lambda: keeper(fleet)["pid"] == proc.pid, timeout=30, what="the new keeper")
+        pg_cluster.admin(f"ALTER DATABASE {database} ALLOW_CONNECTIONS false")
+        pg_cluster.admin(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE datname = '{database}' AND application_name LIKE 'cafleet-keeper %'"
+        )
+        assert proc.wait(timeout=60) == 0
+        last = proc.stdout.read().splitlines()[-1]
+    finally:
+        pg_cluster.admin(f"ALTER DATABASE {database} ALLOW_CONNECTIONS true")
+        if proc.poll() is None:
+            kill(proc.pid)
+            proc.wait()
+        proc.stdout.close()
+    assert f"keeper[{proc.pid}] keeper for fleet {fleet.fleet_id} ended: its lock's database session ended" in last
+    assert last.endswith("; gave up after 1.0 s"), last
+    assert "is not currently accepting connections" in last, last
 
 
 def ends_with_its_line(fleet, ending: str) -> None:
     record = running_keeper(fleet)
     pid, log = record["pid"], record["log"]
-    if ending == "lock session ended":  # a server restart, or an administrator, ends the lock's session
-        ended = fleet.query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND application_name LIKE 'cafleet-keeper %'"
-        )
-        assert ended == [(True,)]
-        why = "its lock's database session ended (another keeper may start)"
-    elif ending == "fleet deleted":
+    if ending == "fleet deleted":
         assert fleet.cafleet("fleet", "delete", str(fleet.fleet_id)).code == 0
         why = f"fleet {fleet.fleet_id} was deleted"
     elif ending == "SIGTERM":

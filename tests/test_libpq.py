@@ -41,7 +41,10 @@ def test_a_question_mark_is_a_placeholder_only_outside_literals_identifiers_and_
         "SELECT ? AS \"what?\", 'a?''b?' AS s, E'c\\'?' AS e, $$d?$$ AS d, $t$ $$e? $t$ AS t -- f?\n"
         ", /* g? /* nested? */ h? */ a$t$ AS n, ? AS last"
     )
-    assert libpq.numbered(query) == (query.replace("SELECT ?", "SELECT $1", 1).replace("? AS last", "$2 AS last").encode(), 2)
+    assert libpq.numbered(query) == (
+        query.replace("SELECT ?", "SELECT $1", 1).replace("? AS last", "$2 AS last").encode(),
+        2,
+    )
     with libpq.connect(url) as conn:
         row = conn.execute("SELECT ? AS \"what?\", 'a?''b?', E'c\\'?', $$d?$$, $t$ $$e? $t$ /* ? */, ?", ("x", 2))
         assert row.fetchone() == ("x", "a?'b?", "c'?", "d?", " $$e? ", 2)
@@ -59,7 +62,11 @@ def test_a_pipeline_runs_in_one_round_trip_and_stops_at_the_first_failure(url):
         sent: list[str] = []
         conn.trace = sent.append
         cursor = conn.pipeline(
-            [("CREATE TABLE t (x int)", ()), ("INSERT INTO t VALUES (?), (?)", (1, 2)), ("SELECT x FROM t ORDER BY x", ())]
+            [
+                ("CREATE TABLE t (x int)", ()),
+                ("INSERT INTO t VALUES (?), (?)", (1, 2)),
+                ("SELECT x FROM t ORDER BY x", ()),
+            ]
         )
         assert cursor.fetchall() == [(1,), (2,)] and len(sent) == 1
         assert conn.execute("UPDATE t SET x = x + 1").rowcount == 2

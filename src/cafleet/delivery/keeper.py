@@ -216,7 +216,8 @@ def _run(
     changes = None
     try:
         changes = Changes(store, WAKE, stop=stop, reconnect=reconnect)  # the baseline before the first read
-        director = DirectorWatch(store, fleet_id, lock)
+        retake = LockRetaker(lock, say, reconnect, stop)
+        director = DirectorWatch(store, fleet_id, lock, retake)
         next_usage = time.monotonic()
         last_error = ""
         while True:
@@ -238,16 +239,16 @@ def _run(
             except DatabaseGone as gone:
                 return clause(gone)
             except DatabaseUnreachable as error:  # the server ended the store's session
-                if not lock.held():
-                    return f"its lock's database session ended ({clause(error)})"
+                if not lock.held() and (why := retake(error)) is not None:
+                    return why
                 try:
                     changes.recover(error)  # a new connection and LISTEN, with back-off
                 except DatabaseUnreachable as gave_up:
                     return clause(gave_up)
                 continue
             except Exception as error:  # noqa: BLE001 -- the database busy or unreachable for a while, or a bug
-                if isinstance(error, DatabaseError) and not lock.held():
-                    return f"its lock's database session ended ({clause(error)})"
+                if isinstance(error, DatabaseError) and not lock.held() and (why := retake(error)) is not None:
+                    return why
                 text = clause(error) if isinstance(error, CafleetError) else _internal(error)
                 if text != last_error:  # said once, not once a second
                     say(f"{text}; retrying every {ERROR_PAUSE:g} s")
@@ -260,14 +261,47 @@ def _run(
             changes.close()
 
 
+class LockRetaker:
+    """When the keeper's lock's session ended (a server restart, a failover to a standby,
+    an administrator): the lock taken again on a new session, tried at once and then after
+    pauses from 0.1 s doubling to 2 s, for at most ``reconnect`` seconds (the setting the
+    keeper's store reconnects by). Never two keepers: taking the lock never waits, so a
+    keeper that started meanwhile keeps it and this one ends."""
+
+    def __init__(self, lock: keepers.FleetLock, say, reconnect: float, stop: StopRequests) -> None:
+        self.lock, self.say, self.reconnect, self.stop = lock, say, reconnect, stop
+
+    def __call__(self, cause: Exception | None) -> str | None:
+        """None once the lock is this keeper's again; else why the keeper ends."""
+        because = f" ({clause(cause)})" if isinstance(cause, CafleetError) else ""
+        deadline, pause = time.monotonic() + self.reconnect, 0.1
+        while True:
+            try:
+                taken = self.lock.retake()
+            except (DatabaseError, OSError) as error:
+                if time.monotonic() + pause >= deadline:
+                    failure = clause(error) if isinstance(error, CafleetError) else str(error)
+                    return (
+                        f"its lock's database session ended{because} and no new one could be had ({failure}); "
+                        f"gave up after {self.reconnect:.1f} s"
+                    )
+                self.stop.sleep(pause)
+                pause = min(pause * 2, 2.0)
+                continue
+            if not taken:
+                return f"its lock's database session ended{because} and another keeper took the lock"
+            self.say(f"its lock's database session ended{because}; the lock is taken again on a new session")
+            return None
+
+
 class DirectorWatch:
     """When the keeper ends because of its Director or its fleet: the Director's processes
     (in /proc) and the lock's session are looked at every ``DIRECTOR_LOOK`` seconds, the
     multiplexer only every ``DIRECTOR_CHECK`` (or at once when a process is gone), and
     whether the fleet was deleted on every other round."""
 
-    def __init__(self, store: Store, fleet_id: int, lock: keepers.FleetLock) -> None:
-        self.store, self.fleet_id, self.lock = store, fleet_id, lock
+    def __init__(self, store: Store, fleet_id: int, lock: keepers.FleetLock, retake: LockRetaker) -> None:
+        self.store, self.fleet_id, self.lock, self.retake = store, fleet_id, lock, retake
         self.processes = keepers.director_processes(store, fleet_id)
         self.next_look = time.monotonic() + DIRECTOR_LOOK
         self.next_check = time.monotonic() + DIRECTOR_CHECK
@@ -282,8 +316,8 @@ class DirectorWatch:
         if now >= self.next_look:
             if self.processes is not None and not keepers.processes_alive(self.processes):
                 self.next_check = now  # one is gone: ask the multiplexer why, now
-            if not self.lock.held():
-                return "its lock's database session ended (another keeper may start)"
+            if not self.lock.held() and (why := self.retake(None)) is not None:
+                return why
             self.next_look = now + DIRECTOR_LOOK
         if now >= self.next_check:
             problem = keepers.director_problem(self.store, self.fleet_id)

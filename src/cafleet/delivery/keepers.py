@@ -262,6 +262,15 @@ class FleetLock:
         os.replace(temporary, where.state_path)  # a reader sees the old record or the new one, never half
         return True
 
+    def retake(self) -> bool:
+        """After the lock's session ended (a server restart, a failover to a standby, an
+        administrator): let the dead session go and take the lock again on a new one,
+        without waiting, with the same record. False when another keeper took it meanwhile;
+        raises :class:`~cafleet.errors.DatabaseError` while no session can be had."""
+        since = self.record["since"] if self.record is not None else ""
+        self.release()
+        return self.acquire(since)
+
     def held(self) -> bool:
         """Whether the lock is still ours: always on SQLite; on PostgreSQL, whether the
         lock's session is still open (:meth:`AdvisoryLock.alive

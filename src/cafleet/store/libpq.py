@@ -233,6 +233,13 @@ def _text(raw: bytes | None) -> str:
     return raw.decode("utf-8", "replace") if raw else ""
 
 
+def _one_line(message: str) -> str:
+    """libpq's connection error as one line: one part per host it tried (a multi-host URL
+    says why each failed: the primary gone, the standby read-only), without its indented
+    hints."""
+    return "; ".join(line.strip() for line in message.splitlines() if line.strip() and not line.startswith("\t"))
+
+
 def parse(location: str) -> dict[str, str]:
     """The options a connection string or URL sets, as libpq reads it (percent-decoding,
     keyword spellings, quoting): ``{keyword: value}`` for those it sets. Raises
@@ -595,7 +602,7 @@ class Connection:
         conn = cls(handle, read_timeout)
         pq.PQsetNoticeProcessor(handle, ctypes.cast(_QUIET, ctypes.c_void_p), None)
         if pq.PQstatus(handle) != _CONNECTION_OK:
-            message = _text(pq.PQerrorMessage(handle)).strip()
+            message = _one_line(_text(pq.PQerrorMessage(handle)))
             conn.close()
             raise OperationalError(message or "the connection failed")
         try:
