@@ -51,6 +51,12 @@ class Error(Exception):
     sqlstate: str | None = None
 
     def __init__(self, message: str, sqlstate: str | None = None) -> None:
+        # A server's words, and libpq's quoting of what a server sent, may hold terminal
+        # controls (an escape that retitles the window): shown as escapes, as output is.
+        if not message.replace("\n", "").replace("\t", "").isprintable():
+            from cafleet.render import display_safe
+
+            message = display_safe(message)
         super().__init__(message)
         self.sqlstate = sqlstate
 
@@ -716,7 +722,11 @@ class Connection:
                     if status in (_COMMAND_OK, _TUPLES_OK, _EMPTY_QUERY):
                         results.append(_result(pq, result, status))
                     elif status in (_FATAL_ERROR, _NONFATAL_ERROR, _BAD_RESPONSE):
-                        error = error or _server_error(pq, result)
+                        failure = _server_error(pq, result)
+                        if failure.sqlstate is None:  # libpq's own: the server broke the protocol
+                            self.close()
+                            raise failure
+                        error = error or failure
                     elif status != _PIPELINE_ABORTED:
                         raise self._abandon(f"the server answered with a state cafleet never asks for ({status})")
                 finally:

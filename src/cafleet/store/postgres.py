@@ -509,9 +509,7 @@ def connect(
     :func:`_settings_sql` itself (the store's open folds it into its diagnosis). With test
     ``hooks`` that trace SQL (:mod:`cafleet.faults`), each statement sent goes to them."""
     try:
-        conn = libpq.Connection.connect(
-            url, read_timeout=busy_timeout + READ_MARGIN, connect_timeout=max(2, int(busy_timeout) + 1), **KEEPALIVES
-        )
+        conn = libpq.Connection.connect(url, read_timeout=busy_timeout + READ_MARGIN, **_defaults(busy_timeout))
     except libpq.Error as exc:
         raise translate(exc, url, busy_timeout) from None
     if hooks is not None and hooks.trace_sql is not None:
@@ -523,6 +521,17 @@ def connect(
             conn.close()
             raise translate(exc, url, busy_timeout) from None
     return conn
+
+
+def _defaults(busy_timeout: float) -> dict[str, Any]:
+    """The keepalives, and a connect timeout unless ``PGCONNECT_TIMEOUT`` sets one: libpq
+    takes these where the URL says nothing, before its environment variables."""
+    import os
+
+    defaults = dict(KEEPALIVES)
+    if not os.environ.get("PGCONNECT_TIMEOUT"):
+        defaults["connect_timeout"] = max(2, int(busy_timeout) + 1)
+    return defaults
 
 
 def _settings_sql(schema_name: str, busy_timeout: float) -> str:
