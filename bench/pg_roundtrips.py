@@ -14,6 +14,11 @@ round trips.
 
 Then ``message wait`` through the proxy, woken by a ``message send`` on the server's own
 socket (another host's commit): the time from the sender's exit to the waiter's, in RTT.
+
+The client is libpq (``cafleet.store.libpq``), so the conversation is libpq's: over TCP
+with the default ``sslmode=prefer`` it asks the server for TLS first (one round trip),
+then logs in, then the store's one-round-trip open. Each count is printed beside its goal
+(``GOALS``, at most; the wake-up: at most ``WAKE_GOAL`` RTT at the largest RTT).
 """
 
 from __future__ import annotations
@@ -31,6 +36,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 sys.path.insert(0, ROOT)
+
+
+GOALS = {
+    "message poll": 5,
+    "message send": 8,
+    "message ack": 6,
+    "member list": 11,
+    "message show": 5,
+    "fleet list": 5,
+}
+WAKE_GOAL = 1.6  # RTT, from the commit to the waiter's first line
 
 
 def tcp_url(unix_url: str, port: int) -> str:
@@ -161,13 +177,14 @@ def main() -> None:
             f"{args.runs} runs per command and RTT, paired, medians; connections and round trips counted at the proxy"
         )
         print("extra: wall minus wall over the undelayed proxy, in RTT (the round trips are its floor)")
-        head = f"{'command':<13} {'conns':>5} {'RTs':>4} {'wall@0':>8}"
+        head = f"{'command':<13} {'conns':>5} {'RTs':>4} {'goal':>8} {'wall@0':>8}"
         for rtt in rtts[1:]:
             head += f" {'wall@' + format(rtt * 1000, 'g'):>9} {'extra':>6}"
         print(head)
         for name, by_rtt in table.items():
             wall0, conns, trips = by_rtt[0.0]
-            line = f"{name:<13} {conns:>5} {trips:>4} {wall0 * 1000:>6.0f}ms"
+            verdict = "ok" if trips <= GOALS[name] else "OVER"
+            line = f"{name:<13} {conns:>5} {trips:>4} {f'{GOALS[name]} {verdict}':>8} {wall0 * 1000:>6.0f}ms"
             for rtt in rtts[1:]:
                 wall, c, r = by_rtt[rtt]
                 line += f" {wall * 1000:>7.0f}ms {(wall - wall0) / rtt:>6.1f}"
@@ -177,6 +194,10 @@ def main() -> None:
         print("message wait woken by a commit on the server's socket (commit -> the waiter's first line), median of 3:")
         for rtt, seconds in wakes.items():
             print(f"  RTT {rtt * 1000:g} ms: {seconds * 1000:.0f} ms = {seconds / rtt:.2f} RTT")
+        if wakes:
+            worst = max(wakes)
+            verdict = "met" if wakes[worst] / worst <= WAKE_GOAL else "NOT met"
+            print(f"  goal: at most {WAKE_GOAL} RTT at {worst * 1000:g} ms: {verdict}")
     finally:
         cluster.stop()
         shutil.rmtree(workdir, ignore_errors=True)

@@ -5,11 +5,23 @@
 Starts a private PostgreSQL cluster (tests/support/postgres.py: Debian's server, a Unix
 socket, run as the postgres user when root), builds the same small fleet on a SQLite file
 and in a PostgreSQL database, then runs each hot command on both stores, interleaved, from
-the small spawning runner of bench/hot_commands.py. Prints medians as ratios: PostgreSQL
-over SQLite for each command, each store over `python -c pass`, and the import of the
-PostgreSQL store alone (`cafleet.store.postgres` with cafleet's own client,
-`cafleet.store.pgwire`); the PostgreSQL cost per command in milliseconds is the difference
-of the medians.
+the small spawning runner of bench/hot_commands.py. The PostgreSQL store talks to the
+server through libpq (``cafleet.store.libpq``, a ctypes binding of Debian's libpq5).
+Prints medians:
+
+- each command on PostgreSQL over the same command on SQLite (the goal: at most
+  ``GOAL``, 1.75x, on a local server), each store over ``python -c pass``, and the
+  milliseconds PostgreSQL adds (the difference of the medians);
+- what a process pays before its first statement, over ``python -c pass``: ``import
+  ctypes`` alone, ctypes and ``dlopen`` of ``libpq.so.5`` (libpq and the libraries it
+  needs: OpenSSL, Kerberos, LDAP...), ``import cafleet.store.postgres`` (ctypes, the
+  binding, the store), and the store imported with libpq loaded and declared;
+- where the added milliseconds go: a probe process run as often as the commands times, in
+  itself, each step of the PostgreSQL open (import ctypes; import cafleet.store.libpq and
+  cafleet.store.postgres, each alone; dlopen libpq; declare its functions; connect; the
+  open's one round trip, settings and schema digest in one pipeline; close) and the SQLite
+  open it replaces; what is left of each command's added milliseconds is its own
+  statements (and its exit, and noise).
 
 Then, in this process (the store already imported), the store's open alone, interleaved:
 connecting, the open as it is (one round trip to accept a healthy schema), the detailed
@@ -78,6 +90,63 @@ def open_costs(url: str, sqlite_path: str, runs: int) -> None:
     print(f"  detailed / fast: {ms['open (detailed)'] / ms['open (fast path)']:.2f}x")
 
 
+GOAL = 1.75  # each hot command on PostgreSQL over its SQLite twin, on a local server
+
+# Run in a child as often as the commands: each step of a command's open, timed in itself.
+# Writes one line of milliseconds (name=value ...) to the file it is given.
+PHASES = r"""
+import sys, time
+kind, location, out = sys.argv[1:4]
+marks = [("start", time.perf_counter())]
+def mark(name):
+    marks.append((name, time.perf_counter()))
+from cafleet.store import connection  # what both stores' commands import
+mark("common import")
+if kind == "postgres":
+    import ctypes
+    mark("import ctypes")
+    from cafleet.store import libpq
+    mark("import store.libpq")
+    from cafleet.store import postgres
+    mark("import store.postgres")
+    ctypes.CDLL("libpq.so.5")
+    mark("dlopen libpq.so.5")
+    libpq.lib()
+    mark("declare libpq")
+    conn = postgres.connect(location, connection.DEFAULT_BUSY_TIMEOUT, postgres.DEFAULT_SCHEMA, settings=False)
+    mark("connect")
+    assert postgres._fast_accept(conn, postgres.DEFAULT_SCHEMA, connection.DEFAULT_BUSY_TIMEOUT) is not None
+    mark("open round trip")
+    conn.close()
+    mark("close")
+else:
+    connection.open_store(location).close()
+    mark("sqlite open+close")
+with open(out, "a") as handle:
+    handle.write(" ".join(f"{name.replace(' ', '_')}={(t - marks[i][1]) * 1000:.4f}" for i, (name, t) in enumerate(marks[1:])) + "\n")
+"""
+PG_STEPS = [
+    "import ctypes",
+    "import store.libpq",
+    "import store.postgres",
+    "dlopen libpq.so.5",
+    "declare libpq",
+    "connect",
+    "open round trip",
+    "close",
+]
+
+
+def phase_medians(path: str) -> dict[str, float]:
+    samples: dict[str, list[float]] = {}
+    with open(path) as handle:
+        for line in handle:
+            for item in line.split():
+                name, value = item.split("=")
+                samples.setdefault(name.replace("_", " "), []).append(float(value))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
@@ -102,6 +171,10 @@ def main() -> None:
             for k, v in os.environ.items()
             if not k.startswith(("CAFLEET_", "TMUX", "HERDR", "PG")) and k != "PYTHONDONTWRITEBYTECODE"
         }
+        phases = os.path.join(workdir, "phases.py")
+        with open(phases, "w") as handle:
+            handle.write(PHASES)
+        phase_out = {kind: os.path.join(workdir, f"phases-{kind}.txt") for kind in stores}
 
         def commands(kind):
             fleet_id, director, workers, _ = setups[kind]
@@ -122,11 +195,20 @@ def main() -> None:
                 "fleet list": ["fleet", "list"],
             }
 
+        python = sys.executable
+        imports = {
+            "import ctypes": "import ctypes",
+            "ctypes + dlopen libpq.so.5": "import ctypes; ctypes.CDLL('libpq.so.5')",
+            "import cafleet.store.postgres": "import cafleet.store.postgres",
+            "  + libpq loaded and declared": "import cafleet.store.postgres as p; p.libpq.lib()",
+        }
         plan = []
         for i in range(args.runs):
-            plan.append(("bare", [sys.executable, "-c", "pass"], {}))
-            plan.append(("import store", [sys.executable, "-c", "import cafleet.store.postgres"], {}))
+            plan.append(("bare", [python, "-c", "pass"], {}))
+            for label, code in imports.items():
+                plan.append((label, [python, "-c", code], {}))
             for kind, url in stores.items():
+                plan.append((f"phases|{kind}", [python, phases, kind, url, phase_out[kind]], {}))
                 for name, argv in commands(kind).items():
                     if argv is None:
                         argv = ["message", "ack", str(setups[kind][3][i])]
@@ -135,14 +217,52 @@ def main() -> None:
         samples: dict[str, list[float]] = {}
         for label, elapsed, _ in results:
             samples.setdefault(label, []).append(elapsed)
-        bare = statistics.median(samples["bare"])
-        print(f"{args.runs} runs each, interleaved; python -c pass: median {bare * 1000:.1f} ms")
-        print(f"import cafleet.store.postgres: {statistics.median(samples['import store']) / bare:.2f}x bare")
-        print(f"{'command':<14} {'sqlite/bare':>12} {'postgres/bare':>14} {'postgres/sqlite':>16} {'pg extra ms':>12}")
+        med = {label: statistics.median(values) * 1000 for label, values in samples.items()}
+        bare = med["bare"]
+        print(f"{args.runs} runs each, interleaved; python -c pass: median {bare:.1f} ms")
+        print(f"\n{'process':<32} {'/bare':>7} {'ms over bare':>13}")
+        for label in imports:
+            print(f"{label:<32} {med[label] / bare:>6.2f}x {med[label] - bare:>13.1f}")
+        print(
+            f"\n{'command':<14} {'sqlite/bare':>12} {'postgres/bare':>14} {'postgres/sqlite':>16} {'pg extra ms':>12}"
+            f"  goal <= {GOAL}x"
+        )
+        extra = {}
         for name in commands("sqlite"):
-            lite, pg = statistics.median(samples[f"{name}|sqlite"]), statistics.median(samples[f"{name}|postgres"])
+            lite, pg = med[f"{name}|sqlite"], med[f"{name}|postgres"]
+            extra[name] = pg - lite
+            verdict = "met" if pg / lite <= GOAL else "NOT met"
             print(
-                f"{name:<14} {lite / bare:>11.2f}x {pg / bare:>13.2f}x {pg / lite:>15.2f}x {(pg - lite) * 1000:>11.1f}"
+                f"{name:<14} {lite / bare:>11.2f}x {pg / bare:>13.2f}x {pg / lite:>15.2f}x {pg - lite:>12.1f}"
+                f"  {verdict}"
+            )
+        pg_steps, lite_steps = phase_medians(phase_out["postgres"]), phase_medians(phase_out["sqlite"])
+        fixed = sum(pg_steps[step] for step in PG_STEPS)
+        lite_open = lite_steps["sqlite open+close"]
+        print(
+            f"\nwhere PostgreSQL's milliseconds go (a probe process, each step timed in itself, medians of {args.runs}):"
+        )
+        for step in PG_STEPS:
+            print(f"  {step:<28} {pg_steps[step]:7.2f} ms")
+        print(f"  {'PostgreSQL open, all steps':<28} {fixed:7.2f} ms")
+        print(f"  {'SQLite open+close':<28} {lite_open:7.2f} ms (what the PostgreSQL open replaces)")
+        print(f"  {'open added':<28} {fixed - lite_open:7.2f} ms")
+        print(f"  (import cafleet.store.connection, both stores: {pg_steps['common import']:.2f} ms on the PostgreSQL")
+        print(f"   probe, {lite_steps['common import']:.2f} ms on the SQLite one)")
+        print("\nthe milliseconds each command adds on PostgreSQL, accounted for (the steps' medians above):")
+        print(
+            f"{'command':<14} {'added':>7} {'imports':>8} {'libpq load':>11} {'connect':>8}"
+            f" {'open RT - sqlite open':>22} {'statements, rest':>17}"
+        )
+        imported = sum(pg_steps[step] for step in PG_STEPS[:3])
+        loaded = pg_steps["dlopen libpq.so.5"] + pg_steps["declare libpq"]
+        connected = pg_steps["connect"]
+        opened = pg_steps["open round trip"] + pg_steps["close"] - lite_open
+        for name, value in extra.items():
+            rest = value - imported - loaded - connected - opened
+            print(
+                f"{name:<14} {value:>7.1f} {imported:>8.1f} {loaded:>11.1f} {connected:>8.1f}"
+                f" {opened:>22.1f} {rest:>17.1f}"
             )
         open_costs(stores["postgres"], stores["sqlite"], max(30, args.runs * 3))
     finally:

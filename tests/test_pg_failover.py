@@ -10,9 +10,15 @@ Asynchronous replication (what it costs): exactly the messages committed on the 
 after the standby stopped receiving its WAL are lost; everything the standby had received
 is there, and the new primary's ids never go back below the replicated ones.
 
+The long-running commands (synchronous replication, a fleet whose Director sits in a real
+pane): `message listen` and `fleet watch` streams, `cafleet server` and the fleet keeper run
+across the failover; each works on the new primary within 15 s of the promotion, the streams
+printing nothing twice and losing nothing, the keeper never ending and holding its lock
+again on a session of the new primary (the only keeper session there).
+
 Timings are printed (``pytest -s``); the only timed assertions are the generous bounds of
-the failover itself (15 s from the promotion to a working send, 20 s from that send to the
-waiter's return)."""
+the failover itself (15 s from the promotion to a working send, and to each long-running
+command working again; 20 s from that send to the waiter's return)."""
 
 from __future__ import annotations
 
@@ -283,3 +289,279 @@ def test_a_failover_to_an_asynchronous_standby_loses_exactly_what_it_had_not_rec
     assert after.message_id > max(kept)
     reused = sorted({after.message_id} & set(lost))
     print(f"a lost id given to a new message: {reused or 'none'}")
+
+
+# --- the long-running commands: `message listen`, `fleet watch`, the WebUI, the keeper ---------
+
+RECONNECT_BOUND = 15.0  # seconds from the promotion to each one working on the new primary
+RETAKEN = "the lock is taken again on a new session"
+
+
+class Lines:
+    """A running command whose standard output is JSON lines (`message listen --json`,
+    `fleet watch --json`), read by a thread: each line kept with the :func:`time.monotonic`
+    at which it arrived; standard error is collected by another."""
+
+    def __init__(self, environ: dict, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [*cafleet_argv(environ), *args], env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.lines: list[tuple[float, dict]] = []
+        self.err = b""
+        self.readers = [
+            threading.Thread(target=self._out, daemon=True),
+            threading.Thread(target=self._err, daemon=True),
+        ]
+        for reader in self.readers:
+            reader.start()
+
+    def _out(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                record = json.loads(line)
+            except ValueError:  # kept, so that an assertion shows it
+                record = {"event": "not JSON", "line": line.decode("utf-8", "replace")}
+            self.lines.append((time.monotonic(), record))
+
+    def _err(self) -> None:
+        self.err = self.proc.stderr.read()
+
+    def records(self) -> list[dict]:
+        return [record for _, record in list(self.lines)]
+
+    def arrival(self, predicate) -> float | None:
+        """When the first line ``predicate`` accepts arrived, or None."""
+        return next((at for at, record in list(self.lines) if predicate(record)), None)
+
+    def wait(self, predicate, what: str, timeout: float = 60) -> float:
+        """Wait (bounded) for a line ``predicate`` accepts; fail at once if the command ended."""
+        wait_for(lambda: self.arrival(predicate) or self.proc.poll() is not None, timeout=timeout, what=what)
+        arrived = self.arrival(predicate)
+        if arrived is None:
+            self.stop()
+            pytest.fail(f"ended ({self.proc.returncode}) before {what}: {self.records()} {self.err!r}")
+        return arrived
+
+    def stop(self) -> int | None:
+        """SIGTERM (its end line follows), the rest of its output read; killed if it lingers."""
+        code = pg_replica.terminated(self.proc)
+        for reader in self.readers:
+            reader.join(timeout=30)
+        return code
+
+
+class Poller:
+    """``check()`` called in a thread every ``interval`` s from now until :meth:`stop`; each
+    answer kept with the :func:`time.monotonic` at which it was had (an exception's text
+    stands for the answer)."""
+
+    def __init__(self, check, interval: float = 0.05) -> None:
+        self.check, self.interval = check, interval
+        self.answers: list[tuple[float, object]] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                answer = self.check()
+            except Exception as error:  # noqa: BLE001 - a server going away or coming back; kept as the answer
+                answer = f"{type(error).__name__}: {error}"
+            self.answers.append((time.monotonic(), answer))
+            self.stopping.wait(self.interval)
+
+    def first(self, accept, after: float) -> float | None:
+        """When the first answer ``accept`` takes was had after ``after``, or None."""
+        return next((at for at, answer in list(self.answers) if at > after and accept(answer)), None)
+
+    def between(self, start: float, end: float) -> list:
+        return [answer for at, answer in list(self.answers) if start < at <= end]
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=30)
+
+
+def web_status(base: str, fleet_id: int) -> int:
+    import httpx
+
+    return httpx.get(f"{base}api/fleets/{fleet_id}", timeout=5).status_code
+
+
+def keeper_log(path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def register(url: str, fleet_id: int, placement: dict, name: str) -> int:
+    """A member with a pending placement in the Director's window (through the broker)."""
+    store = open_store(url)
+    try:
+        return members.register_member(
+            store, fleet_id=fleet_id, name=name, description=f"{name} worker", backend="tmux",
+            session=placement["session"], window_id=placement["window_id"], coding_agent="standin",
+        )  # fmt: skip
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("replicas", [True], indirect=True, ids=["synchronous"])
+def test_a_failover_to_a_synchronous_standby_reconnects_listen_watch_the_webui_and_the_keeper(
+    replicas, tmp_path, monkeypatch
+):
+    """The long-running commands, all running across one failover of a fleet whose Director
+    sits in a real pane (a private tmux server): `message listen` prints what was sent
+    after it, once, nothing lost (a message committed while it was reconnecting, then one
+    that wakes it); `fleet watch` reports the Director's new message, once; `cafleet
+    server` answers a fleet page 200 again; the keeper (`fleet keep`, started here) does not
+    end, logs that it took its lock again on a new session, and the new primary has exactly
+    one keeper session, its own. Each within RECONNECT_BOUND s of the promotion."""
+    from tests.support.keeper import end_keepers, keeper_processes
+    from tests.support.pane_fleet import tmux_fleet
+    from tests.support.web_server import ServerProcess, free_port
+
+    url = replicas.url()
+    # 60 s of reconnecting: far beyond the downtime, so that only a failure to reconnect ends one
+    env = environ_for(tmp_path, url, CAFLEET_PG_RECONNECT_TIMEOUT="60")
+    with tmux_fleet(env, tmp_path, monkeypatch) as fleet:
+        director = fleet.director
+        placement = fleet.cafleet("member", "show", str(director), "--json").json()["placement"]
+        writer = register(url, fleet.fleet_id, placement, "writer")
+        listening = register(url, fleet.fleet_id, placement, "listening")
+        log = tmp_path / "keeper.log"
+        keeper = server = listen = watch = web = retaken = None
+        try:
+            # The keeper, as `fleet create` would start it (its own session, its output to a log),
+            # but by this test, so that its pid is known from the start.
+            with open(log, "ab") as out:
+                keeper = subprocess.Popen(
+                    [*cafleet_argv(fleet.environ), "fleet", "keep", str(fleet.fleet_id)],
+                    env=fleet.environ, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )  # fmt: skip
+
+            def keeper_record():
+                return fleet.cafleet("fleet", "show", str(fleet.fleet_id), "--json").json()["keeper"]
+
+            wait_for(
+                lambda: keeper.poll() is not None or keeper_record()["pid"] == keeper.pid,
+                timeout=30,
+                what="the keeper to hold its lock",
+            )
+            assert keeper.poll() is None, keeper_log(log)
+            assert [name.split(" ")[1] for name in replicas.sessions(replicas.primary, "cafleet-keeper %")] == [
+                str(keeper.pid)
+            ]
+
+            server = ServerProcess(env, "--port", str(free_port()))
+            assert (server.url or "").startswith("http://127.0.0.1:"), server.first_line
+            assert web_status(server.url, fleet.fleet_id) == 200
+
+            listen = Lines(env, "message", "listen", str(listening), "--json")
+            watch = Lines(fleet.environ, "fleet", "watch", str(fleet.fleet_id), "--json", "--interval", "0.5",
+                          "--idle-after", "600")  # fmt: skip
+            sent_before = []
+            for n in range(3):
+                attempt = Attempt(env, writer, listening, f"before {n}")
+                assert attempt.code == 0, attempt
+                sent_before.append(attempt.message_id)
+            to_director = Attempt(env, writer, director, "before, for the Director")
+            assert to_director.code == 0, to_director
+            listen.wait(lambda r: r.get("message_id") == sent_before[-1], "listen to print the messages before")
+            watch.wait(
+                lambda e: e["event"] == "message" and e["message_id"] == to_director.message_id,
+                "watch to report the message before",
+            )
+
+            web = Poller(lambda: web_status(server.url, fleet.fleet_id), interval=0.1)
+            retaken = Poller(lambda: any(RETAKEN in line for line in keeper_log(log)))
+            replicas.crash_primary()
+            crashed = time.monotonic()
+            time.sleep(DOWNTIME)  # nobody takes writes: the standby is read-only
+            running = {"listen": listen.proc, "watch": watch.proc, "server": server.proc, "keeper": keeper}
+            assert [name for name, proc in running.items() if proc.poll() is not None] == [], keeper_log(log)
+            promoted = replicas.promote()
+            print(f"\npromotion took {promoted - crashed:.2f} s after the crash")
+            print(f"the WebUI while no server takes writes: {sorted(set(map(str, web.between(crashed, promoted))))}")
+
+            # Sent as soon as a send works: committed while listen is probably still reconnecting.
+            first, failed = send_until_it_works(env, writer, listening, "after the failover 1")
+            print(f"promotion -> first send that worked: {first.ended - promoted:.2f} s ({len(failed)} failed)")
+            for_director, _ = send_until_it_works(env, writer, director, "after the failover, for the Director")
+            listen.wait(lambda r: r.get("message_id") == first.message_id, "listen to print the first message after")
+            second = Attempt(env, writer, listening, "after the failover 2")  # wakes a listen back in LISTEN
+            assert second.code == 0, second
+            listen.wait(lambda r: r.get("message_id") == second.message_id, "listen to print the second message after")
+            watch.wait(
+                lambda e: e["event"] == "message" and e["message_id"] == for_director.message_id,
+                "watch to report the Director's message after",
+            )
+            wait_for(lambda: web.first(lambda s: s == 200, promoted), timeout=60, what="the WebUI to answer 200")
+            wait_for(
+                lambda: retaken.first(bool, crashed) or keeper.poll() is not None,
+                timeout=60,
+                what="the keeper to take its lock again",
+            )
+            assert keeper.poll() is None, keeper_log(log)
+            web.stop()
+            retaken.stop()
+
+            times = {
+                "message listen printed the message sent after": listen.arrival(
+                    lambda r: r.get("message_id") == first.message_id
+                ),
+                "fleet watch reported the Director's message": watch.arrival(
+                    lambda e: e["event"] == "message" and e["message_id"] == for_director.message_id
+                ),
+                "the WebUI answered 200": web.first(lambda s: s == 200, promoted),
+                "the keeper logged its lock taken again": retaken.first(bool, crashed),
+            }
+            for what, at in times.items():  # negative: before this test's own check saw the promotion
+                print(f"promotion -> {what}: {at - promoted:.2f} s")
+            woken = listen.arrival(lambda r: r.get("message_id") == second.message_id)
+            print(f"a send started after that -> message listen printed it: {woken - second.started:.2f} s")
+            print(f"the keeper's log: {keeper_log(log)}")
+
+            # The keeper: one process, still running, the lock's one session on the new primary is its own.
+            sessions = replicas.sessions(replicas.standby, "cafleet-keeper %")
+            assert [name.split(" ")[1] for name in sessions] == [str(keeper.pid)], sessions
+            assert keeper_processes(url) == [keeper.pid]
+            assert (keeper_record()["running"], keeper_record()["pid"]) == (True, keeper.pid)
+            retakes = [line for line in keeper_log(log) if RETAKEN in line]
+            assert len(retakes) == 1 and "its lock's database session ended" in retakes[0], keeper_log(log)
+            assert not any(" ended: " in line for line in keeper_log(log)), keeper_log(log)
+            assert keeper.poll() is None
+        finally:
+            for poller in (web, retaken):
+                if poller is not None:
+                    poller.stop()
+            codes = {}
+            for name, stream in (("listen", listen), ("watch", watch)):
+                if stream is not None:
+                    codes[name] = stream.stop()
+            if server is not None:
+                codes["server"] = server.stop()
+            if keeper is not None:
+                codes["keeper"] = pg_replica.terminated(keeper)
+            strays = end_keepers(url, lambda: [])  # any other keeper of this database, ended by its pid
+
+    assert strays == [], f"keeper processes {strays} of this database were left running"
+    # (a) within the bound of the promotion, each of them worked on the new primary
+    late = {what: round(at - promoted, 2) for what, at in times.items() if at - promoted > RECONNECT_BOUND}
+    assert late == {}, late
+    # (b) listen: every message, in order, once (the one committed while it was away too), then its end line
+    assert codes["listen"] == 0 and listen.err == b"", listen.err
+    printed = listen.records()
+    assert printed[-1] == {"event": "end", "reason": "stopped by SIGTERM"}, printed
+    assert [r["message_id"] for r in printed[:-1]] == [*sent_before, first.message_id, second.message_id]
+    # (c) watch: the Director's messages, each once
+    assert codes["watch"] == 0 and watch.err == b"", watch.err
+    reported = [e["message_id"] for e in watch.records() if e["event"] == "message"]
+    assert reported == [to_director.message_id, for_director.message_id], watch.records()
+    assert watch.records()[-1]["detail"] == "watch ended: stopped by SIGTERM"
+    # (d) the WebUI stopped cleanly, having printed nothing besides its address (no error, no traceback)
+    assert codes["server"] == (0, "", ""), codes["server"]
+    # (e) the keeper ran until this test stopped it
+    assert codes["keeper"] == 0 and keeper_log(log)[-1].endswith(
+        f"keeper for fleet {fleet.fleet_id} ended: stopped by SIGTERM"
+    ), keeper_log(log)

@@ -155,6 +155,20 @@ class Pair:
                 raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
             time.sleep(0.02)
 
+    @staticmethod
+    def sessions(cluster: postgres.Cluster, like: str) -> list[str]:
+        """The ``application_name`` of every session on ``cluster`` (any database) whose
+        name is ``LIKE like``, sorted (``pg_stat_activity``, read from ``postgres``)."""
+        import psycopg
+
+        with psycopg.connect(cluster.url("postgres"), autocommit=True, connect_timeout=5) as conn:
+            rows = conn.execute(
+                "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE %s "
+                "AND pid <> pg_backend_pid() ORDER BY 1",
+                (like,),
+            ).fetchall()
+        return [row[0] for row in rows]
+
     def wait_streaming(self, timeout: float = 60) -> None:
         self._until(lambda: self.replication("state") == "streaming", timeout, "the standby to stream")
 
@@ -238,3 +252,16 @@ def ended(proc: subprocess.Popen) -> None:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         pass
+
+
+def terminated(proc: subprocess.Popen, timeout: float = 30) -> int | None:
+    """Ask a process this test started to stop (SIGTERM, by its pid), wait for it (bounded),
+    kill it if it is still there; returns its exit status (None when even that failed)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    ended(proc)
+    return proc.returncode
