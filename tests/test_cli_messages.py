@@ -458,3 +458,42 @@ def test_fleet_list_show_delete_texts(cli, build):
     assert cli("fleet", "list").out == "no live fleets\n"
     assert cli("fleet", "show", str(fleet_id), "--json").json()["deleted_at"] is not None
     assert cli("member", "list", str(fleet_id)).code == 1
+
+
+_AWKWARD = ["'", "\\", "\\'", "''", "$$", "$1", "?", "ā\\", "%s", "E'", "--", "/*", "\x00", "\xff"]
+
+
+def test_any_bytes_from_a_file_are_stored_exactly_or_refused_in_one_line(cli, trio, tmp_path, store_kind, db_path):
+    """Property (hypothesis): whatever bytes `--file` holds (quotes, backslashes, ``$$``,
+    ``?``, NUL, invalid UTF-8), a send either stores exactly that text, read back whole by
+    `message show`, or is refused with one line and stores nothing; on PostgreSQL under
+    either `standard_conforming_strings` and any `backslash_quote` (set for the database, so
+    every session of the command has it)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    _, _, (m1, m2) = trio
+    if store_kind == "postgres":
+        from cafleet.store import libpq
+
+        with libpq.connect(db_path) as conn:
+            database = conn.info.dbname
+            conn.execute(f"ALTER DATABASE {database} SET standard_conforming_strings = off")
+            conn.execute(f"ALTER DATABASE {database} SET backslash_quote = on")
+    path = tmp_path / "body"
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.binary(max_size=12) | st.sampled_from(_AWKWARD).map(lambda s: s.encode("utf-8")), max_size=6))
+    def round_trip(pieces):
+        body = b"".join(pieces) or b"x"
+        path.write_bytes(body)
+        before = len(cli("message", "poll", str(m2), "--json").json())
+        sent = send(cli, m1, m2, "--file", str(path))
+        if sent.code == 0:
+            text = cli("message", "show", str(sent.json()["message_id"]), "--json").json()["text"]
+            assert text.encode("utf-8") == body
+        else:
+            assert sent.code in (1, 2) and sent.out == "" and sent.err.startswith("Error: ") and sent.err.count("\n") == 1
+            assert len(cli("message", "poll", str(m2), "--json").json()) == before
+
+    round_trip()
