@@ -205,6 +205,7 @@ _SIGNATURES: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "PQconninfoParse": (ctypes.POINTER(_ConninfoOption), (_S, ctypes.POINTER(ctypes.c_void_p))),
     "PQconninfo": (ctypes.POINTER(_ConninfoOption), (_P,)),
     "PQconninfoFree": (None, (ctypes.POINTER(_ConninfoOption),)),
+    "PQconndefaults": (ctypes.POINTER(_ConninfoOption), ()),
     "PQsetNoticeProcessor": (_P, (_P, _P, _P)),
 }
 # libpq's default notice processor prints every NOTICE, WARNING and the FATAL that ends a
@@ -262,6 +263,18 @@ def parse(location: str) -> dict[str, str]:
         return _options(options)
     finally:
         pq.PQconninfoFree(options)
+
+
+def _unset(pq: Any, defaults: dict[str, Any]) -> dict[str, Any]:
+    """Those of ``defaults`` that no ``PG*`` variable (nor a compiled default) sets."""
+    options = pq.PQconndefaults()
+    if not options:
+        return defaults
+    try:
+        known = _options(options)
+    finally:
+        pq.PQconninfoFree(options)
+    return {key: value for key, value in defaults.items() if not known.get(key)}
 
 
 def _options(options: Any) -> dict[str, str]:
@@ -589,8 +602,11 @@ class Connection:
     def connect(cls, location: str, read_timeout: float = 30.0, **defaults: Any) -> Connection:
         """A session on the server ``location`` (a URL or a keyword/value string) names.
         ``defaults`` (libpq's keywords) apply where the location and the ``PG*``
-        variables say nothing."""
+        variables say nothing (libpq's own reading of the environment, ``PQconndefaults``,
+        tells which a variable sets)."""
         pq = lib()
+        if defaults:
+            defaults = _unset(pq, defaults)
         if "replication" in location.lower():
             replication = parse(location).get("replication", "")
             if replication not in ("", "0", "false", "off", "no"):

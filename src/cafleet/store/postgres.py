@@ -524,14 +524,9 @@ def connect(
 
 
 def _defaults(busy_timeout: float) -> dict[str, Any]:
-    """The keepalives, and a connect timeout unless ``PGCONNECT_TIMEOUT`` sets one: libpq
-    takes these where the URL says nothing, before its environment variables."""
-    import os
-
-    defaults = dict(KEEPALIVES)
-    if not os.environ.get("PGCONNECT_TIMEOUT"):
-        defaults["connect_timeout"] = max(2, int(busy_timeout) + 1)
-    return defaults
+    """The keepalives and a connect timeout, which libpq takes where neither the URL nor a
+    ``PG*`` variable (``PGCONNECT_TIMEOUT``) says otherwise."""
+    return {**KEEPALIVES, "connect_timeout": max(2, int(busy_timeout) + 1)}
 
 
 def _settings_sql(schema_name: str, busy_timeout: float) -> str:
