@@ -493,7 +493,9 @@ def test_any_bytes_from_a_file_are_stored_exactly_or_refused_in_one_line(cli, tr
             text = cli("message", "show", str(sent.json()["message_id"]), "--json").json()["text"]
             assert text.encode("utf-8") == body
         else:
-            assert sent.code in (1, 2) and sent.out == "" and sent.err.startswith("Error: ") and sent.err.count("\n") == 1
+            assert (
+                sent.code in (1, 2) and sent.out == "" and sent.err.startswith("Error: ") and sent.err.count("\n") == 1
+            )
             assert len(cli("message", "poll", str(m2), "--json").json()) == before
 
     round_trip()
