@@ -26,8 +26,8 @@ from __future__ import annotations
 import select
 import time
 
-# BLAKE2 and MD5 from the interpreter's own modules: hashlib would load OpenSSL's libcrypto
-# (docs/performance.md "On PostgreSQL": what a command imports).
+# BLAKE2 and MD5 from the interpreter's own modules, without hashlib's Python layer (libpq
+# maps OpenSSL's libcrypto in anyway; docs/performance.md "On PostgreSQL").
 try:
     from _blake2 import blake2b
     from _md5 import md5
@@ -255,9 +255,9 @@ class PgStore:
         # keeps a round trip off the send path's budget check (docs/performance.md) and off
         # `fleet create`'s look for the pending index.
         self.present: set[str] = set()
-        # A write transaction's opening (BEGIN and the writers' lock), sent ahead of its
-        # first statement in the same message: one round trip fewer per write (_PgWrite).
-        self.begin = ""
+        # Whether a write transaction's opening (BEGIN and the writers' lock) is still to go,
+        # in one pipeline with its first statement: one round trip fewer per write (_PgWrite).
+        self.begin = False
         # Auxiliary objects the open's catalogue read found missing, trusted as missing
         # until absent_until (monotonic): a command's first look (the send's budget check)
         # needs no round trip of its own, and a long-lived process asks again later.
@@ -305,7 +305,7 @@ class PgStore:
         """Run one statement, its ``?`` placeholders' values sent apart from the text."""
         try:
             if self.begin:  # the first statement of a write: the transaction's opening goes with it
-                self.begin = ""
+                self.begin = False
                 return self.conn.pipeline([("BEGIN", ()), (self.write_lock(), ()), (sql, params)])
             return self.conn.execute(sql, params)
         except libpq.DataError as exc:
@@ -425,13 +425,13 @@ class _PgWrite:
         store = self.store
         # The transaction and the writers' lock (bounded by lock_timeout) go to the server
         # with the first statement, in its round trip (PgStore.execute): none here.
-        store.begin = "pending"
+        store.begin = True
         return store
 
     def __exit__(self, exc_type, exc, tb) -> None:
         store = self.store
         if store.begin:  # no statement ran: no transaction was opened, nothing to end
-            store.begin = ""
+            store.begin = False
             return
         if exc_type is None:
             try:
