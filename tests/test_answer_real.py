@@ -1,11 +1,14 @@
 """`cafleet member answer` on the real claude's permission dialog (marker ``real_agent``).
 
 The pinned claude, started by absolute path without cafleet's ``dontAsk`` flags, asks
-before a shell command the scripted model calls (tests/support/real_agents.py). The digest
-the notice would carry is read from the real screen; an answer with another digest is
+before a shell command the scripted model calls (tests/support/real_agents.py). The notice
+is the keeper's own (its noticer, one look in this process) and carries the digest of the
+real screen; an answer with another digest, or with a label option 1 does not show, is
 refused and sends nothing (the dialog stays, the command never runs); the answer with the
-dialog's own digest picks the option (option 1, "Yes": the command runs). Skipped with the
-reason when the pinned program is absent.
+notice's digest picks the option (option 1, "Yes": the command runs) and prints its label
+as drawn. Then, on each of claude, codex and opencode (tests/support/agent_drivers.py): the
+notice's digest, over the agent's whole visible screen, holds over three looks (one notice)
+and answers the dialog. Skipped with the reason when the pinned program is absent.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import pytest
 
 from cafleet.delivery import dialog, screen
 from tests.support import model_api as m
+from tests.support.agent_drivers import AGENTS, keeper_fleet, missing
 from tests.support.real_agents import real_fleet, skip_reason
+from tests.support.tmux_fixtures import wait_for
 
 pytestmark = pytest.mark.real_agent
 
@@ -30,11 +35,24 @@ def fleet(tmp_path_factory):
         yield real
 
 
-def read_dialog(fleet, member_id: int):
-    """The dialog as a notice reads it: the last 30 lines of the pane (its window)."""
-    shown = fleet.cafleet("member", "capture", str(member_id), "--lines", "30")
-    assert shown.code == 0, shown
-    return dialog.read("claude", shown.out)
+def notice_of(fleet, member_id: int) -> dict:
+    """The awaiting_user notice the keeper posts for the member: its noticer, one look."""
+    from cafleet.config import Settings
+    from cafleet.delivery.notices import Noticer
+    from cafleet.store.connection import open_store
+
+    store = open_store(fleet.db)
+    try:
+        noticer = Noticer(store, Settings(fleet.environ), fleet.fleet_id)
+        noticer.awaiting_after = 0.0
+        noticer.look()
+    finally:
+        store.close()
+    polled = fleet.cafleet("message", "poll", str(fleet.director), "--json")
+    assert polled.code == 0, polled
+    [notice] = [r for r in polled.json() if r.get("kind") == "awaiting_user"]
+    assert notice["notice"]["member_id"] == member_id
+    return notice
 
 
 def test_member_answer_picks_an_option_of_claudes_permission_dialog_only_while_it_is_the_same(fleet):
@@ -48,23 +66,84 @@ def test_member_answer_picks_an_option_of_claudes_permission_dialog_only_while_i
     fleet.type_keys(pane, "make a file")
     fleet.wait_screen(pane, lambda s: "make a file" in " ".join(screen.input_box("claude", s) or []), 20, "the prompt")
     fleet.press(pane, "Enter")
-    shown = fleet.wait_state(pane, "claude", screen.PaneState.AWAITING_USER, TURN_TIMEOUT)
-    seen = read_dialog(fleet, member_id)
-    assert seen is not None and 1 in dict(seen.options), shown
-    assert "Do you want to proceed?" in seen.text, seen.text
+    fleet.wait_state(pane, "claude", screen.PaneState.AWAITING_USER, TURN_TIMEOUT)
+    notice = notice_of(fleet, member_id)
+    digest = notice["notice"]["dialog"]
+    rows = [line.strip() for line in notice["text"].splitlines()]
+    assert "Do you want to proceed?" in rows and "touch answered-yes" in rows, notice["text"]
     other = "0" * dialog.DIGEST_LEN
     refused = fleet.cafleet("member", "answer", str(member_id), "1", "--dialog", other)
     assert refused.code == 1 and "nothing was sent" in refused.err, refused
+    mislabelled = fleet.cafleet("member", "answer", str(member_id), "1", "--dialog", digest, "--label", "No")
+    assert mislabelled.code == 1, mislabelled
+    assert mislabelled.err.startswith('Error: option 1 reads "Yes", not "No" in the dialog on member'), mislabelled
     assert screen.classify("claude", fleet.capture(pane)) == screen.PaneState.AWAITING_USER
     assert not (fleet.workdir / "answered-yes").exists()
-    now = read_dialog(fleet, member_id)
-    assert now is not None and now.digest == seen.digest
-    answered = fleet.cafleet("member", "answer", str(member_id), "1", "--dialog", now.digest)
+    answered = fleet.cafleet("member", "answer", str(member_id), "1", "--dialog", digest, "--label", "Yes")
     assert answered.code == 0, answered
-    assert answered.out.startswith("answered option 1 ("), answered
+    assert answered.out == f"answered option 1 (Yes) of the dialog on member {member_id}'s pane {pane}\n", answered
     fleet.wait_screen(
         pane,
         lambda s: (fleet.workdir / "answered-yes").exists() and screen.classify("claude", s) != "awaiting_user",
         TURN_TIMEOUT,
         "the approved command to run",
     )
+
+
+@pytest.fixture(params=AGENTS)
+def driven(request, tmp_path):
+    """One agent's fleet, the keeper off: the test runs the keeper's noticer itself, one look
+    at a time."""
+    reason = missing(request.param)  # before the `env` fixture: it hides CAFLEET_AGENT_PREFIX
+    if reason:
+        pytest.skip(reason)
+    env = monkeypatch = None  # claude and opencode build their own isolated environment
+    if request.param == "codex":
+        env, monkeypatch = request.getfixturevalue("env"), request.getfixturevalue("monkeypatch")
+    with keeper_fleet(request.param, tmp_path, env, monkeypatch, {"CAFLEET_KEEPER": "off"}) as driven:
+        yield driven
+
+
+def test_each_real_agents_dialog_gets_one_notice_whose_digest_answers_it(driven):
+    """The digest covers the agent's whole visible screen: it must not change while the same
+    dialog stays up, or every look would notice it again and every answer be refused. Three
+    looks of the keeper's noticer give one notice; its digest answers the dialog with
+    `--label` (claude and codex: option 1, the command runs); opencode's permission dialog
+    has buttons, not numbered options, and its notice says so."""
+    from cafleet.config import Settings
+    from cafleet.delivery.notices import Noticer
+    from cafleet.store.connection import open_store
+
+    fleet, agent = driven.fleet, driven.agent
+    member_id, pane = driven.asker()
+    made = driven.workdir / "made-by-the-agent"
+    driven.script_permission(str(made))
+    driven.type_keys(pane, "make a file")
+    driven.wait_screen(pane, lambda s: "make a file" in driven.box(s), 20, "the typed prompt")
+    driven.press(pane, "Enter")
+    driven.wait_screen(
+        pane, lambda s: driven.classify(s) == screen.PaneState.AWAITING_USER, TURN_TIMEOUT, "the permission dialog"
+    )
+    store = open_store(str(fleet.db))
+    try:
+        noticer = Noticer(store, Settings(fleet.environ), fleet.fleet_id)
+        noticer.awaiting_after = 0.0
+        for _ in range(3):
+            noticer.look()
+    finally:
+        store.close()
+    polled = fleet.cafleet("message", "poll", str(fleet.director), "--json")
+    assert polled.code == 0, polled
+    [notice] = [r for r in polled.json() if r.get("kind") == "awaiting_user"]
+    assert notice["notice"]["member_id"] == member_id
+    digest = notice["notice"]["dialog"]
+    assert not made.exists()
+    if agent == "opencode":
+        assert f"It has no numbered option: answer it in pane {pane}." in notice["text"], notice["text"]
+        return
+    first = next(line.strip() for line in notice["text"].splitlines() if line.strip().lstrip("❯› ").startswith("1. "))
+    label = first.lstrip("❯› ")[len("1. ") :].split("  ")[0]
+    answered = fleet.cafleet("member", "answer", str(member_id), "1", "--dialog", digest, "--label", label)
+    assert answered.code == 0, answered
+    assert answered.out == f"answered option 1 ({label}) of the dialog on member {member_id}'s pane {pane}\n"
+    wait_for(lambda: made.exists(), timeout=TURN_TIMEOUT, what=f"{agent} to run the approved command")

@@ -43,10 +43,21 @@ def when(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp)
 
 
+def pane_gone(message_id: int, member_id: int, reason: str) -> str:
+    """The not-notified diagnostic for a member whose pane is gone: no retry can deliver."""
+    return (
+        f"Warning: message {message_id} is stored but member {member_id} was not notified: {reason}. "
+        f"Member {member_id}'s pane is gone, so nothing can deliver it: see `cafleet member show {member_id}`; "
+        f"`cafleet member delete {member_id}` and a new member take its work over. Do not resend.\n"
+    )
+
+
 def not_notified(message_id: int, member_id: int, reason: str) -> str:
     """The not-notified diagnostic, around ``reason``."""
     return (
         f"Warning: message {message_id} is stored but member {member_id} was not notified: {reason}. "
+        # the keeper is off in tests, and the test's only fleet is fleet 1
+        "The fleet keeper is off (CAFLEET_KEEPER=off; `cafleet fleet watch 1` does its work while it runs). "
         f"The preview will be retried by the next send to member {member_id} or a later "
         "`cafleet message wait`. Do not resend.\n"
     )
@@ -84,12 +95,12 @@ def test_dead_pane_leaves_the_message_stored_and_owed(fleet):
     result = fleet.send(fleet.director, member, "are you there?")
     gone = f"tmux pane {bob['pane_id']} is gone (can't find pane: {bob['pane_id']})"
     assert (result.code, result.out) == (0, f"sent message 1 to member {member}\n")
-    assert result.err == not_notified(1, member, gone)
+    assert result.err == pane_gone(1, member, gone)
     assert fleet.notified_at(1) is None
 
     again = fleet.send(fleet.director, member, "hello?", "--json")
     assert (again.code, again.json()["notified"]) == (0, False)
-    assert again.err == not_notified(2, member, gone)
+    assert again.err == pane_gone(2, member, gone)
     assert fleet.query("SELECT message_id, notified_at, status_state FROM messages ORDER BY message_id") == [
         (1, None, "input_required"),
         (2, None, "input_required"),
@@ -433,6 +444,6 @@ def test_herdr_send_then_dead_pane(herdr):
     assert closed.returncode == 0, closed.stderr
     lost = herdr.send(herdr.director, member, "still there?", "--json")
     assert (lost.code, lost.json()["notified"]) == (0, False)
-    assert lost.err == not_notified(2, member, f"herdr pane {pane} is gone (pane {pane} not found (pane_not_found))")
+    assert lost.err == pane_gone(2, member, f"herdr pane {pane} is gone (pane {pane} not found (pane_not_found))")
     assert herdr.notified_at(2) is None
     assert herdr.submits(member) == [preview_line(sent.json())]

@@ -66,6 +66,7 @@ SEND = MESSAGE | {
     "cafleet.delivery.drain",
     "cafleet.broker.notifications",  # decides, per recipient, whether to notify
     "cafleet.broker.usage",
+    "cafleet.delivery.authority",  # who the caller is: a walk of /proc, one query (docs/security.md)
 }  # whether the recipient has a budget (docs/usage.md); the readers only when it has
 # A send to a member in a pane, and wait's retry of owed previews: the delivery path
 # (pane-input lock, the multiplexer subprocess, the preview's text handling).

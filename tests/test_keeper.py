@@ -443,6 +443,265 @@ def test_g_fleet_show_doctor_and_watch_report_the_keeper(fleet):
     assert (entry["running"], entry["pid"]) == (False, None)
 
 
+# --- (h) a keeper that stopped beating reads stalled, not running --------------------------------
+
+
+def quick_clocks(env, monkeypatch) -> None:
+    """The keeper's heartbeat and the Director's notices on short clocks (set before any pane
+    or server starts: they, and every keeper, inherit them). The defaults: a keeper reads
+    stalled after 30 s without a heartbeat; a dialog is noticed after 30 s, looked for every 15 s."""
+    for key, value in (
+        ("CAFLEET_KEEPER_STALLED_AFTER", "3"),
+        ("CAFLEET_NOTICE_AWAITING_AFTER", "1"),
+        ("CAFLEET_NOTICE_INTERVAL", "0.5"),
+    ):
+        env[key] = value
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture
+def quick_fleet(env, tmp_path, monkeypatch):
+    """``fleet`` with :func:`quick_clocks`."""
+    keeper_on(env, monkeypatch)
+    quick_clocks(env, monkeypatch)
+    with tmux_fleet(env, tmp_path, monkeypatch) as pane_fleet:
+        try:
+            yield pane_fleet
+        finally:
+            end_every_keeper(pane_fleet)
+
+
+def webui_keeper(fleet) -> dict:
+    """The keeper as the WebUI's `GET /api/fleets/{id}` reports it (its roster events carry the same)."""
+    import warnings
+
+    from tests.support.web_server import BASE, make_app
+
+    with warnings.catch_warnings():  # Starlette 1.x prefers httpx2; httpx (the declared test dependency) works
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+
+    with TestClient(make_app(fleet.db, fleet.environ), base_url=BASE) as client:
+        response = client.get(f"/api/fleets/{fleet.fleet_id}")
+    assert response.status_code == 200, response.text
+    return response.json()["keeper"]
+
+
+class RosterKeeper:
+    """The keeper's state as the WebUI's event stream carries it: a FleetWatch as the server
+    makes one (through a pool, with the server's settings), looked at as a stream's tick does."""
+
+    def __init__(self, fleet) -> None:
+        from cafleet import config
+        from cafleet.web.app import StorePool
+        from cafleet.web.events import FleetWatch, SharedChanges
+
+        self.pool = StorePool(fleet.db, 5.0)
+        self.changes = SharedChanges(self.pool, 0.0)
+        self.watch = FleetWatch(self.pool, fleet.fleet_id, self.changes, config.Settings(fleet.environ, fleet.db))
+
+    def states(self) -> list[str]:
+        """The keeper states of the roster events of one look (the states are looked at every 5 s)."""
+        self.changes.check()
+        return [data["keeper"]["state"] for name, data in self.watch.poll() if name == "roster"]
+
+    def close(self) -> None:
+        self.changes.close()
+        self.pool.close()
+
+
+def test_h_a_stopped_keeper_reads_stalled_until_it_is_continued(quick_fleet):
+    """A keeper stopped with SIGSTOP holds its lock and its pid lives, yet it does nothing:
+    before, `fleet show` and `doctor` read it "running" and senders promised its retry. Its
+    heartbeat stops, and every reader says "stalled" with what to do; continued, it beats
+    again, reads running and delivers what was owed meanwhile."""
+    fleet = quick_fleet
+    record = running_keeper(fleet)
+    pid, since = record["pid"], record["since"]
+    asking = asking_member(fleet)
+    member, pane = asking["member_id"], asking["pane_id"]
+    roster = RosterKeeper(fleet)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        stalled = wait_for(
+            lambda: (found := keeper(fleet)).get("state") == "stalled" and found,
+            timeout=60,
+            what="the stopped keeper to read stalled",
+        )
+        assert (stalled["running"], stalled["pid"], stalled["since"]) == (False, pid, since)
+        assert stalled["heartbeat_age"] >= 3  # (rounded to a tenth)
+        shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id)).out.splitlines()[-1]
+        assert shown.startswith(f"keeper: stalled, pid {pid} since {since}: no heartbeat for "), shown
+        assert f"`kill -CONT {pid}` if it was stopped, else `kill {pid}`" in shown
+        doctor = fleet.cafleet("doctor", "--json")
+        section = doctor.json()["keepers"]
+        [entry] = section["fleets"]
+        assert (section["ok"], entry["ok"], entry["state"], entry["pid"]) == (False, False, "stalled", pid)
+        assert f"kill -CONT {pid}" in section["fix"]
+        assert f"fleet {fleet.fleet_id}: keeper stalled, pid {pid} since {since}" in fleet.cafleet("doctor").out
+        web = webui_keeper(fleet)
+        assert (web["state"], web["running"], web["pid"], web["enabled"]) == ("stalled", False, pid, True)
+        wait_for(lambda: "stalled" in roster.states(), timeout=30, what="a roster event with the keeper stalled")
+
+        sent = fleet.send(fleet.director, member, "first task", "--json")
+        assert (sent.code, sent.json()["notified"]) == (0, False), sent
+        assert "retries it as soon as" not in sent.err
+        assert f"The fleet keeper of fleet {fleet.fleet_id} is stalled (pid {pid}, no heartbeat for " in sent.err
+        assert sent.err.endswith(
+            f"The preview will be retried by the next send to member {member} or a later `cafleet message wait`. "
+            "Do not resend.\n"
+        )
+        assert keeper_processes(fleet.db) == [pid]  # no second keeper beside the one that holds the lock
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        roster.close()
+    resumed = wait_for(
+        lambda: (found := keeper(fleet))["state"] == "running" and found, timeout=30, what="the keeper to read running"
+    )
+    assert resumed["pid"] == pid and resumed["heartbeat_age"] < 3
+    assert webui_keeper(fleet)["state"] == "running"
+    answer(fleet, pane)
+    assert submitted(fleet, member, 1) == [preview_line(sent.json())]
+    stamped(fleet, sent.json()["message_id"])  # (the Director's notices take ids too)
+
+
+# --- (i) a keeper that cannot start is said so, with the folder to fix ---------------------------
+# As root (the tests' user) a folder's mode stops nobody, so "cannot be written" is made of a
+# regular file where the folder should be: nothing can be created under it, for any user.
+
+
+def test_i_a_keeper_folder_that_cannot_be_written_is_named_instead_of_a_retry_promise(fleet):
+    """SQLite: the keeper's lock, record and log live in the lock folder beside the database;
+    PostgreSQL: its log folder under $XDG_STATE_HOME (its lock is an advisory lock)."""
+    asking = asking_member(fleet)
+    record = running_keeper(fleet)
+    kill(record["pid"])
+    folder = os.path.dirname(record["log"])
+    moved = folder + ".moved"
+    os.rename(folder, moved)
+    with open(folder, "w"):
+        pass  # a regular file where the folder was
+    postgres = fleet.db.startswith("postgresql")
+    sent = fleet.send(fleet.director, asking["member_id"], "first task", "--json")
+    assert (sent.code, sent.json()["notified"]) == (0, False), sent
+    assert "retries it as soon as" not in sent.err
+    which = "log" if postgres else "lock"
+    assert (
+        f"No fleet keeper could be started for fleet {fleet.fleet_id}: its {which} folder {folder} cannot be written ("
+        in sent.err
+    ), sent.err
+    assert "make it a writable folder" in sent.err
+    assert keeper_processes(fleet.db) == []
+
+
+@pytest.mark.stores("sqlite")  # the lock is a file only on SQLite (PostgreSQL's is an advisory lock)
+def test_i_a_keeper_that_ends_as_it_starts_is_reported_with_its_reason(fleet):
+    """The log can be written, so the keeper starts, but it cannot take its lock: before, the
+    sender promised its retry all the same. The sender waits for it to hold its lock or end,
+    and says what became of it."""
+    asking = asking_member(fleet)
+    record = running_keeper(fleet)
+    kill(record["pid"])
+    lock = record["log"].removesuffix(".log") + ".lock"
+    os.unlink(lock)
+    os.mkdir(lock)  # a folder where the lock file should be: it cannot be opened for writing, even by root
+    sent = fleet.send(fleet.director, asking["member_id"], "first task", "--json")
+    assert (sent.code, sent.json()["notified"]) == (0, False), sent
+    assert "retries it as soon as" not in sent.err
+    assert (
+        f"The fleet keeper started for fleet {fleet.fleet_id} ended at once: its lock or record in "
+        f"{os.path.dirname(lock)} cannot be written (" in sent.err
+    ), sent.err
+    assert f"(log {record['log']})" in sent.err
+    assert keeper(fleet)["running"] is False
+
+
+# --- (j) a killed keeper while the Director waits and a member blocks on a dialog ---------------
+
+
+def test_j_a_keeper_killed_while_the_director_waits_is_started_again_and_the_notice_arrives(quick_fleet):
+    """The Director blocks in `message wait`; its keeper is killed (a PostgreSQL session
+    ended, an OOM kill); a member then blocks on a dialog, and no other command runs. Before,
+    nothing started a keeper and the notice never came. The wait looks after its fleet's
+    keeper while it waits, so one runs again and the notice arrives."""
+    fleet = quick_fleet
+    first = running_keeper(fleet)["pid"]
+    waiting = start(["message", "wait", str(fleet.director), "--json"], fleet.environ)
+    try:
+        kill(first)
+        wait_for(  # started again by the Director's wait, which looks after it every 10 s
+            lambda: (found := keeper(fleet))["running"] and found["pid"] not in (None, first),
+            timeout=60,
+            what="a keeper started again",
+        )
+        asking = asking_member(fleet)  # the member blocks on a dialog
+        out, err = waiting.communicate(timeout=75)  # the issue's bound, after the block
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait()
+    assert waiting.returncode == 0, err
+    [notice] = json.loads(out)
+    assert notice["kind"] == "awaiting_user" and notice["notice"]["member_id"] == asking["member_id"], notice
+
+
+@pytest.mark.parametrize("command", ["member create", "message wait", "message listen", "fleet watch"])
+def test_k_every_command_that_needs_the_keeper_starts_one_when_none_runs(fleet, command):
+    """Before, only a command that left a preview owed started one: a keeper killed before
+    `member create`, the Director's `message wait` or `listen`, or a `fleet watch` with nothing
+    owed, stayed dead, and no member that blocked got a notice."""
+    first = running_keeper(fleet)["pid"]
+    kill(first)
+    assert keeper(fleet)["running"] is False
+    if command == "member create":
+        fleet.create("late")
+        running_keeper(fleet, other_than=first)
+        return
+    args = {
+        "message wait": ["message", "wait", str(fleet.director), "--timeout", "60"],
+        "message listen": ["message", "listen", str(fleet.director)],
+        "fleet watch": ["fleet", "watch", str(fleet.fleet_id), "--interval", "0.5"],
+    }[command]
+    proc = start(args, fleet.environ)
+    try:
+        running_keeper(fleet, other_than=first)
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+# --- (l) a pane that is gone, the Director's pane gone ------------------------------------------
+
+
+def test_l_a_message_owed_to_a_pane_that_is_gone_says_so_and_what_to_do(fleet):
+    """The tmux server dies: every pane with it. Before, the send promised the keeper's
+    retry (the keeper was still running, or had just ended with the Director's pane)."""
+    member = fleet.create("m")["member_id"]
+    pid = running_keeper(fleet)["pid"]
+    fleet.server.kill()
+    sent = fleet.send(fleet.director, member, "are you there?", "--json")
+    assert (sent.code, sent.json()["notified"]) == (0, False), sent
+    assert "retries it as soon as" not in sent.err and "will be retried" not in sent.err
+    assert f"Member {member}'s pane is gone, so nothing can deliver it: " in sent.err, sent.err
+    assert f"`cafleet member delete {member}` and a new member take its work over. Do not resend.\n" in sent.err
+    wait_for(lambda: not alive(pid), timeout=30, what="the keeper to end with its Director's pane")
+
+
+def test_l_with_the_directors_pane_gone_a_send_says_no_keeper_can_run(fleet):
+    asking = asking_member(fleet)
+    pid = running_keeper(fleet)["pid"]
+    fleet.server.run("kill-pane", "-t", fleet.director_pane)
+    wait_for(lambda: not alive(pid), timeout=30, what="the keeper to end")
+    sent = fleet.send(fleet.director, asking["member_id"], "first task", "--json")
+    assert (sent.code, sent.json()["notified"]) == (0, False), sent
+    assert "retries it as soon as" not in sent.err
+    assert (
+        f"No fleet keeper can run for fleet {fleet.fleet_id}: the Director's pane {fleet.director_pane} is gone. "
+        f"The preview will be retried by the next send to member {asking['member_id']}" in sent.err
+    ), sent.err
+    assert keeper_processes(fleet.db) == []
+
+
 # --- the keeper turned off: `fleet watch` does its job --------------------------------------------
 
 
@@ -455,6 +714,9 @@ def test_with_the_keeper_off_fleet_watch_delivers_as_soon_as_the_pane_can_take_i
     member, pane = asking["member_id"], asking["pane_id"]
     sent = fleet.send(fleet.director, member, "first task", "--json")
     assert sent.json()["notified"] is False and "The preview will be retried by the next send" in sent.err
+    assert (
+        f"The fleet keeper is off (CAFLEET_KEEPER=off; `cafleet fleet watch {fleet.fleet_id}` does its work" in sent.err
+    )
     watch = Stream(fleet.environ, fleet.fleet_id, "--interval", "3600")
     try:
         watch.wait_event(

@@ -44,6 +44,8 @@ def held(tmp_path):
 def not_notified(message_id: int, member_id: int, reason: str) -> str:
     return (
         f"Warning: message {message_id} is stored but member {member_id} was not notified: {reason}. "
+        # the keeper is off in tests, and the test's only fleet is fleet 1
+        "The fleet keeper is off (CAFLEET_KEEPER=off; `cafleet fleet watch 1` does its work while it runs). "
         f"The preview will be retried by the next send to member {member_id} or a later "
         "`cafleet message wait`. Do not resend.\n"
     )

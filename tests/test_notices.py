@@ -13,6 +13,9 @@ from __future__ import annotations
 STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
 
 import json
+import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -291,26 +294,33 @@ def test_the_director_is_never_the_subject_of_a_notice(fleet, noticer):
 
 def test_a_notice_escapes_the_dialogs_text(fleet, noticer):
     """A dialog is drawn from text the agent's model chose: control and bidi characters
-    never reach the Director's inbox, and the shown text is bounded."""
+    never reach the Director's inbox, yet each is shown where it was (a visible escape), and
+    no row is cut (tests/test_dialog_digest.py)."""
     from cafleet.delivery import dialog
 
     hostile = "Run \u202erm -rf\u202c \x1b]0;x\x07 " + "y" * 500
     seen = dialog.read("standin", f"{hostile}\nDo you want to proceed?\n❯ 1. Yes\n  2. No\n")
     assert seen is not None
     assert all(ch not in line for line in seen.lines for ch in "\u202e\u202c\x1b\x07")
-    assert max(len(line) for line in seen.lines) <= dialog.MAX_LINE
+    assert seen.lines[0] == "Run ⟦U+202E⟧rm -rf⟦U+202C⟧ ⟦U+001B⟧]0;x⟦U+0007⟧ " + "y" * 500
     assert seen.options == ((1, "Yes"), (2, "No"))
 
 
 # --- `member answer` never answers a dialog that changed ---------------------------------------
 
 
+def visible(fleet, pane: str) -> str:
+    """The pane's whole visible screen, wrapped rows joined: the window a notice reads a
+    dialog from (``delivery.dialog.capture``)."""
+    return fleet.server.run("capture-pane", "-p", "-J", "-t", pane)
+
+
 def current_digest(fleet, member_id: int) -> str:
     from cafleet.delivery import dialog
 
-    shown = fleet.cafleet("member", "capture", str(member_id), "--lines", "30")  # the notices' window
-    seen = dialog.read("standin", shown.out)
-    assert seen is not None, shown
+    pane = fleet.cafleet("member", "show", str(member_id), "--json").json()["placement"]["pane_id"]
+    seen = dialog.read("standin", visible(fleet, pane))
+    assert seen is not None, visible(fleet, pane)
     return seen.digest
 
 
@@ -362,6 +372,162 @@ def test_member_answer_refuses_an_option_the_dialog_does_not_have(fleet):
     bad = fleet.cafleet("member", "answer", str(member_id), "1", "--dialog", "not-hex")
     assert bad.code == 2 and bad.err.startswith("Error: --dialog must be the dialog's digest"), bad
     assert keys(fleet, member_id) == typed
+
+
+# --- the digest names the whole dialog, and the option's label is checked (issue 29) -----------
+
+DRAWER = Path(__file__).resolve().parent / "support" / "dialog_drawer.py"
+NO = "No, and tell Claude what to do differently (esc)"
+
+
+def boxed(*rows: str) -> list[str]:
+    """A claude-like permission dialog in a frame (as claude drew them before 2.1): every row
+    padded to the frame's right bar by the columns it takes (a zero-width character none)."""
+    import unicodedata
+
+    def cells(row: str) -> int:
+        return sum(unicodedata.category(ch) != "Cf" for ch in row)
+
+    width = max(100, *(cells(row) for row in rows))
+    framed = [f"│ {row}{' ' * (width - cells(row))} │" for row in rows]
+    return ["╭" + "─" * (width + 2) + "╮", *framed, "╰" + "─" * (width + 2) + "╯"]
+
+
+def permission(*command: str, yes: str = "Yes") -> list[str]:
+    lines = [f"  {line}" for line in command]
+    return boxed("Bash command", "", *lines, "", "Do you want to proceed?", f"❯ 1. {yes}", f"  2. {NO}")
+
+
+class Drawn:
+    """A member whose pane runs tests/support/dialog_drawer.py, registered as a claude
+    member: a real pane on which the test draws the dialog it needs (rows wider than the
+    pane, a dialog of 40 rows, a zero-width character); the keys it gets are recorded."""
+
+    def __init__(self, fleet, folder: Path, rows: list[str]) -> None:
+        from cafleet.broker import members
+        from cafleet.store.connection import open_store
+
+        self.fleet = fleet
+        self.screen, self.keys = folder / "drawn.screen", folder / "drawn.keys"
+        self.screen.write_text("\n".join(rows), encoding="utf-8")
+        self.keys.write_bytes(b"")
+        shown = fleet.cafleet("member", "show", str(fleet.director), "--json").json()["placement"]
+        store = open_store(str(fleet.db))
+        try:
+            self.member_id = members.register_member(
+                store,
+                fleet_id=fleet.fleet_id,
+                name="drawn",
+                description="a drawn dialog",
+                backend="tmux",
+                session=shown["session"],
+                window_id=shown["window_id"],
+                coding_agent="claude",
+            )
+            self.pane = fleet.server.new_pane([sys.executable, str(DRAWER), str(self.screen), str(self.keys)])
+            members.set_pane_id(store, self.member_id, self.pane)
+        finally:
+            store.close()
+        self.wait(rows)
+
+    def show(self, rows: list[str]) -> None:
+        """Draw ``rows`` instead (the file replaced whole), and wait until the pane shows them."""
+        ahead = self.screen.with_suffix(".next")
+        ahead.write_text("\n".join(rows), encoding="utf-8")
+        os.replace(ahead, self.screen)
+        self.wait(rows)
+
+    def wait(self, rows: list[str]) -> None:
+        def drawn() -> bool:
+            shown = visible(self.fleet, self.pane).split("\n")
+            return [row.rstrip(" ") for row in shown[: len(rows)]] == [row.rstrip(" ") for row in rows]
+
+        wait_for(drawn, what="the pane to show the dialog")
+
+    def answer(self, *args: str):
+        return self.fleet.cafleet("member", "answer", str(self.member_id), *args)
+
+
+# Dialogs the digest used to take for one another: (the one the notice describes, the one the
+# pane shows when the answer comes).
+CHANGED = {
+    "a row that differs past its 160th character": (
+        permission("echo " + "x" * 250 + " && echo ok"),
+        permission("echo " + "x" * 250 + " && rm -rf ~"),
+    ),
+    "a row more than 30 rows above the bottom": (
+        permission("sh -c '", "echo ok", *(f"printf 'step {n}\\n'" for n in range(1, 35)), "'"),
+        permission("sh -c '", "rm -rf ~", *(f"printf 'step {n}\\n'" for n in range(1, 35)), "'"),
+    ),
+    "a zero-width space": (permission("rm -rf build"), permission("rm -rf bu\u200bild")),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGED))
+def test_member_answer_refuses_a_dialog_that_changed_where_the_digest_did_not_look(fleet, noticer, tmp_path, change):
+    """The notice's digest covers every row of the dialog on the pane's visible screen, in
+    full, hidden characters shown: a dialog that changed only past a row's 160th character,
+    above the last 30 rows, or by a zero-width space is another dialog, and the answer the
+    Director gave for the first one is refused, with no key sent. The second dialog gets a
+    notice of its own; its digest answers it, and the output's label is the option's own,
+    without the frame's padding and bar."""
+    described, replaced = CHANGED[change]
+    drawn = Drawn(fleet, tmp_path, described)
+    member_id, pane = drawn.member_id, drawn.pane
+    noticer.look()
+    [first] = notices_of(fleet, "awaiting_user")
+    digest = first["notice"]["dialog"]
+    drawn.show(replaced)
+    refused = drawn.answer("1", "--dialog", digest)
+    assert refused.code == 1, refused
+    assert refused.err.startswith(
+        f"Error: the dialog on member {member_id}'s pane {pane} is not the one with digest {digest} (it changed;"
+    )
+    assert "nothing was sent" in refused.err and len(refused.err.strip().splitlines()) == 1
+    assert drawn.keys.read_bytes() == b""
+    differing = next(a for a, b in zip(described, replaced, strict=True) if a != b)
+    assert f"    {differing.rstrip()}" in first["text"].splitlines()  # the notice showed that row whole
+    noticer.look()  # another dialog: its own notice
+    [second] = [n for n in notices_of(fleet, "awaiting_user") if n["message_id"] != first["message_id"]]
+    assert second["notice"]["dialog"] != digest
+    if change == "a zero-width space":
+        assert "    │   rm -rf bu⟦U+200B⟧ild" in second["text"]  # what the screen hides, the notice shows
+    answered = drawn.answer("1", "--dialog", second["notice"]["dialog"])
+    assert answered.code == 0, answered
+    assert answered.out == f"answered option 1 (Yes) of the dialog on member {member_id}'s pane {pane}\n"
+    wait_for(lambda: drawn.keys.read_bytes() == b"1", what="the key to reach the pane")
+
+
+def test_member_answer_refuses_an_option_whose_label_is_not_the_one_given(fleet, noticer, tmp_path):
+    """`--label` says what the option must read: a CHOICE that reads otherwise is refused
+    with nothing sent, and so is an option relabelled since the notice (then the digest
+    changed too: one line says both)."""
+    drawn = Drawn(fleet, tmp_path, permission("touch made-by-the-agent"))
+    member_id, pane = drawn.member_id, drawn.pane
+    noticer.look()
+    [notice] = notices_of(fleet, "awaiting_user")
+    digest = notice["notice"]["dialog"]
+    wrong = drawn.answer("2", "--dialog", digest, "--label", "Yes")
+    assert wrong.code == 1, wrong
+    assert wrong.err == (
+        f'Error: option 2 reads "{NO}", not "Yes" in the dialog on member {member_id}\'s pane {pane}; '
+        "nothing was sent. Check CHOICE and --label against the notice before answering.\n"
+    )
+    relabelled = "Yes, and do not ask again for rm -rf"
+    drawn.show(permission("touch made-by-the-agent", yes=relabelled))
+    changed = drawn.answer("1", "--dialog", digest, "--label", "Yes")
+    assert changed.code == 1, changed
+    assert f'and its option 1 reads "{relabelled}", not "Yes"); nothing was sent.' in changed.err
+    assert len(changed.err.strip().splitlines()) == 1
+    blank = drawn.answer("1", "--dialog", digest, "--label", " ")
+    assert blank.code == 2 and blank.err.startswith("Error: --label must be the option's label"), blank
+    assert drawn.keys.read_bytes() == b""
+    noticer.look()
+    [now] = [n for n in notices_of(fleet, "awaiting_user") if n["message_id"] != notice["message_id"]]
+    answered = drawn.answer("1", "--dialog", now["notice"]["dialog"], "--label", relabelled)
+    assert answered.code == 0, answered
+    assert answered.out == f"answered option 1 ({relabelled}) of the dialog on member {member_id}'s pane {pane}\n"
+    wait_for(lambda: drawn.keys.read_bytes() == b"1", what="the key to reach the pane")
 
 
 # --- every not-notified line names its ids and what retries them (issue 19, item 6) ------------

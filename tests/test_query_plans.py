@@ -72,6 +72,9 @@ ALLOWED = {
     # as constant rows; each member's next step is an index seek (SEARCH messages ...).
     ("_activity_walk", "SCAN CONSTANT ROW"),
     ("_activity_walk", "SCAN walk"),
+    # Who runs a command (delivery/authority.py): every placement, in every fleet. A
+    # deregistered member's placement is deleted with it, so this is the members present now.
+    ("placed_members", "SCAN p"),
 }
 
 

@@ -447,6 +447,50 @@ def test_a_host_given_with_its_port_is_reached_on_that_port(remote):
     assert entry["reachable"] and entry["tmux"].startswith("tmux "), entry
 
 
+def test_doctor_fix_for_a_host_it_cannot_reach_is_an_ssh_command_that_runs_and_none_for_a_refused_one(remote):
+    """The `fix:` line for a host with a port is a command OpenSSH runs as written (the port
+    as `-p`, the ssh_config cafleet reads as `-F`): once the host is back, it succeeds. A
+    host string doctor refused gets no ssh command (its error says what to give)."""
+    import shlex
+
+    fleet, host = remote
+    config = Path(fleet.environ["CAFLEET_SSH_CONFIG"])
+    alias_block = host.config.read_text(encoding="utf-8").split("\n")
+    address = ["Host 127.0.0.1"] + [line for line in alias_block[2:] if line and not line.strip().startswith("Port")]
+    config.write_text(config.read_text(encoding="utf-8") + "\n".join(address) + "\n", encoding="utf-8")
+    target = f"127.0.0.1:{host.port}"
+    host.stop()
+    report = fleet.cafleet("doctor", "--host", target)
+    assert report.code == 1, report
+    [fix] = [line for line in report.out.splitlines() if line.startswith("fix: ") and "`ssh " in line]
+    argv = shlex.split(fix.split("`")[1])
+    assert argv[0] == "ssh" and argv[argv.index("-p") + 1] == str(host.port), argv
+    assert argv[argv.index("-F") + 1] == str(config) and argv[-2:] == ["127.0.0.1", "true"], argv
+    host.start()
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL, env=dict(fleet.environ)
+    )
+    assert done.returncode == 0, (argv, done.stderr)
+    # reachable, without the coding agents on its PATH: the install fix's probe is one ssh runs too
+    lacking = fleet.cafleet("doctor", "--host", target).out.splitlines()
+    [fix] = [line for line in lacking if line.startswith(f"fix: install the coding agent on {target} ")]
+    argv = shlex.split(fix.split("`")[1])
+    assert argv[argv.index("-p") + 1] == str(host.port) and argv[-4:] == ["127.0.0.1", "command", "-v", "claude"]
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL, env=dict(fleet.environ)
+    )
+    assert done.returncode == 1, (argv, done.stderr)  # the host ran `command -v claude`: not found there
+
+    refused = fleet.cafleet("doctor", "--json", "--host", "a b")
+    [entry] = [e for e in refused.json()["hosts"]["hosts"] if e["host"] == "a b"]
+    assert (entry["reachable"], "fix" in entry) == (False, False), entry
+    assert "is not a host cafleet can reach" in entry["error"]
+    assert "fix" not in refused.json()["hosts"]
+    text = fleet.cafleet("doctor", "--host", "a b")
+    assert "✗ host a b: 'a b' is not a host cafleet can reach" in text.out, text
+    assert not [line for line in text.out.splitlines() if line.startswith("fix: ") and "ssh" in line], text
+
+
 def test_a_member_on_the_host_wakes_its_neighbours_there_and_leaves_home_panes_to_the_home_machine(remote):
     fleet, host = remote
     near = fleet.create("near")["member_id"]  # beside the Director, on the home machine

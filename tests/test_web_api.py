@@ -95,10 +95,12 @@ def test_fleet_detail_has_the_fleet_and_its_roster(client, trio, store):
     assert body["fleet"] == fleets.get_fleet(store, fleet_id)
     assert body["keeper"] == {  # the test environment turns the keeper off (tests/test_keeper.py turns it on)
         "running": False,
+        "state": "not running",
         "pid": None,
         "since": None,
         "host": None,
         "log": None,
+        "heartbeat_age": None,
         "enabled": False,
     }
     assert body["members"][0] == {

@@ -289,7 +289,8 @@ def test_attention_shows_a_blocked_members_dialog_and_answers_it_only_while_it_i
 ):
     """The blocked item carries the dialog's text, options and digest; the answer route is
     the one `cafleet member answer` takes: screened like the composer (same-origin JSON
-    only), refused with nothing sent for another digest or an option the dialog lacks."""
+    only), refused with nothing sent for another digest, an option the dialog lacks or a
+    label the option does not show."""
     record = tmp_path / "asking.jsonl"
     asking, pane = panes["add"](
         "asking", [*STANDIN, "--member-id", "0", "--permission-prompt", "--record", str(record)], ready="1. Yes"
@@ -315,8 +316,13 @@ def test_attention_shows_a_blocked_members_dialog_and_answers_it_only_while_it_i
     missing = client.post(path, json={"choice": 3, "dialog": dialog["digest"]})
     assert missing.status_code == 409 and "has no option 3" in missing.json()["error"], missing.text
     assert client.post(path, json={"choice": "2", "dialog": dialog["digest"]}).status_code == 422
+    # the button sends the label it shows: an option that reads otherwise is refused (issue 29)
+    relabelled = client.post(path, json={**body, "label": "Yes"})
+    assert relabelled.status_code == 409, relabelled.text
+    assert relabelled.json()["error"].startswith('option 2 reads "No", not "Yes" in the dialog on member ')
+    assert client.post(path, json={**body, "label": 2}).status_code == 422
     assert answers() == []  # nothing reached the pane
-    answered = client.post(path, json=body)
+    answered = client.post(path, json={**body, "label": "No"})
     assert answered.status_code == 200, answered.text
     assert answered.json()["label"] == "No"
     wait_for(lambda: answers(), what="the stand-in to record the answer")

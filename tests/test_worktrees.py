@@ -259,6 +259,124 @@ def test_fleet_delete_keeps_what_would_be_lost(fleet):
     assert doctor[0]["command"].startswith(f"cafleet member delete {a['member_id']}")
 
 
+def commit_gitignore(fleet) -> None:
+    (fleet.repo / ".gitignore").write_text(".env\nnotes/\nnode_modules/\n*.log\n")
+    git(fleet.repo, "add", ".gitignore")
+    git(fleet.repo, "commit", "--quiet", "-m", "ignore")
+
+
+def test_files_git_ignores_are_unsaved_work_kept_and_named_until_discarded(fleet):
+    """An `.env` or a build folder the repository ignores is the member's too: `git status`
+    is clean and `git worktree remove` would delete them, so the worktree is kept and the
+    line names the ignored paths (the first three, then how many more)."""
+    commit_gitignore(fleet)
+    made = {name: create(fleet, name, "--worktree").json() for name in ("secrets", "builds", "clean")}
+    path = {name: Path(m["worktree"]["path"]) for name, m in made.items()}
+    (path["secrets"] / ".env").write_text("TOKEN=only-here\n")
+    (path["builds"] / "node_modules" / "pkg").mkdir(parents=True)
+    (path["builds"] / "node_modules" / "pkg" / "index.js").write_text("x\n")
+    (path["builds"] / "notes").mkdir()
+    (path["builds"] / "notes" / "todo.md").write_text("ask about the parser\n")
+    for log in ("a.log", "b.log", "c.log"):
+        (path["builds"] / log).write_text("log\n")
+    assert git(path["secrets"], "status", "--porcelain") == git(path["builds"], "status", "--porcelain") == ""
+
+    outcome = {}
+    for name, record in made.items():
+        result = run(fleet, "member", "delete", str(record["member_id"]), "--json")
+        assert result.code == 0, result
+        outcome[name] = result.json()["worktree"]
+    assert (outcome["secrets"]["status"], outcome["secrets"]["lost"]) == ("kept", ["1 path(s) git ignores (.env)"])
+    assert (outcome["builds"]["status"], outcome["builds"]["lost"]) == (
+        "kept",
+        ["5 path(s) git ignores (a.log, b.log, c.log and 2 more)"],
+    )
+    assert outcome["clean"]["status"] == "removed" and not path["clean"].exists()
+    assert (path["secrets"] / ".env").read_text() == "TOKEN=only-here\n"
+    assert (path["builds"] / "notes" / "todo.md").read_text() == "ask about the parser\n"
+    assert {made[n]["worktree"]["branch"] for n in ("secrets", "builds")} <= branches(fleet.repo)
+    # the text form: one line naming the worktree and the ignored path
+    again = run(fleet, "member", "delete", str(made["secrets"]["member_id"]))
+    assert again.code == 0, again
+    [line] = [line for line in again.out.splitlines() if "was kept" in line]
+    assert str(path["secrets"]) in line and "1 path(s) git ignores (.env)" in line and "--discard-worktree" in line
+    # doctor lists both, so they do not pile up unseen
+    found = run(fleet, "doctor", "--json").json()["worktrees"]["findings"]
+    assert sorted((f["kind"], f["member_id"]) for f in found) == sorted(
+        ("member_gone", made[n]["member_id"]) for n in ("secrets", "builds")
+    )
+    # only --discard-worktree removes them
+    for name in ("secrets", "builds"):
+        gone = run(fleet, "member", "delete", str(made[name]["member_id"]), "--discard-worktree", "--json")
+        assert gone.code == 0 and gone.json()["worktree"]["status"] == "removed", gone
+        assert not path[name].exists() and made[name]["worktree"]["branch"] not in branches(fleet.repo)
+    assert "worktrees" not in run(fleet, "doctor", "--json").json()
+
+
+def test_fleet_watch_lists_each_kept_worktree_once(fleet, tmp_path):
+    """A worktree kept at a member's deletion is listed by `fleet watch` once: those kept
+    before it started, and one kept while it runs (seen by a later round than the first
+    one's event, so a repeat of the first would come before it)."""
+    ann = create(fleet, "ann", "--worktree").json()
+    cid = create(fleet, "cid", "--worktree").json()
+    (Path(ann["worktree"]["path"]) / "notes.txt").write_text("mine\n")
+    (Path(cid["worktree"]["path"]) / "wip.txt").write_text("half done\n")
+    assert run(fleet, "member", "delete", str(ann["member_id"]), "--json").json()["worktree"]["status"] == "kept"
+    out = tmp_path / "watch.jsonl"
+    with out.open("wb") as sink:
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "cafleet", "fleet", "watch", str(fleet.fleet_id), "--json", "--interval", "0.2"],
+            env=dict(fleet.environ),
+            cwd=fleet.repo,
+            stdout=sink,
+            stderr=subprocess.DEVNULL,
+        )
+
+        def kept() -> list[dict]:
+            lines = out.read_text(encoding="utf-8").splitlines()
+            whole = lines[:-1] if lines and not lines[-1].endswith("}") else lines
+            return [e for e in map(json.loads, whole) if e["event"] == "worktree"]
+
+        try:
+            wait_for(kept, timeout=30, what="the watch's event for ann's kept worktree")
+            deleted = run(fleet, "member", "delete", str(cid["member_id"]), "--json")
+            assert deleted.json()["worktree"]["status"] == "kept", deleted
+            wait_for(lambda: len(kept()) >= 2, timeout=30, what="the watch's event for cid's kept worktree")
+        finally:
+            watch.send_signal(signal.SIGTERM)
+            watch.wait(timeout=30)
+    events = kept()
+    assert [e["member_id"] for e in events] == [ann["member_id"], cid["member_id"]]
+    for event, record in zip(events, (ann, cid)):
+        tree = record["worktree"]
+        assert (
+            f"member {record['member_id']}'s worktree {tree['path']} (branch {tree['branch']}) was kept"
+            in (event["detail"])
+        )
+        assert event["command"] == f"cafleet member delete {record['member_id']}"
+
+
+def test_branch_takes_a_branch_name_not_a_ref_name_nor_at(fleet):
+    """`--branch refs/heads/z` means the branch z (never refs/heads/refs/heads/z); `@` (git's
+    HEAD), another ref's full name and what git reads as another branch (`@{-1}`) are
+    refused in one line, before anything is written."""
+    git(fleet.repo, "switch", "--quiet", "-c", "side")
+    git(fleet.repo, "switch", "--quiet", "main")  # @{-1} is now side
+    made = create(fleet, "zed", "--worktree", "--branch", "refs/heads/z")
+    assert made.code == 0, made
+    assert made.json()["worktree"]["branch"] == "z"
+    assert git(made.json()["worktree"]["path"], "symbolic-ref", "HEAD").strip() == "refs/heads/z"
+    assert branches(fleet.repo) == {"main", "side", "z"}
+    for bad in ("@", "refs/heads/@", "refs/tags/v1", "refs/remotes/origin/x", "@{-1}", "refs/heads/refs/heads/q"):
+        result = create(fleet, "bad", "--worktree", "--branch", bad)
+        assert result.code == 2 and result.err.startswith("Error: --branch "), (bad, result)
+        assert len(result.err.splitlines()) == 1, (bad, result)
+    assert branches(fleet.repo) == {"main", "side", "z"}
+    assert fleet.member_count() == 2  # the Director and zed
+    refused = create(fleet, "bad", "--worktree", "--branch", "refs/tags/v1")
+    assert "give the new branch's name" in refused.err, refused
+
+
 @pytest.mark.parametrize(
     "point, made, kind",
     [("create.worktree_recorded", False, "unknown_to_git"), ("create.worktree_added", True, "unfinished")],

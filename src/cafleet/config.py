@@ -263,7 +263,7 @@ ENVIRONMENT = (
         "CAFLEET_MAX_TEXT_LEN",
         "integer",
         DEFAULT_MAX_TEXT_LEN,
-        "code points of a body shown in text output and previews (a preview carries at most 300; JSON is never cut)",
+        "code points of a body shown in text output and previews (a notice is shown whole; a preview carries at most 300; JSON is never cut)",
         low=1,
         high=1_000_000,
     ),
@@ -308,6 +308,15 @@ ENVIRONMENT = (
         True,
         "start each fleet's keeper, the resident process that delivers owed previews as soon as a pane can "
         "take them (off: run `cafleet fleet watch`, which then does that job; docs/delivery.md)",
+    ),
+    _s(
+        "CAFLEET_KEEPER_STALLED_AFTER",
+        "seconds",
+        30.0,
+        "a fleet keeper that wrote no heartbeat for this long (stopped, or hung in a call) reads stalled in "
+        "`fleet show`, `doctor`, the WebUI and senders' warnings; it beats every quarter of this, at most every 5 s",
+        low=0.5,
+        high=HOUR,
     ),
     _s(
         "CAFLEET_NOTICE_AWAITING_AFTER",

@@ -122,6 +122,11 @@ class Conflict(CafleetError):
     fleet, cross-fleet send, acking a completed message, deleting the root Director)."""
 
 
+class NotAllowed(Conflict):
+    """The caller may not do this: a Director-only action from a member's pane, a member
+    sending as another, an exec run outside its member's pane (docs/security.md)."""
+
+
 class OverBudget(Conflict):
     """A member, or its fleet, is at or over its budget: it gets no new work (the WebUI
     answers 409; docs/usage.md)."""

@@ -98,3 +98,17 @@ def body(value: str, where: str = "the body", hint: str | None = None) -> str:
     if len(value) > MAX_BODY_BYTES // 4 and len(value.encode("utf-8")) > MAX_BODY_BYTES:
         raise UsageError(f"{where} is longer than {MAX_BODY_BYTES} bytes, the most a body may hold.")
     return value
+
+
+def not_a_notice(value: str, where: str = "the body") -> str:
+    """A message body no line of which begins like a notice's header
+    (:func:`cafleet.render.notice_line`): only cafleet writes notices."""
+    from cafleet import render
+
+    number = render.notice_line(value)
+    if number is not None:
+        raise UsageError(
+            f"line {number} of {where} begins like a cafleet notice ({render.NOTICE_START}…]), which only cafleet "
+            "itself writes: reword that line, or quote it behind '> '."
+        )
+    return value

@@ -5,11 +5,11 @@ tests on the real agents (tests/test_keeper_real.py) and its latency benchmark
 :func:`keeper_fleet` starts one agent's fleet with the fleet keeper on (``fleet create``
 starts it): claude and opencode through :func:`tests.support.real_agents.real_fleet` (the
 scripted Anthropic Messages API), codex through :func:`tests.support.real_codex.codex_fleet`
-(the scripted Responses API; its approval flag ``on-request``, so only an escalated command
-asks first). :class:`Driven` gives the same verbs whichever the agent: create a member,
-send, read the screen and the input box, type as a person would, and count how often the
-member's model received a preview (its ``[cafleet msg N from`` marker in the user side of
-the requests). Every keeper of the fleet's database is ended by its pid on exit
+(the scripted Responses API; its approval flag ``on-request`` unless told otherwise, so
+only an escalated command asks first). :class:`Driven` gives the same verbs whichever the
+agent: create a member, send, read the screen and the input box, type as a person would,
+count how often the member's model received a preview (its ``[cafleet msg N from`` marker
+in the user side of the requests), script shell calls and read what they gave the model. Every keeper of the fleet's database is ended by its pid on exit
 (tests/support/keeper.py).
 """
 
@@ -26,7 +26,7 @@ from tests.support import model_api as m
 from tests.support import openai_responses as responses
 from tests.support import real_codex
 from tests.support.keeper import end_every_keeper, running_keeper
-from tests.support.real_agents import composer_text, real_fleet, received_count, skip_reason
+from tests.support.real_agents import allow_every_command, composer_text, real_fleet, received_count, skip_reason
 from tests.support.tmux_fixtures import wait_for
 
 AGENTS = ("claude", "codex", "opencode")
@@ -123,6 +123,19 @@ class Driven:
         """The model's next turn calls the shell to ``touch path`` (a permission dialog)."""
         raise NotImplementedError
 
+    def allow_every_command(self) -> None:
+        """Members started from now on run every shell command without asking."""
+        raise NotImplementedError
+
+    def script_commands(self, commands: list[str], then: str) -> None:
+        """The model's next turns call the shell tool with each of ``commands`` in turn,
+        then answer ``then``."""
+        raise NotImplementedError
+
+    def tool_outputs(self) -> list[str]:
+        """What each shell call gave the model, oldest first (its last request's view)."""
+        raise NotImplementedError
+
     def received(self, message_id: int) -> int:
         """How many times the model received the preview of ``message_id``."""
         raise NotImplementedError
@@ -165,12 +178,25 @@ class Anthropic(Driven):
             return record["member_id"], record["pane_id"]
         return self.create("asker")  # opencode's config asks before a shell command
 
-    def script_permission(self, path: str) -> None:
+    def shell(self, command: str, description: str = "Run a command") -> m.Reply:
         tool = "Bash" if self.agent == "claude" else "bash"
-        self.api.script.push(
-            m.Reply(tool_calls=[m.ToolCall(tool, {"command": f"touch {path}", "description": "Create a file"})]),
-            m.Reply(text="Made the file."),
-        )
+        return m.Reply(tool_calls=[m.ToolCall(tool, {"command": command, "description": description})])
+
+    def script_permission(self, path: str) -> None:
+        self.api.script.push(self.shell(f"touch {path}", "Create a file"), m.Reply(text="Made the file."))
+
+    def allow_every_command(self) -> None:
+        allow_every_command(self.fleet.env, self.agent)
+
+    def script_commands(self, commands: list[str], then: str) -> None:
+        self.api.script.clear()
+        self.api.script.push(*(self.shell(command) for command in commands), m.Reply(text=then))
+
+    def tool_outputs(self) -> list[str]:
+        from tests.support.model_api_anthropic import tool_results
+
+        turns = self.api.turns()
+        return tool_results(turns[-1].body) if turns else []
 
     def received(self, message_id: int) -> int:
         return received_count(self.api, marker(message_id))
@@ -198,20 +224,25 @@ class Anthropic(Driven):
 
 
 class Codex(Driven):
-    """codex on the scripted Responses API (its approval flag ``on-request``: an escalated
-    command asks first; nothing else does)."""
+    """codex on the scripted Responses API (with the approval flag ``on-request`` an
+    escalated command asks first, nothing else does; with the member argv's own ``never``
+    nothing asks)."""
 
     agent = "codex"
 
-    def __init__(self, codex) -> None:
+    def __init__(self, codex, approval: str | None = "on-request") -> None:
         super().__init__(codex.fleet)
         self.codex = codex
+        self.approval = approval
         self.api = codex.api
         self.workdir = codex.workdir
         self.touch: str | None = None
+        self.steps: list[responses.Reply] = []  # script_commands' turns, taken in order
         self.api.script = self.reply
 
     def reply(self, request: dict) -> responses.Reply:
+        if self.steps:
+            return self.steps.pop(0)
         last = responses.last_input(request)
         if last.get("type") == "function_call_output":
             return responses.Reply([responses.text("Made the file.")])
@@ -235,6 +266,25 @@ class Codex(Driven):
 
     def script_permission(self, path: str) -> None:
         self.touch = path
+
+    def allow_every_command(self) -> None:
+        """Nothing to write: the member argv's ``--ask-for-approval never`` runs every
+        command unasked (in its ``workspace-write`` sandbox); a fleet started with another
+        approval flag would ask."""
+        assert self.approval is None, f"codex members here run with --ask-for-approval {self.approval}"
+
+    def script_commands(self, commands: list[str], then: str) -> None:
+        # login=False: a login shell would reset PATH from /etc/profile
+        calls = [responses.tool_call("exec_command", {"cmd": command, "login": False}) for command in commands]
+        self.steps = [responses.Reply([call]) for call in calls] + [responses.Reply([responses.text(then)])]
+
+    def tool_outputs(self) -> list[str]:
+        turns = self.api.turns()
+        return responses.tool_outputs(turns[-1]) if turns else []
+
+    def settle(self, pane: str) -> None:
+        wait_for(lambda: not self.steps, TURN_TIMEOUT, 0.05, "codex to take every scripted turn")
+        self.wait_idle_empty(pane)
 
     def received(self, message_id: int) -> int:
         return self.codex.received_previews().get(message_id, 0)
@@ -260,20 +310,27 @@ def missing(agent: str) -> str | None:
 
 @contextmanager
 def keeper_fleet(
-    agent: str, root: Path, env: dict, monkeypatch, extra: Mapping[str, str] | None = None
+    agent: str,
+    root: Path,
+    env: dict,
+    monkeypatch,
+    extra: Mapping[str, str] | None = None,
+    *,
+    codex_approval: str | None = "on-request",
 ) -> Iterator[Driven]:
     """``agent``'s fleet under ``root`` with the keeper on; ``env`` (an isolated
     environment, tests/support/environ.py) and ``monkeypatch`` are used for codex, whose
     fleet is built like the other stand-in fleets. ``extra`` is added to the environment
     of the command line, the keeper and the panes (settings such as the notices'
-    thresholds). Every keeper is ended by pid on exit."""
+    thresholds). ``codex_approval`` replaces the codex member argv's ``--ask-for-approval
+    never`` (None keeps it). Every keeper is ended by pid on exit."""
     settings = {"CAFLEET_KEEPER": "on", **(extra or {})}
     if agent == "codex":
         env.update(settings)
         for name, value in settings.items():
             monkeypatch.setenv(name, value)
-        with real_codex.codex_fleet(env, root, monkeypatch, approval="on-request") as codex:
-            driven: Driven = Codex(codex)
+        with real_codex.codex_fleet(env, root, monkeypatch, approval=codex_approval) as codex:
+            driven: Driven = Codex(codex, codex_approval)
             try:
                 yield driven
             finally:

@@ -46,6 +46,24 @@ def user_texts(body: Any) -> list[str]:
     return found
 
 
+def tool_results(body: Any) -> list[str]:
+    """What each tool call gave the model, oldest first: the text of every ``tool_result``
+    block a Messages request holds (each turn resends the whole conversation, so the last
+    request holds them all)."""
+    found: list[str] = []
+    for message in (body or {}).get("messages", []) if isinstance(body, dict) else []:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if block.get("type") != "tool_result":
+                continue
+            inner = block.get("content")
+            if isinstance(inner, str):
+                found.append(inner)
+            else:
+                found.append("\n".join(part.get("text", "") for part in inner or [] if part.get("type") == "text"))
+    return found
+
+
 def _content(reply: Reply) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if reply.text:

@@ -60,6 +60,18 @@ def user_texts(request: dict) -> list[tuple[str, str]]:
     return found
 
 
+def tool_outputs(request: dict) -> list[str]:
+    """What each tool call gave the model, oldest first: the ``output`` of every
+    ``function_call_output`` item in a request's input (codex resends the whole
+    conversation, so its last request holds them all)."""
+    found = []
+    for item in request.get("input", []):
+        if item.get("type") == "function_call_output":
+            output = item.get("output")
+            found.append(output if isinstance(output, str) else json.dumps(output))
+    return found
+
+
 def last_input(request: dict) -> dict:
     items = request.get("input", [])
     return items[-1] if items else {}

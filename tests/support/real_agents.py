@@ -197,6 +197,23 @@ def _write_opencode_config(config_dir: Path, api_url: str) -> None:
     (config_dir / "opencode.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
 
 
+def allow_every_command(environ: Mapping[str, str], agent: str) -> None:
+    """Make ``agent`` run every shell command without asking, as a user who allowed them
+    all would: claude's user settings allow its ``Bash`` tool (a member's ``dontAsk`` mode
+    then refuses nothing); opencode's user config allows ``bash``. Before the member
+    starts: both read their settings at start."""
+    if agent == "claude":
+        settings = Path(environ["CLAUDE_CONFIG_DIR"]) / "settings.json"
+        settings.write_text(json.dumps({"permissions": {"allow": ["Bash"]}}), encoding="utf-8")
+    elif agent == "opencode":
+        path = Path(environ["XDG_CONFIG_HOME"]) / "opencode" / "opencode.json"
+        config = json.loads(path.read_text(encoding="utf-8"))
+        config["permission"]["bash"] = "allow"
+        path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    else:
+        raise ValueError(f"no settings written for {agent}")
+
+
 class Result:
     def __init__(self, code: int, out: bytes, err: bytes) -> None:
         self.code, self.out, self.err = code, out.decode("utf-8"), err.decode("utf-8")

@@ -200,7 +200,7 @@ def mark_nudged(store: Store, exec_id: int) -> bool:
 
 def claim(store: Store, exec_id: int, member_id: int | None, runner: str) -> dict:
     """Start the exec, exactly once: refused when it was started already, has ended, or
-    ``member_id`` (the pane's own, from its environment) is another member's."""
+    ``member_id`` (the member whose pane runs it, by its process tree) is another member's."""
     with store.write():
         record = get(store, exec_id)
         if member_id is not None and member_id != record["member_id"]:

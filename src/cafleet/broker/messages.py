@@ -26,7 +26,10 @@ _SELECT = f"SELECT {records.MESSAGE_COLUMNS} FROM messages "
 
 
 def validate_text(text: str) -> str:
-    return validation.body(text)
+    """A body a member or the Director may send: a valid body (:func:`validation.body`)
+    with no line that begins like a notice's header (:func:`validation.not_a_notice`): only
+    cafleet writes notices (:mod:`cafleet.broker.notices`), so nobody can take a message for one."""
+    return validation.not_a_notice(validation.body(text))
 
 
 def _sender_and_recipient(store: Store, from_id: int, to_id: int) -> int:

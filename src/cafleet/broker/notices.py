@@ -5,6 +5,13 @@ A notice is stored under the seed's rules as a **self-send of the Director**: a 
 ever), pending until the Director ACKs it; poll, wait, listen and show return it like any
 message. Its body starts with the fixed header line ``[cafleet notice <kind> <subject>]``.
 
+Only cafleet makes a notice (this module, called by the keeper, ``fleet watch`` and the
+execs' ends): what tells one apart is its row in the auxiliary table below, keyed by the
+message id, which no sender chooses, never its text. A message sent through ``message
+send``/``broadcast`` or the WebUI with a line that begins like the header is refused
+(:func:`cafleet.validation.not_a_notice`); text output shows a notice whole and marks a
+stored look-alike as no notice (:func:`cafleet.render.shown_body`).
+
 The auxiliary table ``cafleet_aux_notices`` (outside the format, created by the first
 notice, in a transaction of its own) records, per notice, its kind, what it is about
 (``member:5``, ``host:box``), the dialog's digest, and when its condition cleared. A row
@@ -17,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cafleet import clock
+from cafleet import clock, render, validation
 from cafleet.broker import records
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
@@ -36,7 +43,7 @@ KINDS = (
     "exec_never_started",
     "exec_vanished",
 )
-HEADER = "[cafleet notice {kind} {subject}]"
+HEADER = render.NOTICE_START + "{kind} {subject}]"  # a sent message never begins a line like it
 
 
 def open_episodes(store: Store, fleet_id: int) -> dict[tuple[str, str], dict]:
@@ -66,8 +73,6 @@ class Notice:
 def post(store: Store, fleet_id: int, director_id: int, notice: Notice) -> int | None:
     """Put one notice in the Director's inbox and open its episode, in one transaction;
     return its message id, or None when an episode of that kind and subject is open."""
-    from cafleet import validation
-
     validation.body(notice.text)
     store.create_auxiliary([TABLE])
     with store.write():

@@ -265,3 +265,36 @@ def member_with_fleet(store: Store, member_id: int, columns: str, who: str = "me
     if row is None:
         raise NotFound(f"{who} {member_id} not found.")
     return row
+
+
+def placed_members(store: Store) -> list[dict]:
+    """Every present member with a concrete pane, in every fleet: ``member_id``,
+    ``fleet_id``, ``director`` (whether it is its fleet's root Director), ``backend``,
+    ``session``, ``pane_id`` and ``identity`` (None for a placement recorded before
+    identities existed). What :mod:`cafleet.delivery.authority` matches a process against
+    (here, not in :mod:`cafleet.broker.members`, so a send loads no more than this).
+
+    It reads every placement: a deregistered member's is deleted with it, so that table
+    holds only the members present now, in every fleet; ``+p.member_id`` keeps the planner
+    reading it first and each member by its key, never scanning ``members`` (all ever)."""
+    rows = store.execute(
+        "SELECT m.member_id, m.fleet_id, f.director_member_id, p.backend, p.mux_session, p.mux_pane_id "
+        "FROM member_placements p JOIN members m ON m.member_id = +p.member_id "
+        f"JOIN fleets f ON f.fleet_id = m.fleet_id WHERE m.{NOT_DEREGISTERED} AND p.mux_pane_id IS NOT NULL "
+        "ORDER BY m.member_id"
+    ).fetchall()
+    found = []
+    for member_id, fleet_id, director_id, backend, session, stored_pane in rows:
+        pane_id, identity = decode_concrete_pane(stored_pane)
+        found.append(
+            {
+                "member_id": member_id,
+                "fleet_id": fleet_id,
+                "director": member_id == director_id,
+                "backend": backend,
+                "session": session,
+                "pane_id": pane_id,
+                "identity": identity,
+            }
+        )
+    return found

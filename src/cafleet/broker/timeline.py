@@ -1,5 +1,5 @@
 """The admin timeline: a fleet's messages as the WebUI shows them (every sender, every
-state, plus whether a preview was typed), paged and followed live.
+state, plus whether a preview was typed, and the notices marked), paged and followed live.
 
 One rule says which fleet a message belongs to: its recipient's (:data:`BELONGS_BY`).
 The sender is always in the same fleet (a send across fleets is refused), so the rule
@@ -29,6 +29,19 @@ def _admin_record(row) -> AdminMessage:
     return {**records.message(row[:-1]), "notified": bool(row[-1])}
 
 
+def _admin_records(store: Store, rows) -> list[AdminMessage]:
+    """The records of ``rows``, the notices among them marked as ``message poll`` marks them
+    (``kind`` and ``notice``, :func:`cafleet.broker.notices.annotate`: only cafleet's own
+    notices, never a message whose text looks like one); nothing more is read unless one
+    of them is a self-send."""
+    found = [_admin_record(row) for row in rows]
+    if any(r["from_member_id"] == r["to_member_id"] for r in found):
+        from cafleet.broker import notices
+
+        notices.annotate(store, found)  # type: ignore[arg-type]  # an AdminMessage is a MessageRecord and more
+    return found
+
+
 def fleet_timeline(store: Store, fleet_id: int, *, limit: int = 50, before_id: int | None = None) -> list[AdminMessage]:
     """A fleet's messages, newest first, paged by message id.
 
@@ -42,7 +55,7 @@ def fleet_timeline(store: Store, fleet_id: int, *, limit: int = 50, before_id: i
         f"WHERE msg.{BELONGS_BY} = m.member_id AND m.fleet_id = ? AND (CAST(? AS BIGINT) IS NULL OR +msg.message_id < ?) ORDER BY msg.message_id DESC LIMIT ?",
         (fleet_id, before_id, before_id, limit),
     ).fetchall()
-    return [_admin_record(row) for row in rows]
+    return _admin_records(store, rows)
 
 
 def fleet_messages_after(store: Store, fleet_id: int, after_id: int, *, limit: int = 500) -> list[AdminMessage]:
@@ -54,13 +67,13 @@ def fleet_messages_after(store: Store, fleet_id: int, after_id: int, *, limit: i
         _ADMIN_SELECT + f"WHERE {_IN_FLEET} AND msg.message_id > ? ORDER BY msg.message_id LIMIT ?",
         (fleet_id, after_id, limit),
     ).fetchall()
-    return [_admin_record(row) for row in rows]
+    return _admin_records(store, rows)
 
 
 def fleet_message(store: Store, fleet_id: int, message_id: int) -> AdminMessage | None:
     """One message of the fleet as in ``fleet_timeline``; None when it belongs elsewhere."""
     row = store.execute(_ADMIN_SELECT + f"WHERE msg.message_id = ? AND {_IN_FLEET}", (message_id, fleet_id)).fetchone()
-    return None if row is None else _admin_record(row)
+    return None if row is None else _admin_records(store, [row])[0]
 
 
 def fleet_open_messages(store: Store, fleet_id: int) -> dict[int, bool]:

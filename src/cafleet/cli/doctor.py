@@ -241,10 +241,14 @@ def placement_hosts(ctx: Context) -> dict[str, set[str]]:
 def check_host(host: str, agents, environ) -> dict:
     """One SSH call: is ``host`` reachable, does it have tmux and the agents' programs."""
     from cafleet.agents.backends import AGENTS, backend
-    from cafleet.mux.ssh import Ssh
+    from cafleet.mux.ssh import Ssh, check_host as checked
 
     names = sorted(agents) if agents else list(AGENTS)
     binaries = {name: backend(name).binary if name != "standin" else __import__("sys").executable for name in names}
+    try:
+        checked(host)
+    except CafleetError as error:  # not a host string: its error says what to give, no ssh command would run
+        return {"ok": False, "host": host, "reachable": False, "error": str(error)}
     try:
         code, out, err = Ssh(host, environ).run(["sh", "-c", _HOST_PROBE, "sh", "tmux", "cafleet", *binaries.values()])
     except CafleetError as error:
@@ -253,7 +257,7 @@ def check_host(host: str, agents, environ) -> dict:
             "host": host,
             "reachable": False,
             "error": str(error),
-            "fix": f"check `ssh -o BatchMode=yes {host} true` works without a prompt (keys, known_hosts)",
+            "fix": f"check `{ssh_check_command(host, environ)}` works without a prompt (keys, known_hosts)",
         }
     found = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
     agent_paths = {name: found.get(binary) or None for name, binary in binaries.items()}
@@ -268,9 +272,27 @@ def check_host(host: str, agents, environ) -> dict:
         "coding_agents": agent_paths,
     }
     if not section["ok"]:
-        missing = "tmux" if not tmux_ok else "cafleet" if not cafleet else "the coding agent"
-        section["fix"] = f"install {missing} on {host} so that `ssh {host} command -v ...` finds it on PATH"
+        missing = program = "tmux" if not tmux_ok else "cafleet" if not cafleet else "the coding agent"
+        if tmux_ok and cafleet:  # the command of the first agent not found there
+            program = next((binaries[name] for name, path in agent_paths.items() if not path), "tmux")
+        probe = ssh_check_command(host, environ, "command", "-v", program)
+        section["fix"] = f"install {missing} on {host} so that `{probe}` finds it on PATH"
     return section
+
+
+def ssh_check_command(host: str, environ, *remote: str) -> str:
+    """The ``ssh ...`` a person runs to check a checked ``[user@]host[:port]`` as cafleet
+    reaches it (``remote``: the command there, ``true`` by default): its ssh_config (``-F``,
+    from ``CAFLEET_SSH_CONFIG``), the port as ``-p`` (OpenSSH reads ``host:2222`` as a host
+    name) and an IPv6 address without its brackets."""
+    import shlex
+
+    from cafleet.mux.ssh import destination
+
+    address, port = destination(host)
+    config = environ.get("CAFLEET_SSH_CONFIG", "")
+    words = ["ssh", *(["-F", config] if config else []), "-o", "BatchMode=yes", *(["-p", port] if port else [])]
+    return shlex.join([*words, address, *(remote or ["true"])])
 
 
 def hosts_section(ctx: Context, hosts) -> dict | None:
@@ -281,15 +303,18 @@ def hosts_section(ctx: Context, hosts) -> dict | None:
         return None
     checked = [check_host(host, agents, ctx.environ) for host, agents in sorted(wanted.items())]
     section = {"ok": all(entry["ok"] for entry in checked), "hosts": checked}
-    if not section["ok"]:
-        section["fix"] = next(entry["fix"] for entry in checked if not entry["ok"])
+    fixes = [entry["fix"] for entry in checked if not entry["ok"] and entry.get("fix")]
+    if fixes:  # a refused host string has none: its error is the fix
+        section["fix"] = fixes[0]
     return section
 
 
 def keepers_section(ctx: Context) -> dict | None:
-    """The keeper of each live fleet (docs/delivery.md): running (pid, since) or not. Not
-    running is a failure only while the keeper is on and the fleet has previews owed:
-    then nothing delivers them until a command runs."""
+    """The keeper of each live fleet (docs/delivery.md): running (pid, since), stalled (no
+    heartbeat for ``CAFLEET_KEEPER_STALLED_AFTER`` s) or not running. Stalled is always a
+    failure: it holds the lock, so no other keeper starts. Not running is a failure only
+    while the keeper is on and the fleet has previews owed: then nothing delivers them until
+    a command runs."""
     from cafleet.broker import fleets, notifications
     from cafleet.cli.fleet import keeper_text
     from cafleet.delivery import keepers
@@ -307,16 +332,20 @@ def keepers_section(ctx: Context) -> dict | None:
         found = keepers.status(store, ctx.settings, fleet["fleet_id"])
         owed = len(notifications.recipients_owed_notifications(store, fleet["fleet_id"]))
         entry = dict(found.as_dict(), fleet_id=fleet["fleet_id"], members_owed=owed)
-        entry["ok"] = found.running or not enabled or not owed
+        entry["ok"] = found.running or (found.state == keepers.NOT_RUNNING and (not enabled or not owed))
         entry["text"] = keeper_text(found, ctx.settings)
-        entries.append(entry)
-    section = {"ok": all(e["ok"] for e in entries), "enabled": enabled, "fleets": entries}
+        entries.append((entry, found))
+    section = {"ok": all(e["ok"] for e, _ in entries), "enabled": enabled, "fleets": [e for e, _ in entries]}
     if not section["ok"]:
-        stalled = next(e["fleet_id"] for e in entries if not e["ok"])
-        section["fix"] = (
-            f"fleet {stalled} has previews owed and no keeper: any `cafleet message send` or `message wait` "
-            f"in it starts one, or run `cafleet fleet keep {stalled}`"
-        )
+        failing, found = next((e, found) for e, found in entries if not e["ok"])
+        fleet_id = failing["fleet_id"]
+        if found.state == keepers.STALLED:
+            section["fix"] = f"fleet {fleet_id}'s keeper is stalled (stopped or hung): {found.remedy()}"
+        else:
+            section["fix"] = (
+                f"fleet {fleet_id} has previews owed and no keeper: any `cafleet message send` or `message wait` "
+                f"in it starts one, or run `cafleet fleet keep {fleet_id}`"
+            )
     return section
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from cafleet import render, validation
 from cafleet.broker import fleets
-from cafleet.errors import CafleetError, clause
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
@@ -39,24 +38,13 @@ def create(ctx: Context, name, coding_agent, worktrees):
             f"you are its Director, member {record['director_member_id']}"
         ),
     )
-    _start_keeper(ctx, record["fleet_id"])
+    from cafleet.delivery import drain
 
-
-def _start_keeper(ctx: Context, fleet_id) -> None:
-    """The fleet's keeper, started detached (docs/delivery.md); a failure to start it is a
-    warning: the fleet exists, and the next command that leaves a preview owed tries again."""
-
-    if not ctx.settings.keeper:
-        return
-    from cafleet.delivery import keepers
-
-    try:
-        keepers.ensure(ctx.store(), ctx.settings, fleet_id)
-    except (OSError, CafleetError) as error:
-        ctx.err(
-            f"Warning: the keeper of fleet {fleet_id} could not be started ({clause(error)}); "
-            "the next command that leaves a preview owed tries again."
-        )
+    # The fleet's keeper, started detached (docs/delivery.md); when none can run, or it is
+    # stalled, a warning that says why and what fixes it: the fleet exists all the same.
+    warning = drain.start_keeper(ctx.store(), ctx.settings, record["fleet_id"])
+    if warning:
+        ctx.err(warning)
 
 
 def list_(ctx: Context):
@@ -99,8 +87,9 @@ def show(ctx: Context, fleet_id):
 
 def delete(ctx: Context, fleet_id, discard_worktree):
     from cafleet.cli.member import worktree_line
-    from cafleet.delivery import panes
+    from cafleet.delivery import authority, panes
 
+    authority.require_director(ctx.store(), ctx.environ, fleet_id, "fleet delete")
     result, closed, trees = panes.delete_fleet(ctx.store(), ctx.settings, fleet_id, discard_worktrees=discard_worktree)
 
     def text():
@@ -116,8 +105,9 @@ def delete(ctx: Context, fleet_id, discard_worktree):
 
 
 def keeper_text(keeper, settings) -> str:
-    """``running, pid … since …`` or why it does not run (shared with doctor)."""
-    if keeper.running or settings.keeper:
+    """``running, pid … since …``, ``stalled, pid …: no heartbeat for …`` or why it does not
+    run (shared with doctor)."""
+    if keeper.state != "not running" or settings.keeper:
         return render.inline(keeper.describe())
     return "not running (CAFLEET_KEEPER=off: `cafleet fleet watch` delivers owed previews while it runs)"
 

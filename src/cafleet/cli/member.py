@@ -159,6 +159,7 @@ def create(
 
         raise UsageError("--worktree and --no-worktree contradict each other; give one.")
     prompt = read_body(ctx, text, file, limit=panes.MAX_COMMAND_BYTES, what="a spawn prompt", nul=False)
+    _director_only(ctx, "member create", fleet_id=fleet_id)
     record = panes.create_member(
         ctx.store(),
         ctx.settings,
@@ -188,11 +189,17 @@ def create(
             f"{render.inline(record['coding_agent'])}) in pane {render.inline(record['pane_id'])}{where}"
         ),
     )
+    from cafleet.delivery import drain
+
+    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id)  # its previews and notices need one
+    if warning:
+        ctx.err(warning)
 
 
 def delete(ctx: Context, member_id, discard_worktree):
     from cafleet.delivery import panes
 
+    _director_only(ctx, "member delete", member_id=member_id)
     status, tree = panes.delete_member(ctx.store(), ctx.settings, member_id, discard_worktree=discard_worktree)
 
     def text():
@@ -236,14 +243,16 @@ def capture(ctx: Context, member_id, lines, ansi):
 def prompt(ctx: Context, member_id, force, text):
     from cafleet.delivery import panes
 
+    _director_only(ctx, "member prompt", member_id=member_id)
     record = panes.prompt_member(ctx.store(), ctx.settings, member_id, text, force=force)
     ctx.emit(record, lambda: f"prompt submitted to member {member_id} (pane {record['pane_id']})")
 
 
-def answer(ctx: Context, member_id, choice, dialog):
+def answer(ctx: Context, member_id, choice, dialog, label):
     from cafleet.delivery.answer import answer_member
 
-    record = answer_member(ctx.store(), ctx.settings, member_id, choice, dialog)
+    _director_only(ctx, "member answer", member_id=member_id)
+    record = answer_member(ctx.store(), ctx.settings, member_id, choice, dialog, label)
     ctx.emit(
         record,
         lambda: (
@@ -271,6 +280,7 @@ def exec_(ctx: Context, member_id, command, file, wait):
     else:
         text = check_command(read_body(ctx, None, file, limit=MAX_COMMAND_BYTES, what="a command", nul=False))
     settings = ctx.settings
+    _director_only(ctx, "member exec", member_id=member_id)
 
     def print_id(record):  # the id is out before any pane input
         if not ctx.json:
@@ -305,3 +315,14 @@ def exec_run(ctx: Context, exec_id):
     from cafleet.delivery import execs
 
     return execs.run(ctx.store(), ctx.environ, exec_id, ctx.out)
+
+
+def _director_only(ctx: Context, command: str, *, fleet_id=None, member_id=None) -> None:
+    """Refused, before anything is stored or typed, unless the caller is the fleet's
+    Director (by its pane) or the person (docs/security.md)."""
+    from cafleet.delivery import authority
+
+    if fleet_id is not None:
+        authority.require_director(ctx.store(), ctx.environ, fleet_id, command)
+    else:
+        authority.require_director_of(ctx.store(), ctx.environ, member_id, command)

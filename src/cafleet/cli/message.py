@@ -13,9 +13,10 @@ if TYPE_CHECKING:
 
 
 def send(ctx: Context, from_id, to_id, force, text, file):
-    from cafleet.delivery import drain
+    from cafleet.delivery import authority, drain
 
     body = read_body(ctx, text, file)
+    authority.require_speaker(ctx.store(), ctx.environ, from_id)  # a member's pane sends only as that member
 
     def print_id(record):  # text form: the id is out before any pane input
         if not ctx.json:
@@ -29,9 +30,10 @@ def send(ctx: Context, from_id, to_id, force, text, file):
 
 
 def broadcast(ctx: Context, from_id, text, file):
-    from cafleet.delivery import drain
+    from cafleet.delivery import authority, drain
 
     body = read_body(ctx, text, file)
+    authority.require_speaker(ctx.store(), ctx.environ, from_id)
 
     def print_each(entry):  # text form: each id is out as soon as it is committed, in recipient order
         if ctx.json:
@@ -75,9 +77,13 @@ def wait(ctx: Context, member_id, timeout):
     settings = ctx.settings
     store = ctx.store()
     inbox.require_receiving(store, member_id)  # a member that can no longer receive: exit 1 at once
-    for outcome in drain.retry_fleet(store, settings, member_id):
+    tend = _keeper_tender(ctx, store, member_id)
+    keeper = tend() if tend is not None else None  # the fleet's keeper runs, started now if none did, or why not
+    for outcome in drain.retry_fleet(store, settings, member_id, keeper):
         _diagnose(ctx, outcome)
-    records = inbox.wait_for_messages(store, member_id, timeout, settings.wait_interval, settings.pg_reconnect_timeout)
+    records = inbox.wait_for_messages(
+        store, member_id, timeout, settings.wait_interval, settings.pg_reconnect_timeout, tend
+    )
     if not records:
         return ExitCode.WAIT_TIMEOUT
     ctx.emit(records, lambda: render.messages_text(records, ctx.max_text_len))
@@ -93,6 +99,9 @@ def listen(ctx: Context, member_id):
         ctx.out(render.to_json({"event": "end", "reason": reason}) if ctx.json else f"listen ended: {reason}")
 
     store = ctx.store()
+    tend = _keeper_tender(ctx, store, member_id)
+    if tend is not None:
+        tend()
     try:
         reason = inbox.listen(
             store,
@@ -100,11 +109,35 @@ def listen(ctx: Context, member_id):
             lambda record: ctx.out(line(record)),
             ctx.settings.wait_interval,
             ctx.settings.pg_reconnect_timeout,
+            tend,
         )
     except DatabaseError as error:  # gave up on the database mid-stream: the end line, then the error
         end(ctx.hide_secrets(str(error)).removesuffix("."))
         raise
     end(reason)
+
+
+def _keeper_tender(ctx: Context, store, member_id):
+    """With the keeper on, what ``wait`` and ``listen`` call at their start and every few
+    seconds while they wait: the member's fleet keeper, started when none runs (so that a
+    member blocked on a dialog gets its notice to the Director even when the keeper died
+    while the Director waits); a warning on stderr each time why none runs changes. It
+    returns that why ("" while one runs). None with the keeper off: nothing is started."""
+    if not ctx.settings.keeper:
+        return None
+    from cafleet.delivery import drain
+
+    fleet_id = messages.member_standing(store, member_id)[1]
+    said = [""]
+
+    def tend() -> str:
+        why = drain.fleet_keeper(store, ctx.settings, fleet_id)
+        if why and why != said[0]:
+            ctx.err(drain.keeper_warning(why))
+        said[0] = why
+        return why
+
+    return tend
 
 
 def _diagnose(ctx: Context, outcome):

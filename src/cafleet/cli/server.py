@@ -26,6 +26,9 @@ def server(ctx: Context, host, port, allow_remote):
     target = _resolve(bind_host, bind_port, where, error, allow_remote)
     limits = _limits(ctx.settings)
     ctx.store()  # the format diagnosis: a refused file is an error before binding
+    from cafleet.delivery import authority
+
+    authority.require_no_member(ctx.store(), ctx.environ, "server")  # its API answers any local process
     ctx.close()
     sock = _listen(bind_host, bind_port, target)
     with sock:

@@ -140,7 +140,7 @@ COMMANDS = [
                 "discard_worktree",
                 "--discard-worktree",
                 "flag",
-                help="remove members' worktrees and branches even with uncommitted or unpushed work",
+                help="remove members' worktrees and branches even with uncommitted, ignored or unpushed work",
             ),
         ),
     ),
@@ -310,7 +310,7 @@ COMMANDS = [
                 "discard_worktree",
                 "--discard-worktree",
                 "flag",
-                help="remove the member's worktree and branch even with uncommitted or unpushed work",
+                help="remove the member's worktree and branch even with uncommitted, ignored or unpushed work",
             ),
         ),
     ),
@@ -339,7 +339,7 @@ COMMANDS = [
         "member",
         "prompt",
         "cafleet.cli.member:prompt",
-        "Type one line into a member's pane and submit it.",
+        "Type one line into a member's pane and submit it (the fleet's Director only, from its pane or a person's shell; docs/security.md).",
         (
             _id("member_id", "the member"),
             Param("force", "--force", "flag", help="type it even to a member over its budget or its fleet's"),
@@ -351,7 +351,8 @@ COMMANDS = [
         "answer",
         "cafleet.cli.member:answer",
         "Pick one numbered option of the dialog on a member's screen (a permission prompt or a question), "
-        "only while it is still the dialog a notice described; refused, with nothing sent, when it changed.",
+        "only while it is still the dialog a notice described; refused, with nothing sent, when it changed "
+        "(the fleet's Director only, from its pane or a person's shell; docs/security.md).",
         (
             _id("member_id", "the member"),
             Param("choice", None, "id", required=True, metavar="CHOICE", help="the option's number, as drawn"),
@@ -363,6 +364,13 @@ COMMANDS = [
                 metavar="DIGEST",
                 help="the dialog's digest, as the notice (or `fleet watch`, or the WebUI) gives it",
             ),
+            Param(
+                "label",
+                "--label",
+                "text",
+                metavar="LABEL",
+                help="refused, with nothing sent, unless option CHOICE reads LABEL, as the notice shows it",
+            ),
         ),
     ),
     Command(
@@ -370,7 +378,8 @@ COMMANDS = [
         "exec",
         "cafleet.cli.member:exec_",
         "Run a command in a member's pane, for a member whose harness refuses it: its output lands in the "
-        "member's own context; the exit status is recorded and the Director gets a notice when it ends.",
+        "member's own context; the exit status is recorded and the Director gets a notice when it ends "
+        "(the fleet's Director only, from its pane or a person's shell; docs/security.md).",
         (
             _id("member_id", "the member (never the Director)"),
             Param("command", None, "text", metavar="COMMAND", help="the shell command (run with /bin/sh -c)"),

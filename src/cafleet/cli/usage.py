@@ -106,12 +106,13 @@ def _budget_text(budget) -> str:
 
 def budget(ctx: Context, fleet_id, usd, tokens, clear):
     from cafleet.broker import usage as budgets
-    from cafleet.delivery import usage
+    from cafleet.delivery import authority, usage
     from cafleet.errors import UsageError
 
     # --usd and --tokens are bounded by their declarations in cafleet.config (the parser)
     if clear and (usd is not None or tokens is not None):
         raise UsageError("--clear takes no --usd or --tokens; give one or the other")
+    authority.require_director(ctx.store(), ctx.environ, fleet_id, "fleet budget")
     if clear or usd is not None or tokens is not None:
         budgets.set_fleet_budget(ctx.store(), fleet_id, usd, tokens)
     report = usage.fleet_usage(ctx.store(), ctx.environ, fleet_id)

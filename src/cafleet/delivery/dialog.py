@@ -1,17 +1,36 @@
 """The dialog on a member's screen, as the Director's notice shows it and ``cafleet member
-answer`` checks it (docs/delivery.md, "Notices in the Director's inbox").
+answer`` checks it (docs/delivery.md, "The dialog and its digest").
 
 A pane whose screen reads ``awaiting_user`` (:func:`cafleet.delivery.screen.classify`)
-shows a dialog: its *visible text* is the last :data:`MAX_LINES` non-blank rows of the
-screen, each with every control character, escape sequence, bidi control and other format
-character removed and cut to :data:`MAX_LINE` code points (a dialog is drawn by the agent
-from text its model chose, so it is untrusted). Its *options* are the rows shaped like
-``1. Yes`` (with the agents' selection marks ``❯``, ``›``, ``▌``, ``>`` and frame bars
-before it). Its *digest* is the first :data:`DIGEST_LEN` hex digits of the SHA-256 of that
-visible text: the notice names it, and an answer is sent only while the screen still shows
-a dialog with the same digest, so a key never answers a dialog that changed. Every reader
-reads the same window, the last ``supervision.SCREEN_LINES`` (30) lines of the pane, so the
-same screen always gives the same digest.
+shows a dialog. Every reader (the keeper's notice, ``member answer``, the WebUI's answer
+buttons) reads the same window, :func:`capture`: the pane's whole visible screen, wrapped
+rows joined, so every row of the dialog as drawn is in it, however tall the dialog.
+
+Its *text* is every row of that screen, in full: no row cut, none left out (only the blank
+rows above the first drawn row and below the last are dropped). A row loses the blanks
+(U+0020) it ends with, which no screen shows; every character a screen does not draw as
+itself is written as a visible escape, ``⟦U+200B⟧`` (:func:`shown`): controls, format
+characters (zero-width space and joiners, bidi controls, BOM, soft hyphen, tags), every space
+but U+0020 (a no-break space looks like one, yet a shell reads it as part of a word), line and
+paragraph separators, private-use and unassigned code points, the other default-ignorable ones
+(variation selectors, Hangul fillers) and the blank Braille cell; and ``⟦`` itself, so the
+escaping is one-to-one: two screens that differ anywhere but in trailing blanks never have
+the same text. A dialog is drawn by the agent from text its model chose, so it is untrusted:
+its text cannot drive a terminal, reorder what a reader sees or hide a character.
+
+Its *digest* is the first :data:`DIGEST_LEN` hex digits of the SHA-256 of exactly that text
+(the rows joined by newlines): the notice names it, and an answer is sent only while the
+screen still shows a dialog with the same digest, so a key never answers a dialog a reader
+could tell apart from the one described (``rm -rf bu⟦U+200B⟧ild`` is not ``rm -rf build``;
+a row that differs in its 170th character or a row far above the options is another dialog).
+
+Its *options* are the dialog's own numbered list: rows drawn as ``1. Yes`` (after the
+agents' selection marks ``❯``, ``›``, ``▌``, ``>`` and frame bars), the run ``1.``, ``2.``, …
+that starts at the last row numbered 1 and whose last row has at most :data:`OPTIONS_TAIL`
+drawn rows under it; so a numbered list in the transcript above a dialog is no option. An
+option's *label* is its first column: its text up to the first run of two or more blanks
+(the padding before a description column or a right frame bar), trailing frame bars removed,
+escaped as the text is.
 
 How each agent takes an option (:func:`keys_for`): the digit of the option; the stand-in
 agent collects keys until Enter, so it gets the digit and Enter.
@@ -20,19 +39,41 @@ agent collects keys until Enter, so it gets the digit and Enter.
 from __future__ import annotations
 
 import hashlib
-import unicodedata
 from dataclasses import dataclass
 
-MAX_LINES = 16  # rows of the dialog shown in a notice and digested
-MAX_LINE = 160  # code points of each row
 DIGEST_LEN = 12
-_MARKS = "❯›▌>│┃ \t"
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+OPTIONS_TAIL = 8  # drawn rows a dialog's last option may have under it (hints, footers, a frame)
+ESCAPE_OPEN, ESCAPE_CLOSE = "\u27e6", "\u27e7"  # ⟦ ⟧: ⟦ starts every escape, and so is escaped itself
+_MARKS = "❯›▌>│┃ \xa0"  # before an option's number: selection marks, frame bars, blanks
+_FRAME = "│┃║▌▐ "  # after a label: padding and a right frame bar
+# Default_Ignorable_Code_Point (Unicode 15.1, DerivedCoreProperties.txt), first and last of each
+# range: drawn as nothing. Most are format or unassigned characters anyway; the rest are the
+# variation selectors, combining grapheme joiner, Mongolian and Khmer marks and Hangul fillers.
+_IGNORABLE = (
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+_BLANK_GLYPHS = "\u2800"  # graphic characters drawn as a blank: the blank Braille cell
 
 
 @dataclass(frozen=True)
 class Dialog:
-    lines: tuple[str, ...]  # the visible text, escaped and bounded
+    lines: tuple[str, ...]  # every row of the screen, in full, escaped (:func:`shown`)
     options: tuple[tuple[int, str], ...]  # (number, label), as drawn
     digest: str
 
@@ -51,41 +92,73 @@ class Dialog:
         }
 
 
-def clean(line: str, limit: int = MAX_LINE) -> str:
-    """``line`` with control, bidi and other format characters removed, cut to ``limit``
-    code points (a cut row ends with ``…``)."""
-    out = []
-    for ch in line:
-        category = unicodedata.category(ch)
-        if category == "Zs":
-            out.append(" ")  # a no-break space reads as a blank
-        elif ch not in _BIDI and category[0] not in "CZ":
-            out.append(ch)
-    kept = "".join(out)
-    kept = kept.rstrip()
-    return kept if len(kept) <= limit else kept[: limit - 1] + "…"
+def capture(mux, pane_id: str) -> str:
+    """The screen a dialog is read from, the same for every reader: the pane's whole
+    visible screen, wrapped rows joined, without its history (``capture`` with ``lines`` 0)."""
+    return mux.capture(pane_id, 0, ansi=False)
+
+
+def shown(row: str) -> str:
+    """``row`` as a dialog's text shows it: without the blanks (U+0020) it ends with, every
+    character a screen does not draw as itself written as ``⟦U+XXXX⟧`` (``⟦`` included)."""
+    row = row.rstrip(" ")
+    if row.isascii() and row.isprintable():
+        return row
+    return "".join(f"{ESCAPE_OPEN}U+{ord(ch):04X}{ESCAPE_CLOSE}" if _hidden(ch) else ch for ch in row)
+
+
+def _hidden(ch: str) -> bool:
+    if not ch.isprintable():  # controls, format characters, every space but U+0020, separators,
+        return True  # surrogates, private-use and unassigned code points
+    if ch == ESCAPE_OPEN or ch in _BLANK_GLYPHS:
+        return True
+    code = ord(ch)
+    return code >= 0xAD and any(first <= code <= last for first, last in _IGNORABLE)
 
 
 def read(agent: str, screen_text: str) -> Dialog | None:
-    """The dialog on ``screen_text``, or None when the screen does not read awaiting_user."""
+    """The dialog on ``screen_text`` (as :func:`capture` reads it), or None when the screen
+    does not read awaiting_user."""
     from cafleet.delivery import screen
 
     if screen.classify(agent, screen_text) != screen.PaneState.AWAITING_USER:
         return None
-    rows = [clean(row) for row in screen.screen_lines(screen_text)]
-    rows = [row for row in rows if row.strip()][-MAX_LINES:]
-    options = []
-    seen = set()
-    for row in rows:
+    # Split at newlines only: str.splitlines would also split at U+2028, \x1c and \r, and
+    # two different screens would give the same rows.
+    raw = [row.rstrip(" ") for row in screen_text.split("\n")]
+    while raw and not raw[-1]:
+        raw.pop()
+    first = next((i for i, row in enumerate(raw) if row), len(raw))
+    raw = raw[first:]
+    rows = tuple(shown(row) for row in raw)
+    digest = hashlib.sha256("\n".join(rows).encode("utf-8")).hexdigest()[:DIGEST_LEN]
+    return Dialog(rows, _options(raw), digest)
+
+
+def _options(rows: list[str]) -> tuple[tuple[int, str], ...]:
+    """The dialog's numbered list among ``rows`` (raw, trailing blanks removed): the run
+    1, 2, … from the last row numbered 1, ending near the bottom; labels escaped."""
+    drawn = [row for row in rows if row]
+    numbered = []
+    for at, row in enumerate(drawn):
         number, label = _option(row)
-        if number is not None and number not in seen:
-            seen.add(number)
-            options.append((number, label))
-    digest = hashlib.sha256("\n".join(rows).encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_LEN]
-    return Dialog(tuple(rows), tuple(options), digest)
+        if number is not None:
+            numbered.append((at, number, label))
+    starts = [i for i, (_, number, _) in enumerate(numbered) if number == 1]
+    if not starts:
+        return ()
+    run: list[tuple[int, int, str]] = []
+    for entry in numbered[starts[-1] :]:
+        if entry[1] != len(run) + 1:
+            break
+        run.append(entry)
+    if len(drawn) - 1 - run[-1][0] > OPTIONS_TAIL:
+        return ()  # a numbered list far above the bottom: the transcript's, not the dialog's
+    return tuple((number, shown(label)) for _, number, label in run)
 
 
 def _option(row: str) -> tuple[int | None, str]:
+    """(number, label) of a row drawn as an option (``❯ 1. Yes``), or (None, "")."""
     stripped = row.lstrip(_MARKS)
     digits = ""
     for ch in stripped:
@@ -93,9 +166,12 @@ def _option(row: str) -> tuple[int | None, str]:
             break
         digits += ch
     rest = stripped[len(digits) :]
-    if not digits or len(digits) > 2 or not rest.startswith(". ") or not rest[2:].strip():
+    if not digits or len(digits) > 2 or not rest.startswith(". "):
         return None, ""
-    return int(digits), rest[2:].strip()
+    label = rest[2:].lstrip(" ").split("  ", 1)[0].rstrip(_FRAME)  # its first column, no frame
+    if not label.strip():
+        return None, ""
+    return int(digits), label
 
 
 def keys_for(agent: str, choice: int) -> tuple[str, bool]:

@@ -6,8 +6,9 @@ preview and submit it, and only then stamp ``notified_at`` with a conditional up
 ACK that came first counts as notified). No database transaction is open while typing.
 Any per-attempt failure leaves ``notified_at`` NULL and ends the drain with a diagnostic
 naming the message ids still owed and what retries them: the fleet keeper (started here
-when none runs, :mod:`cafleet.delivery.keepers`), else the next send to that recipient or
-a later ``message wait``.
+when none runs, :mod:`cafleet.delivery.keepers`), else, after why no keeper runs and what
+fixes that, the next send to that recipient or a later ``message wait``. A recipient whose
+pane is gone is said to be so, with what to do: nothing can deliver to it.
 
 A stored message is never reported as a failure: once a send has committed, every fault
 of the delivery path, an ``OSError`` of the lock folder or of the multiplexer client
@@ -126,7 +127,10 @@ def notify_after_send(store: Store, settings: config.Settings, recipient_id: int
         notified = message_id in stamped or not notifications.still_pending_notification(store, message_id)
     except Exception as error:  # noqa: BLE001 -- the message is stored: a fault here is a warning, never a failure
         # still owed: the keeper (started now if none runs) retries it, as after any other failure
-        keeper = target is not None and _keeper_retries(store, settings, target)
+        if target is not None:
+            keeper = fleet_keeper(store, settings, target["fleet_id"])
+        else:
+            keeper = f"Whether a fleet keeper runs is not known (member {recipient_id}'s placement could not be read)"
         return Outcome(False, not_notified(message_id, recipient_id, _unexpected(error), keeper))
     if failure is None and not notified:
         failure = f"member {recipient_id}'s placement changed before message {message_id} could be typed"
@@ -134,11 +138,16 @@ def notify_after_send(store: Store, settings: config.Settings, recipient_id: int
         return Outcome(notified)
     if notified:
         return Outcome(True)
-    return Outcome(False, not_notified(message_id, recipient_id, failure, _keeper_retries(store, settings, target)))
+    keeper = fleet_keeper(store, settings, target["fleet_id"])
+    return Outcome(False, not_notified(message_id, recipient_id, failure, keeper))
 
 
-def retry_fleet(store: Store, settings: config.Settings, member_id: int) -> list[Outcome]:
+def retry_fleet(
+    store: Store, settings: config.Settings, member_id: int, keeper_why: str | None = None
+) -> list[Outcome]:
     """``message wait``'s first step: retry every preview owed in the member's fleet.
+    ``keeper_why``: what :func:`fleet_keeper` said already (asked here at the first failure
+    otherwise).
 
     Each pane's lock is tried once without waiting: a busy pane is skipped (its holder is
     delivering), so the caller's own wake-up never queues behind another member's pane.
@@ -146,7 +155,7 @@ def retry_fleet(store: Store, settings: config.Settings, member_id: int) -> list
     _state, fleet_id = messages.member_standing(store, member_id)
     outcomes = []
     attempted: set[int] = set()
-    keeper = None
+    keeper = keeper_why
     for recipient_id in notifications.recipients_owed_notifications(store, fleet_id):
         before = set(attempted)
         target = None
@@ -158,29 +167,33 @@ def retry_fleet(store: Store, settings: config.Settings, member_id: int) -> list
             if failure:
                 owed = notifications.owed_message_ids(store, recipient_id)
                 if keeper is None:
-                    keeper = _keeper_retries(store, settings, target)
+                    keeper = fleet_keeper(store, settings, fleet_id)
         except Exception as error:  # noqa: BLE001 -- nothing here may keep the caller from its own messages
             failure, owed = _unexpected(error), sorted(attempted - before)  # at least the one that failed
-            if keeper is None and target is not None:
-                keeper = _keeper_retries(store, settings, target)
+            if keeper is None:
+                keeper = fleet_keeper(store, settings, fleet_id)
         if failure and owed:
-            outcomes.append(Outcome(False, not_notified(owed, recipient_id, failure, bool(keeper))))
+            outcomes.append(Outcome(False, not_notified(owed, recipient_id, failure, keeper or "")))
     return outcomes
 
 
-def _keeper_retries(store: Store, settings: config.Settings, target: NotificationTarget) -> bool:
-    """Whether the fleet keeper runs (started now if none did) to retry what stays owed.
+def keeper_off(fleet_id: int) -> str:
+    return f"The fleet keeper is off (CAFLEET_KEEPER=off; `cafleet fleet watch {fleet_id}` does its work while it runs)"
 
-    Never an error: a keeper that cannot be started leaves the message owed, and the
-    not-notified line then names the commands that retry it instead."""
+
+def fleet_keeper(store: Store, settings: config.Settings, fleet_id: int) -> str:
+    """Why no keeper works for the fleet and what fixes that (one sentence); an empty
+    string while its keeper runs (started now if none did, :func:`keepers.ensure
+    <cafleet.delivery.keepers.ensure>`). Never an error."""
+    if not settings.keeper:
+        return keeper_off(fleet_id)  # off: nothing is imported or started
     try:
-        if not settings.keeper:
-            return False  # off: nothing is imported or started
         from cafleet.delivery import keepers
 
-        return keepers.ensure(store, settings, target["fleet_id"]) is not None
-    except Exception:  # noqa: BLE001 -- a keeper that cannot be started leaves the message owed, never an error
-        return False
+        found = keepers.ensure(store, settings, fleet_id)
+    except Exception as error:  # noqa: BLE001 -- a keeper that cannot be started leaves the message owed, never an error
+        return f"No fleet keeper could be started for fleet {fleet_id} ({_unexpected(error)})"
+    return "" if found.running else found.why or f"No fleet keeper runs for fleet {fleet_id}"
 
 
 def _unexpected(error: Exception) -> str:
@@ -191,9 +204,33 @@ def _unexpected(error: Exception) -> str:
     return f"delivery stopped by an internal error ({type(error).__name__}: {error})"
 
 
-def not_notified(message_ids, recipient_id: int, reason: str, keeper: bool = False) -> str:
+def start_keeper(store: Store, settings: config.Settings, fleet_id: int) -> str | None:
+    """For a command that needs the fleet's keeper (``fleet create``, ``member create``):
+    start it when none runs; the warning to print when none works (:func:`keeper_warning`),
+    else None (nothing with the keeper off: that is the user's choice)."""
+    if not settings.keeper:
+        return None
+    why = fleet_keeper(store, settings, fleet_id)
+    return keeper_warning(why) if why else None
+
+
+def keeper_warning(why: str) -> str:
+    """What a command that needs the keeper prints when none works (``why``: :func:`fleet_keeper`'s)."""
+    return (
+        f"Warning: {why}. Until a keeper runs, no notice reaches the Director (a member blocked on a dialog, "
+        "a dead pane) and owed previews wait for the next send or `cafleet message wait`."
+    )
+
+
+class PaneGoneReason(str):
+    """A drain's failure reason that says the recipient's pane is gone: no retry can deliver."""
+
+
+def not_notified(message_ids, recipient_id: int, reason: str, no_keeper: str) -> str:
     """The not-notified line: the ids still owed (one id or a list), the reason, and what
-    retries them (the fleet keeper when one runs)."""
+    will happen: nothing, while the recipient's pane is gone (``reason`` a
+    :class:`PaneGoneReason`); the fleet keeper's retry when one runs (``no_keeper`` is "");
+    else why no keeper runs and what fixes that (``no_keeper``), and which commands retry."""
     ids = [message_ids] if isinstance(message_ids, int) else list(message_ids)
     many = len(ids) > 1
     if many:
@@ -201,12 +238,17 @@ def not_notified(message_ids, recipient_id: int, reason: str, keeper: bool = Fal
     else:
         head = f"Warning: message {ids[0]} is stored but member {recipient_id} was not notified"
     it = "them" if many else "it"
-    if keeper:
+    if isinstance(reason, PaneGoneReason):
+        retry = (
+            f"Member {recipient_id}'s pane is gone, so nothing can deliver {it}: see `cafleet member show "
+            f"{recipient_id}`; `cafleet member delete {recipient_id}` and a new member take its work over"
+        )
+    elif not no_keeper:
         retry = f"The fleet keeper retries {it} as soon as the pane can take {it}"
     else:
         retry = (
-            f"The preview{'s' if many else ''} will be retried by the next send to member {recipient_id} "
-            "or a later `cafleet message wait`"
+            f"{no_keeper}. The preview{'s' if many else ''} will be retried by the next send to member "
+            f"{recipient_id} or a later `cafleet message wait`"
         )
     return f"{head}: {reason}. {retry}. Do not resend."
 
@@ -397,10 +439,12 @@ def after_lost_lock(
 
 def _with_pane(error: Exception, pane_id: str) -> str:
     """The error as a reason that names the pane once (most errors name it already, as
-    their ``pane``; a timeout of the multiplexer or an operating-system error does not)."""
+    their ``pane``; a timeout of the multiplexer or an operating-system error does not); a
+    :class:`PaneGoneReason` when the pane is gone (or stale: its own pane is gone)."""
+    from cafleet.errors import PaneGone
     from cafleet.mux import printable
 
     reason = _unexpected(error)
-    if getattr(error, "pane", None) == pane_id:
-        return reason
-    return f"{reason} (pane {printable(pane_id)})"
+    if getattr(error, "pane", None) != pane_id:
+        reason = f"{reason} (pane {printable(pane_id)})"
+    return PaneGoneReason(reason) if isinstance(error, PaneGone) else reason

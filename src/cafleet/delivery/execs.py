@@ -72,7 +72,7 @@ def _keeper(store: Store, settings, fleet_id: int) -> bool:
     try:
         from cafleet.delivery import keepers
 
-        return keepers.ensure(store, settings, fleet_id) is not None
+        return keepers.ensure(store, settings, fleet_id).running  # running: not off, stalled or unable to start
     except Exception:  # noqa: BLE001 -- a keeper that cannot start only changes the advice; the exec is stored
         return False
 
@@ -156,16 +156,19 @@ def vanished(runner: str | None) -> bool:
 
 
 def run(store: Store, environ, exec_id: int, out) -> int:
-    """``member exec-run``: claim the exec, run its command here, record how it ended."""
+    """``member exec-run``: claim the exec, run its command here, record how it ended. It
+    runs only in its member's own pane, judged by this process's tree (never by a
+    variable: :mod:`cafleet.delivery.authority`), and once."""
     import signal
     import subprocess
 
-    from cafleet.validation import parse_id
+    from cafleet.delivery import authority
 
-    mine = environ.get("CAFLEET_MEMBER_ID")
-    member_id = parse_id(mine, "CAFLEET_MEMBER_ID") if mine else None
-    if member_id is None:
-        _check_pane(store, environ, exec_id)
+    record = execs.get(store, exec_id)
+    member_id = None
+    if record["started_at"] is None and record["outcome"] is None:  # else claim says why it runs no more
+        authority.require_own_pane(store, environ, record["member_id"], f"exec {exec_id}")
+        member_id = record["member_id"]
     record = execs.claim(store, exec_id, member_id, runner_identity())
     try:
         cwd = os.getcwd()
@@ -201,23 +204,6 @@ def run(store: Store, environ, exec_id: int, out) -> int:
     store_record = execs.finish(store, exec_id, status)
     out(f"[cafleet exec {exec_id} ended: {execs.status_text(store_record['exit_status'])}]")
     return status if 0 <= status < 256 else 1
-
-
-def _check_pane(store: Store, environ, exec_id: int) -> None:
-    """Without ``CAFLEET_MEMBER_ID`` (a pane cafleet did not start), the pane must be the
-    member's own by its multiplexer's pane id; a shell in no member's pane runs nothing."""
-    from cafleet.broker import members
-    from cafleet.errors import Conflict
-
-    record = execs.get(store, exec_id)
-    placement = members.get_member(store, record["member_id"])["placement"]
-    backend, pane_id = (None, None) if placement is None else (placement["backend"], placement["pane_id"])
-    pane = environ.get("TMUX_PANE") if backend == "tmux" else environ.get("HERDR_PANE_ID")
-    if not pane or pane != pane_id:
-        raise Conflict(
-            f"exec {exec_id} runs only in member {record['member_id']}'s pane, and this shell is not in it "
-            "(no CAFLEET_MEMBER_ID, and another pane or none); nothing was run."
-        )
 
 
 class Watcher:

@@ -17,6 +17,11 @@ another process is seen (default 0.05 s, ``CAFLEET_WAIT_INTERVAL``).
 Both end when their member can no longer receive: ``wait`` with an error (exit 1),
 ``listen`` with its end line.
 
+While they wait, both look after their fleet's keeper (``tend``, every :data:`TEND_EVERY`
+s): a keeper that died meanwhile (killed, its PostgreSQL session gone) is started again by
+the Director's wait, so a member that blocks on a dialog while nothing else runs still
+gets its notice to the Director (docs/delivery.md, "The fleet keeper").
+
 A PostgreSQL server that ends their sessions (a restart, ``pg_terminate_backend``,
 ``idle_session_timeout``) does not end them: each reconnects with back-off
 (:meth:`Changes.recover`) and reads again, so nothing committed meanwhile is missed and,
@@ -36,10 +41,13 @@ from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stop
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cafleet.broker.records import MessageRecord
     from cafleet.store.protocol import Store
 
 DEFAULT_INTERVAL = declared("CAFLEET_WAIT_INTERVAL").default  # commands pass their own setting
+TEND_EVERY = 10.0  # seconds between two looks at the fleet's keeper by a waiting `message wait` or `listen`
 
 
 def gone_reason(store: Store, member_id: int) -> str | None:
@@ -75,18 +83,24 @@ def wait_for_messages(
     timeout: float | None,
     interval: float = DEFAULT_INTERVAL,
     reconnect: float = RECONNECT_TIMEOUT,
+    tend: Callable[[], object] | None = None,
 ) -> list[MessageRecord]:
     """Unacknowledged incoming messages as soon as there is one; [] after ``timeout``.
 
     Raises :class:`Conflict` as soon as the member is deregistered or its fleet deleted,
     and :class:`DatabaseUnreachable` when ``reconnect`` seconds (or the timeout) pass
-    without a connection to the server that works.
+    without a connection to the server that works. ``tend`` is called every
+    :data:`TEND_EVERY` s while it waits (the fleet's keeper, see the module's text).
     """
     deadline = None if timeout is None else time.monotonic() + timeout
+    next_tend = None if tend is None else time.monotonic() + TEND_EVERY
     changes = Changes(store, interval, deadline=deadline, reconnect=reconnect)  # baseline before the read
     try:
         while True:
             try:
+                if tend is not None and next_tend is not None and time.monotonic() >= next_tend:
+                    tend()
+                    next_tend = time.monotonic() + TEND_EVERY
                 if store.hooks is not None:
                     store.hooks.trace("wait.read")
                 state, fleet_id, records = messages.standing_and_inbox(store, member_id)  # one statement
@@ -95,8 +109,10 @@ def wait_for_messages(
                     return records
                 if store.hooks is not None:  # test-only hook (cafleet.faults): read, nothing found, not waiting yet
                     store.hooks.pause("wait.empty")
-                if not changes.wait():
-                    return []
+                if not changes.wait(until=next_tend) and (
+                    next_tend is None or (deadline is not None and time.monotonic() >= deadline)
+                ):
+                    return []  # the timeout, not the next look at the keeper
             except DatabaseUnreachable as error:  # the server ended the session: reconnect, read again
                 changes.recover(error)
     finally:
@@ -104,7 +120,12 @@ def wait_for_messages(
 
 
 def listen(
-    store: Store, member_id: int, emit, interval: float = DEFAULT_INTERVAL, reconnect: float = RECONNECT_TIMEOUT
+    store: Store,
+    member_id: int,
+    emit,
+    interval: float = DEFAULT_INTERVAL,
+    reconnect: float = RECONNECT_TIMEOUT,
+    tend: Callable[[], object] | None = None,
 ) -> str:
     """Emit each pending incoming message once, oldest first, then new ones as they come.
 
@@ -112,14 +133,19 @@ def listen(
     database file deleted or replaced, or stopped by SIGINT/SIGTERM (taking effect between
     lines, never in the middle of one). Raises :class:`DatabaseUnreachable` when it gave
     up reconnecting to a server that ended its sessions (the caller prints the end line).
+    ``tend`` is called every :data:`TEND_EVERY` s (the fleet's keeper, see the module's text).
     """
     changes = None
+    next_tend = None if tend is None else time.monotonic() + TEND_EVERY
     try:
         with StopRequests() as stop:
             changes = Changes(store, interval, stop=stop, reconnect=reconnect)  # baseline before the first read
             last_id = 0
             while True:
                 try:
+                    if tend is not None and next_tend is not None and time.monotonic() >= next_tend:
+                        tend()
+                        next_tend = time.monotonic() + TEND_EVERY
                     reason = gone_reason(store, member_id)
                     if reason:
                         return reason
@@ -127,7 +153,7 @@ def listen(
                         emit(record)
                         last_id = max(last_id, record["message_id"])
                     stop.check()
-                    changes.wait()
+                    changes.wait(until=next_tend)
                 except DatabaseUnreachable as error:  # the server ended the session: reconnect, read again
                     changes.recover(error)
     except Stopped as stopped:  # outside the ``with``: a signal while it restores is caught too

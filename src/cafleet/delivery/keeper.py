@@ -24,8 +24,11 @@ stamped only after a confirmed submission. It only adds *when* the drain runs:
   herdr's shell with its start time; no subprocess), and every :data:`DIRECTOR_CHECK` s,
   or at once when that look finds one gone, with the multiplexer itself (identity
   checked). On PostgreSQL it also checks every :data:`DIRECTOR_LOOK` s, and after any
-  database error, that its lock's session is still open; once it is not, the lock is gone
-  and the keeper ends rather than run beside a second one.
+  database error, that its lock's session is still open; once it is not, it takes the lock
+  again on a new session (:class:`LockRetaker`), or ends rather than run beside a second one;
+- it beats (:class:`Heartbeat`): every :func:`keepers.beat_every
+  <cafleet.delivery.keepers.beat_every>` s (5 by default) from the loop itself, so that a
+  keeper stopped (SIGSTOP) or hung in a call stops beating and its readers call it stalled.
 
 It also keeps each member's usage current (docs/usage.md, "Stored totals"): every
 :data:`USAGE_EVERY` s it reads what is new in the records of the fleet's members that have a
@@ -218,11 +221,14 @@ def _run(
         changes = Changes(store, WAKE, stop=stop, reconnect=reconnect)  # the baseline before the first read
         retake = LockRetaker(lock, say, reconnect, stop)
         director = DirectorWatch(store, fleet_id, lock, retake)
+        heartbeat = Heartbeat(lock, retake, keepers.beat_every(settings.keeper_stalled_after))
         next_usage = time.monotonic()
         last_error = ""
         while True:
             try:
-                ended = director.ended()
+                ended = heartbeat.beat()
+                if ended is None:
+                    ended = director.ended()
                 if ended is not None:
                     return ended
                 due = deliverer.round()
@@ -233,7 +239,7 @@ def _run(
                     spend.round()
                     next_usage = time.monotonic() + USAGE_EVERY
                 stop.check()
-                wake = min(director.wake(), next_usage, noticer.round())  # the Director's notices
+                wake = min(director.wake(), next_usage, noticer.round(), heartbeat.due)  # the Director's notices
                 stop.check()
                 changes.wait(until=wake if due is None else min(due, wake))
             except DatabaseGone as gone:
@@ -292,6 +298,27 @@ class LockRetaker:
                 return f"its lock's database session ended{because} and another keeper took the lock"
             self.say(f"its lock's database session ended{because}; the lock is taken again on a new session")
             return None
+
+
+class Heartbeat:
+    """The keeper's heartbeat (:meth:`keepers.FleetLock.beat
+    <cafleet.delivery.keepers.FleetLock.beat>`), every ``every`` seconds, from the loop itself:
+    a keeper stopped or hung in a call stops beating. On PostgreSQL a beat that finds the
+    lock's session gone takes the lock again (``retake``), or says why the keeper ends."""
+
+    def __init__(self, lock: keepers.FleetLock, retake: LockRetaker, every: float) -> None:
+        self.lock, self.retake, self.every = lock, retake, every
+        self.due = time.monotonic() + every  # the lock was taken (and the record written) just now
+
+    def beat(self) -> str | None:
+        """Beat when due; None, or why the keeper ends."""
+        now = time.monotonic()
+        if now < self.due:
+            return None
+        self.due = now + self.every
+        if self.lock.beat():
+            return None
+        return self.retake(None)
 
 
 class DirectorWatch:

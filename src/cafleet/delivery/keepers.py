@@ -30,13 +30,27 @@ for an instant could make a starting keeper believe another one runs):
   session holds the fleet's keeper lock and ``pg_stat_activity`` for that session's name.
   The record ends with the session: it can never outlive its keeper.
 
+**Whether it still works: the heartbeat.** A process that holds the lock may do nothing (stopped
+with SIGSTOP, hung in a call): the keeper's loop itself beats every :func:`beat_every` s
+(:meth:`FleetLock.beat`), and a reader calls a keeper that has not beaten for
+``CAFLEET_KEEPER_STALLED_AFTER`` s (30) *stalled*; the heartbeat rides on the record, so
+no reader needs a table or a write of its own:
+
+- SQLite: the record's modification time (``os.utime`` on the state file: no write to the
+  database, so no other process's change waiter wakes for it);
+- PostgreSQL: the lock session's ``pg_stat_activity.state_change``, moved by a ``SELECT 1`` on
+  that session (the server's own clock on both sides, so no clock skew between hosts).
+
 **Starting one.** :func:`spawn` runs ``python -m cafleet fleet keep FLEET_ID`` detached: its
 own session (``start_new_session``: no controlling terminal, not in the pane's process
 group, so closing the pane that started it does not signal it), standard input closed,
 standard output and error appended to ``keeper-<tag>-<fleet id>.log`` (beside the lock on
 SQLite; under ``$XDG_STATE_HOME/cafleet/keepers`` for PostgreSQL, whose locks have no
-folder), working directory ``/``; the keeper ignores SIGHUP itself. The spawner never
-waits for it. Two keepers started at once meet on the lock and the second ends at once.
+folder), working directory ``/``; the keeper ignores SIGHUP itself. :func:`ensure` then
+waits (at most :data:`STARTING` s, a few tenths of a second in practice) until it holds its
+lock or has ended, so that what the command prints is what happens: a keeper that runs, or
+why none does and what fixes it (:attr:`Keeper.why`). Two keepers started at once meet on
+the lock and the second ends at once.
 """
 
 from __future__ import annotations
@@ -54,34 +68,75 @@ if TYPE_CHECKING:
 
 LOG_LIMIT = 1 << 20  # bytes: a larger log is moved to <log>.1 when the next keeper starts
 APP_NAME = "cafleet-keeper"
+HEARTBEAT = 5.0  # seconds between two heartbeats of a keeper, at most (a quarter of the stalled threshold)
+RUNNING, STALLED, NOT_RUNNING = "running", "stalled", "not running"
+
+
+def beat_every(stalled_after: float) -> float:
+    """Seconds between two heartbeats of a keeper whose readers call it stalled after
+    ``stalled_after`` s without one: four beats fit in that span, at most one every
+    :data:`HEARTBEAT` s (the keeper's idle cost)."""
+    return min(HEARTBEAT, stalled_after / 4)
 
 
 class Keeper:
-    """What is known of a fleet's keeper: ``running``, and while it runs its ``pid`` (None
-    when unknown), ``since`` (ISO-8601 UTC), ``host`` and ``log`` (its log file's path)."""
+    """What is known of a fleet's keeper: its ``state`` (``running``; ``stalled``: it holds
+    its lock but has not beaten for ``CAFLEET_KEEPER_STALLED_AFTER`` s; ``not running``),
+    ``running`` (the state is running), and while one holds the lock its ``pid`` (None when
+    unknown), ``since`` (ISO-8601 UTC), ``host``, ``log`` (its log file's path) and
+    ``heartbeat_age`` (seconds since its last heartbeat; None when unknown). ``why``, set by
+    :func:`ensure` when none runs (or it is stalled): one sentence saying why, and what fixes it."""
 
-    __slots__ = ("running", "pid", "since", "host", "log")
+    __slots__ = ("state", "pid", "since", "host", "log", "heartbeat_age", "why")
 
-    def __init__(self, running: bool, pid=None, since=None, host=None, log=None) -> None:
-        self.running = running
+    def __init__(self, running: bool, pid=None, since=None, host=None, log=None, heartbeat_age=None, why=None) -> None:
+        self.state = RUNNING if running else NOT_RUNNING
         self.pid = pid
         self.since = since
         self.host = host
         self.log = log
+        self.heartbeat_age = heartbeat_age
+        self.why = why
+
+    @property
+    def running(self) -> bool:
+        return self.state == RUNNING
 
     def as_dict(self) -> dict:
-        return {"running": self.running, "pid": self.pid, "since": self.since, "host": self.host, "log": self.log}
+        age = self.heartbeat_age
+        return {
+            "running": self.running,
+            "state": self.state,
+            "pid": self.pid,
+            "since": self.since,
+            "host": self.host,
+            "log": self.log,
+            "heartbeat_age": None if age is None else round(age, 1),
+        }
 
     def describe(self) -> str:
-        """``running, pid 123 since … (log …)`` or ``not running``."""
-        if not self.running:
+        """``running, pid 123 since … (log …)``, ``stalled, pid 123 since …: no heartbeat for
+        … (… what to do …) (log …)`` or ``not running``."""
+        if self.state == NOT_RUNNING:
             return "not running"
-        text = "running" + (f", pid {self.pid}" if self.pid is not None else "")
+        text = self.state + (f", pid {self.pid}" if self.pid is not None else "")
         if self.since:
             text += f" since {self.since}"
         if self.host and self.host != _hostname():
             text += f" on {self.host}"
+        if self.state == STALLED:
+            text += f": no heartbeat for {self.heartbeat_age:.0f} s (stopped or hung: {self.remedy()})"
         return text + (f" (log {self.log})" if self.log else "")
+
+    def remedy(self) -> str:
+        """What to do about a stalled keeper."""
+        if self.pid is None:
+            return "end it, and the next command starts another"
+        where = f" on {self.host}" if self.host and self.host != _hostname() else ""
+        return (
+            f"`kill -CONT {self.pid}`{where} if it was stopped, else `kill {self.pid}` "
+            "and the next command starts another"
+        )
 
 
 class Where:
@@ -121,19 +176,24 @@ def _state_home(environ) -> str:
 
 
 def _hostname() -> str:
-    import socket
-
-    return socket.gethostname()
+    return os.uname().nodename  # what socket.gethostname() returns, without importing socket
 
 
 # --- reading the record -------------------------------------------------------------------
 
 
 def status(store: Store, settings: config.Settings, fleet_id: int) -> Keeper:
-    """Whether a keeper runs for the fleet now, and which (never touches the lock)."""
+    """Whether a keeper runs for the fleet now, and which (never touches the lock): one
+    that holds the lock but has not beaten for ``CAFLEET_KEEPER_STALLED_AFTER`` s is stalled."""
     where = Where(store, settings, fleet_id)
-    if where.postgres:
-        return _pg_status(store, where)
+    found = _pg_status(store, where) if where.postgres else _file_status(where)
+    age = found.heartbeat_age
+    if found.running and age is not None and age > settings.keeper_stalled_after:
+        found.state = STALLED
+    return found
+
+
+def _file_status(where: Where) -> Keeper:
     record = read_record(where.state_path)
     if record is None:
         return Keeper(False)
@@ -144,7 +204,13 @@ def status(store: Store, settings: config.Settings, fleet_id: int) -> Keeper:
     host = record.get("host")
     if host == _hostname() and process_start(pid) != start:
         return Keeper(False)  # dead, a zombie, or its pid now names another process
-    return Keeper(True, pid, record.get("since"), host, record.get("log"))
+    try:
+        import time
+
+        age: float | None = max(0.0, time.time() - os.stat(where.state_path).st_mtime)  # the heartbeat
+    except OSError:
+        age = None  # removed as it was read: its keeper is ending
+    return Keeper(True, pid, record.get("since"), host, record.get("log"), age)
 
 
 def read_record(path: str) -> dict | None:
@@ -174,8 +240,9 @@ def process_start(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-_PG_HOLDER = (
-    "SELECT a.application_name FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+_PG_HOLDER = (  # the holder's record, and how long ago its session last ran a statement: its heartbeat
+    "SELECT a.application_name, EXTRACT(EPOCH FROM clock_timestamp() - a.state_change)::float8 "
+    "FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
     "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
     "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
     "AND l.classid::text = ? AND l.objid::text = ?"
@@ -187,9 +254,11 @@ def _pg_status(store: Store, where: Where) -> Keeper:
     rows = store.execute(_PG_HOLDER, (str(unsigned >> 32), str(unsigned & 0xFFFFFFFF))).fetchall()
     if not rows:
         return Keeper(False)
-    words = (rows[0][0] or "").split(" ")
+    name, age = rows[0][0], rows[0][1]
+    age = None if age is None else max(0.0, float(age))  # None: a session this role may not see
+    words = (name or "").split(" ")
     if len(words) < 3 or words[0] != APP_NAME or not words[1].isdigit():
-        return Keeper(True, log=where.log_path)  # held, by a session whose name cannot be read
+        return Keeper(True, log=where.log_path, heartbeat_age=age)  # held, by a session whose name cannot be read
     since = None
     try:
         from cafleet.clock import from_epoch
@@ -197,7 +266,7 @@ def _pg_status(store: Store, where: Where) -> Keeper:
         since = from_epoch(float(words[2]))
     except ValueError:
         pass
-    return Keeper(True, int(words[1]), since, " ".join(words[3:]) or None, where.log_path)
+    return Keeper(True, int(words[1]), since, " ".join(words[3:]) or None, where.log_path, age)
 
 
 # --- holding the lock (the keeper's side) --------------------------------------------------
@@ -255,11 +324,32 @@ class FleetLock:
             return False
         self.fd = fd
         self.record = record
-        temporary = f"{where.state_path}.{record['pid']}.tmp"
+        self._write_record()
+        return True
+
+    def _write_record(self) -> None:
+        assert self.record is not None
+        temporary = f"{self.where.state_path}.{self.record['pid']}.tmp"
         out = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         with open(out, "w", encoding="utf-8") as handle:
-            handle.write("".join(f"{key} {value}\n" for key, value in record.items()))
-        os.replace(temporary, where.state_path)  # a reader sees the old record or the new one, never half
+            handle.write("".join(f"{key} {value}\n" for key, value in self.record.items()))
+        os.replace(temporary, self.where.state_path)  # a reader sees the old record or the new one, never half
+
+    def beat(self) -> bool:
+        """The keeper's heartbeat (see the module's text): the record's modification time
+        moved (a record removed by hand is written again), or on PostgreSQL one round trip
+        on the lock's session. False when that session is gone (and the lock with it)."""
+        if self.advisory is not None:
+            return self.advisory.beat()
+        if self.fd is None:
+            return False
+        try:
+            os.utime(self.where.state_path)
+        except OSError:
+            try:
+                self._write_record()
+            except OSError:
+                pass  # readers see no record: "not running", which the next command's start corrects
         return True
 
     def retake(self) -> bool:
@@ -371,19 +461,32 @@ def director_here(store: Store, settings: config.Settings, fleet_id: int) -> boo
 
 # What this process started: (pid, when). It is not started again while that process lives
 # or for STARTING s after (it may still be taking the lock and writing its record); a
-# long-lived process (the WebUI, `fleet watch`) starts another once it has died.
+# long-lived process (the WebUI, `fleet watch`, `message wait`) starts another once it has died.
 _STARTED: dict[tuple[str, int], tuple[int, float]] = {}
-STARTING = 5.0
+STARTING = 5.0  # seconds a command waits, at most, for the keeper it started to hold its lock or end
+# A keeper this process started that ended at once: why, and when. A long-lived process does
+# not start another for AGAIN_AFTER s (`fleet watch` would otherwise start one every round).
+_ENDED: dict[tuple[str, int], tuple[str, float]] = {}
+AGAIN_AFTER = 30.0
 
 
-def ensure(store: Store, settings: config.Settings, fleet_id: int) -> Keeper | None:
-    """The fleet's running keeper, started here when the setting allows, none runs, this is
-    the Director's host and the Director's pane is there; None when no keeper will retry."""
+def ensure(store: Store, settings: config.Settings, fleet_id: int) -> Keeper:
+    """The fleet's keeper: the one that runs; else one started here, when the setting allows,
+    this is the Director's host and the Director's pane is there, once it holds its lock.
+    When none runs (a stalled one included, which holds the lock: a second would end at
+    once) its :attr:`~Keeper.why` says why and what fixes it."""
     found = status(store, settings, fleet_id)
-    if found.running:
+    if found.state == STALLED:
+        found.why = (
+            f"The fleet keeper of fleet {fleet_id} is stalled (pid {'unknown' if found.pid is None else found.pid}, "
+            f"no heartbeat for {found.heartbeat_age:.0f} s: stopped or hung), so it retries nothing until it runs "
+            f"again: {found.remedy()}"
+        )
+    if found.state != NOT_RUNNING:
         return found
     if not settings.keeper:  # CAFLEET_KEEPER=off: commands start none
-        return None
+        found.why = "The fleet keeper is off (CAFLEET_KEEPER=off)"
+        return found
     import time
 
     where = Where(store, settings, fleet_id)
@@ -392,43 +495,119 @@ def ensure(store: Store, settings: config.Settings, fleet_id: int) -> Keeper | N
         pid, when = _STARTED[key]
         if process_start(pid) is not None or time.monotonic() - when < STARTING:
             return Keeper(True, pid, None, _hostname(), where.log_path)
-    if not director_here(store, settings, fleet_id) or director_problem(store, fleet_id) is not None:
+    if key in _ENDED and time.monotonic() - _ENDED[key][1] < AGAIN_AFTER:
+        return Keeper(False, why=_ENDED[key][0])
+    if not director_here(store, settings, fleet_id):
+        where_not = (
+            "on a member's host (CAFLEET_HOST is set)"
+            if settings.environ.get("CAFLEET_HOST")
+            else "on this host (the Director's pane, which a keeper runs beside, is elsewhere or not recorded)"
+        )
+        return Keeper(
+            False,
+            why=(
+                f"No fleet keeper runs for fleet {fleet_id}, and none is started {where_not}: "
+                "any command on the Director's host starts one"
+            ),
+        )
+    problem = director_problem(store, fleet_id)
+    if problem is not None:
+        return Keeper(False, why=f"No fleet keeper can run for fleet {fleet_id}: {problem}")
+    try:
+        log = open_log(where.log_path)
+    except OSError as error:
+        return Keeper(False, why=_unwritable(where, fleet_id, error))
+    try:
+        child = spawn(settings.environ, log, fleet_id, store.hooks.program if store.hooks is not None else None)
+    except OSError as error:
+        return Keeper(False, why=f"No fleet keeper could be started for fleet {fleet_id}: {error}")
+    finally:
+        os.close(log)
+    _STARTED[key] = (child.pid, time.monotonic())
+    return _started(store, settings, fleet_id, child, where)
+
+
+def _unwritable(where: Where, fleet_id: int, error: OSError) -> str:
+    folder = os.path.dirname(where.log_path)
+    if where.postgres:
+        which, fix = "log", "make it a writable folder, or point XDG_STATE_HOME at one"
+    else:
+        which, fix = "lock", "make it a writable folder (it holds the pane-input locks and the keeper's lock and log)"
+    return f"No fleet keeper could be started for fleet {fleet_id}: its {which} folder {folder} cannot be written ({error}); {fix}"
+
+
+def _started(store: Store, settings: config.Settings, fleet_id: int, child, where: Where) -> Keeper:
+    """Wait, at most :data:`STARTING` s, until the keeper just started holds its lock (or
+    another one does) or has ended; still starting after that, it is taken as running."""
+    import time
+
+    deadline, pause = time.monotonic() + STARTING, 0.005
+    while True:
+        ended = child.poll() is not None  # before the look: a keeper that gave way to another is seen with it
+        found = status(store, settings, fleet_id)
+        if found.state != NOT_RUNNING:
+            return found
+        if ended:
+            key = (where.log_path, fleet_id)
+            _STARTED.pop(key, None)
+            why = last_words(where.log_path, fleet_id, child.pid) or f"it exited with status {child.returncode}"
+            said = f"The fleet keeper started for fleet {fleet_id} ended at once: {why} (log {where.log_path})"
+            _ENDED[key] = (said, time.monotonic())
+            return Keeper(False, why=said)
+        if time.monotonic() >= deadline:
+            return Keeper(True, child.pid, None, _hostname(), where.log_path)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def last_words(log_path: str, fleet_id: int, pid: int) -> str | None:
+    """Why the keeper ``pid`` ended, from its last line in its log; None when it wrote none."""
+    marker = f" keeper[{pid}] keeper for fleet {fleet_id} ended: "
+    try:
+        with open(log_path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 16384))
+            tail = handle.read().decode("utf-8", "replace")
+    except OSError:
         return None
-    pid = spawn(settings.environ, where.log_path, fleet_id, store.hooks.program if store.hooks is not None else None)
-    _STARTED[key] = (pid, time.monotonic())
-    return Keeper(True, pid, None, _hostname(), where.log_path)
+    for line in reversed(tail.splitlines()):
+        head, found, why = line.partition(marker)
+        if found:
+            return why
+    return None
 
 
-def spawn(environ, log_path: str, fleet_id: int, program=None) -> int:
-    """Start ``python -m cafleet fleet keep FLEET_ID`` detached (see the module's text);
-    returns its pid without waiting for it. ``program``: how this process runs cafleet
-    (its test hooks', :mod:`cafleet.faults`; by default ``python -m cafleet``)."""
-    import subprocess
-
-    from cafleet.config import child_environ
-    from cafleet.faults import PROGRAM
-
+def open_log(log_path: str) -> int:
+    """The keeper's log, opened for appending (its folder made first; a log over
+    :data:`LOG_LIMIT` moved to ``<log>.1``): a descriptor the caller closes."""
     os.makedirs(os.path.dirname(log_path), mode=0o700, exist_ok=True)
     try:
         if os.path.getsize(log_path) > LOG_LIMIT:
             os.replace(log_path, log_path + ".1")
     except OSError:
         pass
-    log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        child = subprocess.Popen(
-            [*(program or PROGRAM), "fleet", "keep", str(fleet_id)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            env=child_environ(environ),
-            cwd="/",
-            start_new_session=True,
-            close_fds=True,
-        )
-    finally:
-        os.close(log)
-    return child.pid
+    return os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
+def spawn(environ, log: int, fleet_id: int, program=None):
+    """Start ``python -m cafleet fleet keep FLEET_ID`` detached (see the module's text), its
+    output appended to ``log`` (:func:`open_log`); returns the child (a ``Popen``) without
+    waiting for it. ``program``: how this process runs cafleet (its test hooks',
+    :mod:`cafleet.faults`; by default ``python -m cafleet``)."""
+    import subprocess
+
+    from cafleet.config import child_environ
+    from cafleet.faults import PROGRAM
+
+    return subprocess.Popen(
+        [*(program or PROGRAM), "fleet", "keep", str(fleet_id)],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        env=child_environ(environ),
+        cwd="/",
+        start_new_session=True,
+        close_fds=True,
+    )
 
 
 def stop(store: Store, settings: config.Settings, fleet_id: int, timeout: float = 10.0) -> int | None:
@@ -438,7 +617,7 @@ def stop(store: Store, settings: config.Settings, fleet_id: int, timeout: float 
     import time
 
     found = status(store, settings, fleet_id)
-    if not found.running or found.pid is None or found.host not in (None, _hostname()):
+    if found.state == NOT_RUNNING or found.pid is None or found.host not in (None, _hostname()):
         return None
     start = process_start(found.pid)
     if start is None:

@@ -9,8 +9,9 @@ for each condition that holds and has no open episode:
 
 - ``awaiting_user``: the member's pane has shown a prompt awaiting its user for
   ``CAFLEET_NOTICE_AWAITING_AFTER`` s (30) as seen by this process; the notice holds the
-  dialog's visible text (escaped, bounded: :mod:`cafleet.delivery.dialog`), its options and
-  the command that answers it (``cafleet member answer M CHOICE --dialog DIGEST``). A
+  dialog's text (every row of the pane's visible screen, in full, hidden characters shown as
+  escapes: :mod:`cafleet.delivery.dialog`, read with one more multiplexer call), its digest
+  and the command that answers it (``cafleet member answer M CHOICE --dialog DIGEST``). A
   dialog that changes into another one (another digest) is a new episode;
 - ``dead``: the member's pane is gone, exited, back at a shell or stale, with messages owed
   a preview (their ids are named);
@@ -116,7 +117,7 @@ class Noticer:
         screens: dict[int, str] = {}
         state, detail = supervision.pane_state(entry, self.pool, float("inf"), screens=screens)
         if state == supervision.BLOCKED and member_id in screens:
-            self.awaiting(entry, name, screens[member_id], holding)
+            self.awaiting(entry, name, holding)
         else:
             self.blocked.pop(member_id, None)
         if state == supervision.DEAD and host is not None and " over SSH" in detail:
@@ -167,12 +168,24 @@ class Noticer:
                 f"See `cafleet member usage {member_id}`; raise the budget or stop giving it work.",
             )
 
-    def awaiting(self, entry: MemberDetail, name: str, shown: str, holding: dict) -> None:
+    def awaiting(self, entry: MemberDetail, name: str, holding: dict) -> None:
         from cafleet.delivery import dialog
+        from cafleet.errors import CafleetError
 
         member_id = entry["member_id"]
         placement = entry["placement"]
-        seen = dialog.read(placement["coding_agent"] if placement is not None else "", shown)
+        subject = f"member:{member_id}"
+        episode = self.opened.get(("awaiting_user", subject))
+        if placement is None or placement["pane_id"] is None:
+            return
+        try:  # the dialog's own window, every row of it (the look read the screen's last rows)
+            mux = self.pool.get(placement["backend"], placement["session"])
+            shown = dialog.capture(mux, placement["pane_id"])
+        except CafleetError:
+            if episode is not None:  # not read this time: the episode goes on
+                holding[("awaiting_user", subject)] = (member_id, episode["digest"], "")
+            return
+        seen = dialog.read(placement["coding_agent"], shown)
         if seen is None:
             self.blocked.pop(member_id, None)
             return
@@ -182,8 +195,6 @@ class Noticer:
             known = self.blocked[member_id] = (seen.digest, now, now)
         elif known[0] != seen.digest:
             known = self.blocked[member_id] = (seen.digest, now, known[2])
-        subject = f"member:{member_id}"
-        episode = self.opened.get(("awaiting_user", subject))
         if episode is not None:
             if episode["digest"] == seen.digest or now - known[1] < self.awaiting_after:
                 # The same dialog, or another one not yet shown this long: the episode goes
@@ -196,8 +207,12 @@ class Noticer:
             waited = now - known[2]  # blocked this long, whatever it showed meanwhile
             if waited < self.awaiting_after:
                 return
-        pane = placement["pane_id"] if placement is not None else None
-        shown_lines = "\n".join(f"    {line}" for line in seen.lines)
+        pane = placement["pane_id"]
+        shown_lines = "\n".join(f"    {line}" if line else "" for line in seen.lines)
+        if dialog.ESCAPE_OPEN in seen.text:
+            shown_lines += (
+                f"\n({dialog.ESCAPE_OPEN}U+XXXX{dialog.ESCAPE_CLOSE}: a character the screen does not draw as itself.)"
+            )
         if seen.options:
             answer = (
                 f"Answer it: `cafleet member answer {member_id} CHOICE --dialog {seen.digest}` "

@@ -117,6 +117,7 @@ class Watcher:
             store, settings.environ, fleet_id, reads=not self.keeper_on
         )  # over-budget (docs/usage.md)
         self.vanished: set[int] = set()  # members whose vanished worktree was reported
+        self.kept: set[int] = set()  # members whose kept worktree was reported
 
     def run(self) -> str:
         """Stream until the fleet is deleted or a signal stops it; returns why it ended.
@@ -234,7 +235,8 @@ class Watcher:
             del self.last_state[gone]  # deregistered meanwhile: nothing more to report
 
     def worktrees_round(self) -> None:
-        """A ``worktree`` event, once, for an active member whose worktree folder is gone
+        """A ``worktree`` event, once, for an active member whose worktree folder is gone,
+        and once for each worktree kept at a member's deletion, so that none piles up unseen
         (one read; none on a database without the worktree table; docs/worktrees.md)."""
         import os
 
@@ -242,6 +244,22 @@ class Watcher:
 
         for row in worktrees.in_fleet(self.store, self.fleet_id):
             member_id = row["member_id"]
+            if row["status"] == worktrees.KEPT and member_id not in self.kept:
+                self.kept.add(member_id)
+                where = f" on host {row['host']}" if row["host"] else ""
+                self.emit(
+                    event(
+                        "worktree",
+                        self.fleet_id,
+                        member_id=member_id,
+                        detail=(
+                            f"member {member_id}'s worktree {row['path']}{where} (branch {row['branch']}) was kept "
+                            "when the member was deleted: it holds work that would be lost (the command says what "
+                            "and removes it once nothing would be; --discard-worktree removes it anyway)"
+                        ),
+                        command=f"cafleet member delete {member_id}",
+                    )
+                )
             if row["member_status"] != "active" or row["status"] != worktrees.READY or row["host"] is not None:
                 continue  # a worktree on another host is not looked at every round (`cafleet doctor` does)
             if os.path.isdir(row["path"]):
@@ -259,21 +277,23 @@ class Watcher:
                 )
 
     def keeper_round(self) -> None:
-        """A ``keeper`` event when the keeper's state changed; start one that should run."""
+        """A ``keeper`` event when the keeper's state changed; start one when none runs (its
+        notices are needed whether or not previews are owed)."""
         from cafleet.delivery import keepers
 
         found = keepers.status(self.store, self.settings, self.fleet_id)
-        if (
-            not found.running
-            and self.keeper_on
-            and notifications.recipients_owed_notifications(self.store, self.fleet_id)
-        ):
-            found = keepers.ensure(self.store, self.settings, self.fleet_id) or found
+        if found.state == keepers.NOT_RUNNING and self.keeper_on:
+            found = keepers.ensure(self.store, self.settings, self.fleet_id)
         self.budgets.reads = not found.running  # no keeper reads the usage records: this watch does
         if found.running:
             detail = f"keeper {found.describe()}"
+        elif found.state == keepers.STALLED:  # said once, not once a round as its heartbeat ages
+            detail = (
+                f"keeper stalled, pid {found.pid}: no heartbeat for over {self.settings.keeper_stalled_after:g} s "
+                f"(stopped or hung: {found.remedy()})"
+            )
         elif self.keeper_on:
-            detail = "keeper not running (the next command that leaves a preview owed starts it)"
+            detail = f"keeper not running: {found.why or 'the next command that needs it starts one'}"
         else:
             detail = "keeper off (CAFLEET_KEEPER=off): this watch delivers owed previews while it runs"
         if detail != self.keeper_seen:

@@ -10,10 +10,11 @@ each, :class:`cafleet.mux.ssh.Ssh`). Never a shell of the user's choosing: a few
 
 What "nothing lost" means, checked after the member's pane is closed (so its agent can no
 longer write): the worktree has no change ``git status`` reports (modified, staged or
-untracked files; ignored files are not counted, as ``git worktree remove`` does not count
-them), and neither its branch nor the worktree's ``HEAD`` has a commit that is not on its
-base (the commit it started from, or the base branch as it is now) or on a remote-tracking
-branch. Otherwise both are kept and the reason is said in one line.
+untracked files) and no file git ignores (an ``.env``, local notes, a build folder:
+``git worktree remove`` would delete them without asking, and only the member knows
+whether they matter), and neither its branch nor the worktree's ``HEAD`` has a commit that
+is not on its base (the commit it started from, or the base branch as it is now) or on a
+remote-tracking branch. Otherwise both are kept and the reason is said in one line.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 TIMEOUT = 120.0
+SHOWN_IGNORED = 3  # the ignored paths a kept worktree's line names; the rest are counted
 
 # The member's changes against its base, new files included, through a temporary index
 # ($1: the worktree; the rest: `git diff` options and the base): the worktree's own index
@@ -184,7 +186,7 @@ def plan(environ, cwd: str, branch: str | None, base: str | None, host: str | No
         code, out, _ = run.git(cwd, "symbolic-ref", "--quiet", "--short", "HEAD")
         given = out.strip() if code == 0 and out.strip() else base_commit
     if branch is not None:
-        check_branch(run, repo, branch)
+        branch = check_branch(run, repo, branch)
     parent = run.worktree_dir()
     top = run.realpath(lines[0])
     for inside in {top, repo}:
@@ -198,16 +200,33 @@ def plan(environ, cwd: str, branch: str | None, base: str | None, host: str | No
     return Plan(run, repo, cwd, branch, given, base_commit, root, branch is not None)
 
 
-def check_branch(run: Runner, repo: str, branch: str) -> None:
-    code, _, _ = run.git(repo, "check-ref-format", "--branch", branch)
+def check_branch(run: Runner, repo: str, branch: str) -> str:
+    """The new branch's name: ``refs/heads/NAME`` is taken as NAME; refused (UsageError)
+    when it is not a valid branch name, is ``@`` (git reads it as ``HEAD``), names another
+    kind of ref (``refs/tags/...``), or is what git reads as another branch (``@{-1}``);
+    refused when the branch exists."""
+    given = branch
+    branch = branch.removeprefix("refs/heads/")
+    if branch == "@":
+        raise UsageError(f"--branch {given!r} is not a branch name (git reads @ as HEAD); give the new branch's name.")
+    if branch.startswith("refs/"):
+        raise UsageError(
+            f"--branch {given!r} is the full name of a ref, not a branch name; give the new branch's name."
+        )
+    code, out, _ = run.git(repo, "check-ref-format", "--branch", branch)
     if code != 0 or branch.startswith("-"):
-        raise UsageError(f"--branch {branch!r} is not a valid git branch name.")
+        raise UsageError(f"--branch {given!r} is not a valid git branch name.")
+    if out.strip() != branch:
+        raise UsageError(
+            f"--branch {given!r} is not a branch name (git reads it as {out.strip()!r}); give the new branch's name."
+        )
     code, _, _ = run.git(repo, "show-ref", "--verify", "--quiet", f"refs/heads/{branch}")
     if code == 0:
         raise CafleetError(
             f"branch {branch} already exists in the repository at {repo}{run.where()}; choose another --branch "
             "(a member's worktree always starts on a new branch)."
         )
+    return branch
 
 
 def member_path(plan_: Plan, fleet_id: int, member_id: int, name: str) -> str:
@@ -281,12 +300,15 @@ def at_risk(run: Runner, row: dict) -> list[str]:
     if code == 0:
         tips.append(f"refs/heads/{branch}")
     if run.isdir(path):
-        code, out, err = run.git(path, "status", "--porcelain", "-z", "--untracked-files=all")
+        code, out, err = run.git(path, "status", "--porcelain", "-z", "--untracked-files=all", "--ignored=matching")
         if code != 0:
             return [f"its state could not be read ({_reason(err, code)})"]
-        changes = _count_status(out)
+        changes, ignored = _read_status(out)
         if changes:
             lost.append(f"{changes} uncommitted change(s)")
+        if ignored:
+            more = f" and {len(ignored) - SHOWN_IGNORED} more" if len(ignored) > SHOWN_IGNORED else ""
+            lost.append(f"{len(ignored)} path(s) git ignores ({', '.join(ignored[:SHOWN_IGNORED])}{more})")
         code, out, _ = run.git(path, "rev-parse", "--verify", "--quiet", "HEAD")
         if code == 0 and out.strip():
             tips.append(out.strip())
@@ -303,19 +325,22 @@ def at_risk(run: Runner, row: dict) -> list[str]:
     return lost
 
 
-def _count_status(out: str) -> int:
-    """The paths ``git status --porcelain -z`` lists (a rename's or copy's source, the
-    entry after it, is not counted twice)."""
+def _read_status(out: str) -> tuple[int, list[str]]:
+    """What ``git status --porcelain -z --ignored=matching`` lists: how many paths have a
+    change (a rename's or copy's source, the entry after it, is not counted twice), and the
+    ignored paths (``!!``; an ignored folder is one path, ending in ``/``), in git's order."""
     entries = out.split("\0")
-    count, i = 0, 0
+    count, ignored, i = 0, [], 0
     while i < len(entries):
         entry = entries[i]
         i += 1
-        if len(entry) > 3:
+        if len(entry) > 3 and entry[:3] == "!! ":
+            ignored.append(entry[3:])
+        elif len(entry) > 3:
             count += 1
             if entry[0] in "RC" or entry[1] in "RC":
                 i += 1
-    return count
+    return count, ignored
 
 
 def release(store: Store, environ, member_id: int, *, discard: bool) -> dict | None:

@@ -89,7 +89,8 @@ class Multiplexer(Protocol):
         placement's ``created_at``."""
 
     def capture(self, pane_id: str, lines: int = 50, ansi: bool = False) -> str:
-        """The last ``lines`` lines of the pane's screen."""
+        """The last ``lines`` lines of the pane's screen (with tmux, its history above the
+        visible screen included); ``lines`` 0: the whole visible screen and nothing else."""
 
     def kill(self, pane_id: str) -> bool:
         """Close the pane. Return False when it was already gone (not an error); PaneStale

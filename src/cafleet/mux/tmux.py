@@ -133,11 +133,12 @@ def stale(backend: str, pane_id: str, why: str) -> PaneStale:
 
 
 def tail_lines(text: str, lines: int) -> str:
-    """The last ``lines`` lines of a screen dump, after dropping trailing blank lines."""
+    """The last ``lines`` lines of a screen dump (every line when ``lines`` is 0), after
+    dropping trailing blank lines."""
     rows = text.split("\n")
     while rows and not rows[-1].strip():
         rows.pop()
-    return "\n".join(rows[-max(1, lines) :])
+    return "\n".join(rows[-lines:] if lines > 0 else rows)
 
 
 def _env_args(env: Mapping[str, str] | None) -> list[str]:
@@ -389,7 +390,9 @@ class Tmux:
         return f"{session_id}@{socket}", window_id, pane_id, identity
 
     def capture(self, pane_id: str, lines: int = 50, ansi: bool = False) -> str:
-        args = ["capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{max(1, lines)}"]
+        args = ["capture-pane", "-p", "-J", "-t", pane_id]
+        if lines > 0:  # 0: the visible screen alone (capture-pane's default), no history
+            args += ["-S", f"-{lines}"]
         if ansi:
             args.insert(1, "-e")
         if not self.expected.get(pane_id) and pane_id not in self.recorded:

@@ -1068,6 +1068,20 @@ class AdvisoryLock:
             return False
         return True
 
+    def beat(self) -> bool:
+        """One round trip on the lock's session (``SELECT 1``), which moves the session's
+        ``pg_stat_activity.state_change``: the fleet keeper's heartbeat, which other
+        processes read (:func:`cafleet.delivery.keepers.status`). False once the session is
+        gone, and the lock with it; never an exception."""
+        conn = self.conn
+        if conn is None or conn.closed:
+            return False
+        try:
+            conn.execute("SELECT 1").fetchone()
+        except (libpq.Error, OSError, ValueError):
+            return False
+        return True
+
     def held(self) -> bool:
         """Whether this session still holds the lock: False once the session ended (its
         connection is closed or broken, or the query fails), never an exception."""

@@ -305,29 +305,34 @@ def _send_fields(payload: dict) -> tuple[int, int, str]:
 
 
 ANSWER_FIELDS = ("choice", "dialog")
+ANSWER_LABEL = "label"  # optional: the label the button showed
 
 
 async def answer_member(request: Request) -> JSONResponse:
-    """``{"choice": N, "dialog": DIGEST}`` → 200 ``{"member_id", "pane_id", "choice",
-    "label", "digest"}``: pick option N of the dialog on the member's screen, only while
-    its digest is DIGEST (``cafleet member answer``'s path, :mod:`cafleet.delivery.answer`);
-    409 with nothing sent when the dialog changed, was answered, or has no option N. Screened
-    like the composer's send (web/security.py: same-origin JSON only)."""
+    """``{"choice": N, "dialog": DIGEST, "label": LABEL}`` (``label`` optional) → 200
+    ``{"member_id", "pane_id", "choice", "label", "digest"}``: pick option N of the dialog
+    on the member's screen, only while its digest is DIGEST and, when given, option N reads
+    LABEL (``cafleet member answer``'s path, :mod:`cafleet.delivery.answer`); 409 with
+    nothing sent when the dialog changed, was answered, has no option N or N reads otherwise.
+    Screened like the composer's send (web/security.py: same-origin JSON only)."""
     member_id = parse_id(request.path_params.get("member_id"), "member id")
     payload = _json_object(await _read_body(request))
+    label = payload.pop(ANSWER_LABEL, None)
     _exact_fields(payload, ANSWER_FIELDS)
     choice, digest = payload["choice"], payload["dialog"]
+    if label is not None and (not isinstance(label, str) or not label.strip() or "\n" in label or "\r" in label):
+        raise ApiError(422, "label must be the option's label as the dialog shows it (one non-blank line)")
     if isinstance(choice, bool) or not isinstance(choice, int) or not 1 <= choice <= 99:
         raise ApiError(422, "choice must be the number of one of the dialog's options (1 to 99)")
     if not isinstance(digest, str):
         raise ApiError(422, "dialog must be the dialog's digest (a string of hex digits)")
-    return await run_in_threadpool(_answer, request.app.state, member_id, choice, digest)
+    return await run_in_threadpool(_answer, request.app.state, member_id, choice, digest, label)
 
 
-def _answer(state, member_id: int, choice: int, digest: str) -> JSONResponse:
+def _answer(state, member_id: int, choice: int, digest: str, label: str | None) -> JSONResponse:
     from cafleet.delivery.answer import answer_member as answer
 
     config = state.config
     with state.pool.borrow() as store:
-        record = answer(store, config.settings, member_id, choice, digest)
+        record = answer(store, config.settings, member_id, choice, digest, label)
     return JSONResponse(record)

@@ -80,7 +80,7 @@ def dialog_of(store: Store, member_id: int) -> dict | None:
         placement = members.get_member(store, member_id)["placement"]
         if placement is None or placement["pane_id"] is None:
             return None
-        shown = reach(placement).capture(placement["pane_id"], supervision.SCREEN_LINES)  # as the notice reads it
+        shown = dialog.capture(reach(placement), placement["pane_id"])  # as the notice reads it
     except (CafleetError, OSError):
         return None
     seen = dialog.read(placement["coding_agent"], shown)

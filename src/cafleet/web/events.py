@@ -178,10 +178,11 @@ class FleetWatch:
     """The last seen state of one fleet, and the events that bring a viewer up to date.
     It holds no connection: each read borrows one from ``pool``."""
 
-    def __init__(self, pool, fleet_id: int, changes: SharedChanges) -> None:
+    def __init__(self, pool, fleet_id: int, changes: SharedChanges, settings=None) -> None:
         self.pool = pool
         self.fleet_id = fleet_id
         self.changes = changes
+        self.settings = settings  # given: roster events carry the fleet keeper's state (docs/delivery.md)
         self.seen = changes.baseline()  # before the snapshot
         with pool.borrow() as store, api.read_snapshot(store):
             newest = timeline.fleet_timeline(store, fleet_id, limit=1)
@@ -189,7 +190,7 @@ class FleetWatch:
             self.open = timeline.fleet_open_messages(store, fleet_id)
             self.states = api.member_states(store, fleet_id)
             self.states_at = time.monotonic()
-            self.roster_key = _roster_key(api.fleet_view(store, fleet_id, self.states))
+            self.roster_key = _roster_key(self._with_keeper(store, api.fleet_view(store, fleet_id, self.states)))
 
     def due(self) -> bool:
         """Whether :meth:`poll` has something to read: a commit was seen since the last
@@ -234,18 +235,31 @@ class FleetWatch:
             self.states = api.member_states(store, fleet_id)  # someone joined: look at the new pane now
             self.states_at = time.monotonic()
             view = api.fleet_view(store, fleet_id, self.states)
-        key = _roster_key(view)
+        key = _roster_key(self._with_keeper(store, view))
         if key != self.roster_key:
             self.roster_key = key
             events.append(("roster", view))
         return events
 
+    def _with_keeper(self, store: Store, view: dict) -> dict:
+        """``view`` with ``GET /api/fleets/ID``'s ``keeper`` (a stalled keeper is no write
+        either: it is read at each look), when this watch was given the settings."""
+        if self.settings is not None:
+            from cafleet.delivery import keepers
+
+            found = keepers.status(store, self.settings, self.fleet_id)
+            view["keeper"] = dict(found.as_dict(), enabled=bool(self.settings.keeper))
+        return view
+
 
 def _roster_key(view: dict) -> str:
     """What a roster event is about: everything but the idle counter, which ticks by itself
-    (the attention list included: a preview becomes owed with no write at all)."""
+    (the attention list included: a preview becomes owed with no write at all), and of the
+    keeper only its state and pid (its heartbeat's age ticks too)."""
     members = [{k: v for k, v in member.items() if k != "idle_seconds"} for member in view["members"]]
-    return json.dumps([view["fleet"], members, view.get("attention")], sort_keys=True)
+    keeper = view.get("keeper")
+    shown = None if keeper is None else [keeper["state"], keeper["pid"]]
+    return json.dumps([view["fleet"], members, view.get("attention"), shown], sort_keys=True)
 
 
 def format_event(name: str, data: Mapping[str, Any]) -> str:
@@ -288,7 +302,9 @@ async def stream(request: Request) -> StreamingResponse:
             {"Retry-After": str(RETRY_AFTER)},
         )
     try:
-        watch = await anyio.to_thread.run_sync(FleetWatch, state.pool, fleet_id, state.changes, limiter=slots.readers)
+        watch = await anyio.to_thread.run_sync(
+            FleetWatch, state.pool, fleet_id, state.changes, state.config.settings, limiter=slots.readers
+        )
     except BaseException:
         await _stream_ended(slots, state.changes)
         raise

@@ -185,14 +185,19 @@ async function reload(generation) {
 
 // --- roster -------------------------------------------------------------------------
 
-// The fleet keeper (docs/delivery.md), as GET /api/fleets/ID reports it; the event
-// stream's roster updates do not carry it, so the last one read is kept.
+// The fleet keeper (docs/delivery.md), as GET /api/fleets/ID and the event stream's roster
+// updates report it: running, stalled (it holds its lock but wrote no heartbeat for
+// CAFLEET_KEEPER_STALLED_AFTER s: stopped or hung) or not running.
 function keeperText(fleet) {
   const keeper = state.keeper;
   if (!keeper || keeper.fleetId !== fleet.fleet_id || fleet.deleted_at) return "";
+  const pid = keeper.pid !== null && keeper.pid !== undefined ? ` (pid ${keeper.pid})` : "";
   if (keeper.running) {
     const since = keeper.since ? ` since ${formatTime(keeper.since)}` : "";
-    return ` · keeper running${keeper.pid !== null ? ` (pid ${keeper.pid})` : ""}${since}`;
+    return ` · keeper running${pid}${since}`;
+  }
+  if (keeper.state === "stalled") {
+    return ` · keeper stalled${pid}: no heartbeat for ${Math.round(keeper.heartbeat_age)} s (stopped or hung)`;
   }
   return keeper.enabled ? " · keeper not running" : " · keeper off";
 }
@@ -365,6 +370,14 @@ function renderMessage(record, withDelivery) {
     el("span", "id", `#${record.to_member_id}`),
   );
   head.append(el("span", "msg-id", `msg ${record.message_id}`), route, timeNode(record.created_at));
+  if (record.notice) {
+    // Only cafleet's own notices carry it (its record of them, never the text): a message
+    // whose text looks like one has no badge.
+    const badge = el("span", "badge notice", `cafleet notice: ${record.kind}`);
+    badge.title = `posted by cafleet about ${record.notice.subject}`;
+    item.dataset.notice = record.kind;
+    head.append(badge);
+  }
   if (record.status_state === "completed") {
     const badge = el("span", "badge completed", `acked ${formatTime(record.status_timestamp)}`);
     badge.title = `acknowledged at ${record.status_timestamp}`;

@@ -493,7 +493,8 @@ const FleetView = (() => {
 
   // A blocked member's dialog (its visible text, as the server escaped it) and one button per
   // numbered option; a button answers through the same path as `cafleet member answer`, with
-  // the dialog's digest, so a dialog that changed meanwhile is refused and nothing is sent.
+  // the dialog's digest and the label it shows, so a dialog that changed meanwhile is refused
+  // and nothing is sent.
   function dialogBox(memberId, dialog) {
     const box = el("div", "attention-dialog");
     box.dataset.digest = dialog.digest;
@@ -504,7 +505,7 @@ const FleetView = (() => {
       const button = el("button", "secondary", `${option.number}. ${option.label}`);
       button.type = "button";
       button.dataset.choice = String(option.number);
-      button.addEventListener("click", () => answer(memberId, option.number, dialog.digest, buttons, status));
+      button.addEventListener("click", () => answer(memberId, option, dialog.digest, buttons, status));
       buttons.append(button);
     }
     buttons.append(status);
@@ -512,7 +513,7 @@ const FleetView = (() => {
     return box;
   }
 
-  async function answer(memberId, choice, digest, buttons, status) {
+  async function answer(memberId, option, digest, buttons, status) {
     for (const button of buttons.querySelectorAll("button")) button.disabled = true;
     status.dataset.kind = "";
     status.textContent = "answering…";
@@ -520,7 +521,7 @@ const FleetView = (() => {
       const record = await api(`/api/members/${memberId}/answer`, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ choice, dialog: digest }),
+        body: JSON.stringify({ choice: option.number, dialog: digest, label: option.label }),
       });
       status.textContent = `answered ${record.choice}. ${record.label}`;
     } catch (error) {
