@@ -352,6 +352,9 @@ def test_the_caller_is_its_process_tree_whatever_its_variables_say(store, build,
     claimed = find(900, {"CAFLEET_MEMBER_ID": str(m2)})
     assert not claimed.directs(director) and claimed.speaks_as(m2) and not claimed.speaks_as(director)
     assert not claimed.runs_in_pane_of(m2)  # a variable never puts a process in a pane
+    assert set(find(900, {"TMUX": f"{sock},100,0", "TMUX_PANE": "%1"}).claims) == {m1}
+    # the same pane id on a later server at the same socket (a reboot) names no one
+    assert find(900, {"TMUX": f"{sock},777,0", "TMUX_PANE": "%1"}).person
     left = find(950)
     assert not left.pane and set(left.claims) == {m1} and not left.directs(director)
     assert find(960).person  # tmux itself, driven by anyone: the limit docs/security.md states

@@ -197,12 +197,15 @@ def _claims(
     mine = environ.get("CAFLEET_MEMBER_ID", "").strip()
     if mine.isascii() and mine.isdigit() and int(mine) > 0:
         claims[int(mine)] = "its CAFLEET_MEMBER_ID"
-    tmux_pane, tmux_socket = environ.get("TMUX_PANE"), environ.get("TMUX", "").split(",")[0]
+    tmux_pane = environ.get("TMUX_PANE")
+    tmux_socket, _, tmux_server = environ.get("TMUX", "").partition(",")
+    tmux_server = tmux_server.partition(",")[0]
     herdr_pane, herdr_socket = environ.get("HERDR_PANE_ID"), environ.get("HERDR_SOCKET_PATH")
     for row in rows:
         socket = _socket(row["session"])
         if row["backend"] == "tmux" and tmux_pane and row["pane_id"] == tmux_pane and socket == tmux_socket:
-            claims.setdefault(row["member_id"], "its TMUX_PANE")
+            if _server_of(row) in (None, tmux_server):  # a pane id reused by a later server names no one
+                claims.setdefault(row["member_id"], "its TMUX_PANE")
         elif row["backend"] == "herdr" and herdr_pane and row["pane_id"] == herdr_pane:
             if not socket or not herdr_socket or socket == herdr_socket:
                 claims.setdefault(row["member_id"], "its HERDR_PANE_ID")
@@ -215,6 +218,13 @@ def _claims(
         if row["director"]:
             claims.pop(row["member_id"], None)
     return claims
+
+
+def _server_of(row: dict) -> str | None:
+    """The tmux server's pid a placement's identity records (``server:start:pane``); None
+    for a legacy placement without one."""
+    parts = (row["identity"] or "").split(":")
+    return parts[0] if len(parts) == 3 else None
 
 
 def _socket(session: str) -> str:
