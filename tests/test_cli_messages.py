@@ -447,7 +447,16 @@ def test_fleet_list_show_delete_texts(cli, build):
     assert text[0].split() == ["FLEET", "NAME", "DIRECTOR", "MEMBERS", "CREATED"]
     assert text[1].split() == [str(fleet_id), "alpha", str(director), "3", listed[0]["created_at"]]
     shown = cli("fleet", "show", str(fleet_id), "--json").json()
-    stopped = {"running": False, "pid": None, "since": None, "host": None, "log": None, "enabled": False}
+    stopped = {
+        "running": False,
+        "state": "not running",
+        "pid": None,
+        "since": None,
+        "host": None,
+        "log": None,
+        "heartbeat_age": None,
+        "enabled": False,
+    }
     assert shown == dict(listed[0], deleted_at=None, keeper=stopped)  # the test environment turns the keeper off
     assert cli("fleet", "show", str(fleet_id)).out.splitlines()[-1] == (
         "keeper: not running (CAFLEET_KEEPER=off: `cafleet fleet watch` delivers owed previews while it runs)"

@@ -71,13 +71,14 @@ def test_a_write_costs_the_set_up_and_two_round_trips(proxied):
 
 def test_a_send_trusts_the_opens_look_at_the_auxiliary_tables(proxied):
     """The open's one round trip already said which usage tables exist: the send's budget
-    check does not ask the catalogue again (set-up + 4: the transaction opened with the
-    one read of both members and their fleet's Director, the insert, the commit, the
-    preview's placement read)."""
+    check does not ask the catalogue again (set-up + 5: the placements read to decide who
+    the caller is (docs/security.md), the transaction opened with the one read of both
+    members and their fleet's Director, the insert, the commit, the preview's placement
+    read)."""
     environ, proxy, _, worker = proxied
     assert counted(proxy, environ, "message", "send", "--from-member-id", str(worker), "--to-member-id", "1", "hi") == (
         1,
-        8,
+        9,
     )
 
 
