@@ -43,12 +43,14 @@ def when(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp)
 
 
-def pane_gone(message_id: int, member_id: int, reason: str) -> str:
-    """The not-notified diagnostic for a member whose pane is gone: no retry can deliver."""
+def pane_gone(message_id: int, member_id: int, reason: str, fleet_id: int = 1) -> str:
+    """The not-notified diagnostic for a member whose pane is gone: no retry can deliver
+    until the member is started again."""
     return (
         f"Warning: message {message_id} is stored but member {member_id} was not notified: {reason}. "
-        f"Member {member_id}'s pane is gone, so nothing can deliver it: see `cafleet member show {member_id}`; "
-        f"`cafleet member delete {member_id}` and a new member take its work over. Do not resend.\n"
+        f"Member {member_id}'s pane is gone: it waits until `cafleet member revive {member_id}` starts it again, its "
+        f"conversation resumed (when the Director's pane is gone too, `cafleet fleet restore {fleet_id}` from a new "
+        "pane), and the fleet keeper then delivers it. Do not resend.\n"
     )
 
 
@@ -95,12 +97,12 @@ def test_dead_pane_leaves_the_message_stored_and_owed(fleet):
     result = fleet.send(fleet.director, member, "are you there?")
     gone = f"tmux pane {bob['pane_id']} is gone (can't find pane: {bob['pane_id']})"
     assert (result.code, result.out) == (0, f"sent message 1 to member {member}\n")
-    assert result.err == pane_gone(1, member, gone)
+    assert result.err == pane_gone(1, member, gone, fleet.fleet_id)
     assert fleet.notified_at(1) is None
 
     again = fleet.send(fleet.director, member, "hello?", "--json")
     assert (again.code, again.json()["notified"]) == (0, False)
-    assert again.err == pane_gone(2, member, gone)
+    assert again.err == pane_gone(2, member, gone, fleet.fleet_id)
     assert fleet.query("SELECT message_id, notified_at, status_state FROM messages ORDER BY message_id") == [
         (1, None, "input_required"),
         (2, None, "input_required"),
@@ -444,6 +446,7 @@ def test_herdr_send_then_dead_pane(herdr):
     assert closed.returncode == 0, closed.stderr
     lost = herdr.send(herdr.director, member, "still there?", "--json")
     assert (lost.code, lost.json()["notified"]) == (0, False)
-    assert lost.err == pane_gone(2, member, f"herdr pane {pane} is gone (pane {pane} not found (pane_not_found))")
+    gone = f"herdr pane {pane} is gone (pane {pane} not found (pane_not_found))"
+    assert lost.err == pane_gone(2, member, gone, herdr.fleet_id)
     assert herdr.notified_at(2) is None
     assert herdr.submits(member) == [preview_line(sent.json())]

@@ -682,8 +682,8 @@ def test_l_a_message_owed_to_a_pane_that_is_gone_says_so_and_what_to_do(fleet):
     sent = fleet.send(fleet.director, member, "are you there?", "--json")
     assert (sent.code, sent.json()["notified"]) == (0, False), sent
     assert "retries it as soon as" not in sent.err and "will be retried" not in sent.err
-    assert f"Member {member}'s pane is gone, so nothing can deliver it: " in sent.err, sent.err
-    assert f"`cafleet member delete {member}` and a new member take its work over. Do not resend.\n" in sent.err
+    assert f"Member {member}'s pane is gone: it waits until `cafleet member revive {member}` starts" in sent.err
+    assert f"`cafleet fleet restore {fleet.fleet_id}` from a new pane), and the fleet keeper" in sent.err, sent.err
     wait_for(lambda: not alive(pid), timeout=30, what="the keeper to end with its Director's pane")
 
 

@@ -78,8 +78,9 @@ def test_wait_skips_a_busy_pane_and_returns_its_own_messages(env, cli, build, st
         f"Warning: message {owed} is stored but member {typed_into} was not notified: tmux pane %5 is gone"
     )
     assert again.err.endswith(  # its pane is gone: no retry can deliver (tests/test_keeper.py, test_l_)
-        f"Member {typed_into}'s pane is gone, so nothing can deliver it: see `cafleet member show {typed_into}`; "
-        f"`cafleet member delete {typed_into}` and a new member take its work over. Do not resend.\n"
+        f"Member {typed_into}'s pane is gone: it waits until `cafleet member revive {typed_into}` starts it again, "
+        f"its conversation resumed (when the Director's pane is gone too, `cafleet fleet restore {fleet_id}` from a "
+        "new pane), and the fleet keeper then delivers it. Do not resend.\n"
     )
 
 
@@ -97,6 +98,7 @@ def test_wait_names_every_message_it_could_not_notify(env, cli, build, store):
         f"Warning: messages {owed[0]}, {owed[1]} are stored but member {gone} was not notified: tmux pane %5 is gone"
     )
     assert line.endswith(
-        f"Member {gone}'s pane is gone, so nothing can deliver them: see `cafleet member show {gone}`; "
-        f"`cafleet member delete {gone}` and a new member take its work over. Do not resend."
+        f"Member {gone}'s pane is gone: they wait until `cafleet member revive {gone}` starts it again, its "
+        f"conversation resumed (when the Director's pane is gone too, `cafleet fleet restore {fleet_id}` from a new "
+        "pane), and the fleet keeper then delivers them. Do not resend."
     )

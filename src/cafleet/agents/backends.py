@@ -129,6 +129,38 @@ def build_argv(
     ``session_id`` (a UUID) is claude's ``--session-id``: the name of the transcript its
     usage is read from (docs/usage.md); the other agents ignore it.
     """
+    return _argv(agent, member_name, prompt, model, effort, member_id, session_id=session_id)
+
+
+def resume_argv(
+    agent: str,
+    *,
+    member_name: str,
+    session: str,
+    line: str,
+    model: str | None = None,
+    effort: str | None = None,
+    member_id: int | None = None,
+) -> list[str]:
+    """The argv that starts ``agent`` again as member ``member_name``, resuming its own
+    conversation ``session`` with ``line`` as the next prompt (not a second spawn prompt):
+    claude ``--resume <session>`` (the same session id, so usage goes on in one
+    transcript), ``codex resume <session>``, opencode ``--session <session>``. The
+    stand-in has no conversation: it starts as usual."""
+    return _argv(agent, member_name, line, model, effort, member_id, resume=session)
+
+
+def _argv(
+    agent: str,
+    member_name: str,
+    prompt: str,
+    model: str | None,
+    effort: str | None,
+    member_id: int | None,
+    *,
+    session_id: str | None = None,
+    resume: str | None = None,
+) -> list[str]:
     validate(agent, model, effort)
     if "\x00" in prompt:
         raise UsageError("the spawn prompt contains a NUL character; remove it")
@@ -137,22 +169,27 @@ def build_argv(
         argv += ["--name", member_name]
         if session_id is not None:
             argv += ["--session-id", session_id]
+        if resume is not None:
+            argv += ["--resume", resume]
         if model is not None:
             argv += ["--model", model]
         if effort is not None:
             argv += ["--effort", effort]
         return argv + ["--", prompt]
     if agent == "codex":
-        argv = ["codex", "--no-daemon", "--ask-for-approval", "never", "--sandbox", "workspace-write"]
+        argv = ["codex", *(["resume"] if resume is not None else [])]
+        argv += ["--no-daemon", "--ask-for-approval", "never", "--sandbox", "workspace-write"]
         if model is not None:
             argv += ["--model", model]
         if effort is not None:
             argv.append(f"--config=model_reasoning_effort={effort}")
-        return argv + ["--", prompt]
+        return argv + ["--", *([resume] if resume is not None else []), prompt]
     if agent == "opencode":
         argv = ["opencode", "--agent", "cafleet"]
         if model is not None:
             argv += ["--model", model]
+        if resume is not None:
+            argv += ["--session", resume]
         return argv + [f"--prompt={prompt}"]
     if member_id is None:
         raise ValueError("build_argv needs member_id for the standin agent")

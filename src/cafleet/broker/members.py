@@ -10,7 +10,7 @@ from cafleet.errors import Conflict, NotFound
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
-    from cafleet.broker.records import MemberBrief, MemberDetail
+    from cafleet.broker.records import MemberBrief, MemberDetail, PlacementRecord
     from cafleet.store.protocol import Store
 
 # A member's row: first what its roster record reads (_brief), then the rest of its
@@ -154,6 +154,40 @@ def set_pane_id(
         ).rowcount
     if not updated:
         raise Conflict(f"member {member_id} is no longer active; its pane was not recorded.")
+
+
+def move_placement(
+    store: Store,
+    member_id: int,
+    *,
+    was: PlacementRecord,
+    backend: str,
+    session: str,
+    window_id: str,
+    pane_id: str,
+    identity: str | None,
+) -> bool:
+    """Move an active member's placement from the dead pane ``was`` (its placement record)
+    to a new pane (``fleet restore``, ``member revive``): only while the row still names
+    ``was``'s pane and session, so of two commands moving it at once one wins. False when
+    it changed meanwhile (or the member left)."""
+    with store.write():
+        moved = store.execute(
+            "UPDATE member_placements SET backend = ?, mux_session = ?, mux_window_id = ?, mux_pane_id = ?, "
+            "created_at = ? WHERE member_id = ? AND mux_pane_id = ? AND mux_session = ? AND member_id IN "
+            "(SELECT member_id FROM members WHERE status = 'active')",
+            (
+                backend,
+                session,
+                window_id,
+                encode_pane(pane_id, identity),
+                clock.now(),
+                member_id,
+                encode_pane(was["pane_id"], was["identity"]),
+                was["session"],
+            ),
+        ).rowcount
+    return bool(moved)
 
 
 def check_deletable(store: Store, member_id: int) -> MemberDetail:

@@ -104,6 +104,27 @@ def delete(ctx: Context, fleet_id, discard_worktree):
     ctx.emit(record, text)
 
 
+def restore(ctx: Context, fleet_id):
+    """Make this pane the Director's when its own is gone, start every member whose pane is
+    gone again (its conversation resumed), then the keeper (docs/delivery.md); exit status 1
+    when a member is left lost (each outcome is printed all the same)."""
+    from cafleet.delivery import drain, restore
+
+    result = restore.restore_fleet(ctx.store(), ctx.settings, fleet_id)
+    ctx.emit(result, lambda: "\n".join(outcome_line(row) for row in result["members"]))
+    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id)  # owed previews need one
+    if warning:
+        ctx.err(warning)
+    return 1 if any(row["outcome"] == restore.LOST for row in result["members"]) else None
+
+
+def outcome_line(row: dict) -> str:
+    """One member's outcome of a restore or revive, in one line (shared with member revive)."""
+    pane = f" in pane {render.inline(row['pane_id'])}" if row["pane_id"] else ""
+    detail = f": {render.inline(row['detail'])}" if row["detail"] else ""
+    return f"member {row['member_id']}: {row['outcome']}{pane}{detail}"
+
+
 def keeper_text(keeper, settings) -> str:
     """``running, pid … since …``, ``stalled, pid …: no heartbeat for …`` or why it does not
     run (shared with doctor)."""

@@ -214,6 +214,20 @@ def delete(ctx: Context, member_id, discard_worktree):
     ctx.emit(record, text)
 
 
+def revive(ctx: Context, member_id):
+    """Start a member whose pane or agent is gone again, its conversation resumed."""
+    from cafleet.cli.fleet import outcome_line
+    from cafleet.delivery import drain, restore
+
+    _director_only(ctx, "member revive", member_id=member_id)
+    result = restore.revive_member(ctx.store(), ctx.settings, member_id)
+    ctx.emit(result, lambda: outcome_line(result))
+    warning = drain.start_keeper(ctx.store(), ctx.settings, members.get_member(ctx.store(), member_id)["fleet_id"])
+    if warning:
+        ctx.err(warning)
+    return 1 if result["outcome"] == restore.LOST else None
+
+
 def worktree_line(member_id: int, tree: dict) -> str:
     """What a delete did with a member's worktree, in one line (shared with fleet delete)."""
     from cafleet.delivery.worktrees import kept_line

@@ -146,6 +146,14 @@ COMMANDS = [
     ),
     Command(
         "fleet",
+        "restore",
+        "cafleet.cli.fleet:restore",
+        "From a new pane after the fleet's panes were lost: make it the Director's, start every lost member "
+        "again with its conversation resumed, start the keeper (idempotent).",
+        (_id("fleet_id", "the fleet"),),
+    ),
+    Command(
+        "fleet",
         "usage",
         "cafleet.cli.usage:fleet",
         "Tokens by kind and model and dollars, per member and for the fleet, from the agents' own records.",
@@ -313,6 +321,13 @@ COMMANDS = [
                 help="remove the member's worktree and branch even with uncommitted, ignored or unpushed work",
             ),
         ),
+    ),
+    Command(
+        "member",
+        "revive",
+        "cafleet.cli.member:revive",
+        "Start a member whose pane or agent is gone again, in a new pane, its conversation resumed.",
+        (_id("member_id", "the member"),),
     ),
     Command(
         "member",

@@ -139,7 +139,7 @@ def notify_after_send(store: Store, settings: config.Settings, recipient_id: int
     if notified:
         return Outcome(True)
     keeper = fleet_keeper(store, settings, target["fleet_id"])
-    return Outcome(False, not_notified(message_id, recipient_id, failure, keeper))
+    return Outcome(False, not_notified(message_id, recipient_id, failure, keeper, target["fleet_id"]))
 
 
 def retry_fleet(
@@ -173,7 +173,7 @@ def retry_fleet(
             if keeper is None:
                 keeper = fleet_keeper(store, settings, fleet_id)
         if failure and owed:
-            outcomes.append(Outcome(False, not_notified(owed, recipient_id, failure, keeper or "")))
+            outcomes.append(Outcome(False, not_notified(owed, recipient_id, failure, keeper or "", fleet_id)))
     return outcomes
 
 
@@ -226,10 +226,10 @@ class PaneGoneReason(str):
     """A drain's failure reason that says the recipient's pane is gone: no retry can deliver."""
 
 
-def not_notified(message_ids, recipient_id: int, reason: str, no_keeper: str) -> str:
+def not_notified(message_ids, recipient_id: int, reason: str, no_keeper: str, fleet_id: int | None = None) -> str:
     """The not-notified line: the ids still owed (one id or a list), the reason, and what
-    will happen: nothing, while the recipient's pane is gone (``reason`` a
-    :class:`PaneGoneReason`); the fleet keeper's retry when one runs (``no_keeper`` is "");
+    will happen: nothing until the recipient is started again, while its pane is gone
+    (``reason`` a :class:`PaneGoneReason`; ``fleet_id`` names the restore command); the fleet keeper's retry when one runs (``no_keeper`` is "");
     else why no keeper runs and what fixes that (``no_keeper``), and which commands retry."""
     ids = [message_ids] if isinstance(message_ids, int) else list(message_ids)
     many = len(ids) > 1
@@ -239,9 +239,11 @@ def not_notified(message_ids, recipient_id: int, reason: str, no_keeper: str) ->
         head = f"Warning: message {ids[0]} is stored but member {recipient_id} was not notified"
     it = "them" if many else "it"
     if isinstance(reason, PaneGoneReason):
+        restore = f"`cafleet fleet restore {fleet_id}`" if fleet_id is not None else "`cafleet fleet restore`"
         retry = (
-            f"Member {recipient_id}'s pane is gone, so nothing can deliver {it}: see `cafleet member show "
-            f"{recipient_id}`; `cafleet member delete {recipient_id}` and a new member take its work over"
+            f"Member {recipient_id}'s pane is gone: {it} wait{'' if many else 's'} until `cafleet member revive "
+            f"{recipient_id}` starts it again, its conversation resumed (when the Director's pane is gone too, "
+            f"{restore} from a new pane), and the fleet keeper then delivers {it}"
         )
     elif not no_keeper:
         retry = f"The fleet keeper retries {it} as soon as the pane can take {it}"

@@ -144,8 +144,8 @@ class Noticer:
                     f"Member {member_id} ({name}) cannot take previews: {render.inline(detail)}. "
                     f"Message{'s' if len(owed) > 1 else ''} {ids} "
                     f"{'are' if len(owed) > 1 else 'is'} owed a preview and stay pending. "
-                    f"See `cafleet member show {member_id}`; `cafleet member delete {member_id}` and a new "
-                    "member take its work over.",
+                    f"`cafleet member revive {member_id}` starts it again with its conversation resumed; "
+                    f"`cafleet member delete {member_id}` and a new member take its work over instead.",
                 )
         if self.silent(entry):
             subject = f"member:{member_id}"

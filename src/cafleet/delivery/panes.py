@@ -313,6 +313,15 @@ class Spawn:
             session_id=session_id,
         )
 
+    def record(self, store: Store, member_id: int, cwd: str | None, session_id: str | None) -> None:
+        """Remember what the member is started with, before its pane opens, so that
+        ``fleet restore`` and ``member revive`` can start it again."""
+        from cafleet.broker import spawns
+
+        spawns.record(
+            store, member_id, model=self.model, effort=self.effort, prompt=self.prompt, cwd=cwd, session_id=session_id
+        )
+
 
 def create_member(
     store: Store,
@@ -395,6 +404,7 @@ def _create_local(
     def open_pane(member_id: int, workdir: str | None) -> tuple[str, str | None, dict, str | None]:
         workdir = workdir or cwd
         session_id = _record_usage_source(store, settings.environ, member_id, spawn.agent, workdir, **budgets)
+        spawn.record(store, member_id, workdir, session_id)
         pane_env = {
             "CAFLEET_DATABASE_URL": database,
             "CAFLEET_MEMBER_ID": str(member_id),
@@ -662,8 +672,12 @@ def _create_remote(store: Store, settings: config.Settings, host: str, spawn: Sp
     mux = Tmux(None, remote=ssh, label=REMOTE_SERVER)
 
     def open_pane(member_id: int, workdir: str | None) -> tuple[str, str | None, dict, str | None]:
+        import uuid
+
+        session_id = str(uuid.uuid4()) if spawn.agent == "claude" else None  # what a restore resumes
+        spawn.record(store, member_id, workdir, session_id)
         session, window_id, pane_id, identity = mux.new_session(
-            spawn.argv(member_id),
+            spawn.argv(member_id, session_id),
             env=remote_pane_env(environ, database, host, spawn.fleet_id, member_id),
             window_name=f"cafleet-{member_id}",
             cwd=workdir,

@@ -389,6 +389,15 @@ class Tmux:
         pane_id, identity, session_id, window_id, socket = fields
         return f"{session_id}@{socket}", window_id, pane_id, identity
 
+    def panes_with_pids(self) -> list[tuple[str, int]]:
+        """(pane id, its process id) of every pane on this server."""
+        pairs = []
+        for line in self._run(["list-panes", "-a", "-F", "#{pane_id} #{pane_pid}"]).splitlines():
+            pane_id, _, pid = line.partition(" ")
+            if pane_id.startswith("%") and pid.isdigit():
+                pairs.append((pane_id, int(pid)))
+        return pairs
+
     def capture(self, pane_id: str, lines: int = 50, ansi: bool = False) -> str:
         args = ["capture-pane", "-p", "-J", "-t", pane_id]
         if lines > 0:  # 0: the visible screen alone (capture-pane's default), no history
