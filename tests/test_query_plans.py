@@ -52,6 +52,8 @@ TABLES = {
     "w": "cafleet_aux_member_worktrees",
     "cafleet_aux_member_worktrees": "cafleet_aux_member_worktrees",
     "cafleet_aux_fleet_worktrees": "cafleet_aux_fleet_worktrees",
+    "sp": "cafleet_aux_member_spawns",
+    "cafleet_aux_member_spawns": "cafleet_aux_member_spawns",
     "cafleet_aux_execs": "cafleet_aux_execs",
     "walk": "the activity walk's list of steps (broker/activity.py), constant rows",
     "CONSTANT": "a constant row of that list",
@@ -425,6 +427,25 @@ def test_watch_and_webui_reads_use_indexes(env, database, recorded):
     } <= callers(recorded)
     assert plan_problems(path, recorded.statements) == []
     assert pending_reads_off_the_index(path, recorded.statements) == []
+
+
+def test_the_keepers_look_for_sessions_to_keep_uses_indexes(database, recorded):
+    """The keeper asks every few seconds which codex or opencode members have no session
+    kept yet (what `fleet restore` resumes): by the fleet's index, never a walk of members."""
+    from cafleet.broker import spawns
+    from cafleet.delivery import restore
+
+    path, ids = database
+    store = open_store(path)
+    try:
+        for member_id in ids["crew"][:2]:
+            spawns.record(store, member_id, model=None, effort=None, prompt="p", cwd="/", session_id=None)
+        recorded.statements.clear()
+        restore.pin_sessions(store, ids["fleet"])
+    finally:
+        store.close()
+    assert "unpinned" in callers(recorded)
+    assert plan_problems(path, recorded.statements) == []
 
 
 def test_the_budget_gate_reads_stored_totals_by_index(cli, env, database, recorded, tmp_path):

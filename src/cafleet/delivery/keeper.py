@@ -96,8 +96,11 @@ class UsageKeeper:
         """Read what is new and store it; return the bytes read."""
         from cafleet.delivery import usage
 
+        from cafleet.delivery import restore
+
         try:
             read = usage.refresh(self.store, self.fleet_id)[1]
+            restore.pin_sessions(self.store, self.fleet_id)  # what `fleet restore` resumes, kept early
         except DatabaseError:
             raise
         except (CafleetError, OSError) as error:

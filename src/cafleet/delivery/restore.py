@@ -150,22 +150,8 @@ def plan(store: Store, member: MemberDetail, director_id: int) -> Plan:
     spawn = spawns.get(store, member_id) or {}
     source = usage.sources(store, [member_id]).get(member_id) or {}
     session = spawn.get("session_id") or (source.get("session_id") if agent == "claude" else None)
-    if not session and spawn and source and agent in ("codex", "opencode"):
-        found = (
-            sessions.codex_session(
-                source["data_dir"], started_at=source["started_at"], fleet_id=fleet_id, member_id=member_id
-            )
-            if agent == "codex"
-            else sessions.opencode_session(
-                source["data_dir"],
-                cwd=source["cwd"],
-                started_at=source["started_at"],
-                fleet_id=fleet_id,
-                member_id=member_id,
-            )
-        )
-        if found:
-            session = spawns.pin_session(store, member_id, found)
+    if not session and spawn:
+        session = _pin(store, fleet_id, member_id, agent, source)
     cwd = spawn.get("cwd") if spawn else source.get("cwd")
     name, model, effort = member["name"], spawn.get("model"), spawn.get("effort")
     if agent == backends.STANDIN or (session is not None and sessions.valid(agent, session)):
@@ -189,6 +175,38 @@ def plan(store: Store, member: MemberDetail, director_id: int) -> Plan:
     )
     argv = backends.build_argv(agent, member_name=name, prompt=text, model=model, effort=effort, member_id=member_id)
     return Plan(argv, FRESH, why + "; started with its spawn prompt", None, cwd)
+
+
+def _pin(store: Store, fleet_id: int, member_id: int, agent: str, source: dict) -> str | None:
+    """The codex or opencode session found in the member's own records (its usage source:
+    the agent's folder, the pane's folder, the spawn time), kept once found; None when none
+    is found yet (or the agent is another)."""
+    from cafleet.agents import sessions
+    from cafleet.broker import spawns
+
+    if not source or agent not in ("codex", "opencode"):
+        return None
+    started, folder = source["started_at"], source["data_dir"]
+    if agent == "codex":
+        found = sessions.codex_session(folder, started_at=started, fleet_id=fleet_id, member_id=member_id)
+    else:
+        found = sessions.opencode_session(
+            folder, cwd=source["cwd"], started_at=started, fleet_id=fleet_id, member_id=member_id
+        )
+    return spawns.pin_session(store, member_id, found) if found else None
+
+
+def pin_sessions(store: Store, fleet_id: int) -> None:
+    """Keep the session of each of the fleet's codex and opencode members that has none kept
+    yet, as soon as its agent wrote it (the keeper, every few seconds): a session written
+    into the same folder later, by anyone, never replaces it."""
+    from cafleet.broker import spawns, usage
+
+    waiting = spawns.unpinned(store, fleet_id, ("codex", "opencode"))
+    if waiting:
+        found = usage.sources(store, [member_id for member_id, _agent in waiting])
+        for member_id, agent in waiting:
+            _pin(store, fleet_id, member_id, agent, found.get(member_id) or {})
 
 
 def restore_member(store: Store, settings: config.Settings, member: MemberDetail, director: MemberDetail) -> dict:

@@ -197,15 +197,12 @@ DECLARED_AUX_TABLES: tuple[Table, ...] = (
     Table("cafleet_aux_fleet_worktrees", "fleet_id int! pk, worktrees int!"),
     # cafleet_aux_member_spawns: what a member was started with, so that `fleet restore` and
     # `member revive` can start it again (docs/delivery.md, "A fleet outlives its panes"): its
-    # model and effort, the spawn prompt as given, the folder its pane started in, the session
-    # of its agent that a restore resumes (kept once known), and the keeper's revival times.
+    # model and effort, the spawn prompt as given, the folder its pane started in, and the
+    # session of its agent that a restore resumes (kept once known).
     Table(
         "cafleet_aux_member_spawns",
-        "member_id int! pk, model text, effort text, prompt text!, cwd text, session_id text, revivals text!",
+        "member_id int! pk, model text, effort text, prompt text!, cwd text, session_id text",
     ),
-    # cafleet_aux_fleet_revive: a fleet whose members' dead agents the keeper revives
-    # (`fleet create --revive N`): at most N times an hour each.
-    Table("cafleet_aux_fleet_revive", "fleet_id int! pk, per_hour int!"),
     # cafleet_aux_execs: the commands the Director runs in a member's pane (`cafleet member
     # exec`, docs/delivery.md, "Commands run in a member's pane"): the member and the Director
     # it is run for, the command's text (never typed: the pane gets a line naming only the id),
