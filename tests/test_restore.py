@@ -41,14 +41,16 @@ def held(tmp_path):
     yield from held_commands(tmp_path)
 
 
-def new_server(fleet: PaneFleet, tmp_path, stack) -> dict:
+def new_server(fleet: PaneFleet, tmp_path, stack, same_socket: bool = True) -> dict:
     """A new private tmux server (the old one is dead) whose first pane runs the byte
-    recorder: the environment a command typed there sees."""
+    recorder: the environment a command typed there sees. ``same_socket``: on the dead
+    server's socket, as after a reboot (its session and pane ids start again at $0 and %0,
+    the ids the dead placements hold); else on a socket of its own."""
     import sys
 
-    server = stack.enter_context(
-        running_tmux_server(fleet.server.env, command=(sys.executable, str(RECORDER), str(tmp_path / "new.bytes")))
-    )
+    recorder = (sys.executable, str(RECORDER), str(tmp_path / "new.bytes"))
+    name = fleet.server.name if same_socket else None
+    server = stack.enter_context(running_tmux_server(fleet.server.env, command=recorder, name=name))
     pane = server.main_pane()
     wait_for(lambda: READY in server.run("capture-pane", "-p", "-t", pane), what="the recorder")
     fleet.new_server = server
@@ -198,7 +200,7 @@ def test_two_restores_at_once_leave_one_set_of_panes(fleet, tmp_path):
     members = [fleet.create(name) for name in ("one", "two", "three")]
     kill_server(fleet)
     with ExitStack() as stack:
-        environ = new_server(fleet, tmp_path, stack)
+        environ = new_server(fleet, tmp_path, stack, same_socket=False)
         procs = [start(["fleet", "restore", str(fleet.fleet_id), "--json"], environ) for _ in range(2)]
         results = []
         for proc in procs:

@@ -153,9 +153,11 @@ def running_tmux_server(
     width: int = WIDTH,
     height: int = HEIGHT,
     command: Sequence[str] = ("sh",),
+    name: str | None = None,
 ) -> Iterator[TmuxServer]:
-    """Start a private tmux server (session ``main``) and kill it on exit."""
-    name = f"cafleet-test-{uuid.uuid4().hex[:12]}"
+    """Start a private tmux server (session ``main``) and kill it on exit; ``name``: the
+    socket of one that died (a reboot's server, numbering its sessions and panes anew)."""
+    name = name or f"cafleet-test-{uuid.uuid4().hex[:12]}"
     selector = ["-L", name]
     size = ["-x", str(width), "-y", str(height)]
     _tmux(selector, ["new-session", "-d", "-s", "main", *size, "--", *command], environ)

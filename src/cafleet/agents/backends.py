@@ -145,8 +145,9 @@ def resume_argv(
     """The argv that starts ``agent`` again as member ``member_name``, resuming its own
     conversation ``session`` with ``line`` as the next prompt (not a second spawn prompt):
     claude ``--resume <session>`` (the same session id, so usage goes on in one
-    transcript), ``codex resume <session>``, opencode ``--session <session>``. The
-    stand-in has no conversation: it starts as usual."""
+    transcript), ``codex resume <session>``, opencode ``--session <session>`` (without the
+    line: opencode's TUI ignores ``--prompt`` when it opens a session, so the previews it is
+    owed wake it instead). The stand-in has no conversation: it starts as usual."""
     return _argv(agent, member_name, line, model, effort, member_id, resume=session)
 
 
@@ -188,8 +189,8 @@ def _argv(
         argv = ["opencode", "--agent", "cafleet"]
         if model is not None:
             argv += ["--model", model]
-        if resume is not None:
-            argv += ["--session", resume]
+        if resume is not None:  # its TUI drops --prompt beside --session (opencode 1.18): none given
+            return argv + ["--session", resume]
         return argv + [f"--prompt={prompt}"]
     if member_id is None:
         raise ValueError("build_argv needs member_id for the standin agent")

@@ -93,7 +93,8 @@ def _take_directors_pane(store: Store, settings: config.Settings, fleet_id: int,
             "run `cafleet fleet restore` from a new pane. Nothing was done."
         )
     pane = multiplexer_for_environment(settings.environ).current_pane()
-    if (pane.backend, pane.session, pane.pane_id) == (placement["backend"], placement["session"], placement["pane_id"]):
+    recorded = (placement["backend"], placement["session"], placement["pane_id"], placement["identity"])
+    if (pane.backend, pane.session, pane.pane_id, pane.identity) == recorded:
         return {"member_id": director_id, "outcome": RUNNING, "pane_id": pane.pane_id, "detail": "this pane"}
     alive, why = _pane_alive(placement)
     if alive:
@@ -160,6 +161,8 @@ def plan(store: Store, member: MemberDetail, director_id: int) -> Plan:
             agent, member_name=name, session=session or "", line=line, model=model, effort=effort, member_id=member_id
         )
         detail = "its agent started again" if agent == backends.STANDIN else f"resumed its session {session}"
+        if agent == "opencode":
+            detail += " (opencode takes no first line beside a session: its owed previews wake it)"
         return Plan(argv, RESTORED, detail, session, cwd)
     why = "no session of its agent was recorded" if not session else f"its recorded session {session!r} is malformed"
     text = render_spawn_prompt(
@@ -239,6 +242,8 @@ def _restart(
 ) -> dict:
     """Start ``member`` (whose ``placement`` was found dead for ``why``) in a new pane beside
     the Director's (``beside``), or on its own host."""
+    from contextlib import nullcontext
+
     from cafleet.delivery.lock import placement_lock
     from cafleet.mux.ssh import split_session
 
@@ -261,7 +266,17 @@ def _restart(
         try:
             if store.hooks is not None:
                 store.hooks.pause("restore.opened")
-            with placement_lock(settings.lock_dir, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id):
+            same = (recorded["backend"], recorded["session"], pane_id) == (
+                placement["backend"],
+                placement["session"],
+                placement["pane_id"],
+            )  # a server restarted on the same socket numbers its panes anew: the lock held already
+            new_lock = (
+                nullcontext()
+                if same
+                else placement_lock(settings.lock_dir, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id)
+            )
+            with new_lock:
                 moved = members.move_placement(
                     store,
                     member_id,
