@@ -108,6 +108,7 @@ def restore(ctx: Context, fleet_id):
     """Make this pane the Director's when its own is gone, start every member whose pane is
     gone again (its conversation resumed), then the keeper (docs/delivery.md); exit status 1
     when a member is left lost (each outcome is printed all the same)."""
+    from cafleet.cli.member import outcome_line
     from cafleet.delivery import drain, restore
 
     result = restore.restore_fleet(ctx.store(), ctx.settings, fleet_id)
@@ -116,13 +117,6 @@ def restore(ctx: Context, fleet_id):
     if warning:
         ctx.err(warning)
     return 1 if any(row["outcome"] == restore.LOST for row in result["members"]) else None
-
-
-def outcome_line(row: dict) -> str:
-    """One member's outcome of a restore or revive, in one line (shared with member revive)."""
-    pane = f" in pane {render.inline(row['pane_id'])}" if row["pane_id"] else ""
-    detail = f": {render.inline(row['detail'])}" if row["detail"] else ""
-    return f"member {row['member_id']}: {row['outcome']}{pane}{detail}"
 
 
 def keeper_text(keeper, settings) -> str:

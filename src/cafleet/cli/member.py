@@ -216,7 +216,6 @@ def delete(ctx: Context, member_id, discard_worktree):
 
 def revive(ctx: Context, member_id):
     """Start a member whose pane or agent is gone again, its conversation resumed."""
-    from cafleet.cli.fleet import outcome_line
     from cafleet.delivery import drain, restore
 
     _director_only(ctx, "member revive", member_id=member_id)
@@ -226,6 +225,13 @@ def revive(ctx: Context, member_id):
     if warning:
         ctx.err(warning)
     return 1 if result["outcome"] == restore.LOST else None
+
+
+def outcome_line(row: dict) -> str:
+    """One member's outcome of a restore or revive, in one line (shared with fleet restore)."""
+    pane = f" in pane {render.inline(row['pane_id'])}" if row["pane_id"] else ""
+    detail = f": {render.inline(row['detail'])}" if row["detail"] else ""
+    return f"member {row['member_id']}: {row['outcome']}{pane}{detail}"
 
 
 def worktree_line(member_id: int, tree: dict) -> str:
