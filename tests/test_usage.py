@@ -11,7 +11,7 @@ STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/co
 
 import pytest
 
-from cafleet.broker import usage
+from cafleet.broker import spawns, usage
 from cafleet.store import schema
 from cafleet.store.connection import open_store
 from tests.conftest import FleetBuilder
@@ -103,7 +103,8 @@ def test_a_file_without_the_usage_tables_works_and_the_first_budget_creates_them
 
     capped = create(fleet, "capped", "--budget-tokens", "10")
     assert capped.code == 0, capped
-    assert usage_tables(fleet.db) == {usage.TABLE, usage.TOTALS_TABLE}  # the stored totals come with the sources
+    # the stored totals come with the sources; what the member was started with, with it
+    assert usage_tables(fleet.db) == {usage.TABLE, usage.TOTALS_TABLE, spawns.TABLE}
     assert fleet.query("SELECT version FROM refinery_schema_history") == [(1,)]
     report = fleet.cafleet("member", "usage", str(capped.json()["member_id"]), "--json").json()
     assert report["budget"] == {"usd": None, "tokens": 10, "over": False}
@@ -120,7 +121,7 @@ def test_a_file_without_the_usage_tables_works_and_the_first_budget_creates_them
     assert "spend" not in by_id[plain.json()["member_id"]]  # no budget: the roster record is unchanged
     fleet_budget = fleet.cafleet("fleet", "budget", str(fleet.fleet_id), "--usd", "3")
     assert fleet_budget.code == 0, fleet_budget
-    assert usage_tables(fleet.db) == {usage.TABLE, usage.TOTALS_TABLE, usage.FLEET_TABLE}
+    assert usage_tables(fleet.db) == {usage.TABLE, usage.TOTALS_TABLE, spawns.TABLE, usage.FLEET_TABLE}
     assert fleet.query("SELECT version FROM refinery_schema_history") == [(1,)]
 
 

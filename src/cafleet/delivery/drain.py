@@ -241,7 +241,7 @@ def not_notified(message_ids, recipient_id: int, reason: str, no_keeper: str, fl
     if isinstance(reason, PaneGoneReason):
         restore = f"`cafleet fleet restore {fleet_id}`" if fleet_id is not None else "`cafleet fleet restore`"
         retry = (
-            f"Member {recipient_id}'s pane is gone: {it} wait{'' if many else 's'} until `cafleet member revive "
+            f"Member {recipient_id}'s pane is gone: {'they wait' if many else 'it waits'} until `cafleet member revive "
             f"{recipient_id}` starts it again, its conversation resumed (when the Director's pane is gone too, "
             f"{restore} from a new pane), and the fleet keeper then delivers {it}"
         )

@@ -221,7 +221,10 @@ def _run(
     noticer = Noticer(store, settings, fleet_id, say)
     changes = None
     try:
-        changes = Changes(store, WAKE, stop=stop, reconnect=reconnect)  # the baseline before the first read
+        opened = _first_changes(store, stop, reconnect)  # the baseline before the first read
+        if isinstance(opened, str):
+            return opened
+        changes = opened
         retake = LockRetaker(lock, say, reconnect, stop)
         director = DirectorWatch(store, fleet_id, lock, retake)
         heartbeat = Heartbeat(lock, retake, keepers.beat_every(settings.keeper_stalled_after))
@@ -268,6 +271,21 @@ def _run(
     finally:
         if changes is not None:
             changes.close()
+
+
+def _first_changes(store: Store, stop: StopRequests, reconnect: float):
+    """The keeper's change stream, opened as its loop starts; a database that lets nobody
+    in is tried again for ``reconnect`` seconds, as the loop's own reconnection does, and
+    then the keeper ends saying so (the returned text) instead of failing with an error."""
+    deadline, pause = time.monotonic() + reconnect, 0.1
+    while True:
+        try:
+            return Changes(store, WAKE, stop=stop, reconnect=reconnect)
+        except DatabaseUnreachable as error:
+            if time.monotonic() + pause >= deadline:
+                return f"{clause(error)}; gave up reconnecting after {reconnect:.1f} s"
+            stop.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
 
 class LockRetaker:
