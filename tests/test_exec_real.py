@@ -267,10 +267,10 @@ def test_codex_member_asks_for_a_forbidden_command_and_the_director_runs_it(env,
         assert done.code == 0, (done, codex.screen(member))
         assert done.out.splitlines()[-1] == "exec 1 finished: exit status 4"
         assert fleet.query("SELECT exit_status, outcome FROM cafleet_aux_execs") == [(4, "finished")]
-        nudge(fleet)
-        wait_for(
-            lambda: any(MARKER + "\\n" in json.dumps(t) for t in codex.api.turns()[turns_before:]),
-            timeout=real_codex.TURN_TIMEOUT,
-            what="the model to receive the output",
-        )
+
+        def received() -> bool:  # the keeper's step, looked at again until the pane can take it
+            nudge(fleet)  # (once typed, the exec is nudged and later steps type nothing)
+            return any(MARKER + "\\n" in json.dumps(t) for t in codex.api.turns()[turns_before:])
+
+        wait_for(received, timeout=real_codex.TURN_TIMEOUT, interval=0.5, what="the model to receive the output")
         codex.wait_state(member, "idle")
