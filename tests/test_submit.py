@@ -304,6 +304,7 @@ def test_half_typed_text_is_held_never_submitted_or_cleared(server, standin, tmp
     server.mux.type_text(pane, "sts")
     server.mux.press_enter(pane)
     wait_for(lambda: records(record), what="the person's submission")
+    wait_for(lambda: "fix the tests" not in input_line(server, pane), what="the box drawn empty again")
     submit_preview(server.mux, pane, preview, "standin", pacing=Pacing(**FAST))
     assert kinds_and_texts(record) == [
         ("submit", "fix the tests"),
