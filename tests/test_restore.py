@@ -125,6 +125,8 @@ def test_restore_is_refused_from_a_members_pane_and_while_the_director_lives(fle
     refused = fleet.cafleet("fleet", "restore", str(fleet.fleet_id), environ=member_env)
     assert refused.code != 0 and refused.err.count("\n") == 1, refused
     assert f"names member {one['member_id']} (its TMUX_PANE)" in refused.err, refused
+    revive = fleet.cafleet("member", "revive", str(one["member_id"]), environ=member_env)  # Director only
+    assert revive.code != 0 and "may run `cafleet member revive`" in revive.err, revive
     other = fleet.server.new_pane(["sh"])
     alive = fleet.cafleet("fleet", "restore", str(fleet.fleet_id), environ=dict(fleet.environ, TMUX_PANE=other))
     assert alive.code != 0 and "Director is alive in pane" in alive.err, alive
