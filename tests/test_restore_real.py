@@ -118,14 +118,30 @@ def kill_agent(driven: Driven, pane: str) -> list[int]:
 
 @pytest.mark.parametrize("agent", ["claude", "codex", "opencode"])
 def test_a_real_member_whose_agent_was_killed_is_revived_into_its_own_conversation(agent, tmp_path, request):
+    revived_into_its_conversation(agent, tmp_path, request, by_keeper=False)
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "opencode"])
+def test_the_keeper_revives_a_real_member_that_quit_with_exit_into_its_own_conversation(agent, tmp_path, request):
+    revived_into_its_conversation(agent, tmp_path, request, by_keeper=True)
+
+
+def revived_into_its_conversation(agent: str, tmp_path, request, by_keeper: bool) -> None:
+    """A member told a word; its agent ended (``by_keeper``: it quits by its own ``/exit``
+    command and the keeper of a fleet that opted in revives it; else SIGKILL and a person's
+    ``member revive``); its next model request carries the word."""
     reason = missing(agent)  # before the `env` fixture: it hides CAFLEET_AGENT_PREFIX
     if reason:
         pytest.skip(reason)
     env = monkeypatch = None  # claude and opencode build their own isolated environment
     if agent == "codex":
         env, monkeypatch = request.getfixturevalue("env"), request.getfixturevalue("monkeypatch")
-    with keeper_fleet(agent, tmp_path, env, monkeypatch, codex_approval=None) as driven:
+    extra = {"CAFLEET_NOTICE_INTERVAL": "0.5"} if by_keeper else None  # the keeper looks for deaths twice a second
+    with keeper_fleet(agent, tmp_path, env, monkeypatch, extra, codex_approval=None) as driven:
         fleet = driven.fleet
+        if by_keeper:
+            turned = fleet.cafleet("fleet", "auto-revive", str(fleet.fleet_id), "--per-hour", "2")
+            assert turned.code == 0, turned
         member_id, pane = driven.create("remembers")
         word = f"quokka-{secrets.token_hex(6)}"
         driven.send(member_id, f"Remember this word, it is yours alone: {word}.")
@@ -136,20 +152,23 @@ def test_a_real_member_whose_agent_was_killed_is_revived_into_its_own_conversati
         folder = records_folder(driven)
         wait_for(lambda: recorded(folder, word), TURN_TIMEOUT, 0.1, f"{agent} to write {word} into {folder}")
         before = len(driven.api.turns())
-        killed = kill_agent(driven, pane)
-        wait_for(
-            lambda: states(driven)[member_id][0] == "dead",
-            DEAD_BOUND,
-            0.1,
-            f"member {member_id} to read dead after pids {killed} were killed",
-        )
-        revived = fleet.cafleet("member", "revive", str(member_id), "--json")  # a person's shell
-        assert revived.code == 0, revived
-        outcome = revived.json()
-        assert outcome["outcome"] == "restored", outcome
-        assert "resumed its session" in outcome["detail"], outcome
-        new_pane = outcome["pane_id"]
-        assert new_pane != pane, outcome
+        if by_keeper:
+            new_pane = quit_and_wait_for_the_keeper(driven, member_id, pane)
+        else:
+            killed = kill_agent(driven, pane)
+            wait_for(
+                lambda: states(driven)[member_id][0] == "dead",
+                DEAD_BOUND,
+                0.1,
+                f"member {member_id} to read dead after pids {killed} were killed",
+            )
+            revived = fleet.cafleet("member", "revive", str(member_id), "--json")  # a person's shell
+            assert revived.code == 0, revived
+            outcome = revived.json()
+            assert outcome["outcome"] == "restored", outcome
+            assert "resumed its session" in outcome["detail"], outcome
+            new_pane = outcome["pane_id"]
+            assert new_pane != pane, outcome
         if agent == "opencode":  # no first line beside a session: a message's preview wakes it
             driven.settle(new_pane)
             driven.send(member_id, "Are you back?")
@@ -171,3 +190,25 @@ def test_a_real_member_whose_agent_was_killed_is_revived_into_its_own_conversati
         shown = fleet.cafleet("member", "show", str(member_id), "--json").json()
         assert shown["placement"]["pane_id"] == new_pane, shown
         driven.settle(new_pane)
+
+
+def quit_and_wait_for_the_keeper(driven: Driven, member_id: int, pane: str) -> str:
+    """The agent quits by its own ``/exit``; the keeper revives it (its pane closed with
+    it): the new pane, once the Director's notice says the session was resumed."""
+    fleet = driven.fleet
+    driven.type_keys(pane, "/exit")
+    driven.wait_screen(pane, lambda shown: "/exit" in shown, 10, "/exit typed")  # and its command menu drawn
+    driven.press(pane, "Enter")
+
+    def placed() -> str | None:
+        shown = fleet.cafleet("member", "show", str(member_id), "--json").json()
+        return shown["placement"]["pane_id"] if shown["placement"]["pane_id"] != pane else None
+
+    try:
+        new_pane = wait_for(placed, DEAD_BOUND, 0.2, f"the keeper to revive member {member_id} after /exit")
+    except pytest.fail.Exception:
+        pytest.fail(f"not revived; the old pane shows:\n{driven.capture(pane)}")
+    polled = fleet.cafleet("message", "poll", str(fleet.director), "--json")
+    said = [r for r in polled.json() if r.get("kind") == "revived"]
+    assert len(said) == 1 and "resumed its session" in said[0]["text"], said
+    return new_pane

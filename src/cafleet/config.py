@@ -437,6 +437,16 @@ OPTIONS = (
         high=365 * DAY,
         default_text="wait forever",
     ),
+    _s(
+        "--per-hour",
+        "integer",
+        None,
+        "`fleet auto-revive`: revivals of one member an hour at most before the keeper gives up on it",
+        low=1,
+        high=60,
+        noun="a number of revivals",
+        default_text="unchanged",
+    ),
     _s("--lines", "integer", 40, "`member capture`: lines of the pane to print", low=1, high=10_000),
     _s("--port", "integer", 8000, "`cafleet server`: the port to listen on", low=1, high=65535, noun="a port number"),
     # Budgets (docs/usage.md): bounded so that a budget is always a number both stores keep.

@@ -42,6 +42,8 @@ KINDS = (
     "exec_finished",
     "exec_never_started",
     "exec_vanished",
+    "revived",
+    "not_revived",
 )
 HEADER = render.NOTICE_START + "{kind} {subject}]"  # a sent message never begins a line like it
 

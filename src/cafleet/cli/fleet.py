@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from cafleet.cli.context import Context
 
 
-def create(ctx: Context, name, coding_agent, worktrees):
+def create(ctx: Context, name, coding_agent, worktrees, revive):
     from cafleet.agents.backends import validate
     from cafleet.mux.detect import multiplexer_for_environment
 
@@ -31,8 +31,13 @@ def create(ctx: Context, name, coding_agent, worktrees):
         from cafleet.broker import worktrees as worktree_records
 
         worktree_records.set_fleet_default(ctx.store(), record["fleet_id"], True)
+    if revive:
+        from cafleet.broker import revivals
+
+        revivals.set_fleet(ctx.store(), record["fleet_id"], revivals.DEFAULT_PER_HOUR)
+    shown = dict(record, worktrees=True) if worktrees else record
     ctx.emit(
-        dict(record, worktrees=True) if worktrees else record,
+        dict(shown, revive_per_hour=revivals.DEFAULT_PER_HOUR) if revive else shown,
         lambda: (
             f"created fleet {record['fleet_id']} ({render.inline(name)}); "
             f"you are its Director, member {record['director_member_id']}"
@@ -67,8 +72,11 @@ def list_(ctx: Context):
 def show(ctx: Context, fleet_id):
     from cafleet.delivery import keepers
 
+    from cafleet.broker import revivals
+
     record = fleets.get_fleet(ctx.store(), fleet_id)
     keeper = keepers.status(ctx.store(), ctx.settings, fleet_id)
+    per_hour = revivals.per_hour(ctx.store(), fleet_id)
 
     def text():
         lines = [
@@ -80,9 +88,11 @@ def show(ctx: Context, fleet_id):
         if record["deleted_at"]:
             lines.append(f"deleted: {render.inline(record['deleted_at'])}")
         lines.append(f"keeper: {keeper_text(keeper, ctx.settings)}")
+        lines.append(f"revive: {revive_text(per_hour)}")
         return "\n".join(lines)
 
-    ctx.emit(dict(record, keeper=dict(keeper.as_dict(), enabled=bool(ctx.settings.keeper))), text)
+    keeper_record = dict(keeper.as_dict(), enabled=bool(ctx.settings.keeper))
+    ctx.emit(dict(record, keeper=keeper_record, revive_per_hour=per_hour), text)
 
 
 def delete(ctx: Context, fleet_id, discard_worktree):
@@ -117,6 +127,27 @@ def restore(ctx: Context, fleet_id):
     if warning:
         ctx.err(warning)
     return 1 if any(row["outcome"] == restore.LOST for row in result["members"]) else None
+
+
+def auto_revive(ctx: Context, fleet_id, per_hour, off):
+    """Show, set (``--per-hour``) or turn off (``--off``) the keeper's reviving (Director only
+    to change it)."""
+    from cafleet.broker import revivals
+    from cafleet.delivery import authority
+    from cafleet.errors import UsageError
+
+    if off and per_hour is not None:
+        raise UsageError("--off takes no --per-hour; give one or the other")
+    fleets.require_live(ctx.store(), fleet_id)
+    if off or per_hour is not None:
+        authority.require_director(ctx.store(), ctx.environ, fleet_id, "fleet auto-revive")
+        revivals.set_fleet(ctx.store(), fleet_id, 0 if off else per_hour)
+    now = revivals.per_hour(ctx.store(), fleet_id)
+    ctx.emit({"fleet_id": fleet_id, "revive_per_hour": now}, lambda: f"fleet {fleet_id}: revive {revive_text(now)}")
+
+
+def revive_text(per_hour: int | None) -> str:
+    return f"on, at most {per_hour} a member an hour" if per_hour else "off (`cafleet member revive` by hand)"
 
 
 def keeper_text(keeper, settings) -> str:

@@ -116,6 +116,13 @@ COMMANDS = [
                 "flag",
                 help="give every member its own git worktree unless `member create --no-worktree` (docs/worktrees.md)",
             ),
+            Param(
+                "revive",
+                "--revive",
+                "flag",
+                help="the keeper starts a member whose agent died again, its conversation resumed, and tells you; "
+                "at most 3 times a member an hour (`fleet auto-revive`; docs/delivery.md)",
+            ),
         ),
     ),
     Command(
@@ -151,6 +158,24 @@ COMMANDS = [
         "From a new pane after the fleet's panes were lost: make it the Director's, start every lost member "
         "again with its conversation resumed, start the keeper (idempotent).",
         (_id("fleet_id", "the fleet"),),
+    ),
+    Command(
+        "fleet",
+        "auto-revive",
+        "cafleet.cli.fleet:auto_revive",
+        "Show, set or turn off the keeper's reviving of members whose agent died (docs/delivery.md).",
+        (
+            _id("fleet_id", "the fleet"),
+            Param(
+                "per_hour",
+                "--per-hour",
+                "count",
+                metavar="N",
+                help="turn it on: revivals of one member an hour at most before the keeper gives up on it",
+                default_text="unchanged",
+            ),
+            Param("off", "--off", "flag", help="turn it off (`member revive` still works)"),
+        ),
     ),
     Command(
         "fleet",

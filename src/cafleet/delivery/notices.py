@@ -22,6 +22,11 @@ for each condition that holds and has no open episode:
 - ``over_budget``: the member or its fleet is at or over its budget (the send path's gate,
   ``delivery.drain.refuse_over_budget``).
 
+In a fleet that opted in (``fleet create --revive``) a dead member is first started again
+(:mod:`cafleet.delivery.revival`, whose ``revived`` and ``not_revived`` notices are events,
+each posted with its episode over); the ``dead`` notice is posted only for a member the
+keeper neither revived nor waits to revive.
+
 A condition that no longer holds ends its episode (``cleared_at``); the next time it holds
 gets a new notice. A member deregistered meanwhile ends its episodes too.
 """
@@ -57,6 +62,10 @@ class Noticer:
         self.posted = 0  # notices posted so far (the caller may reset it)
         self.pool = supervision.MuxPool()
         self.down: set[str] = set()
+        from cafleet.delivery.revival import Reviver
+
+        self.reviver = Reviver(store, settings, fleet_id, self.say)  # a fleet that opted in (`--revive`)
+        self.director: MemberDetail | None = None
 
     def round(self) -> float:
         """Look when due; return when the next look is due (``time.monotonic()``)."""
@@ -79,6 +88,8 @@ class Noticer:
         holding: dict[tuple[str, str], tuple[int | None, str | None, str]] = {}
         self.opened = opened = notices.open_episodes(self.store, self.fleet_id)
         self.down = set()  # hosts found unreachable in this look: their other members are not tried
+        self.director = next((e for e in roster if e["member_id"] == director), None)
+        self.reviver.refresh()
         for entry in roster:
             if entry["member_id"] == director or entry["kind"] == "director" or entry["status"] != "active":
                 continue
@@ -133,7 +144,10 @@ class Noticer:
                     f"check it with `ssh {render.inline(host)} true`.",
                 )
         elif state == supervision.DEAD and supervision.still_dead(self.store, self.lock_dir, entry):
-            owed = notifications.owed_message_ids(self.store, member_id)
+            from cafleet.delivery.revival import REVIVED, WAITING
+
+            revived = self.director and self.reviver.consider(entry, self.director, detail)
+            owed = [] if revived in (REVIVED, WAITING) else notifications.owed_message_ids(self.store, member_id)
             if owed:
                 ids = ", ".join(map(str, owed))
                 subject = f"member:{member_id}"

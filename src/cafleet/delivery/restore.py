@@ -416,6 +416,11 @@ def revive_member(store: Store, settings: config.Settings, member_id: int) -> di
             "from a new pane. Nothing was done."
         )
     result = restore_member(store, settings, member, director)
+    if result["outcome"] in (RESTORED, FRESH):
+        from cafleet.broker import revivals
+
+        if revivals.per_hour(store, fleet_id) is not None:  # the keeper's count starts again
+            revivals.record(store, fleet_id, member_id, revivals.DIRECTOR, result["outcome"])
     if result["outcome"] == RUNNING and result["detail"] == "its pane is alive":
         raise Conflict(f"member {member_id} is alive in pane {result['pane_id']}; nothing to revive.")
     if result["outcome"] == PENDING:

@@ -147,6 +147,9 @@ DECLARED_AUX_INDEXES: tuple[Index, ...] = (
     # fleet and member; what the drain asks before each preview and the keeper on every
     # round, so no read walks the exec history.
     Index("idx_cafleet_aux_execs_open", "cafleet_aux_execs", ("fleet_id", "member_id"), where="nudged_at IS NULL"),
+    # idx_cafleet_aux_revivals_member: one member's revivals, in order (what the keeper
+    # counts before reviving it), without walking every fleet's history.
+    Index("idx_cafleet_aux_revivals_member", "cafleet_aux_revivals", ("member_id", "revival_id")),
 )
 
 # cafleet's auxiliary tables: like the auxiliary indexes, outside the format (the seed allows
@@ -202,6 +205,16 @@ DECLARED_AUX_TABLES: tuple[Table, ...] = (
     Table(
         "cafleet_aux_member_spawns",
         "member_id int! pk, model text, effort text, prompt text!, cwd text, session_id text",
+    ),
+    # cafleet_aux_fleet_revive: a fleet whose keeper revives a member whose agent died
+    # (`fleet create --revive`), and how many times an hour at most for one member.
+    Table("cafleet_aux_fleet_revive", "fleet_id int! pk, per_hour int!"),
+    # cafleet_aux_revivals: each revival the keeper tried (or gave up), and each `member
+    # revive` (which starts the keeper's count again): the member, when, who (keeper,
+    # gave_up, director) and the outcome as said to the Director.
+    Table(
+        "cafleet_aux_revivals",
+        "revival_id int id, fleet_id int!, member_id int!, at text!, actor text!, outcome text!",
     ),
     # cafleet_aux_execs: the commands the Director runs in a member's pane (`cafleet member
     # exec`, docs/delivery.md, "Commands run in a member's pane"): the member and the Director
