@@ -285,9 +285,10 @@ def test_deleted_working_directory_is_refused_before_any_write(fleet, tmp_path):
 
 
 def test_split_failure_deregisters_the_member(fleet):
-    fleet.server.run("resize-window", "-t", fleet.director_pane, "-y", "2")  # no room to split
+    fleet.server.run("resize-window", "-t", fleet.director_pane, "-x", "2", "-y", "2")  # no room to split
     before = panes(fleet.server)
-    result = fleet.cafleet(*create_args(fleet, "gina", "--coding-agent", "standin"), "Hi")
+    # --placement split: a split even without room (auto would open the fleet's own window)
+    result = fleet.cafleet(*create_args(fleet, "gina", "--coding-agent", "standin", "--placement", "split"), "Hi")
     assert (result.code, result.out) == (1, "")
     assert result.err == (
         "Error: member creation failed: tmux split-window failed: no space for new pane; "

@@ -56,6 +56,7 @@ TABLES = {
     "cafleet_aux_member_spawns": "cafleet_aux_member_spawns",
     "cafleet_aux_execs": "cafleet_aux_execs",
     "cafleet_aux_fleet_revive": "cafleet_aux_fleet_revive",
+    "cafleet_aux_fleet_placement": "cafleet_aux_fleet_placement",
     "cafleet_aux_revivals": "cafleet_aux_revivals",
     "walk": "the activity walk's list of steps (broker/activity.py), constant rows",
     "CONSTANT": "a constant row of that list",

@@ -152,6 +152,10 @@ SQLITE_AUX_TABLES = {
     "    actor TEXT NOT NULL,\n"
     "    outcome TEXT NOT NULL\n"
     ")",
+    "cafleet_aux_fleet_placement": "CREATE TABLE cafleet_aux_fleet_placement (\n"
+    "    fleet_id INTEGER NOT NULL PRIMARY KEY,\n"
+    "    placement TEXT NOT NULL\n"
+    ")",
 }
 
 SQLITE_AUX_INDEXES = {
@@ -304,6 +308,10 @@ PG_AUX_TABLES = {
     "    actor TEXT NOT NULL,\n"
     "    outcome TEXT NOT NULL\n"
     ")",
+    "cafleet_aux_fleet_placement": "CREATE TABLE cafleet_aux_fleet_placement (\n"
+    "    fleet_id BIGINT NOT NULL PRIMARY KEY,\n"
+    "    placement TEXT NOT NULL\n"
+    ")",
 }
 
 PG_EXPECTED_COLUMNS = {
@@ -451,6 +459,10 @@ PG_EXPECTED_AUX_COLUMNS = {
         "at text NOT NULL",
         "actor text NOT NULL",
         "outcome text NOT NULL",
+    ),
+    "cafleet_aux_fleet_placement": (
+        "fleet_id bigint NOT NULL",
+        "placement text NOT NULL",
     ),
 }
 

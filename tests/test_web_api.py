@@ -113,6 +113,8 @@ def test_fleet_detail_has_the_fleet_and_its_roster(client, trio, store):
         "pane_id": "%0",
         "last_activity_at": None,
         "idle_seconds": None,
+        "session": "$0@/nonexistent/socket",
+        "window_id": "@0",
         "state": "director",
         "state_detail": "",
     }

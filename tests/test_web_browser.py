@@ -93,7 +93,7 @@ def test_dashboard_shows_the_fleet_sends_as_director_and_updates_live(browser, s
         "active",
         "tmux",
         "claude",
-        "%7",
+        "@0 · %7",  # where it is: window · pane
     ]
     assert rows.nth(1).locator("td").nth(5).inner_text() == "pending"
     # spend (docs/usage.md): these members were registered without attribution, so no records

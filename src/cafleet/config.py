@@ -345,6 +345,25 @@ ENVIRONMENT = (
         high=HOUR,
     ),
     _s(
+        "CAFLEET_PANE_MIN_WIDTH",
+        "integer",
+        80,
+        "a member's pane is at least this many columns, and the Director's never shrinks below it: a split that "
+        "would leave less opens the member in the fleet's own window instead (docs/delivery.md)",
+        low=10,
+        high=1000,
+        noun="a number of columns",
+    ),
+    _s(
+        "CAFLEET_PANE_MIN_HEIGHT",
+        "integer",
+        20,
+        "a member's pane is at least this many rows (as CAFLEET_PANE_MIN_WIDTH)",
+        low=5,
+        high=1000,
+        noun="a number of rows",
+    ),
+    _s(
         "CAFLEET_EXEC_START_AFTER",
         "seconds",
         60.0,

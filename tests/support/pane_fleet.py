@@ -230,12 +230,14 @@ def prepare_env(env: dict, tmp_path: Path, monkeypatch) -> Path:
 
 
 @contextmanager
-def tmux_fleet(env: dict, tmp_path: Path, monkeypatch) -> Iterator[PaneFleet]:
-    """A private tmux server whose first pane (the Director's) runs the byte recorder."""
+def tmux_fleet(env: dict, tmp_path: Path, monkeypatch, size: tuple[int, int] | None = None) -> Iterator[PaneFleet]:
+    """A private tmux server whose first pane (the Director's) runs the byte recorder;
+    ``size``: its window's (width, height), else the fixtures' default."""
     records = prepare_env(env, tmp_path, monkeypatch)
     director_bytes = tmp_path / "director.bytes"
     command = (sys.executable, str(RECORDER), str(director_bytes))
-    with running_tmux_server(env, command=command) as server:
+    sized = {"width": size[0], "height": size[1]} if size else {}
+    with running_tmux_server(env, command=command, **sized) as server:
         director = server.main_pane()
         wait_for(lambda: READY in server.run("capture-pane", "-p", "-t", director), what="the recorder")
         environ = dict(env, **server.environ_for(director))

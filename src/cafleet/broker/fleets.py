@@ -262,3 +262,25 @@ def delete_fleet(store: Store, fleet_id: int, closing: list[MemberPlacement] | N
             (now, fleet_id),
         ).rowcount
     return {"fleet_id": fleet_id, "deregistered_count": count}
+
+
+PLACEMENT_TABLE = "cafleet_aux_fleet_placement"
+
+
+def set_default_placement(store: Store, fleet_id: int, placement: str) -> None:
+    """Where the fleet's members' panes open unless ``member create --placement`` says."""
+    store.create_auxiliary([PLACEMENT_TABLE])
+    with store.write():
+        store.execute(
+            f"INSERT INTO {PLACEMENT_TABLE} (fleet_id, placement) VALUES (?, ?) "
+            "ON CONFLICT (fleet_id) DO UPDATE SET placement = excluded.placement",
+            (fleet_id, placement),
+        )
+
+
+def default_placement(store: Store, fleet_id: int) -> str | None:
+    """The fleet's default placement (``fleet create --placement``), or None."""
+    if not records.has_table(store, PLACEMENT_TABLE):
+        return None
+    row = store.execute(f"SELECT placement FROM {PLACEMENT_TABLE} WHERE fleet_id = ?", (fleet_id,)).fetchone()
+    return None if row is None else str(row[0])

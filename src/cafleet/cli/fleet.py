@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from cafleet.cli.context import Context
 
 
-def create(ctx: Context, name, coding_agent, worktrees, revive):
+def create(ctx: Context, name, coding_agent, worktrees, revive, placement):
     from cafleet.agents.backends import validate
     from cafleet.mux.detect import multiplexer_for_environment
 
@@ -31,11 +31,14 @@ def create(ctx: Context, name, coding_agent, worktrees, revive):
         from cafleet.broker import worktrees as worktree_records
 
         worktree_records.set_fleet_default(ctx.store(), record["fleet_id"], True)
+    if placement:
+        fleets.set_default_placement(ctx.store(), record["fleet_id"], placement)
     if revive:
         from cafleet.broker import revivals
 
         revivals.set_fleet(ctx.store(), record["fleet_id"], revivals.DEFAULT_PER_HOUR)
     shown = dict(record, worktrees=True) if worktrees else record
+    shown = dict(shown, placement=placement) if placement else shown
     ctx.emit(
         dict(shown, revive_per_hour=revivals.DEFAULT_PER_HOUR) if revive else shown,
         lambda: (

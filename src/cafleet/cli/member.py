@@ -109,7 +109,8 @@ def show(ctx: Context, member_id):
         if placement:
             lines.append(
                 f"placement: {safe(placement['backend'])} pane {safe(placement['pane_id'] or 'pending')} "
-                f"(window {safe(placement['window_id'])}), agent {safe(placement['coding_agent'])}"
+                f"(session {safe(placement['session'])}, window {safe(placement['window_id'])}), "
+                f"agent {safe(placement['coding_agent'])}"
             )
         else:
             lines.append("placement: none")
@@ -144,6 +145,7 @@ def create(
     branch,
     base,
     repo,
+    placement,
     text,
     file,
 ):
@@ -178,6 +180,7 @@ def create(
         branch=branch,
         base=base,
         repo=repo,
+        placement=placement,
     )
     where = f" on host {render.inline(host)}" if host else ""
     tree = record.get("worktree")

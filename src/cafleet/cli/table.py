@@ -123,6 +123,14 @@ COMMANDS = [
                 help="the keeper starts a member whose agent died again, its conversation resumed, and tells you; "
                 "at most 3 times a member an hour (`fleet auto-revive`; docs/delivery.md)",
             ),
+            Param(
+                "placement",
+                "--placement",
+                metavar="WHERE",
+                choices=("auto", "split", "window"),
+                help="where members' panes open unless `member create --placement` says (docs/delivery.md)",
+                default_text="auto",
+            ),
         ),
     ),
     Command(
@@ -300,6 +308,15 @@ COMMANDS = [
                 metavar="PATH",
                 help="with --worktree --host: the repository's path on that host",
                 default_text="the current directory's path",
+            ),
+            Param(
+                "placement",
+                "--placement",
+                metavar="WHERE",
+                choices=("auto", "split", "window"),
+                help="where its pane opens on this machine: split beside the Director, window (the fleet's own "
+                "tiled windows), or auto: a split while every pane keeps 80x20, else a window (docs/delivery.md)",
+                default_text="the fleet's (fleet create --placement), else auto",
             ),
             *_body_params("the spawn prompt; {fleet_id} {member_id} {director_member_id} {coding_agent} are filled in"),
         ),

@@ -342,6 +342,7 @@ def create_member(
     branch: str | None = None,
     base: str | None = None,
     repo: str | None = None,
+    placement: str | None = None,
 ) -> dict:
     """Member creation: pending registration, spawn prompt, split a pane, record it under the lock.
 
@@ -355,24 +356,31 @@ def create_member(
     length, the budgets, a fleet over its budget unless ``force``); any failure after the
     registry write is compensated (pane killed, member deregistered) and reported.
     With ``host``, the pane is a new tmux session on that host, over SSH
-    (:func:`_create_remote`).
+    (:func:`_create_remote`); else it opens where ``placement`` says (None: the fleet's
+    default, else ``auto``; :mod:`cafleet.delivery.layout`).
     """
     from cafleet.agents import backends
+    from cafleet.delivery import layout
 
     environ = settings.environ
-    director, placement, mux = _directors_pane(store, environ, fleet_id)
+    director, director_placement, mux = _directors_pane(store, environ, fleet_id)
     spawn = Spawn(
         fleet_id,
         director["member_id"],
         name,
         description,
-        coding_agent or placement["coding_agent"],
+        coding_agent or director_placement["coding_agent"],
         model,
         effort,
         prompt,
     )
     _check_spawn(store, environ, spawn, host, budget_usd, budget_tokens, force)
     worktree = _check_worktree_options(store, fleet_id, host, worktree, branch, base, repo)
+    if host is not None and placement is not None:
+        from cafleet.errors import UsageError
+
+        raise UsageError("--placement is for members on this machine; one on another host gets a session of its own.")
+    mode = layout.choose(placement, fleets.default_placement(store, fleet_id)) if host is None else ""
     if host is not None:
         plan = None
         if worktree:
@@ -389,15 +397,24 @@ def create_member(
 
         plan = worktrees.plan(environ, cwd, branch, base)  # refused here, before any write
     budgets = {"budget_usd": budget_usd, "budget_tokens": budget_tokens}
-    return _create_local(store, settings, spawn, placement, mux, plan, cwd, budgets)
+    return _create_local(store, settings, spawn, director_placement, mux, plan, cwd, budgets, mode)
 
 
 def _create_local(
-    store: Store, settings: config.Settings, spawn: Spawn, placement: dict, mux, plan, cwd: str, budgets: dict
+    store: Store,
+    settings: config.Settings,
+    spawn: Spawn,
+    placement: dict,
+    mux,
+    plan,
+    cwd: str,
+    budgets: dict,
+    mode: str,
 ):
-    """A member in a new pane beside the Director's, in ``cwd`` (or its new worktree), with
-    its usage source recorded before its agent starts."""
+    """A member in a new pane placed by ``mode`` (:mod:`cafleet.delivery.layout`), in
+    ``cwd`` (or its new worktree), with its usage source recorded before its agent starts."""
     from cafleet.credentials import member_url
+    from cafleet.delivery import layout
 
     database = member_url(settings.db_path, settings.environ)  # no password in the pane's argv: a private pgpass file
 
@@ -411,16 +428,33 @@ def _create_local(
             "CAFLEET_FLEET_ID": str(spawn.fleet_id),
         }
         pane_env.update(store.member_environment())  # the member's cafleet reaches the same tables
-        pane_id, identity = mux.split_identified(
-            placement["window_id"],
+        pane_id, identity, window_id = layout.open_local(
+            settings,
+            store.hooks,
+            placement,
+            mux,
             spawn.argv(member_id, session_id),
             cwd=workdir,
             env=pane_env,
-            target_pane=placement["pane_id"],
+            mode=mode,
+            fleet_name=fleets.get_fleet(store, spawn.fleet_id)["name"],
+            member_panes=fleet_panes(store, spawn.fleet_id, placement["session"]),
         )
-        return pane_id, identity, placement, None
+        return pane_id, identity, placement, window_id
 
     return _spawn(store, settings, spawn, placement, mux, plan, open_pane)
+
+
+def fleet_panes(store: Store, fleet_id: int, session: str) -> set[str]:
+    """The pane ids of the fleet's active members in ``session`` (those a split may halve)."""
+    return {
+        entry["placement"]["pane_id"]
+        for entry in members.roster_detail(store, fleet_id)
+        if entry["status"] == "active"
+        and entry["placement"]
+        and entry["placement"]["session"] == session
+        and entry["placement"]["pane_id"]
+    }
 
 
 def _directors_pane(store: Store, environ, fleet_id: int):

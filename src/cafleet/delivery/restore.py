@@ -297,8 +297,11 @@ def _restart(
 
 
 def _open_local(store: Store, settings: config.Settings, member: MemberDetail, placement: PlacementRecord, how: Plan):
-    """A new pane beside the Director's (``placement``), as ``member create`` opens one."""
+    """A new pane where ``member create`` would open one now (beside the Director's pane,
+    ``placement``, or in the fleet's own window: :mod:`cafleet.delivery.layout`)."""
     from cafleet.credentials import member_url
+    from cafleet.delivery import layout
+    from cafleet.delivery.panes import fleet_panes
 
     mux = reach(placement)
     env = {
@@ -310,11 +313,21 @@ def _open_local(store: Store, settings: config.Settings, member: MemberDetail, p
     cwd = how.cwd if how.cwd and _isdir(how.cwd) else None
     if how.cwd and cwd is None:
         raise CafleetError(f"its folder {how.cwd} is gone; nothing was started")
-    pane_id, identity = mux.split_identified(
-        placement["window_id"], how.argv, cwd=cwd, env=env, target_pane=placement["pane_id"]
+    fleet_id = member["fleet_id"]
+    pane_id, identity, window = layout.open_local(
+        settings,
+        store.hooks,
+        dict(placement),
+        mux,
+        how.argv,
+        cwd=cwd,
+        env=env,
+        mode=layout.choose(None, fleets.default_placement(store, fleet_id)),
+        fleet_name=fleets.get_fleet(store, fleet_id)["name"],
+        member_panes=fleet_panes(store, fleet_id, placement["session"]) - {_pane_of(member)},
     )
     recorded = {"backend": placement["backend"], "session": placement["session"]}
-    return pane_id, identity, recorded, placement["window_id"]
+    return pane_id, identity, recorded, window
 
 
 def _open_remote(settings: config.Settings, member: MemberDetail, host: str, how: Plan):
@@ -374,6 +387,10 @@ def _kill_quietly(recorded: dict, pane_id: str) -> bool:
         return multiplexer_for_placement(recorded["backend"], recorded["session"]).kill(pane_id)
     except CafleetError:
         return False
+
+
+def _pane_of(member: MemberDetail) -> str | None:
+    return member["placement"]["pane_id"] if member["placement"] else None
 
 
 def _isdir(path: str) -> bool:

@@ -344,7 +344,9 @@ class Tmux:
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         target_pane: str | None = None,
+        beside: bool = False,
     ) -> tuple[str, str]:
+        """``beside``: the new pane to the right of ``target_pane`` (``-h``), else below it."""
         import os
 
         if not argv:
@@ -352,7 +354,7 @@ class Tmux:
         fmt = f"#{{pane_id}}\t{IDENTITY_FORMAT}"
         target = check_pane(target_pane) if target_pane else window_id
         check_window(window_id)
-        args = ["split-window", "-d", "-P", "-F", fmt, "-t", target]
+        args = ["split-window", "-d", "-P", "-F", fmt, "-t", target, *(["-h"] if beside else [])]
         if cwd is not None:
             if not os.path.isdir(cwd):
                 raise MuxError(f"the working directory {cwd} does not exist.")
@@ -388,6 +390,63 @@ class Tmux:
             raise MuxError(f"tmux new-session did not report its pane (got {out[:40]!r}).")
         pane_id, identity, session_id, window_id, socket = fields
         return f"{session_id}@{socket}", window_id, pane_id, identity
+
+    def window_panes(self, window_id: str) -> tuple[int, int, list[tuple[str, int, int]]]:
+        """(width, height, [(pane id, width, height)]) of ``window_id``, in one call."""
+        fmt = "#{window_width} #{window_height} #{pane_id} #{pane_width} #{pane_height}"
+        rows = [
+            line.split() for line in self._run(["list-panes", "-t", check_window(window_id), "-F", fmt]).splitlines()
+        ]
+        rows = [row for row in rows if len(row) == 5 and all(is_number(v) for i, v in enumerate(row) if i != 2)]
+        if not rows:
+            raise MuxError(f"tmux list-panes did not report the panes of window {window_id}.")
+        return int(rows[0][0]), int(rows[0][1]), [(r[2], int(r[3]), int(r[4])) for r in rows]
+
+    def tagged_windows(self, session: str, tag: str) -> list[tuple[str, int, int, int]]:
+        """(window id, width, height, panes) of the windows of ``session`` (an id, ``$N``)
+        whose window option ``@cafleet_fleet`` is ``tag``, oldest first."""
+        fmt = "#{window_id} #{window_width} #{window_height} #{window_panes} #{@cafleet_fleet}"
+        found = []
+        for line in self._run(["list-windows", "-t", session, "-F", fmt]).splitlines():
+            fields = line.split(" ", 4)
+            if len(fields) == 5 and fields[4] == tag and all(is_number(v) for v in fields[1:4]):
+                found.append((fields[0], int(fields[1]), int(fields[2]), int(fields[3])))
+        return found
+
+    def new_window(
+        self,
+        session: str,
+        argv: Sequence[str],
+        *,
+        name: str,
+        tag: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> tuple[str, str, str]:
+        """A new background window of ``session`` (an id, ``$N``) named ``name``, tagged
+        ``tag`` (its window option ``@cafleet_fleet``), running ``argv`` (no shell):
+        (window id, pane id, identity)."""
+        import os
+
+        if not argv:
+            raise MuxError("cannot open a pane without a command to run.")
+        fmt = f"#{{window_id}}\t#{{pane_id}}\t{IDENTITY_FORMAT}"
+        args = ["new-window", "-d", "-P", "-F", fmt, "-t", f"{session}:", "-n", name]
+        if cwd is not None:
+            if not os.path.isdir(cwd):
+                raise MuxError(f"the working directory {cwd} does not exist.")
+            args += ["-c", cwd.replace("#", "##")]
+        out = self._run([*args, *_env_args(env), "--", *_command(argv)]).strip()
+        fields = out.split("\t")
+        if len(fields) != 3 or not fields[0].startswith("@") or not fields[1].startswith("%") or not fields[2]:
+            raise MuxError(f"tmux new-window did not report its pane (got {out[:40]!r}).")
+        window_id, pane_id, identity = fields
+        self._run(["set-option", "-w", "-t", window_id, "@cafleet_fleet", tag])
+        return window_id, pane_id, identity
+
+    def tile(self, window_id: str) -> None:
+        """Lay the window's panes out in equal rows and columns (``select-layout tiled``)."""
+        self._run(["select-layout", "-t", check_window(window_id), "tiled"])
 
     def panes_with_pids(self) -> list[tuple[str, int]]:
         """(pane id, its process id) of every pane on this server."""

@@ -206,6 +206,9 @@ DECLARED_AUX_TABLES: tuple[Table, ...] = (
         "cafleet_aux_member_spawns",
         "member_id int! pk, model text, effort text, prompt text!, cwd text, session_id text",
     ),
+    # cafleet_aux_fleet_placement: where a fleet's members' panes open unless `member create
+    # --placement` says (`fleet create --placement`: auto, split or window).
+    Table("cafleet_aux_fleet_placement", "fleet_id int! pk, placement text!"),
     # cafleet_aux_fleet_revive: a fleet whose keeper revives a member whose agent died
     # (`fleet create --revive`), and how many times an hour at most for one member.
     Table("cafleet_aux_fleet_revive", "fleet_id int! pk, per_hour int!"),

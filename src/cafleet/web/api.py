@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import TypeVar
 
-    from cafleet.broker.records import FleetRecord, MemberDetail
+    from cafleet.broker.records import FleetRecord, MemberBrief, MemberDetail
     from cafleet.store.protocol import Store
 
     R = TypeVar("R")  # a roster's record: brief or detail
@@ -102,7 +102,8 @@ def fleet_view(store: Store, fleet_id: int, states: dict | None = None) -> dict:
     has ``attention``: what needs a person (``web.attention``), so every roster event
     carries it.
     """
-    fleet, roster = _fleet_and_roster(store, fleet_id, members.roster)
+    fleet, detailed = _fleet_and_roster(store, fleet_id, members.roster_detail)
+    roster = [_placed(member) for member in detailed]
     if states is None or fleet["deleted_at"] is not None:
         return {"fleet": fleet, "members": roster}
     from cafleet.delivery import supervision
@@ -120,10 +121,20 @@ def fleet_view_with_states(store: Store, fleet_id: int) -> dict:
     if not detailed:  # deleted (a live fleet has its Director)
         return {"fleet": fleet, "members": []}
     states = supervision.fleet_states(store, fleet_id, supervision.MuxPool(), roster=detailed)
-    roster = supervision.merge_states([members.brief(member) for member in detailed], states)
+    roster = supervision.merge_states([_placed(member) for member in detailed], states)
     from cafleet.web import attention
 
     return {"fleet": fleet, "members": roster, "attention": attention.items(store, fleet_id, states)}
+
+
+def _placed(member: MemberDetail) -> MemberBrief:
+    """The roster record with where the member's pane is: its session and window (the
+    WebUI shows ``window · pane``)."""
+    placement = member["placement"]
+    record = members.brief(member)
+    record["session"] = placement["session"] if placement else None  # type: ignore[typeddict-unknown-key]
+    record["window_id"] = placement["window_id"] if placement else None  # type: ignore[typeddict-unknown-key]
+    return record
 
 
 def member_states(store: Store, fleet_id: int) -> dict:

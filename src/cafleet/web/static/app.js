@@ -238,7 +238,7 @@ function renderRoster() {
       el("td", null, member.status),
       el("td", null, member.backend ?? "—"),
       el("td", null, member.coding_agent ?? "—"),
-      el("td", null, member.pane_id ?? "pending"),
+      el("td", null, member.pane_id ? `${member.window_id ? `${member.window_id} · ` : ""}${member.pane_id}` : "pending"),
       stateCell(member),
       el("td", "idle", ""),
       el("td", "spend", ""),

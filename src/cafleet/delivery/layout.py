@@ -1,0 +1,164 @@
+"""Where a new member's pane opens on this machine (docs/delivery.md, "Where members
+appear"): beside the Director while a split leaves every pane at least the size an agent's
+screen needs, else in the fleet's own windows.
+
+Each member's pane is at least ``CAFLEET_PANE_MIN_WIDTH`` × ``CAFLEET_PANE_MIN_HEIGHT``
+(80 × 20), and the Director's pane never shrinks below that. The placements:
+
+- ``split``: a split in the Director's window, of the pane (the Director's, or one of the
+  fleet's members there) whose halves are largest, side by side when its width allows, else
+  one above the other: chosen only while both halves keep the minimum. With ``--placement
+  split`` a split is made even below it (tmux itself refuses a pane too small to split).
+- ``window``: the fleet's own windows in the Director's session (named ``cafleet-<fleet
+  id>-<fleet name>``, tagged with the window option ``@cafleet_fleet`` = ``<fleet id>:<a
+  digest of the database>``, laid out tiled): the first whose tiled layout still leaves every
+  pane the minimum with one more; else a new one. It never fails for lack of room: a new
+  window always opens.
+- ``auto`` (the default): ``split`` while it fits, then ``window``.
+
+The choice and the split run under a lock of the Director's session (the pane-input lock's
+mechanism, keyed ``layout``), so two ``member create`` at once never both take the last
+room. The rules (:func:`best_split`, :func:`tiled_fits`) are pure; tmux's tiled layout is
+``rows`` and ``columns`` grown alternately (rows first) until they hold every pane, each
+pane ``(width - (columns - 1)) // columns`` wide and ``(height - (rows - 1)) // rows`` high.
+
+herdr reports no pane sizes: there a member splits the Director's pane (``split``, and
+``auto``), as before.
+"""
+
+from __future__ import annotations
+
+from cafleet import config
+from cafleet.errors import CafleetError
+
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+AUTO, SPLIT, WINDOW = "auto", "split", "window"
+PLACEMENTS = (AUTO, SPLIT, WINDOW)
+TAG_OPTION = "@cafleet_fleet"
+
+
+def tiled_grid(panes: int) -> tuple[int, int]:
+    """(rows, columns) of tmux's tiled layout for ``panes`` panes."""
+    rows = columns = 1
+    while rows * columns < panes:
+        rows += 1
+        if rows * columns < panes:
+            columns += 1
+    return rows, columns
+
+
+def tiled_fits(width: int, height: int, panes: int, min_width: int, min_height: int) -> bool:
+    """Whether ``panes`` panes tiled in a ``width`` × ``height`` window are each at least
+    ``min_width`` × ``min_height``."""
+    rows, columns = tiled_grid(panes)
+    return (width - (columns - 1)) // columns >= min_width and (height - (rows - 1)) // rows >= min_height
+
+
+def best_split(
+    panes: Sequence[tuple[str, int, int]], min_width: int, min_height: int, force: bool = False
+) -> tuple[str, bool] | None:
+    """Of ``panes`` ((pane id, width, height): those that may be split), the one to split
+    and whether side by side: the split whose smaller half is largest (in cells), among the
+    splits that leave both halves at least the minimum; None when none does (``force``:
+    the largest pane all the same, split along its longer side in cells of an agent's
+    screen)."""
+    best: tuple[int, str, bool] | None = None
+    for pane_id, width, height in panes:
+        for beside in (True, False):
+            half_w, half_h = ((width - 1) // 2, height) if beside else (width, (height - 1) // 2)
+            if half_w >= min_width and half_h >= min_height:
+                area = half_w * half_h
+                if best is None or area > best[0]:
+                    best = (area, pane_id, beside)
+    if best is not None:
+        return best[1], best[2]
+    if force and panes:
+        pane_id, width, height = max(panes, key=lambda pane: pane[1] * pane[2])
+        return pane_id, width / max(min_width, 1) >= height / max(min_height, 1)
+    return None
+
+
+def fleet_tag(fleet_id: int, db_path: str) -> str:
+    """The window option value marking the fleet's own windows: its id and a digest of the
+    database it lives in (two databases may both have a fleet 1)."""
+    import hashlib
+
+    from cafleet.credentials import redact
+
+    return f"{fleet_id}:{hashlib.sha256(redact(db_path).encode()).hexdigest()[:12]}"  # no password in it
+
+
+def window_name(fleet_id: int, fleet_name: str | None) -> str:
+    from cafleet import render
+
+    return f"cafleet-{fleet_id}" + (f"-{render.inline(fleet_name)}" if fleet_name else "")
+
+
+def choose(mode: str | None, fleet_default: str | None) -> str:
+    """The placement asked for (``--placement``), else the fleet's default, else auto."""
+    chosen = mode or fleet_default or AUTO
+    if chosen not in PLACEMENTS:
+        raise CafleetError(f"placement {chosen!r} is not one of {', '.join(PLACEMENTS)}.")
+    return chosen
+
+
+def open_local(
+    settings: config.Settings,
+    hooks,
+    director: dict,
+    mux,
+    argv: Sequence[str],
+    *,
+    cwd: str | None,
+    env: dict[str, str],
+    mode: str,
+    fleet_name: str | None,
+    member_panes: set[str],
+) -> tuple[str, str | None, str]:
+    """Open a member's pane on this machine by ``mode`` (see the module's text) beside the
+    Director's ``director`` placement (``backend``, ``session``, ``window_id``, ``pane_id``;
+    ``mux`` its client); ``member_panes``: the fleet's members' panes (those a split may
+    halve besides the Director's). (pane id, identity, window id)."""
+    if director["backend"] != "tmux":
+        return _open_herdr(director, mux, argv, cwd=cwd, env=env)
+    from cafleet.delivery.lock import pane_lock
+    from cafleet.mux.tmux import check_session
+
+    fleet_id = int(env["CAFLEET_FLEET_ID"])
+    session_id = check_session(director["session"])[0]
+    min_w, min_h = settings.pane_min_width, settings.pane_min_height
+    with pane_lock(settings.lock_dir, "tmux", director["session"], "layout", settings.lock_timeout, hooks):
+        if mode != WINDOW:
+            window = director["window_id"]
+            _w, _h, panes = mux.window_panes(window)
+            splittable = [pane for pane in panes if pane[0] == director["pane_id"] or pane[0] in member_panes]
+            choice = best_split(splittable, min_w, min_h, force=mode == SPLIT)
+            if choice is not None:
+                target, beside = choice
+                pane_id, identity = mux.split_identified(
+                    window, argv, cwd=cwd, env=env, target_pane=target, beside=beside
+                )
+                return pane_id, identity, window
+        tag = fleet_tag(fleet_id, settings.db_path)
+        for window, width, height, count in mux.tagged_windows(session_id, tag):
+            if tiled_fits(width, height, count + 1, min_w, min_h):
+                _w, _h, panes = mux.window_panes(window)
+                target = max(panes, key=lambda pane: pane[1] * pane[2])[0]
+                pane_id, identity = mux.split_identified(window, argv, cwd=cwd, env=env, target_pane=target)
+                mux.tile(window)
+                return pane_id, identity, window
+        window, pane_id, identity = mux.new_window(
+            session_id, argv, name=window_name(fleet_id, fleet_name), tag=tag, cwd=cwd, env=env
+        )
+        return pane_id, identity, window
+
+
+def _open_herdr(director: dict, mux, argv, *, cwd, env) -> tuple[str, str | None, str]:
+    """herdr: a split of the Director's pane (it reports no pane sizes to choose by)."""
+    pane_id, identity = mux.split_identified(
+        director["window_id"], argv, cwd=cwd, env=env, target_pane=director["pane_id"]
+    )
+    return pane_id, identity, director["window_id"]
