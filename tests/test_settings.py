@@ -105,6 +105,7 @@ OPTION_COMMANDS = {
     "--port": ["server", "--port", "{value}"],
     "--usd": ["fleet", "budget", "{fleet}", "--usd", "{value}"],
     "--tokens": ["fleet", "budget", "{fleet}", "--tokens", "{value}"],
+    "--per-hour": ["fleet", "auto-revive", "{fleet}", "--per-hour", "{value}"],
     "--budget-usd": [
         "member",
         "create",
