@@ -373,6 +373,9 @@ def create_member(
     )
     _check_spawn(store, environ, spawn, host, budget_usd, budget_tokens, force)
     worktree = _check_worktree_options(store, fleet_id, host, worktree, branch, base, repo)
+    from cafleet.delivery.capacity import check_room  # the fleet's cap, the host's memory: before any write
+
+    check_room(store, settings, fleet_id, spawn.agent, host, force)
     if host is not None:
         plan = None
         if worktree:
