@@ -77,7 +77,7 @@ def test_doctor_broken_environment(cli, env, tmp_path, monkeypatch):
     result = cli("doctor", "--json", environ=dict(env, CAFLEET_DATABASE_URL=str(bad), PATH=str(tmp_path / "empty")))
     assert result.code == 1
     report = result.json()
-    assert set(report) == {"multiplexer", "database", "coding_agents", "assets", "member_permissions"}
+    assert set(report) == {"multiplexer", "database", "coding_agents", "assets", "member_permissions", "memory"}
     assert report["multiplexer"]["ok"] is False
     assert report["database"]["ok"] is False and "is not a SQLite database" in report["database"]["error"]
     assert report["coding_agents"]["ok"] is False

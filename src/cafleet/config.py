@@ -27,6 +27,12 @@ DEFAULT_MAX_TEXT_LEN = 200
 DEFAULT_SUBMIT_SETTLE = 0.3  # seconds; see delivery/submit.py for why
 DEFAULT_LOCK_TIMEOUT = 15.0  # seconds; many senders may queue behind one pane
 DEFAULT_SERVER_MAX_STREAMS = 32  # open WebUI pages (event streams) one server serves at once
+# What one member of each agent is counted to need, in MiB: the most its process tree held
+# from its start to 20 s idle (bench/agent_memory.py), times 1.4 for work, rounded up to
+# 50 MiB (docs/performance.md, "Agents' memory").
+AGENT_MEMORY_MIB = {"claude": 450, "codex": 400, "opencode": 1650}
+DEFAULT_MEMORY_MARGIN_MIB = 512  # kept free besides a new member's estimate
+MAX_MIB = 1 << 24  # 16 TiB
 
 HOUR = 3600.0
 DAY = 24 * HOUR
@@ -41,8 +47,9 @@ class Setting:
     unit: ``noun`` says which), "integer" (decimal digits, ``low``..``high``), "switch" (on/off), "choice" (one of ``choices``), or a free text
     kind ("location", "path", "command", "host", "text") checked where it is used.
     ``audience``: "user" (the README table), "pane" (set by cafleet in member panes for
-    the agent to read), "test" (the stand-in agent the tests and the demo run). The test
-    hooks are not settings: no variable reaches them (:mod:`cafleet.faults`).
+    the agent to read), "test" (the stand-in agent the tests and the demo run, and the file
+    the memory check reads instead of /proc/meminfo). The test hooks are not settings: no
+    variable reaches them (:mod:`cafleet.faults`).
     """
 
     __slots__ = (
@@ -411,6 +418,56 @@ ENVIRONMENT = (
         "`member usage`/`fleet usage` (docs/usage.md)",
         default_text="the built-in table",
     ),
+    _s(
+        "CAFLEET_FLEET_MAX_MEMBERS",
+        "integer",
+        None,
+        "`member create`: members a fleet holds at most besides its Director; one more is refused unless `--force`",
+        low=1,
+        high=100_000,
+        noun="a number of members",
+        default_text="no cap",
+    ),
+    _s(
+        "CAFLEET_AGENT_MEMORY_CLAUDE",
+        "integer",
+        AGENT_MEMORY_MIB["claude"],
+        "`member create`, `doctor`: the memory one claude member is counted to need, against its host's "
+        'available memory (docs/performance.md, "Agents\' memory")',
+        low=1,
+        high=MAX_MIB,
+        noun="a number of MiB",
+    ),
+    _s(
+        "CAFLEET_AGENT_MEMORY_CODEX",
+        "integer",
+        AGENT_MEMORY_MIB["codex"],
+        "`member create`, `doctor`: the memory one codex member is counted to need, against its host's "
+        'available memory (docs/performance.md, "Agents\' memory")',
+        low=1,
+        high=MAX_MIB,
+        noun="a number of MiB",
+    ),
+    _s(
+        "CAFLEET_AGENT_MEMORY_OPENCODE",
+        "integer",
+        AGENT_MEMORY_MIB["opencode"],
+        "`member create`, `doctor`: the memory one opencode member is counted to need, against its host's "
+        'available memory (docs/performance.md, "Agents\' memory")',
+        low=1,
+        high=MAX_MIB,
+        noun="a number of MiB",
+    ),
+    _s(
+        "CAFLEET_MEMORY_MARGIN",
+        "integer",
+        DEFAULT_MEMORY_MARGIN_MIB,
+        "`member create`, `doctor`: memory kept free besides a new member's: it starts only when its host's "
+        "MemAvailable holds both (not checked where /proc/meminfo cannot be read)",
+        low=0,
+        high=MAX_MIB,
+        noun="a number of MiB",
+    ),
     _s("CAFLEET_HOST", "text", None, "the host a member's pane runs on, set in panes on other hosts", audience="pane"),
     _s("CAFLEET_MEMBER_ID", "text", None, "the member's own id, set in each member's pane", audience="pane"),
     _s("CAFLEET_FLEET_ID", "text", None, "the member's fleet id, set in each member's pane", audience="pane"),
@@ -433,6 +490,14 @@ ENVIRONMENT = (
         audience="test",
     ),
     _s("CAFLEET_BIN", "command", None, "stand-in agent: the cafleet command it runs", audience="test"),
+    _s(
+        "CAFLEET_MEMINFO",
+        "path",
+        None,
+        "the memory check (`member create`, `doctor`): a file in /proc/meminfo's format read instead of "
+        "/proc/meminfo, on the member's host",
+        audience="test",
+    ),
 )
 
 # --- numeric options ----------------------------------------------------------------------
@@ -717,7 +782,11 @@ def markdown() -> str:
     lines = table(full_head, [full(s) for s in ENVIRONMENT if s.audience == "user"])
     for title, head, rows in (
         ("Set by cafleet in every member's pane, for the agent to read:", short_head, short("pane")),
-        ("Read only by the stand-in agent (the test suite's and the demo's agent):", short_head, short("test")),
+        (
+            "For tests: read by the stand-in agent (the test suite's and the demo's agent) and the memory check:",
+            short_head,
+            short("test"),
+        ),
         ("Numeric options, bounded the same way:", full_head.replace("Variable", "Option"), [full(s) for s in OPTIONS]),
     ):
         lines += ["", title, "", *table(head, rows)]

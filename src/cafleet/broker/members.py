@@ -203,6 +203,17 @@ def check_deletable(store: Store, member_id: int) -> MemberDetail:
     return member
 
 
+def count_besides_director(store: Store, fleet_id: int) -> int:
+    """How many active members the fleet has other than its Director (pending ones included:
+    a member being created counts from its registration)."""
+    row = store.execute(
+        "SELECT count(*) FROM members m JOIN fleets f ON f.fleet_id = m.fleet_id "
+        "WHERE m.fleet_id = ? AND m.status = 'active' AND m.member_id != f.director_member_id",
+        (fleet_id,),
+    ).fetchone()
+    return int(row[0])
+
+
 def deregister_member(store: Store, member_id: int) -> bool:
     """Deregister and drop the placement; messages stay. The root Director is protected.
 

@@ -2,15 +2,18 @@
 permissions (rules in the agents' settings that would stop members' ``cafleet message``
 commands) — each ✓/✗ with a one-line fix, a sixth, hosts, when members live on other hosts (or ``--host``
 names some): each host's reachability over SSH, its tmux and its coding agents, and a
-seventh, keepers, when there are live fleets: whether each one's keeper runs (pid, since),
-and warnings about members' git worktrees when some need a hand (docs/worktrees.md).
-Exit 0 when every section is healthy, 1 otherwise (the worktree warnings never fail it)."""
+seventh, memory: each host's available memory and how many more members of each agent fit
+there (this machine's read from /proc/meminfo, the hosts' within the hosts section's own SSH
+call), an eighth, keepers, when there are live fleets: whether each one's keeper runs (pid,
+since), and warnings about members' git worktrees when some need a hand (docs/worktrees.md).
+Exit 0 when every section is healthy, 1 otherwise (the memory and worktree warnings never
+fail it)."""
 
 from __future__ import annotations
 
 import os
 
-from cafleet.errors import CafleetError, ExitCode
+from cafleet.errors import CafleetError, ExitCode, shown
 from cafleet.render import inline
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
@@ -211,9 +214,11 @@ def permissions_section(environ) -> dict:
     return section
 
 
+# $1 is the memory file (/proc/meminfo, or CAFLEET_MEMINFO), the rest the programs to find.
 _HOST_PROBE = (
-    'for p; do printf "%s\\t%s\\n" "$p" "$(command -v "$p" 2>/dev/null)"; done; '
-    'printf "tmux -V\\t%s\\n" "$(tmux -V 2>/dev/null)"'
+    'm=$1; shift; for p; do printf "%s\\t%s\\n" "$p" "$(command -v "$p" 2>/dev/null)"; done; '
+    'printf "tmux -V\\t%s\\n" "$(tmux -V 2>/dev/null)"; '
+    'printf "MemAvailable\\t%s\\n" "$(grep -m 1 "^MemAvailable:" "$m" 2>/dev/null)"'
 )
 
 
@@ -238,9 +243,11 @@ def placement_hosts(ctx: Context) -> dict[str, set[str]]:
     return hosts
 
 
-def check_host(host: str, agents, environ) -> dict:
-    """One SSH call: is ``host`` reachable, does it have tmux and the agents' programs."""
+def check_host(host: str, agents, environ, meminfo: str = "") -> dict:
+    """One SSH call: is ``host`` reachable, does it have tmux and the agents' programs, and
+    its available memory in MiB (``memory_mib``, None when the file ``meminfo`` gives none)."""
     from cafleet.agents.backends import AGENTS, backend
+    from cafleet.delivery.capacity import meminfo_available
     from cafleet.mux.ssh import Ssh, check_host as checked
 
     names = sorted(agents) if agents else list(AGENTS)
@@ -250,7 +257,9 @@ def check_host(host: str, agents, environ) -> dict:
     except CafleetError as error:  # not a host string: its error says what to give, no ssh command would run
         return {"ok": False, "host": host, "reachable": False, "error": str(error)}
     try:
-        code, out, err = Ssh(host, environ).run(["sh", "-c", _HOST_PROBE, "sh", "tmux", "cafleet", *binaries.values()])
+        code, out, err = Ssh(host, environ).run(
+            ["sh", "-c", _HOST_PROBE, "sh", meminfo, "tmux", "cafleet", *binaries.values()]
+        )
     except CafleetError as error:
         return {
             "ok": False,
@@ -270,6 +279,7 @@ def check_host(host: str, agents, environ) -> dict:
         "tmux": (found.get("tmux -V") or found["tmux"]) if tmux_ok else None,
         "cafleet": cafleet,
         "coding_agents": agent_paths,
+        "memory_mib": meminfo_available(found.get("MemAvailable", "")),
     }
     if not section["ok"]:
         missing = program = "tmux" if not tmux_ok else "cafleet" if not cafleet else "the coding agent"
@@ -301,11 +311,62 @@ def hosts_section(ctx: Context, hosts) -> dict | None:
         wanted.setdefault(host, set())
     if not wanted:
         return None
-    checked = [check_host(host, agents, ctx.environ) for host, agents in sorted(wanted.items())]
+    meminfo = _meminfo_path(ctx.environ) or ""
+    checked = [check_host(host, agents, ctx.environ, meminfo) for host, agents in sorted(wanted.items())]
     section = {"ok": all(entry["ok"] for entry in checked), "hosts": checked}
     fixes = [entry["fix"] for entry in checked if not entry["ok"] and entry.get("fix")]
     if fixes:  # a refused host string has none: its error is the fix
         section["fix"] = fixes[0]
+    return section
+
+
+def _meminfo_path(environ) -> str | None:
+    """The memory file the check reads (/proc/meminfo, or CAFLEET_MEMINFO); None when that
+    setting is unusable (the memory section says why)."""
+    from cafleet.delivery.capacity import meminfo_path
+
+    try:
+        return meminfo_path(environ)
+    except CafleetError:
+        return None
+
+
+def memory_section(ctx: Context, remote: dict | None) -> dict:
+    """Each host's headroom (docs/decisions.md, "Room for a member"): its available memory
+    and how many more members of each agent fit, the margin kept free; this machine first,
+    then every host the hosts section reached (its probe read the memory too: no SSH call of
+    its own). Warnings, never a failure: a host short of memory is busy, not broken, and
+    ``member create`` refuses there with the figures."""
+    from cafleet.agents.backends import AGENTS
+    from cafleet.delivery import capacity
+
+    settings = ctx.settings
+    section: dict = {
+        "ok": True,
+        "margin_mib": settings.memory_margin,
+        "estimates_mib": {agent: capacity.estimate(settings, agent)[0] for agent in AGENTS},
+        "fleet_max_members": settings.fleet_max_members,
+        "hosts": [],
+    }
+
+    def entry(host: str | None, available: int | None, **more) -> dict:
+        room = None if available is None else {agent: capacity.room(settings, available, agent) for agent in AGENTS}
+        return {"host": host, "available_mib": available, "room": room, **more}
+
+    try:
+        section["hosts"].append(entry(None, capacity.available_here(ctx.environ)))
+    except CafleetError as error:
+        section["hosts"].append(entry(None, None, error=str(error)))
+    meminfo = _meminfo_path(ctx.environ)
+    for host in (remote or {}).get("hosts", []):
+        if not host["reachable"]:
+            continue  # the hosts section says why
+        available = host["memory_mib"]
+        if available is None and meminfo != capacity.MEMINFO:  # the test's file, or an unusable setting
+            why = f"the file CAFLEET_MEMINFO names, {shown(meminfo)}," if meminfo else "CAFLEET_MEMINFO"
+            section["hosts"].append(entry(host["host"], None, error=f"{why} gives no MemAvailable there"))
+        else:
+            section["hosts"].append(entry(host["host"], available))
     return section
 
 
@@ -375,7 +436,7 @@ def _mark(ok: bool) -> str:
     return "✓" if ok else "✗"
 
 
-def _text(mux, db, agents, assets, permissions, remote, keeping, trees) -> str:
+def _text(mux, db, agents, assets, permissions, remote, memory, keeping, trees) -> str:
     """The report as lines, one renderer per section. Every value is shown through
     ``inline``: paths and versions a host printed, ssh's errors, the names of files here
     can all hold escape sequences or bidi controls."""
@@ -389,6 +450,7 @@ def _text(mux, db, agents, assets, permissions, remote, keeping, trees) -> str:
     lines += _assets_lines(assets)
     lines += _permissions_lines(permissions)
     lines += _hosts_lines(remote)
+    lines += _memory_lines(memory)
     lines += _keepers_lines(keeping)
     if trees is not None:
         lines.append("! worktrees:")
@@ -486,6 +548,33 @@ def _hosts_lines(remote: dict | None) -> list[str]:
     return lines
 
 
+def _memory_lines(memory: dict) -> list[str]:
+    """One line a host: its available memory and the members of each agent that still fit."""
+    cap = memory["fleet_max_members"]
+    capped = f"; at most {cap} members a fleet (CAFLEET_FLEET_MAX_MEMBERS)" if cap is not None else ""
+    lines = []
+    for entry in memory["hosts"]:
+        where = "this machine" if entry["host"] is None else f"host {inline(entry['host'])}"
+        if entry.get("error"):
+            lines.append(f"    ! {where}: {inline(entry['error'])}")
+            continue
+        if entry["room"] is None:
+            lines.append(
+                f"    ! {where}: available memory unknown (no MemAvailable in /proc/meminfo); "
+                "`member create` does not check it there"
+            )
+            continue
+        room = ", ".join(f"{n} {agent}" for agent, n in entry["room"].items())
+        full = not all(entry["room"].values())
+        lines.append(
+            f"    {'!' if full else '✓'} {where}: {entry['available_mib']} MiB available, room for {room} members"
+        )
+    mark = "!" if any(line.startswith("    !") for line in lines) else "✓"
+    estimates = ", ".join(f"{agent} {mib}" for agent, mib in memory["estimates_mib"].items())
+    head = f"{mark} memory (MiB a member: {estimates}; {memory['margin_mib']} MiB kept free{capped}):"
+    return [head, *lines]
+
+
 def _keepers_lines(keeping: dict | None) -> list[str]:
     if keeping is None:
         return []
@@ -514,6 +603,7 @@ def doctor(ctx: Context, hosts):
     remote = hosts_section(ctx, hosts) if db["ok"] or hosts else None
     if remote is not None:
         report["hosts"] = remote
+    memory = report["memory"] = memory_section(ctx, remote)
     keeping = keepers_section(ctx) if db["ok"] else None
     if keeping is not None:
         report["keepers"] = keeping
@@ -522,7 +612,7 @@ def doctor(ctx: Context, hosts):
         report["worktrees"] = trees
 
     def text():
-        return _text(mux, db, agents, assets, permissions, remote, keeping, trees)
+        return _text(mux, db, agents, assets, permissions, remote, memory, keeping, trees)
 
     if ctx.json:  # every line without the database password, whatever quoted it
         from cafleet.render import to_json

@@ -279,7 +279,13 @@ COMMANDS = [
                 help="refuse new work for the member once it has spent this many tokens",
                 default_text="no budget",
             ),
-            Param("force", "--force", "flag", help="create the member even in a fleet over its budget"),
+            Param(
+                "force",
+                "--force",
+                "flag",
+                help="create the member even in a fleet over its budget or at its member cap, or on a host "
+                "short of memory for it",
+            ),
             Param(
                 "worktree",
                 "--worktree",
@@ -524,7 +530,7 @@ COMMANDS = [
         "doctor",
         None,
         "cafleet.cli.doctor:doctor",
-        "Diagnose multiplexer and calling pane, database file, coding agents, installed assets and the permission rules that would stop members.",
+        "Diagnose multiplexer and calling pane, database file, coding agents, installed assets, the permission rules that would stop members, and each host's room for more members (its available memory).",
         (
             Param(
                 "hosts",

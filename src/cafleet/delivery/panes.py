@@ -381,6 +381,9 @@ def create_member(
 
         raise UsageError("--placement is for members on this machine; one on another host gets a session of its own.")
     mode = layout.choose(placement, fleets.default_placement(store, fleet_id)) if host is None else ""
+    from cafleet.delivery.capacity import check_room  # the fleet's cap, the host's memory: before any write
+
+    check_room(store, settings, fleet_id, spawn.agent, host, force)
     if host is not None:
         plan = None
         if worktree:
