@@ -460,8 +460,8 @@ def test_fleet_list_show_delete_texts(cli, build):
     # the test environment turns the keeper off; the fleet did not opt in to revivals
     assert shown == dict(listed[0], deleted_at=None, keeper=stopped, revive_per_hour=None)
     assert cli("fleet", "show", str(fleet_id)).out.splitlines()[-2:] == [
-        "keeper: not running (CAFLEET_KEEPER=off: `cafleet fleet watch` delivers owed previews while it runs)",
         "revive: off (`cafleet member revive` by hand)",
+        "keeper: not running (CAFLEET_KEEPER=off: `cafleet fleet watch` delivers owed previews while it runs)",
     ]
     deleted = cli("fleet", "delete", str(fleet_id))
     assert deleted.out.splitlines()[0] == f"deleted fleet {fleet_id}; deregistered 3 member(s)"

@@ -71,10 +71,10 @@ def test_auxiliaries_come_when_first_needed_and_the_file_passes_the_fast_diagnos
     """The pending index with the first fleet, the usage tables (sources and stored totals)
     with the first recorded source, the budget table with the first fleet budget, the
     spawns' table with the first member created, the worktree tables with the first worktree
-    and fleet default, the notices' table with the
+    and fleet default, the placement and revival tables with their first writes, the notices' table with the
     first notice, each in a transaction of its own;
     a file with all, some or none of them opens through the fast diagnosis."""
-    from cafleet.broker import execs, notices, spawns, usage, worktrees
+    from cafleet.broker import execs, fleets, notices, revivals, spawns, usage, worktrees
     from cafleet.store import diagnosis
 
     def detailed(*args):
@@ -107,6 +107,9 @@ def test_auxiliaries_come_when_first_needed_and_the_file_passes_the_fast_diagnos
     spawns.record(store, m1, model=None, effort=None, prompt="p", cwd="/", session_id=None)  # `member create`
     worktrees.record(store, m1, repo="/r", path="/r.m1", branch="b", base="main", base_commit="0" * 40)
     worktrees.set_fleet_default(store, fleet_id, True)
+    fleets.set_default_placement(store, fleet_id, "window")  # `fleet create --placement`
+    revivals.set_fleet(store, fleet_id, 3)  # `fleet create --revive`
+    revivals.record(store, fleet_id, m1, revivals.KEEPER, "restored")  # the keeper's first revival
     assert added() == {*schema.AUX_INDEXES, *schema.AUX_TABLES} - {notices.TABLE, execs.TABLE, execs.OPEN_INDEX}
     assert (
         notices.post(store, fleet_id, director, notices.Notice("silent", f"member:{m1}", m1, None, "[cafleet notice]"))

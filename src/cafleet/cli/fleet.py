@@ -90,8 +90,8 @@ def show(ctx: Context, fleet_id):
         ]
         if record["deleted_at"]:
             lines.append(f"deleted: {render.inline(record['deleted_at'])}")
-        lines.append(f"keeper: {keeper_text(keeper, ctx.settings)}")
         lines.append(f"revive: {revive_text(per_hour)}")
+        lines.append(f"keeper: {keeper_text(keeper, ctx.settings)}")
         return "\n".join(lines)
 
     keeper_record = dict(keeper.as_dict(), enabled=bool(ctx.settings.keeper))
