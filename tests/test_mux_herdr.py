@@ -160,6 +160,35 @@ def test_split_of_a_missing_tab_pane_or_directory_fails_clearly(herdr, tmp_path)
         split(herdr, "w1:t1", ["true"], cwd=str(tmp_path / "missing"))
 
 
+# -- tabs and sizes (placement) ----------------------------------------------------------------
+
+TAB_INFO_KEYS = {"tab_id", "workspace_id", "number", "label", "focused", "pane_count", "agent_status"}
+
+
+def test_standin_tab_create_list_and_pane_layout_print_herdrs_shapes(herdr_env):
+    made = envelope(herdr_env.run("tab", "create", "--workspace", "w1", "--label", "x y", "--no-focus").stdout)
+    assert made["id"] == "cli:tab:create" and made["result"]["type"] == "tab_created"
+    tab, root = made["result"]["tab"], made["result"]["root_pane"]
+    assert set(tab) == TAB_INFO_KEYS
+    assert (tab["tab_id"], tab["label"], tab["focused"], tab["pane_count"]) == ("w1:t2", "x y", False, 1)
+    assert (root["pane_id"], root["tab_id"]) == ("w1:p2", "w1:t2")
+    listed = envelope(herdr_env.run("tab", "list", "--workspace", "w1").stdout)
+    assert listed["id"] == "cli:tab:list" and listed["result"]["type"] == "tab_list"
+    assert [(t["tab_id"], t["label"], t["focused"]) for t in listed["result"]["tabs"]] == [
+        ("w1:t1", "1", True),  # a tab without a label is named by its position, as herdr's
+        ("w1:t2", "x y", False),  # --no-focus: the focus stays where it was
+    ]
+    layout = envelope(herdr_env.run("pane", "layout", "--pane", "w1:p2").stdout)
+    assert layout["id"] == "cli:pane:layout" and layout["result"]["type"] == "pane_layout"
+    snapshot = layout["result"]["layout"]
+    assert set(snapshot) == {"workspace_id", "tab_id", "zoomed", "area", "focused_pane_id", "panes", "splits"}
+    assert snapshot["area"] == {"x": 0, "y": 0, "width": 200, "height": 50}
+    assert snapshot["panes"] == [{"pane_id": "w1:p2", "focused": True, "rect": snapshot["area"]}]
+    missing = herdr_env.run("tab", "create", "--workspace", "w9")
+    assert missing.returncode == 1
+    assert envelope(missing.stderr)["error"] == {"code": "workspace_not_found", "message": "workspace w9 not found"}
+
+
 # -- capture -------------------------------------------------------------------------------
 
 
