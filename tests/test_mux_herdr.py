@@ -160,6 +160,84 @@ def test_split_of_a_missing_tab_pane_or_directory_fails_clearly(herdr, tmp_path)
         split(herdr, "w1:t1", ["true"], cwd=str(tmp_path / "missing"))
 
 
+# -- tabs and sizes (placement) ----------------------------------------------------------------
+
+TAB_INFO_KEYS = {"tab_id", "workspace_id", "number", "label", "focused", "pane_count", "agent_status"}
+
+
+def test_standin_tab_create_list_and_pane_layout_print_herdrs_shapes(herdr_env):
+    made = envelope(herdr_env.run("tab", "create", "--workspace", "w1", "--label", "x y", "--no-focus").stdout)
+    assert made["id"] == "cli:tab:create" and made["result"]["type"] == "tab_created"
+    tab, root = made["result"]["tab"], made["result"]["root_pane"]
+    assert set(tab) == TAB_INFO_KEYS
+    assert (tab["tab_id"], tab["label"], tab["focused"], tab["pane_count"]) == ("w1:t2", "x y", False, 1)
+    assert (root["pane_id"], root["tab_id"]) == ("w1:p2", "w1:t2")
+    listed = envelope(herdr_env.run("tab", "list", "--workspace", "w1").stdout)
+    assert listed["id"] == "cli:tab:list" and listed["result"]["type"] == "tab_list"
+    assert [(t["tab_id"], t["label"], t["focused"]) for t in listed["result"]["tabs"]] == [
+        ("w1:t1", "1", True),  # a tab without a label is named by its position, as herdr's
+        ("w1:t2", "x y", False),  # --no-focus: the focus stays where it was
+    ]
+    layout = envelope(herdr_env.run("pane", "layout", "--pane", "w1:p2").stdout)
+    assert layout["id"] == "cli:pane:layout" and layout["result"]["type"] == "pane_layout"
+    snapshot = layout["result"]["layout"]
+    assert set(snapshot) == {"workspace_id", "tab_id", "zoomed", "area", "focused_pane_id", "panes", "splits"}
+    assert snapshot["area"] == {"x": 0, "y": 0, "width": 200, "height": 50}
+    assert snapshot["panes"] == [{"pane_id": "w1:p2", "focused": True, "rect": snapshot["area"]}]
+    missing = herdr_env.run("tab", "create", "--workspace", "w9")
+    assert missing.returncode == 1
+    assert envelope(missing.stderr)["error"] == {"code": "workspace_not_found", "message": "workspace w9 not found"}
+
+
+def test_tab_layout_reports_the_tabs_panes_and_their_sizes(herdr_env, herdr):
+    right, _ = herdr.split_identified("w1:t1", ["sleep", "60"], target_pane="w1:p1", beside=True)
+    below, _ = herdr.split_identified("w1:t1", ["sleep", "60"], target_pane=right)
+    tab, panes = herdr.tab_layout("w1:p1")
+    listed = herdr_env.tmux("list-panes", "-a", "-F", "#{pane_id} #{pane_width} #{pane_height}").splitlines()
+    sizes = {tmux_id: (int(w), int(h)) for tmux_id, w, h in (line.split() for line in listed)}
+    assert tab == "w1:t1"
+    assert {p: (w, h) for p, w, h in panes} == {p: sizes[herdr_env.tmux_pane(p)] for p in ("w1:p1", right, below)}
+    assert panes[0][1:] == (100, 50) and {panes[1][1:], panes[2][1:]} == {(99, 25), (99, 24)}
+    with pytest.raises(PaneGone, match="w1:p99"):
+        herdr.tab_layout("w1:p99")
+
+
+def test_new_tab_runs_argv_exactly_with_cwd_and_env_and_leaves_the_focus(herdr_env, herdr, tmp_path):
+    out = tmp_path / "argv.json"
+    workdir = tmp_path / "dir with space #{pane_id};"
+    workdir.mkdir()
+    env = {"CFT_A": "value with spaces; $HOME `x`", "CFT_B": "#{session_name};"}
+    argv = [sys.executable, "-c", ARGV_DUMPER, str(out), *HOSTILE_ARGS]
+    tab, pane, identity = herdr.new_tab(argv, label="cafleet-1-e2e", cwd=str(workdir), env=env)
+    assert (tab, pane) == ("w1:t2", "w1:p2")
+    assert read_json_when_present(out) == {"argv": HOSTILE_ARGS, "cwd": str(workdir), "env": env}
+    assert not (workdir / "pwned").exists()
+    assert identity and herdr.identity(pane) == identity  # the shell's, kept by the program exec'd there
+    tabs = envelope(herdr_env.run("tab", "list").stdout)["result"]["tabs"]
+    assert [(t["tab_id"], t["label"], t["focused"]) for t in tabs] == [
+        ("w1:t1", "1", True),
+        ("w1:t2", "cafleet-1-e2e", False),
+    ]
+    with pytest.raises(MuxError, match="does not exist"):
+        herdr.new_tab(["true"], label="x", cwd=str(tmp_path / "missing"))
+    with pytest.raises(MuxError, match="not a valid environment variable"):
+        herdr.new_tab(["true"], label="x", env={"A=B": "c"})
+    assert len(envelope(herdr_env.run("tab", "list").stdout)["result"]["tabs"]) == 2  # nothing opened
+
+
+def test_labelled_tabs_are_the_workspaces_tabs_of_that_label_with_their_panes(herdr_env, herdr):
+    assert herdr.labelled_tabs("cafleet-1-e2e") == []
+    first, root, _ = herdr.new_tab(["sleep", "60"], label="cafleet-1-e2e")
+    herdr.new_tab(["sleep", "60"], label="cafleet-1-e2e-other")
+    second, other, _ = herdr.new_tab(["sleep", "60"], label="cafleet-1-e2e")
+    below, _ = herdr.split_identified(first, ["sleep", "60"], target_pane=root)
+    assert herdr.labelled_tabs("cafleet-1-e2e") == [(first, [root, below]), (second, [other])]
+    herdr.kill(other)  # a tab closes with its last pane
+    assert herdr.labelled_tabs("cafleet-1-e2e") == [(first, [root, below])]
+    with pytest.raises(MuxError, match="workspace is unknown"):
+        Herdr(herdr_env.socket, binary=herdr_env.binary).labelled_tabs("cafleet-1-e2e")
+
+
 # -- capture -------------------------------------------------------------------------------
 
 

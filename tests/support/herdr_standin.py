@@ -3,8 +3,10 @@
 
 herdr cannot be installed here, so tests drive this program instead (through the
 ``tests/support/bin/herdr`` wrapper). It implements the ``herdr pane`` subcommands cafleet
-uses -- ``current``, ``get``, ``list``, ``split``, ``run``, ``send-text``, ``send-keys``,
-``read``, ``close``, ``process-info`` -- with herdr's output contract:
+uses -- ``current``, ``get``, ``list``, ``layout``, ``split``, ``run``, ``send-text``,
+``send-keys``, ``read``, ``close``, ``process-info`` -- and ``herdr tab create|list``, with
+herdr's output contract and its JSON shapes (``src/api/schema/{panes,tabs,response}.rs`` of
+herdr's source):
 
 * success: exit 0; JSON commands print one compact ``{"id": ..., "result": {...}}`` line on
   stdout, input commands print nothing, ``read`` prints the text itself;
@@ -19,6 +21,12 @@ session, from ``HERDR_STANDIN_TMUX_SOCKET``. One workspace ``w1`` is a tmux sess
 ``<socket>.standin.json``, guarded by an ``flock`` on ``<socket>.standin.lock``. New panes
 run the shell recorded by :func:`start_server` and get ``HERDR_ENV``, ``HERDR_SOCKET_PATH``,
 ``HERDR_WORKSPACE_ID``, ``HERDR_TAB_ID`` and ``HERDR_PANE_ID``.
+
+Sizes are tmux's: ``pane layout`` reports each tmux pane's position and size as its
+``rect`` and the window's size as the ``area`` (herdr's rectangles include a pane's border,
+tmux's panes have none and a one-cell divider between them), and no ``splits`` (tmux's
+layout tree is not herdr's). A tab's label is the one ``tab create --label`` gave, else its
+position (as herdr's); a tab closes with its last pane (tmux closes the window).
 """
 
 from __future__ import annotations
@@ -43,6 +51,13 @@ _ROW_FORMAT = "\t".join(
         "#{pane_pid}",
         "#{pane_dead}",
         "#{pane_current_path}",
+        "#{pane_left}",
+        "#{pane_top}",
+        "#{pane_width}",
+        "#{pane_height}",
+        "#{window_width}",
+        "#{window_height}",
+        "#{window_zoomed_flag}",
     ]
 )
 _NAMED_KEYS = {
@@ -212,6 +227,31 @@ class Server:
                 return pane_id
         raise Failure("pane_not_found", "no focused pane")
 
+    def tabs(self) -> list[str]:
+        """herdr ids of the tabs that still have a pane, in creation order."""
+        live = {self.state["panes"][p]["tab"] for p in self.live()}
+        return sorted(live, key=lambda t: int(t.rsplit("t", 1)[1]))
+
+    def tab_panes(self, tab_id: str) -> list[str]:
+        """The tab's panes in tmux's order (left to right, top to bottom)."""
+        by_tmux = {self.state["panes"][p]["tmux"]: p for p in self.live() if self.state["panes"][p]["tab"] == tab_id}
+        return [by_tmux[row] for row in self.rows if row in by_tmux]
+
+    def tab_info(self, tab_id: str) -> dict[str, Any]:
+        tabs = self.tabs()
+        if tab_id not in tabs:
+            raise Failure("tab_not_found", f"tab {tab_id} not found")
+        panes = self.tab_panes(tab_id)
+        return {
+            "tab_id": tab_id,
+            "workspace_id": WORKSPACE,
+            "number": int(tab_id.rsplit("t", 1)[1]),
+            "label": self.state.get("labels", {}).get(tab_id) or str(tabs.index(tab_id) + 1),
+            "focused": self.rows[self.state["panes"][panes[0]]["tmux"]][3] == "1",
+            "pane_count": len(panes),
+            "agent_status": "unknown",
+        }
+
     def info(self, pane_id: str) -> dict[str, Any]:
         record = self.resolve(pane_id)
         row = self.rows[record["tmux"]]
@@ -279,6 +319,94 @@ def cmd_list(server: Server, args: Sequence[str]) -> dict[str, Any]:
         workspace = args[1]
     panes = [server.info(p) for p in server.live()] if workspace in (None, WORKSPACE) else []
     return {"type": "pane_list", "panes": panes}
+
+
+def _rect(row: list[str], first: int) -> dict[str, int]:
+    return dict(zip(("x", "y", "width", "height"), (int(v) for v in row[first : first + 4]), strict=True))
+
+
+def cmd_layout(server: Server, args: Sequence[str]) -> dict[str, Any]:
+    record = server.resolve(_caller(server, _optional_pane(args)))
+    panes = server.tab_panes(record["tab"])
+    rows = [server.rows[server.state["panes"][p]["tmux"]] for p in panes]
+    focused = next((p for p, row in zip(panes, rows, strict=True) if row[2] == "1"), panes[0])
+    width, height = int(rows[0][11]), int(rows[0][12])
+    layout = {
+        "workspace_id": WORKSPACE,
+        "tab_id": record["tab"],
+        "zoomed": rows[0][13] == "1",
+        "area": {"x": 0, "y": 0, "width": width, "height": height},
+        "focused_pane_id": focused,
+        "panes": [
+            {"pane_id": p, "focused": p == focused, "rect": _rect(row, 7)} for p, row in zip(panes, rows, strict=True)
+        ],
+        "splits": [],
+    }
+    return {"type": "pane_layout", "layout": layout}
+
+
+def _workspace_option(args: Sequence[str], index: int) -> str:
+    workspace = _value(args, index, "--workspace")
+    if workspace != WORKSPACE:
+        raise Failure("workspace_not_found", f"workspace {workspace} not found")
+    return workspace
+
+
+def cmd_tab_list(server: Server, args: Sequence[str]) -> dict[str, Any]:
+    index = 0
+    while index < len(args):
+        if args[index] != "--workspace":
+            raise usage(f"unknown option: {args[index]}")
+        _workspace_option(args, index)
+        index += 2
+    return {"type": "tab_list", "tabs": [server.tab_info(t) for t in server.tabs()]}
+
+
+def cmd_tab_create(server: Server, args: Sequence[str]) -> dict[str, Any]:
+    cwd, label, focus = None, None, False
+    env: dict[str, str] = {}
+    index = 0
+    while index < len(args):
+        flag = args[index]
+        if flag in ("--focus", "--no-focus"):
+            focus, index = flag == "--focus", index + 1
+            continue
+        if flag == "--workspace":
+            _workspace_option(args, index)
+        elif flag == "--cwd":
+            cwd = os.path.abspath(_value(args, index, flag))
+        elif flag == "--label":
+            label = _value(args, index, flag)
+        elif flag == "--env":
+            key, sep, val = _value(args, index, flag).partition("=")
+            if not sep or not key:
+                raise usage("env must use KEY=VALUE")
+            env[key] = val
+        else:
+            raise usage(f"unknown option: {flag}")
+        index += 2
+    if cwd is not None and not os.path.isdir(cwd):
+        raise Failure("tab_create_failed", f"No such file or directory: {cwd}")
+    state = server.state
+    tab_id, pane_id = f"{WORKSPACE}:t{state['next_tab']}", f"{WORKSPACE}:p{state['next_pane']}"
+    tmux_args = ["new-window", "-P", "-F", "#{pane_id}\t#{window_id}", "-t", f"{WORKSPACE}:"]
+    tmux_args += [] if focus else ["-d"]
+    if cwd is not None:
+        tmux_args += ["-c", cwd.replace("#", "##")]
+    for key, val in env.items():
+        tmux_args += ["-e", f"{key}={val}"]
+    tmux_args += _pane_env(server.socket, tab_id, pane_id)
+    new, window = tmux(server.socket, *tmux_args, "--", *state["shell"]).strip().split("\t")
+    state["next_tab"] += 1
+    state["next_pane"] += 1
+    state["tabs"][tab_id] = window
+    if label is not None:
+        state.setdefault("labels", {})[tab_id] = label
+    state["panes"][pane_id] = {"tmux": new, "tab": tab_id, "terminal": f"term_{state['next_terminal']}"}
+    state["next_terminal"] += 1
+    server.save()
+    server.refresh()
+    return {"type": "tab_created", "tab": server.tab_info(tab_id), "root_pane": server.info(pane_id)}
 
 
 def cmd_split(server: Server, args: Sequence[str]) -> dict[str, Any]:
@@ -488,11 +616,16 @@ _JSON_COMMANDS = {
     "current": ("cli:pane:current", cmd_current),
     "get": ("cli:pane:get", cmd_get),
     "list": ("cli:pane:list", cmd_list),
+    "layout": ("cli:pane:layout", cmd_layout),
     "split": ("cli:pane:split", cmd_split),
     "close": ("cli:pane:close", cmd_close),
     "process-info": ("cli:pane:process_info", cmd_process_info),
 }
 _SILENT_COMMANDS = {"send-text": cmd_send_text, "send-keys": cmd_send_keys, "run": cmd_run}
+_TAB_COMMANDS = {
+    "create": ("cli:tab:create", cmd_tab_create),
+    "list": ("cli:tab:list", cmd_tab_list),
+}
 
 
 def _emit(stream: Any, payload: dict[str, Any]) -> None:
@@ -503,15 +636,17 @@ def _emit(stream: Any, payload: dict[str, Any]) -> None:
 
 def run(argv: Sequence[str]) -> int:
     """Execute one ``herdr`` invocation (``argv`` without the program name)."""
-    if len(argv) < 2 or argv[0] != "pane":
-        sys.stderr.write("herdr stand-in: only `herdr pane <subcommand>` is implemented\n")
+    if len(argv) < 2 or argv[0] not in ("pane", "tab"):
+        sys.stderr.write("herdr stand-in: only `herdr pane|tab <subcommand>` is implemented\n")
         return 2
-    sub, args = argv[1], argv[2:]
-    request_id = _JSON_COMMANDS.get(sub, ("cli:request", None))[0]
-    if sub == "read":
+    group, sub, args = argv[0], argv[1], argv[2:]
+    json_commands = _JSON_COMMANDS if group == "pane" else _TAB_COMMANDS
+    silent = _SILENT_COMMANDS if group == "pane" else {}
+    request_id = json_commands.get(sub, ("cli:request", None))[0]
+    if group == "pane" and sub == "read":
         request_id = "cli:pane:read"
-    if sub not in _JSON_COMMANDS and sub not in _SILENT_COMMANDS and sub != "read":
-        sys.stderr.write(f"herdr pane: unknown subcommand {sub}\n")
+    if sub not in json_commands and sub not in silent and (group, sub) != ("pane", "read"):
+        sys.stderr.write(f"herdr {group}: unknown subcommand {sub}\n")
         return 2
     socket = os.environ.get("HERDR_SOCKET_PATH") or os.environ.get("HERDR_STANDIN_TMUX_SOCKET")
     try:
@@ -519,14 +654,14 @@ def run(argv: Sequence[str]) -> int:
             raise Failure("server_not_running", f"herdr server is not running at {socket}")
         with _locked(socket):
             server = Server(socket)
-            if sub in _JSON_COMMANDS:
-                result = _JSON_COMMANDS[sub][1](server, args)
+            if sub in json_commands:
+                result = json_commands[sub][1](server, args)
                 _emit(sys.stdout, {"id": request_id, "result": result})
             elif sub == "read":
                 sys.stdout.buffer.write(cmd_read(server, args).encode("utf-8"))
                 sys.stdout.flush()
             else:
-                _SILENT_COMMANDS[sub](server, args)
+                silent[sub](server, args)
     except Failure as failure:
         if failure.usage:
             sys.stderr.write(failure.message + "\n")

@@ -246,11 +246,12 @@ def tmux_fleet(env: dict, tmp_path: Path, monkeypatch, size: tuple[int, int] | N
 
 
 @contextmanager
-def herdr_fleet(env: dict, tmp_path: Path, monkeypatch) -> Iterator[PaneFleet]:
+def herdr_fleet(env: dict, tmp_path: Path, monkeypatch, size: tuple[int, int] | None = None) -> Iterator[PaneFleet]:
     """The herdr stand-in; the Director is its root pane ``w1:p1`` (a shell, so no byte
-    recorder here)."""
+    recorder here); ``size``: its tabs' (width, height), else the fixtures' default."""
     records = prepare_env(env, tmp_path, monkeypatch)
-    with running_herdr(env) as herdr:
+    sized = {"width": size[0], "height": size[1]} if size else {}
+    with running_herdr(env, **sized) as herdr:
         monkeypatch.setenv("PATH", herdr.env["PATH"])
         monkeypatch.setenv("HERDR_STANDIN_PYTHON", sys.executable)
         yield PaneFleet(dict(herdr.environ), herdr, herdr.root_pane, records, tmp_path / "unused")

@@ -242,8 +242,9 @@ class HerdrEnv:
 
 
 @contextmanager
-def running_herdr(environ: Mapping[str, str]) -> Iterator[HerdrEnv]:
-    """Start a herdr stand-in server in a private directory and stop it on exit."""
+def running_herdr(environ: Mapping[str, str], width: int = WIDTH, height: int = HEIGHT) -> Iterator[HerdrEnv]:
+    """Start a herdr stand-in server (its tabs ``width`` x ``height``) in a private
+    directory and stop it on exit."""
     from tests.support import herdr_standin
 
     directory = tempfile.mkdtemp(prefix="cft-herdr-")  # short: socket paths are limited
@@ -258,7 +259,7 @@ def running_herdr(environ: Mapping[str, str]) -> Iterator[HerdrEnv]:
     }
     herdr = HerdrEnv(socket, env)
     try:
-        herdr_standin.start_server(socket, shell=shell, env=env, width=WIDTH, height=HEIGHT)
+        herdr_standin.start_server(socket, shell=shell, env=env, width=width, height=height)
         yield herdr
     finally:
         herdr.kill()

@@ -22,8 +22,14 @@ room. The rules (:func:`best_split`, :func:`tiled_fits`) are pure; tmux's tiled 
 ``rows`` and ``columns`` grown alternately (rows first) until they hold every pane, each
 pane ``(width - (columns - 1)) // columns`` wide and ``(height - (rows - 1)) // rows`` high.
 
-herdr reports no pane sizes: there a member splits the Director's pane (``split``, and
-``auto``), as before.
+herdr (:func:`_open_herdr`): the same rules with herdr's words and sizes. ``pane layout``
+reports each pane's rectangle with its frame (a one-cell border on each side once a tab
+holds two panes): a half is ``size // 2`` less the two cells of that border, and so is the
+side not halved. The fleet's windows are its tabs in the Director's workspace labelled
+``cafleet-<fleet id>-<fleet name>`` that hold a pane of one of the fleet's members (herdr
+has no option to tag a tab with, and a label alone may be another database's fleet of the
+same id and name); one is split as the Director's is (herdr has no tiled layout); a new one
+is ``tab create``, its root shell running the member.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ if TYPE_CHECKING:
 AUTO, SPLIT, WINDOW = "auto", "split", "window"
 PLACEMENTS = (AUTO, SPLIT, WINDOW)
 TAG_OPTION = "@cafleet_fleet"
+HERDR_FRAME = 2  # cells of a herdr pane's rectangle, across and down, its border takes
 
 
 def tiled_grid(panes: int) -> tuple[int, int]:
@@ -58,17 +65,27 @@ def tiled_fits(width: int, height: int, panes: int, min_width: int, min_height: 
 
 
 def best_split(
-    panes: Sequence[tuple[str, int, int]], min_width: int, min_height: int, force: bool = False
+    panes: Sequence[tuple[str, int, int]],
+    min_width: int,
+    min_height: int,
+    force: bool = False,
+    *,
+    divider: int = 1,
+    frame: int = 0,
 ) -> tuple[str, bool] | None:
     """Of ``panes`` ((pane id, width, height): those that may be split), the one to split
     and whether side by side: the split whose smaller half is largest (in cells), among the
     splits that leave both halves at least the minimum; None when none does (``force``:
     the largest pane all the same, split along its longer side in cells of an agent's
-    screen)."""
+    screen). A half is ``(size - divider) // 2`` (tmux: a one-cell divider between the
+    halves) less ``frame``, and so is the side not halved (herdr: a border inside each
+    pane's rectangle)."""
     best: tuple[int, str, bool] | None = None
     for pane_id, width, height in panes:
         for beside in (True, False):
-            half_w, half_h = ((width - 1) // 2, height) if beside else (width, (height - 1) // 2)
+            half_w = (width - divider) // 2 if beside else width
+            half_h = height if beside else (height - divider) // 2
+            half_w, half_h = half_w - frame, half_h - frame
             if half_w >= min_width and half_h >= min_height:
                 area = half_w * half_h
                 if best is None or area > best[0]:
@@ -122,9 +139,21 @@ def open_local(
     Director's ``director`` placement (``backend``, ``session``, ``window_id``, ``pane_id``;
     ``mux`` its client); ``member_panes``: the fleet's members' panes (those a split may
     halve besides the Director's). (pane id, identity, window id)."""
-    if director["backend"] != "tmux":
-        return _open_herdr(director, mux, argv, cwd=cwd, env=env)
     from cafleet.delivery.lock import pane_lock
+
+    if director["backend"] != "tmux":
+        with pane_lock(settings.lock_dir, "herdr", director["session"], "layout", settings.lock_timeout, hooks):
+            return _open_herdr(
+                settings,
+                director,
+                mux,
+                argv,
+                cwd=cwd,
+                env=env,
+                mode=mode,
+                name=window_name(int(env["CAFLEET_FLEET_ID"]), fleet_name),
+                member_panes=member_panes,
+            )
     from cafleet.mux.tmux import check_session
 
     fleet_id = int(env["CAFLEET_FLEET_ID"])
@@ -156,9 +185,42 @@ def open_local(
         return pane_id, identity, window
 
 
-def _open_herdr(director: dict, mux, argv, *, cwd, env) -> tuple[str, str | None, str]:
-    """herdr: a split of the Director's pane (it reports no pane sizes to choose by)."""
-    pane_id, identity = mux.split_identified(
-        director["window_id"], argv, cwd=cwd, env=env, target_pane=director["pane_id"]
-    )
-    return pane_id, identity, director["window_id"]
+def _open_herdr(
+    settings: config.Settings,
+    director: dict,
+    mux,
+    argv: Sequence[str],
+    *,
+    cwd: str | None,
+    env: dict[str, str],
+    mode: str,
+    name: str,
+    member_panes: set[str],
+) -> tuple[str, str | None, str]:
+    """:func:`open_local` on herdr (the module's text): the Director's tab while a split
+    fits, then the fleet's tabs, then a new one."""
+    min_w, min_h = settings.pane_min_width, settings.pane_min_height
+    if mode != WINDOW:
+        tab, panes = mux.tab_layout(director["pane_id"])
+        splittable = [pane for pane in panes if pane[0] == director["pane_id"] or pane[0] in member_panes]
+        choice = best_split(splittable, min_w, min_h, force=mode == SPLIT, divider=0, frame=HERDR_FRAME)
+        if choice is not None:
+            target, beside = choice
+            pane_id, identity = mux.split_identified(tab, argv, cwd=cwd, env=env, target_pane=target, beside=beside)
+            return pane_id, identity, tab
+    from cafleet.errors import PaneGone
+
+    for tab, pane_ids in mux.labelled_tabs(name):
+        if not member_panes.intersection(pane_ids):
+            continue  # labelled like ours, but no member of this fleet is there
+        try:
+            _tab, panes = mux.tab_layout(pane_ids[0])
+        except PaneGone:  # closed meanwhile
+            continue
+        choice = best_split(panes, min_w, min_h, divider=0, frame=HERDR_FRAME)
+        if choice is not None:
+            target, beside = choice
+            pane_id, identity = mux.split_identified(tab, argv, cwd=cwd, env=env, target_pane=target, beside=beside)
+            return pane_id, identity, tab
+    tab, pane_id, identity = mux.new_tab(argv, label=name, cwd=cwd, env=env)
+    return pane_id, identity, tab

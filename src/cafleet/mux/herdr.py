@@ -18,13 +18,25 @@ What this module relies on, from herdr's CLI reference and its source:
   ``\\\\`` inside single quotes as one backslash; nothing else in a quoted word differs.
 * ``HERDR_PANE_ID`` and ``HERDR_SOCKET_PATH`` are set in every herdr pane; the CLI honours
   ``HERDR_SOCKET_PATH`` to select the server.
+* Sizes: ``pane get|list`` report none, but ``pane layout --pane ID`` (herdr 0.6.9 and
+  later) prints the pane's tab as ``result.layout`` (``PaneLayoutSnapshot``: ``tab_id``,
+  ``area`` and ``panes`` of ``{pane_id, focused, rect: {x, y, width, height}}``, in cells).
+  A rectangle includes the pane's frame: with herdr's default ``pane_borders`` a pane of a
+  tab of several panes draws a one-cell border inside it. A split halves the pane's
+  rectangle (``pane split`` without ``--ratio``: 0.5, the first half rounded).
+* Tabs: ``tab list [--workspace ID]`` prints ``result.tabs`` (``TabInfo``: ``tab_id``,
+  ``workspace_id``, ``number``, ``label``, ``focused``, ``pane_count``, ...; ``label`` is
+  the one given, else the tab's position); ``tab create --workspace ID --label TEXT
+  --no-focus [--cwd PATH]`` prints ``result.tab`` and ``result.root_pane`` (a shell). A
+  tab closes with its last pane. herdr offers no tab option or other mark of our own.
 
 Choices where herdr's documentation is silent or that are ours:
 
 * ``session`` is ``<workspace_id>@<socket_path>`` (just ``<workspace_id>`` when the socket
   is unknown), so that a process outside the pane (WebUI, tests) reaches the same server;
   ``window_id`` is herdr's ``tab_id``.
-* New panes split ``down`` (like tmux's default ``split-window``) with ``--no-focus``.
+* New panes split ``down`` (like tmux's default ``split-window``), or ``right`` when asked
+  (``beside``), with ``--no-focus``. A new tab's root pane runs the member like a split.
 * :meth:`Herdr.capture` reads ``--source visible`` (passive: ``recent`` reads may scroll a
   full-screen agent's viewport) and keeps the last ``lines`` non-trailing-blank lines.
 * :meth:`Herdr.current_pane` insists on ``HERDR_PANE_ID``: without it herdr would answer
@@ -88,6 +100,29 @@ def _process_identity(info: dict[str, Any]) -> str:
     except (OSError, IndexError):
         return str(pid)
     return f"{pid}:{started}"
+
+
+def _check_cwd(cwd: str | None) -> None:
+    import os
+
+    if cwd is not None and not os.path.isdir(cwd):
+        raise MuxError(f"the working directory {cwd} does not exist.")
+
+
+def _command_line(argv: Sequence[str], env: dict[str, str] | None) -> str:
+    """What ``pane run`` types into a new shell pane: `` exec env K=V argv...``. The
+    variables travel on the command line, not as a split option, so they reach the
+    program whatever options a herdr version accepts."""
+    import shlex
+
+    if not argv:
+        raise MuxError("cannot open a pane without a command to run.")
+    assignments = []
+    for key, value in (env or {}).items():
+        if not key or "=" in key:
+            raise MuxError(f"{key!r} is not a valid environment variable name.")
+        assignments.append(f"{key}={value}")
+    return " exec " + shlex.join(["env", *assignments, *argv] if assignments else list(argv))
 
 
 def _error_of(stderr: str) -> tuple[str, str]:
@@ -280,42 +315,110 @@ class Herdr:
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         target_pane: str | None = None,
+        beside: bool = False,
     ) -> tuple[str, str | None]:
-        import os
-        import shlex
-
-        if not argv:
-            raise MuxError("cannot open a pane without a command to run.")
-        if cwd is not None and not os.path.isdir(cwd):
-            raise MuxError(f"the working directory {cwd} does not exist.")
+        """``beside``: the new pane to the right of ``target_pane``, else below it."""
+        command = _command_line(argv, env)
+        _check_cwd(cwd)
         check_id("tab", window_id)
         target = check_id("pane", target_pane) if target_pane else self._pane_in_tab(window_id)
-        args = ["pane", "split", "--pane", target, "--direction", _SPLIT_DIRECTION, "--no-focus"]
+        args = ["pane", "split", "--pane", target, "--direction", "right" if beside else _SPLIT_DIRECTION]
+        args.append("--no-focus")
         if cwd is not None:
             args += ["--cwd", cwd]
-        assignments = []
-        for key, value in (env or {}).items():
-            if not key or "=" in key:
-                raise MuxError(f"{key!r} is not a valid environment variable name.")
-            assignments.append(f"{key}={value}")
-        # The variables travel on the command line (`env K=V argv...`), not as a split
-        # option, so they reach the program whatever options a herdr version accepts.
-        command = ["env", *assignments, *argv] if assignments else list(argv)
         pane = self._on_pane(target, args, json_result=True).get("pane") or {}
         new_pane = pane.get("pane_id") if isinstance(pane, dict) else None
         if not new_pane:
             raise MuxError("herdr pane split did not report the new pane id.")
-        new_pane = str(new_pane)
+        return str(new_pane), self._start(str(new_pane), command)
+
+    def _start(self, pane_id: str, command: str) -> str | None:
+        """Run ``command`` (:func:`_command_line`) in the new shell pane ``pane_id``; its
+        identity (the shell's, which the program exec'd there keeps). The pane is closed
+        when that fails: no idle shell pane is left behind."""
         try:
-            identity = self.identity(new_pane)  # the shell's; the program exec'd there keeps it
-            self._on_pane(new_pane, ["pane", "run", new_pane, " exec " + shlex.join(command)])
+            identity = self.identity(pane_id)
+            self._on_pane(pane_id, ["pane", "run", pane_id, command])
         except MuxError:
-            try:  # do not leave an idle shell pane behind
-                self.kill(new_pane)
+            try:
+                self.kill(pane_id)
             except MuxError:
                 pass
             raise
-        return new_pane, identity or None
+        return identity or None
+
+    # -- placement: tabs and their panes' sizes ------------------------------------------
+
+    def tab_layout(self, pane_id: str) -> tuple[str, list[tuple[str, int, int]]]:
+        """(the tab of ``pane_id``, [(pane id, width, height)] of each of its panes) from
+        ``pane layout``: herdr's rectangles in cells, a pane's frame included."""
+        layout = self._on_pane(pane_id, ["pane", "layout", "--pane", pane_id], json_result=True).get("layout")
+        tab = layout.get("tab_id") if isinstance(layout, dict) else None
+        panes = []
+        for pane in (layout.get("panes") if isinstance(layout, dict) else None) or []:
+            rect = pane.get("rect") if isinstance(pane, dict) else None
+            width, height = (rect.get("width"), rect.get("height")) if isinstance(rect, dict) else (None, None)
+            if not (rect and pane.get("pane_id") and type(width) is int and type(height) is int):
+                raise MuxError("herdr pane layout printed a pane without its id or size.")
+            panes.append((str(pane["pane_id"]), width, height))
+        if not tab or not panes:
+            raise MuxError(f"herdr pane layout did not report the tab of pane {pane_id}.")
+        return check_id("tab", str(tab)), panes
+
+    def labelled_tabs(self, label: str) -> list[tuple[str, list[str]]]:
+        """(tab id, its pane ids) of each tab of this client's workspace labelled
+        ``label``, oldest first: ``tab list`` and ``pane list``, two calls."""
+        workspace = self._workspace()
+        tabs = self._listed(["tab", "list", "--workspace", workspace], "tabs")
+        found = [t for t in tabs if t.get("label") == label and t.get("tab_id")]
+        found.sort(key=lambda t: t["number"] if type(t.get("number")) is int else 0)
+        if not found:
+            return []
+        panes: dict[str, list[str]] = {str(t["tab_id"]): [] for t in found}
+        for pane in self._listed(["pane", "list", "--workspace", workspace], "panes"):
+            if pane.get("tab_id") in panes and pane.get("pane_id"):
+                panes[pane["tab_id"]].append(str(pane["pane_id"]))
+        return list(panes.items())
+
+    def new_tab(
+        self,
+        argv: Sequence[str],
+        *,
+        label: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> tuple[str, str, str | None]:
+        """A new tab of this client's workspace labelled ``label``, focus left where it
+        is, whose root pane (a shell) then runs ``argv`` as :meth:`split_identified` runs
+        one: (tab id, pane id, identity)."""
+        command = _command_line(argv, env)
+        _check_cwd(cwd)
+        args = ["tab", "create", "--workspace", self._workspace(), "--label", label, "--no-focus"]
+        if cwd is not None:
+            args += ["--cwd", cwd]
+        try:
+            result = self._result(args)
+        except _Failure as failure:
+            raise self._failed(args, failure) from None
+        tab, root = result.get("tab"), result.get("root_pane")
+        tab_id = tab.get("tab_id") if isinstance(tab, dict) else None
+        pane_id = root.get("pane_id") if isinstance(root, dict) else None
+        if not tab_id or not pane_id:
+            raise MuxError("herdr tab create did not report the new tab and its root pane.")
+        tab_id, pane_id = check_id("tab", str(tab_id)), check_id("pane", str(pane_id))
+        return tab_id, pane_id, self._start(pane_id, command)
+
+    def _workspace(self) -> str:
+        if not self.workspace:
+            raise MuxError("the herdr workspace is unknown; the Director's placement names none.")
+        return self.workspace
+
+    def _listed(self, args: Sequence[str], key: str) -> list[dict[str, Any]]:
+        try:
+            items = self._result(args).get(key)
+        except _Failure as failure:
+            raise self._failed(args, failure) from None
+        return [item for item in items or [] if isinstance(item, dict)]
 
     def capture(self, pane_id: str, lines: int = 50, ansi: bool = False) -> str:
         args = ["pane", "read", pane_id, "--source", "visible"]
