@@ -41,25 +41,6 @@ def meminfo(folder: Path, available_kib: int) -> Path:
     return path
 
 
-def create(fleet, name: str, *extra: str, environ=None):
-    return fleet.cafleet(
-        "member",
-        "create",
-        "--fleet-id",
-        str(fleet.fleet_id),
-        "--name",
-        name,
-        "--description",
-        f"{name} stand-in",
-        "--coding-agent",
-        "standin",
-        *extra,
-        "--json",
-        "Wait for tasks from {director_member_id}.",
-        environ=environ,
-    )
-
-
 def panes(fleet) -> list[str]:
     return fleet.server.run("list-panes", "-a", "-F", "#{pane_id}").split()
 
@@ -83,7 +64,7 @@ def test_a_host_short_of_memory_refuses_the_member_in_one_line_and_writes_nothin
     monkeypatch.chdir(repo)  # --worktree takes the repository from here: none is made
     short = dict(fleet.environ, CAFLEET_MEMINFO=str(meminfo(tmp_path, 300 * 1024)))
     before_panes, before_names = panes(fleet), names(fleet)
-    refused = create(fleet, "ann", "--worktree", environ=short)
+    refused = fleet.try_create("ann", "--worktree", environ=short)
     assert (refused.code, refused.out) == (1, ""), refused
     assert refused.err == (
         f"Error: this machine has 300 MiB of memory available; a standin member needs about {STANDIN} MiB "
@@ -118,15 +99,15 @@ def test_a_host_short_of_memory_refuses_the_member_in_one_line_and_writes_nothin
 
     # just enough: the estimate and the margin fit exactly
     enough = dict(fleet.environ, CAFLEET_MEMINFO=str(meminfo(tmp_path, (STANDIN + MARGIN) * 1024)))
-    made = create(fleet, "cid", environ=enough)
+    made = fleet.try_create("cid", environ=enough)
     assert made.code == 0, made
 
 
 @pytest.mark.stores("sqlite")  # the create that --force lets through is the ordinary one, tested on both
 def test_force_creates_the_member_on_a_host_short_of_memory(fleet, tmp_path):
     short = dict(fleet.environ, CAFLEET_MEMINFO=str(meminfo(tmp_path, 1024)))
-    assert create(fleet, "ann", environ=short).code == 1
-    forced = create(fleet, "ann", "--force", environ=short)
+    assert fleet.try_create("ann", environ=short).code == 1
+    forced = fleet.try_create("ann", "--force", environ=short)
     assert forced.code == 0 and forced.err == "", forced
     member = forced.json()
     assert member["pane_id"] in panes(fleet)
@@ -137,16 +118,16 @@ def test_force_creates_the_member_on_a_host_short_of_memory(fleet, tmp_path):
 def test_the_member_cap_refuses_one_more_member_and_force_passes_it(fleet):
     capped = dict(fleet.environ, CAFLEET_FLEET_MAX_MEMBERS="2")
     for name in ("ann", "bob"):
-        assert create(fleet, name, environ=capped).code == 0
+        assert fleet.try_create(name, environ=capped).code == 0
     before_panes = panes(fleet)
-    refused = create(fleet, "cid", environ=capped)
+    refused = fleet.try_create("cid", environ=capped)
     assert (refused.code, refused.out) == (1, ""), refused
     assert refused.err == (
         f"Error: fleet {fleet.fleet_id} has 2 members besides its Director, its cap (CAFLEET_FLEET_MAX_MEMBERS=2); "
         "nothing was created; give --force to create the member anyway.\n"
     )
     assert names(fleet) == ["Director", "ann", "bob"] and panes(fleet) == before_panes
-    forced = create(fleet, "cid", "--force", environ=capped)
+    forced = fleet.try_create("cid", "--force", environ=capped)
     assert forced.code == 0, forced
     assert names(fleet) == ["Director", "ann", "bob", "cid"]
 
@@ -154,8 +135,8 @@ def test_the_member_cap_refuses_one_more_member_and_force_passes_it(fleet):
     ann = next(r for r in fleet.cafleet("member", "list", str(fleet.fleet_id), "--json").json() if r["name"] == "ann")
     assert fleet.cafleet("member", "delete", str(ann["member_id"])).code == 0
     assert fleet.cafleet("member", "delete", str(forced.json()["member_id"])).code == 0
-    assert create(fleet, "dan", environ=capped).code == 0
-    assert create(fleet, "eve", environ=capped).code == 1
+    assert fleet.try_create("dan", environ=capped).code == 0
+    assert fleet.try_create("eve", environ=capped).code == 1
 
 
 @pytest.mark.stores("sqlite")  # read before any store is written
@@ -175,7 +156,7 @@ def test_an_unusable_meminfo_setting_is_one_line_and_writes_nothing(fleet, tmp_p
         f"Error: the file CAFLEET_MEMINFO names on this machine, {shown(empty)}, has no 'MemAvailable: N kB' line.\n",
     )
     for value, (code, err) in cases.items():
-        refused = create(fleet, "ann", environ=dict(fleet.environ, CAFLEET_MEMINFO=value))
+        refused = fleet.try_create("ann", environ=dict(fleet.environ, CAFLEET_MEMINFO=value))
         assert (refused.code, refused.out, refused.err) == (code, "", err), value
     assert names(fleet) == ["Director"]
 

@@ -75,19 +75,10 @@ def layout(fleet: PaneFleet, server=None) -> dict[str, tuple[str, int, int]]:
     return {p: (w, int(x), int(y)) for p, w, x, y in (line.split() for line in out.split("\n") if line)}
 
 
-def create(fleet: PaneFleet, name: str, *flags: str) -> dict:
-    made = fleet.cafleet(
-        "member", "create", "--fleet-id", str(fleet.fleet_id), "--name", name, "--description", f"{name} stand-in",
-        "--coding-agent", "standin", *flags, "--json", "Wait for tasks from {director_member_id}.",
-    )  # fmt: skip
-    assert made.code == 0, made
-    return made.json()
-
-
 @pytest.mark.stores("sqlite")  # the rules and tmux are the same on both stores; the mixed test runs on both
 def test_thirty_members_from_a_220x60_window_all_live_every_pane_at_least_80x20(wide_fleet):
     fleet = wide_fleet
-    made = [create(fleet, f"m{i}") for i in range(30)]
+    made = [fleet.placed(f"m{i}") for i in range(30)]
     for record in made:
         fleet.wait_ready(record["member_id"])
     panes = layout(fleet)
@@ -118,8 +109,8 @@ def test_thirty_members_from_a_220x60_window_all_live_every_pane_at_least_80x20(
 
 def test_split_and_window_placements_mixed_are_restored_and_deleted_cleanly(wide_fleet, tmp_path):
     fleet = wide_fleet
-    split = [create(fleet, "s1", "--placement", "split"), create(fleet, "s2", "--placement", "split")]
-    window = [create(fleet, "w1", "--placement", "window"), create(fleet, "w2", "--placement", "window")]
+    split = [fleet.placed("s1", "--placement", "split"), fleet.placed("s2", "--placement", "split")]
+    window = [fleet.placed("w1", "--placement", "window"), fleet.placed("w2", "--placement", "window")]
     for record in split + window:
         fleet.wait_ready(record["member_id"])
     panes = layout(fleet)

@@ -64,15 +64,6 @@ def tab_of(found: dict[str, dict], pane_id: str) -> str:
     return next(tab_id for tab_id, tab in found.items() if pane_id in tab["panes"])
 
 
-def create(fleet: PaneFleet, name: str, *flags: str) -> dict:
-    made = fleet.cafleet(
-        "member", "create", "--fleet-id", str(fleet.fleet_id), "--name", name, "--description", f"{name} stand-in",
-        "--coding-agent", "standin", *flags, "--json", "Wait for tasks from {director_member_id}.",
-    )  # fmt: skip
-    assert made.code == 0, made
-    return made.json()
-
-
 def assert_room(found: dict[str, dict]) -> None:
     """Every pane at least 80 x 20 inside herdr's border (the stand-in draws no border:
     its panes are larger still)."""
@@ -88,7 +79,7 @@ def assert_room(found: dict[str, dict]) -> None:
 @pytest.mark.stores("sqlite")  # the rule and herdr are the same on both stores
 def test_eight_members_three_beside_the_director_then_fleet_tabs_of_four_all_live(herdr):
     fleet = herdr
-    made = [create(fleet, f"m{i}") for i in range(8)]
+    made = [fleet.placed(f"m{i}") for i in range(8)]
     for record in made:
         fleet.wait_ready(record["member_id"])
     found = tabs(fleet)
@@ -125,8 +116,8 @@ def test_window_and_split_placements_a_lookalike_tab_and_delete(herdr):
     fleet = herdr
     label = f"cafleet-{fleet.fleet_id}-e2e"
     lookalike = herdr_json(fleet, "tab", "create", "--label", label, "--no-focus")  # not one of this fleet's
-    window = [create(fleet, "w1", "--placement", "window"), create(fleet, "w2", "--placement", "window")]
-    split = [create(fleet, f"s{i}", "--placement", "split") for i in range(4)]
+    window = [fleet.placed("w1", "--placement", "window"), fleet.placed("w2", "--placement", "window")]
+    split = [fleet.placed(f"s{i}", "--placement", "split") for i in range(4)]
     for record in window + split:
         fleet.wait_ready(record["member_id"])
     found = tabs(fleet)
@@ -145,7 +136,7 @@ def test_window_and_split_placements_a_lookalike_tab_and_delete(herdr):
     assert window_tab not in after and lookalike["tab"]["tab_id"] in after, after
     assert set(after[director_tab]["panes"]) == {fleet.director_pane, *(r["pane_id"] for r in split[:2])}, after
     # the room the third left (the fourth's was below the minimum) is taken again (auto)
-    again = create(fleet, "again")
+    again = fleet.placed("again")
     fleet.wait_ready(again["member_id"])
     assert tab_of(tabs(fleet), again["pane_id"]) == director_tab
     assert_room(tabs(fleet))
@@ -159,7 +150,7 @@ def short_herdr(env, tmp_path, monkeypatch):
 
 def test_restore_places_a_member_whose_pane_closed_where_it_fits(short_herdr):
     fleet = short_herdr
-    made = [create(fleet, f"m{i}") for i in range(4)]
+    made = [fleet.placed(f"m{i}") for i in range(4)]
     for record in made:
         fleet.wait_ready(record["member_id"])
     before = tabs(fleet)

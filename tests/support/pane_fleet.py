@@ -113,24 +113,22 @@ class PaneFleet:
 
     def create(self, name: str) -> dict:
         """``member create --coding-agent standin --json``, then wait for its input line."""
-        result = self.cafleet(
-            "member",
-            "create",
-            "--fleet-id",
-            str(self.fleet_id),
-            "--name",
-            name,
-            "--description",
-            f"{name} stand-in",
-            "--coding-agent",
-            "standin",
-            "--json",
-            "Wait for tasks from {director_member_id}.",
-        )
-        assert result.code == 0, result
-        record = result.json()
+        record = self.placed(name)
         self.wait_ready(record["member_id"])
         return record
+
+    def try_create(self, name: str, *flags: str, environ: Mapping[str, str] | None = None) -> CliResult:
+        """``member create --coding-agent standin FLAGS --json``, as it ends (no wait)."""
+        return self.cafleet(
+            "member", "create", "--fleet-id", str(self.fleet_id), "--name", name, "--description", f"{name} stand-in",
+            "--coding-agent", "standin", *flags, "--json", "Wait for tasks from {director_member_id}.", environ=environ,
+        )  # fmt: skip
+
+    def placed(self, name: str, *flags: str) -> dict:
+        """:meth:`try_create`, which must succeed: its record (its input line not waited for)."""
+        result = self.try_create(name, *flags)
+        assert result.code == 0, result
+        return result.json()
 
     def attach(self, name: str, *flags: str, coding_agent: str = "standin") -> dict:
         """A member whose pane the test opens itself (the stand-in started with ``flags``,
