@@ -58,6 +58,10 @@ TABLES = {
     "cafleet_aux_fleet_revive": "cafleet_aux_fleet_revive",
     "cafleet_aux_fleet_placement": "cafleet_aux_fleet_placement",
     "cafleet_aux_revivals": "cafleet_aux_revivals",
+    "cafleet_aux_fleet_notify": "cafleet_aux_fleet_notify",
+    "cafleet_aux_notice_posts": "cafleet_aux_notice_posts",
+    "cafleet_aux_notices": "cafleet_aux_notices",
+    "n": "cafleet_aux_notices",
     "walk": "the activity walk's list of steps (broker/activity.py), constant rows",
     "CONSTANT": "a constant row of that list",
 }

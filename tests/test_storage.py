@@ -71,10 +71,10 @@ def test_auxiliaries_come_when_first_needed_and_the_file_passes_the_fast_diagnos
     """The pending index with the first fleet, the usage tables (sources and stored totals)
     with the first recorded source, the budget table with the first fleet budget, the
     spawns' table with the first member created, the worktree tables with the first worktree
-    and fleet default, the placement and revival tables with their first writes, the notices' table with the
-    first notice, each in a transaction of its own;
+    and fleet default, the placement, revival and notify tables with their first writes, the notices' table with
+    the first notice, each in a transaction of its own;
     a file with all, some or none of them opens through the fast diagnosis."""
-    from cafleet.broker import execs, fleets, notices, revivals, spawns, usage, worktrees
+    from cafleet.broker import execs, fleets, notices, notify, revivals, spawns, usage, worktrees
     from cafleet.store import diagnosis
 
     def detailed(*args):
@@ -110,6 +110,8 @@ def test_auxiliaries_come_when_first_needed_and_the_file_passes_the_fast_diagnos
     fleets.set_default_placement(store, fleet_id, "window")  # `fleet create --placement`
     revivals.set_fleet(store, fleet_id, 3)  # `fleet create --revive`
     revivals.record(store, fleet_id, m1, revivals.KEEPER, "restored")  # the keeper's first revival
+    notify.set_fleet_urls(store, fleet_id, ["http://127.0.0.1:9/hook"])  # `fleet create --notify`
+    notify.cursors(store, fleet_id, [notify.url_key("http://127.0.0.1:9/hook")])  # the keeper's outbox starts
     assert added() == {*schema.AUX_INDEXES, *schema.AUX_TABLES} - {notices.TABLE, execs.TABLE, execs.OPEN_INDEX}
     assert (
         notices.post(store, fleet_id, director, notices.Notice("silent", f"member:{m1}", m1, None, "[cafleet notice]"))

@@ -94,7 +94,7 @@ class Setting:
 
     @property
     def checked(self) -> bool:
-        return self.kind in ("seconds", "number", "integer", "switch", "choice", "identifier", "role")
+        return self.kind in ("seconds", "number", "integer", "switch", "choice", "identifier", "role", "urls", "url")
 
     def allowed(self) -> str:
         """The allowed values, as an error message and the README table say them."""
@@ -113,6 +113,8 @@ class Setting:
             "host": "a host name or IP address",
             "identifier": "a lower-case SQL name (a-z, 0-9, _; at most 63)",
             "role": "a PostgreSQL role name, as pg_roles spells it (at most 63 bytes)",
+            "url": "an http:// or https:// URL",
+            "urls": "http:// or https:// URLs (json+, slack+ or ntfy+ before one: its format), space- or comma-separated",
         }.get(self.kind, "any text")
 
     def parse(self, raw: str):
@@ -177,6 +179,27 @@ def _read_role(_setting: Setting, raw: str):
     return raw if fits and all(c >= " " and c != "\x7f" for c in raw) else _INVALID
 
 
+def _read_urls(setting: Setting, raw: str):
+    # checked here so that a bad URL refuses every command at once, never a post later
+    from cafleet.validation import split_urls, url_fault
+
+    urls = split_urls(raw)
+    for url in urls:
+        fault = url_fault(url)
+        if fault is not None:  # said without the URL's own text: it may hold a token
+            raise SettingError(f"{setting.name}: {fault}; give {setting.allowed()}.")
+    return raw if urls else _INVALID
+
+
+def _read_url(setting: Setting, raw: str):
+    from cafleet.validation import split_format, url_fault
+
+    fault = url_fault(raw) or (None if split_format(raw)[1] == raw else "a URL has a format before it")
+    if fault is not None:
+        raise SettingError(f"{setting.name}: {fault}; give {setting.allowed()}.")
+    return raw
+
+
 _READERS = {
     "seconds": _read_number,
     "number": _read_number,
@@ -185,6 +208,8 @@ _READERS = {
     "choice": _read_choice,
     "identifier": _read_identifier,
     "role": _read_role,
+    "urls": _read_urls,
+    "url": _read_url,
 }
 
 
@@ -352,6 +377,22 @@ ENVIRONMENT = (
         high=HOUR,
     ),
     _s(
+        "CAFLEET_NOTIFY_URL",
+        "urls",
+        None,
+        "the fleet keeper posts each notice of the Director's inbox to these http(s) URLs (space- or "
+        "comma-separated; json+, slack+ or ntfy+ before one chooses its format), for a fleet created without "
+        '`--notify` (docs/delivery.md, "Notices posted out")',
+        default_text="none",
+    ),
+    _s(
+        "CAFLEET_PUBLIC_URL",
+        "url",
+        None,
+        "where people open the WebUI (`cafleet server`): a posted notice links to its fleet there",
+        default_text="no link",
+    ),
+    _s(
         "CAFLEET_PANE_MIN_WIDTH",
         "integer",
         80,
@@ -490,6 +531,15 @@ ENVIRONMENT = (
         audience="test",
     ),
     _s("CAFLEET_BIN", "command", None, "stand-in agent: the cafleet command it runs", audience="test"),
+    _s(
+        "CAFLEET_NOTIFY_BACKOFF",
+        "seconds",
+        5.0,
+        "notices posted out: seconds before a failed post is tried again, doubling to 60 times this",
+        low=0.01,
+        high=HOUR,
+        audience="test",
+    ),
     _s(
         "CAFLEET_MEMINFO",
         "path",

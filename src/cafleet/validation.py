@@ -112,3 +112,88 @@ def not_a_notice(value: str, where: str = "the body") -> str:
             "itself writes: reword that line, or quote it behind '> '."
         )
     return value
+
+
+# --- the URLs notices are posted to (docs/delivery.md, "Notices posted out") ---------------
+
+NOTIFY_FORMATS = ("json", "slack", "ntfy")
+MAX_URL = 2000  # characters
+
+
+def split_urls(raw: str) -> list[str]:
+    """The URLs of a space- or comma-separated list (``CAFLEET_NOTIFY_URL``, ``--notify``)."""
+    return [part for part in raw.replace(",", " ").split() if part]
+
+
+def check_url(url: str, where: str) -> str:
+    """``url`` when it is a URL notices can be posted to; else a one-line UsageError that
+    names ``where`` and shows the URL without what may be a secret."""
+    fault = url_fault(url)
+    if fault is not None:
+        raise UsageError(
+            f"{where}: {fault}; give an http:// or https:// URL (optionally json+, slack+ or ntfy+ before it)."
+        )
+    return url
+
+
+def url_fault(url: str) -> str | None:
+    """Why ``url`` cannot be posted to, or None."""
+    from urllib.parse import urlsplit
+
+    if len(url) > MAX_URL:
+        return f"a URL is longer than {MAX_URL} characters"
+    if not url or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        return "a URL is empty or holds a space or control character"
+    kind, target = split_format(url)
+    if "://" not in target:
+        return "a URL has no http:// or https:// before it"
+    if kind not in NOTIFY_FORMATS:
+        return f"a URL names an unknown format {shown(kind)}"
+    try:
+        parts = urlsplit(target)
+        parts.port  # noqa: B018 -- raises ValueError on a bad port
+    except ValueError:
+        return f"the URL {shown_url(url)} is not a valid URL"
+    if parts.scheme.lower() not in ("http", "https"):
+        return f"the URL {shown_url(url)} is not an http or https URL"
+    if not parts.hostname:
+        return f"the URL {shown_url(url)} names no host"
+    return None
+
+
+def split_format(url: str) -> tuple[str, str]:
+    """(format, the URL to post to) of a stored URL (see the module's text)."""
+    from urllib.parse import urlsplit
+
+    head, plus, rest = url.partition("+")
+    if plus and "://" in rest and "/" not in head and ":" not in head:
+        return head.lower(), rest
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        host = ""
+    if host == "hooks.slack.com":
+        return "slack", url
+    if host == "ntfy.sh":
+        return "ntfy", url
+    return "json", url
+
+
+def shown_url(url: str) -> str:
+    """``scheme://host[:port]/…``: what a log line, `fleet show` or an error may say of a URL
+    (its userinfo, path and query may hold a token)."""
+    from urllib.parse import urlsplit
+
+    kind, target = split_format(url)
+    scheme, _, rest = target.partition("://")
+    try:
+        parts = urlsplit(target)
+        host = parts.hostname or "?"
+        port = parts.port
+    except ValueError:
+        host, port = "?", None
+    if ":" in host:
+        host = f"[{host}]"
+    prefix = f"{kind}+" if url != target else ""
+    tail = "/…" if rest.partition("@")[2] or "/" in rest or "?" in rest else ""
+    return f"{prefix}{scheme[:10]}://{host}{f':{port}' if port else ''}{tail}"

@@ -376,7 +376,7 @@ def keepers_section(ctx: Context) -> dict | None:
     failure: it holds the lock, so no other keeper starts. Not running is a failure only
     while the keeper is on and the fleet has previews owed: then nothing delivers them until
     a command runs."""
-    from cafleet.broker import fleets, notifications
+    from cafleet.broker import fleets, notifications, notify
     from cafleet.cli.fleet import keeper_text
     from cafleet.delivery import keepers
 
@@ -395,6 +395,9 @@ def keepers_section(ctx: Context) -> dict | None:
         entry = dict(found.as_dict(), fleet_id=fleet["fleet_id"], members_owed=owed)
         entry["ok"] = found.running or (found.state == keepers.NOT_RUNNING and (not enabled or not owed))
         entry["text"] = keeper_text(found, ctx.settings)
+        posts = notify.status(store, fleet["fleet_id"])
+        if posts["failing"]:  # a warning: the fleet works, a person away is not told
+            entry["notify"] = posts
         entries.append((entry, found))
     section = {"ok": all(e["ok"] for e, _ in entries), "enabled": enabled, "fleets": [e for e, _ in entries]}
     if not section["ok"]:
@@ -583,6 +586,10 @@ def _keepers_lines(keeping: dict | None) -> list[str]:
     for entry in keeping["fleets"]:
         owed = f"; {entry['members_owed']} member(s) owed a preview" if entry["members_owed"] else ""
         lines.append(f"    {_mark(entry['ok'])} fleet {entry['fleet_id']}: keeper {entry['text']}{owed}")
+        if "notify" in entry:
+            from cafleet.cli.fleet import notify_failing
+
+            lines.append(f"    ! fleet {entry['fleet_id']}: {notify_failing(entry['notify'])}")
     return lines
 
 

@@ -10,12 +10,15 @@ if TYPE_CHECKING:
     from cafleet.cli.context import Context
 
 
-def create(ctx: Context, name, coding_agent, worktrees, revive, placement):
+def create(ctx: Context, name, coding_agent, worktrees, revive, placement, notify=()):
     from cafleet.agents.backends import validate
     from cafleet.mux.detect import multiplexer_for_environment
 
     validation.name(name, "--name")
     validate(coding_agent, None, None)
+    urls = [validation.check_url(url, "--notify") for value in notify for url in validation.split_urls(value)]
+    if notify and not urls:
+        validation.check_url("", "--notify")
     pane = multiplexer_for_environment(ctx.environ).current_pane()
     record = fleets.create_fleet(
         ctx.store(),
@@ -37,7 +40,12 @@ def create(ctx: Context, name, coding_agent, worktrees, revive, placement):
         from cafleet.broker import revivals
 
         revivals.set_fleet(ctx.store(), record["fleet_id"], revivals.DEFAULT_PER_HOUR)
+    if urls:  # before the keeper starts: it reads them once
+        from cafleet.broker import notify as notify_records
+
+        notify_records.set_fleet_urls(ctx.store(), record["fleet_id"], urls)
     shown = dict(record, worktrees=True) if worktrees else record
+    shown = dict(shown, notify=[validation.shown_url(url) for url in urls]) if urls else shown
     shown = dict(shown, placement=placement) if placement else shown
     ctx.emit(
         dict(shown, revive_per_hour=revivals.DEFAULT_PER_HOUR) if revive else shown,
@@ -75,11 +83,13 @@ def list_(ctx: Context):
 def show(ctx: Context, fleet_id):
     from cafleet.delivery import keepers
 
-    from cafleet.broker import revivals
+    from cafleet.broker import notify, revivals
 
     record = fleets.get_fleet(ctx.store(), fleet_id)
     keeper = keepers.status(ctx.store(), ctx.settings, fleet_id)
     per_hour = revivals.per_hour(ctx.store(), fleet_id)
+    urls = notify.urls_for(ctx.store(), fleet_id, notify.split_urls(ctx.settings.notify_url or ""))
+    posts = dict(notify.status(ctx.store(), fleet_id), urls=[notify.shown_url(url) for url in urls])
 
     def text():
         lines = [
@@ -91,11 +101,12 @@ def show(ctx: Context, fleet_id):
         if record["deleted_at"]:
             lines.append(f"deleted: {render.inline(record['deleted_at'])}")
         lines.append(f"revive: {revive_text(per_hour)}")
-        lines.append(f"keeper: {keeper_text(keeper, ctx.settings)}")
+        lines.append(f"notify: {notify_text(posts)}")
+        lines.append(f"keeper: {keeper_text(keeper, ctx.settings)}")  # the last line
         return "\n".join(lines)
 
     keeper_record = dict(keeper.as_dict(), enabled=bool(ctx.settings.keeper))
-    ctx.emit(dict(record, keeper=keeper_record, revive_per_hour=per_hour), text)
+    ctx.emit(dict(record, keeper=keeper_record, revive_per_hour=per_hour, notify=posts), text)
 
 
 def delete(ctx: Context, fleet_id, discard_worktree):
@@ -151,6 +162,27 @@ def auto_revive(ctx: Context, fleet_id, per_hour, off):
 
 def revive_text(per_hour: int | None) -> str:
     return f"on, at most {per_hour} a member an hour" if per_hour else "off (`cafleet member revive` by hand)"
+
+
+def notify_text(posts: dict) -> str:
+    """``off`` or ``N URL(s), last post ok at …`` / ``…, failing since … (reason)`` (docs/delivery.md,
+    "Notices posted out")."""
+    if not posts["urls"]:
+        return "off (no --notify, no CAFLEET_NOTIFY_URL)"
+    head = f"{len(posts['urls'])} URL(s)"
+    if posts["failing"]:
+        return f"{head}, {notify_failing(posts)}"
+    if posts["last_ok_at"]:
+        return f"{head}, last post ok at {render.inline(posts['last_ok_at'])}"
+    return f"{head}, nothing posted yet"
+
+
+def notify_failing(posts: dict) -> str:
+    """``last post failing since … (reason); N post(s) failing`` (shared with doctor)."""
+    return (
+        f"last post failing since {render.inline(posts['failing_since'])} ({render.inline(posts['reason'] or '-')}); "
+        f"{posts['failing']} post(s) failing"
+    )
 
 
 def keeper_text(keeper, settings) -> str:

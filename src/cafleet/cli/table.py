@@ -131,6 +131,15 @@ COMMANDS = [
                 help="where members' panes open unless `member create --placement` says (docs/delivery.md)",
                 default_text="auto",
             ),
+            Param(
+                "notify",
+                "--notify",
+                "multi",
+                metavar="URL",
+                help="post each notice of your inbox to this http(s) URL (repeatable; json+, slack+ or ntfy+ before it "
+                "chooses the format; docs/delivery.md)",
+                default_text="CAFLEET_NOTIFY_URL of the keeper",
+            ),
         ),
     ),
     Command(

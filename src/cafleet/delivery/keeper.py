@@ -214,11 +214,13 @@ def _run(
 ) -> str:
     from cafleet.delivery.execs import Watcher
     from cafleet.delivery.notices import Noticer
+    from cafleet.delivery.outbox import Outbox
 
     deliverer = Deliverer(store, settings, fleet_id, say)
     commands = Watcher(store, settings, fleet_id, say)  # `member exec`: typed, judged, nudged
     spend = UsageKeeper(store, fleet_id, say)
     noticer = Noticer(store, settings, fleet_id, say)
+    outbox = Outbox(store, settings, fleet_id, say)  # notices posted out, off the loop's thread
     changes = None
     try:
         opened = _first_changes(store, stop, reconnect)  # the baseline before the first read
@@ -246,6 +248,7 @@ def _run(
                     next_usage = time.monotonic() + USAGE_EVERY
                 stop.check()
                 wake = min(director.wake(), next_usage, noticer.round(), heartbeat.due)  # the Director's notices
+                wake = min(wake, outbox.round() or wake)  # after the notices: one just posted goes out now
                 stop.check()
                 changes.wait(until=wake if due is None else min(due, wake))
             except DatabaseGone as gone:
@@ -269,6 +272,7 @@ def _run(
                 continue
             last_error = ""
     finally:
+        outbox.close()
         if changes is not None:
             changes.close()
 

@@ -227,6 +227,20 @@ DECLARED_AUX_TABLES: tuple[Table, ...] = (
     # it vanished), its exit status (128 + N for signal N), how it ended (NULL while in flight:
     # finished, never_started, vanished), the notice that told the Director and when the member
     # was told to go on with the output (the grace period's nudge).
+    # cafleet_aux_fleet_notify: the URLs a fleet's notices are posted to (`fleet create
+    # --notify`, docs/delivery.md, "Notices posted out"); none: the keeper's CAFLEET_NOTIFY_URL.
+    Table("cafleet_aux_fleet_notify", "fleet_id int!, url text!", primary_key=("fleet_id", "url")),
+    # cafleet_aux_notice_posts: what became of each notice at each URL (the URL's digest, never
+    # the URL: it may hold a token), so that a keeper started again neither loses nor repeats a
+    # post: `start` (the newest notice when the URL was first seen: older ones are never
+    # posted), `pending` (tried `attempts` times, next at `next_try_at`, failing since
+    # `failed_at` for `last_error`), `posted` (a 2xx, at `posted_at`) or `gave_up` (a 4xx).
+    Table(
+        "cafleet_aux_notice_posts",
+        "fleet_id int!, message_id int!, url_key text!, state text!, attempts int!, next_try_at text, "
+        "posted_at text, failed_at text, last_error text",
+        primary_key=("fleet_id", "message_id", "url_key"),
+    ),
     Table(
         "cafleet_aux_execs",
         "exec_id int id, fleet_id int!, member_id int!, director_id int!, command text!, created_at text!, "

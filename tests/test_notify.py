@@ -1,0 +1,345 @@
+"""Notices posted out (docs/delivery.md, "Notices posted out").
+
+Real parts: a fleet in real panes on a private tmux server, the real keeper (`fleet create`
+starts it; ended by its pid at teardown), the stand-in agent, and a real HTTP receiver on
+127.0.0.1 (``http.server`` in a thread, recording every request and what it answered;
+shut down at teardown, any request it holds released first). Every wait is bounded
+(``wait_for``); none is a timed assertion.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from cafleet.broker import notices
+
+from tests.support.keeper import assert_none_left, log_lines
+from tests.support.pane_fleet import tmux_fleet
+from tests.support.tmux_fixtures import wait_for
+
+PASSWORD = "Sup3rSecretPw"
+TOKEN = "tok3nSECRETvalue"
+SPELLINGS = (
+    f"postgresql://alice:{PASSWORD}@db.example/fleet",
+    f"postgresql://alice@db.example/fleet?password={PASSWORD}",
+    f"host=db.example password='{PASSWORD}'",
+    f"postgresql://alice@db.example/fleet?sslmode=require&pass%77ord={PASSWORD}",
+    f"PASSWORD = {PASSWORD}",
+)
+
+
+class Receiver:
+    """An HTTP server on 127.0.0.1 that records each POST (path, headers, body, the status
+    it answered): ``statuses`` are answered first, in order, then 200; while ``hold`` is
+    set, each request waits (at most 20 s) for ``release``."""
+
+    def __init__(self, port: int = 0, statuses=(), hold: bool = False) -> None:
+        self.requests: list[dict] = []
+        self.statuses = list(statuses)
+        self.hold = hold
+        self.release = threading.Event()
+        self.open = 0
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 -- http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with receiver.lock:
+                    receiver.open += 1
+                if receiver.hold:
+                    receiver.release.wait(20)
+                with receiver.lock:
+                    status = receiver.statuses.pop(0) if receiver.statuses else 200
+                    receiver.requests.append(
+                        {"path": self.path, "headers": dict(self.headers), "body": body, "status": status}
+                    )
+                    receiver.open -= 1
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        ThreadingHTTPServer.allow_reuse_address = True
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str = "/hook") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def ok(self, path: str | None = None) -> list[dict]:
+        with self.lock:
+            return [r for r in self.requests if 200 <= r["status"] < 300 and path in (None, r["path"])]
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(10)
+
+
+@pytest.fixture
+def receivers():
+    started: list[Receiver] = []
+
+    def start(**kwargs) -> Receiver:
+        receiver = Receiver(**kwargs)
+        started.append(receiver)
+        return receiver
+
+    try:
+        yield start
+    finally:
+        for receiver in started:
+            receiver.close()
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then closed: connections to it are refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Kept:
+    """A fleet with the keeper on and CAFLEET_NOTIFY_URL (and any other setting) given."""
+
+    def __init__(self, env, tmp_path, monkeypatch) -> None:
+        self.env, self.tmp_path, self.monkeypatch = env, tmp_path, monkeypatch
+
+    def __call__(self, **settings: str):
+        from contextlib import contextmanager
+
+        @contextmanager
+        def running():
+            values = {
+                "CAFLEET_KEEPER": "on",
+                "CAFLEET_NOTICE_AWAITING_AFTER": "0",
+                "CAFLEET_NOTICE_INTERVAL": "0.2",
+                "CAFLEET_NOTIFY_BACKOFF": "0.2",
+                **settings,
+            }
+            for name, value in values.items():
+                self.env[name] = value
+                self.monkeypatch.setenv(name, value)
+            with tmux_fleet(self.env, self.tmp_path, self.monkeypatch) as fleet:
+                try:
+                    wait_for(lambda: "notices are posted to" in "\n".join(keeper_log(fleet)), what="the outbox started")
+                    yield fleet
+                finally:
+
+                    def recorded() -> list[int]:
+                        shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id), "--json").json()["keeper"]
+                        return [shown["pid"]] if shown["running"] and shown["pid"] else []
+
+                    assert_none_left(fleet.db, recorded)
+
+        return running()
+
+
+@pytest.fixture
+def kept(env, tmp_path, monkeypatch):
+    return Kept(env, tmp_path, monkeypatch)
+
+
+def keeper_log(fleet) -> list[str]:
+    shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id), "--json").json()["keeper"]
+    return log_lines(shown.get("log"))
+
+
+def post_notice(fleet, text: str, kind: str = "unreachable", subject: str = "host:box", member_id=None, digest=None):
+    """A notice put in the Director's inbox as the keeper puts one (a real row), from here."""
+    from cafleet.store.connection import open_store
+
+    store = open_store(str(fleet.db))
+    try:
+        header = notices.HEADER.format(kind=kind, subject=subject)
+        notice = notices.Notice(kind, subject, member_id, digest, f"{header}\n{text}")
+        message_id = notices.post(store, fleet.fleet_id, fleet.director, notice)
+    finally:
+        store.close()
+    assert message_id is not None
+    return message_id
+
+
+def documents(receiver: Receiver, path: str = "/hook") -> list[dict]:
+    return [json.loads(r["body"]) for r in receiver.ok(path)]
+
+
+def show_lines(fleet) -> list[str]:
+    shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id))
+    assert shown.code == 0, shown
+    return shown.out.splitlines()
+
+
+# --- (a) a member blocked on a dialog ----------------------------------------------------------
+
+
+def test_the_notice_of_a_member_blocked_on_a_dialog_is_posted_with_its_text_and_digest(kept, receivers):
+    receiver = receivers()
+    with kept(CAFLEET_NOTIFY_URL=receiver.url(), CAFLEET_PUBLIC_URL="http://webui.example:8000/") as fleet:
+        member = fleet.attach("asking", "--permission-prompt")
+        [doc] = wait_for(lambda: documents(receiver), timeout=30, what="the notice posted")
+        member_id = member["member_id"]
+        [notice] = [r for r in fleet.cafleet("message", "poll", str(fleet.director), "--json").json() if "kind" in r]
+        assert doc["kind"] == "awaiting_user"
+        assert doc["message_id"] == notice["message_id"]
+        assert doc["text"] == notice["text"]
+        assert doc["dialog"] == notice["notice"]["dialog"]
+        assert f"cafleet member answer {member_id} CHOICE --dialog {doc['dialog']}" in doc["text"]
+        assert doc["fleet"] == {"id": fleet.fleet_id, "name": "e2e"}
+        assert doc["member"]["id"] == member_id and doc["member"]["name"] == "asking" and doc["member"]["host"]
+        assert doc["created_at"] == notice["created_at"]
+        assert doc["link"] == f"http://webui.example:8000/#fleet={fleet.fleet_id}"
+        lines = show_lines(fleet)
+        assert lines[-2].startswith("notify: 1 URL(s), last post ok at "), lines
+        assert lines[-1].startswith("keeper: running"), lines
+
+
+# --- (b), (c) retries: exactly once after a 503, and once the receiver is back ----------------
+
+
+def test_a_post_answered_503_is_tried_again_and_posted_exactly_once(kept, receivers):
+    receiver = receivers(statuses=[503])
+    with kept(CAFLEET_NOTIFY_URL=receiver.url()) as fleet:
+        first = post_notice(fleet, "host box cannot be reached")
+        wait_for(lambda: receiver.ok(), what="the post after its retry")
+        assert [r["status"] for r in receiver.requests] == [503, 200]
+        second = post_notice(fleet, "host box2 cannot be reached", subject="host:box2")
+        wait_for(lambda: len(receiver.ok()) == 2, what="the next notice posted")
+        assert [d["message_id"] for d in documents(receiver)] == [first, second]  # the first never again
+
+        def rows():
+            found = fleet.query(
+                "SELECT message_id, state, attempts FROM cafleet_aux_notice_posts WHERE state != 'start' "
+                "ORDER BY message_id"
+            )
+            return [tuple(r) for r in found]
+
+        wait_for(lambda: all(r[1] == "posted" for r in rows()), what="both posts recorded")
+        assert rows() == [(first, "posted", 2), (second, "posted", 1)]
+        assert any("answered HTTP 503; trying again" in line for line in keeper_log(fleet))
+
+
+def test_a_post_to_a_receiver_that_is_down_is_made_when_it_comes_back(kept, receivers):
+    port = free_port()
+    with kept(CAFLEET_NOTIFY_URL=f"http://127.0.0.1:{port}/hook") as fleet:
+        message_id = post_notice(fleet, "host box cannot be reached")
+        wait_for(lambda: any("cannot connect" in line for line in keeper_log(fleet)), what="the failure logged")
+        lines = show_lines(fleet)
+        assert lines[-2].startswith("notify: 1 URL(s), last post failing since "), lines
+        assert "cannot connect" in lines[-2] and lines[-1].startswith("keeper: "), lines
+        shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id), "--json").json()["notify"]
+        assert shown["failing"] == 1 and shown["urls"] == [f"http://127.0.0.1:{port}/…"]
+        doctor = fleet.cafleet("doctor")
+        assert f"! fleet {fleet.fleet_id}: last post failing since " in doctor.out, doctor
+        receiver = receivers(port=port)
+        [doc] = wait_for(lambda: documents(receiver), timeout=30, what="the post once the receiver is up")
+        assert doc["message_id"] == message_id
+        wait_for(lambda: "last post ok at" in show_lines(fleet)[-2], what="fleet show says it works again")
+        failures = [line for line in keeper_log(fleet) if "cannot connect" in line]
+        assert len(failures) == 1, failures  # one line per reason, not one per try
+
+
+# --- (d) a slow receiver holds up nothing else ---------------------------------------------------
+
+
+def test_a_slow_receiver_does_not_hold_up_a_preview(kept, receivers):
+    receiver = receivers(hold=True)
+    with kept(CAFLEET_NOTIFY_URL=receiver.url()) as fleet:
+        member = fleet.create("worker")
+        post_notice(fleet, "host box cannot be reached")
+        wait_for(lambda: receiver.open == 1, what="the post held open by the receiver")
+        sent = fleet.send(fleet.director, member["member_id"], "go on", "--json")
+        assert sent.code == 0, sent
+        message_id = sent.json()["message_id"]
+        wait_for(lambda: fleet.notified_at(message_id) is not None, what="the preview delivered")
+        assert receiver.open == 1 and not receiver.requests  # the post is still held open
+        receiver.release.set()
+        wait_for(lambda: receiver.ok(), what="the held post answered")
+
+
+# --- (e) Slack's and ntfy's shapes; (f) no secret in any post -------------------------------------
+
+
+def test_slack_and_ntfy_get_their_own_shapes_and_no_post_holds_a_password(kept, receivers):
+    receiver = receivers()
+    urls = [
+        f"slack+{receiver.url('/slack')}",
+        f"ntfy+http://alice:{TOKEN}@127.0.0.1:{receiver.port}/ntfy",
+        f"http://127.0.0.1:{receiver.port}/json?token={TOKEN}",
+    ]
+    with kept(CAFLEET_NOTIFY_URL=", ".join(urls), CAFLEET_PUBLIC_URL="http://webui.example:8000") as fleet:
+        member = fleet.create("worker")
+        member_id = member["member_id"]
+        text = "the member said <b>&</b>:\n" + "\n".join(SPELLINGS)
+        message_id = post_notice(fleet, text, "awaiting_user", f"member:{member_id}", member_id, "d1g3st")
+        wait_for(lambda: len(receiver.ok()) == 3, what="the three posts")
+        by_path = {r["path"].split("?")[0]: r for r in receiver.ok()}
+        slack = json.loads(by_path["/slack"]["body"])
+        assert list(slack) == ["text"]
+        head, _, rest = slack["text"].partition("\n")
+        assert head == f"*cafleet: awaiting_user, member {member_id} (worker) in fleet {fleet.fleet_id} (e2e)*"
+        assert rest.startswith("```[cafleet notice awaiting_user member:")
+        assert "the member said &lt;b&gt;&amp;&lt;/b&gt;:" in rest
+        assert rest.endswith(f"```\n<http://webui.example:8000/#fleet={fleet.fleet_id}|Open the fleet in the WebUI>")
+        ntfy = by_path["/ntfy"]
+        assert (
+            ntfy["headers"]["Title"]
+            == f"cafleet: awaiting_user, member {member_id} (worker) in fleet {fleet.fleet_id} (e2e)"
+        )
+        assert ntfy["headers"]["Priority"] == "high"
+        assert ntfy["headers"]["Tags"] == "cafleet,awaiting_user"
+        assert ntfy["headers"]["Click"] == f"http://webui.example:8000/#fleet={fleet.fleet_id}"
+        assert ntfy["headers"]["Authorization"].startswith("Basic ")  # the URL's userinfo, never in the path
+        assert ntfy["body"].decode().startswith(f"[cafleet notice awaiting_user member:{member_id}]\nthe member said")
+        doc = json.loads(by_path["/json"]["body"])
+        assert doc["message_id"] == message_id and doc["dialog"] == "d1g3st"
+        assert "postgresql://alice:***@db.example/fleet" in doc["text"]
+        for request in receiver.ok():
+            everything = request["body"] + json.dumps(request["headers"]).encode()
+            assert PASSWORD.encode() not in everything, request
+        log = "\n".join(keeper_log(fleet))
+        assert TOKEN not in log and "/slack" not in log and "/ntfy" not in log
+        shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id), "--json")
+        assert TOKEN not in shown.out
+
+
+# --- (g) a bad URL is refused, nothing written -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("ftp://h.example/x", "Error: --notify: the URL ftp://h.example/… is not an http or https URL;"),
+        ("https://h.example/a\x1bb", "Error: --notify: a URL is empty or holds a space or control character;"),
+        ("https://h.example/a b", "Error: --notify: a URL has no http:// or https:// before it;"),
+        ("https://h.example/" + "x" * 2000, "Error: --notify: a URL is longer than 2000 characters;"),
+        ("gopher+https://h.example/x", "Error: --notify: a URL names an unknown format 'gopher';"),
+    ],
+)
+def test_fleet_create_refuses_a_bad_notify_url_in_one_line_and_writes_nothing(cli, db_path, url, said):
+    created = cli("fleet", "create", "--name", "x", "--coding-agent", "standin", "--notify", url)
+    assert created.code == 2, created
+    err = created.err
+    assert err.startswith(said) and err.count("\n") == 1, err
+    listed = cli("fleet", "list", "--json")
+    assert listed.code == 0 and listed.json() == [], listed
+
+
+def test_a_bad_notify_url_setting_is_refused_without_its_token(cli, env):
+    refused = cli("fleet", "list", environ=dict(env, CAFLEET_NOTIFY_URL=f"https://{TOKEN}@h.example/x ftp://h/{TOKEN}"))
+    assert refused.code == 2, refused
+    err = refused.err
+    assert err.startswith("Error: CAFLEET_NOTIFY_URL: the URL ftp://h/… is not an http or https URL;"), err
+    assert TOKEN not in err and err.count("\n") == 1
