@@ -458,9 +458,12 @@ def test_fleet_list_show_delete_texts(cli, build):
         "enabled": False,
     }
     # the test environment turns the keeper off; the fleet did not opt in to revivals
-    assert shown == dict(listed[0], deleted_at=None, keeper=stopped, revive_per_hour=None)
-    assert cli("fleet", "show", str(fleet_id)).out.splitlines()[-2:] == [
+    # and posts no notice anywhere (no --notify, no CAFLEET_NOTIFY_URL)
+    off = {"urls": [], "last_ok_at": None, "failing": 0, "failing_since": None, "reason": None}
+    assert shown == dict(listed[0], deleted_at=None, keeper=stopped, revive_per_hour=None, notify=off)
+    assert cli("fleet", "show", str(fleet_id)).out.splitlines()[-3:] == [
         "revive: off (`cafleet member revive` by hand)",
+        "notify: off (no --notify, no CAFLEET_NOTIFY_URL)",
         "keeper: not running (CAFLEET_KEEPER=off: `cafleet fleet watch` delivers owed previews while it runs)",
     ]
     deleted = cli("fleet", "delete", str(fleet_id))

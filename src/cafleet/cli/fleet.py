@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from cafleet.cli.context import Context
 
 
-def create(ctx: Context, name, coding_agent, worktrees, revive, placement, notify=()):
+def create(ctx: Context, name, coding_agent, worktrees, revive, placement, notify):
     from cafleet.agents.backends import validate
     from cafleet.mux.detect import multiplexer_for_environment
 
