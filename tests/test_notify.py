@@ -343,3 +343,36 @@ def test_a_bad_notify_url_setting_is_refused_without_its_token(cli, env):
     err = refused.err
     assert err.startswith("Error: CAFLEET_NOTIFY_URL: the URL ftp://h/… is not an http or https URL;"), err
     assert TOKEN not in err and err.count("\n") == 1
+
+
+# --- a fleet's own URLs -------------------------------------------------------------------------
+
+
+def test_a_fleets_own_notify_url_is_where_its_notices_go_instead_of_the_setting(kept, receivers):
+    setting, own = receivers(), receivers()
+    with kept(CAFLEET_NOTIFY_URL=setting.url()) as fleet:
+        pane = fleet.server.new_pane(["sh"])  # the second fleet's Director, in a pane of its own
+        environ = dict(fleet.environ, **fleet.server.environ_for(pane))
+        created = fleet.cafleet(
+            "fleet", "create", "--name", "own", "--coding-agent", "standin", "--notify", own.url(), "--json",
+            environ=environ,
+        )  # fmt: skip
+        assert created.code == 0, created
+        second = created.json()
+        try:
+            shown = fleet.cafleet("fleet", "show", str(second["fleet_id"]), "--json", environ=environ).json()
+            wait_for(
+                lambda: "notices are posted to" in "\n".join(log_lines(shown["keeper"].get("log"))),
+                what="the second fleet's outbox started",
+            )
+            first = (fleet.fleet_id, fleet.director)
+            fleet.fleet_id, fleet.director = second["fleet_id"], second["director_member_id"]
+            try:
+                message_id = post_notice(fleet, "host box cannot be reached")
+            finally:
+                fleet.fleet_id, fleet.director = first
+            [doc] = wait_for(lambda: documents(own), timeout=30, what="the notice posted to the fleet's own URL")
+            assert doc["message_id"] == message_id and doc["fleet"]["id"] == second["fleet_id"]
+            assert not [d for d in documents(setting) if d["fleet"]["id"] == second["fleet_id"]]
+        finally:
+            fleet.cafleet("fleet", "delete", str(second["fleet_id"]), environ=environ)
