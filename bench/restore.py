@@ -1,6 +1,6 @@
 """Benchmark: `cafleet fleet restore` after the fleet's tmux server died, in one run.
 
-    python bench/restore.py [--members 1,4,16] [--rounds 5] [--samples 10] [--untiled-restore]
+    python bench/restore.py [--members 1,4,16] [--rounds 5] [--samples 10]
 
 For each size N: a throw-away fleet (SQLite in a temporary folder, the keeper on) whose
 Director sits in a pane of a private tmux server (``tmux -L cafleet-bench-restore-<hex>``,
@@ -25,12 +25,9 @@ Then, ``--rounds`` times each, alternating:
 
 Every member's outcome must be ``restored``; any other outcome is printed with its detail.
 
-tmux splits the Director's pane in half for every member (``member create`` and
-``restore`` both ``split-window`` beside it), so a 200x50 window holds at most 5 members
-before ``no space for new pane``. The servers therefore run a hook,
-``after-split-window -> select-layout tiled``, which rearranges the window after each
-split. ``--untiled-restore`` leaves the hook off the restore's server only (the fleet is
-still built with it), to show what a restore does in a default tmux.
+Members are placed as ``member create`` and ``restore`` place them (docs/delivery.md,
+"Where members appear"): beside the Director while every pane keeps its minimum size,
+then in the fleet's own tiled windows; tmux is left as it is (no hook, no config file).
 
 Nothing outside the temporary folder and the private server is touched. At the end (also
 on error) the keeper is ended by its pid, the private server is killed by its pid, and any
@@ -59,7 +56,6 @@ from _pane_fleet import cafleet_argv  # noqa: E402
 
 ISOLATED_PREFIXES = ("CAFLEET_", "TMUX", "HERDR", "XDG_", "CLAUDE_", "CODEX_", "OPENCODE_")
 READY_TIMEOUT = 60.0
-TILED = "select-layout tiled"
 
 
 def alive(pid: int) -> bool:
@@ -97,6 +93,7 @@ class Fleet:
         os.makedirs(self.records)
         os.makedirs(home)
         base = {k: v for k, v in os.environ.items() if not k.startswith(ISOLATED_PREFIXES)}
+        base.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode cached, not compiled per command
         self.env = dict(
             base,
             HOME=home,
@@ -130,15 +127,13 @@ class Fleet:
             raise RuntimeError(f"tmux {args[0]} failed: {done.stderr.strip()}")
         return done.stdout
 
-    def start_server(self, tiled: bool) -> None:
+    def start_server(self) -> None:
         """A new server on this run's socket name, one session ``main`` whose pane runs
         ``sleep``: the Director's pane from now on."""
         self.tmux("new-session", "-d", "-s", "main", "-x", "200", "-y", "50", "--", "sleep", "86400")
         pid, self.socket = self.tmux("display-message", "-p", "#{pid}\t#{socket_path}").rstrip("\n").split("\t")
         self.server_pid = int(pid)
         self.tmux("set-option", "-g", "default-size", "200x50")
-        if tiled:
-            self.tmux("set-hook", "-g", "after-split-window", TILED)
         pane = self.tmux("display-message", "-p", "-t", "main:0.0", "#{pane_id}").strip()
         self.pane_env = dict(self.env, TMUX=f"{self.socket},{self.server_pid},0", TMUX_PANE=pane)
 
@@ -279,7 +274,7 @@ class Round:
         self.problems: list[str] = []
 
 
-def restore_round(fleet: Fleet, count: int, tiled: bool, loaded: bool, samples: int) -> Round:
+def restore_round(fleet: Fleet, count: int, loaded: bool, samples: int) -> Round:
     out = Round()
     fleet.stop_keepers()  # before its Director's pane goes (it would end by itself then)
     fleet.kill_server()
@@ -288,7 +283,7 @@ def restore_round(fleet: Fleet, count: int, tiled: bool, loaded: bool, samples: 
         if time.monotonic() > deadline:
             raise SystemExit("stand-ins of the killed server are still running")
         time.sleep(0.02)
-    fleet.start_server(tiled)
+    fleet.start_server()
     director_command = [*fleet.cafleet_argv, "member", "list", str(fleet.fleet_id)]
     control = [sys.executable, "-c", "pass"]
     if loaded:
@@ -353,9 +348,6 @@ def main() -> None:
     parser.add_argument("--members", default="1,4,16", help="fleet sizes, comma-separated")
     parser.add_argument("--rounds", type=int, default=5, help="clean rounds and loaded rounds per size (each)")
     parser.add_argument("--samples", type=int, default=10, help="idle runs of the Director's command per loaded round")
-    parser.add_argument(
-        "--untiled-restore", action="store_true", help="no tiled-layout hook on the restore's server (tmux's default)"
-    )
     args = parser.parse_args()
     sizes = [int(part) for part in args.members.split(",") if part.strip()]
     summary = []
@@ -364,14 +356,14 @@ def main() -> None:
         fleet = Fleet(work)
         OURS_MARKER = f"CAFLEET_DATABASE_URL={fleet.db}".encode()
         try:
-            fleet.start_server(tiled=True)
+            fleet.start_server()
             built = time.monotonic()
             fleet.build(count)
             print(f"{count} members: fleet built in {time.monotonic() - built:.1f} s", flush=True)
             rounds = []
             for i in range(2 * args.rounds):
                 loaded = i % 2 == 1
-                one = restore_round(fleet, count, not args.untiled_restore, loaded, args.samples)
+                one = restore_round(fleet, count, loaded, args.samples)
                 rounds.append((loaded, one))
                 line = f"  {'loaded' if loaded else 'clean '} round: restore {one.wall * 1000:.0f} ms, all ready {one.ready * 1000:.0f} ms"
                 if loaded:

@@ -333,6 +333,41 @@ def test_broadcast_with_one_broken_pane_lock_notifies_the_others_and_exits_0(fle
     assert fleet.notified_at(2) is not None
 
 
+def test_a_broadcast_types_into_its_recipients_panes_at_once_each_preview_once_and_oldest_first(fleet, tmp_path):
+    """Recipients' previews are typed at the same time (the first submission is confirmed
+    only after several were typed), and each recipient's drain is the one a send runs: one
+    owed an older message gets that one first, and every preview arrives exactly once."""
+    from cafleet.broker import messages
+    from cafleet.store.connection import open_store
+
+    created = [fleet.create(f"crew{i}") for i in range(6)]
+    ids = [record["member_id"] for record in created]
+    store = open_store(str(fleet.db))
+    try:
+        older = messages.send(store, fleet.director, ids[2], "older task")  # stored, its preview owed
+    finally:
+        store.close()
+    trace = tmp_path / "trace"
+    environ = dict(fleet.environ, CAFLEET_SUBMIT_SETTLE="1.0", CAFLEET_TEST_TRACE=str(trace))
+    result = fleet.cafleet(
+        "message", "broadcast", "--from-member-id", str(fleet.director), "all hands", environ=environ
+    )
+    assert (result.code, result.err) == (0, "")
+    sent = {int(line.split()[-1]): int(line.split()[2]) for line in result.out.splitlines()}
+    assert list(sent) == ids  # printed in recipient order, each as it was committed
+    shown = {m: fleet.cafleet("message", "show", str(i), "--json").json() for m, i in sent.items()}
+    for member_id in ids:
+        expected = [preview_line(older)] if member_id == ids[2] else []
+        assert fleet.submits(member_id) == [*expected, preview_line(shown[member_id])]
+    assert fleet.query("SELECT COUNT(*) FROM messages WHERE notified_at IS NULL") == [(0,)]
+    steps = trace.read_text(encoding="utf-8").splitlines()
+    typed = [step for step in steps if step.startswith("drain.typing ")]
+    assert sorted(typed) == sorted(f"drain.typing {i}" for i in [older["message_id"], *sent.values()])
+    first_confirmed = next(n for n, step in enumerate(steps) if step.startswith("drain.submitted "))
+    assert sum(step.startswith("drain.typing ") for step in steps[:first_confirmed]) >= 2  # typed at once
+    assert steps.index(f"drain.submitted {older['message_id']}") < steps.index(f"drain.typing {sent[ids[2]]}")
+
+
 def test_hostile_body_arrives_as_inert_text(fleet, store_kind):
     erin = fleet.create("erin")["member_id"]
     body = (

@@ -342,3 +342,84 @@ def test_a_server_that_never_answers_times_out_as_mux_error(tmp_path):
 def test_a_missing_tmux_binary_is_a_mux_error():
     with pytest.raises(MuxError, match="not installed or not on PATH"):
         Tmux("/tmp/none.sock", binary="/nonexistent/tmux").pane_exists("%1")
+
+
+# -- many panes in one call (supervision, the WebUI's screens) --------------------------------
+
+
+def counting(tmux: Tmux) -> list:
+    """The client calls ``tmux`` makes from now on (their argv's first words)."""
+    calls: list = []
+    real = tmux._call
+
+    def call(args):
+        calls.append(args[0])
+        return real(args)
+
+    tmux._call = call  # type: ignore[method-assign]
+    return calls
+
+
+def test_inspect_many_answers_what_inspect_answers_for_each_pane_in_few_calls(tmux_server, tmux):
+    marker_lie = "cafleet-panes-0123456789abcdef\t%0\t0\t1:2:3\tsleep"  # a marker line, but not the call's
+    panes = [
+        tmux_server.new_pane(
+            ["sh", "-c", 'printf "%s\\n%s\\n" "$1" "$2"; exec sleep 600', "sh", f"row of pane {i}", marker_lie]
+        )
+        for i in range(100)
+    ]
+    dead = tmux_server.new_pane(["cat"])
+    tmux_server.run("set-option", "-w", "-t", dead, "remain-on-exit", "on")
+    tmux_server.run("send-keys", "-t", dead, "C-d")
+    wait_for(lambda: tmux.inspect(dead)[1], what="the dead pane's program to exit")
+    for i, pane in enumerate(panes):
+        wait_for(lambda pane=pane, i=i: f"row of pane {i}" in tmux.capture(pane, 5), what=f"pane {pane}'s row")
+    stale = panes[7]
+    tmux.expect(stale, "1:2:3")  # recorded with another identity: a pane cafleet did not create
+    for pane in panes[:5]:
+        tmux.expect(pane, tmux.identity(pane))  # recorded with its own identity
+    wanted = [*panes[:10], "%9999", *panes[10:], dead]
+
+    calls = counting(tmux)
+    found = tmux.inspect_many(wanted, 30)
+    assert len(calls) == 3  # one stopped at the gone pane; the 91 after it did not fit in one call
+    assert list(found) == wanted
+    for pane in wanted:
+        if pane == stale:
+            assert isinstance(found[pane], PaneStale) and "is stale" in str(found[pane])
+            with pytest.raises(PaneStale):
+                tmux.inspect(pane, 30)
+        else:
+            assert found[pane] == tmux.inspect(pane, 30), pane
+    assert found["%9999"] == (False, False, "", "")
+    assert found[dead][:2] == (True, True)
+    assert found[panes[3]][0:3] == (True, False, "sleep")
+    rows = found[panes[3]][3].splitlines()  # the lie is on screen, as text (a terminal draws no tab)
+    assert rows[0] == "row of pane 3" and rows[1].split() == marker_lie.split("\t")
+
+    coloured = tmux.inspect_many([panes[0]], 5, ansi=True)[panes[0]]
+    assert coloured[3] == tmux.capture(panes[0], 5, ansi=True)
+
+
+def test_inspect_many_of_a_gone_server_or_one_that_never_answers_costs_one_call(tmux_server, tmux, tmp_path):
+    pane = tmux_server.new_pane(["sleep", "600"])
+    tmux_server.kill()
+    calls = counting(tmux)
+    assert tmux.inspect_many([pane, "%1", "%2"]) == {p: (False, False, "", "") for p in (pane, "%1", "%2")}
+    assert len(calls) == 1
+
+    path = f"/tmp/cft-hang-{os.getpid()}-{time.monotonic_ns()}.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen(8)
+    try:
+        hung = Tmux(path, timeout=0.3)
+        calls = counting(hung)
+        found = hung.inspect_many(["%0", "%1"])
+        assert len(calls) == 1
+        assert all(
+            isinstance(error, MuxError) and "did not answer within 0.3 s" in str(error) for error in found.values()
+        )
+    finally:
+        listener.close()
+        os.unlink(path)

@@ -471,3 +471,88 @@ def test_a_member_whose_deletion_closed_its_pane_is_not_reported_dead(fleet, sto
         assert stream.count("dead", leaving) == 0
     finally:
         assert stream.stop() == 0
+
+
+def test_a_fleets_panes_are_read_in_one_call_and_each_state_is_the_one_its_own_look_gives(
+    fleet, store, tmux_server, monkeypatch
+):
+    """``fleet_states`` (member list --state, fleet watch, the WebUI) reads every pane of a
+    server in one tmux call: each member's state and detail are exactly what looking at its
+    pane alone says, for every kind of pane, a stale id among them."""
+    from cafleet.delivery import supervision
+    from cafleet.mux.tmux import Tmux
+
+    fleet_id, director, environ, add = fleet
+    alive_id, _, _ = add("alive", store=store)
+    blocked_id, _, _ = add("asking", "--permission-prompt", store=store)
+    gone_id, gone_pane, _ = add("gone", store=store)
+    tmux_server.run("kill-pane", "-t", gone_pane)
+    session = members.get_member(store, alive_id)["placement"]["session"]
+
+    def attach(name: str, argv: list[str], identity: str | None = None) -> tuple[int, str]:
+        member_id = members.register_member(
+            store,
+            fleet_id=fleet_id,
+            name=name,
+            description=name,
+            backend="tmux",
+            session=session,
+            window_id="@0",
+            coding_agent="standin",
+        )
+        pane = tmux_server.new_pane(argv)
+        actual = tmux_server.run("display-message", "-p", "-t", pane, "#{pid}:#{start_time}:#{pane_pid}").strip()
+        members.set_pane_id(store, member_id, pane, identity or actual)
+        return member_id, pane
+
+    exited_id, exited_pane = attach("exited", ["cat"])
+    tmux_server.run("set-option", "-w", "-t", exited_pane, "remain-on-exit", "on")
+    tmux_server.run("send-keys", "-t", exited_pane, "C-d")
+    shell_id, _ = attach("shell", ["sh"])
+    stale_id, stale_pane = attach("stale", ["sleep", "600"], identity="1:2:3")
+    pending_id = members.register_member(
+        store,
+        fleet_id=fleet_id,
+        name="pending",
+        description="pending",
+        backend="tmux",
+        session=session,
+        window_id="@0",
+        coding_agent="standin",
+    )
+    wait_for(
+        lambda: tmux_server.run("display-message", "-p", "-t", exited_pane, "#{pane_dead}").strip() == "1",
+        what="cat to exit",
+    )
+    wait_for(
+        lambda: (
+            supervision.pane_state(members.get_member(store, shell_id), supervision.MuxPool(), 600)[0]
+            == supervision.DEAD
+        ),
+        what="sh to be the pane's program",
+    )
+
+    calls = []
+    real = Tmux._call
+    monkeypatch.setattr(Tmux, "_call", lambda self, args: calls.append(args[0]) or real(self, args))
+    together = supervision.fleet_states(store, fleet_id, supervision.MuxPool(), 600)
+    batched = len(calls)
+    alone = {
+        entry["member_id"]: supervision.pane_state(entry, supervision.MuxPool(), 600)
+        for entry in members.roster_detail(store, fleet_id)
+        if entry["kind"] != "director"
+    }
+    assert together == alone
+    assert {member_id: state for member_id, (state, _) in together.items()} == {
+        alive_id: "alive",
+        blocked_id: "blocked",
+        gone_id: "dead",
+        exited_id: "dead",
+        shell_id: "dead",
+        stale_id: "dead",
+        pending_id: "pending",
+    }
+    assert together[stale_id][1].startswith(f"tmux pane {stale_pane} is stale: ")
+    assert together[exited_id][1] == f"the coding agent in pane {exited_pane} exited"
+    assert batched == 2  # one call, and one more for the part after the gone pane
+    assert len(calls) - batched == 6  # a look at each pane alone

@@ -79,7 +79,7 @@ def test_clean_removes_every_sequence_but_sgr():
     assert screens.clean(raw) == "a\x1b[1;38;5;196mb\x1b[0mcdefghi"
 
 
-def test_one_multiplexer_call_per_member_per_interval_however_many_clients(panes, app, client):
+def test_one_capture_per_member_per_interval_however_many_clients_one_call_per_server(panes, app, client):
     first, _ = panes["add"]("one")
     second, _ = panes["add"]("two")
     app.state.screens = cache = screens.ScreenCache(interval=600)
@@ -100,10 +100,11 @@ def test_one_multiplexer_call_per_member_per_interval_however_many_clients(panes
     for thread in threads:
         thread.join(60)
     assert failures == []
-    assert cache.calls == 2  # 40 answers for two members, one capture each
+    # 40 answers for two members: one capture each, both in one call (one tmux server)
+    assert (cache.captures, cache.calls) == (2, 1)
     cache.interval = 0  # due again: the next request captures again
     screens_of(client, panes["fleet_id"], [first])
-    assert cache.calls == 3
+    assert (cache.captures, cache.calls) == (3, 2)
 
 
 def test_screen_request_bounds(panes, app, client, build, monkeypatch):
@@ -163,6 +164,35 @@ def test_stale_and_gone_panes_are_reported_never_captured(panes, client, tmux_se
     assert got[stale]["status"] == "stale" and got[stale]["text"] == ""
     assert "is stale" in got[stale]["error"]
     assert got[gone]["status"] == "gone" and got[gone]["text"] == ""
+
+
+def test_a_request_captures_its_members_together_each_as_it_would_be_captured_alone(
+    panes, app, client, tmux_server, store
+):
+    """Many members, among them a stale and a gone pane, in one request: each screen is
+    what capturing that member alone gives, and the server took one call (and one more
+    for the panes after the gone one)."""
+    app.state.screens = cache = screens.ScreenCache(interval=600)
+    app.state.screen_rate = screens.RateLimit(rate=1000, burst=1000)
+    added = [panes["add"](f"m{i}") for i in range(6)]
+    stale, _ = panes["add"]("stale", identity="1:1:1")
+    gone, gone_pane = panes["add"]("gone")
+    last, _ = panes["add"]("last")
+    tmux_server.run("kill-pane", "-t", gone_pane)
+    ids = [member_id for member_id, _ in added] + [stale, gone, last]
+    got = screens_of(client, panes["fleet_id"], ids)
+    assert (cache.captures, cache.calls) == (9, 2)
+    from cafleet.broker import members
+
+    alone = {member_id: screens._capture(members.get_member(store, member_id)["placement"]) for member_id in ids}
+    for member_id in ids:
+        assert (got[member_id]["status"], got[member_id]["error"]) == (
+            alone[member_id]["status"],
+            alone[member_id]["error"],
+        )
+        if got[member_id]["status"] == "ok":  # the same screen, to the last DEFAULT_LINES rows
+            assert got[member_id]["text"] == screens.bounded(alone[member_id]["text"], screens.DEFAULT_LINES)[0]
+    assert [got[m]["status"] for m in ids] == ["ok"] * 6 + ["stale", "gone", "ok"]
 
 
 def test_screens_honour_host_and_site_checks(panes, client):

@@ -51,16 +51,21 @@ class Context:
     def store(self) -> Store:
         """The database connection, diagnosed on first use (docs/storage.md) and reused after."""
         if self._store is None:
-            from cafleet.store.connection import open_store
-
-            self._store = open_store(
-                self.db_path,
-                self.busy_timeout,
-                self.settings.pg_schema,
-                self.settings.pg_trusted_owner or "",
-                self.hooks,
-            )
+            self._store = self.open_store()
         return self._store
+
+    def open_store(self) -> Store:
+        """A connection of its own to the same database, opened as :meth:`store` opens its
+        one (for a thread of this command: a connection is never shared between threads)."""
+        from cafleet.store.connection import open_store
+
+        return open_store(
+            self.db_path,
+            self.busy_timeout,
+            self.settings.pg_schema,
+            self.settings.pg_trusted_owner or "",
+            self.hooks,
+        )
 
     @property
     def busy_timeout(self) -> float:

@@ -48,7 +48,9 @@ def broadcast(ctx: Context, from_id, text, file):
             ctx.out("no other active members to send to")
 
     settings = ctx.settings
-    result, outcomes = drain.broadcast(ctx.store(), settings, from_id, body, on_stored=print_none, each=print_each)
+    result, outcomes = drain.broadcast(
+        ctx.store(), settings, from_id, body, on_stored=print_none, each=print_each, opener=ctx.open_store
+    )
     if ctx.json:
         ctx.emit(result, None)
     for outcome in outcomes:

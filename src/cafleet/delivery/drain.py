@@ -46,6 +46,12 @@ if TYPE_CHECKING:
     from cafleet.store.protocol import Store
 
 
+BROADCAST_WORKERS = 32  # recipients of a broadcast whose previews are typed at the same time
+# On PostgreSQL each worker holds a session and each pane-input lock is one more: 8 workers
+# take at most 16 of a server's connections (max_connections is 100 by default).
+BROADCAST_WORKERS_POSTGRES = 8
+
+
 class Outcome:
     """What one drain did for one message of interest."""
 
@@ -77,11 +83,25 @@ def send(
 
 
 def broadcast(
-    store: Store, settings: config.Settings, director_id: int, text: str, on_stored=None, each=None
+    store: Store,
+    settings: config.Settings,
+    director_id: int,
+    text: str,
+    on_stored=None,
+    each=None,
+    opener: Callable[[], Store] | None = None,
 ) -> tuple[BroadcastResult, list[Outcome]]:
     """Fan-out: every committed message is notified like a single send (``on_stored``
     as in :func:`send`, with the whole result; ``each`` as in
-    :func:`cafleet.broker.messages.broadcast`, with each recipient's record or failure)."""
+    :func:`cafleet.broker.messages.broadcast`, with each recipient's record or failure).
+
+    With ``opener`` (a new connection to the same database), the recipients are notified
+    at once, up to :data:`BROADCAST_WORKERS` at a time (fewer on PostgreSQL), each by a
+    thread with a connection of its own: each recipient's drain is the one a single send
+    runs (its own pane's lock, oldest first, revalidated under the lock, stamped after a
+    confirmed submission), and different recipients share nothing but the database.
+    Without it, one after another. The outcomes are in the order of ``result["sent"]``
+    either way."""
 
     def over_budget(to_id: int) -> str | None:
         try:
@@ -93,8 +113,50 @@ def broadcast(
     result = messages.broadcast(store, director_id, text, refuse=over_budget, each=each)
     if on_stored is not None:
         on_stored(result)
-    outcomes = [notify_after_send(store, settings, r["to_member_id"], r) for r in result["sent"]]
-    return result, outcomes
+    sent = result["sent"]
+    if opener is None or len(sent) < 2:
+        return result, [notify_after_send(store, settings, r["to_member_id"], r) for r in sent]
+    return result, _notify_at_once(store, settings, sent, opener)
+
+
+def _notify_at_once(
+    store: Store, settings: config.Settings, sent: list[MessageRecord], opener: Callable[[], Store]
+) -> list[Outcome]:
+    """:func:`notify_after_send` of every record of ``sent``, up to
+    :data:`BROADCAST_WORKERS` recipients at a time (:data:`BROADCAST_WORKERS_POSTGRES` on
+    PostgreSQL), each worker thread on a store of its own from ``opener``. A record whose worker could not open one is notified afterwards,
+    here, on ``store`` (the stored message never becomes an error)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cafleet.store import is_postgres_url
+
+    workers = BROADCAST_WORKERS_POSTGRES if is_postgres_url(settings.db_path) else BROADCAST_WORKERS
+    local = threading.local()
+    opened: list[Store] = []
+    guard = threading.Lock()
+
+    def notify(record: MessageRecord) -> Outcome | None:
+        own = getattr(local, "store", None)
+        if own is None:
+            try:
+                own = local.store = opener()
+            except Exception:  # noqa: BLE001 -- this record is notified on the caller's store instead
+                return None
+            with guard:
+                opened.append(own)
+        return notify_after_send(own, settings, record["to_member_id"], record)
+
+    try:
+        with ThreadPoolExecutor(min(len(sent), workers), thread_name_prefix="cafleet-broadcast") as pool:
+            outcomes = list(pool.map(notify, sent))
+    finally:
+        for own in opened:
+            own.close()
+    return [
+        outcome if outcome is not None else notify_after_send(store, settings, record["to_member_id"], record)
+        for record, outcome in zip(sent, outcomes)
+    ]
 
 
 def refuse_over_budget(store: Store, environ, member_id: int, action: str = "send") -> None:

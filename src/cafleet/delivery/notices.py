@@ -3,9 +3,10 @@ off) tells the Director what needs it, so that a Director blocked in ``message w
 for trouble (docs/delivery.md, "Notices in the Director's inbox").
 
 Every ``CAFLEET_NOTICE_INTERVAL`` s (15) :class:`Noticer` reads the state of each active
-member other than the Director (``delivery.supervision.pane_state``: one multiplexer call a
-member) and posts one notice (:mod:`cafleet.broker.notices`: a self-send of the Director)
-for each condition that holds and has no open episode:
+member other than the Director (``delivery.supervision.pane_state``, their panes read
+together: one multiplexer call per server, ``MuxPool.inspecting``) and posts one notice
+(:mod:`cafleet.broker.notices`: a self-send of the Director) for each condition that holds
+and has no open episode:
 
 - ``awaiting_user``: the member's pane has shown a prompt awaiting its user for
   ``CAFLEET_NOTICE_AWAITING_AFTER`` s (30) as seen by this process; the notice holds the
@@ -90,10 +91,14 @@ class Noticer:
         self.down = set()  # hosts found unreachable in this look: their other members are not tried
         self.director = next((e for e in roster if e["member_id"] == director), None)
         self.reviver.refresh()
-        for entry in roster:
-            if entry["member_id"] == director or entry["kind"] == "director" or entry["status"] != "active":
-                continue
-            self.conditions(entry, holding)
+        watched = [
+            entry
+            for entry in roster
+            if entry["member_id"] != director and entry["kind"] != "director" and entry["status"] == "active"
+        ]
+        with self.pool.inspecting(watched):  # every pane read in one multiplexer call per server
+            for entry in watched:
+                self.conditions(entry, holding)
         for member_id in set(self.blocked) - {e["member_id"] for e in roster}:
             del self.blocked[member_id]
         ended = []

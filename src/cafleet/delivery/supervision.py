@@ -1,8 +1,10 @@
 """Member states for supervision: alive, idle, silent, blocked, dead (and pending).
 
 One function computes them for `cafleet fleet watch`, `cafleet member list --state` and
-the WebUI roster, so the three always agree. Each member costs one multiplexer inspection
-(``Multiplexer.inspect``: one tmux call; two for herdr).
+the WebUI roster, so the three always agree. A fleet's panes are read together: one tmux
+call per server (``Tmux.inspect_many``: each pane's state and screen, its identity checked;
+one SSH call per host for members on other hosts), or one inspection per member where the
+backend has no such read (``Multiplexer.inspect``: two herdr calls).
 
 - pending: the placement has no pane yet (creation in progress);
 - dead: the pane is gone, its program exited, or it is back at a plain shell; also a
@@ -39,18 +41,96 @@ SCREEN_LINES = 30
 
 
 class MuxPool:
-    """One multiplexer client per stored (backend, session), reused across rounds."""
+    """One multiplexer client per server, reused across rounds (the stored sessions of one
+    server, such as the sessions of the members on one host, share it).
+
+    Inside :meth:`inspecting`, the panes of many members are read in one multiplexer call
+    per server (tmux: :meth:`cafleet.mux.tmux.Tmux.inspect_many`) and :meth:`inspect`
+    answers from that read; elsewhere, and for a backend that reads one pane at a time
+    (herdr), :meth:`inspect` asks the multiplexer."""
 
     def __init__(self) -> None:
         self._clients: dict[tuple[str, str], object] = {}
+        self._servers: dict[tuple, object] = {}
+        self._read: dict[tuple, object] | None = None  # inside `inspecting`: what the batched read found
 
     def get(self, backend: str, session: str):
         from cafleet.mux.detect import multiplexer_for_placement
 
         key = (backend, session)
         if key not in self._clients:
-            self._clients[key] = multiplexer_for_placement(backend, session)
+            mux = multiplexer_for_placement(backend, session)
+            server = getattr(mux, "server", None)
+            self._clients[key] = mux if server is None else self._servers.setdefault(server, mux)
         return self._clients[key]
+
+    def reach(self, placement):
+        """This pool's client for a concrete placement, expecting the pane's recorded
+        identity (:func:`cafleet.delivery.placement.reach`, the client shared by server);
+        DamagedPlacement for stored values that do not match their encoding."""
+        from cafleet.delivery.placement import recorded_at
+        from cafleet.mux.detect import check_placement
+
+        check_placement(placement)
+        mux = self.get(placement["backend"], placement["session"])
+        mux.expect(placement["pane_id"], placement.get("identity"), recorded_at(placement))
+        return mux
+
+    def inspecting(self, members: list[MemberDetail], lines: int = SCREEN_LINES) -> _Inspecting:
+        """``with pool.inspecting(members):`` read the panes of ``members`` (detail records)
+        now, one call per server, for the :meth:`inspect` calls made inside the block."""
+        return _Inspecting(self, members, lines)
+
+    def inspect(self, mux, placement, lines: int) -> tuple[bool, bool, str, str]:
+        """``mux.inspect`` of the placement's pane, from the batched read when it has the
+        pane as this placement expects it (its identity), else from the multiplexer."""
+        if self._read is not None:
+            found = self._read.get(_read_key(mux, placement, lines))
+            if isinstance(found, Exception):
+                raise found
+            if found is not None:
+                return found  # type: ignore[return-value]
+        return mux.inspect(placement["pane_id"], lines)
+
+    def _read_all(self, members: list[MemberDetail], lines: int) -> None:
+        wanted: dict[int, tuple[object, dict[str, tuple]]] = {}  # client -> (client, {pane: key})
+        for member in members:
+            placement = member["placement"]
+            if placement is None or placement["pane_id"] is None:
+                continue
+            try:
+                mux = self.reach(placement)
+            except CafleetError:  # pane_state says why, when it looks at this member
+                continue
+            if not hasattr(mux, "inspect_many"):
+                continue
+            # a pane id two placements name (one of them stale) is read as the last expects it
+            wanted.setdefault(id(mux), (mux, {}))[1][placement["pane_id"]] = _read_key(mux, placement, lines)
+        read: dict[tuple, object] = {}
+        for mux, panes in wanted.values():
+            for pane_id, found in mux.inspect_many(list(panes), lines).items():  # type: ignore[attr-defined]
+                read[panes[pane_id]] = found
+        self._read = read
+
+
+class _Inspecting:
+    """The block of :meth:`MuxPool.inspecting`."""
+
+    def __init__(self, pool: MuxPool, members: list[MemberDetail], lines: int) -> None:
+        self.pool, self.members, self.lines = pool, members, lines
+
+    def __enter__(self) -> MuxPool:
+        self.pool._read_all(self.members, self.lines)
+        return self.pool
+
+    def __exit__(self, *_exc) -> None:
+        self.pool._read = None
+
+
+def _read_key(mux, placement, lines: int) -> tuple:
+    from cafleet.delivery.placement import recorded_at
+
+    return (id(mux), placement["pane_id"], placement.get("identity"), recorded_at(placement), lines)
 
 
 def pane_state(
@@ -72,7 +152,7 @@ def pane_state(
         check_placement(placement)
         mux = pool.get(placement["backend"], placement["session"])
         mux.expect(pane, placement.get("identity"), recorded_at(placement))
-        exists, dead, command, text = mux.inspect(pane, SCREEN_LINES)
+        exists, dead, command, text = pool.inspect(mux, placement, SCREEN_LINES)
     except (PaneStale, DamagedPlacement) as error:
         return DEAD, clause(error)
     except CafleetError as error:
@@ -139,9 +219,9 @@ def fleet_states(
         roster = members.roster_detail(store, fleet_id)
     from cafleet.broker import execs
 
-    states = {
-        entry["member_id"]: pane_state(entry, pool, idle_after) for entry in roster if entry["kind"] != "director"
-    }
+    watched = [entry for entry in roster if entry["kind"] != "director"]
+    with pool.inspecting(watched):  # one multiplexer call per server, not one per member
+        states = {entry["member_id"]: pane_state(entry, pool, idle_after) for entry in watched}
     for record in execs.in_flight(store, fleet_id):  # one catalogue look when no exec was ever made
         member_id = record["member_id"]
         if member_id in states and states[member_id][0] in (ALIVE, IDLE, SILENT):

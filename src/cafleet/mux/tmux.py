@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 _CHUNK_BYTES = 8192
 _GUARDED_CHUNK_BYTES = 2048  # quoted inside an if-shell command: up to 4x longer, still < 16 KiB
 _MISMATCH = "cafleet-pane-identity-mismatch"
+_BATCH_BYTES = 12 * 1024  # the words of one batched read (inspect_many): inside the 16 KiB bound with room to spare
 CONNECT_GRACE = 5.0  # extra seconds a call to another host may take: the first one opens the connection
 IDENTITY_FORMAT = "#{pid}:#{start_time}:#{pane_pid}"
 # stderr fragments meaning "the target, or the whole server, no longer exists".
@@ -101,6 +102,11 @@ def _is_gone(stderr: str) -> bool:
     return any(marker in stderr for marker in _GONE)
 
 
+def _server_gone(stderr: str) -> bool:
+    """Whether ``stderr`` says the whole server is gone (not one target)."""
+    return any(marker in stderr for marker in _GONE[3:])
+
+
 def text_chunks(text: str, limit: int = _CHUNK_BYTES) -> list[str]:
     """Split ``text`` into pieces of at most ``limit`` UTF-8 bytes on character boundaries.
 
@@ -139,6 +145,25 @@ def tail_lines(text: str, lines: int) -> str:
     while rows and not rows[-1].strip():
         rows.pop()
     return "\n".join(rows[-lines:] if lines > 0 else rows)
+
+
+def _marked_parts(out: str, marker: str) -> list[tuple[str, str]]:
+    """``[(head, body)]`` of an output whose parts each start with a line ``marker\\thead``;
+    anything before the first marked line is dropped."""
+    parts: list[tuple[str, str]] = []
+    head: str | None = None
+    body: list[str] = []
+    start = marker + "\t"
+    for line in out.split("\n"):
+        if line.startswith(start):
+            if head is not None:
+                parts.append((head, "\n".join(body)))
+            head, body = line[len(start) :], []
+        elif head is not None:
+            body.append(line)
+    if head is not None:
+        parts.append((head, "\n".join(body)))
+    return parts
 
 
 def _env_args(env: Mapping[str, str] | None) -> list[str]:
@@ -183,6 +208,7 @@ class Tmux:
         self.remote = remote  # the host the server runs on, reached over SSH; None: this machine
         self.expected: dict[str, str | None] = {}  # pane id -> identity it must still have
         self.recorded: dict[str, float] = {}  # pane id -> when a legacy placement was recorded
+        self.calls = 0  # client calls made so far (the WebUI counts what its screens cost)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], timeout: float = 5.0) -> Tmux:
@@ -201,6 +227,7 @@ class Tmux:
     def _call(self, args: Sequence[object]) -> tuple[int, str, str]:
         import subprocess
 
+        self.calls += 1
         argv = [self.binary]
         if self.socket:
             argv += ["-S", self.socket]
@@ -564,3 +591,126 @@ class Tmux:
             return False, False, "", ""
         self._check(pane_id, identity)
         return True, dead == "1", command, tail_lines(screen, lines)
+
+    @property
+    def server(self) -> tuple:
+        """What tells this client's server apart: two clients with the same ``server`` reach
+        the same panes (a stored session names one session of it; every pane id is the
+        server's own)."""
+        return ("tmux", self.socket, self.label, self.remote.host if self.remote is not None else None)
+
+    def inspect_many(self, pane_ids: Sequence[str], lines: int = 30, ansi: bool = False) -> dict[str, object]:
+        """:meth:`inspect` of several panes of this server in as few client calls as tmux's
+        16 KiB bound on one command allows (about 70 panes a call): ``{pane id: (exists,
+        dead, command, screen) or the error}``, the error being what :meth:`inspect` of that
+        pane alone would have raised (PaneStale when its identity changed; MuxError when the
+        call failed as a whole: an unreachable host or server, a timeout, so one call, not
+        one per pane, finds it out). ``ansi``: the screens keep their colours (``-e``).
+
+        Each pane's part is its identity line and its capture, chained as :meth:`inspect`
+        chains them, after a line that starts with a marker made afresh for the call, so
+        no screen can pass its text off as another pane's. A gone pane stops tmux's
+        command list at its capture (its identity line says it is gone): what came before
+        is kept and the rest is asked for again, so each gone pane costs one more call."""
+        import os
+
+        results: dict[str, object] = {}
+        todo = list(dict.fromkeys(pane_ids))
+        while todo:
+            batch: list[str] = []
+            args: list[object] = []
+            marker = f"cafleet-panes-{os.urandom(8).hex()}"
+            size = 0
+            for pane_id in todo:
+                part = [
+                    "display-message",
+                    "-p",
+                    "-t",
+                    pane_id,
+                    f"{marker}\t#{{pane_id}}\t#{{pane_dead}}\t{IDENTITY_FORMAT}\t#{{pane_current_command}}",
+                    COMMAND_SEPARATOR,
+                    "capture-pane",
+                    "-p",
+                    "-J",
+                    *(["-e"] if ansi else []),
+                    "-t",
+                    pane_id,
+                    "-S",
+                    f"-{max(1, lines)}",
+                    COMMAND_SEPARATOR,
+                ]
+                cost = sum(len(str(a)) + 1 for a in part if a is not COMMAND_SEPARATOR) + 4
+                if batch and size + cost > _BATCH_BYTES:
+                    break
+                batch.append(pane_id)
+                args += part
+                size += cost
+            args += ["display-message", "-p", f"{marker}\tend"]
+            try:
+                code, out, err = self._call(args)
+            except MuxError as error:  # the call failed as a whole: each pane's inspect would say the same
+                results.update((pane_id, error) for pane_id in batch)
+                todo = todo[len(batch) :]
+                continue
+            parts = _marked_parts(out, marker)
+            if code == 0:
+                if parts and parts[-1][0] == "end":
+                    parts.pop()
+                complete, done = parts, len(batch)
+            elif not parts:  # not even the first identity line: the server, or the call, failed
+                done = len(batch) if not _is_gone(err) or _server_gone(err) else 1
+                for pane_id in batch[:done]:
+                    results[pane_id] = (
+                        (False, False, "", "")
+                        if _is_gone(err)
+                        else MuxError(
+                            f"tmux could not inspect pane {pane_id}: {first_line(err) or f'exit status {code}'}.",
+                            pane=pane_id,
+                        )
+                    )
+                todo = todo[done:]
+                continue
+            else:  # it stopped in the last part begun: a gone pane's capture (or a failure after it)
+                complete, done = parts[:-1], len(parts)
+                stopped = batch[done - 1]
+                if parts[-1][0].split("\t", 1)[0] != stopped:
+                    results[stopped] = (False, False, "", "")  # gone, as its identity line says
+                else:
+                    results[stopped] = self._inspect_alone(stopped, lines, ansi)
+            for pane_id, (head, screen) in zip(batch, complete):
+                results[pane_id] = self._answer(pane_id, head, screen, lines)
+            for pane_id in batch[:done]:
+                results.setdefault(pane_id, MuxError(f"tmux did not answer for pane {pane_id}.", pane=pane_id))
+            todo = todo[done:]
+        return {pane_id: results[pane_id] for pane_id in dict.fromkeys(pane_ids)}  # in the order asked
+
+    def _answer(self, pane_id: str, head: str, screen: str, lines: int) -> object:
+        """One pane's part of :meth:`inspect_many`, read as :meth:`inspect` reads its call."""
+        found, dead, identity, command = (head.split("\t", 3) + ["", "", "", ""])[:4]
+        if found != pane_id:
+            return False, False, "", ""
+        try:
+            self._check(pane_id, identity)
+        except PaneStale as error:
+            return error
+        return True, dead == "1", command, tail_lines(screen, lines)
+
+    def gone(self, pane_id: str) -> PaneGone:
+        """The error :meth:`capture` raises for a pane :meth:`inspect_many` found gone (its
+        capture fails as tmux says it does, ``can't find pane``)."""
+        return PaneGone(f"tmux pane {pane_id} is gone (can't find pane: {pane_id}).", pane=pane_id)
+
+    def _inspect_alone(self, pane_id: str, lines: int, ansi: bool) -> object:
+        """One pane's part of :meth:`inspect_many` asked for on its own (its part of a
+        batch did not end): the answer, or the error."""
+        try:
+            found = self.inspect(pane_id, lines)
+            if ansi and found[0]:
+                found = (*found[:3], self.capture(pane_id, lines, ansi=True))
+            return found
+        except PaneStale as error:
+            return error
+        except PaneGone:
+            return False, False, "", ""
+        except MuxError as error:
+            return error

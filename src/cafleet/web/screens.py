@@ -3,10 +3,12 @@
 ``GET /api/fleets/{id}/screens?members=1,2&lines=40`` answers the screens of the listed
 members of one fleet. The costs are bounded on three sides:
 
-- **one multiplexer call per member per interval**, however many pages watch: the
+- **one capture per member per interval**, however many pages watch, and **one
+  multiplexer call per server** for all the members a request names (tmux's
+  ``inspect_many``: one SSH call per host for members on other hosts): the
   :class:`ScreenCache` keeps each member's last capture for ``interval`` seconds and
-  lets concurrent requests for the same member wait for one call instead of making their
-  own;
+  lets concurrent requests for the same member wait for one capture instead of making
+  their own;
 - **lines and bytes**: every capture is ``MAX_LINES`` lines at most and each screen sent
   is cut to its last ``MAX_SCREEN_BYTES`` bytes (at a line boundary); a request names at
   most ``MAX_MEMBERS`` members;
@@ -37,7 +39,7 @@ from cafleet.errors import CafleetError, Conflict, DamagedPlacement, PaneGone, P
 
 TYPE_CHECKING = False  # true for the type checker only
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
 INTERVAL = 1.0  # seconds a capture is reused: at most one multiplexer call per member per second
@@ -88,32 +90,63 @@ class ScreenCache:
 
     Keyed by member id and the placement's pane and identity, so a member whose pane was
     recorded again is never answered with another pane's screen. ``calls`` counts
-    multiplexer calls made (for tests and the cost measurement).
+    multiplexer calls made, ``captures`` the member screens they captured (for tests and
+    the cost measurement): :meth:`get_many` captures every due member of one server in
+    one call.
     """
 
-    def __init__(self, interval: float = INTERVAL, capture=None) -> None:
+    def __init__(self, interval: float = INTERVAL, capture=None, capture_many=None) -> None:
         self.interval = interval
         self.calls = 0
+        self.captures = 0
         self._capture = capture or _capture
+        # a single capture given alone is used for each member (tests); else the batched one
+        self._capture_many = capture_many or (_capture_many if capture is None else None)
         self._entries: dict[tuple, tuple[float, dict]] = {}
         self._locks: dict[tuple, threading.Lock] = {}
         self._lock = threading.Lock()
 
+    @staticmethod
+    def _key(member_id: int, placement: Mapping[str, Any]) -> tuple:
+        return (member_id, placement["backend"], placement["session"], placement["pane_id"], placement.get("identity"))
+
     def get(self, member_id: int, placement: Mapping[str, Any]) -> dict:
-        key = (member_id, placement["backend"], placement["session"], placement["pane_id"], placement.get("identity"))
+        return self.get_many([(member_id, placement)])[0]
+
+    def get_many(self, wanted: Sequence[tuple[int, Mapping[str, Any]]]) -> list[dict]:
+        """The screens of ``wanted`` (member id and placement each), in its order: each
+        member's last capture while younger than ``interval``, the others captured now, one
+        multiplexer call per server. A request for a member whose capture is under way
+        waits for it instead of making its own."""
+        keys = [self._key(member_id, placement) for member_id, placement in wanted]
         with self._lock:
-            lock = self._locks.setdefault(key, threading.Lock())
-        with lock:  # a second request for the same member waits for the first one's call
-            entry = self._entries.get(key)
-            if entry is not None and time.monotonic() - entry[0] < self.interval:
-                return entry[1]
-            with self._lock:
-                self.calls += 1
-            screen = self._capture(placement)
-            with self._lock:
-                self._entries[key] = (time.monotonic(), screen)
-                self._forget_old()
-            return screen
+            locks = {key: self._locks.setdefault(key, threading.Lock()) for key in keys}
+        ordered = sorted(locks, key=repr)  # one order for every request: two never wait on each other
+        for key in ordered:
+            locks[key].acquire()
+        try:
+            now = time.monotonic()
+            due: dict[tuple, Mapping[str, Any]] = {}
+            for key, (_member_id, placement) in zip(keys, wanted):
+                entry = self._entries.get(key)
+                if entry is None or now - entry[0] >= self.interval:
+                    due[key] = placement
+            if due:
+                if self._capture_many is not None:
+                    shot, calls = self._capture_many(list(due.values()))
+                else:
+                    shot, calls = [self._capture(placement) for placement in due.values()], len(due)
+                with self._lock:
+                    self.calls += calls
+                    self.captures += len(due)
+                    at = time.monotonic()
+                    for key, screen in zip(due, shot):
+                        self._entries[key] = (at, screen)
+                    self._forget_old()
+            return [self._entries[key][1] for key in keys]
+        finally:
+            for key in reversed(ordered):
+                locks[key].release()
 
     def _forget_old(self) -> None:
         """Drop entries nobody asked for lately (deleted members, panes recorded again)."""
@@ -132,15 +165,66 @@ def _capture(placement: Mapping[str, Any]) -> dict:
     pane = placement["pane_id"]
     try:
         text = reach(placement).capture(pane, MAX_LINES, ansi=True)
-    except PaneStale as error:
-        return {"status": "stale", "error": clause(error), "text": ""}
-    except DamagedPlacement as error:
-        return {"status": "damaged", "error": clause(error), "text": ""}
-    except PaneGone as error:
-        return {"status": "gone", "error": clause(error), "text": ""}
     except CafleetError as error:
-        return {"status": "error", "error": f"pane {pane} cannot be captured ({clause(error)})", "text": ""}
+        return _failed(pane, error)
     return {"status": "ok", "error": None, "text": clean(text)}
+
+
+def _failed(pane: str, error: CafleetError) -> dict:
+    if isinstance(error, PaneStale):
+        return {"status": "stale", "error": clause(error), "text": ""}
+    if isinstance(error, DamagedPlacement):
+        return {"status": "damaged", "error": clause(error), "text": ""}
+    if isinstance(error, PaneGone):
+        return {"status": "gone", "error": clause(error), "text": ""}
+    return {"status": "error", "error": f"pane {pane} cannot be captured ({clause(error)})", "text": ""}
+
+
+def _capture_many(placements: list[Mapping[str, Any]]) -> tuple[list[dict], int]:
+    """:func:`_capture` of each placement, the panes of one server captured in one
+    multiplexer call (``Tmux.inspect_many``, each pane's identity checked in it); a backend
+    without that read, or a pane id two placements name with different identities, is
+    captured alone. (The screens, the multiplexer calls made.)"""
+    from cafleet.delivery.supervision import MuxPool
+
+    pool = MuxPool()
+    shot: list[dict | None] = [None] * len(placements)
+    groups: dict[int, tuple[Any, dict[str, tuple], list[tuple[int, str]]]] = {}
+    calls = 0
+    for index, placement in enumerate(placements):
+        pane = placement["pane_id"]
+        try:
+            mux = pool.get(placement["backend"], placement["session"])
+        except CafleetError as error:
+            shot[index] = _failed(pane, error)
+            continue
+        group = groups.setdefault(id(mux), (mux, {}, []))
+        expected = (placement.get("identity"), placement.get("created_at"))
+        if not hasattr(mux, "inspect_many") or group[1].setdefault(pane, expected) != expected:
+            shot[index] = _capture(placement)  # on its own, with a client of its own
+            calls += 1
+            continue
+        try:
+            pool.reach(placement)  # its stored values checked, its pane's identity expected
+        except CafleetError as error:
+            shot[index] = _failed(pane, error)
+            continue
+        group[2].append((index, pane))
+    for mux, _expected, wanted in groups.values():
+        if not wanted:
+            continue
+        before = mux.calls
+        found = mux.inspect_many([pane for _index, pane in wanted], MAX_LINES, ansi=True)
+        calls += mux.calls - before  # one, and one more after a gone pane or for a batch too long for one
+        for index, pane in wanted:
+            answer = found[pane]
+            if isinstance(answer, CafleetError):
+                shot[index] = _failed(pane, answer)
+            elif not answer[0]:
+                shot[index] = _failed(pane, mux.gone(pane))
+            else:
+                shot[index] = {"status": "ok", "error": None, "text": clean(answer[3])}
+    return [screen or {"status": "error", "error": "not captured", "text": ""} for screen in shot], calls
 
 
 class RateLimit:
@@ -228,6 +312,8 @@ def fleet_screens(request: Request) -> JSONResponse:
                 raise Conflict(f"member {member_id} is deregistered; it has no pane.")
             records.append(record)
     cache: ScreenCache = state.screens
+    placed = [(r["member_id"], r["placement"]) for r in records if r["placement"] and r["placement"]["pane_id"]]
+    shot = dict(zip((member_id for member_id, _ in placed), cache.get_many(placed)))
     screens = []
     for record in records:
         placement = record["placement"]
@@ -235,7 +321,7 @@ def fleet_screens(request: Request) -> JSONResponse:
         if placement is None or placement["pane_id"] is None:
             entry.update(status="pending", error="its pane is being created", text="", truncated=False)
         else:
-            screen = cache.get(record["member_id"], placement)
+            screen = shot[record["member_id"]]
             text, truncated = bounded(screen["text"], lines, MAX_SCREEN_BYTES)
             entry.update(status=screen["status"], error=screen["error"], text=text, truncated=truncated)
         screens.append(entry)
