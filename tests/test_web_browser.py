@@ -406,3 +406,38 @@ def test_attention_shows_a_blocked_members_dialog_and_its_buttons_answer_it(
     assert len(answered) == 1 and '"text": "1"' in answered[0]
     expect(page.locator("#attention")).to_be_hidden()
     assert page_errors == []
+
+
+# SQLite only: what it shows is the page's own requests; the route's bound runs on both
+# stores in test_web_screens.py.
+@pytest.mark.stores("sqlite")
+def test_more_tiles_on_screen_than_one_request_may_name_are_asked_for_in_several(browser, build, env):
+    fleet_id, _director, _ = build.fleet("wide", 0)
+    wanted = {build.member(fleet_id, f"m{i}", pane_id=f"%{100 + i}") for i in range(70)}
+    process = ServerProcess(env, "--port", str(free_port()))
+    try:
+        page = browser.new_page(viewport={"width": 4000, "height": 8000})  # every tile on screen at once
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        asked: list[list[int]] = []
+        page.on(
+            "request",
+            lambda request: (
+                asked.append([int(v) for v in request.url.split("members=")[1].split("&")[0].split(",")])
+                if "/screens?" in request.url
+                else None
+            ),
+        )
+        page.goto(f"{process.url}#fleet={fleet_id}")
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while not wanted <= {member for ids in asked for member in ids}:
+            assert time.monotonic() < deadline, f"not every tile's screen was asked for: {asked}"
+            page.wait_for_timeout(50)
+        assert all(len(ids) <= 64 for ids in asked), [len(ids) for ids in asked]
+        page.wait_for_timeout(1500)  # a refresh after the first answers
+        assert not page.locator("#screens-status").text_content().startswith("screens paused"), asked
+        assert errors == []
+        page.close()
+    finally:
+        code, out, err = process.stop(signal.SIGTERM)
+    assert (code, out, err) == (0, "", "")

@@ -14,6 +14,7 @@ const FleetView = (() => {
   const TILE_LINES = 40;
   const LARGE_LINES = 120;
   const MAX_BACKOFF = 30000;
+  const MEMBERS_PER_REQUEST = 64;  // the screens API's bound (web/screens.py MAX_MEMBERS)
 
   const view = {
     fleetId: null,
@@ -255,15 +256,18 @@ const FleetView = (() => {
     view.inFlight = true;
     try {
       const lines = large ? LARGE_LINES : TILE_LINES;
-      const response = await fetch(`/api/fleets/${view.fleetId}/screens?members=${ids.join(",")}&lines=${lines}`);
-      const body = await response.json().catch(() => null);
-      if (generation !== view.generation) return;
-      if (!response.ok) throw new Error(body && body.error ? body.error : `HTTP ${response.status}`);
-      view.interval = Math.max(250, Math.round((body.interval || 1) * 1000));
-      for (const entry of body.screens) {
-        if (large && entry.member_id === view.large) showScreen($("screen-dialog-text"), entry);
-        const parts = view.tiles.get(entry.member_id);
-        if (parts && !large) showScreen(parts.pre, entry);
+      for (let start = 0; start < ids.length; start += MEMBERS_PER_REQUEST) {  // more tiles on screen: more requests
+        const chunk = ids.slice(start, start + MEMBERS_PER_REQUEST);
+        const response = await fetch(`/api/fleets/${view.fleetId}/screens?members=${chunk.join(",")}&lines=${lines}`);
+        const body = await response.json().catch(() => null);
+        if (generation !== view.generation) return;
+        if (!response.ok) throw new Error(body && body.error ? body.error : `HTTP ${response.status}`);
+        view.interval = Math.max(250, Math.round((body.interval || 1) * 1000));
+        for (const entry of body.screens) {
+          if (large && entry.member_id === view.large) showScreen($("screen-dialog-text"), entry);
+          const parts = view.tiles.get(entry.member_id);
+          if (parts && !large) showScreen(parts.pre, entry);
+        }
       }
       view.failures = 0;
       $("screens-status").textContent = "";
