@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -376,3 +377,41 @@ def test_a_fleets_own_notify_url_is_where_its_notices_go_instead_of_the_setting(
             assert not [d for d in documents(setting) if d["fleet"]["id"] == second["fleet_id"]]
         finally:
             fleet.cafleet("fleet", "delete", str(second["fleet_id"]), environ=environ)
+
+
+# --- who may say where notices go ---------------------------------------------------------------
+
+
+def test_a_keeper_a_member_starts_never_takes_the_members_notify_url(kept, receivers):
+    """A member (by its pane) that starts the keeper with CAFLEET_NOTIFY_URL of its own gets
+    no notice posted there; the same URL given by the Director's command is posted to."""
+    from tests.support.keeper import keeper, kill, running_keeper
+
+    evil, own = receivers(), receivers()
+    with kept(CAFLEET_NOTIFY_URL=own.url()) as fleet:
+        member = fleet.create("m")
+        kill(keeper(fleet)["pid"])
+        wait_for(lambda: keeper(fleet)["state"] == "not running", what="the keeper to end")
+        as_member = dict(fleet.environ, TMUX_PANE=member["pane_id"], CAFLEET_NOTIFY_URL=evil.url())
+        waited = fleet.cafleet("message", "wait", str(member["member_id"]), "--timeout", "0", environ=as_member)
+        assert waited.code in (0, 3), waited  # it started a keeper all the same
+        started = running_keeper(fleet)
+        first = post_notice(fleet, "a notice while the member's keeper runs")  # owed a post, were it told one
+        del first
+        # given its URL, the keeper posts within a round (0.25 s); a post within 5 s is a failure
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not evil.requests:
+            time.sleep(0.05)
+        kill(started["pid"])
+        wait_for(lambda: keeper(fleet)["state"] == "not running", what="the member's keeper to end")
+        assert evil.requests == [], evil.requests
+        evil_at = evil.url().split("/")[2]  # host:port, as a log line names a URL
+        assert not any(evil_at in line for line in log_lines(started.get("log")))
+        # the Director's command, with the same URL: that keeper posts there
+        as_director = dict(fleet.environ, CAFLEET_NOTIFY_URL=evil.url())
+        fleet.cafleet("message", "wait", str(fleet.director), "--timeout", "0", environ=as_director)
+        running_keeper(fleet)
+        wait_for(lambda: "notices are posted to" in "\n".join(keeper_log(fleet)), what="the outbox started")
+        second = post_notice(fleet, "a notice while the Director's keeper runs", subject="host:other")
+        [doc] = wait_for(lambda: documents(evil), timeout=30, what="the Director's keeper's post")
+        assert doc["message_id"] == second

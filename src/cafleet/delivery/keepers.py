@@ -518,13 +518,31 @@ def ensure(store: Store, settings: config.Settings, fleet_id: int) -> Keeper:
     except OSError as error:
         return Keeper(False, why=_unwritable(where, fleet_id, error))
     try:
-        child = spawn(settings.environ, log, fleet_id, store.hooks.program if store.hooks is not None else None)
+        program = store.hooks.program if store.hooks is not None else None
+        child = spawn(settings.environ, log, fleet_id, program, drop=_untrusted(store, settings))
     except OSError as error:
         return Keeper(False, why=f"No fleet keeper could be started for fleet {fleet_id}: {error}")
     finally:
         os.close(log)
     _STARTED[key] = (child.pid, time.monotonic())
     return _started(store, settings, fleet_id, child, where)
+
+
+# Where a fleet's notices are posted, and the link they carry (docs/delivery.md, "Notices
+# posted out"): a keeper takes them from the Director's or the person's environment only, so
+# that a member cannot send the fleet's notices (other members' dialogs) elsewhere by
+# starting the keeper with its own.
+DIRECTORS_SETTINGS = ("CAFLEET_NOTIFY_URL", "CAFLEET_PUBLIC_URL")
+
+
+def _untrusted(store: Store, settings: config.Settings) -> tuple[str, ...]:
+    """The settings a keeper started by this command must not inherit: the Director's own
+    when a member runs the command (by its process tree, whatever its variables say)."""
+    if not any(name in settings.environ for name in DIRECTORS_SETTINGS):
+        return ()
+    from cafleet.delivery import authority
+
+    return DIRECTORS_SETTINGS if authority.find(store, settings.environ).is_member else ()
 
 
 def _unwritable(where: Where, fleet_id: int, error: OSError) -> str:
@@ -588,11 +606,12 @@ def open_log(log_path: str) -> int:
     return os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
 
-def spawn(environ, log: int, fleet_id: int, program=None):
+def spawn(environ, log: int, fleet_id: int, program=None, drop: tuple[str, ...] = ()):
     """Start ``python -m cafleet fleet keep FLEET_ID`` detached (see the module's text), its
     output appended to ``log`` (:func:`open_log`); returns the child (a ``Popen``) without
     waiting for it. ``program``: how this process runs cafleet (its test hooks',
-    :mod:`cafleet.faults`; by default ``python -m cafleet``)."""
+    :mod:`cafleet.faults`; by default ``python -m cafleet``); ``drop``: variables of
+    ``environ`` it does not get."""
     import subprocess
 
     from cafleet.config import child_environ
@@ -603,7 +622,7 @@ def spawn(environ, log: int, fleet_id: int, program=None):
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=log,
-        env=child_environ(environ),
+        env=child_environ(environ, drop=drop),
         cwd="/",
         start_new_session=True,
         close_fds=True,
