@@ -415,3 +415,17 @@ def test_a_keeper_a_member_starts_never_takes_the_members_notify_url(kept, recei
         second = post_notice(fleet, "a notice while the Director's keeper runs", subject="host:other")
         [doc] = wait_for(lambda: documents(evil), timeout=30, what="the Director's keeper's post")
         assert doc["message_id"] == second
+
+
+def test_an_ntfy_title_that_is_not_ascii_is_one_encoded_line_that_decodes_to_it():
+    from email.header import decode_header
+
+    from cafleet.delivery.outbox import _header
+
+    assert _header("member  2\tblocked") == "member 2 blocked"  # ASCII: as it is, on one line
+    title = "réunion " * 40 + "— 会議"
+    encoded = _header(title)
+    assert encoded.isascii() and "\n" not in encoded and "\r" not in encoded
+    assert "".join(
+        part.decode(charset or "ascii") if isinstance(part, bytes) else part for part, charset in decode_header(encoded)
+    ) == " ".join(title.split())

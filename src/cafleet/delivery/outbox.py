@@ -243,13 +243,14 @@ def _slack(text: str) -> str:
 
 
 def _header(text: str) -> str:
-    """A header value: ASCII as it is, else RFC 2047's encoded word (which ntfy reads)."""
+    """A header value: ASCII as it is, else RFC 2047's encoded word (which ntfy reads), on
+    one line (the standard library's encoder)."""
     flat = " ".join(text.split())
     if flat.isascii():
         return flat
-    import base64
+    from email.header import Header
 
-    return "=?UTF-8?B?" + base64.b64encode(flat.encode()).decode() + "?="
+    return Header(flat, "utf-8").encode(maxlinelen=1 << 20)
 
 
 class Poster:
