@@ -182,6 +182,27 @@ def _command(argv: Sequence[str]) -> list[str]:
     return list(argv) if len(argv) > 1 else [f"exec {shlex.quote(argv[0])}"]
 
 
+def _look(pane_id: str, lines: int, head: str = "", ansi: bool = False) -> list:
+    """One look at a pane in one client call: its id, whether dead, its identity and
+    foreground command (after ``head``), then its last ``lines`` lines."""
+    return [
+        "display-message",
+        "-p",
+        "-t",
+        pane_id,
+        f"{head}#{{pane_id}}\t#{{pane_dead}}\t{IDENTITY_FORMAT}\t#{{pane_current_command}}",
+        COMMAND_SEPARATOR,
+        "capture-pane",
+        "-p",
+        "-J",
+        *(["-e"] if ansi else []),
+        "-t",
+        pane_id,
+        "-S",
+        f"-{max(1, lines)}",
+    ]
+
+
 class Tmux:
     """A tmux server reached through its socket (or tmux's default when ``socket`` is None).
 
@@ -562,23 +583,7 @@ class Tmux:
         """(exists, dead, foreground command, last ``lines`` of the screen) in ONE tmux call,
         so supervising a fleet costs one subprocess per member per round; the expected
         identity is checked in that call too (PaneStale)."""
-        code, out, err = self._call(
-            [
-                "display-message",
-                "-p",
-                "-t",
-                pane_id,
-                f"#{{pane_id}}\t#{{pane_dead}}\t{IDENTITY_FORMAT}\t#{{pane_current_command}}",
-                COMMAND_SEPARATOR,
-                "capture-pane",
-                "-p",
-                "-J",
-                "-t",
-                pane_id,
-                "-S",
-                f"-{max(1, lines)}",
-            ]
-        )
+        code, out, err = self._call(_look(pane_id, lines))
         if code != 0:
             if _is_gone(err):
                 return False, False, "", ""
@@ -622,23 +627,7 @@ class Tmux:
             marker = f"cafleet-panes-{os.urandom(8).hex()}"
             size = 0
             for pane_id in todo:
-                part = [
-                    "display-message",
-                    "-p",
-                    "-t",
-                    pane_id,
-                    f"{marker}\t#{{pane_id}}\t#{{pane_dead}}\t{IDENTITY_FORMAT}\t#{{pane_current_command}}",
-                    COMMAND_SEPARATOR,
-                    "capture-pane",
-                    "-p",
-                    "-J",
-                    *(["-e"] if ansi else []),
-                    "-t",
-                    pane_id,
-                    "-S",
-                    f"-{max(1, lines)}",
-                    COMMAND_SEPARATOR,
-                ]
+                part = [*_look(pane_id, lines, f"{marker}\t", ansi), COMMAND_SEPARATOR]
                 cost = sum(len(str(a)) + 1 for a in part if a is not COMMAND_SEPARATOR) + 4
                 if batch and size + cost > _BATCH_BYTES:
                     break
