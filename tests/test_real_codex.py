@@ -344,6 +344,24 @@ def test_two_fleets_on_two_databases_each_member_reaches_its_own(env, tmp_path, 
     )
     assert made.returncode == 0, made.stderr
     second = json.loads(made.stdout)["member_id"]
+
+    def second_screen():
+        shown = subprocess.run(
+            [sys.executable, "-m", "cafleet", "member", "capture", str(second), "--lines", "60"],
+            env=other_env,
+            capture_output=True,
+            timeout=60,
+        )
+        return shown.stdout.decode()
+
+    # the second member has no keeper either (the suite turns keepers off): a preview sent
+    # while codex is still starting would stay owed, so it is sent once codex is idle
+    wait_for(
+        lambda: screen.classify("codex", second_screen()) == screen.PaneState.IDLE,
+        timeout=real_codex.START_TIMEOUT,
+        interval=0.1,
+        what="the second codex member to be idle",
+    )
     sent1 = codex_fleet.send(first, "ack me in the first database")
     assert sent1.code == 0, sent1
     sent2 = subprocess.run(
