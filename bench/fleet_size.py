@@ -349,6 +349,7 @@ def measure_web(fleet: Fleet, seconds: float) -> dict:
         first = server.stdout.readline().decode()
         if not first.startswith("serving "):
             raise SystemExit(f"cafleet server did not start: {first!r} {server.stderr.read().decode()[:300]}")
+        token = server.stdout.readline().decode().strip().rsplit("token=", 1)[-1]
         ids = [m["member_id"] for m in fleet.members]
         chunks = [ids[i : i + MAX_MEMBERS] for i in range(0, len(ids), MAX_MEMBERS)]
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -359,7 +360,7 @@ def measure_web(fleet: Fleet, seconds: float) -> dict:
             ok = 0
             for chunk in chunks:
                 path = f"/api/fleets/{fleet.fleet_id}/screens?members={','.join(map(str, chunk))}&lines={TILE_LINES}"
-                conn.request("GET", path, headers={"Host": f"127.0.0.1:{port}"})
+                conn.request("GET", path, headers={"Host": f"127.0.0.1:{port}", "Authorization": f"Bearer {token}"})
                 response = conn.getresponse()
                 body = json.loads(response.read())
                 if response.status != 200:

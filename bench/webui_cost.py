@@ -146,6 +146,7 @@ def main() -> None:
         first = server.stdout.readline().decode()
         if not first.startswith("serving "):
             raise SystemExit(f"cafleet server did not start: {first!r}")
+        login = server.stdout.readline().decode().strip().removeprefix("log in: ")
         url = f"http://127.0.0.1:{port}/#fleet={fleet_id}"
 
         from playwright.sync_api import sync_playwright
@@ -158,6 +159,7 @@ def main() -> None:
                 pages = []
                 for _ in range(count):
                     page = browser.new_page(viewport={"width": 1600, "height": 2400})
+                    page.goto(login)  # the session cookie, then the fleet's page
                     page.goto(url)
                     page.wait_for_function(
                         f"() => document.querySelectorAll('#screens .tile pre[data-status=ok]').length"

@@ -21,6 +21,8 @@ if [ "$with_tests" = 1 ]; then
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)
   # npm (with Node.js) installs the pinned claude, codex and opencode the real-agent tests run.
   command -v npm >/dev/null 2>&1 || apt_packages+=(npm)
+  # The WebUI's login test makes a member's own curl ask the API without the token.
+  command -v curl >/dev/null 2>&1 || apt_packages+=(curl)
 fi
 # libpq: the PostgreSQL store talks to the server through it (and the tests' psycopg loads it too).
 if [ "$with_tests" = 1 ] || [ "${CAFLEET_POSTGRES:-}" = 1 ]; then

@@ -228,13 +228,11 @@ def test_wait_retry_step_survives_a_multiplexer_that_cannot_run(cli, paned, stor
 
 @pytest.mark.stores("sqlite")  # it breaks the lock file; an advisory lock has none
 def test_webui_send_with_a_broken_lock_answers_201_with_the_stored_id(db_path, env, paned, store):
-    from starlette.testclient import TestClient
-
-    from tests.support.web_server import BASE, make_app
+    from tests.support.web_server import make_app, web_client
 
     director, member, _ = paned
     folder = block_lock_folder(db_path)
-    with TestClient(make_app(db_path, env), base_url=BASE, raise_server_exceptions=False) as client:
+    with web_client(make_app(db_path, env), raise_server_exceptions=False) as client:
         response = client.post(
             "/api/messages", json={"from_member_id": director, "to_member_id": member, "text": "from the dashboard"}
         )

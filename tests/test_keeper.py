@@ -473,15 +473,10 @@ def quick_fleet(env, tmp_path, monkeypatch):
 
 def webui_keeper(fleet) -> dict:
     """The keeper as the WebUI's `GET /api/fleets/{id}` reports it (its roster events carry the same)."""
-    import warnings
 
-    from tests.support.web_server import BASE, make_app
+    from tests.support.web_server import make_app, web_client
 
-    with warnings.catch_warnings():  # Starlette 1.x prefers httpx2; httpx (the declared test dependency) works
-        warnings.simplefilter("ignore")
-        from starlette.testclient import TestClient
-
-    with TestClient(make_app(fleet.db, fleet.environ), base_url=BASE) as client:
+    with web_client(make_app(fleet.db, fleet.environ)) as client:
         response = client.get(f"/api/fleets/{fleet.fleet_id}")
     assert response.status_code == 200, response.text
     return response.json()["keeper"]

@@ -28,11 +28,7 @@ from cafleet.config import Settings
 from tests.support.hooked import cafleet_argv
 from tests.support.pane_fleet import tmux_fleet
 from tests.support.tmux_fixtures import wait_for
-from tests.support.web_server import BASE, count_messages, make_app
-
-with __import__("warnings").catch_warnings():
-    __import__("warnings").simplefilter("ignore")  # Starlette prefers httpx2 for its TestClient
-    from starlette.testclient import TestClient
+from tests.support.web_server import count_messages, make_app, web_client
 
 
 def forged(member_id: int) -> str:
@@ -130,7 +126,7 @@ def test_the_director_cannot_post_itself_a_notice_nor_broadcast_one(cli, trio, s
 
 def test_the_webui_refuses_to_send_a_message_that_begins_like_a_notice(db_path, env, trio, store):
     _, director, (m1, _) = trio
-    with TestClient(make_app(db_path, env), base_url=BASE) as client:
+    with web_client(make_app(db_path, env)) as client:
         for what, body, line in disguises(m1):
             response = client.post("/api/messages", json={"from_member_id": director, "to_member_id": m1, "text": body})
             assert (response.status_code, response.json()) == (422, {"error": refusal(line)[len("Error: ") : -1]}), what
@@ -213,7 +209,7 @@ def test_a_stored_look_alike_is_marked_in_text_and_is_no_notice_in_json_or_the_w
     assert by_id[real]["notice"] == {"subject": f"member:{m1}", "member_id": m1, "dialog": None}
     assert "notice" not in by_id[from_member] and "notice" not in by_id[to_itself]
 
-    with TestClient(make_app(db_path, env), base_url=BASE) as client:
+    with web_client(make_app(db_path, env)) as client:
         timeline = {r["message_id"]: r for r in client.get(f"/api/fleets/{fleet_id}/messages").json()["messages"]}
         inbox = {r["message_id"]: r for r in client.get(f"/api/members/{director}/inbox").json()["messages"]}
     for records in (timeline, inbox):
@@ -322,6 +318,7 @@ def test_the_webui_badges_only_cafleets_own_notices(env, trio, store):
                 page = browser.new_page()
                 errors: list[str] = []
                 page.on("pageerror", lambda error: errors.append(str(error)))
+                page.goto(server.login)
                 page.goto(f"{server.url}#fleet={fleet_id}")
                 timeline = page.locator("#timeline > li")
                 expect(timeline).to_have_count(2, timeout=60_000)

@@ -383,10 +383,10 @@ class Poller:
         self.thread.join(timeout=30)
 
 
-def web_status(base: str, fleet_id: int) -> int:
+def web_status(server, fleet_id: int) -> int:
     import httpx
 
-    return httpx.get(f"{base}api/fleets/{fleet_id}", timeout=5).status_code
+    return httpx.get(f"{server.url}api/fleets/{fleet_id}", headers=server.headers, timeout=5).status_code
 
 
 def keeper_log(path) -> list[str]:
@@ -455,7 +455,7 @@ def test_a_failover_to_a_synchronous_standby_reconnects_listen_watch_the_webui_a
 
             server = ServerProcess(env, "--port", str(free_port()))
             assert (server.url or "").startswith("http://127.0.0.1:"), server.first_line
-            assert web_status(server.url, fleet.fleet_id) == 200
+            assert web_status(server, fleet.fleet_id) == 200
 
             listen = Lines(env, "message", "listen", str(listening), "--json")
             watch = Lines(fleet.environ, "fleet", "watch", str(fleet.fleet_id), "--json", "--interval", "0.5",
@@ -473,7 +473,7 @@ def test_a_failover_to_a_synchronous_standby_reconnects_listen_watch_the_webui_a
                 "watch to report the message before",
             )
 
-            web = Poller(lambda: web_status(server.url, fleet.fleet_id), interval=0.1)
+            web = Poller(lambda: web_status(server, fleet.fleet_id), interval=0.1)
             retaken = Poller(lambda: any(RETAKEN in line for line in keeper_log(log)))
             replicas.crash_primary()
             crashed = time.monotonic()

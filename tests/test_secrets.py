@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-import warnings
 from pathlib import Path
 from urllib.parse import quote
 
@@ -22,11 +21,7 @@ from cafleet.credentials import redact, scrub, split_password
 from tests.support.pane_fleet import cafleet, tmux_fleet
 from tests.support.remote_fleet import create_remote, fleet_with_hosts, proc_environ, remote_panes, short_directory
 from tests.support.tmux_fixtures import wait_for
-from tests.support.web_server import BASE, make_app
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")  # Starlette 1.x prefers httpx2 for its TestClient; httpx works
-    from starlette.testclient import TestClient
+from tests.support.web_server import make_app, web_client
 
 PASSWORD = "Pw-7f3kq:/x#y&z"  # a ':', '/', '#' and '&' that URLs must percent-encode
 ENCODED = quote(PASSWORD, safe="")
@@ -147,7 +142,7 @@ def sessions_of(pg_cluster, role: str) -> int:
 def test_the_webui_never_shows_the_password(env, base, pg_cluster):
     url = query_form(base)
     role = base.split("//", 1)[1].split("@", 1)[0]
-    with TestClient(make_app(url, env), base_url=BASE, raise_server_exceptions=False) as client:
+    with web_client(make_app(url, env), raise_server_exceptions=False) as client:
         assert client.get("/api/fleets").status_code == 200
         pg_cluster.admin(f"ALTER ROLE {role} PASSWORD 'changed-elsewhere'")
         pg_cluster.admin(

@@ -211,10 +211,7 @@ def test_damaged_page_is_a_clear_error(cli, env, db_path):
 
 def test_damaged_page_is_a_503_in_the_webui(env, db_path):
     pytest.importorskip("starlette")
-    from starlette.testclient import TestClient
-
-    from cafleet.web.app import WebConfig, create_app
-    from cafleet.web.security import allowed_hosts
+    from tests.support.web_server import make_app, web_client
 
     store = open_store(db_path)
     fleet_id, director, (m1, m2) = FleetBuilder(store).fleet()
@@ -223,8 +220,7 @@ def test_damaged_page_is_a_503_in_the_webui(env, db_path):
     messages.send(store, m1, m2, "hello")
     store.close()
     damage_table(db_path, "messages")
-    config = WebConfig(db_path=db_path, allowed_hosts=allowed_hosts("127.0.0.1", 8000, True), environ=env)
-    with TestClient(create_app(config), base_url="http://127.0.0.1:8000", raise_server_exceptions=False) as client:
+    with web_client(make_app(db_path, env), raise_server_exceptions=False) as client:
         response = client.get(f"/api/members/{m2}/inbox")
     assert response.status_code == 503, response.text
     assert "is damaged (database disk image is malformed)" in response.json()["error"]

@@ -161,12 +161,9 @@ def test_a_fleet_over_its_budget_gets_no_work_from_a_broadcast_or_the_webui(cli,
     assert broadcast.json()["sent"] == []
     assert [f["to_member_id"] for f in broadcast.json()["failed"]] == [m1, m2]
     assert all("over its budget" in f["error"] for f in broadcast.json()["failed"])
-    from tests.support.web_server import BASE, make_app
+    from tests.support.web_server import BASE, make_app, web_client
 
-    with __import__("warnings").catch_warnings():
-        __import__("warnings").simplefilter("ignore")
-        from starlette.testclient import TestClient
-    with TestClient(make_app(db_path, env), base_url=BASE) as client:
+    with web_client(make_app(db_path, env)) as client:
         refused = client.post(
             "/api/messages",
             json={"from_member_id": director, "to_member_id": m1, "text": "more work"},
@@ -285,12 +282,9 @@ def test_recorded_spend_is_summed_per_member_and_gates_the_send(cli, build, stor
     assert (whole["calls"], whole["tokens"]["total"]) == (4, 4586 + 3036)
     listed = cli("member", "list", str(fleet_id))
     assert any(line.startswith(f"{alice} ") and line.endswith("4586/5000 tok") for line in listed.out.splitlines())
-    from tests.support.web_server import BASE, make_app
+    from tests.support.web_server import make_app, web_client
 
-    with __import__("warnings").catch_warnings():
-        __import__("warnings").simplefilter("ignore")
-        from starlette.testclient import TestClient
-    with TestClient(make_app(db_path, env), base_url=BASE) as client:
+    with web_client(make_app(db_path, env)) as client:
         served = client.get(f"/api/fleets/{fleet_id}/usage").json()
     assert served["tokens"] == whole["tokens"]
     assert {r["member_id"]: r["tokens"]["total"] for r in served["members"]} == {director: 0, alice: 4586, bob: 3036}

@@ -13,7 +13,6 @@ import json
 import resource
 import subprocess
 import sys
-import warnings
 
 import pytest
 
@@ -24,11 +23,7 @@ from tests.support.pane_fleet import tmux_fleet
 from tests.support.tmux_fixtures import wait_for
 from tests.support.usage_records import call_line, call_lines, user_line, write_calls, write_live_session
 from tests.support.watch_stream import Stream
-from tests.support.web_server import BASE, make_app
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from starlette.testclient import TestClient
+from tests.support.web_server import BASE, make_app, web_client
 
 
 def messages(store) -> int:
@@ -117,7 +112,7 @@ def test_an_out_of_range_number_in_a_record_is_skipped_and_counted_everywhere(cl
     sent = send(cli, director, member, "more work", "--json")
     assert sent.code == 0, sent
     assert messages(store) == 1
-    with TestClient(make_app(db_path, env), base_url=BASE) as client:
+    with web_client(make_app(db_path, env)) as client:
         served = client.get(f"/api/fleets/{fleet_id}/usage")
     assert served.status_code == 200 and served.json()["tokens"]["total"] == 1010, served.text
 
@@ -476,7 +471,7 @@ def test_member_prompt_and_member_create_honour_the_budget_gate(fleet):
 
 def test_the_webui_answers_409_for_a_budget_refusal_and_400_for_a_nul_body(build, store, db_path, env, cli):
     fleet_id, director, (m1, _) = build.fleet("web", 2)
-    with TestClient(make_app(db_path, env), base_url=BASE) as client:
+    with web_client(make_app(db_path, env)) as client:
 
         def post(text: str):
             return client.post(

@@ -324,16 +324,11 @@ def test_a_fleet_over_its_budget_gets_no_new_work(fleet):
 
 
 def test_webui_serves_spend_per_member_and_for_the_fleet(fleet):
-    import warnings
 
-    from tests.support.web_server import BASE, make_app
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from starlette.testclient import TestClient
+    from tests.support.web_server import make_app, web_client
 
     expected = usage_json(fleet, "fleet", "usage", str(fleet.fleet_id))
-    with TestClient(make_app(fleet.db, fleet.environ), base_url=BASE) as client:
+    with web_client(make_app(fleet.db, fleet.environ)) as client:
         served = client.get(f"/api/fleets/{fleet.fleet_id}/usage")
         again = client.get(f"/api/fleets/{fleet.fleet_id}/usage")  # the kept reader: same totals
         missing = client.get("/api/fleets/999/usage")

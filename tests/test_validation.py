@@ -11,19 +11,13 @@ import os
 import re
 import sqlite3
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
 
 from cafleet import validation
 from cafleet.broker import fleets, members
-from cafleet.web.app import WebConfig, create_app
-from cafleet.web.security import allowed_hosts
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from starlette.testclient import TestClient
+from tests.support.web_server import make_app, web_client
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = "http://127.0.0.1:8000"
@@ -50,8 +44,7 @@ def one_error_line(result, code: int) -> str:
 
 @pytest.fixture
 def client(db_path, store, env):
-    app = create_app(WebConfig(db_path=db_path, allowed_hosts=allowed_hosts("127.0.0.1", 8000, True), environ=env))
-    with TestClient(app, base_url=BASE, raise_server_exceptions=False) as test_client:
+    with web_client(make_app(db_path, env), raise_server_exceptions=False) as test_client:
         yield test_client
 
 

@@ -254,11 +254,12 @@ def test_server_stops_rather_than_serve_another_file(env, db_path, trio):
         assert server.url, server.first_line
         import urllib.request
 
-        with urllib.request.urlopen(f"{server.url}api/fleets", timeout=30) as answer:
+        asked = urllib.request.Request(f"{server.url}api/fleets", headers=server.headers)
+        with urllib.request.urlopen(asked, timeout=30) as answer:
             assert answer.status == 200
         said = replace_file(db_path, "deleted")
         try:
-            urllib.request.urlopen(f"{server.url}api/fleets", timeout=30)
+            urllib.request.urlopen(asked, timeout=30)
             pytest.fail("the server answered from a deleted database")
         except urllib.error.HTTPError as refused:
             assert refused.code == 503

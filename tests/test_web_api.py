@@ -20,24 +20,19 @@ import pytest
 from cafleet.web.app import StorePool
 
 from tests.support.web_server import (  # noqa: E402
-    BASE,
     ServerProcess,
     SSEReader,
     count_messages,
     free_port,
     make_app,
     threaded_server,
+    web_client,
 )
 
 
 # --- fixtures -----------------------------------------------------------------------------
 
 from starlette.routing import Route  # noqa: E402
-
-with __import__("warnings").catch_warnings():
-    # Starlette 1.x prefers httpx2 for its TestClient; httpx (the declared test dependency) works.
-    __import__("warnings").simplefilter("ignore")
-    from starlette.testclient import TestClient  # noqa: E402
 
 from cafleet.broker import fleets, members, messages, notifications  # noqa: E402
 from cafleet.web.events import FleetWatch, SharedChanges  # noqa: E402
@@ -47,7 +42,7 @@ RECORD_KEYS = ["message_id", "from_member_id", "to_member_id", "created_at", "st
 
 @pytest.fixture
 def client(db_path, store, env):
-    with TestClient(make_app(db_path, env), base_url=BASE, raise_server_exceptions=False) as test_client:
+    with web_client(make_app(db_path, env), raise_server_exceptions=False) as test_client:
         yield test_client
 
 
@@ -273,7 +268,7 @@ def test_a_send_through_the_api_types_the_preview_into_the_members_pane(env, tmp
 
     with tmux_fleet(env, tmp_path, monkeypatch) as fleet:
         worker = fleet.create("worker")["member_id"]
-        with TestClient(make_app(fleet.db, fleet.environ), base_url=BASE) as test_client:
+        with web_client(make_app(fleet.db, fleet.environ)) as test_client:
             response = post(
                 test_client,
                 {"from_member_id": fleet.director, "to_member_id": worker, "text": "Run the suite.\nReport failures."},
@@ -286,7 +281,7 @@ def test_a_send_through_the_api_types_the_preview_into_the_members_pane(env, tmp
         assert record["status_state"] == "input_required"
 
         fleet.server.run("kill-pane", "-t", fleet.cafleet("member", "show", str(worker), "--json").json()["pane_id"])
-        with TestClient(make_app(fleet.db, fleet.environ), base_url=BASE) as test_client:
+        with web_client(make_app(fleet.db, fleet.environ)) as test_client:
             response = post(test_client, {"from_member_id": fleet.director, "to_member_id": worker, "text": "again"})
         assert response.status_code == 201  # stored; the failed wake-up is a warning, not an error
         failed = response.json()
@@ -395,7 +390,7 @@ def test_an_unexpected_exception_is_a_json_500_and_one_log_line(db_path, store, 
         return {}["missing"]
 
     app.router.routes.insert(0, Route("/api/broken", broken))
-    with TestClient(app, base_url=BASE, raise_server_exceptions=False) as test_client:
+    with web_client(app, raise_server_exceptions=False) as test_client:
         response = test_client.get("/api/broken")
     assert response.status_code == 500
     assert response.json() == {"error": "internal error (KeyError); see the server log"}
@@ -623,7 +618,7 @@ def test_server_prints_its_url_serves_and_stops_cleanly_on_sigterm(env, trio):
     server = ServerProcess(env, "--port", str(port))
     try:
         assert server.first_line == f"serving the cafleet WebUI at http://127.0.0.1:{port}/"
-        response = httpx.get(f"{server.url}api/fleets/{trio[0]}", timeout=5)
+        response = httpx.get(f"{server.url}api/fleets/{trio[0]}", headers=server.headers, timeout=5)
         assert response.status_code == 200 and response.json()["fleet"]["name"] == "alpha"
         page = httpx.get(server.url, timeout=5)
         assert page.status_code == 200 and "<title>cafleet</title>" in page.text
@@ -637,7 +632,9 @@ def test_server_takes_host_and_port_from_the_environment_and_ends_on_ctrl_c(env,
     server = ServerProcess(dict(env, CAFLEET_BROKER_HOST="localhost", CAFLEET_BROKER_PORT=str(port)))
     try:
         assert server.first_line == f"serving the cafleet WebUI at http://localhost:{port}/"
-        reader = SSEReader(f"{server.url}api/events?fleet_id={trio[0]}")  # an open stream must not block shutdown
+        reader = SSEReader(
+            f"{server.url}api/events?fleet_id={trio[0]}", headers=server.headers
+        )  # an open stream must not block shutdown
         assert reader.status == 200
     finally:
         code, out, err = server.stop(signal.SIGINT)

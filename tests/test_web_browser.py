@@ -17,6 +17,7 @@ import time
 import pytest
 
 from cafleet.broker import messages, notifications
+from tests.support.tmux_fixtures import wait_for
 from tests.support.web_server import ROOT, ServerProcess, free_port
 
 CHROMIUM = "/usr/bin/chromium"
@@ -78,7 +79,8 @@ def test_dashboard_shows_the_fleet_sends_as_director_and_updates_live(browser, s
     expect.set_options(timeout=WAIT_MS)  # ... and the expects below that name no timeout
     page_errors = []
     page.on("pageerror", lambda error: page_errors.append(str(error)))
-    page.goto(server.url)
+    page.goto(server.login)  # the login link: the session cookie, then the page
+    assert page.url == server.url, page.url
 
     # The fleet, its roster and its history.
     expect(page.locator("#live")).to_have_text("live", timeout=WAIT_MS)
@@ -214,6 +216,7 @@ def open_page(browser, server, fleet_id, init_script=None):
         page.add_init_script(init_script)  # runs before the page's own scripts
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(server.login)
     page.goto(f"{server.url}#fleet={fleet_id}")
     return page, errors
 
@@ -428,6 +431,7 @@ def test_more_tiles_on_screen_than_one_request_may_name_are_asked_for_in_several
                 else None
             ),
         )
+        page.goto(process.login)
         page.goto(f"{process.url}#fleet={fleet_id}")
         deadline = time.monotonic() + WAIT_MS / 1000
         while not wanted <= {member for ids in asked for member in ids}:
@@ -441,3 +445,65 @@ def test_more_tiles_on_screen_than_one_request_may_name_are_asked_for_in_several
     finally:
         code, out, err = process.stop(signal.SIGTERM)
     assert (code, out, err) == (0, "", "")
+
+
+# SQLite only, for the suite's time: the route it reads runs on both stores in test_web_login.py.
+@pytest.mark.stores("sqlite")
+def test_the_attention_page_on_a_phone_lists_every_fleets_blocked_members_oldest_first_and_answers(
+    browser, pane_server, panes, tmux_server, store, tmp_path
+):
+    from playwright.sync_api import expect
+
+    from cafleet.broker import fleets, members, notices
+
+    prompt = [sys.executable, "-m", "cafleet.agents.standin", "--member-id", "0", "--permission-prompt"]
+    first_record, later_record = tmp_path / "first.jsonl", tmp_path / "later.jsonl"
+    later, _ = panes["add"]("later", [*prompt, "--record", str(later_record)], ready="1. Yes")
+    # a second fleet, whose member has waited longer
+    night = fleets.create_fleet(
+        store, name="night", coding_agent="standin", backend="tmux", session=panes["session"], window_id="@0",
+        pane_id=tmux_server.new_pane([sys.executable, "-c", "import time; time.sleep(600)"]),
+    )  # fmt: skip
+    first = members.register_member(
+        store, fleet_id=night["fleet_id"], name="first", description="first", backend="tmux",
+        session=panes["session"], window_id="@0", coding_agent="standin",
+    )  # fmt: skip
+    pane = tmux_server.new_pane([*prompt, "--record", str(first_record)])
+    members.set_pane_id(
+        store,
+        first,
+        pane,
+        tmux_server.run("display-message", "-p", "-t", pane, "#{pid}:#{start_time}:#{pane_pid}").strip(),
+    )
+    wait_for(lambda: "1. Yes" in tmux_server.run("capture-pane", "-p", "-t", pane), what="the first dialog")
+    for fleet_id, director, member_id in ((night["fleet_id"], night["director_member_id"], first),
+                                          (panes["fleet_id"], panes["director"], later)):  # fmt: skip
+        notice = notices.Notice("awaiting_user", f"member:{member_id}", member_id, None, "waiting")
+        assert notices.post(store, fleet_id, director, notice) is not None  # as the keeper posts it
+
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{pane_server.url}attention")
+    expect(page.locator("#banner")).to_contain_text("Not logged in", timeout=WAIT_MS)
+    page.goto(pane_server.login)
+    page.goto(f"{pane_server.url}attention")
+    items = page.locator("#waiting > li")
+    expect(items).to_have_count(2, timeout=WAIT_MS)
+    assert [items.nth(i).get_attribute("data-member-id") for i in range(2)] == [str(first), str(later)]
+    expect(items.nth(0)).to_contain_text(f"first#{first} in night#{night['fleet_id']}")
+    expect(items.nth(0).locator("pre.attention-dialog-text")).to_contain_text("Do you want to proceed?")
+    expect(items.nth(0).locator(".attention-dialog-options button")).to_have_text(["1. Yes", "2. No"])
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing wider than the phone
+    button = items.nth(0).locator(".attention-dialog-options button").nth(1)
+    assert button.bounding_box()["height"] >= 40  # a finger's target
+    if SCREENSHOT_TARGET:
+        page.screenshot(path=str((ROOT / SCREENSHOT_TARGET).with_name("webui-phone.png")))
+    button.tap()
+    expect(items).to_have_count(1, timeout=WAIT_MS)
+    assert items.nth(0).get_attribute("data-member-id") == str(later)
+    answered = [line for line in first_record.read_text().splitlines() if '"permission"' in line]
+    assert len(answered) == 1 and '"text": "2"' in answered[0], answered
+    assert errors == []
+    context.close()

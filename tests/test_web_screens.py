@@ -16,12 +16,8 @@ from cafleet.broker import messages, notifications
 from cafleet.web import attention, screens
 from tests.support.tmux_fixtures import wait_for
 
-with __import__("warnings").catch_warnings():
-    __import__("warnings").simplefilter("ignore")  # Starlette prefers httpx2 for its TestClient; httpx works
-    from starlette.testclient import TestClient
-
 from tests.support.web_panes import HOSTILE, STANDIN
-from tests.support.web_server import BASE, make_app
+from tests.support.web_server import make_app, web_client
 
 
 @pytest.fixture
@@ -31,7 +27,7 @@ def app(db_path, env):
 
 @pytest.fixture
 def client(app, store):
-    with TestClient(app, base_url=BASE, raise_server_exceptions=False) as test_client:
+    with web_client(app, raise_server_exceptions=False) as test_client:
         yield test_client
 
 

@@ -8,24 +8,23 @@ STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/co
 # the suite's time, the matrices answered before any store is read (on PostgreSQL each case costs a
 # fresh database): they run on SQLite, and a case of each of their checks runs on both.
 
-import warnings
 
 import pytest
 
 from cafleet.broker import messages
 from cafleet.web.app import WebConfig, create_app
+from cafleet.web.login import Login
 from cafleet.web.security import allowed_hosts
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")  # Starlette 1.x prefers httpx2 for its TestClient; httpx works
-    from starlette.testclient import TestClient
+from tests.support.web_server import TOKEN, web_client
 
 BASE = "http://127.0.0.1:8000"
 
 
 def make_client(db_path, env, host="127.0.0.1", port=8000, loopback=True):
-    config = WebConfig(db_path=db_path, allowed_hosts=allowed_hosts(host, port, loopback), environ=env)
-    return TestClient(create_app(config), base_url=f"http://{host}:{port}", raise_server_exceptions=False)
+    config = WebConfig(
+        db_path=db_path, allowed_hosts=allowed_hosts(host, port, loopback), environ=env, login=Login(TOKEN)
+    )
+    return web_client(create_app(config), base_url=f"http://{host}:{port}", raise_server_exceptions=False)
 
 
 @pytest.fixture
@@ -224,13 +223,18 @@ def test_security_headers_on_every_response(client, trio, path):
     assert "access-control-allow-origin" not in response.headers
 
 
-def test_the_page_loads_only_its_own_static_files(client):
-    page = client.get("/").text
-    assert '<script src="/static/app.js" defer></script>' in page
+@pytest.mark.parametrize(
+    "path,scripts", [("/", ["common", "fleetview", "app"]), ("/attention", ["common", "attention"])]
+)
+def test_the_pages_load_only_their_own_static_files(client, path, scripts):
+    page = client.get(path).text
+    assert [f'<script src="/static/{name}.js" defer></script>' in page for name in scripts] == [True] * len(scripts)
     assert '<link rel="stylesheet" href="/static/app.css">' in page
     assert "http://" not in page and "https://" not in page and "<script>" not in page and "style=" not in page
-    script = client.get("/static/app.js").text
-    assert "innerHTML" not in script and "insertAdjacentHTML" not in script and "eval(" not in script
+    for name in scripts:
+        script = client.get(f"/static/{name}.js").text
+        for sink in (".innerHTML", ".outerHTML", "insertAdjacentHTML", "document.write", "eval(", "Function("):
+            assert sink not in script, (name, sink)
 
 
 # --- the address the server binds -----------------------------------------------------------
@@ -303,9 +307,9 @@ def test_a_non_loopback_address_needs_the_explicit_opt_in(cli, store):
     refused = cli("server", "--host", "192.0.2.7", "--port", str(port))
     assert (refused.code, refused.out) == (2, "")
     assert refused.err == (
-        "Error: --host 192.0.2.7 is not a loopback address (192.0.2.7); the WebUI has no login, "
-        "so anyone who can reach it can read every fleet and send as any Director: add "
-        "--allow-remote to serve it there anyway.\n"
+        "Error: --host 192.0.2.7 is not a loopback address (192.0.2.7); served there over plain http, the "
+        "login token and cookie cross the network in clear: serve on loopback behind a TLS proxy with "
+        "--public URL (docs/webui.md), or add --allow-remote to serve it there anyway.\n"
     )
     # With the opt-in the address is tried (this machine does not own it, so the bind fails).
     tried = cli("server", "--host", "192.0.2.7", "--port", str(port), "--allow-remote")
@@ -345,9 +349,13 @@ def test_a_server_bound_by_another_spelling_of_loopback_answers_that_name(env, s
     try:
         assert server.first_line == f"serving the cafleet WebUI at http://127.1:{port}/"
         for name in ("127.1", "127.0.0.1", "localhost"):
-            response = httpx.get(f"http://127.0.0.1:{port}/api/fleets", headers={"host": f"{name}:{port}"}, timeout=10)
+            response = httpx.get(
+                f"http://127.0.0.1:{port}/api/fleets", headers={"host": f"{name}:{port}", **server.headers}, timeout=10
+            )
             assert response.status_code == 200, (name, response.text)
-        response = httpx.get(f"http://127.0.0.1:{port}/api/fleets", headers={"host": f"0:{port}"}, timeout=10)
+        response = httpx.get(
+            f"http://127.0.0.1:{port}/api/fleets", headers={"host": f"0:{port}", **server.headers}, timeout=10
+        )
         assert response.status_code == 400
     finally:
         code, out, err = server.stop(signal.SIGTERM)

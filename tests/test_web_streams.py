@@ -30,7 +30,7 @@ from cafleet.web.app import POOL_SIZE
 from tests.support import postgres
 from tests.support.environ import isolated_environ
 from tests.support.tmux_fixtures import wait_for
-from tests.support.web_server import ServerProcess, SSEReader, free_port, threaded_server
+from tests.support.web_server import AUTH, ServerProcess, SSEReader, free_port, threaded_server
 
 SERVER_APP = "cafleet-webui-under-test"  # the server's sessions are named so (PGAPPNAME)
 STREAMS = 200
@@ -137,12 +137,12 @@ def test_two_hundred_streams_against_a_hundred_session_server_leave_every_comman
     try:
         assert server.url is not None, server.stop()
         for _ in range(STREAMS):  # one at a time: each reader returns once its answer started
-            readers.append(SSEReader(f"{server.url}api/events?fleet_id={fleet_id}", client))
+            readers.append(SSEReader(f"{server.url}api/events?fleet_id={fleet_id}", client, server.headers))
         served = [reader for reader in readers if reader.status == 200]
         refused = [reader for reader in readers if reader.status != 200]
         assert (len(served), len(refused)) == (STREAM_CAP, STREAMS - STREAM_CAP)
         assert {(reader.status, reader.headers["retry-after"]) for reader in refused} == {(503, "2")}
-        answer = httpx.get(f"{server.url}api/events?fleet_id={fleet_id}", timeout=30)
+        answer = httpx.get(f"{server.url}api/events?fleet_id={fleet_id}", headers=server.headers, timeout=30)
         assert (answer.status_code, answer.headers["retry-after"], answer.json()) == (
             503,
             "2",
@@ -178,7 +178,9 @@ def open_stream(base: str, fleet_id: int) -> tuple[socket.socket, str]:
     """A raw HTTP/1.1 event-stream request; the socket and the answer's head."""
     host, port = base.removeprefix("http://").rstrip("/").split(":")
     sock = socket.create_connection((host, int(port)), timeout=30)
-    sock.sendall(f"GET /api/events?fleet_id={fleet_id} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+    sock.sendall(
+        f"GET /api/events?fleet_id={fleet_id} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: {AUTH['authorization']}\r\n\r\n".encode()
+    )
     head = b""
     while b"\r\n\r\n" not in head:
         chunk = sock.recv(4096)
@@ -197,13 +199,15 @@ def test_a_stream_past_the_cap_is_refused_503_with_retry_after_and_a_closed_one_
         assert head.startswith("HTTP/1.1 200 ")
         second, head = open_stream(url, fleet_id)
         assert head.startswith("HTTP/1.1 200 ")
-        refused = httpx.get(f"{url}/api/events?fleet_id={fleet_id}", timeout=30)
+        refused = httpx.get(f"{url}/api/events?fleet_id={fleet_id}", headers=AUTH, timeout=30)
         assert (refused.status_code, refused.headers["retry-after"], refused.json()) == (
             503,
             "2",
             {"error": "2 event streams are open, the most this server serves; retry in 2 s"},
         )
-        assert httpx.get(f"{url}/api/fleets/{fleet_id}", timeout=30).status_code == 200  # requests still served
+        assert (
+            httpx.get(f"{url}/api/fleets/{fleet_id}", headers=AUTH, timeout=30).status_code == 200
+        )  # requests still served
         first.close()  # a page closed: its slot comes back
 
         def another_is_served() -> bool:

@@ -464,20 +464,15 @@ def test_doctor_finds_unrecorded_and_moved_worktrees_and_watch_reports_a_vanishe
 
 
 def test_the_webui_member_view_shows_the_worktree_and_its_diff_read_only(fleet):
-    import warnings
 
-    from tests.support.web_server import BASE, make_app
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from starlette.testclient import TestClient
+    from tests.support.web_server import make_app, web_client
 
     a = create(fleet, "ann", "--worktree").json()
     plain = create(fleet, "bob").json()
     path = Path(a["worktree"]["path"])
     (path / "README").write_text("one\ntwo\nthree\n")
     before = git(path, "status", "--porcelain")
-    with TestClient(make_app(fleet.db, dict(fleet.environ)), base_url=BASE) as client:
+    with web_client(make_app(fleet.db, dict(fleet.environ))) as client:
         shown = client.get(f"/api/members/{a['member_id']}/diff?fleet_id={fleet.fleet_id}").json()
         assert shown["worktree"]["path"] == str(path) and shown["worktree"]["branch"] == a["worktree"]["branch"]
         assert "+three" in shown["diff"] and shown["error"] is None and shown["truncated"] is False

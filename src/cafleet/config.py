@@ -389,7 +389,8 @@ ENVIRONMENT = (
         "CAFLEET_PUBLIC_URL",
         "url",
         None,
-        "where people open the WebUI (`cafleet server`): a posted notice links to its fleet there",
+        "where people open the WebUI, e.g. a TLS proxy in front of `cafleet server` (its `--public` default): a "
+        "posted notice links to its fleet there",
         default_text="no link",
     ),
     _s(

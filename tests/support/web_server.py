@@ -20,15 +20,30 @@ import httpx
 import pytest
 
 from cafleet.web.app import WebConfig, create_app
+from cafleet.web.login import Login
 from cafleet.web.security import allowed_hosts
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 BASE = "http://127.0.0.1:8000"
+TOKEN = "token-of-the-tests-own-servers"  # the in-process apps'; `cafleet server` makes its own
+AUTH = {"authorization": f"Bearer {TOKEN}"}
 
 
 def make_app(db_path: str, env: dict, **options):
+    options.setdefault("login", Login(TOKEN))
     config = WebConfig(db_path=db_path, allowed_hosts=allowed_hosts("127.0.0.1", 8000, True), environ=env, **options)
     return create_app(config)
+
+
+def web_client(app, base_url: str = BASE, **options):
+    """Starlette's TestClient on ``app``, logged in with the tests' token."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Starlette 1.x prefers httpx2 for its TestClient; httpx works
+        from starlette.testclient import TestClient
+
+    return TestClient(app, base_url=base_url, headers=AUTH, **options)
 
 
 def count_messages(store) -> int:
@@ -44,6 +59,7 @@ def threaded_server(db_path: str, env: dict, **options):
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     port = sock.getsockname()[1]
+    options.setdefault("login", Login(TOKEN))
     config = WebConfig(db_path=db_path, allowed_hosts=allowed_hosts("127.0.0.1", port, True), environ=env, **options)
     server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning", lifespan="on", ws="none"))
     config.stopping = lambda: server.should_exit
@@ -66,8 +82,9 @@ class SSEReader:
     ``client``: an ``httpx.Client`` shared by many readers (making one costs an SSL
     context, tens of milliseconds); without it each reader makes its own."""
 
-    def __init__(self, url: str, client: httpx.Client | None = None) -> None:
+    def __init__(self, url: str, client: httpx.Client | None = None, headers: dict | None = None) -> None:
         self.url = url
+        self.asking = AUTH if headers is None else headers  # the request's headers
         self.client = client
         self.events: queue.Queue = queue.Queue()
         self.comments: queue.Queue = queue.Queue()
@@ -82,7 +99,7 @@ class SSEReader:
     def _run(self) -> None:
         try:
             opener = self.client.stream if self.client is not None else httpx.stream
-            with opener("GET", self.url, timeout=httpx.Timeout(30, read=None)) as response:
+            with opener("GET", self.url, headers=self.asking, timeout=httpx.Timeout(30, read=None)) as response:
                 self.status, self.headers = response.status_code, response.headers
                 self.opened.set()
                 name, data = None, []
@@ -127,7 +144,9 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """`python -m cafleet server` in a subprocess; ``url`` once it printed its address."""
+    """`python -m cafleet server` in a subprocess; ``url`` once it printed its address, and
+    ``login`` (its login link), ``token`` and ``headers`` (a bearer of the token) once it
+    printed the login line."""
 
     def __init__(self, env: dict, *args: str) -> None:
         self.proc = subprocess.Popen(
@@ -139,6 +158,14 @@ class ServerProcess:
         )
         self.first_line = read_line(self.proc.stdout, 20)
         self.url = self.first_line.rsplit(" ", 1)[-1] if self.first_line.startswith("serving ") else None
+        self.login = self.token = None
+        self.headers: dict[str, str] = {}
+        if self.url is not None:
+            line = read_line(self.proc.stdout, 20)
+            assert line.startswith("log in: "), line
+            self.login = line[len("log in: ") :]
+            self.token = self.login.rsplit("token=", 1)[-1]
+            self.headers = {"authorization": f"Bearer {self.token}"}
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> tuple[int, str, str]:
         if self.proc.poll() is None:

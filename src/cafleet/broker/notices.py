@@ -49,15 +49,16 @@ HEADER = render.NOTICE_START + "{kind} {subject}]"  # a sent message never begin
 
 
 def open_episodes(store: Store, fleet_id: int) -> dict[tuple[str, str], dict]:
-    """``{(kind, subject): {"message_id", "member_id", "digest"}}`` of the fleet's notices
-    whose condition has not cleared."""
+    """``{(kind, subject): {"message_id", "member_id", "digest", "opened_at"}}`` of the
+    fleet's notices whose condition has not cleared."""
     if not records.has_table(store, TABLE):
         return {}
     rows = store.execute(
-        f"SELECT kind, subject, message_id, member_id, digest FROM {TABLE} WHERE fleet_id = ? AND cleared_at IS NULL",
+        f"SELECT kind, subject, message_id, member_id, digest, opened_at FROM {TABLE} "
+        "WHERE fleet_id = ? AND cleared_at IS NULL",
         (fleet_id,),
     ).fetchall()
-    return {(r[0], r[1]): {"message_id": r[2], "member_id": r[3], "digest": r[4]} for r in rows}
+    return {(r[0], r[1]): {"message_id": r[2], "member_id": r[3], "digest": r[4], "opened_at": r[5]} for r in rows}
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,10 @@ if TYPE_CHECKING:
 DEFAULT_HOST = "127.0.0.1"
 
 
-def server(ctx: Context, host, port, allow_remote):
+def server(ctx: Context, host, port, allow_remote, public):
     bind_host, where, error = _host(ctx.environ, host)
     bind_port = _port(ctx.settings, port)
+    address = _public(ctx.settings, public)
     target = _resolve(bind_host, bind_port, where, error, allow_remote)
     limits = _limits(ctx.settings)
     ctx.store()  # the format diagnosis: a refused file is an error before binding
@@ -32,7 +33,21 @@ def server(ctx: Context, host, port, allow_remote):
     ctx.close()
     sock = _listen(bind_host, bind_port, target)
     with sock:
-        _serve(ctx, sock, bind_host, bind_port, target.loopback, limits)
+        _serve(ctx, sock, bind_host, bind_port, target.loopback, limits, address)
+
+
+def _public(settings, flag: str | None):
+    """--public, else CAFLEET_PUBLIC_URL (the address notices link to), else None."""
+    from cafleet.web.login import PublicAddress
+
+    raw = flag if flag is not None else settings.public_url
+    if raw is None:
+        return None
+    try:
+        return PublicAddress(raw)
+    except ValueError as exc:  # said without the URL's own text: it may hold a secret
+        where, error = ("--public", UsageError) if flag is not None else ("CAFLEET_PUBLIC_URL", ConfigError)
+        raise error(f"{where}: {exc}, e.g. https://fleet.example.com.") from None
 
 
 def _host(environ, flag: str | None) -> tuple[str, str, type]:
@@ -72,8 +87,8 @@ def _resolve(host: str, port: int, where: str, error: type, allow_remote: bool) 
 
     ``0``, ``0x0``, ``0.0``, ``::0`` and ``0:0:0:0:0:0:0:0`` all mean "every interface", like
     ``0.0.0.0`` and ``::``: refused, since the server only answers requests that name it. An
-    address that is not loopback is refused unless ``--allow-remote`` says so: the WebUI has
-    no login. Numeric spellings are read without any lookup (AI_NUMERICHOST); anything else
+    address that is not loopback is refused unless ``--allow-remote`` says so: over plain
+    http the login token and cookie would cross the network in clear. Numeric spellings are read without any lookup (AI_NUMERICHOST); anything else
     is a name, resolved once, and the address it gives is the one bound.
     """
     try:
@@ -95,8 +110,9 @@ def _resolve(host: str, port: int, where: str, error: type, allow_remote: bool) 
     loopback = addresses[0].is_loopback
     if not loopback and not allow_remote:
         raise error(
-            f"{where} {host} is not a loopback address ({addresses[0]}); the WebUI has no login, so anyone who can "
-            "reach it can read every fleet and send as any Director: add --allow-remote to serve it there anyway."
+            f"{where} {host} is not a loopback address ({addresses[0]}); served there over plain http, the login "
+            "token and cookie cross the network in clear: serve on loopback behind a TLS proxy with --public URL "
+            "(docs/webui.md), or add --allow-remote to serve it there anyway."
         )
     return _Target(family, kind, proto, address, loopback)
 
@@ -134,7 +150,7 @@ def _authority(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _serve(ctx: Context, sock: socket.socket, host: str, port: int, loopback: bool, limits) -> None:
+def _serve(ctx: Context, sock: socket.socket, host: str, port: int, loopback: bool, limits, public) -> None:
     """Run uvicorn on ``sock`` until Ctrl-C or SIGTERM, then return normally (exit 0)."""
     import signal
 
@@ -142,7 +158,10 @@ def _serve(ctx: Context, sock: socket.socket, host: str, port: int, loopback: bo
 
     from cafleet.web.app import WebConfig, create_app
     from cafleet.web.connections import protocol_class
+    from cafleet.web.login import Login, new_token
     from cafleet.web.security import allowed_hosts
+
+    login = Login(new_token(), port, secure=public is not None and public.secure)
 
     config = WebConfig(
         db_path=ctx.db_path,
@@ -151,6 +170,8 @@ def _serve(ctx: Context, sock: socket.socket, host: str, port: int, loopback: bo
         busy_timeout=ctx.busy_timeout,
         max_streams=ctx.settings.server_max_streams,
         settings=ctx.settings,
+        login=login,
+        public=public,
     )
     uv_server = uvicorn.Server(
         uvicorn.Config(
@@ -178,10 +199,12 @@ def _serve(ctx: Context, sock: socket.socket, host: str, port: int, loopback: bo
     config.gone = database_gone
     if not loopback:
         ctx.err(
-            f"Warning: {_authority(host, port)} is not a loopback address; the WebUI has no login, so anyone "
-            "who can reach it can read every fleet and send as any Director."
+            f"Warning: {_authority(host, port)} is not a loopback address; over plain http the login token and "
+            "cookie cross the network in clear (docs/webui.md: serve it behind a TLS proxy)."
         )
-    ctx.out(f"serving the cafleet WebUI at http://{_authority(host, port)}/")
+    local = f"http://{_authority(host, port)}"
+    ctx.out(f"serving the cafleet WebUI at {local}/")
+    ctx.out(f"log in: {public.origin if public is not None else local}/login?token={login.token}")
     # uvicorn re-raises the signal that stopped it once it has shut down; these handlers
     # absorb that so Ctrl-C and SIGTERM end the command quietly with exit 0.
     previous = {sig: signal.signal(sig, lambda _signum, _frame: None) for sig in (signal.SIGINT, signal.SIGTERM)}

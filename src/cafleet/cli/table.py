@@ -571,7 +571,15 @@ COMMANDS = [
                 "allow_remote",
                 "--allow-remote",
                 "flag",
-                help="serve on a non-loopback address (the WebUI has no login)",
+                help="serve on a non-loopback address over plain http (the login token crosses the network in clear)",
+            ),
+            Param(
+                "public",
+                "--public",
+                metavar="URL",
+                help="the address people open, in front of this server (a TLS proxy): answered, named in the "
+                "login link, and https makes the cookie Secure",
+                default_text="CAFLEET_PUBLIC_URL",
             ),
         ),
     ),

@@ -166,6 +166,15 @@ def fleet_detail(request: Request) -> JSONResponse:
         return JSONResponse(view)
 
 
+def attention_everywhere(request: Request) -> JSONResponse:
+    """``{"items": [...]}``: the blocked members of every live fleet, oldest first, each with
+    its dialog (``web.attention.every_fleet``); the page ``/attention`` shows it."""
+    from cafleet.web import attention
+
+    with request.app.state.pool.borrow() as store, read_snapshot(store):
+        return JSONResponse({"items": attention.every_fleet(store)})
+
+
 def fleet_usage(request: Request) -> JSONResponse:
     """Tokens and dollars per member and for the fleet, with budgets (``cafleet fleet usage``),
     from the stored totals the fleet keeper keeps current: no agent's file is read (docs/usage.md)."""

@@ -27,7 +27,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -36,6 +36,7 @@ from cafleet import errors
 from cafleet.store.connection import DEFAULT_BUSY_TIMEOUT, file_identity, open_store, replaced_error
 from cafleet.store.protocol import Store
 from cafleet.web import api, events, graph, screens, security
+from cafleet.web.login import Login, PublicAddress, new_token
 
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
 POOL_SIZE = 8  # database connections a server process has open at most (docs/webui.md)
@@ -55,6 +56,8 @@ class WebConfig:
     keepalive_interval: float = 15.0  # a comment line on an idle event stream
     max_streams: int = settings.DEFAULT_SERVER_MAX_STREAMS  # open event streams at most; 503 past it
     settings: settings.Settings | None = None  # the server command's; built from ``environ`` when not given
+    login: Login = field(default_factory=lambda: Login(new_token()))  # the API's secret (cafleet.web.login)
+    public: PublicAddress | None = None  # --public: the address people open, in front of the server
 
     def __post_init__(self) -> None:
         if self.settings is None:
@@ -242,6 +245,26 @@ async def _index(_request: Request) -> FileResponse:
     return FileResponse(os.path.join(STATIC_DIR, "index.html"), headers={"cache-control": "no-cache"})
 
 
+async def _login(request: Request) -> Response:
+    """``/login?token=T``: the session cookie for the right token, then the page."""
+    login: Login = request.app.state.config.login
+    if not login.token_matches(request.query_params.get("token", "")):
+        return PlainTextResponse(
+            "refused: this login link's token is wrong or from an earlier start of the server; "
+            "open the link `cafleet server` printed when it started.\n",
+            status_code=403,
+        )
+    response = RedirectResponse("/", status_code=303, headers={"cache-control": "no-store"})
+    response.set_cookie(
+        login.cookie_name, login.session, httponly=True, samesite="strict", secure=login.secure, path="/"
+    )
+    return response
+
+
+async def _attention(_request: Request) -> FileResponse:
+    return FileResponse(os.path.join(STATIC_DIR, "attention.html"), headers={"cache-control": "no-cache"})
+
+
 async def _no_icon(_request: Request) -> Response:
     return Response(status_code=204)  # browsers ask for one; an empty answer keeps the log clean
 
@@ -277,6 +300,9 @@ def create_app(config: WebConfig) -> Starlette:
         routes=[
             Route("/", _index),
             Route("/favicon.ico", _no_icon),
+            Route("/login", _login),
+            Route("/attention", _attention),
+            Route("/api/attention", api.attention_everywhere),
             Route("/api/fleets", api.list_fleets),
             Route("/api/fleets/{fleet_id}", api.fleet_detail),
             Route("/api/fleets/{fleet_id}/messages", api.fleet_messages),
@@ -291,7 +317,9 @@ def create_app(config: WebConfig) -> Starlette:
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
         ],
         middleware=[
-            Middleware(security.SecurityMiddleware, allowed=config.allowed_hosts),
+            Middleware(
+                security.SecurityMiddleware, allowed=config.allowed_hosts, login=config.login, public=config.public
+            ),
             Middleware(ErrorBoundary, debug=chosen.debug),
         ],
         exception_handlers={

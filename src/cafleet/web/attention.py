@@ -85,3 +85,38 @@ def dialog_of(store: Store, member_id: int) -> dict | None:
         return None
     seen = dialog.read(placement["coding_agent"], shown)
     return None if seen is None else seen.as_json()
+
+
+def every_fleet(store: Store) -> list[dict]:
+    """The blocked members of every live fleet, oldest first, for the page a person answers
+    from (``/attention``, ``GET /api/attention``): each ``{"fleet_id", "fleet", "member_id",
+    "name", "detail", "since", "dialog"}``. ``since`` is when the keeper's ``awaiting_user``
+    notice about it was posted (None when none is open: the keeper is off or has not looked
+    yet; those come last, by fleet and member)."""
+    from cafleet.broker import fleets, members, notices
+
+    pool = supervision.MuxPool()
+    out = []
+    for fleet in fleets.list_fleets(store):
+        roster = members.roster_detail(store, fleet["fleet_id"])
+        states = supervision.fleet_states(store, fleet["fleet_id"], pool, roster=roster)
+        names = {entry["member_id"]: entry["name"] for entry in roster}
+        episodes = notices.open_episodes(store, fleet["fleet_id"])
+        for member_id, (state, detail) in sorted(states.items()):
+            if state != supervision.BLOCKED:
+                continue
+            episode = episodes.get(("awaiting_user", f"member:{member_id}"))
+            since = episode["opened_at"] if episode else None
+            out.append(
+                {
+                    "fleet_id": fleet["fleet_id"],
+                    "fleet": fleet["name"],
+                    "member_id": member_id,
+                    "name": names.get(member_id),
+                    "detail": detail,
+                    "since": since,
+                    "dialog": dialog_of(store, member_id),
+                }
+            )
+    out.sort(key=lambda item: (item["since"] is None, item["since"] or "", item["fleet_id"], item["member_id"]))
+    return out

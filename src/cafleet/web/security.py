@@ -1,7 +1,9 @@
-"""Request screening for the WebUI: DNS rebinding, cross-site writes, response headers.
+"""Request screening for the WebUI: the login, DNS rebinding, cross-site writes, response
+headers.
 
-The dashboard has no login: whoever reaches the port can read every fleet and send as a
-Director. So the server only answers requests that name it by the address it is bound to
+Every ``/api/`` request must carry the server's session cookie or its token
+(:mod:`cafleet.web.login`). Beyond that, the server only answers requests that name it by the
+address it is bound to (or its ``--public`` address)
 (a rebinding attack reaches the loopback port under the attacker's host name, which
 fails the ``Host`` check), and a state-changing request must be a same-origin JSON
 request (a foreign page can send a "simple" form or text/plain POST without a CORS
@@ -56,12 +58,21 @@ def json_error(status: int, message: str) -> tuple[int, list[tuple[bytes, bytes]
     return status, headers, body
 
 
-class SecurityMiddleware:
-    """Refuses foreign hosts and cross-site writes; adds security headers to every answer."""
+LOGIN_NEEDED = (
+    "refused: log in first: open the login link `cafleet server` printed, or send its token as "
+    "Authorization: Bearer TOKEN"
+)
 
-    def __init__(self, app, allowed: frozenset[str]) -> None:
+
+class SecurityMiddleware:
+    """Refuses requests without the login, foreign hosts and cross-site writes; adds security
+    headers to every answer. ``public``: the ``--public`` address (a :class:`PublicAddress`)."""
+
+    def __init__(self, app, allowed: frozenset[str], login, public=None) -> None:
         self.app = app
-        self.allowed = allowed
+        self.allowed = allowed | (public.hosts if public is not None else frozenset())
+        self.login = login
+        self.public = public
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -100,17 +111,27 @@ class SecurityMiddleware:
         if fetch_site is not None and fetch_site not in ("same-origin", "none"):
             if scope.get("path", "").startswith("/api/") or scope.get("method") in STATE_CHANGING:
                 return 403, f"refused: {fetch_site} requests are not accepted"
+        if scope.get("path", "").startswith("/api/") and not self.login.admits(
+            headers.get("cookie", ""), headers.get("authorization", "")
+        ):
+            return 401, LOGIN_NEEDED
         if scope.get("method") in STATE_CHANGING:
             origin = headers.get("origin")
-            if origin is not None and origin.lower() != f"http://{host}":
+            if origin is not None and origin.lower() not in self.origins(host):
                 return 403, "refused: cross-origin requests may not change state"
             media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
             if media_type != "application/json":
                 return 415, "refused: send the request body as Content-Type application/json"
         return None
 
+    def origins(self, host: str) -> tuple[str, ...]:
+        """The origins a page served under ``host`` has."""
+        if self.public is not None and host in self.public.hosts:
+            return (self.public.origin,)
+        return (f"http://{host}",)
 
-_SCREENED = frozenset({"host", "origin", "content-type", "sec-fetch-site"})
+
+_SCREENED = frozenset({"host", "origin", "content-type", "sec-fetch-site", "cookie", "authorization"})
 
 
 def _headers(scope) -> dict[str, str]:

@@ -23,23 +23,6 @@ const state = {
 
 // --- helpers ------------------------------------------------------------------------
 
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-
-async function api(path, options) {
-  const response = await fetch(path, options);
-  let body = null;
-  try { body = await response.json(); } catch (_) { /* not JSON */ }
-  if (!response.ok) {
-    const reason = body && body.error ? body.error : `HTTP ${response.status}`;
-    throw new Error(reason);
-  }
-  return body;
-}
 
 function parseTime(ts) {
   // Stored timestamps have microseconds; Date parses milliseconds reliably.
@@ -522,7 +505,8 @@ function start() {
   window.addEventListener("focus", () => loadFleets().catch(() => {}));
   setInterval(tickIdle, 1000);
   setInterval(loadSpend, USAGE_REFRESH_MS);
-  loadFleets().catch((error) => showBanner(`Could not reach the cafleet server: ${error.message}`));
+  loadFleets().catch((error) =>
+    showBanner(error.message === LOGIN_NEEDED ? LOGIN_NEEDED : `Could not reach the cafleet server: ${error.message}`));
 }
 
 start();

@@ -35,13 +35,6 @@ const FleetView = (() => {
     generation: 0,
   };
 
-  function el(tag, className, text) {
-    const node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-
   function svg(tag, attrs) {
     const node = document.createElementNS(SVG, tag);
     for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, String(value));
@@ -493,46 +486,6 @@ const FleetView = (() => {
     if (more) list.append(el("li", "attention-item", `and ${more} more owed previews`));
     notifyNew(items);
     updateNotifyButton();
-  }
-
-  // A blocked member's dialog (its visible text, as the server escaped it) and one button per
-  // numbered option; a button answers through the same path as `cafleet member answer`, with
-  // the dialog's digest and the label it shows, so a dialog that changed meanwhile is refused
-  // and nothing is sent.
-  function dialogBox(memberId, dialog) {
-    const box = el("div", "attention-dialog");
-    box.dataset.digest = dialog.digest;
-    box.append(el("pre", "attention-dialog-text", dialog.text));
-    const buttons = el("div", "attention-dialog-options");
-    const status = el("span", "attention-dialog-status");
-    for (const option of dialog.options) {
-      const button = el("button", "secondary", `${option.number}. ${option.label}`);
-      button.type = "button";
-      button.dataset.choice = String(option.number);
-      button.addEventListener("click", () => answer(memberId, option, dialog.digest, buttons, status));
-      buttons.append(button);
-    }
-    buttons.append(status);
-    box.append(buttons);
-    return box;
-  }
-
-  async function answer(memberId, option, digest, buttons, status) {
-    for (const button of buttons.querySelectorAll("button")) button.disabled = true;
-    status.dataset.kind = "";
-    status.textContent = "answering…";
-    try {
-      const record = await api(`/api/members/${memberId}/answer`, {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ choice: option.number, dialog: digest, label: option.label }),
-      });
-      status.textContent = `answered ${record.choice}. ${record.label}`;
-    } catch (error) {
-      status.dataset.kind = "error";
-      status.textContent = error.message;
-      for (const button of buttons.querySelectorAll("button")) button.disabled = false;
-    }
   }
 
   function notifyNew(items) {
