@@ -204,6 +204,7 @@ TIER_NAMES = {  # names a test or one of its fixtures calls (directly or in a ne
     "herdr_fleet": "tmux",
     "sync_playwright": "browser",
     "async_playwright": "browser",
+    "chromium": "browser",  # tests/support/browser.py
 }
 TIER_MODULES = {  # whole modules whose multiplexer or load is their own
     "test_submit": ("tmux",),  # its own private tmux server class

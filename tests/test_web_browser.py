@@ -17,34 +17,18 @@ import time
 import pytest
 
 from cafleet.broker import messages, notifications
+from tests.support.browser import PHONE, chromium
 from tests.support.tmux_fixtures import wait_for
 from tests.support.web_server import ROOT, ServerProcess, free_port
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SCREENSHOT_TARGET = os.environ.get("CAFLEET_WEBUI_SCREENSHOT")  # read before the tests isolate CAFLEET_*
 WAIT_MS = 60_000  # bounds a failure only: every wait below ends as soon as its condition holds
 
 
 @pytest.fixture
-def browser(env, tmp_path):
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"Debian's chromium is missing at {CHROMIUM}; run `bash scripts/install.sh --test` to install it.")
-    from playwright.sync_api import sync_playwright
-
-    profile_env = dict(env, PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD="1")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, env=profile_env)
-        yield chromium
-        chromium.close()
+def browser(env):
+    with chromium(env) as launched:
+        yield launched
 
 
 @pytest.fixture
@@ -481,7 +465,7 @@ def test_the_attention_page_on_a_phone_lists_every_fleets_blocked_members_oldest
         notice = notices.Notice("awaiting_user", f"member:{member_id}", member_id, None, "waiting")
         assert notices.post(store, fleet_id, director, notice) is not None  # as the keeper posts it
 
-    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    context = browser.new_context(**PHONE)
     page = context.new_page()
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
