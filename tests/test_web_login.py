@@ -178,4 +178,5 @@ def test_public_address_parts():
 def test_a_member_cannot_start_the_server_to_get_a_token(cli, trio, env):
     _fleet_id, _director, (m1, _m2) = trio
     refused = cli("server", "--port", str(free_port()), environ=dict(env, CAFLEET_MEMBER_ID=str(m1)))
-    assert refused.code != 0 and "log in" not in refused.out, refused
+    assert refused.code != 0 and refused.out == "", refused
+    assert refused.err.startswith("Error: only a fleet's Director") and "nothing was done" in refused.err, refused
