@@ -32,20 +32,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
+sys.path.insert(0, os.path.join(HERE, ".."))
 
 from cafleet.broker import fleets, members, messages  # noqa: E402
 from cafleet.store.connection import open_store  # noqa: E402
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SHIM = '#!/bin/sh\nprintf . >> "$CAFLEET_BENCH_TMUX_CALLS"\nexec {tmux} "$@"\n'
 
 
