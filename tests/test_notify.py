@@ -207,6 +207,47 @@ def test_the_notice_of_a_member_blocked_on_a_dialog_is_posted_with_its_text_and_
         assert lines[-1].startswith("keeper: running"), lines
 
 
+# --- the same document for a script: fleet watch --json and the WebUI's attention list --------
+
+
+def test_fleet_watch_json_and_the_webui_attention_list_carry_the_posted_document(kept, receivers):
+    """A script reading `fleet watch --json` or ``GET /api/fleets/{id}`` gets each notice as
+    the very object the plain-JSON webhook got: scrubbed the same, linked the same."""
+    from tests.support.watch_stream import Stream
+    from tests.support.web_server import BASE, make_app
+
+    with __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("ignore")
+        from starlette.testclient import TestClient
+
+    receiver = receivers()
+    with kept(CAFLEET_NOTIFY_URL=receiver.url(), CAFLEET_PUBLIC_URL="http://webui.example:8000/") as fleet:
+        watch = Stream(fleet.environ, fleet.fleet_id, "--interval", "0.5")
+        try:
+            member = fleet.attach("asking", "--permission-prompt")
+            [blocked] = wait_for(lambda: documents(receiver), timeout=30, what="the awaiting_user notice posted")
+            assert blocked["kind"] == "awaiting_user" and blocked["member"]["id"] == member["member_id"]
+            text = "the host said:\n" + "\n".join(SPELLINGS)
+            other = post_notice(fleet, text)  # an event the keeper clears at its next look
+            posted = wait_for(lambda: [d for d in documents(receiver) if d["message_id"] == other], what="its post")
+            for doc in (blocked, posted[0]):
+                seen = watch.wait_event(
+                    lambda e, doc=doc: e["event"] == "message" and e["message_id"] == doc["message_id"]
+                )
+                assert seen["notice"] == doc  # the whole object, equal key for key
+            assert "postgresql://alice:***@db.example/fleet" in posted[0]["text"]
+            assert PASSWORD not in json.dumps(posted[0])
+            with TestClient(make_app(fleet.db, fleet.environ), base_url=BASE) as client:
+                attention = client.get(f"/api/fleets/{fleet.fleet_id}").json()["attention"]
+            # the open episode (the dialog still on screen) is listed; the cleared event is not
+            assert attention["notices"] == [blocked]
+            assert [(i["kind"], i["member_id"]) for i in attention["items"]] == [("blocked", member["member_id"])]
+            plain = [e for e in watch.events if e["event"] == "message" and "kind" not in e["message"]]
+            assert all("notice" not in e for e in plain)  # a member's own message has none
+        finally:
+            watch.stop()
+
+
 # --- (b), (c) retries: exactly once after a 503, and once the receiver is back ----------------
 
 
