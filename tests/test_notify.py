@@ -3,26 +3,25 @@
 Real parts: a fleet in real panes on a private tmux server, the real keeper (`fleet create`
 starts it; ended by its pid at teardown), the stand-in agent, and a real HTTP receiver on
 127.0.0.1 (``http.server`` in a thread, recording every request and what it answered;
-shut down at teardown, any request it holds released first). Every wait is bounded
-(``wait_for``); none is a timed assertion.
+shut down at teardown, any request it holds released first), on SQLite and on a real
+PostgreSQL server. Every wait is bounded (``wait_for``); none is a timed assertion.
 """
 
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from cafleet.broker import notices
 
+from tests.support.http_receiver import Receiver, free_port
 from tests.support.keeper import assert_none_left, log_lines
 from tests.support.pane_fleet import tmux_fleet
 from tests.support.tmux_fixtures import wait_for
 
+STORES = ("sqlite", "postgres")  # every test on a fleet runs on both stores (tests/conftest.py)
 PASSWORD = "Sup3rSecretPw"
 TOKEN = "tok3nSECRETvalue"
 SPELLINGS = (
@@ -32,61 +31,6 @@ SPELLINGS = (
     f"postgresql://alice@db.example/fleet?sslmode=require&pass%77ord={PASSWORD}",
     f"PASSWORD = {PASSWORD}",
 )
-
-
-class Receiver:
-    """An HTTP server on 127.0.0.1 that records each POST (path, headers, body, the status
-    it answered): ``statuses`` are answered first, in order, then 200; while ``hold`` is
-    set, each request waits (at most 20 s) for ``release``."""
-
-    def __init__(self, port: int = 0, statuses=(), hold: bool = False) -> None:
-        self.requests: list[dict] = []
-        self.statuses = list(statuses)
-        self.hold = hold
-        self.release = threading.Event()
-        self.open = 0
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 -- http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with receiver.lock:
-                    receiver.open += 1
-                if receiver.hold:
-                    receiver.release.wait(20)
-                with receiver.lock:
-                    status = receiver.statuses.pop(0) if receiver.statuses else 200
-                    receiver.requests.append(
-                        {"path": self.path, "headers": dict(self.headers), "body": body, "status": status}
-                    )
-                    receiver.open -= 1
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        ThreadingHTTPServer.allow_reuse_address = True
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def url(self, path: str = "/hook") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def ok(self, path: str | None = None) -> list[dict]:
-        with self.lock:
-            return [r for r in self.requests if 200 <= r["status"] < 300 and path in (None, r["path"])]
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(10)
 
 
 @pytest.fixture
@@ -103,13 +47,6 @@ def receivers():
     finally:
         for receiver in started:
             receiver.close()
-
-
-def free_port() -> int:
-    """A port nothing listens on (bound, then closed: connections to it are refused)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Kept:
@@ -311,6 +248,46 @@ def test_a_slow_receiver_does_not_hold_up_a_preview(kept, receivers):
         wait_for(lambda: receiver.ok(), what="the held post answered")
 
 
+def test_a_receiver_that_takes_30_s_holds_up_neither_another_url_nor_another_fleets_notice(kept, receivers):
+    """The slow receiver answers each post after 30 s (beyond the post's 10 s timeout, so
+    the keeper tries again meanwhile); the same fleet's other URL and a second fleet, whose
+    keeper posts to the same slow URL too and to one of its own, get their posts while it
+    still holds the first one open."""
+    slow, fast, other = receivers(hold=True, hold_for=30), receivers(), receivers()
+    with kept(CAFLEET_NOTIFY_URL=f"{slow.url('/slow')} {fast.url()}") as fleet:
+        pane = fleet.server.new_pane(["sh"])  # the second fleet's Director, in a pane of its own
+        environ = dict(fleet.environ, **fleet.server.environ_for(pane))
+        created = fleet.cafleet(
+            "fleet", "create", "--name", "other", "--coding-agent", "standin",
+            "--notify", slow.url("/slow-too"), "--notify", other.url(), "--json", environ=environ,
+        )  # fmt: skip
+        assert created.code == 0, created
+        second = created.json()
+        try:
+            shown = fleet.cafleet("fleet", "show", str(second["fleet_id"]), "--json", environ=environ).json()
+            wait_for(
+                lambda: "notices are posted to" in "\n".join(log_lines(shown["keeper"].get("log"))),
+                what="the second fleet's outbox started",
+            )
+            first = post_notice(fleet, "host box cannot be reached")
+            wait_for(lambda: slow.open == 1, what="the first fleet's post held open by the slow receiver")
+            [doc] = wait_for(lambda: documents(fast), what="the same notice at the fleet's other URL")
+            assert doc["message_id"] == first
+            mine = (fleet.fleet_id, fleet.director)
+            fleet.fleet_id, fleet.director = second["fleet_id"], second["director_member_id"]
+            try:
+                theirs = post_notice(fleet, "host box2 cannot be reached", subject="host:box2")
+            finally:
+                fleet.fleet_id, fleet.director = mine
+            [doc] = wait_for(lambda: documents(other), what="the second fleet's notice at its own URL")
+            assert doc["message_id"] == theirs and doc["fleet"]["id"] == second["fleet_id"]
+            assert slow.ok() == []  # nothing answered by the slow receiver yet: it held them all
+            assert slow.open >= 1
+        finally:
+            slow.release.set()
+            fleet.cafleet("fleet", "delete", str(second["fleet_id"]), environ=environ)
+
+
 # --- (e) Slack's and ntfy's shapes; (f) no secret in any post -------------------------------------
 
 
@@ -355,6 +332,57 @@ def test_slack_and_ntfy_get_their_own_shapes_and_no_post_holds_a_password(kept, 
         assert TOKEN not in log and "/slack" not in log and "/ntfy" not in log
         shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id), "--json")
         assert TOKEN not in shown.out
+
+
+DB_PASSWORD = "Pw-7f3kq:/x#y&z"  # a ':', '/', '#' and '&' that a URL must percent-encode
+
+
+def spellings_of(password: str, user: str) -> dict[str, str]:
+    """The ways a text may carry ``password``: as it is, percent-encoded (upper and lower
+    case hex), base64 (standard, URL-safe) and HTTP Basic's ``user:password``."""
+    import base64
+    import re
+    from urllib.parse import quote
+
+    encoded = quote(password, safe="")
+    basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {
+        "raw": password,
+        "percent-encoded": encoded,
+        "lower-case hex": re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded),
+        "base64": base64.b64encode(password.encode()).decode(),
+        "URL-safe base64": base64.urlsafe_b64encode(password.encode()).decode(),
+        "HTTP Basic": basic.rstrip("="),
+    }
+
+
+@pytest.mark.stores("postgres")  # the database password is a PostgreSQL location's
+@pytest.mark.parametrize("form", ["userinfo", "query"])
+def test_no_post_holds_the_database_password_in_any_spelling(kept, receivers, pg_cluster, form):
+    """The fleet's database needs a password (SCRAM); the location carries it in the
+    userinfo or as a ``password=`` parameter. A notice whose text quotes it in every
+    spelling is posted in the three formats; no body, header or log line holds one."""
+    from urllib.parse import quote, urlsplit
+
+    base = pg_cluster.password_database(DB_PASSWORD)
+    encoded = quote(DB_PASSWORD, safe="")
+    url = base.replace("@/", f":{encoded}@/", 1) if form == "userinfo" else f"{base}&password={encoded}"
+    user = urlsplit(base).username
+    forms = spellings_of(DB_PASSWORD, user)
+    receiver = receivers()
+    urls = f"slack+{receiver.url('/slack')} ntfy+{receiver.url('/ntfy')} {receiver.url('/json')}"
+    with kept(CAFLEET_DATABASE_URL=url, CAFLEET_NOTIFY_URL=urls) as fleet:
+        text = "the member printed:\n" + "\n".join(f"{name}: {value}" for name, value in forms.items())
+        text += f"\n{url}\nAuthorization: Basic {forms['HTTP Basic']}"
+        post_notice(fleet, text)
+        wait_for(lambda: len(receiver.ok()) == 3, what="the three posts")
+        for request in receiver.ok():
+            everything = request["body"].decode() + json.dumps(request["headers"])
+            leaked = [name for name, value in forms.items() if value in everything]
+            assert leaked == [], (request["path"], leaked)
+            assert "the member printed:" in everything and "raw: ***" in everything  # the text is there, scrubbed
+        log = "\n".join(keeper_log(fleet))
+        assert not [name for name, value in forms.items() if value in log]
 
 
 # --- (g) a bad URL is refused, nothing written -----------------------------------------------------
