@@ -305,6 +305,8 @@ def test_slack_and_ntfy_get_their_own_shapes_and_no_post_holds_a_password(kept, 
         message_id = post_notice(fleet, text, "awaiting_user", f"member:{member_id}", member_id, "d1g3st")
         wait_for(lambda: len(receiver.ok()) == 3, what="the three posts")
         by_path = {r["path"].split("?")[0]: r for r in receiver.ok()}
+        # Slack's incoming webhook: a JSON object whose "text" is mrkdwn, sent as JSON
+        assert by_path["/slack"]["headers"]["Content-Type"].startswith("application/json")
         slack = json.loads(by_path["/slack"]["body"])
         assert list(slack) == ["text"]
         head, _, rest = slack["text"].partition("\n")
@@ -312,7 +314,10 @@ def test_slack_and_ntfy_get_their_own_shapes_and_no_post_holds_a_password(kept, 
         assert rest.startswith("```[cafleet notice awaiting_user member:")
         assert "the member said &lt;b&gt;&amp;&lt;/b&gt;:" in rest
         assert rest.endswith(f"```\n<http://webui.example:8000/#fleet={fleet.fleet_id}|Open the fleet in the WebUI>")
-        ntfy = by_path["/ntfy"]
+        ntfy = by_path["/ntfy"]  # ntfy's publish: the message as a plain body, the rest in headers
+        assert ntfy["headers"]["Content-Type"].startswith("text/plain")
+        assert ntfy["headers"]["Priority"] in ("min", "low", "default", "high", "urgent", "max")  # ntfy's names
+        assert all(tag and tag.strip() == tag for tag in ntfy["headers"]["Tags"].split(","))  # a comma list
         assert (
             ntfy["headers"]["Title"]
             == f"cafleet: awaiting_user, member {member_id} (worker) in fleet {fleet.fleet_id} (e2e)"
