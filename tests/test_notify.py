@@ -151,14 +151,18 @@ def test_fleet_watch_json_and_the_webui_attention_list_carry_the_posted_document
     """A script reading `fleet watch --json` or ``GET /api/fleets/{id}`` gets each notice as
     the very object the plain-JSON webhook got: scrubbed the same, linked the same."""
     from tests.support.watch_stream import Stream
-    from tests.support.web_server import BASE, make_app
+    from tests.support.web_server import BASE, SSEReader, make_app, threaded_server
 
     with __import__("warnings").catch_warnings():
         __import__("warnings").simplefilter("ignore")
         from starlette.testclient import TestClient
 
     receiver = receivers()
-    with kept(CAFLEET_NOTIFY_URL=receiver.url(), CAFLEET_PUBLIC_URL="http://webui.example:8000/") as fleet:
+    with (
+        kept(CAFLEET_NOTIFY_URL=receiver.url(), CAFLEET_PUBLIC_URL="http://webui.example:8000/") as fleet,
+        threaded_server(fleet.db, fleet.environ, poll_interval=0.05) as (url, _, _),
+    ):
+        events = SSEReader(f"{url}/api/events?fleet_id={fleet.fleet_id}")
         watch = Stream(fleet.environ, fleet.fleet_id, "--interval", "0.5")
         try:
             member = fleet.attach("asking", "--permission-prompt")
@@ -179,6 +183,14 @@ def test_fleet_watch_json_and_the_webui_attention_list_carry_the_posted_document
             # the open episode (the dialog still on screen) is listed; the cleared event is not
             assert attention["notices"] == [blocked]
             assert [(i["kind"], i["member_id"]) for i in attention["items"]] == [("blocked", member["member_id"])]
+
+            def streamed():  # the page's event stream: a roster event carries the same list
+                while True:
+                    name, data = events.next(timeout=60)
+                    if name == "roster" and data["attention"]["notices"]:
+                        return data["attention"]["notices"]
+
+            assert streamed() == [blocked]
             plain = [e for e in watch.events if e["event"] == "message" and "kind" not in e["message"]]
             assert all("notice" not in e for e in plain)  # a member's own message has none
         finally:
