@@ -1,10 +1,11 @@
 """Benchmark: notices posted out, in one run (docs/performance.md, "Notices posted out").
 
-    python bench/notify.py [--members 8] [--seconds 20] [--windows 3] [--notices 20]
+    python bench/notify.py [--members 8] [--seconds 20] [--windows 3] [--notices 20] [--store sqlite|postgres]
 
 Two throw-away fleets side by side, each as bench/keeper.py builds one (a private tmux
 server on a socket in a temporary folder, the Director in a pane that runs ``sleep``,
-SQLite, the keeper on, started by ``fleet create``), each with ``--members`` stand-in
+SQLite, or with ``--store postgres`` a fresh database each on a private PostgreSQL cluster
+(tests/support/postgres.py), the keeper on, started by ``fleet create``), each with ``--members`` stand-in
 members that sit idle at their input line. One fleet's keeper has ``CAFLEET_NOTIFY_URL``
 naming a real HTTP receiver on 127.0.0.1 (tests/support/http_receiver.py, in this process);
 the other has none. Two measurements:
@@ -55,9 +56,9 @@ from tests.support.http_receiver import Receiver  # noqa: E402
 QUIET = {"CAFLEET_NOTICE_SILENT_AFTER": "86400", "CAFLEET_NOTICE_AWAITING_AFTER": "0"}
 
 
-def build(work: str, members: int, extra: dict[str, str]) -> Fleet:
+def build(work: str, url: str | None, members: int, extra: dict[str, str]) -> Fleet:
     os.mkdir(work)
-    fleet = Fleet(work, os.path.join(work, "k.db"))
+    fleet = Fleet(work, url or os.path.join(work, "k.db"))
     fleet.env.update(QUIET, **extra)
     fleet.start()
     panes = [fleet.member(f"idle-{i}")[1] for i in range(members)]
@@ -96,19 +97,28 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--notices", type=int, default=20)
+    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="cafleet-notify-bench-")
     receiver = Receiver()
     fleets: list[Fleet] = []
+    cluster = None
     try:
-        plain = build(os.path.join(work, "plain"), args.members, {})
+        urls: list[str | None] = [None, None]
+        if args.store == "postgres":
+            from tests.support.postgres import Cluster
+
+            cluster = Cluster()
+            cluster.start()
+            urls = [cluster.fresh_database(), cluster.fresh_database()]
+        plain = build(os.path.join(work, "plain"), urls[0], args.members, {})
         fleets.append(plain)
-        posting = build(os.path.join(work, "notify"), args.members, {"CAFLEET_NOTIFY_URL": receiver.url()})
+        posting = build(os.path.join(work, "notify"), urls[1], args.members, {"CAFLEET_NOTIFY_URL": receiver.url()})
         fleets.append(posting)
         log = posting.keeper().get("log") or ""
         posting.wait(lambda: "notices are posted to" in open(log, encoding="utf-8").read(), "the outbox to start")
         print(
-            f"{args.members} stand-in members in each fleet; keepers: off pid {plain.keeper_pid}, on pid {posting.keeper_pid}"
+            f"store {args.store}; {args.members} stand-in members in each fleet; keepers: off pid {plain.keeper_pid}, on pid {posting.keeper_pid}"
         )
         time.sleep(2)  # the members' first looks settle
         used = {plain.keeper_pid: 0.0, posting.keeper_pid: 0.0}
@@ -166,6 +176,8 @@ def main() -> None:
                     pass
             subprocess.run(["tmux", "-S", fleet.socket, "kill-server"], capture_output=True)
         receiver.close()
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
