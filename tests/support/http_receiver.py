@@ -11,7 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class Receiver:
     """An HTTP server on 127.0.0.1 that records each POST (path, headers, body, the status
-    it answered, ``at``: ``time.time()`` when its body was read): ``statuses`` are answered
+    it answered, ``at``: ``time.time()`` when its body was read, ``answered``: when it was
+    answered): ``statuses`` are answered
     first, in order, then 200; while ``hold`` is set, each request waits (at most
     ``hold_for`` s) for ``release`` before it is answered."""
 
@@ -38,7 +39,14 @@ class Receiver:
                 with receiver.lock:
                     status = receiver.statuses.pop(0) if receiver.statuses else 200
                     receiver.requests.append(
-                        {"path": self.path, "headers": dict(self.headers), "body": body, "status": status, "at": at}
+                        {
+                            "path": self.path,
+                            "headers": dict(self.headers),
+                            "body": body,
+                            "status": status,
+                            "at": at,
+                            "answered": time.time(),
+                        }
                     )
                     receiver.open -= 1
                 self.send_response(status)
