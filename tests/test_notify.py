@@ -3,26 +3,25 @@
 Real parts: a fleet in real panes on a private tmux server, the real keeper (`fleet create`
 starts it; ended by its pid at teardown), the stand-in agent, and a real HTTP receiver on
 127.0.0.1 (``http.server`` in a thread, recording every request and what it answered;
-shut down at teardown, any request it holds released first). Every wait is bounded
-(``wait_for``); none is a timed assertion.
+shut down at teardown, any request it holds released first), on SQLite and on a real
+PostgreSQL server. Every wait is bounded (``wait_for``); none is a timed assertion.
 """
 
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from cafleet.broker import notices
 
+from tests.support.http_receiver import Receiver, free_port
 from tests.support.keeper import assert_none_left, log_lines
 from tests.support.pane_fleet import tmux_fleet
 from tests.support.tmux_fixtures import wait_for
 
+STORES = ("sqlite", "postgres")  # every test on a fleet runs on both stores (tests/conftest.py)
 PASSWORD = "Sup3rSecretPw"
 TOKEN = "tok3nSECRETvalue"
 SPELLINGS = (
@@ -32,61 +31,6 @@ SPELLINGS = (
     f"postgresql://alice@db.example/fleet?sslmode=require&pass%77ord={PASSWORD}",
     f"PASSWORD = {PASSWORD}",
 )
-
-
-class Receiver:
-    """An HTTP server on 127.0.0.1 that records each POST (path, headers, body, the status
-    it answered): ``statuses`` are answered first, in order, then 200; while ``hold`` is
-    set, each request waits (at most 20 s) for ``release``."""
-
-    def __init__(self, port: int = 0, statuses=(), hold: bool = False) -> None:
-        self.requests: list[dict] = []
-        self.statuses = list(statuses)
-        self.hold = hold
-        self.release = threading.Event()
-        self.open = 0
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 -- http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with receiver.lock:
-                    receiver.open += 1
-                if receiver.hold:
-                    receiver.release.wait(20)
-                with receiver.lock:
-                    status = receiver.statuses.pop(0) if receiver.statuses else 200
-                    receiver.requests.append(
-                        {"path": self.path, "headers": dict(self.headers), "body": body, "status": status}
-                    )
-                    receiver.open -= 1
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        ThreadingHTTPServer.allow_reuse_address = True
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def url(self, path: str = "/hook") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def ok(self, path: str | None = None) -> list[dict]:
-        with self.lock:
-            return [r for r in self.requests if 200 <= r["status"] < 300 and path in (None, r["path"])]
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(10)
 
 
 @pytest.fixture
@@ -103,13 +47,6 @@ def receivers():
     finally:
         for receiver in started:
             receiver.close()
-
-
-def free_port() -> int:
-    """A port nothing listens on (bound, then closed: connections to it are refused)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Kept:
@@ -207,6 +144,61 @@ def test_the_notice_of_a_member_blocked_on_a_dialog_is_posted_with_its_text_and_
         assert lines[-1].startswith("keeper: running"), lines
 
 
+# --- the same document for a script: fleet watch --json and the WebUI's attention list --------
+
+
+def test_fleet_watch_json_and_the_webui_attention_list_carry_the_posted_document(kept, receivers):
+    """A script reading `fleet watch --json` or ``GET /api/fleets/{id}`` gets each notice as
+    the very object the plain-JSON webhook got: scrubbed the same, linked the same."""
+    from tests.support.watch_stream import Stream
+    from tests.support.web_server import SSEReader, make_app, threaded_server, web_client
+
+    receiver = receivers()
+    with (
+        kept(CAFLEET_NOTIFY_URL=receiver.url(), CAFLEET_PUBLIC_URL="http://webui.example:8000/") as fleet,
+        threaded_server(fleet.db, fleet.environ, poll_interval=0.05) as (url, _, _),
+    ):
+        events = SSEReader(f"{url}/api/events?fleet_id={fleet.fleet_id}")
+        watch = Stream(fleet.environ, fleet.fleet_id, "--interval", "0.5")
+        try:
+            member = fleet.attach("asking", "--permission-prompt")
+            [blocked] = wait_for(lambda: documents(receiver), timeout=30, what="the awaiting_user notice posted")
+            assert blocked["kind"] == "awaiting_user" and blocked["member"]["id"] == member["member_id"]
+            text = "the host said:\n" + "\n".join(SPELLINGS)
+            other = post_notice(fleet, text)  # an event the keeper clears at its next look
+            posted = wait_for(lambda: [d for d in documents(receiver) if d["message_id"] == other], what="its post")
+            for doc in (blocked, posted[0]):
+                seen = watch.wait_event(
+                    lambda e, doc=doc: e["event"] == "message" and e["message_id"] == doc["message_id"]
+                )
+                assert seen["notice"] == doc  # the whole object, equal key for key
+            assert "postgresql://alice:***@db.example/fleet" in posted[0]["text"]
+            assert PASSWORD not in json.dumps(posted[0])
+            # the open episode (the dialog still on screen) is listed; the event notice is not,
+            # once the keeper's next look has cleared it (0.2 s; waited for, never assumed)
+            with web_client(make_app(fleet.db, fleet.environ)) as client:
+
+                def only_the_open_one():
+                    found = client.get(f"/api/fleets/{fleet.fleet_id}").json()["attention"]
+                    listed = [doc["message_id"] for doc in found["notices"]]
+                    return found if listed == [blocked["message_id"]] else None
+
+                attention = wait_for(only_the_open_one, what="the event notice cleared from the attention list")
+            assert attention["notices"] == [blocked]  # the whole object, key for key
+            assert [(i["kind"], i["member_id"]) for i in attention["items"]] == [("blocked", member["member_id"])]
+            deadline = time.monotonic() + 60
+            while True:  # the page's event stream: a roster event carries the same list
+                name, data = events.next(timeout=max(1.0, deadline - time.monotonic()))
+                if name == "roster" and [d["message_id"] for d in data["attention"]["notices"]] == [
+                    blocked["message_id"]
+                ]:
+                    assert data["attention"]["notices"] == [blocked]
+                    break
+                assert time.monotonic() < deadline, "no roster event listing the open notice"
+        finally:
+            watch.stop()
+
+
 # --- (b), (c) retries: exactly once after a 503, and once the receiver is back ----------------
 
 
@@ -270,6 +262,48 @@ def test_a_slow_receiver_does_not_hold_up_a_preview(kept, receivers):
         wait_for(lambda: receiver.ok(), what="the held post answered")
 
 
+def test_a_receiver_that_takes_30_s_holds_up_neither_another_url_nor_another_fleets_notice(kept, receivers):
+    """The slow receiver answers each post after 30 s (beyond the post's 10 s timeout, so
+    the keeper tries again meanwhile); the same fleet's other URL and a second fleet, whose
+    keeper posts to the same slow URL too and to one of its own, get their posts while it
+    still holds the first one open."""
+    slow, fast, other = receivers(hold=True, hold_for=30), receivers(), receivers()
+    with kept(CAFLEET_NOTIFY_URL=f"{slow.url('/slow')} {fast.url()}") as fleet:
+        pane = fleet.server.new_pane(["sh"])  # the second fleet's Director, in a pane of its own
+        environ = dict(fleet.environ, **fleet.server.environ_for(pane))
+        created = fleet.cafleet(
+            "fleet", "create", "--name", "other", "--coding-agent", "standin",
+            "--notify", slow.url("/slow-too"), "--notify", other.url(), "--json", environ=environ,
+        )  # fmt: skip
+        assert created.code == 0, created
+        second = created.json()
+        try:
+            shown = fleet.cafleet("fleet", "show", str(second["fleet_id"]), "--json", environ=environ).json()
+            wait_for(
+                lambda: "notices are posted to" in "\n".join(log_lines(shown["keeper"].get("log"))),
+                what="the second fleet's outbox started",
+            )
+            first = post_notice(fleet, "host box cannot be reached")
+            wait_for(lambda: slow.open == 1, what="the first fleet's post held open by the slow receiver")
+            [doc] = wait_for(lambda: documents(fast), what="the same notice at the fleet's other URL")
+            assert doc["message_id"] == first
+            mine = (fleet.fleet_id, fleet.director)
+            fleet.fleet_id, fleet.director = second["fleet_id"], second["director_member_id"]
+            try:
+                theirs = post_notice(fleet, "host box2 cannot be reached", subject="host:box2")
+            finally:
+                fleet.fleet_id, fleet.director = mine
+            [doc] = wait_for(lambda: documents(other), what="the second fleet's notice at its own URL")
+            assert doc["message_id"] == theirs and doc["fleet"]["id"] == second["fleet_id"]
+            # both came while the slow receiver still held the first post: it had answered nothing
+            answered = [r["answered"] for r in slow.requests]
+            came = [r["at"] for r in fast.ok() + other.ok()]
+            assert slow.open >= 1 and all(at < min(answered, default=float("inf")) for at in came), (came, answered)
+        finally:
+            slow.release.set()
+            fleet.cafleet("fleet", "delete", str(second["fleet_id"]), environ=environ)
+
+
 # --- (e) Slack's and ntfy's shapes; (f) no secret in any post -------------------------------------
 
 
@@ -287,6 +321,8 @@ def test_slack_and_ntfy_get_their_own_shapes_and_no_post_holds_a_password(kept, 
         message_id = post_notice(fleet, text, "awaiting_user", f"member:{member_id}", member_id, "d1g3st")
         wait_for(lambda: len(receiver.ok()) == 3, what="the three posts")
         by_path = {r["path"].split("?")[0]: r for r in receiver.ok()}
+        # Slack's incoming webhook: a JSON object whose "text" is mrkdwn, sent as JSON
+        assert by_path["/slack"]["headers"]["Content-Type"].startswith("application/json")
         slack = json.loads(by_path["/slack"]["body"])
         assert list(slack) == ["text"]
         head, _, rest = slack["text"].partition("\n")
@@ -294,7 +330,10 @@ def test_slack_and_ntfy_get_their_own_shapes_and_no_post_holds_a_password(kept, 
         assert rest.startswith("```[cafleet notice awaiting_user member:")
         assert "the member said &lt;b&gt;&amp;&lt;/b&gt;:" in rest
         assert rest.endswith(f"```\n<http://webui.example:8000/#fleet={fleet.fleet_id}|Open the fleet in the WebUI>")
-        ntfy = by_path["/ntfy"]
+        ntfy = by_path["/ntfy"]  # ntfy's publish: the message as a plain body, the rest in headers
+        assert ntfy["headers"]["Content-Type"].startswith("text/plain")
+        assert ntfy["headers"]["Priority"] in ("min", "low", "default", "high", "urgent", "max")  # ntfy's names
+        assert all(tag and tag.strip() == tag for tag in ntfy["headers"]["Tags"].split(","))  # a comma list
         assert (
             ntfy["headers"]["Title"]
             == f"cafleet: awaiting_user, member {member_id} (worker) in fleet {fleet.fleet_id} (e2e)"
@@ -314,6 +353,57 @@ def test_slack_and_ntfy_get_their_own_shapes_and_no_post_holds_a_password(kept, 
         assert TOKEN not in log and "/slack" not in log and "/ntfy" not in log
         shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id), "--json")
         assert TOKEN not in shown.out
+
+
+DB_PASSWORD = "Pw-7f3kq:/x#y&z"  # a ':', '/', '#' and '&' that a URL must percent-encode
+
+
+def spellings_of(password: str, user: str) -> dict[str, str]:
+    """The ways a text may carry ``password``: as it is, percent-encoded (upper and lower
+    case hex), base64 (standard, URL-safe) and HTTP Basic's ``user:password``."""
+    import base64
+    import re
+    from urllib.parse import quote
+
+    encoded = quote(password, safe="")
+    basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {
+        "raw": password,
+        "percent-encoded": encoded,
+        "lower-case hex": re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded),
+        "base64": base64.b64encode(password.encode()).decode(),
+        "URL-safe base64": base64.urlsafe_b64encode(password.encode()).decode(),
+        "HTTP Basic": basic.rstrip("="),
+    }
+
+
+@pytest.mark.stores("postgres")  # the database password is a PostgreSQL location's
+@pytest.mark.parametrize("form", ["userinfo", "query"])
+def test_no_post_holds_the_database_password_in_any_spelling(kept, receivers, pg_cluster, form):
+    """The fleet's database needs a password (SCRAM); the location carries it in the
+    userinfo or as a ``password=`` parameter. A notice whose text quotes it in every
+    spelling is posted in the three formats; no body, header or log line holds one."""
+    from urllib.parse import quote, urlsplit
+
+    base = pg_cluster.password_database(DB_PASSWORD)
+    encoded = quote(DB_PASSWORD, safe="")
+    url = base.replace("@/", f":{encoded}@/", 1) if form == "userinfo" else f"{base}&password={encoded}"
+    user = urlsplit(base).username
+    forms = spellings_of(DB_PASSWORD, user)
+    receiver = receivers()
+    urls = f"slack+{receiver.url('/slack')} ntfy+{receiver.url('/ntfy')} {receiver.url('/json')}"
+    with kept(CAFLEET_DATABASE_URL=url, CAFLEET_NOTIFY_URL=urls) as fleet:
+        text = "the member printed:\n" + "\n".join(f"{name}: {value}" for name, value in forms.items())
+        text += f"\n{url}\nAuthorization: Basic {forms['HTTP Basic']}"
+        post_notice(fleet, text)
+        wait_for(lambda: len(receiver.ok()) == 3, what="the three posts")
+        for request in receiver.ok():
+            everything = request["body"].decode() + json.dumps(request["headers"])
+            leaked = [name for name, value in forms.items() if value in everything]
+            assert leaked == [], (request["path"], leaked)
+            assert "the member printed:" in everything and "raw: ***" in everything  # the text is there, scrubbed
+        log = "\n".join(keeper_log(fleet))
+        assert not [name for name, value in forms.items() if value in log]
 
 
 # --- (g) a bad URL is refused, nothing written -----------------------------------------------------

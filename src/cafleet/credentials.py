@@ -6,7 +6,8 @@ parameter (``postgresql://alice@db/fleet?password=s3cret``) and a ``password=`` 
 keyword/value string (``host=db password='s3 cret'``). :func:`redact` replaces each with
 ``***`` wherever it appears in a text, and :func:`scrub` also replaces the secret values
 themselves (as written and percent-decoded), because libpq quotes pieces of a location in
-its own errors (``invalid percent-encoded token: "…"``). Values shorter than
+its own errors (``invalid percent-encoded token: "…"``); a :class:`Scrubber` hides their
+percent-encoded and base64 spellings too (what a notice's text may quote). Values shorter than
 :data:`MIN_SCRUBBED` characters are hidden only where :func:`redact` finds them: replacing a
 two-letter password everywhere would garble every message.
 
@@ -84,13 +85,42 @@ class Scrubber:
     __slots__ = ("_secrets",)
 
     def __init__(self, location: str | None) -> None:
-        self._secrets = [secret for secret in secrets(location or "") if len(secret) >= MIN_SCRUBBED]
+        found = [secret for secret in secrets(location or "") if len(secret) >= MIN_SCRUBBED]
+        if found:
+            found = _other_spellings(found, location or "")
+        self._secrets = found
 
     def __call__(self, text: str) -> str:
         text = redact(text)
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
+
+
+def _other_spellings(found: list[str], location: str) -> list[str]:
+    """``found`` and the other ways a text may spell each secret: percent-encoded (upper and
+    lower case hex), base64 (standard and URL-safe, unpadded), and HTTP Basic's base64 of
+    ``user:secret`` when the location names its user; longest first."""
+    import base64
+    from urllib.parse import quote, unquote, urlsplit
+
+    user = ""
+    if is_url(location):
+        try:
+            user = unquote(urlsplit(location).username or "")
+        except ValueError:
+            user = ""
+    forms = set(found)
+    for secret in found:
+        encoded = quote(secret, safe="")
+        forms.update((encoded, re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded)))
+        for raw in (secret, f"{user}:{secret}" if user else ""):
+            if raw:
+                data = raw.encode("utf-8", "surrogatepass")
+                forms.update(
+                    (base64.b64encode(data).decode().rstrip("="), base64.urlsafe_b64encode(data).decode().rstrip("="))
+                )
+    return sorted((form for form in forms if len(form) >= MIN_SCRUBBED), key=len, reverse=True)
 
 
 # --- the URL a member's pane gets ---------------------------------------------------------

@@ -122,6 +122,21 @@ def notice(store: Store, message_id: int) -> dict | None:
     return None if row is None else dict(zip(keys, row, strict=True))
 
 
+def open_notices(store: Store, fleet_id: int, limit: int) -> list[dict]:
+    """The fleet's notices whose condition still holds (their episode not cleared), oldest
+    first, at most ``limit``, as :func:`notices_after` gives them."""
+    if not records.has_table(store, "cafleet_aux_notices"):
+        return []
+    rows = store.execute(
+        "SELECT n.message_id, n.kind, n.subject, n.member_id, n.digest, m.text, m.created_at "
+        "FROM cafleet_aux_notices n JOIN messages m ON m.message_id = n.message_id "
+        "WHERE n.fleet_id = ? AND n.cleared_at IS NULL ORDER BY n.message_id LIMIT ?",
+        (fleet_id, limit),
+    ).fetchall()
+    keys = ("message_id", "kind", "subject", "member_id", "digest", "text", "created_at")
+    return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
 def add_pending(store: Store, fleet_id: int, pairs: list[tuple[int, str]]) -> None:
     """A ``pending`` row for each (notice, url key), due now."""
     if not pairs:

@@ -29,6 +29,8 @@ from cafleet.broker import notify
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from cafleet import config
     from cafleet.store.protocol import Store
 
@@ -159,25 +161,42 @@ class Outbox:
                 self.bodies.pop(message_id, None)
 
     def document(self, row: dict) -> dict:
-        """The notice as one JSON object (docs/delivery.md, "Notices posted out"), scrubbed."""
-        from cafleet.broker import fleets
+        """The notice as one JSON object (:func:`document`), scrubbed."""
+        return document(self.store, self.fleet_id, row, self.public_url, self.scrub)
 
-        fleet = fleets.get_fleet(self.store, self.fleet_id)
-        doc: dict = {
-            "kind": row["kind"],
-            "fleet": {"id": self.fleet_id, "name": fleet["name"]},
-            "subject": row["subject"],
-        }
-        if row["member_id"] is not None:
-            doc["member"] = member(self.store, row["member_id"])
-        doc["text"] = row["text"]
-        if row["digest"]:
-            doc["dialog"] = row["digest"]
-        doc["created_at"] = row["created_at"]
-        doc["message_id"] = row["message_id"]
-        if self.public_url:
-            doc["link"] = f"{self.public_url}/#fleet={self.fleet_id}"
-        return scrubbed(doc, self.scrub)
+
+def document(store: Store, fleet_id: int, row: dict, public_url: str, scrub, fleet: Mapping | None = None) -> dict:
+    """A notice (a row as :func:`cafleet.broker.notify.notices_after` gives it) as the one
+    JSON object a plain-JSON post carries (docs/delivery.md, "Notices posted out"), every
+    text passed through ``scrub``. The only builder of it: `fleet watch --json` and the
+    WebUI's attention list carry the same object. ``fleet``: the fleet's record, when the
+    caller has read it already."""
+    from cafleet.broker import fleets
+
+    name = (fleet or fleets.get_fleet(store, fleet_id))["name"]
+    doc: dict = {
+        "kind": row["kind"],
+        "fleet": {"id": fleet_id, "name": name},
+        "subject": row["subject"],
+    }
+    if row["member_id"] is not None:
+        doc["member"] = member(store, row["member_id"])
+    doc["text"] = row["text"]
+    if row["digest"]:
+        doc["dialog"] = row["digest"]
+    doc["created_at"] = row["created_at"]
+    doc["message_id"] = row["message_id"]
+    if public_url:
+        doc["link"] = f"{public_url.rstrip('/')}/#fleet={fleet_id}"
+    return scrubbed(doc, scrub)
+
+
+def reader(settings: config.Settings):
+    """``(public URL, scrubber)`` for :func:`document`, from a command's or a server's
+    settings: the same link and the same scrubbing as the keeper's posts."""
+    from cafleet.credentials import Scrubber
+
+    return (settings.public_url or "").rstrip("/"), Scrubber(settings.environ.get("CAFLEET_DATABASE_URL", ""))
 
 
 def member(store: Store, member_id: int) -> dict:

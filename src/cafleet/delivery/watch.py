@@ -118,6 +118,7 @@ class Watcher:
         )  # over-budget (docs/usage.md)
         self.vanished: set[int] = set()  # members whose vanished worktree was reported
         self.kept: set[int] = set()  # members whose kept worktree was reported
+        self.reader: tuple | None = None  # (public URL, scrubber) for a notice's document, made at the first notice
 
     def run(self) -> str:
         """Stream until the fleet is deleted or a signal stops it; returns why it ended.
@@ -187,21 +188,34 @@ class Watcher:
             return
         for record in messages.pending_after(self.store, self.director, self.last_message_id):
             self.last_message_id = max(self.last_message_id, record["message_id"])
-            self.emit(
-                event(
-                    "message",
-                    self.fleet_id,
-                    member_id=record["from_member_id"],
-                    message_id=record["message_id"],
-                    detail=(
-                        f"notice for the Director: {record['kind']} {record['notice']['subject']}"
-                        if "kind" in record
-                        else f"message for the Director from member {record['from_member_id']}"
-                    ),
-                    command=f"cafleet message show {record['message_id']}",
-                    record=record,
-                )
+            found = event(
+                "message",
+                self.fleet_id,
+                member_id=record["from_member_id"],
+                message_id=record["message_id"],
+                detail=(
+                    f"notice for the Director: {record['kind']} {record['notice']['subject']}"
+                    if "kind" in record
+                    else f"message for the Director from member {record['from_member_id']}"
+                ),
+                command=f"cafleet message show {record['message_id']}",
+                record=record,
             )
+            if "kind" in record:
+                found["notice"] = self.notice_document(record["message_id"])
+            self.emit(found)
+
+    def notice_document(self, message_id: int) -> dict | None:
+        """A notice as the keeper posts it to a plain-JSON webhook (the outbox's one builder)."""
+        from cafleet.broker import notify
+        from cafleet.delivery import outbox
+
+        row = notify.notice(self.store, message_id)
+        if row is None:
+            return None
+        if self.reader is None:
+            self.reader = outbox.reader(self.settings)
+        return outbox.document(self.store, self.fleet_id, row, *self.reader)
 
     def members_round(self) -> None:
         from cafleet.broker import worktrees

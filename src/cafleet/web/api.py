@@ -93,14 +93,14 @@ def _fleet_and_roster(
         return fleet, []
 
 
-def fleet_view(store: Store, fleet_id: int, states: dict | None = None) -> dict:
+def fleet_view(store: Store, fleet_id: int, states: dict | None = None, settings=None) -> dict:
     """The fleet (deleted ones too) and its roster; a deleted fleet has no active members.
 
     ``states``: supervision states by member id (``delivery.supervision.fleet_states``,
     the same as `fleet watch` and `member list --state`), added as ``state`` and
     ``state_detail``; the root Director's state is ``director``. With states the view also
     has ``attention``: what needs a person (``web.attention``), so every roster event
-    carries it.
+    carries it; ``settings`` (the server's) give its notices their link.
     """
     fleet, detailed = _fleet_and_roster(store, fleet_id, members.roster_detail)
     roster = [_placed(member) for member in detailed]
@@ -110,10 +110,10 @@ def fleet_view(store: Store, fleet_id: int, states: dict | None = None) -> dict:
     from cafleet.web import attention
 
     supervision.merge_states(roster, states)
-    return {"fleet": fleet, "members": roster, "attention": attention.items(store, fleet_id, states)}
+    return {"fleet": fleet, "members": roster, "attention": attention.items(store, fleet_id, states, settings=settings)}
 
 
-def fleet_view_with_states(store: Store, fleet_id: int) -> dict:
+def fleet_view_with_states(store: Store, fleet_id: int, settings=None) -> dict:
     """``fleet_view`` with every member pane inspected, from one read of the roster."""
     from cafleet.delivery import supervision
 
@@ -124,7 +124,7 @@ def fleet_view_with_states(store: Store, fleet_id: int) -> dict:
     roster = supervision.merge_states([_placed(member) for member in detailed], states)
     from cafleet.web import attention
 
-    return {"fleet": fleet, "members": roster, "attention": attention.items(store, fleet_id, states)}
+    return {"fleet": fleet, "members": roster, "attention": attention.items(store, fleet_id, states, settings=settings)}
 
 
 def _placed(member: MemberDetail) -> MemberBrief:
@@ -158,7 +158,7 @@ def fleet_detail(request: Request) -> JSONResponse:
     fleet_id = parse_id(request.path_params["fleet_id"], "fleet id")
     config = request.app.state.config
     with request.app.state.pool.borrow() as store, read_snapshot(store):
-        view = fleet_view_with_states(store, fleet_id)
+        view = fleet_view_with_states(store, fleet_id, config.settings)
         from cafleet.delivery import keepers
 
         found = keepers.status(store, config.settings, fleet_id)

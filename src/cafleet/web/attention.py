@@ -14,9 +14,16 @@ blocked member), which the page shows with one button per option; a button posts
 ``/api/members/{id}/answer`` with the digest, the same answer path as ``cafleet member
 answer`` (:mod:`cafleet.delivery.answer`), so a dialog that changed meanwhile is refused.
 
-Items hold no timestamps, so the list only changes when the situation does; the event
-stream sends it with every roster update (``fleet_view``), and the page turns it into a
-banner, a count in the tab title and, when allowed, a desktop notification.
+Beside the items, ``notices`` lists the fleet's notices whose condition still holds (an
+open episode: a member awaiting its user, a dead pane with messages owed, a silent member,
+an unreachable host, a member over budget), each as the very object the keeper posts to a
+plain-JSON webhook (:func:`cafleet.delivery.outbox.document`, its only builder), so that a
+script polling ``GET /api/fleets/{id}`` can do what a webhook's receiver does.
+
+Items hold no timestamps, so the list only changes when the situation does (a notice's
+``created_at`` is its own, fixed); the event stream sends it with every roster update
+(``fleet_view``), and the page turns it into a banner, a count in the tab title and, when
+allowed, a desktop notification.
 """
 
 from __future__ import annotations
@@ -31,12 +38,21 @@ if TYPE_CHECKING:
 
 OWED_AFTER = float(config.declared("--interval").default)  # `fleet watch`'s default interval
 MAX_OWED = 50  # owed previews listed; the rest are counted
+MAX_NOTICES = 50  # open notices listed, oldest first
 
 
-def items(store: Store, fleet_id: int, states: dict[int, tuple[str, str]], owed_after: float | None = None) -> dict:
-    """``{"items": [...], "owed_more": N}``; each item ``{"kind", "member_id", "message_id",
-    "detail", "command"}`` with ``kind`` one of ``blocked``, ``dead``, ``notify``; a blocked
-    one also ``"dialog"`` (``{"text", "options", "digest"}``, or None when it cannot be read)."""
+def items(
+    store: Store,
+    fleet_id: int,
+    states: dict[int, tuple[str, str]],
+    owed_after: float | None = None,
+    settings: config.Settings | None = None,
+) -> dict:
+    """``{"items": [...], "owed_more": N, "notices": [...]}``; each item ``{"kind",
+    "member_id", "message_id", "detail", "command"}`` with ``kind`` one of ``blocked``,
+    ``dead``, ``notify``; a blocked one also ``"dialog"`` (``{"text", "options", "digest"}``,
+    or None when it cannot be read). ``notices``: the open notices as the keeper posts them
+    (the link from ``settings``' CAFLEET_PUBLIC_URL, none without settings)."""
     from cafleet.delivery import watch
 
     owed_after = OWED_AFTER if owed_after is None else owed_after
@@ -65,7 +81,23 @@ def items(store: Store, fleet_id: int, states: dict[int, tuple[str, str]], owed_
                 "command": f"cafleet member capture {recipient}",
             }
         )
-    return {"items": out, "owed_more": max(0, len(owed) - MAX_OWED)}
+    return {"items": out, "owed_more": max(0, len(owed) - MAX_OWED), "notices": open_notices(store, fleet_id, settings)}
+
+
+def open_notices(store: Store, fleet_id: int, settings: config.Settings | None) -> list[dict]:
+    """The fleet's open notices, each the document a plain-JSON webhook gets."""
+    from cafleet.broker import notify
+
+    rows = notify.open_notices(store, fleet_id, MAX_NOTICES)
+    if not rows:
+        return []
+    from cafleet.broker import fleets
+    from cafleet.credentials import Scrubber
+    from cafleet.delivery import outbox
+
+    public_url, scrub = outbox.reader(settings) if settings is not None else ("", Scrubber(""))
+    fleet = fleets.get_fleet(store, fleet_id)
+    return [outbox.document(store, fleet_id, row, public_url, scrub, fleet) for row in rows]
 
 
 def dialog_of(store: Store, member_id: int) -> dict | None:

@@ -190,7 +190,9 @@ class FleetWatch:
             self.open = timeline.fleet_open_messages(store, fleet_id)
             self.states = api.member_states(store, fleet_id)
             self.states_at = time.monotonic()
-            self.roster_key = _roster_key(self._with_keeper(store, api.fleet_view(store, fleet_id, self.states)))
+            self.roster_key = _roster_key(
+                self._with_keeper(store, api.fleet_view(store, fleet_id, self.states, self.settings))
+            )
 
     def due(self) -> bool:
         """Whether :meth:`poll` has something to read: a commit was seen since the last
@@ -230,11 +232,11 @@ class FleetWatch:
                 if record is not None:
                     events.append(("ack" if now_notified is None else "notified", record))
         self.open = still_open
-        view = api.fleet_view(store, fleet_id, self.states)
+        view = api.fleet_view(store, fleet_id, self.states, self.settings)
         if any(m["kind"] != "director" and m["member_id"] not in self.states for m in view["members"]):
             self.states = api.member_states(store, fleet_id)  # someone joined: look at the new pane now
             self.states_at = time.monotonic()
-            view = api.fleet_view(store, fleet_id, self.states)
+            view = api.fleet_view(store, fleet_id, self.states, self.settings)
         key = _roster_key(self._with_keeper(store, view))
         if key != self.roster_key:
             self.roster_key = key
