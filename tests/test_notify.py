@@ -138,7 +138,7 @@ def test_the_notice_of_a_member_blocked_on_a_dialog_is_posted_with_its_text_and_
         assert doc["fleet"] == {"id": fleet.fleet_id, "name": "e2e"}
         assert doc["member"]["id"] == member_id and doc["member"]["name"] == "asking" and doc["member"]["host"]
         assert doc["created_at"] == notice["created_at"]
-        assert doc["link"] == f"http://webui.example:8000/#fleet={fleet.fleet_id}"
+        assert doc["link"] == "http://webui.example:8000/attention"  # the page that answers a dialog
         lines = show_lines(fleet)
         assert lines[-2].startswith("notify: 1 URL(s), last post ok at "), lines
         assert lines[-1].startswith("keeper: running"), lines
@@ -329,7 +329,7 @@ def test_slack_and_ntfy_get_their_own_shapes_and_no_post_holds_a_password(kept, 
         assert head == f"*cafleet: awaiting_user, member {member_id} (worker) in fleet {fleet.fleet_id} (e2e)*"
         assert rest.startswith("```[cafleet notice awaiting_user member:")
         assert "the member said &lt;b&gt;&amp;&lt;/b&gt;:" in rest
-        assert rest.endswith(f"```\n<http://webui.example:8000/#fleet={fleet.fleet_id}|Open the fleet in the WebUI>")
+        assert rest.endswith("```\n<http://webui.example:8000/attention|Answer it in the WebUI>")
         ntfy = by_path["/ntfy"]  # ntfy's publish: the message as a plain body, the rest in headers
         assert ntfy["headers"]["Content-Type"].startswith("text/plain")
         assert ntfy["headers"]["Priority"] in ("min", "low", "default", "high", "urgent", "max")  # ntfy's names
@@ -340,7 +340,7 @@ def test_slack_and_ntfy_get_their_own_shapes_and_no_post_holds_a_password(kept, 
         )
         assert ntfy["headers"]["Priority"] == "high"
         assert ntfy["headers"]["Tags"] == "cafleet,awaiting_user"
-        assert ntfy["headers"]["Click"] == f"http://webui.example:8000/#fleet={fleet.fleet_id}"
+        assert ntfy["headers"]["Click"] == "http://webui.example:8000/attention"
         assert ntfy["headers"]["Authorization"].startswith("Basic ")  # the URL's userinfo, never in the path
         assert ntfy["body"].decode().startswith(f"[cafleet notice awaiting_user member:{member_id}]\nthe member said")
         doc = json.loads(by_path["/json"]["body"])

@@ -186,8 +186,9 @@ def document(store: Store, fleet_id: int, row: dict, public_url: str, scrub, fle
         doc["dialog"] = row["digest"]
     doc["created_at"] = row["created_at"]
     doc["message_id"] = row["message_id"]
-    if public_url:
-        doc["link"] = f"{public_url.rstrip('/')}/#fleet={fleet_id}"
+    if public_url:  # a dialog: the page that answers it; anything else: the fleet's dashboard
+        where = "attention" if row["kind"] == "awaiting_user" else f"#fleet={fleet_id}"
+        doc["link"] = f"{public_url.rstrip('/')}/{where}"
     return scrubbed(doc, scrub)
 
 
@@ -231,7 +232,8 @@ def encode(kind: str, doc: dict) -> tuple[bytes, dict[str, str]]:
     if kind == "slack":
         text = f"*{_slack(title(doc))}*\n```{_slack(doc['text'])}```"
         if "link" in doc:
-            text += f"\n<{_slack(doc['link'])}|Open the fleet in the WebUI>"
+            opens = "Answer it in the WebUI" if doc["kind"] == "awaiting_user" else "Open the fleet in the WebUI"
+            text += f"\n<{_slack(doc['link'])}|{opens}>"
         body = json.dumps({"text": text}, ensure_ascii=False)
         return body.encode(), {"Content-Type": "application/json; charset=utf-8"}
     if kind == "ntfy":
