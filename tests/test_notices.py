@@ -403,7 +403,7 @@ class Drawn:
     member: a real pane on which the test draws the dialog it needs (rows wider than the
     pane, a dialog of 40 rows, a zero-width character); the keys it gets are recorded."""
 
-    def __init__(self, fleet, folder: Path, rows: list[str]) -> None:
+    def __init__(self, fleet, folder: Path, rows: list[str], agent: str = "claude") -> None:
         from cafleet.broker import members
         from cafleet.store.connection import open_store
 
@@ -422,7 +422,7 @@ class Drawn:
                 backend="tmux",
                 session=shown["session"],
                 window_id=shown["window_id"],
-                coding_agent="claude",
+                coding_agent=agent,
             )
             self.pane = fleet.server.new_pane([sys.executable, str(DRAWER), str(self.screen), str(self.keys)])
             members.set_pane_id(store, self.member_id, self.pane)
@@ -438,9 +438,15 @@ class Drawn:
         self.wait(rows)
 
     def wait(self, rows: list[str]) -> None:
+        import re
+
+        from cafleet.delivery import screen
+
+        plain = [re.sub(screen._ANSI, "", row).rstrip(" ") for row in rows]  # rows may be drawn in colour
+
         def drawn() -> bool:
             shown = visible(self.fleet, self.pane).split("\n")
-            return [row.rstrip(" ") for row in shown[: len(rows)]] == [row.rstrip(" ") for row in rows]
+            return [row.rstrip(" ") for row in shown[: len(rows)]] == plain
 
         wait_for(drawn, what="the pane to show the dialog")
 
@@ -585,3 +591,70 @@ def test_with_the_keeper_off_fleet_watch_posts_the_notices(fleet):
         and e.get("detail") == f"notice for the Director: awaiting_user member:{member['member_id']}"
         for e in events
     ), events
+
+
+# --- a dialog whose options are buttons without numbers (opencode's permission prompt) ------
+
+SGR = "\x1b[{}m"
+BAR, TEXT, PANEL, PICKED, MUTED, ON_PICKED = "38;5;215", "38;5;15", "48;5;234", "48;5;215", "38;5;8", "38;5;232"
+
+
+def buttons(selected: int | None, labels=("Allow once", "Allow always", "Reject")) -> list[str]:
+    """opencode 1.18.33's permission prompt as it draws it (tests/fixtures/screens), its
+    selected button painted in the frame bar's colour (None: every button alike)."""
+    row = f"  {SGR.format(BAR)}┃{SGR.format(TEXT)}{SGR.format(PANEL)}  "
+    for number, label in enumerate(labels, 1):
+        if number == selected:
+            row += f"{SGR.format(PICKED)} {SGR.format(ON_PICKED)}{label}{SGR.format(TEXT)} {SGR.format(PANEL)}  "
+        else:
+            row += f" {SGR.format(MUTED)}{label}{SGR.format(TEXT)}   "
+    row += f"          ⇆ select  enter confirm{SGR.format(0)}"
+    framed = ["", "△ Permission required", "  # Shell command", "", "$ touch made-by-the-agent", "", ""]
+    return [f"  ┃  {line}".rstrip() for line in framed] + [row, "  ┃"]
+
+
+def test_member_answer_confirms_a_button_only_once_the_screen_shows_it_selected(fleet, noticer, tmp_path):
+    """opencode's permission prompt has buttons, numbered 1..3 left to right in the notice.
+    An answer moves the selection with the right arrow and presses Enter only once the screen
+    shows the chosen button selected in the same dialog: this pane never moves it, so after
+    the arrows nothing more is sent (no Enter, no Escape, which would reject), and the refusal
+    says so in one line. Once the chosen button shows selected, the answer is Enter alone."""
+    drawn = Drawn(fleet, tmp_path, buttons(1), agent="opencode")
+    member_id, pane = drawn.member_id, drawn.pane
+    noticer.look()
+    [notice] = notices_of(fleet, "awaiting_user")
+    digest = notice["notice"]["dialog"]
+    assert notice["text"].endswith(
+        f"Answer it: `cafleet member answer {member_id} CHOICE --dialog {digest}` (CHOICE: its buttons numbered "
+        f"left to right: 1 Allow once, 2 Allow always, 3 Reject), or in pane {pane}."
+    ), notice["text"]
+    assert "no numbered option" not in notice["text"]
+    mislabelled = drawn.answer("3", "--dialog", digest, "--label", "Allow once")
+    assert mislabelled.code == 1 and 'option 3 reads "Reject", not "Allow once"' in mislabelled.err, mislabelled
+    assert drawn.keys.read_bytes() == b""
+    stuck = drawn.answer("3", "--dialog", digest, "--label", "Reject")
+    assert stuck.code == 1, stuck
+    assert stuck.err == (
+        f'Error: the dialog on member {member_id}\'s pane {pane} did not show option 3 ("Reject") selected after '
+        '2 right key presses: its screen showed option 1 ("Allow once") selected; Enter was not sent, so nothing '
+        f"was chosen (the dialog stays open: see `cafleet member capture {member_id}`).\n"
+    ), stuck
+    assert drawn.keys.read_bytes() == b"\x1b[C\x1b[C"  # the two arrows, nothing after them
+    drawn.show(buttons(3))  # the selection moved: the same dialog (same digest), Reject selected
+    answered = drawn.answer("3", "--dialog", digest, "--label", "Reject")
+    assert answered.code == 0, answered
+    assert answered.out == f"answered option 3 (Reject) of the dialog on member {member_id}'s pane {pane}\n"
+    wait_for(lambda: drawn.keys.read_bytes() == b"\x1b[C\x1b[C\n", what="Enter alone to reach the pane")
+
+
+def test_member_answer_sends_nothing_when_the_screen_does_not_tell_the_selected_button(fleet, noticer, tmp_path):
+    """Drawn without its colours (every button alike), the prompt does not tell which button
+    is selected: the answer sends nothing at all."""
+    drawn = Drawn(fleet, tmp_path, buttons(None), agent="opencode")
+    noticer.look()
+    [notice] = notices_of(fleet, "awaiting_user")
+    refused = drawn.answer("1", "--dialog", notice["notice"]["dialog"])
+    assert refused.code == 1, refused
+    assert "does not show which option of its dialog is selected; nothing was sent" in refused.err, refused
+    assert len(refused.err.splitlines()) == 1
+    assert drawn.keys.read_bytes() == b""
