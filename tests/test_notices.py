@@ -603,11 +603,9 @@ def buttons(selected: int | None, labels=("Allow once", "Allow always", "Reject"
     """opencode 1.18.33's permission prompt as it draws it (tests/fixtures/screens), its
     selected button painted in the frame bar's colour (None: every button alike)."""
     row = f"  {SGR.format(BAR)}┃{SGR.format(TEXT)}{SGR.format(PANEL)}  "
-    for number, label in enumerate(labels, 1):
-        if number == selected:
-            row += f"{SGR.format(PICKED)} {SGR.format(ON_PICKED)}{label}{SGR.format(TEXT)} {SGR.format(PANEL)}  "
-        else:
-            row += f" {SGR.format(MUTED)}{label}{SGR.format(TEXT)}   "
+    for number, label in enumerate(labels, 1):  # each button: a blank, its label, a blank; one blank between
+        ground, ink = (PICKED, ON_PICKED) if number == selected else (PANEL, MUTED)
+        row += f"{SGR.format(ground)} {SGR.format(ink)}{label}{SGR.format(TEXT)} {SGR.format(PANEL)} "
     row += f"          ⇆ select  enter confirm{SGR.format(0)}"
     framed = ["", "△ Permission required", "  # Shell command", "", "$ touch made-by-the-agent", "", ""]
     return [f"  ┃  {line}".rstrip() for line in framed] + [row, "  ┃"]
@@ -629,6 +627,20 @@ def test_member_answer_confirms_a_button_only_once_the_screen_shows_it_selected(
         f"left to right: 1 Allow once, 2 Allow always, 3 Reject), or in pane {pane}."
     ), notice["text"]
     assert "no numbered option" not in notice["text"]
+    shown = fleet.cafleet("member", "show", str(member_id), "--with-dialog")
+    assert shown.code == 0, shown
+    assert shown.out.endswith(
+        f"options (its buttons, numbered left to right): 1 Allow once, 2 Allow always, 3 Reject\n"
+        f"answer: cafleet member answer {member_id} CHOICE --dialog {digest}\n"
+    ), shown
+    assert any(line.startswith("      ┃   Allow once   Allow always   Reject ") for line in shown.out.splitlines())
+    record = fleet.cafleet("member", "show", str(member_id), "--with-dialog", "--json").json()["dialog"]
+    assert (record["digest"], record["numbered"], record["options"][2]) == (
+        digest,
+        False,
+        {"number": 3, "label": "Reject"},
+    )
+    assert "dialog" not in fleet.cafleet("member", "show", str(member_id), "--json").json()  # no screen read
     mislabelled = drawn.answer("3", "--dialog", digest, "--label", "Allow once")
     assert mislabelled.code == 1 and 'option 3 reads "Reject", not "Allow once"' in mislabelled.err, mislabelled
     assert drawn.keys.read_bytes() == b""

@@ -34,6 +34,24 @@ if TYPE_CHECKING:
     from cafleet.store.protocol import Store
 
 
+def dialog_on(store: Store, member_id: int):
+    """The dialog on the member's screen as every reader reads it
+    (:class:`cafleet.delivery.dialog.Dialog`), or None when it has no live pane, its screen
+    cannot be read, or it shows no dialog awaiting its user."""
+    from cafleet.broker import members
+    from cafleet.delivery import dialog
+    from cafleet.delivery.placement import reach
+
+    try:
+        placement = members.get_member(store, member_id)["placement"]
+        if placement is None or placement["pane_id"] is None:
+            return None
+        shown = dialog.capture(reach(placement), placement["pane_id"])  # as the notice reads it
+    except (CafleetError, OSError):
+        return None
+    return dialog.read(placement["coding_agent"], shown)
+
+
 def answer_member(
     store: Store, settings: config.Settings, member_id: int, choice: int, digest: str, label: str | None = None
 ) -> dict:
