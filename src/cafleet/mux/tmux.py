@@ -571,7 +571,9 @@ class Tmux:
             self._on_pane_guarded(pane_id, ["send-keys", "-t", pane_id, *["BSpace"] * min(200, count - done)])
 
     def press_arrow(self, pane_id: str, direction: str, count: int) -> None:
-        key = ARROWS[direction]
+        key = ARROWS.get(direction)
+        if key is None:
+            raise ValueError(f"no arrow key {direction!r}")
         for done in range(0, count, 200):
             self._on_pane_guarded(pane_id, ["send-keys", "-t", pane_id, *[key] * min(200, count - done)])
 
