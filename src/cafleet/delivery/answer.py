@@ -4,9 +4,10 @@ the dialog the notice described (docs/delivery.md, "Answering a blocked member")
 
 Under the pane-input lock (the one every preview takes, so nothing is typed into the pane
 meanwhile), right before the key is sent, the screen is read once more, in the window every
-reader of a dialog reads (:func:`cafleet.delivery.dialog.capture`): it must read
+reader of a dialog reads (:func:`cafleet.delivery.dialog.capture`, here with its colours,
+which the text and the digest leave out): it must read
 ``awaiting_user``, its dialog's digest (:mod:`cafleet.delivery.dialog`) must be the one
-given, CHOICE one of its numbered options and, when LABEL is given, that option's label
+given, CHOICE one of its options and, when LABEL is given, that option's label
 LABEL exactly (as the notice and the WebUI show it). Otherwise nothing is sent and the answer
 is refused with one line saying what the screen shows now. The keys go through the lock's
 guard (on PostgreSQL the lock's session is asked before each one) and the placement's
