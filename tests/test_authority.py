@@ -458,7 +458,7 @@ def test_a_member_cannot_answer_another_members_buttons_from_its_pane(fleet, tmp
     answer as numbered options are: from a member's pane, whatever its variables say, the
     answer is refused in one line and no key reaches the other member's pane."""
     from cafleet.delivery import dialog
-    from tests.test_notices import Drawn, buttons, visible
+    from tests.support.drawn import Drawn, buttons, visible
 
     attacker = fleet.create("reader")
     drawn = Drawn(fleet, tmp_path, buttons(1), agent="opencode")

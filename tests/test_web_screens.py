@@ -365,7 +365,7 @@ def test_attention_numbers_a_dialogs_buttons_left_to_right_and_answers_one(panes
     same path as `cafleet member answer` (the selected one: Enter alone reaches the pane)."""
     import sys
 
-    from tests.test_notices import DRAWER, buttons
+    from tests.support.drawn import DRAWER, buttons
 
     screen_file, keys = tmp_path / "drawn.screen", tmp_path / "drawn.keys"
     screen_file.write_text("\n".join(buttons(1)), encoding="utf-8")
