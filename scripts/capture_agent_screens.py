@@ -17,7 +17,11 @@ with text in the composer), ``queued`` (a line submitted while working: claude's
 ``fresh`` (the program started with no prompt: its first placeholder hint, opencode's
 ``Ask anything… "…"``), ``permission`` (a shell command awaiting approval), ``question``
 (the agent asks its user a question: claude's ``AskUserQuestion``, opencode's
-``question`` tool, codex's ``request_user_input`` overlay in Plan mode). codex runs
+``question`` tool, codex's ``request_user_input`` overlay in Plan mode); for opencode also
+``always`` (the confirmation its ``Allow always`` button leads to) and, captured with their
+colours (``capture-pane -e``, written as ``<state>.ansi``), ``permission`` and ``always`` as
+drawn and ``permission_moved`` (after one right arrow: the second button selected), from
+which cafleet reads the selected button. ``--only STATE …`` writes just those states. codex runs
 through the scripted Responses API (tests/support/real_codex.py) instead of the
 Anthropic one.
 """
@@ -38,6 +42,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 FIXTURES = ROOT / "tests" / "fixtures" / "screens"
 TYPED = "half typed words"
+ONLY: set[str] = set()  # --only: the states to write (all when empty)
 
 
 def question_call(agent: str):
@@ -161,6 +166,19 @@ def capture(agent: str, out: Path, log=print) -> dict[str, str]:
         time.sleep(0.3)
         fleet.press(ppane, "Enter")
         keep("permission", fleet.wait_state(ppane, agent, screen.PaneState.AWAITING_USER, 30))
+        if agent == "opencode":  # its buttons: the selection is drawn in colour only
+            marked = lambda: fleet.server.run("capture-pane", "-p", "-e", "-t", ppane)  # noqa: E731
+            time.sleep(1.0)
+            keep("permission.ansi", marked())
+            fleet.press(ppane, "Right")
+            time.sleep(1.0)
+            keep("permission_moved.ansi", marked())
+            fleet.press(ppane, "Enter")  # "Allow always": its confirmation
+            keep("always", fleet.wait_screen(ppane, lambda s: "Always allow" in s, 20, "the confirmation"))
+            time.sleep(1.0)
+            keep("always.ansi", marked())
+            fleet.press(ppane, "Escape")  # Cancel: back to the three buttons
+            fleet.wait_screen(ppane, lambda s: "Permission required" in s, 20, "the permission prompt again")
         fleet.press(ppane, "Escape")
         fleet.wait_screen(ppane, lambda s: screen.classify(agent, s) != screen.PaneState.AWAITING_USER, 20, "dismissed")
         fleet.wait_composer(ppane, agent, 30)
@@ -179,7 +197,10 @@ def capture(agent: str, out: Path, log=print) -> dict[str, str]:
     from tests.support.real_agents import write_fixture
 
     for state, text in shots.items():
-        write_fixture(agent, version, state, text, out)
+        if ONLY and state not in ONLY:
+            continue
+        stem, _, suffix = state.partition(".")
+        write_fixture(agent, version, stem, text, out, suffix or "txt")
     return shots
 
 
@@ -341,7 +362,8 @@ def capture_codex(out: Path, log=print) -> dict[str, str]:
             log(f"unknown paths: {codex.api.unknown}")
 
     for name, text in shots.items():
-        write_fixture(agent, version, name, text, out)
+        if not ONLY or name in ONLY:
+            write_fixture(agent, version, name, text, out)
     return shots
 
 
@@ -350,7 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("agents", nargs="*", default=["claude", "codex", "opencode"])
     parser.add_argument("--prefix", help="npm prefix holding the pinned agents (default $CAFLEET_AGENT_PREFIX)")
     parser.add_argument("--out", type=Path, default=FIXTURES)
+    parser.add_argument("--only", nargs="+", default=[], metavar="STATE", help="write only these states")
     args = parser.parse_args(argv)
+    ONLY.update(args.only)
     import signal
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so the tmux server and agents are stopped

@@ -8,7 +8,12 @@ refused and sends nothing (the dialog stays, the command never runs); the answer
 notice's digest picks the option (option 1, "Yes": the command runs) and prints its label
 as drawn. Then, on each of claude, codex and opencode (tests/support/agent_drivers.py): the
 notice's digest, over the agent's whole visible screen, holds over three looks (one notice)
-and answers the dialog. Skipped with the reason when the pinned program is absent.
+and answers the permission dialog; the agent's question (claude's AskUserQuestion, codex's
+request_user_input in Plan mode, opencode's question tool) is answered with option 2 and the
+model receives "Blue". opencode's permission prompt has buttons without numbers (1 Allow
+once, 2 Allow always, 3 Reject): each is answered with `member answer` (arrows, then Enter),
+and what the model receives next shows which one was picked. Skipped with the reason when
+the pinned program is absent.
 """
 
 from __future__ import annotations
@@ -104,19 +109,29 @@ def driven(request, tmp_path):
         yield driven
 
 
-def test_each_real_agents_dialog_gets_one_notice_whose_digest_answers_it(driven):
-    """The digest covers the agent's whole visible screen: it must not change while the same
-    dialog stays up, or every look would notice it again and every answer be refused. Three
-    looks of the keeper's noticer give one notice; its digest answers the dialog with
-    `--label` (claude and codex: option 1, the command runs); opencode's permission dialog
-    has buttons, not numbered options, and its notice says so."""
+def look(driven, times: int = 1) -> list[dict]:
+    """The keeper's noticer looks ``times`` times; the awaiting_user notices in the
+    Director's inbox (each poll returns the ones not yet polled)."""
     from cafleet.config import Settings
     from cafleet.delivery.notices import Noticer
     from cafleet.store.connection import open_store
 
-    fleet, agent = driven.fleet, driven.agent
+    fleet = driven.fleet
+    store = open_store(str(fleet.db))
+    try:
+        noticer = Noticer(store, Settings(fleet.environ), fleet.fleet_id)
+        noticer.awaiting_after = 0.0
+        for _ in range(times):
+            noticer.look()
+    finally:
+        store.close()
+    polled = fleet.cafleet("message", "poll", str(fleet.director), "--json")
+    assert polled.code == 0, polled
+    return [r for r in polled.json() if r.get("kind") == "awaiting_user"]
+
+
+def ask_permission(driven, made) -> tuple[int, str]:
     member_id, pane = driven.asker()
-    made = driven.workdir / "made-by-the-agent"
     driven.script_permission(str(made))
     driven.type_keys(pane, "make a file")
     driven.wait_screen(pane, lambda s: "make a file" in driven.box(s), 20, "the typed prompt")
@@ -124,26 +139,107 @@ def test_each_real_agents_dialog_gets_one_notice_whose_digest_answers_it(driven)
     driven.wait_screen(
         pane, lambda s: driven.classify(s) == screen.PaneState.AWAITING_USER, TURN_TIMEOUT, "the permission dialog"
     )
-    store = open_store(str(fleet.db))
-    try:
-        noticer = Noticer(store, Settings(fleet.environ), fleet.fleet_id)
-        noticer.awaiting_after = 0.0
-        for _ in range(3):
-            noticer.look()
-    finally:
-        store.close()
-    polled = fleet.cafleet("message", "poll", str(fleet.director), "--json")
-    assert polled.code == 0, polled
-    [notice] = [r for r in polled.json() if r.get("kind") == "awaiting_user"]
+    return member_id, pane
+
+
+def test_each_real_agents_dialog_gets_one_notice_whose_digest_answers_it(driven):
+    """The digest covers the agent's whole visible screen: it must not change while the same
+    dialog stays up, or every look would notice it again and every answer be refused. Three
+    looks of the keeper's noticer give one notice; its digest answers the dialog with
+    `--label` (claude and codex: option 1, the command runs; opencode: its button 1, "Allow
+    once", the command runs)."""
+    fleet, agent = driven.fleet, driven.agent
+    made = driven.workdir / "made-by-the-agent"
+    member_id, pane = ask_permission(driven, made)
+    [notice] = look(driven, 3)
     assert notice["notice"]["member_id"] == member_id
     digest = notice["notice"]["dialog"]
     assert not made.exists()
     if agent == "opencode":
-        assert f"It has no numbered option: answer it in pane {pane}." in notice["text"], notice["text"]
-        return
-    first = next(line.strip() for line in notice["text"].splitlines() if line.strip().lstrip("❯› ").startswith("1. "))
-    label = first.lstrip("❯› ")[len("1. ") :].split("  ")[0]
+        assert "no numbered option" not in notice["text"] and "answer it in pane" not in notice["text"]
+        assert notice["text"].endswith(
+            f"(CHOICE: its buttons numbered left to right: 1 Allow once, 2 Allow always, 3 Reject), or in pane {pane}."
+        ), notice["text"]
+        label = "Allow once"
+    else:
+        first = next(
+            line.strip() for line in notice["text"].splitlines() if line.strip().lstrip("❯› ").startswith("1. ")
+        )
+        label = first.lstrip("❯› ")[len("1. ") :].split("  ")[0]
     answered = fleet.cafleet("member", "answer", str(member_id), "1", "--dialog", digest, "--label", label)
     assert answered.code == 0, answered
     assert answered.out == f"answered option 1 ({label}) of the dialog on member {member_id}'s pane {pane}\n"
     wait_for(lambda: made.exists(), timeout=TURN_TIMEOUT, what=f"{agent} to run the approved command")
+
+
+def test_each_real_agents_question_is_answered_with_member_answer(driven):
+    """The agent's own question tool draws its numbered options; `member answer 2 --label
+    Blue` with the notice's digest picks Blue, and the model receives it as the answer."""
+    fleet, agent = driven.fleet, driven.agent
+    member_id, pane = driven.asker()
+    driven.question_mode(pane)
+    driven.script_question()
+    driven.type_keys(pane, "ask me")
+    driven.wait_screen(pane, lambda s: "ask me" in driven.box(s), 20, "the typed prompt")
+    driven.press(pane, "Enter")
+    driven.wait_screen(
+        pane, lambda s: driven.classify(s) == screen.PaneState.AWAITING_USER, TURN_TIMEOUT, "the question"
+    )
+    [notice] = look(driven)
+    assert "Which colour should the button be?" in notice["text"], notice["text"]
+    assert "(CHOICE: 1, 2, 3" in notice["text"], notice["text"]  # claude adds 4, "Chat about this"
+    digest = notice["notice"]["dialog"]
+    answered = fleet.cafleet("member", "answer", str(member_id), "2", "--dialog", digest, "--label", "Blue")
+    assert answered.code == 0, answered
+    assert answered.out == f"answered option 2 (Blue) of the dialog on member {member_id}'s pane {pane}\n"
+    wait_for(lambda: "Blue" in driven.question_answer(), TURN_TIMEOUT, 0.1, f"{agent}'s model to receive the answer")
+    assert "Red" not in driven.question_answer().replace("Which colour", "")
+
+
+@pytest.fixture
+def opencode(tmp_path):
+    reason = missing("opencode")
+    if reason:
+        pytest.skip(reason)
+    with keeper_fleet("opencode", tmp_path, None, None, {"CAFLEET_KEEPER": "off"}) as driven:
+        yield driven
+
+
+@pytest.mark.parametrize("button", ["Allow once", "Allow always", "Reject"])
+def test_opencodes_permission_buttons_are_answered_with_member_answer(opencode, button):
+    """Each button of opencode's permission prompt, by its number in the notice: "Allow
+    once" runs the command (the model next receives its output); "Allow always" draws
+    opencode's confirmation, noticed with its own digest and buttons (1 Confirm, 2 Cancel),
+    whose Confirm runs it; "Reject" does not run it (the model, asked again, receives the
+    rejection as the command's result)."""
+    driven, fleet = opencode, opencode.fleet
+    made = driven.workdir / "made-by-the-agent"
+    member_id, pane = ask_permission(driven, made)
+    [notice] = look(driven)
+    number = {"Allow once": "1", "Allow always": "2", "Reject": "3"}[button]
+    digest = notice["notice"]["dialog"]
+    answered = fleet.cafleet("member", "answer", str(member_id), number, "--dialog", digest, "--label", button)
+    assert answered.code == 0, answered
+    assert answered.out == f"answered option {number} ({button}) of the dialog on member {member_id}'s pane {pane}\n"
+    if button == "Allow always":
+        driven.wait_screen(pane, lambda s: "Always allow" in s, TURN_TIMEOUT, "opencode's confirmation")
+        [confirmation] = [n for n in look(driven) if n["notice"]["dialog"] != digest]  # the first is unACKed
+        assert "(CHOICE: its buttons numbered left to right: 1 Confirm, 2 Cancel)" in confirmation["text"]
+        again = fleet.cafleet(
+            "member", "answer", str(member_id), "1", "--dialog", confirmation["notice"]["dialog"], "--label", "Confirm"
+        )
+        assert again.code == 0, again
+    if button != "Reject":
+        wait_for(lambda: made.exists(), TURN_TIMEOUT, 0.1, "opencode to run the allowed command")
+        wait_for(lambda: driven.tool_outputs() == ["(no output)"], TURN_TIMEOUT, 0.1, "the model to get its output")
+        return
+    shown = driven.wait_idle_empty(pane)
+    assert "Permission required" not in shown
+    driven.api.script.push(m.Reply(text="Understood."))
+    driven.type_keys(pane, "go on")
+    driven.wait_screen(pane, lambda s: "go on" in driven.box(s), 20, "the typed prompt")
+    driven.press(pane, "Enter")
+    wait_for(lambda: driven.tool_outputs(), TURN_TIMEOUT, 0.1, "the model to be asked again")
+    [result] = driven.tool_outputs()
+    assert "reject" in result.lower(), result
+    assert not made.exists()

@@ -451,3 +451,22 @@ def test_a_real_member_told_to_run_director_only_commands_is_refused(agent, tmp_
             (tmp_path / "victim.jsonl").read_text(encoding="utf-8") if (tmp_path / "victim.jsonl").exists() else ""
         )
         assert '"shell"' not in victim_records
+
+
+def test_a_member_cannot_answer_another_members_buttons_from_its_pane(fleet, tmp_path):
+    """opencode's permission buttons (answered with arrows and Enter) are the Director's to
+    answer as numbered options are: from a member's pane, whatever its variables say, the
+    answer is refused in one line and no key reaches the other member's pane."""
+    from cafleet.delivery import dialog
+    from tests.support.drawn import Drawn, buttons, visible
+
+    attacker = fleet.create("reader")
+    drawn = Drawn(fleet, tmp_path, buttons(1), agent="opencode")
+    seen = dialog.read("opencode", visible(fleet, drawn.pane))
+    assert seen is not None and not seen.numbered
+    for spoof in spoofs(fleet):
+        for choice, label in (("1", "Allow once"), ("3", "Reject")):
+            args = f"member answer {drawn.member_id} {choice} --dialog {seen.digest} --label '{label}'"
+            ran = in_pane(fleet, attacker["member_id"], attacker["pane_id"], f"{spoof}cafleet {args}")
+            refused(ran, f"Error: only fleet {fleet.fleet_id}'s Director may run `cafleet member answer`, {WHO_MAY}")
+    assert drawn.keys.read_bytes() == b""

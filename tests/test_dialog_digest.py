@@ -221,7 +221,8 @@ def test_an_options_label_is_its_first_column_without_padding_or_frame():
 def test_a_numbered_list_in_the_transcript_is_no_option(agent, state):
     """The model's own numbered list above a dialog gave the dialog its options (the first
     rows numbered 1, 2): the key 1 was labelled "Fix the failing test". The options are the
-    dialog's own list, near the bottom; opencode's permission dialog has none (buttons)."""
+    dialog's own list, near the bottom; opencode's permission dialog has buttons instead,
+    numbered left to right (tests/test_dialog_buttons.py), which the list does not replace."""
     rows = recorded(agent, state).split("\n")
     at = written_row(agent, state, rows)
     listed = ["  1. Fix the failing test", "  2. Push the fix to main", "  3. Delete the old branch"]

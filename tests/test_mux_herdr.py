@@ -277,6 +277,16 @@ def test_type_text_types_hostile_strings_literally(herdr_env, herdr, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_press_arrow_sends_the_arrow_keys(herdr_env, herdr, tmp_path):
+    out = tmp_path / "typed.bin"
+    pane = start_recorder(herdr_env, herdr, out)
+    herdr.press_arrow(pane, "right", 2)
+    herdr.press_arrow(pane, "left", 1)
+    wait_for(lambda: recorded(out) == b"\x1b[C\x1b[C\x1b[D", what="the arrows to arrive")
+    with pytest.raises(ValueError):
+        herdr.press_arrow(pane, "escape", 1)  # only the four arrows
+
+
 def test_type_text_sends_long_text_exactly(herdr_env, herdr, tmp_path):
     out = tmp_path / "typed.bin"
     pane = start_recorder(herdr_env, herdr, out)
@@ -312,6 +322,7 @@ def test_identity_is_the_panes_shell_process_and_a_mismatch_touches_nothing(herd
         lambda: herdr.type_text(pane, "typed"),
         lambda: herdr.press_enter(pane),
         lambda: herdr.press_backspace(pane, 3),
+        lambda: herdr.press_arrow(pane, "right", 1),
         lambda: herdr.kill(pane),
         lambda: herdr.capture(pane),
         lambda: herdr.inspect(pane),

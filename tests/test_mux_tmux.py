@@ -190,6 +190,20 @@ def test_type_text_types_hostile_strings_literally(tmux_server, tmux, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_press_arrow_sends_the_arrow_keys_and_with_an_identity_only_to_its_pane(tmux_server, tmux, tmp_path):
+    """How a dialog's selection is moved (``member answer`` on buttons): each arrow key as
+    the terminal sends it, as often as asked; with an expected identity through the check."""
+    out = tmp_path / "typed.bin"
+    pane = start_recorder(tmux_server, tmux, out)
+    tmux.press_arrow(pane, "right", 2)
+    tmux.expect(pane, tmux.identity(pane))
+    tmux.press_arrow(pane, "left", 1)
+    wait_for(lambda: recorded(out) == b"\x1b[C\x1b[C\x1b[D", what="the arrows to arrive")
+    with pytest.raises(ValueError):
+        tmux.press_arrow(pane, "Escape", 1)  # only the four arrows
+    assert recorded(out) == b"\x1b[C\x1b[C\x1b[D"
+
+
 def test_type_text_sends_long_text_in_chunks_exactly(tmux_server, tmux, tmp_path):
     out = tmp_path / "typed.bin"
     pane = start_recorder(tmux_server, tmux, out)
@@ -235,6 +249,7 @@ def test_a_pane_with_another_identity_gets_no_input_and_is_not_killed(tmux_serve
             lambda: tmux.type_text(pane, "typed"),
             lambda: tmux.press_enter(pane),
             lambda: tmux.press_backspace(pane, 3),
+            lambda: tmux.press_arrow(pane, "right", 1),
             lambda: tmux.kill(pane),
             lambda: tmux.capture(pane),
             lambda: tmux.inspect(pane),

@@ -13,9 +13,6 @@ from __future__ import annotations
 STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
 
 import json
-import os
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -24,6 +21,7 @@ from cafleet.config import Settings
 from tests.support.keeper import assert_none_left
 from tests.support.pane_fleet import start, tmux_fleet
 from tests.support.remote_fleet import create_remote, fleet_with_hosts, short_directory
+from tests.support.drawn import Drawn, buttons, visible
 from tests.support.tmux_fixtures import wait_for
 
 FAST_NOTICES = {"CAFLEET_NOTICE_AWAITING_AFTER": "0", "CAFLEET_NOTICE_INTERVAL": "0.2"}
@@ -309,12 +307,6 @@ def test_a_notice_escapes_the_dialogs_text(fleet, noticer):
 # --- `member answer` never answers a dialog that changed ---------------------------------------
 
 
-def visible(fleet, pane: str) -> str:
-    """The pane's whole visible screen, wrapped rows joined: the window a notice reads a
-    dialog from (``delivery.dialog.capture``)."""
-    return fleet.server.run("capture-pane", "-p", "-J", "-t", pane)
-
-
 def current_digest(fleet, member_id: int) -> str:
     from cafleet.delivery import dialog
 
@@ -376,7 +368,6 @@ def test_member_answer_refuses_an_option_the_dialog_does_not_have(fleet):
 
 # --- the digest names the whole dialog, and the option's label is checked (issue 29) -----------
 
-DRAWER = Path(__file__).resolve().parent / "support" / "dialog_drawer.py"
 NO = "No, and tell Claude what to do differently (esc)"
 
 
@@ -396,56 +387,6 @@ def boxed(*rows: str) -> list[str]:
 def permission(*command: str, yes: str = "Yes") -> list[str]:
     lines = [f"  {line}" for line in command]
     return boxed("Bash command", "", *lines, "", "Do you want to proceed?", f"❯ 1. {yes}", f"  2. {NO}")
-
-
-class Drawn:
-    """A member whose pane runs tests/support/dialog_drawer.py, registered as a claude
-    member: a real pane on which the test draws the dialog it needs (rows wider than the
-    pane, a dialog of 40 rows, a zero-width character); the keys it gets are recorded."""
-
-    def __init__(self, fleet, folder: Path, rows: list[str]) -> None:
-        from cafleet.broker import members
-        from cafleet.store.connection import open_store
-
-        self.fleet = fleet
-        self.screen, self.keys = folder / "drawn.screen", folder / "drawn.keys"
-        self.screen.write_text("\n".join(rows), encoding="utf-8")
-        self.keys.write_bytes(b"")
-        shown = fleet.cafleet("member", "show", str(fleet.director), "--json").json()["placement"]
-        store = open_store(str(fleet.db))
-        try:
-            self.member_id = members.register_member(
-                store,
-                fleet_id=fleet.fleet_id,
-                name="drawn",
-                description="a drawn dialog",
-                backend="tmux",
-                session=shown["session"],
-                window_id=shown["window_id"],
-                coding_agent="claude",
-            )
-            self.pane = fleet.server.new_pane([sys.executable, str(DRAWER), str(self.screen), str(self.keys)])
-            members.set_pane_id(store, self.member_id, self.pane)
-        finally:
-            store.close()
-        self.wait(rows)
-
-    def show(self, rows: list[str]) -> None:
-        """Draw ``rows`` instead (the file replaced whole), and wait until the pane shows them."""
-        ahead = self.screen.with_suffix(".next")
-        ahead.write_text("\n".join(rows), encoding="utf-8")
-        os.replace(ahead, self.screen)
-        self.wait(rows)
-
-    def wait(self, rows: list[str]) -> None:
-        def drawn() -> bool:
-            shown = visible(self.fleet, self.pane).split("\n")
-            return [row.rstrip(" ") for row in shown[: len(rows)]] == [row.rstrip(" ") for row in rows]
-
-        wait_for(drawn, what="the pane to show the dialog")
-
-    def answer(self, *args: str):
-        return self.fleet.cafleet("member", "answer", str(self.member_id), *args)
 
 
 # Dialogs the digest used to take for one another: (the one the notice describes, the one the
@@ -585,3 +526,67 @@ def test_with_the_keeper_off_fleet_watch_posts_the_notices(fleet):
         and e.get("detail") == f"notice for the Director: awaiting_user member:{member['member_id']}"
         for e in events
     ), events
+
+
+# --- a dialog whose options are buttons without numbers (opencode's permission prompt) ------
+
+
+def test_member_answer_confirms_a_button_only_once_the_screen_shows_it_selected(fleet, noticer, tmp_path):
+    """opencode's permission prompt has buttons, numbered 1..3 left to right in the notice.
+    An answer moves the selection with the right arrow and presses Enter only once the screen
+    shows the chosen button selected in the same dialog: this pane never moves it, so after
+    the arrows nothing more is sent (no Enter, no Escape, which would reject), and the refusal
+    says so in one line. Once the chosen button shows selected, the answer is Enter alone."""
+    drawn = Drawn(fleet, tmp_path, buttons(1), agent="opencode")
+    member_id, pane = drawn.member_id, drawn.pane
+    noticer.look()
+    [notice] = notices_of(fleet, "awaiting_user")
+    digest = notice["notice"]["dialog"]
+    assert notice["text"].endswith(
+        f"Answer it: `cafleet member answer {member_id} CHOICE --dialog {digest}` (CHOICE: its buttons numbered "
+        f"left to right: 1 Allow once, 2 Allow always, 3 Reject), or in pane {pane}."
+    ), notice["text"]
+    assert "no numbered option" not in notice["text"]
+    shown = fleet.cafleet("member", "show", str(member_id), "--with-dialog")
+    assert shown.code == 0, shown
+    assert shown.out.endswith(
+        f"options (its buttons, numbered left to right): 1 Allow once, 2 Allow always, 3 Reject\n"
+        f"answer: cafleet member answer {member_id} CHOICE --dialog {digest}\n"
+    ), shown
+    assert any(line.startswith("      ┃   Allow once   Allow always   Reject ") for line in shown.out.splitlines())
+    record = fleet.cafleet("member", "show", str(member_id), "--with-dialog", "--json").json()["dialog"]
+    assert (record["digest"], record["numbered"], record["options"][2]) == (
+        digest,
+        False,
+        {"number": 3, "label": "Reject"},
+    )
+    assert "dialog" not in fleet.cafleet("member", "show", str(member_id), "--json").json()  # no screen read
+    mislabelled = drawn.answer("3", "--dialog", digest, "--label", "Allow once")
+    assert mislabelled.code == 1 and 'option 3 reads "Reject", not "Allow once"' in mislabelled.err, mislabelled
+    assert drawn.keys.read_bytes() == b""
+    stuck = drawn.answer("3", "--dialog", digest, "--label", "Reject")
+    assert stuck.code == 1, stuck
+    assert stuck.err == (
+        f'Error: the dialog on member {member_id}\'s pane {pane} did not show option 3 ("Reject") selected after '
+        '2 right key presses: its screen showed option 1 ("Allow once") selected; Enter was not sent, so nothing '
+        f"was chosen (the dialog stays open: see `cafleet member capture {member_id}`).\n"
+    ), stuck
+    assert drawn.keys.read_bytes() == b"\x1b[C\x1b[C"  # the two arrows, nothing after them
+    drawn.show(buttons(3))  # the selection moved: the same dialog (same digest), Reject selected
+    answered = drawn.answer("3", "--dialog", digest, "--label", "Reject")
+    assert answered.code == 0, answered
+    assert answered.out == f"answered option 3 (Reject) of the dialog on member {member_id}'s pane {pane}\n"
+    wait_for(lambda: drawn.keys.read_bytes() == b"\x1b[C\x1b[C\n", what="Enter alone to reach the pane")
+
+
+def test_member_answer_sends_nothing_when_the_screen_does_not_tell_the_selected_button(fleet, noticer, tmp_path):
+    """Drawn without its colours (every button alike), the prompt does not tell which button
+    is selected: the answer sends nothing at all."""
+    drawn = Drawn(fleet, tmp_path, buttons(None), agent="opencode")
+    noticer.look()
+    [notice] = notices_of(fleet, "awaiting_user")
+    refused = drawn.answer("1", "--dialog", notice["notice"]["dialog"])
+    assert refused.code == 1, refused
+    assert "does not show which option of its dialog is selected; nothing was sent" in refused.err, refused
+    assert len(refused.err.splitlines()) == 1
+    assert drawn.keys.read_bytes() == b""

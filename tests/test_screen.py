@@ -334,6 +334,8 @@ CUE_TEXTS = {
         "┃  △ Permission required",
         "┃   Allow once   Allow always   Reject",
         "┃  △ Reject permission",
+        "┃  △ Always allow",
+        "┃   Confirm   Cancel                          ⇆ select  enter confirm",
         "┃  3. Type your own answer",
         "┃  ↑↓ select  enter submit  esc dismiss",
         "  ⬝⬝⬝■■  esc interrupt",

@@ -32,11 +32,12 @@ EXPECTED = {
     "fresh": (IDLE, ""),  # started with no prompt: the first placeholder hint
     "permission": (AWAITING, None),
     "question": (AWAITING, None),
+    "always": (AWAITING, None),  # opencode: the confirmation its "Allow always" button leads to
 }
 REQUIRED = {
-    "claude": set(EXPECTED),
+    "claude": set(EXPECTED) - {"always"},
     "opencode": set(EXPECTED),  # its question tool is on with OPENCODE_ENABLE_QUESTION_TOOL
-    "codex": set(EXPECTED),  # its question overlay (request_user_input) recorded in Plan mode
+    "codex": set(EXPECTED) - {"always"},  # its question overlay (request_user_input) recorded in Plan mode
 }
 
 
@@ -58,6 +59,9 @@ DRAWN = {
         ("working", "esc interrupt"),
         ("queued", "esc interrupt"),
         ("permission", "△ Permission required"),
+        ("permission", "Allow once   Allow always   Reject"),  # buttons, no numbers
+        ("always", "△ Always allow"),
+        ("always", "Confirm   Cancel"),
         ("question", "↑↓ select  enter submit  esc dismiss"),
         ("question", "3. Type your own answer"),
     ],

@@ -353,3 +353,34 @@ def test_attention_shows_a_blocked_members_dialog_and_answers_it_only_while_it_i
     assert answered.json()["label"] == "No"
     wait_for(lambda: answers(), what="the stand-in to record the answer")
     assert '"text": "2"' in answers()[0]
+
+
+def test_attention_numbers_a_dialogs_buttons_left_to_right_and_answers_one(panes, client, tmp_path):
+    """opencode's permission prompt has buttons without numbers: the blocked item lists them
+    numbered 1..3 left to right with ``numbered`` false, and a button's answer takes the
+    same path as `cafleet member answer` (the selected one: Enter alone reaches the pane)."""
+    import sys
+
+    from tests.support.drawn import DRAWER, buttons
+
+    screen_file, keys = tmp_path / "drawn.screen", tmp_path / "drawn.keys"
+    screen_file.write_text("\n".join(buttons(1)), encoding="utf-8")
+    keys.write_bytes(b"")
+    member, _ = panes["add"](
+        "asking", [sys.executable, str(DRAWER), str(screen_file), str(keys)], ready="Allow always", agent="opencode"
+    )
+    detail = client.get(f"/api/fleets/{panes['fleet_id']}").json()
+    [blocked] = [i for i in detail["attention"]["items"] if i["kind"] == "blocked"]
+    dialog = blocked["dialog"]
+    assert dialog["numbered"] is False
+    assert dialog["options"] == [
+        {"number": 1, "label": "Allow once"},
+        {"number": 2, "label": "Allow always"},
+        {"number": 3, "label": "Reject"},
+    ]
+    answered = client.post(
+        f"/api/members/{member}/answer", json={"choice": 1, "dialog": dialog["digest"], "label": "Allow once"}
+    )
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["label"] == "Allow once"
+    wait_for(lambda: keys.read_bytes() == b"\n", what="Enter alone to reach the pane")

@@ -127,6 +127,19 @@ class Driven:
         """Members started from now on run every shell command without asking."""
         raise NotImplementedError
 
+    def script_question(self) -> None:
+        """The model's next turn asks its user "Which colour should the button be?" (Red,
+        Blue) with the agent's own question tool, then answers "Noted." once answered."""
+        raise NotImplementedError
+
+    def question_mode(self, pane: str) -> None:
+        """Whatever the agent needs before its question tool reaches the screen."""
+
+    def question_answer(self) -> str:
+        """What the question tool gave the model (its last request's view), "" before."""
+        outputs = self.tool_outputs()
+        return outputs[-1] if outputs else ""
+
     def script_commands(self, commands: list[str], then: str) -> None:
         """The model's next turns call the shell tool with each of ``commands`` in turn,
         then answer ``then``."""
@@ -187,6 +200,14 @@ class Anthropic(Driven):
 
     def allow_every_command(self) -> None:
         allow_every_command(self.fleet.env, self.agent)
+
+    def script_question(self) -> None:
+        tool = "AskUserQuestion" if self.agent == "claude" else "question"
+        options = [{"label": "Red", "description": "A red button"}, {"label": "Blue", "description": "A blue button"}]
+        asked = {"question": "Which colour should the button be?", "header": "Colour", "options": options}
+        if self.agent == "claude":
+            asked["multiSelect"] = False
+        self.api.script.push(m.Reply(tool_calls=[m.ToolCall(tool, {"questions": [asked]})]), m.Reply(text="Noted."))
 
     def script_commands(self, commands: list[str], then: str) -> None:
         self.api.script.clear()
@@ -266,6 +287,18 @@ class Codex(Driven):
 
     def script_permission(self, path: str) -> None:
         self.touch = path
+
+    def script_question(self) -> None:
+        options = [{"label": "Red", "description": "A red button"}, {"label": "Blue", "description": "A blue button"}]
+        asked = {"id": "colour", "header": "Colour", "question": "Which colour should the button be?"}
+        call = responses.tool_call("request_user_input", {"questions": [{**asked, "options": options}]})
+        self.steps = [responses.Reply([call]), responses.Reply([responses.text("Noted.")])]
+
+    def question_mode(self, pane: str) -> None:
+        """codex 0.171 answers request_user_input itself outside Plan mode; shift+tab cycles
+        the mode to Plan."""
+        self.press(pane, "BTab")
+        self.wait_screen(pane, lambda s: "Plan mode" in s, 20, "codex's Plan mode")
 
     def allow_every_command(self) -> None:
         """Nothing to write: the member argv's ``--ask-for-approval never`` runs every

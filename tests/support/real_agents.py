@@ -508,14 +508,14 @@ def real_fleet(agent: str, root: Path, extra: Mapping[str, str] | None = None) -
                 fleet.stop_panes()
 
 
-def write_fixture(agent: str, version: str, state: str, text: str, base: Path) -> Path:
-    """Save a capture as ``<base>/<agent>-<version>/<state>.txt`` (trailing blanks trimmed)."""
+def write_fixture(agent: str, version: str, state: str, text: str, base: Path, suffix: str = "txt") -> Path:
+    """Save a capture as ``<base>/<agent>-<version>/<state>.<suffix>`` (trailing blanks trimmed)."""
     folder = base / f"{agent}-{version}"
     folder.mkdir(parents=True, exist_ok=True)
     rows = [row.rstrip() for row in text.rstrip("\n").splitlines()]
     while rows and not rows[-1]:
         rows.pop()
-    path = folder / f"{state}.txt"
+    path = folder / f"{state}.{suffix}"
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
     return path
 

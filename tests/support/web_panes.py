@@ -43,7 +43,7 @@ def panes(env, tmux_server, store):
     )
     fleet_id = record["fleet_id"]
 
-    def add(name, argv=None, identity=None, ready="cafleet stand-in agent"):
+    def add(name, argv=None, identity=None, ready="cafleet stand-in agent", agent="standin"):
         member_id = members.register_member(
             store,
             fleet_id=fleet_id,
@@ -52,7 +52,7 @@ def panes(env, tmux_server, store):
             backend="tmux",
             session=session,
             window_id="@0",
-            coding_agent="standin",
+            coding_agent=agent,
         )
         pane = tmux_server.new_pane(argv or [*STANDIN, "--member-id", str(member_id)])
         real = tmux_server.run("display-message", "-p", "-t", pane, "#{pid}:#{start_time}:#{pane_pid}").strip()

@@ -88,12 +88,18 @@ def _spend_against_budget(ctx: Context, fleet_id, records: list[MemberBrief]) ->
     return shown
 
 
-def show(ctx: Context, member_id):
+def show(ctx: Context, member_id, with_dialog):
     from cafleet.broker import worktrees as worktree_records
 
-    record = members.get_member(ctx.store(), member_id)
+    record: dict = dict(members.get_member(ctx.store(), member_id))  # plus "dialog" with --with-dialog
     row = worktree_records.get(ctx.store(), member_id)
     record["worktree"] = worktree_records.public(row)
+    seen = None
+    if with_dialog:
+        from cafleet.delivery.answer import dialog_on
+
+        seen = dialog_on(ctx.store(), member_id)
+        record["dialog"] = None if seen is None else seen.as_json()
 
     def text():
         placement = record["placement"]
@@ -123,6 +129,8 @@ def show(ctx: Context, member_id):
         lines.append(
             f"last activity: {safe(record['last_activity_at'])} (idle {render.dash(record['idle_seconds'])} s)"
         )
+        if with_dialog:
+            lines += _dialog_lines(member_id, seen)
         return "\n".join(lines)
 
     ctx.emit(record, text)
@@ -269,6 +277,23 @@ def prompt(ctx: Context, member_id, force, text):
     _director_only(ctx, "member prompt", member_id=member_id)
     record = panes.prompt_member(ctx.store(), ctx.settings, member_id, text, force=force)
     ctx.emit(record, lambda: f"prompt submitted to member {member_id} (pane {record['pane_id']})")
+
+
+def _dialog_lines(member_id: int, seen) -> list[str]:
+    """``member show --with-dialog``'s lines: the dialog as the notice shows it (its text already
+    escaped, :mod:`cafleet.delivery.dialog`) and its options as `member answer` numbers them."""
+    if seen is None:
+        return ["dialog: none (no dialog awaiting its user on its screen, or its screen cannot be read)"]
+    lines = [f"dialog {seen.digest}:", *(f"    {line}" if line else "" for line in seen.lines)]
+    if not seen.options:
+        return [*lines, "options: none (answer it in its pane)"]
+    listed = ", ".join(f"{number} {label}" for number, label in seen.options)
+    how = "" if seen.numbered else " (its buttons, numbered left to right)"
+    return [
+        *lines,
+        f"options{how}: {listed}",
+        f"answer: cafleet member answer {member_id} CHOICE --dialog {seen.digest}",
+    ]
 
 
 def answer(ctx: Context, member_id, choice, dialog, label):

@@ -354,7 +354,20 @@ COMMANDS = [
         ),
     ),
     Command(
-        "member", "show", "cafleet.cli.member:show", "Show one member in detail.", (_id("member_id", "the member"),)
+        "member",
+        "show",
+        "cafleet.cli.member:show",
+        "Show one member in detail.",
+        (
+            _id("member_id", "the member"),
+            Param(
+                "with_dialog",
+                "--with-dialog",
+                "flag",
+                help="also read its screen: the dialog awaiting its user, if any, with its options numbered as "
+                "`member answer` takes them",
+            ),
+        ),
     ),
     Command(
         "member",
@@ -422,12 +435,20 @@ COMMANDS = [
         "member",
         "answer",
         "cafleet.cli.member:answer",
-        "Pick one numbered option of the dialog on a member's screen (a permission prompt or a question), "
+        "Pick one option of the dialog on a member's screen (a permission prompt or a question; buttons drawn "
+        "without numbers are numbered 1..N left to right), "
         "only while it is still the dialog a notice described; refused, with nothing sent, when it changed "
         "(the fleet's Director only, from its pane or a person's shell; docs/security.md).",
         (
             _id("member_id", "the member"),
-            Param("choice", None, "id", required=True, metavar="CHOICE", help="the option's number, as drawn"),
+            Param(
+                "choice",
+                None,
+                "id",
+                required=True,
+                metavar="CHOICE",
+                help="the option's number, as the notice gives it (a button's place, counted from the left)",
+            ),
             Param(
                 "dialog",
                 "--dialog",

@@ -32,8 +32,23 @@ option's *label* is its first column: its text up to the first run of two or mor
 (the padding before a description column or a right frame bar), trailing frame bars removed,
 escaped as the text is.
 
-How each agent takes an option (:func:`keys_for`): the digit of the option; the stand-in
-agent collects keys until Enter, so it gets the digit and Enter.
+Some dialogs draw their options as a row of buttons without numbers (opencode's permission
+prompt ``Allow once   Allow always   Reject`` and the ``Confirm   Cancel`` that follows
+``Allow always``). Those rows are the agent's own, never the model's: :data:`BUTTONS` lists,
+per agent, the exact sets of labels it draws. When the screen's last such row (again with at
+most :data:`OPTIONS_TAIL` drawn rows under it) shows one of them, its buttons are the options,
+numbered 1..N in screen order, left to right (``numbered`` is False): the notice, ``member
+show`` and the WebUI show those numbers, and ``member answer`` takes them. Which button is
+selected is drawn only in colour: read from a capture with its attributes (:func:`capture`
+with ``marked``), the selected one is the button drawn on the colour of the dialog's frame bar
+(opencode paints the selected button in its warning colour, the colour of the bar along the
+dialog's left edge); ``selected`` is None when the screen does not tell exactly one.
+
+How each agent takes an option: a numbered option by its digit (:func:`keys_for`; the
+stand-in agent collects keys until Enter, so it gets the digit and Enter); a button by the
+arrow keys that move the selection to it, then Enter (:func:`moves`; opencode: ``left`` and
+``right``, and Enter confirms), sent only after the screen shows the chosen button selected
+in the same dialog (docs/delivery.md, "Answering a blocked member").
 """
 
 from __future__ import annotations
@@ -69,13 +84,24 @@ _IGNORABLE = (
     (0xE0000, 0xE0FFF),
 )
 _BLANK_GLYPHS = "\u2800"  # graphic characters drawn as a blank: the blank Braille cell
+# Dialogs whose options are buttons without numbers: per agent, every set of labels it draws
+# in one row (its own words, in screen order), and the arrow keys that move the selection
+# (previous, next). Read from opencode 1.18.33: its permission prompt and the confirmation
+# that follows "Allow always"; left/right (and h/l) move, Enter confirms, Escape rejects.
+BUTTONS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "opencode": (("Allow once", "Allow always", "Reject"), ("Confirm", "Cancel")),
+}
+ARROWS: dict[str, tuple[str, str]] = {"opencode": ("left", "right")}
+_BARS = "┃│▌"  # a dialog's frame bar, whose colour marks the selected button
 
 
 @dataclass(frozen=True)
 class Dialog:
     lines: tuple[str, ...]  # every row of the screen, in full, escaped (:func:`shown`)
-    options: tuple[tuple[int, str], ...]  # (number, label), as drawn
+    options: tuple[tuple[int, str], ...]  # (number, label): as drawn, or buttons numbered 1..N
     digest: str
+    numbered: bool = True  # False: the options are buttons, numbered by us in screen order
+    selected: int | None = None  # the selected button, when a marked capture tells it
 
     @property
     def text(self) -> str:
@@ -88,14 +114,17 @@ class Dialog:
         return {
             "text": self.text,
             "options": [{"number": n, "label": label} for n, label in self.options],
+            "numbered": self.numbered,
             "digest": self.digest,
         }
 
 
-def capture(mux, pane_id: str) -> str:
+def capture(mux, pane_id: str, marked: bool = False) -> str:
     """The screen a dialog is read from, the same for every reader: the pane's whole
-    visible screen, wrapped rows joined, without its history (``capture`` with ``lines`` 0)."""
-    return mux.capture(pane_id, 0, ansi=False)
+    visible screen, wrapped rows joined, without its history (``capture`` with ``lines`` 0).
+    ``marked``: with its attributes (colours), which :func:`read` drops for the text and the
+    digest and reads only for the selected button."""
+    return mux.capture(pane_id, 0, ansi=marked)
 
 
 def shown(row: str) -> str:
@@ -116,23 +145,117 @@ def _hidden(ch: str) -> bool:
     return code >= 0xAD and any(first <= code <= last for first, last in _IGNORABLE)
 
 
-def read(agent: str, screen_text: str) -> Dialog | None:
+def read(agent: str, screen_text: str, marked: bool = False) -> Dialog | None:
     """The dialog on ``screen_text`` (as :func:`capture` reads it), or None when the screen
-    does not read awaiting_user."""
+    does not read awaiting_user. ``marked``: captured with its attributes (``capture`` with
+    ``marked``): they are dropped for the text and the digest, read for the selected button."""
     from cafleet.delivery import screen
 
     if screen.classify(agent, screen_text) != screen.PaneState.AWAITING_USER:
-        return None
+        return None  # (screen strips the attributes of a marked capture itself)
     # Split at newlines only: str.splitlines would also split at U+2028, \x1c and \r, and
     # two different screens would give the same rows.
-    raw = [row.rstrip(" ") for row in screen_text.split("\n")]
+    coloured = screen_text.split("\n")
+    if marked:
+        ansi = screen._regex(screen._ANSI)
+        raw = [ansi.sub("", row).rstrip(" ") for row in coloured]
+    else:
+        raw, coloured = [row.rstrip(" ") for row in coloured], []  # no colours: nothing selected known
     while raw and not raw[-1]:
         raw.pop()
     first = next((i for i, row in enumerate(raw) if row), len(raw))
-    raw = raw[first:]
+    raw, coloured = raw[first:], coloured[first:]
     rows = tuple(shown(row) for row in raw)
     digest = hashlib.sha256("\n".join(rows).encode("utf-8")).hexdigest()[:DIGEST_LEN]
-    return Dialog(rows, _options(raw), digest)
+    options = _options(raw)
+    if options:
+        return Dialog(rows, options, digest)
+    found = _buttons(agent, raw)
+    if found is None:
+        return Dialog(rows, (), digest)
+    at, labels, starts = found
+    selected = _selected(coloured[at], starts) if at < len(coloured) else None
+    return Dialog(rows, tuple((n, shown(label)) for n, label in enumerate(labels, 1)), digest, False, selected)
+
+
+def _buttons(agent: str, rows: list[str]) -> tuple[int, tuple[str, ...], list[int]] | None:
+    """(row index, labels, where each label starts in the row) of the last row among
+    ``rows`` that draws one of ``agent``'s button sets (:data:`BUTTONS`) near the bottom."""
+    sets = BUTTONS.get(agent)
+    if not sets:
+        return None
+    drawn = [i for i, row in enumerate(rows) if row]
+    for rank in range(len(drawn) - 1, max(-1, len(drawn) - 2 - OPTIONS_TAIL), -1):
+        at = drawn[rank]
+        row = rows[at]
+        body = row.lstrip(_MARKS)
+        parts = [part.strip(" ") for part in body.split("  ") if part.strip(" ")]
+        for labels in sets:
+            if tuple(parts[: len(labels)]) == labels:
+                starts, column = [], len(row) - len(body)
+                for label in labels:
+                    column = row.index(label, column)
+                    starts.append(column)
+                    column += len(label)
+                return at, labels, starts
+    return None
+
+
+def _selected(marked_row: str, starts: list[int]) -> int | None:
+    """Which button (1..N) of a row drawn with attributes is selected: the one drawn on the
+    colour of the frame bar that starts the row, when exactly one is."""
+    cells = _colours(marked_row)
+    bar = next((fg for ch, fg, _ in cells if ch in _BARS), None)
+    if bar is None or any(start >= len(cells) for start in starts):
+        return None
+    on_bar = [n for n, start in enumerate(starts, 1) if cells[start][2] == bar]
+    return on_bar[0] if len(on_bar) == 1 else None
+
+
+def _colours(raw: str) -> list[tuple[str, str | None, str | None]]:
+    """The characters of a row captured with attributes, each with its foreground and
+    background colour (SGR parameters as written, e.g. ``5;215``; None: the default)."""
+    from cafleet.delivery import screen
+
+    ansi = screen._regex(screen._ANSI)
+    cells: list[tuple[str, str | None, str | None]] = []
+    fg = bg = None
+    i = 0
+    while i < len(raw):
+        found = ansi.match(raw, i) if raw[i] == "\x1b" else None
+        if found is None:
+            cells.append((raw[i], fg, bg))
+            i += 1
+            continue
+        sequence = found.group(0)
+        i = found.end()
+        if not (sequence.startswith("\x1b[") and sequence.endswith("m")):
+            continue
+        codes = (sequence[2:-1] or "0").replace(":", ";").split(";")
+        k = 0
+        while k < len(codes):
+            code = codes[k]
+            if code in ("38", "48"):
+                width = 2 if codes[k + 1 : k + 2] == ["5"] else 4 if codes[k + 1 : k + 2] == ["2"] else 0
+                colour = ";".join(codes[k + 1 : k + 2 + width])
+                if code == "38":
+                    fg = colour
+                else:
+                    bg = colour
+                k += width + 1
+                continue
+            if code in ("0", ""):
+                fg = bg = None
+            elif code == "39":
+                fg = None
+            elif code == "49":
+                bg = None
+            elif code.isdigit() and (30 <= int(code) <= 37 or 90 <= int(code) <= 97):
+                fg = code
+            elif code.isdigit() and (40 <= int(code) <= 47 or 100 <= int(code) <= 107):
+                bg = str(int(code) - 10)  # the same colour as its foreground code names it
+            k += 1
+    return cells
 
 
 def _options(rows: list[str]) -> tuple[tuple[int, str], ...]:
@@ -175,5 +298,17 @@ def _option(row: str) -> tuple[int | None, str]:
 
 
 def keys_for(agent: str, choice: int) -> tuple[str, bool]:
-    """(text to type, whether Enter follows) to pick option ``choice`` in ``agent``'s dialog."""
+    """(text to type, whether Enter follows) to pick numbered option ``choice`` in
+    ``agent``'s dialog."""
     return str(choice), agent == "standin"
+
+
+def moves(agent: str, seen: Dialog, choice: int) -> tuple[str, int] | None:
+    """(arrow key, presses) that move the selection of ``seen``'s buttons to ``choice``
+    (no presses when it is selected already), or None when the screen does not tell which
+    button is selected or ``agent`` has no arrow keys for its buttons."""
+    arrows = ARROWS.get(agent)
+    if arrows is None or seen.numbered or seen.selected is None:
+        return None
+    steps = choice - seen.selected
+    return (arrows[1] if steps >= 0 else arrows[0]), abs(steps)

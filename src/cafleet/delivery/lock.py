@@ -169,6 +169,11 @@ class GuardedMux:
         self._held.check()
         self._mux.press_backspace(pane_id, count)
 
+    def press_arrow(self, pane_id: str, direction: str, count: int) -> None:
+        self._held.check()
+        self.typed = True
+        self._mux.press_arrow(pane_id, direction, count)
+
 
 def lock_path(lock_dir: str | os.PathLike[str], backend: str, session: str, pane_id: str) -> Path:
     """The lock file for a placement key (pure: nothing is created)."""

@@ -232,10 +232,16 @@ class Noticer:
             shown_lines += (
                 f"\n({dialog.ESCAPE_OPEN}U+XXXX{dialog.ESCAPE_CLOSE}: a character the screen does not draw as itself.)"
             )
-        if seen.options:
+        if seen.options and seen.numbered:
             answer = (
                 f"Answer it: `cafleet member answer {member_id} CHOICE --dialog {seen.digest}` "
                 f"(CHOICE: {seen.choices()}), or in pane {render.inline(pane)}."
+            )
+        elif seen.options:
+            buttons = ", ".join(f"{number} {label}" for number, label in seen.options)
+            answer = (
+                f"Answer it: `cafleet member answer {member_id} CHOICE --dialog {seen.digest}` "
+                f"(CHOICE: its buttons numbered left to right: {buttons}), or in pane {render.inline(pane)}."
             )
         else:
             answer = f"It has no numbered option: answer it in pane {render.inline(pane)}."

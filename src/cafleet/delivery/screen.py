@@ -61,9 +61,9 @@ Sources of the cues (screen text read, never code copied):
   last submitted line is the last ``›`` row: hence codex's ``composer_window``).
 * opencode: its TUI source (anomalyco/opencode, routes/session/permission.tsx,
   question.tsx, component/prompt): the permission prompt ``△ Permission required`` with
-  the buttons ``Allow once  Allow always  Reject`` and the follow-up ``Reject
-  permission`` (the ``△`` is optional: it stays undrawn when keys reached opencode before
-  it started); the question dialog (``3. Type your own answer``, ``↑↓ select  enter
+  the buttons ``Allow once  Allow always  Reject`` and the follow-ups ``Reject
+  permission`` and ``Always allow`` (buttons ``Confirm  Cancel``, recorded from 1.18.33)
+  (the ``△`` is optional: it stays undrawn when keys reached opencode before it started); the question dialog (``3. Type your own answer``, ``↑↓ select  enter
   submit  esc dismiss``), which 1.18.33 draws in the prompt box's own ``┃`` frame, as
   recorded in tests/fixtures/screens (its ``question`` tool is offered to the TUI with
   ``OPENCODE_ENABLE_QUESTION_TOOL`` and a ``question: allow`` permission); the
@@ -186,6 +186,9 @@ CUES: dict[str, AgentCues] = {
             (r"^[\s┃]*(△\s*)?Permission required", 30),
             (r"^[\s┃]*Allow once\s+Allow always\s+Reject", 30),
             (r"^[\s┃]*(△\s*)?Reject permission", 30),
+            # the confirmation "Allow always" leads to: its title and its two buttons
+            (r"^[\s┃]*(△\s*)?Always allow$", 30),
+            (r"^[\s┃]*Confirm\s+Cancel(\s{2,}|$)", 30),
             (r"^[\s┃]*\d+\.\s+Type your own answer", 30),
             (r"^[\s┃]*↑↓\s+select", 30),
         ),
@@ -198,6 +201,7 @@ CUES: dict[str, AgentCues] = {
         empty=(r'^(Ask anything|Run a command)(\.\.\.|…) ".*"$',),
         box_dialog=(
             (r"^\s*┃\s*(△\s*)?Permission required$", r"^\s*┃\s+Allow once\s+Allow always\s+Reject\b"),
+            (r"^\s*┃\s*(△\s*)?Always allow$", r"^\s*┃\s+Confirm\s+Cancel\b"),
             (r"^\s*┃\s*1\.\s", r"^\s*┃\s*↑↓\s+select\b"),  # the question dialog (1.18.33)
         ),
         box_edge=r"^\s*╹▀+$",

@@ -108,6 +108,10 @@ class Multiplexer(Protocol):
     def press_backspace(self, pane_id: str, count: int) -> None:
         """Send ``count`` BackSpace key presses (to remove text cafleet typed itself)."""
 
+    def press_arrow(self, pane_id: str, direction: str, count: int) -> None:
+        """Send ``count`` presses of the arrow key ``direction`` (``left``, ``right``, ``up``
+        or ``down``): how an agent's dialog without numbered options moves its selection."""
+
     def pane_dead(self, pane_id: str) -> bool:
         """Whether the pane still exists but its program has exited."""
 

@@ -464,6 +464,13 @@ class Herdr:
         for done in range(0, count, 200):
             self._on_pane(pane_id, ["pane", "send-keys", pane_id, *["backspace"] * min(200, count - done)])
 
+    def press_arrow(self, pane_id: str, direction: str, count: int) -> None:
+        if direction not in ("left", "right", "up", "down"):
+            raise ValueError(f"no arrow key {direction!r}")
+        self._verify(pane_id)
+        for done in range(0, count, 200):
+            self._on_pane(pane_id, ["pane", "send-keys", pane_id, *[direction] * min(200, count - done)])
+
     # -- supervision ---------------------------------------------------------------------
 
     def _process_info(self, pane_id: str) -> dict[str, Any]:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 _CHUNK_BYTES = 8192
 _GUARDED_CHUNK_BYTES = 2048  # quoted inside an if-shell command: up to 4x longer, still < 16 KiB
 _MISMATCH = "cafleet-pane-identity-mismatch"
+ARROWS = {"left": "Left", "right": "Right", "up": "Up", "down": "Down"}  # press_arrow's keys, as send-keys names them
 _BATCH_BYTES = 12 * 1024  # the words of one batched read (inspect_many): inside the 16 KiB bound with room to spare
 CONNECT_GRACE = 5.0  # extra seconds a call to another host may take: the first one opens the connection
 IDENTITY_FORMAT = "#{pid}:#{start_time}:#{pane_pid}"
@@ -568,6 +569,13 @@ class Tmux:
     def press_backspace(self, pane_id: str, count: int) -> None:
         for done in range(0, count, 200):
             self._on_pane_guarded(pane_id, ["send-keys", "-t", pane_id, *["BSpace"] * min(200, count - done)])
+
+    def press_arrow(self, pane_id: str, direction: str, count: int) -> None:
+        key = ARROWS.get(direction)
+        if key is None:
+            raise ValueError(f"no arrow key {direction!r}")
+        for done in range(0, count, 200):
+            self._on_pane_guarded(pane_id, ["send-keys", "-t", pane_id, *[key] * min(200, count - done)])
 
     # -- supervision ---------------------------------------------------------------------
 

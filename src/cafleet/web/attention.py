@@ -8,9 +8,10 @@ unnotified for longer than `fleet watch`'s default interval, found by the same q
 retries use (``broker.notifications.stale_notifications``). Each item carries the command
 `fleet watch` suggests for it.
 
-A blocked member's item also carries its dialog (``dialog``: the visible text, the
-numbered options and the digest, :mod:`cafleet.delivery.dialog`; one more screen read per
-blocked member), which the page shows with one button per option; a button posts to
+A blocked member's item also carries its dialog (``dialog``: the visible text, the options
+and the digest, :mod:`cafleet.delivery.dialog`; options without numbers on the screen, such as
+opencode's permission buttons, numbered 1..N left to right, with ``numbered`` false; one more
+screen read per blocked member), which the page shows with one button per option; a button posts to
 ``/api/members/{id}/answer`` with the digest, the same answer path as ``cafleet member
 answer`` (:mod:`cafleet.delivery.answer`), so a dialog that changed meanwhile is refused.
 
@@ -103,19 +104,9 @@ def open_notices(store: Store, fleet_id: int, settings: config.Settings | None) 
 def dialog_of(store: Store, member_id: int) -> dict | None:
     """The dialog on a blocked member's screen, for its buttons; None when the screen can
     no longer be read or shows no dialog now (answered meanwhile)."""
-    from cafleet.broker import members
-    from cafleet.delivery import dialog
-    from cafleet.delivery.placement import reach
-    from cafleet.errors import CafleetError
+    from cafleet.delivery.answer import dialog_on
 
-    try:
-        placement = members.get_member(store, member_id)["placement"]
-        if placement is None or placement["pane_id"] is None:
-            return None
-        shown = dialog.capture(reach(placement), placement["pane_id"])  # as the notice reads it
-    except (CafleetError, OSError):
-        return None
-    seen = dialog.read(placement["coding_agent"], shown)
+    seen = dialog_on(store, member_id)
     return None if seen is None else seen.as_json()
 
 

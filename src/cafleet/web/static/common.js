@@ -25,9 +25,10 @@ async function api(path, options) {
 const LOGIN_NEEDED = "Not logged in: open the login link that `cafleet server` printed when it started.";
 
 // A blocked member's dialog (its visible text, as the server escaped it) and one button per
-// numbered option; a button answers through the same path as `cafleet member answer`, with
-// the dialog's digest and the label it shows, so a dialog that changed meanwhile is refused
-// and nothing is sent.
+// option (a dialog whose options the screen draws without numbers has them numbered 1..N
+// left to right, as the notice numbers them); a button answers through the same path as
+// `cafleet member answer`, with the dialog's digest and the label it shows, so a dialog that
+// changed meanwhile is refused and nothing is sent.
 function dialogBox(memberId, dialog) {
   const box = el("div", "attention-dialog");
   box.dataset.digest = dialog.digest;
@@ -43,6 +44,9 @@ function dialogBox(memberId, dialog) {
   }
   buttons.append(status);
   box.append(buttons);
+  if (dialog.numbered === false && dialog.options.length) {
+    box.append(el("span", "attention-dialog-hint muted", "its buttons, numbered left to right"));
+  }
   return box;
 }
 
