@@ -130,18 +130,6 @@ def look(driven, times: int = 1) -> list[dict]:
     return [r for r in polled.json() if r.get("kind") == "awaiting_user"]
 
 
-def ask_permission(driven, made) -> tuple[int, str]:
-    member_id, pane = driven.asker()
-    driven.script_permission(str(made))
-    driven.type_keys(pane, "make a file")
-    driven.wait_screen(pane, lambda s: "make a file" in driven.box(s), 20, "the typed prompt")
-    driven.press(pane, "Enter")
-    driven.wait_screen(
-        pane, lambda s: driven.classify(s) == screen.PaneState.AWAITING_USER, TURN_TIMEOUT, "the permission dialog"
-    )
-    return member_id, pane
-
-
 def test_each_real_agents_dialog_gets_one_notice_whose_digest_answers_it(driven):
     """The digest covers the agent's whole visible screen: it must not change while the same
     dialog stays up, or every look would notice it again and every answer be refused. Three
@@ -150,7 +138,7 @@ def test_each_real_agents_dialog_gets_one_notice_whose_digest_answers_it(driven)
     once", the command runs)."""
     fleet, agent = driven.fleet, driven.agent
     made = driven.workdir / "made-by-the-agent"
-    member_id, pane = ask_permission(driven, made)
+    member_id, pane = driven.ask_permission(str(made))
     [notice] = look(driven, 3)
     assert notice["notice"]["member_id"] == member_id
     digest = notice["notice"]["dialog"]
@@ -214,7 +202,7 @@ def test_opencodes_permission_buttons_are_answered_with_member_answer(opencode, 
     rejection as the command's result)."""
     driven, fleet = opencode, opencode.fleet
     made = driven.workdir / "made-by-the-agent"
-    member_id, pane = ask_permission(driven, made)
+    member_id, pane = driven.ask_permission(str(made))
     [notice] = look(driven)
     number = {"Allow once": "1", "Allow always": "2", "Reject": "3"}[button]
     digest = notice["notice"]["dialog"]

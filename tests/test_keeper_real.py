@@ -125,15 +125,8 @@ def test_a_send_right_after_member_create_reaches_the_model_once_while_the_direc
 @real_agent
 def test_b_a_preview_held_by_a_permission_prompt_follows_the_persons_answer(driven):
     log = driven.running_keeper()["log"]
-    member_id, pane = driven.asker()
     made = driven.workdir / "made-by-the-agent"
-    driven.script_permission(str(made))
-    driven.type_keys(pane, "make a file")
-    driven.wait_screen(pane, lambda s: "make a file" in driven.box(s), 20, "the typed prompt")
-    driven.press(pane, "Enter")
-    driven.wait_screen(
-        pane, lambda s: driven.classify(s) == screen.PaneState.AWAITING_USER, TURN_TIMEOUT, "the permission dialog"
-    )
+    member_id, pane = driven.ask_permission(str(made))
     sent = driven.send(member_id, "Are you there?")
     message_id = sent["message_id"]
     assert sent["notified"] is False and "awaiting its user" in sent["err"], sent

@@ -17,7 +17,6 @@ import time
 
 import pytest
 
-from cafleet.delivery import screen
 from tests.support.agent_drivers import TURN_TIMEOUT, keeper_fleet, missing
 from tests.support.http_receiver import Receiver
 from tests.support.tmux_fixtures import wait_for
@@ -35,15 +34,8 @@ def test_claudes_permission_dialog_is_posted_with_its_text_within_75_s(tmp_path)
     try:
         with keeper_fleet("claude", tmp_path, None, None, {"CAFLEET_NOTIFY_URL": receiver.url()}) as driven:
             fleet = driven.fleet
-            member_id, pane = driven.asker()
             made = driven.workdir / "made-by-claude"
-            driven.script_permission(made.name)  # claude runs in the workdir: a short line, never wrapped
-            driven.type_keys(pane, "make a file")
-            driven.wait_screen(pane, lambda s: "make a file" in driven.box(s), 20, "the typed prompt")
-            driven.press(pane, "Enter")
-            driven.wait_screen(
-                pane, lambda s: driven.classify(s) == screen.PaneState.AWAITING_USER, TURN_TIMEOUT, "the dialog"
-            )
+            member_id, pane = driven.ask_permission(made.name)  # claude runs in the workdir: a short line
             drawn = time.time()
             [request] = wait_for(receiver.ok, timeout=POSTED_WITHIN, interval=0.2, what="the dialog's notice posted")
             assert request["at"] - drawn <= POSTED_WITHIN

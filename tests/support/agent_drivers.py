@@ -123,6 +123,18 @@ class Driven:
         """The model's next turn calls the shell to ``touch path`` (a permission dialog)."""
         raise NotImplementedError
 
+    def ask_permission(self, path: str) -> tuple[int, str]:
+        """A new asker, prompted until its permission dialog for ``touch path`` is drawn."""
+        member_id, pane = self.asker()
+        self.script_permission(path)
+        self.type_keys(pane, "make a file")
+        self.wait_screen(pane, lambda s: "make a file" in self.box(s), 20, "the typed prompt")
+        self.press(pane, "Enter")
+        self.wait_screen(
+            pane, lambda s: self.classify(s) == screen.PaneState.AWAITING_USER, TURN_TIMEOUT, "the permission dialog"
+        )
+        return member_id, pane
+
     def allow_every_command(self) -> None:
         """Members started from now on run every shell command without asking."""
         raise NotImplementedError
