@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
 from cafleet.broker import fleets, members, messages  # noqa: E402
 from cafleet.store import sqlite  # noqa: E402
-from cafleet.store.connection import open_store  # noqa: E402
+from cafleet.store.engines import open_store  # noqa: E402
 
 
 def writer(path, ids, seconds, out):

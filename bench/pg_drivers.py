@@ -157,7 +157,7 @@ def main() -> None:
     from bench.hot_commands import bench_fleet, run_plan
     from cafleet.broker import messages
     from cafleet.store import postgres
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
     from tests.support.postgres import Cluster, missing_reason
 
     reason = missing_reason()

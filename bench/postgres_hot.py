@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 
 from bench.hot_commands import bench_fleet, cafleet_bin, run_plan  # noqa: E402
 from cafleet.broker import messages  # noqa: E402
-from cafleet.store.connection import open_store  # noqa: E402
+from cafleet.store.engines import open_store  # noqa: E402
 
 
 def build(url: str, acks: int):

@@ -37,7 +37,7 @@ WRITER = r"""
 import sys, time
 sys.path.insert(0, sys.argv[3])
 from cafleet.broker import fleets, members, messages
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 store = open_store(sys.argv[1])
 store.conn.execute("PRAGMA wal_autocheckpoint=0")
 fleet = fleets.create_fleet(store, name="b", coding_agent="claude", backend="tmux",

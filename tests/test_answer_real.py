@@ -39,7 +39,7 @@ def notice_of(fleet, member_id: int) -> dict:
     """The awaiting_user notice the keeper posts for the member: its noticer, one look."""
     from cafleet.config import Settings
     from cafleet.delivery.notices import Noticer
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     store = open_store(fleet.db)
     try:
@@ -112,7 +112,7 @@ def test_each_real_agents_dialog_gets_one_notice_whose_digest_answers_it(driven)
     has buttons, not numbered options, and its notice says so."""
     from cafleet.config import Settings
     from cafleet.delivery.notices import Noticer
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     fleet, agent = driven.fleet, driven.agent
     member_id, pane = driven.asker()

@@ -40,7 +40,7 @@ CORE = {
     "cafleet.store",
     "cafleet.store.connection",
     "cafleet.store.diagnosis",
-    "cafleet.store.faults",
+    "cafleet.store.engines",  # the chooser (store/connection.py took in store/faults.py: as many modules as before)
     "cafleet.store.schema",
     "cafleet.store.sqlite",
     "cafleet.broker",
@@ -217,7 +217,7 @@ def test_postgres_path_loads_libpq_through_cafleets_binding_and_no_driver(env, t
     """On PostgreSQL a hot command loads libpq through cafleet's thin binding
     (cafleet.store.libpq, ctypes): no driver package, and no Python ``ssl`` (libpq does TLS)."""
     from cafleet.broker import fleets
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     url = pg_cluster.fresh_database()
     store = open_store(url)
@@ -236,7 +236,7 @@ def test_postgres_path_loads_libpq_through_cafleets_binding_and_no_driver(env, t
 
 def test_a_quiet_database_never_loads_the_log_check(env, tmp_path):
     """With no other connection the last one removed the -wal: one stat, no import."""
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     path = str(tmp_path / "quiet.db")
     open_store(path).close()

@@ -18,7 +18,7 @@ import pytest
 from cafleet.cli.context import Context
 from cafleet.cli.main import main
 from cafleet.store import schema
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 from tests.conftest import FleetBuilder, Result
 
 SIDES = ("", "-wal", "-shm", "-journal")
@@ -223,7 +223,7 @@ def test_damaged_page_is_a_503_in_the_webui(env, db_path):
     messages.send(store, m1, m2, "hello")
     store.close()
     damage_table(db_path, "messages")
-    config = WebConfig(db_path=db_path, allowed_hosts=allowed_hosts("127.0.0.1", 8000, True), environ=env)
+    config = WebConfig(database=db_path, allowed_hosts=allowed_hosts("127.0.0.1", 8000, True), environ=env)
     with TestClient(create_app(config), base_url="http://127.0.0.1:8000", raise_server_exceptions=False) as client:
         response = client.get(f"/api/members/{m2}/inbox")
     assert response.status_code == 503, response.text
@@ -511,7 +511,7 @@ def test_writers_queue_serialises_concurrent_writers(env, db_path):
     fleet_id, director, (m1, m2) = FleetBuilder(store).fleet()
     store.close()
     script = (
-        "import sys\nfrom cafleet.store.connection import open_store\nfrom cafleet.broker import messages\n"
+        "import sys\nfrom cafleet.store.engines import open_store\nfrom cafleet.broker import messages\n"
         "s = open_store(sys.argv[1])\n"
         "for i in range(20):\n    messages.send(s, int(sys.argv[2]), int(sys.argv[3]), f'{sys.argv[4]}-{i}')\n"
         "s.close()\n"

@@ -50,7 +50,7 @@ def one_error_line(result, code: int) -> str:
 
 @pytest.fixture
 def client(db_path, store, env):
-    app = create_app(WebConfig(db_path=db_path, allowed_hosts=allowed_hosts("127.0.0.1", 8000, True), environ=env))
+    app = create_app(WebConfig(database=db_path, allowed_hosts=allowed_hosts("127.0.0.1", 8000, True), environ=env))
     with TestClient(app, base_url=BASE, raise_server_exceptions=False) as test_client:
         yield test_client
 

@@ -39,10 +39,6 @@ def _secret_key(key: str) -> bool:
     return unquote(key).lower() in ("password", "sslpassword")
 
 
-def is_url(location: str) -> bool:
-    return location.startswith(("postgresql://", "postgres://"))
-
-
 def redact(text: str) -> str:
     """``text`` with every password it spells (userinfo, query parameter, keyword) as ``***``."""
     if "://" not in text and "password" not in text.lower():
@@ -184,15 +180,3 @@ def write_private(folder: str, name: str, content: str) -> str:
     except OSError as error:
         raise ConfigError(f"cannot write {path} ({error.strerror}).") from None
     return path
-
-
-def member_url(url: str, environ) -> str:
-    """The database location a member's pane on this machine gets: ``url`` itself when it
-    carries no password, else the URL without it and naming a private pgpass file."""
-    if not is_url(url):
-        return url
-    bare, password = split_password(url)
-    if password is None:
-        return bare
-    path = write_private(private_dir(environ), passfile_name(url), pgpass_line(password))
-    return with_passfile(bare, path)

@@ -145,7 +145,7 @@ def _serve(ctx: Context, sock: socket.socket, host: str, port: int, loopback: bo
     from cafleet.web.security import allowed_hosts
 
     config = WebConfig(
-        db_path=ctx.db_path,
+        database=ctx.database,
         allowed_hosts=allowed_hosts(host, port, loopback),
         environ=ctx.environ,
         busy_timeout=ctx.busy_timeout,

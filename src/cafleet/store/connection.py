@@ -17,17 +17,161 @@ import os
 
 from cafleet import clock
 from cafleet.errors import DatabaseError, DatabaseGone
-from cafleet.store import ReadSnapshot, diagnosis, faults, is_postgres_url, schema, sqlite as sqlite3
+from cafleet.store import (
+    DEFAULT_BUSY_TIMEOUT,
+    ReadSnapshot,
+    diagnosis,
+    keeper_base,
+    schema,
+    sqlite as sqlite3,
+)
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.faults import Hooks
-    from cafleet.store.protocol import Problem, Store as StoreInterface, Trigger
+    from cafleet.store.protocol import KeeperRecord, LockSpace, Problem, Store as StoreInterface, Trigger
 
-DEFAULT_BUSY_TIMEOUT = 5.0
 # The oldest SQLite that reads every statement cafleet sends: UPDATE ... RETURNING (ACK).
 # Python uses the system's libsqlite3 (docs/storage.md "Which SQLite").
 MIN_SQLITE = (3, 35)
+
+
+# --- what a failed SQLite call means, told by SQLite's own error name -----------------------
+# Every SQLite exception carries ``sqlite_errorname`` (``SQLITE_FULL``, ``SQLITE_BUSY``,
+# ``SQLITE_CORRUPT``, ``SQLITE_READONLY_ROLLBACK``...). cafleet classifies by that name,
+# never by the wording of the message, and turns each class into one line that says what
+# is wrong with the file or its folder and what to do. The advice never suggests moving a
+# healthy file away: a full disk or a read-only folder is not a damaged database.
+
+
+class StorageFault(DatabaseError):
+    """The file system or the file failed under a healthy format (full, read-only, I/O,
+    damaged page). ``fix`` is the advice `cafleet doctor` prints."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
+def errorname(exc: BaseException) -> str:
+    return getattr(exc, "sqlite_errorname", None) or ""
+
+
+def base_name(exc: BaseException) -> str:
+    """``SQLITE_IOERR_WRITE`` -> ``SQLITE_IOERR``: the primary result code's name."""
+    name = errorname(exc)
+    parts = name.split("_")
+    return "_".join(parts[:2]) if len(parts) > 2 else name
+
+
+# The file system or the process environment failed; the format may be fine.
+ENVIRONMENT = frozenset(
+    (
+        "SQLITE_BUSY",
+        "SQLITE_LOCKED",
+        "SQLITE_FULL",
+        "SQLITE_IOERR",
+        "SQLITE_CANTOPEN",
+        "SQLITE_READONLY",
+        "SQLITE_PERM",
+        "SQLITE_NOMEM",
+        "SQLITE_AUTH",
+        "SQLITE_NOLFS",
+        "SQLITE_PROTOCOL",
+    )
+)
+
+
+def is_environment(exc: BaseException) -> bool:
+    return base_name(exc) in ENVIRONMENT
+
+
+def _disk_full(path: str) -> bool:
+    try:
+        stats = os.statvfs(os.path.dirname(path) or "/")
+    except OSError:
+        return False
+    return stats.f_bavail == 0 or (stats.f_files > 0 and stats.f_favail == 0)
+
+
+def _folder_read_only(path: str) -> bool:
+    folder = os.path.dirname(path) or "/"
+    return os.path.isdir(folder) and not os.access(folder, os.W_OK | os.X_OK)
+
+
+def full(path: str) -> StorageFault:
+    return StorageFault(
+        f"disk full: database {path} cannot be written; free space on its file system and try again.",
+        f"free space on the file system holding {path}; the database itself is fine, do not move it away",
+    )
+
+
+def translate(exc: BaseException, path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> DatabaseError:
+    """One line for a failed SQLite call on ``path``; the error keeps SQLite's base error
+    name as ``sqlite_base`` (SQLITE_CANTOPEN, ...) for callers that retry a transient one."""
+    error = _translate(exc, path, busy_timeout)
+    error.sqlite_base = base_name(exc)  # type: ignore[attr-defined]
+    error.sqlite_name = errorname(exc)  # type: ignore[attr-defined]
+    return error
+
+
+# Another process is opening the file at this moment: its log index (-shm) is being made
+# or recovered, which a connection that may not write the index cannot wait out by itself.
+OPENING_ELSEWHERE = frozenset(("SQLITE_READONLY_RECOVERY", "SQLITE_READONLY_CANTINIT", "SQLITE_BUSY_RECOVERY"))
+
+
+def _translate(exc: BaseException, path: str, busy_timeout: float) -> DatabaseError:
+    name = errorname(exc)
+    base = base_name(exc)
+    if name in OPENING_ELSEWHERE:
+        return DatabaseError(f"database {path} is being opened by another process ({name}); try again.")
+    if base in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+        return DatabaseError.locked(path, busy_timeout)
+    if base == "SQLITE_FULL" or (base in ("SQLITE_IOERR", "SQLITE_CANTOPEN") and _disk_full(path)):
+        return full(path)
+    if base in ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH"):
+        folder = os.path.dirname(path) or "/"
+        if _folder_read_only(path):
+            return StorageFault(
+                f"the database folder {folder} is read-only; cafleet writes {os.path.basename(path)} and its "
+                "-wal and -shm files there, so make the folder writable or choose another CAFLEET_DATABASE_URL.",
+                f"make {folder} writable (the database itself is fine, do not move it away)",
+            )
+        if base == "SQLITE_CANTOPEN":
+            return StorageFault(
+                f"cannot open database {path}; check that the folder exists and is writable.",
+                f"check that {folder} exists and is writable",
+            )
+        return StorageFault(
+            f"database {path} is read-only; check the file and folder permissions.",
+            f"make {path} and its folder writable",
+        )
+    if base == "SQLITE_IOERR":
+        return StorageFault(
+            f"disk I/O error on database {path} ({name}); check the disk and its free space, then try again.",
+            f"check the disk holding {path}",
+        )
+    if base == "SQLITE_CONSTRAINT":  # a UNIQUE index, a trigger's RAISE, a foreign key
+        from cafleet.errors import constraint_refused
+
+        return constraint_refused(path, str(exc))
+    if base in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
+        return StorageFault(
+            f"database {path} is damaged ({exc}); cafleet cannot read it. Restore it from a backup, "
+            f"or save what can be saved with `sqlite3 {path} .recover`.",
+            f"restore {path} from a backup (`sqlite3 {path} .recover` saves what is readable)",
+        )
+    return DatabaseError(f"database {path} failed: {exc}.")
+
+
+def as_database_error(exc: BaseException, path: str | None, busy_timeout: float) -> DatabaseError | None:
+    """A SQLite exception that escaped the store (raised while a cursor was being read) as
+    the same one line; ``None`` for anything else."""
+    if not errorname(exc) or path is None:
+        return None
+    if base_name(exc) == "SQLITE_CONSTRAINT":
+        return None  # a broken rule is a bug or a foreign row, not a storage fault
+    return translate(exc, path, busy_timeout)
 
 
 class Store:
@@ -37,6 +181,7 @@ class Store:
     engine = "sqlite"
     schema = "main"  # the one database of the file, as SQL qualifies a table with it
     BEGIN_READ = "BEGIN"  # a deferred transaction: its first read fixes the snapshot
+    broadcast_workers = 32  # recipients of a broadcast whose previews are typed at the same time
 
     def __init__(
         self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None, hooks: Hooks | None = None
@@ -90,6 +235,11 @@ class Store:
     def display_name(self) -> str:
         """The store as a report names it (no secret in it): the file's path."""
         return self.path
+
+    @property
+    def locks(self) -> FileLocks:
+        """The pane-input locks and the fleet keepers' locks: files beside the resolved file."""
+        return FileLocks.beside(self.path)
 
     def classify(self, exc: BaseException) -> DatabaseError | None:
         """An exception of this engine's driver that escaped :meth:`execute` (raised while a
@@ -381,10 +531,6 @@ def _rollback_quietly(conn: sqlite3.Connection) -> None:
             pass  # the original failure is the one worth reporting
 
 
-def translate(exc: sqlite3.Error, path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> DatabaseError:
-    return faults.translate(exc, path, busy_timeout)
-
-
 def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA foreign_keys=ON")
@@ -405,25 +551,18 @@ def _check_sqlite_version() -> None:
 def open_store(
     path: str,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
-    schema: str | None = None,
-    trusted_owner: str | None = None,
     hooks: Hooks | None = None,
 ) -> StoreInterface:
-    """Diagnose ``path`` and return a Store ready for use, initialising it if new/empty.
-
-    A ``postgresql://`` or ``postgres://`` URL opens the PostgreSQL store instead
-    (:mod:`cafleet.store.postgres`, imported only then; ``schema`` is its schema and
-    ``trusted_owner`` the role besides the connecting one that may own it). ``hooks``: the
-    command's test hooks (:mod:`cafleet.faults`), reached by every point through the store.
+    """Diagnose the SQLite file at ``path`` and return a Store ready for use, initialising
+    it if new/empty. The layers above open a store with
+    :func:`cafleet.store.engines.open_store`, which chooses the engine by the location.
+    ``hooks``: the command's test hooks (:mod:`cafleet.faults`), reached by every point
+    through the store.
 
     An existing file is diagnosed through a connection that cannot write (see
     :func:`_diagnose_read_only`); only a file that passed is opened for writing, so a
     refused file and its ``-wal``, ``-shm`` and ``-journal`` stay byte-identical.
     """
-    if is_postgres_url(path):
-        from cafleet.store import postgres
-
-        return postgres.open_store(path, busy_timeout, schema, trusted_owner, hooks)
     _check_sqlite_version()
     state = diagnosis.read_header_state(path)
     if state == diagnosis.MISSING:
@@ -480,9 +619,9 @@ def diagnose_open(
             raise diagnosis.not_cafleet(path)
         diagnosis.check_ledger_and_shape(conn, path)
     except sqlite3.DatabaseError as exc:
-        if faults.errorname(exc) == "SQLITE_READONLY_ROLLBACK":
+        if errorname(exc) == "SQLITE_READONLY_ROLLBACK":
             raise diagnosis.hot_journal(path) from None
-        if faults.is_environment(exc):
+        if is_environment(exc):
             raise translate(exc, path, busy_timeout) from None
         raise diagnosis.Refused(
             f"{path} cannot be read as a cafleet database ({exc}); it was left unchanged."
@@ -517,7 +656,7 @@ def _diagnose_read_only_retrying(path: str, state: str, busy_timeout: float) -> 
     process's open or close: the side files it chose its URI by can appear or vanish in
     between (SQLITE_CANTOPEN: the last connection closing removed its ``-wal`` and
     ``-shm``), or the log index is being made by the process opening the file after it
-    (SQLITE_READONLY_RECOVERY and kin, :data:`faults.OPENING_ELSEWHERE`), which this
+    (SQLITE_READONLY_RECOVERY and kin, :data:`OPENING_ELSEWHERE`), which this
     connection, not allowed to write the index, cannot do itself. A folder that really
     cannot be read still fails, after ~0.4 s."""
     import time
@@ -527,7 +666,7 @@ def _diagnose_read_only_retrying(path: str, state: str, busy_timeout: float) -> 
             return _diagnose_read_only(path, state, busy_timeout)
         except DatabaseError as error:
             transient = getattr(error, "sqlite_base", None) == "SQLITE_CANTOPEN" or (
-                getattr(error, "sqlite_name", None) in faults.OPENING_ELSEWHERE
+                getattr(error, "sqlite_name", None) in OPENING_ELSEWHERE
             )
             if pause is None or not transient:
                 raise
@@ -567,9 +706,9 @@ def _look_inside_zero_identity(conn: sqlite3.Connection, path: str, busy_timeout
         application_id = conn.execute("PRAGMA application_id").fetchone()[0]
         count = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     except sqlite3.DatabaseError as exc:
-        if faults.errorname(exc) == "SQLITE_READONLY_ROLLBACK":
+        if errorname(exc) == "SQLITE_READONLY_ROLLBACK":
             raise diagnosis.hot_journal(path) from None
-        if faults.is_environment(exc):
+        if is_environment(exc):
             raise translate(exc, path, busy_timeout) from None
         raise diagnosis.Refused(f"{path} cannot be read as a SQLite database ({exc}); it was left unchanged.") from None
     if application_id == schema.APPLICATION_ID:
@@ -577,22 +716,6 @@ def _look_inside_zero_identity(conn: sqlite3.Connection, path: str, busy_timeout
     if application_id == 0 and count == 0:
         return diagnosis.EMPTY
     raise diagnosis.not_cafleet(path)
-
-
-def add_auxiliary_indexes(store: StoreInterface) -> list[str]:
-    """Create every auxiliary table and index of cafleet's that the database lacks
-    (``cafleet setup``); returns the names created, tables first. One write transaction of
-    their own; the ledger and required shape are unchanged. A table or index of that name
-    with another definition is left as it is (``cafleet doctor`` reports it)."""
-    problems = store.auxiliary_problems()
-    tables = [name for name in schema.AUX_TABLES if problems.get(name) == "missing"]
-    indexes = [  # an index over a missing table is not reported on its own: it comes with it
-        index.name
-        for index in schema.DECLARED_AUX_INDEXES
-        if problems.get(index.name) == "missing" or schema.COMES_WITH.get(index.name) in tables
-    ]
-    missing = tables + indexes
-    return store.create_auxiliary(missing) if missing else []
 
 
 _URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-~")
@@ -643,7 +766,219 @@ def _initialise(conn: sqlite3.Connection, path: str, busy_timeout: float) -> Non
         raise translate(exc, path, busy_timeout) from None
 
 
-if TYPE_CHECKING:  # the type checker holds the SQLite store to the one interface
+# --- the lock space: flock'd files beside the file -------------------------------------------
+
+
+class FileLocks:
+    """The lock space of a SQLite file (docs/delivery.md): ``flock``'d files in ``folder``,
+    kept beside the *resolved* database file (:meth:`beside`), so every spelling of one
+    database (a symlink, ``..``) meets on one lock per pane, as SQLite puts its own
+    -wal/-shm beside the resolved file. ``flock`` belongs to the open file, so the kernel
+    releases it when the holder exits or is killed, however it dies, and a living holder
+    never loses it. Lock files are never deleted: removing one while another process
+    waits on its descriptor would let two holders in at once (the classic unlink race),
+    and a file per pane ever used costs nothing."""
+
+    __slots__ = ("folder",)
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = os.fspath(folder)
+
+    @classmethod
+    def beside(cls, path: str) -> FileLocks:
+        """The lock space of the database file at ``path``: ``locks`` beside the resolved file."""
+        return cls(os.path.join(os.path.dirname(os.path.realpath(path)), "locks"))
+
+    def pane_path(self, backend: str, session: str, pane_id: str) -> str:
+        """The lock file of a placement key (pure: nothing is created). Its name is a hash
+        of the key, so equal keys from any number of placements meet on the same file and
+        no session or pane string ever becomes a path."""
+        import hashlib
+
+        key = "\0".join((backend, session, pane_id)).encode("utf-8", "surrogatepass")
+        return os.path.join(self.folder, f"pane-{hashlib.sha256(key).hexdigest()[:32]}.lock")
+
+    def pane(self, backend: str, session: str, pane_id: str, hooks: Hooks | None = None) -> FileLock:  # noqa: ARG002 -- the protocol's signature; an flock has no test point
+        return FileLock(self.pane_path(backend, session, pane_id), self.folder)
+
+    def keeper(self, fleet_id: int, location_key: str, schema: str, environ) -> KeeperFiles:  # noqa: ARG002 -- the protocol's signature; the file names the database
+        return KeeperFiles(self.folder, keeper_base(self.folder, location_key, fleet_id))
+
+
+class FileLock:
+    """One pane-input lock file: :meth:`try_acquire` is one non-blocking ``flock``. The file
+    also carries a note for its holders (:meth:`read_note`, :meth:`write_note`): it is only
+    ever read or written by the lock's holder, so the note needs no lock of its own, and
+    it outlives the process that wrote it."""
+
+    __slots__ = ("path", "fd", "fix")
+    failures: tuple[type[BaseException], ...] = (OSError,)
+    can_be_lost = False  # a living holder keeps an flock
+    keeps_notes = True
+
+    def __init__(self, path: str, folder: str) -> None:
+        self.path = path
+        self.fd: int | None = None
+        self.fix = f"; {folder} must be a folder this user can write"
+
+    def open(self) -> None:
+        os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    def try_acquire(self) -> bool:
+        """One attempt at the ``flock``: False when another holds it (any other ``OSError``
+        is raised: ENOLCK, EBADF...)."""
+        import fcntl
+
+        assert self.fd is not None, "open() first"
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+    def held(self) -> bool:
+        return self.fd is not None
+
+    def read_note(self) -> bytes:
+        if self.fd is None:
+            return b""
+        try:
+            return os.pread(self.fd, 4096, 0)
+        except OSError:
+            return b""
+
+    def write_note(self, data: bytes) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, data, 0)
+        except OSError:
+            pass  # a note that cannot be kept only means a later holder does not read it
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the only descriptor releases the flock
+            self.fd = None
+
+
+class KeeperFiles:
+    """A fleet keeper's lock, record and log in a file lock space (docs/delivery.md, "The
+    fleet keeper"): an ``flock`` on ``<base>.lock``; the record, ``key value`` lines in
+    ``<base>.state``, written (atomically: a temporary file renamed over it) once the lock
+    is held and removed when it is let go, whose modification time is the heartbeat (no
+    write to the database, so no other process's change waiter wakes for it); the log
+    ``<base>.log``. A record can outlive a keeper killed with SIGKILL, so it carries the
+    holder's process start time for the reader to check."""
+
+    __slots__ = ("folder", "lock_path", "state_path", "log_path", "fd", "record")
+
+    def __init__(self, folder: str, base: str) -> None:
+        self.folder = folder
+        self.lock_path, self.state_path, self.log_path = base + ".lock", base + ".state", base + ".log"
+        self.fd: int | None = None
+        self.record: dict[str, str] | None = None
+
+    def unwritable(self, error: OSError) -> str:
+        return (
+            f"its lock folder {self.folder} cannot be written ({error}); "
+            "make it a writable folder (it holds the pane-input locks and the keeper's lock and log)"
+        )
+
+    def holder(self, store: StoreInterface) -> KeeperRecord | None:  # noqa: ARG002 -- the protocol's signature; the record is a file
+        record = read_record(self.state_path)
+        if record is None:
+            return None
+        try:
+            pid, start = int(record["pid"]), record["start"]
+        except (KeyError, ValueError):
+            return None
+        try:
+            import time
+
+            age: float | None = max(0.0, time.time() - os.stat(self.state_path).st_mtime)  # the heartbeat
+        except OSError:
+            age = None  # removed as it was read: its keeper is ending
+        return {
+            "pid": pid,
+            "start": start,
+            "since": record.get("since"),
+            "host": record.get("host"),
+            "log": record.get("log"),
+            "age": age,
+        }
+
+    def acquire(self, record: dict[str, str], busy_timeout: float) -> bool:  # noqa: ARG002 -- the protocol's signature; an flock never waits
+        import fcntl
+
+        os.makedirs(os.path.dirname(self.lock_path), mode=0o700, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self.fd = fd
+        self.record = record
+        self._write_record()
+        return True
+
+    def _write_record(self) -> None:
+        assert self.record is not None
+        temporary = f"{self.state_path}.{self.record['pid']}.tmp"
+        out = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with open(out, "w", encoding="utf-8") as handle:
+            handle.write("".join(f"{key} {value}\n" for key, value in self.record.items()))
+        os.replace(temporary, self.state_path)  # a reader sees the old record or the new one, never half
+
+    def beat(self) -> bool:
+        """The record's modification time moved (a record removed by hand is written again)."""
+        if self.fd is None:
+            return False
+        try:
+            os.utime(self.state_path)
+        except OSError:
+            try:
+                self._write_record()
+            except OSError:
+                pass  # readers see no record: "not running", which the next command's start corrects
+        return True
+
+    def alive(self) -> bool:
+        return self.fd is not None  # an flock is never lost while its holder lives
+
+    def release(self) -> None:
+        """Withdraw the record (if it is still ours) and let go of the lock."""
+        if self.fd is not None:
+            mine = read_record(self.state_path)
+            if mine is not None and self.record is not None and mine.get("pid") == self.record["pid"]:
+                try:
+                    os.unlink(self.state_path)
+                except OSError:
+                    pass
+            os.close(self.fd)  # closing the only descriptor releases the flock
+            self.fd = None
+
+
+def read_record(path: str) -> dict[str, str] | None:
+    """The ``key value`` lines of a keeper's state file; None when there is none (or it is unreadable)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(4096)
+    except OSError:
+        return None
+    record = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        record[key] = value
+    return record
+
+
+if TYPE_CHECKING:  # the type checker holds the SQLite store and its locks to the one interface
 
     def _conforms(store: Store) -> StoreInterface:
         return store
+
+    def _locks_conform(space: FileLocks) -> LockSpace:
+        return space

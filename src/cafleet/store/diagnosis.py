@@ -94,9 +94,7 @@ def hot_journal(path: str) -> Refused:
 def _no_such_object(exc: Exception) -> bool:
     """A query failed because the schema lacks what it names (SQLITE_ERROR: no such
     table/column), as opposed to a fault of the file system or of the file itself."""
-    from cafleet.store.faults import errorname
-
-    return errorname(exc) == "SQLITE_ERROR"
+    return getattr(exc, "sqlite_errorname", None) == "SQLITE_ERROR"  # SQLite's own name for the error
 
 
 def check_ledger_and_shape(conn, path: str) -> None:

@@ -38,14 +38,14 @@ from cafleet.store import libpq
 
 from cafleet import clock
 from cafleet.errors import DatabaseError, DatabaseUnreachable
-from cafleet.store import ReadSnapshot, diagnosis, schema
+from cafleet.store import ReadSnapshot, diagnosis, keeper_base, role_text, schema
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from typing import Any
 
     from cafleet.faults import Hooks
-    from cafleet.store.protocol import Problem, Store as StoreInterface, Trigger
+    from cafleet.store.protocol import KeeperRecord, LockSpace, Problem, Store as StoreInterface, Trigger
 
 DEFAULT_SCHEMA = "cafleet"
 FALLBACK_POLL = 2.0  # seconds: a waiter re-reads this often even when no notification came
@@ -231,6 +231,9 @@ class PgStore:
     )
     engine = "postgresql"
     BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ"  # one consistent view, as on SQLite
+    # Each broadcast worker holds a session and each pane-input lock is one more: 8 workers
+    # take at most 16 of a server's connections (max_connections is 100 by default).
+    broadcast_workers = 8
 
     def __init__(
         self,
@@ -367,6 +370,11 @@ class PgStore:
     def display_name(self) -> str:
         """The store as a report names it: the URL without its password, and the schema."""
         return f"{self.path} (schema {self.schema})"
+
+    @property
+    def locks(self) -> AdvisoryLocks:
+        """The pane-input locks and the fleet keepers' locks: advisory locks on the server."""
+        return AdvisoryLocks(self.url)
 
     def classify(self, exc: BaseException) -> DatabaseError | None:
         """A driver exception that escaped :meth:`execute` as cafleet's one-line error;
@@ -763,12 +771,6 @@ def check_owners(found: dict[str, dict[str, set[str]]], place: str, trusted_owne
         raise refused
 
 
-def role_text(name: str | None) -> str:
-    """A role name as a message shows it: as it is, or quoted when it would not read as one
-    word (None, a rule's absent function owner, as ``None``)."""
-    return name if name and name.isprintable() and " " not in name and '"' not in name else repr(name)
-
-
 def first_shape_problem(found: dict[str, dict[str, set[str]]]) -> str | None:
     """The first required object missing or altered (:func:`diagnosis.first_problem`)."""
     return diagnosis.first_problem(PgCatalogue(found))
@@ -1003,6 +1005,47 @@ _HOLDS_LOCK = (
 )
 
 
+class AdvisoryLocks:
+    """The lock space of a PostgreSQL database (:class:`cafleet.store.protocol.LockSpace`):
+    session advisory locks on the server, shared by every process on every host using it.
+    ``url`` is the location as given (with its password: each lock opens a session)."""
+
+    __slots__ = ("url",)
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def pane(self, backend: str, session: str, pane_id: str, hooks: Hooks | None = None) -> AdvisoryLock:
+        return AdvisoryLock(self.url, pane_key(backend, session, pane_id), hooks)
+
+    def keeper(self, fleet_id: int, location_key: str, schema_name: str, environ) -> KeeperSession:
+        folder = state_home(environ)  # the locks have no folder: the log goes to the user's state folder
+        log_path = keeper_base(folder, location_key, fleet_id) + ".log"
+        return KeeperSession(self.url, lock_key("fleet-keeper", schema_name, str(fleet_id)), folder, log_path)
+
+
+def pane_key(backend: str, session: str, pane_id: str) -> int:
+    """The advisory-lock key of a placement's pane-input lock (pure): ``host`` in it is this
+    machine's name for a local placement and empty for a remote one, whose session string
+    (``ssh://host/...``) already names its host."""
+    import socket
+
+    host = "" if session.startswith("ssh://") else socket.gethostname()
+    return lock_key("pane-input", backend, host, session, pane_id)
+
+
+def state_home(environ) -> str:
+    """``$XDG_STATE_HOME/cafleet/keepers`` (else under ``$HOME/.local/state``): where a
+    fleet keeper of a PostgreSQL database keeps its log."""
+    import os
+
+    state = environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(state):
+        home = environ.get("HOME", "")
+        state = os.path.join(home if os.path.isabs(home) else "/tmp", ".local", "state")
+    return os.path.join(state, "cafleet", "keepers")
+
+
 class AdvisoryLock:
     """A session advisory lock on its own connection: released on unlock, on close and when
     the holder dies (the server ends its session; keepalives make that seconds).
@@ -1010,7 +1053,13 @@ class AdvisoryLock:
     A session can also end under a living holder (``pg_terminate_backend``, a server
     restart, an idle timeout, keepalives giving up on a partitioned host), and with it the
     lock: :meth:`held` asks, in one round trip on the lock's own connection, whether it is
-    still held."""
+    still held. As a pane-input lock (:class:`cafleet.store.protocol.PaneLock`) it keeps no
+    note."""
+
+    failures: tuple[type[BaseException], ...] = (DatabaseError,)
+    fix = ""  # the error says what is wrong with the server
+    can_be_lost = True
+    keeps_notes = False
 
     def __init__(self, url: str, key: int, hooks: Hooks | None = None) -> None:
         self.url = url
@@ -1094,6 +1143,12 @@ class AdvisoryLock:
             return False
         return bool(row and row[0])
 
+    def read_note(self) -> bytes:
+        return b""
+
+    def write_note(self, data: bytes) -> None:
+        pass
+
     def release(self) -> None:
         if self.conn is not None:
             try:
@@ -1104,7 +1159,101 @@ class AdvisoryLock:
                 self.conn = None
 
 
-if TYPE_CHECKING:  # the type checker holds the PostgreSQL store to the one interface
+KEEPER_APP = "cafleet-keeper"  # the start of a keeper's lock session's application_name
+
+# The holder's record, and how long ago its session last ran a statement: its heartbeat.
+_KEEPER_HOLDER = (
+    "SELECT a.application_name, EXTRACT(EPOCH FROM clock_timestamp() - a.state_change)::float8 "
+    "FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND l.classid::text = ? AND l.objid::text = ?"
+)
+
+
+class KeeperSession:
+    """A fleet keeper's lock and record on PostgreSQL (docs/delivery.md, "The fleet
+    keeper"): a session advisory lock (key: BLAKE2b of ``fleet-keeper``, the schema and the
+    fleet id) held by a connection the keeper opens for nothing else, which the server
+    releases when that session ends. The record rides on the session's
+    ``application_name`` (``cafleet-keeper <pid> <since, epoch seconds> <host>``), read
+    from ``pg_locks`` and ``pg_stat_activity``, so it can never outlive its keeper; the
+    heartbeat is the session's ``state_change``, moved by a ``SELECT 1`` (the server's own
+    clock on both sides). The log is ``log_path``, in the user's state folder."""
+
+    __slots__ = ("url", "key", "folder", "log_path", "advisory")
+
+    def __init__(self, url: str, key: int, folder: str, log_path: str) -> None:
+        self.url = url
+        self.key = key
+        self.folder = folder
+        self.log_path = log_path
+        self.advisory: AdvisoryLock | None = None
+
+    def unwritable(self, error: OSError) -> str:
+        return (
+            f"its log folder {self.folder} cannot be written ({error}); "
+            "make it a writable folder, or point XDG_STATE_HOME at one"
+        )
+
+    def holder(self, store: StoreInterface) -> KeeperRecord | None:
+        unsigned = self.key & 0xFFFFFFFFFFFFFFFF
+        rows = store.execute(_KEEPER_HOLDER, (str(unsigned >> 32), str(unsigned & 0xFFFFFFFF))).fetchall()
+        if not rows:
+            return None
+        name, age = rows[0][0], rows[0][1]
+        age = None if age is None else max(0.0, float(age))  # None: a session this role may not see
+        words = (name or "").split(" ")
+        if len(words) < 3 or words[0] != KEEPER_APP or not words[1].isdigit():
+            # held, by a session whose name cannot be read
+            return {"pid": None, "since": None, "host": None, "log": self.log_path, "age": age}
+        since = None
+        try:
+            since = clock.from_epoch(float(words[2]))
+        except ValueError:
+            pass
+        return {
+            "pid": int(words[1]),
+            "since": since,
+            "host": " ".join(words[3:]) or None,
+            "log": self.log_path,
+            "age": age,
+        }
+
+    def acquire(self, record: dict[str, str], busy_timeout: float) -> bool:
+        advisory = AdvisoryLock(self.url, self.key)
+        advisory.open(busy_timeout)
+        try:
+            acquired = advisory.try_acquire_as(
+                f"{KEEPER_APP} {record['pid']} {clock.to_epoch(record['since']):.6f} {record['host']}"
+            )
+        except BaseException:
+            advisory.release()
+            raise
+        if not acquired:
+            advisory.release()
+            return False
+        self.advisory = advisory
+        return True
+
+    def beat(self) -> bool:
+        """One round trip on the lock's session: False once it is gone, and the lock with it."""
+        return self.advisory is not None and self.advisory.beat()
+
+    def alive(self) -> bool:
+        """Whether the lock's session is still open (:meth:`AdvisoryLock.alive`)."""
+        return self.advisory is not None and self.advisory.alive()
+
+    def release(self) -> None:
+        if self.advisory is not None:
+            self.advisory.release()
+            self.advisory = None
+
+
+if TYPE_CHECKING:  # the type checker holds the PostgreSQL store and its locks to the one interface
 
     def _conforms(store: PgStore) -> StoreInterface:
         return store
+
+    def _locks_conform(space: AdvisoryLocks) -> LockSpace:
+        return space
