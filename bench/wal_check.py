@@ -30,8 +30,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
-from cafleet.store import sqlite, wal  # noqa: E402
-from cafleet.store.connection import _check_log, open_store  # noqa: E402
+from cafleet.store import sqlite_driver as sqlite, wal  # noqa: E402
+from cafleet.store.sqlite import _check_log, open_store  # noqa: E402
 
 WRITER = r"""
 import sys, time
@@ -119,7 +119,7 @@ def main() -> None:
         imports = []
         for _ in range(args.runs):
             out = subprocess.run(
-                [sys.executable, "-X", "importtime", "-c", "import cafleet.store.connection, cafleet.store.wal, fcntl"],
+                [sys.executable, "-X", "importtime", "-c", "import cafleet.store.sqlite, cafleet.store.wal, fcntl"],
                 capture_output=True,
                 text=True,
                 env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "src")),

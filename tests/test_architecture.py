@@ -36,11 +36,11 @@ ENTRY_POINTS = {"cafleet.__main__": {"cli"}}  # `python -m cafleet` runs the com
 # store/engines.py, and what is the same for every engine: the schema, the interface, the
 # change waiter, the diagnosis's refusal), never an engine (docs/architecture.md).
 ENGINE_MODULES = {
-    "cafleet.store.connection",
+    "cafleet.store.sqlite",
+    "cafleet.store.sqlite_driver",
+    "cafleet.store.wal",
     "cafleet.store.postgres",
     "cafleet.store.libpq",
-    "cafleet.store.sqlite",
-    "cafleet.store.wal",
 }
 # A test of a location's scheme: the name of the one test, or a string that starts a
 # PostgreSQL URL. Only store/ asks which engine a location names; config.py (the shared

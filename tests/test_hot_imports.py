@@ -38,11 +38,11 @@ CORE = {
     "cafleet.render",
     "cafleet.validation",
     "cafleet.store",
-    "cafleet.store.connection",
-    "cafleet.store.diagnosis",
-    "cafleet.store.engines",  # the chooser (store/connection.py took in store/faults.py: as many modules as before)
-    "cafleet.store.schema",
     "cafleet.store.sqlite",
+    "cafleet.store.diagnosis",
+    "cafleet.store.engines",  # the chooser (store/sqlite.py took in store/faults.py: as many modules as before)
+    "cafleet.store.schema",
+    "cafleet.store.sqlite_driver",
     "cafleet.broker",
     "cafleet.broker.records",
     # While another connection has the log open (here: the test's own store; in a fleet,
@@ -58,7 +58,7 @@ MESSAGE = CORE | {
     "cafleet.broker.messages",
     "cafleet.broker.fleets",  # a live fleet (its Director) is checked on reads too
     "fcntl",
-}  # the writers' queue (store/connection.py)
+}  # the writers' queue (store/sqlite.py)
 MEMBER = CORE | {"cafleet.cli.member", "cafleet.broker.members", "cafleet.broker.fleets", "cafleet.broker.activity"}
 FLEET = CORE | {"cafleet.cli.fleet", "cafleet.broker.fleets"}
 SEND = MESSAGE | {
@@ -241,5 +241,5 @@ def test_a_quiet_database_never_loads_the_log_check(env, tmp_path):
     path = str(tmp_path / "quiet.db")
     open_store(path).close()
     loaded = loaded_by(dict(env, CAFLEET_DATABASE_URL=path), tmp_path, "fleet", "list")
-    assert "cafleet.store.connection" in loaded
+    assert "cafleet.store.sqlite" in loaded
     assert {"cafleet.store.wal", "fcntl"} & loaded == set()

@@ -22,7 +22,7 @@ from cafleet.broker import fleets, members, messages, notifications, timeline
 from cafleet.delivery import inbox
 from cafleet.config import Settings
 from cafleet.delivery.watch import Watcher
-from cafleet.store import connection, schema
+from cafleet.store import schema, sqlite
 from cafleet.store.engines import open_store
 
 SESSION = "$0@/nonexistent/cafleet-plans-socket"  # panes that do not exist: delivery fails fast
@@ -216,7 +216,7 @@ class Recorder:
         self.statements: list[tuple[str, str, tuple]] = []
 
     def install(self, monkeypatch) -> None:
-        original = connection.Store.execute
+        original = sqlite.SqliteStore.execute
         recorder = self
 
         def execute(store, sql, params=()):
@@ -227,7 +227,7 @@ class Recorder:
             recorder.statements.append((caller, sql, tuple(params)))
             return original(store, sql, params)
 
-        monkeypatch.setattr(connection.Store, "execute", execute)
+        monkeypatch.setattr(sqlite.SqliteStore, "execute", execute)
 
 
 @pytest.fixture

@@ -153,9 +153,9 @@ def test_parent_folder_created_on_first_use(cli, env, tmp_path):
 def test_a_sqlite_library_older_than_the_minimum_is_one_line_and_creates_nothing(cli, env, tmp_path, monkeypatch):
     """The SQL cafleet writes needs SQLite 3.35 (``UPDATE ... RETURNING``); an older system
     library (a stand-in here: this machine's is newer) is named before anything is made."""
-    from cafleet.store import sqlite
+    from cafleet.store import sqlite_driver
 
-    monkeypatch.setattr(sqlite.driver, "sqlite_version", "3.34.1")
+    monkeypatch.setattr(sqlite_driver.driver, "sqlite_version", "3.34.1")
     path = tmp_path / "new" / "x.db"
     result = cli("fleet", "list", environ=dict(env, CAFLEET_DATABASE_URL=str(path)))
     assert result.code == 1 and result.out == ""

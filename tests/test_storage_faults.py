@@ -420,7 +420,7 @@ def test_activity_walk_is_bounded_with_equal_timestamps(store, build, monkeypatc
     """Sent messages sharing one status_timestamp (a bulk import) cost one step, and the
     walk stays bounded; the answer is still the newest send."""
     from cafleet.broker import activity
-    from cafleet.store import connection
+    from cafleet.store import sqlite
 
     fleet_id, director, (m1, m2) = build.fleet()
     same = "2025-03-01T00:00:00.000000+00:00"
@@ -443,13 +443,13 @@ def test_activity_walk_is_bounded_with_equal_timestamps(store, build, monkeypatc
             rows,
         )
     calls = []
-    original = connection.Store.execute
+    original = sqlite.SqliteStore.execute
 
     def counting(self, sql, params=()):
         calls.append(sql)
         return original(self, sql, params)
 
-    monkeypatch.setattr(connection.Store, "execute", counting)
+    monkeypatch.setattr(sqlite.SqliteStore, "execute", counting)
     steps = []  # SQLite virtual-machine work, in units of 100 instructions: counts rows read
     store.conn.set_progress_handler(lambda: steps.append(1), 100)
     assert activity.last_activity(store, m1) == "2025-02-01T00:00:59.000000+00:00"

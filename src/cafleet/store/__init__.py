@@ -1,4 +1,4 @@
-"""The stores: the SQLite file (store/connection.py) and a PostgreSQL schema
+"""The stores: the SQLite file (store/sqlite.py) and a PostgreSQL schema
 (store/postgres.py), both behind one interface (store/protocol.py); the schema declared once
 (store/schema.py) and the format diagnosis that runs before any write.
 

@@ -100,7 +100,7 @@ def _no_such_object(exc: Exception) -> bool:
 def check_ledger_and_shape(conn, path: str) -> None:
     """The common case in one query: the ledger version and the stored DDL of every
     required object; anything unexpected falls back to the step-by-step checks."""
-    from cafleet.store.sqlite import OperationalError
+    from cafleet.store.sqlite_driver import OperationalError
 
     required = (*schema.TABLES.items(), *schema.INDEXES.items())
     names = tuple(name for name, _ in required)
@@ -155,7 +155,7 @@ def compare_auxiliary(found: dict, expected: dict) -> dict[str, Problem]:
 
 def check_ledger(conn, path: str) -> int:
     """Return the ledger version; refuse a newer or missing ledger before any shape check."""
-    from cafleet.store.sqlite import OperationalError
+    from cafleet.store.sqlite_driver import OperationalError
 
     try:
         row = conn.execute(f"SELECT max(version) FROM {schema.LEDGER_TABLE}").fetchone()

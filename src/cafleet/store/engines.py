@@ -3,7 +3,7 @@ location (a SQLite file's path or a ``postgresql://`` URL) without knowing which
 names. Each function imports the engine module it needs, and only for a location that
 names it: a command on a SQLite file never loads the PostgreSQL store
 (tests/test_hot_imports.py). Nothing above ``store/`` imports an engine module
-(:mod:`~cafleet.store.connection`, :mod:`~cafleet.store.postgres` and what they use) or
+(:mod:`~cafleet.store.sqlite`, :mod:`~cafleet.store.postgres` and what they use) or
 tests a location's scheme itself (tests/test_architecture.py).
 """
 
@@ -30,15 +30,15 @@ def open_store(
     """The diagnosed store at ``location``: a ``postgresql://`` or ``postgres://`` URL opens
     the PostgreSQL store (:mod:`cafleet.store.postgres`, imported only then; ``schema`` is
     its schema and ``trusted_owner`` the role besides the connecting one that may own it),
-    anything else the SQLite file (:mod:`cafleet.store.connection`). ``hooks``: the
+    anything else the SQLite file (:mod:`cafleet.store.sqlite`). ``hooks``: the
     command's test hooks (:mod:`cafleet.faults`), reached by every point through the store."""
     if is_postgres_url(location):
         from cafleet.store import postgres
 
         return postgres.open_store(location, busy_timeout, schema, trusted_owner, hooks)
-    from cafleet.store import connection
+    from cafleet.store import sqlite
 
-    return connection.open_store(location, busy_timeout, hooks)
+    return sqlite.open_store(location, busy_timeout, hooks)
 
 
 def location_identity(location: str):
@@ -47,7 +47,7 @@ def location_identity(location: str):
     is not replaced under its URL."""
     if is_postgres_url(location):
         return None
-    from cafleet.store.connection import file_identity
+    from cafleet.store.sqlite import file_identity
 
     return file_identity(location)
 
@@ -55,7 +55,7 @@ def location_identity(location: str):
 def replaced_error(location: str) -> DatabaseGone:
     """The one line a long-lived process ends with when the file at ``location`` was deleted
     or replaced under it (:func:`location_identity` changed)."""
-    from cafleet.store.connection import replaced_error as replaced
+    from cafleet.store.sqlite import replaced_error as replaced
 
     return replaced(location)
 
@@ -65,7 +65,7 @@ def escaped_error(error: BaseException, location: str | None, busy_timeout: floa
     line; None for anything else (an open store's own are ``store.classify``'d)."""
     if not hasattr(error, "sqlite_errorname"):
         return None
-    from cafleet.store.connection import as_database_error
+    from cafleet.store.sqlite import as_database_error
 
     return as_database_error(error, location, busy_timeout)
 
@@ -79,7 +79,7 @@ def lock_space(location: str) -> LockSpace:
         from cafleet.store.postgres import AdvisoryLocks
 
         return AdvisoryLocks(location)
-    from cafleet.store.connection import FileLocks
+    from cafleet.store.sqlite import FileLocks
 
     return FileLocks.beside(location)
 

@@ -9,7 +9,7 @@ file, TLS and the login are libpq's own. cafleet's tables live in a schema of th
 the broker's queries name tables without a schema.
 
 :class:`PgStore` implements the one store interface (:class:`cafleet.store.protocol.Store`,
-as the SQLite :class:`~cafleet.store.connection.Store` does). Every statement is sent as
+as the SQLite :class:`~cafleet.store.sqlite.SqliteStore` does). Every statement is sent as
 the broker wrote it, in the SQL both engines read alike, with sqlite3's ``?`` placeholders,
 whose values go to the server apart from the text (:mod:`cafleet.store.libpq`); where the engines differ, the
 difference is one of this class's methods (docs/storage.md "Differences, and where they

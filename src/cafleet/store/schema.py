@@ -389,7 +389,7 @@ class Shape:
     __slots__ = ("columns", "foreign_keys", "index_columns")
 
     def __init__(self) -> None:
-        from cafleet.store import sqlite as sqlite3
+        from cafleet.store import sqlite_driver as sqlite3
 
         conn = sqlite3.connect(":memory:")
         try:
