@@ -1,5 +1,5 @@
 """The stores: the SQLite file (store/sqlite.py) and a PostgreSQL schema
-(store/postgres.py), both behind one interface (store/protocol.py); the schema declared once
+(the package store/postgres/), both behind one interface (store/protocol.py); the schema declared once
 (store/schema.py) and the format diagnosis that runs before any write.
 
 What the layers above ask of a database location without knowing which engine it names

@@ -33,9 +33,9 @@ def open_store(
     anything else the SQLite file (:mod:`cafleet.store.sqlite`). ``hooks``: the
     command's test hooks (:mod:`cafleet.faults`), reached by every point through the store."""
     if is_postgres_url(location):
-        from cafleet.store import postgres
+        from cafleet.store.postgres.store import open_store as open_postgres
 
-        return postgres.open_store(location, busy_timeout, schema, trusted_owner, hooks)
+        return open_postgres(location, busy_timeout, schema, trusted_owner, hooks)
     from cafleet.store import sqlite
 
     return sqlite.open_store(location, busy_timeout, hooks)
@@ -76,7 +76,7 @@ def lock_space(location: str) -> LockSpace:
     advisory locks on the PostgreSQL server (:class:`cafleet.store.protocol.LockSpace`).
     ``store.locks`` is the same space for an open store."""
     if is_postgres_url(location):
-        from cafleet.store.postgres import AdvisoryLocks
+        from cafleet.store.postgres.locks import AdvisoryLocks
 
         return AdvisoryLocks(location)
     from cafleet.store.sqlite import FileLocks

@@ -4,7 +4,7 @@ Everything above ``store/`` (the broker, delivery, the CLI and the WebUI) reache
 database through these methods only: it never touches a driver connection, never asks
 which engine it has, and never parses a location's scheme (:func:`cafleet.store.
 is_postgres_url` is the one test, and :mod:`cafleet.store.engines` the one chooser). :class:`cafleet.store.sqlite.SqliteStore`
-(a SQLite file) and :class:`cafleet.store.postgres.PgStore` (a PostgreSQL schema) are
+(a SQLite file) and :class:`cafleet.store.postgres.store.PgStore` (a PostgreSQL schema) are
 held to it by the type checker (each module ends with a conformance check).
 
 A third engine is a module beside those two: a class with these methods, its own open
@@ -125,7 +125,7 @@ class KeeperLock(Protocol):
 class LockSpace(Protocol):
     """Where a database's pane-input locks and fleet keepers' locks live: ``flock``'d files
     beside a SQLite file (:class:`cafleet.store.sqlite.FileLocks`), or advisory locks on
-    the PostgreSQL server (:class:`cafleet.store.postgres.AdvisoryLocks`)."""
+    the PostgreSQL server (:class:`cafleet.store.postgres.locks.AdvisoryLocks`)."""
 
     def pane(self, backend: str, session: str, pane_id: str, hooks: Hooks | None = None) -> PaneLock: ...
 

@@ -7,7 +7,7 @@ rendered from it (:func:`render`): the fresh baseline executes it, SQLite's fast
 diagnosis compares the stored ``sqlite_master.sql`` text with it, and its detailed
 diagnosis reads the expected columns, foreign keys and indexes back from it
 (:func:`expected_shape`); PostgreSQL's expected catalogue is rendered from it too
-(:func:`cafleet.store.postgres.catalogue_shape`). tests/test_schema_declared.py holds the rendered text to
+(:func:`cafleet.store.postgres.catalogue.catalogue_shape`). tests/test_schema_declared.py holds the rendered text to
 what both engines executed before it was declared.
 """
 

@@ -257,7 +257,7 @@ class SqliteStore:
 
     def insert(self, sql: str, params, key: str) -> int:  # noqa: ARG002 -- the protocol's signature; lastrowid needs no column name
         """Run an INSERT and return the new row's id (``key`` names its column; the
-        PostgreSQL store reads it back with RETURNING: :meth:`cafleet.store.postgres.PgStore.insert`)."""
+        PostgreSQL store reads it back with RETURNING: :meth:`cafleet.store.postgres.store.PgStore.insert`)."""
         return self.execute(sql, params).lastrowid
 
     def change_waiter(self, interval: float) -> "DataVersionWaiter":
