@@ -115,7 +115,7 @@ if kind == "postgres":
     mark("declare libpq")
     conn = postgres.connect(location, sqlite.DEFAULT_BUSY_TIMEOUT, postgres.DEFAULT_SCHEMA, settings=False)
     mark("connect")
-    assert postgres._fast_accept(conn, postgres.DEFAULT_SCHEMA, sqlite.DEFAULT_BUSY_TIMEOUT) is not None
+    assert postgres.fast_accept(conn, postgres.DEFAULT_SCHEMA, sqlite.DEFAULT_BUSY_TIMEOUT) is not None
     mark("open round trip")
     conn.close()
     mark("close")

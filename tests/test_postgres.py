@@ -83,7 +83,7 @@ def _snapshot(url: str) -> list:
 def test_fresh_schema_reads_back_exactly_the_expected_shape(pg, url):
     from cafleet.store import postgres
 
-    found = postgres._read_shape(pg.conn, "cafleet")
+    found = postgres.read_shape(pg.conn, "cafleet")
     assert {t: found["column"][t] for t in postgres.EXPECTED_COLUMNS} == {
         t: set(c) for t, c in postgres.EXPECTED_COLUMNS.items()
     }
@@ -109,12 +109,12 @@ def test_fresh_schema_reads_back_exactly_the_expected_shape(pg, url):
     assert pg.execute("SELECT version, name FROM refinery_schema_history").fetchall() == [(1, "baseline")]
     assert postgres.first_shape_problem(found) is None
     # the baseline's digest is the catalogue's; the fast path sees no auxiliary object yet
-    assert postgres._fast_accept(pg.conn, "cafleet", 5.0) == set(postgres.EXPECTED_COLUMNS)
+    assert postgres.fast_accept(pg.conn, "cafleet", 5.0) == set(postgres.EXPECTED_COLUMNS)
 
     # the auxiliary objects as `cafleet setup` adds them: the usage tables with the same
     # columns as SQLite's in the same order, and the fast path sees them
     assert add_auxiliary_indexes(pg) == [*schema.AUX_TABLES, *schema.AUX_INDEXES]
-    found = postgres._read_shape(pg.conn, "cafleet")
+    found = postgres.read_shape(pg.conn, "cafleet")
     assert "idx_cafleet_aux_messages_pending" in found["index"]
     assert {t: found["column"][t] for t in postgres.EXPECTED_AUX_COLUMNS} == {
         t: set(c) for t, c in postgres.EXPECTED_AUX_COLUMNS.items()
@@ -128,7 +128,7 @@ def test_fresh_schema_reads_back_exactly_the_expected_shape(pg, url):
         ]
     assert postgres.auxiliary_problems(pg) == {}
     assert postgres.first_shape_problem(found) is None
-    assert postgres._fast_accept(pg.conn, "cafleet", 5.0) == {
+    assert postgres.fast_accept(pg.conn, "cafleet", 5.0) == {
         *postgres.EXPECTED_COLUMNS,
         *postgres.AUX_TABLES,
         *postgres.AUX_INDEXES,

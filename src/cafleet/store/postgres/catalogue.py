@@ -5,7 +5,6 @@ initialisation of an empty schema."""
 
 from __future__ import annotations
 
-
 # MD5 from the interpreter's own module, without hashlib's Python layer (libpq maps
 # OpenSSL's libcrypto in anyway; docs/performance.md "On PostgreSQL").
 try:
@@ -15,7 +14,7 @@ except ImportError:  # an interpreter built without it
 
 from cafleet import clock
 from cafleet.store import diagnosis, libpq, role_text, schema
-from cafleet.store.postgres.session import _rollback_quietly, _settings_sql, lock_key
+from cafleet.store.postgres.session import lock_key, rollback_quietly, settings_sql
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
@@ -229,7 +228,7 @@ def _build_fast_query(schema_name: str, busy_timeout: float, trusted: bool = Fal
     )
     # Which auxiliary objects exist: to_regclass() is a cache lookup, with no scan to plan.
     auxiliary = "".join(f", to_regclass('{schema_name}.{name}') IS NOT NULL" for name in AUX_NAMES)
-    return _settings_sql(schema_name, busy_timeout), (
+    return settings_sql(schema_name, busy_timeout), (
         f'SELECT (SELECT max(version) FROM "{schema_name}".{schema.LEDGER_TABLE}), '
         + f"md5(string_agg(line, E'\\n' ORDER BY line COLLATE \"C\")), {owned_clause(schema_name, trusted)}"
         + f"{auxiliary} FROM ({lines}) lines"
@@ -263,7 +262,7 @@ def baseline_digest() -> str:
     return _baseline[0]
 
 
-def _fast_accept(conn, schema_name: str, busy_timeout: float, trusted_owner: str = "") -> set[str] | None:
+def fast_accept(conn, schema_name: str, busy_timeout: float, trusted_owner: str = "") -> set[str] | None:
     """When one round trip shows the ledger at the head version, exactly the baseline's
     shape and every object owned by the connecting role or ``trusted_owner`` (the settings
     are then in effect): the tables present, required and auxiliary, and the auxiliary
@@ -280,7 +279,7 @@ def _fast_accept(conn, schema_name: str, busy_timeout: float, trusted_owner: str
     return {*EXPECTED_COLUMNS, *(name for name, present in zip(AUX_NAMES, row[3:]) if present)}
 
 
-def _read_shape(conn, schema_name: str) -> dict[str, dict[str, set[str]]]:
+def read_shape(conn, schema_name: str) -> dict[str, dict[str, set[str]]]:
     found: dict[str, dict[str, set[str]]] = {
         "relation": {},
         "column": {},
@@ -296,12 +295,12 @@ def _read_shape(conn, schema_name: str) -> dict[str, dict[str, set[str]]]:
 
 def diagnose(conn, where: str, schema_name: str, found: dict | None = None, trusted_owner: str = "") -> str:
     """ "empty" (initialise it) or "cafleet" (use it); refuses anything else with one line,
-    having only read. ``found``: the schema's shape as :func:`_read_shape` read it. A schema
+    having only read. ``found``: the schema's shape as :func:`read_shape` read it. A schema
     or a table of cafleet's owned by a role other than the connecting one and
     ``trusted_owner`` is refused first, even an empty schema: its owner can read and change
     everything in it."""
     if found is None:
-        found = _read_shape(conn, schema_name)
+        found = read_shape(conn, schema_name)
     place = f"schema {schema_name} of database {where}"
     check_owners(found, place, trusted_owner)
     if not found["relation"]:
@@ -356,7 +355,7 @@ def first_shape_problem(found: dict[str, dict[str, set[str]]]) -> str | None:
 
 class PgCatalogue:
     """A schema's catalogue as :func:`diagnosis.first_problem` reads it: the lines
-    :func:`_read_shape` read, compared with :data:`EXPECTED_COLUMNS` and the rest of the
+    :func:`read_shape` read, compared with :data:`EXPECTED_COLUMNS` and the rest of the
     declaration's catalogue shape."""
 
     def __init__(self, found: dict[str, dict[str, set[str]]]) -> None:
@@ -385,7 +384,7 @@ class PgCatalogue:
         return EXPECTED_INDEXES[index.name] in self.found["index"].get(index.name, ())
 
 
-def _initialise(conn, where: str, schema_name: str, trusted_owner: str) -> None:
+def initialise(conn, where: str, schema_name: str, trusted_owner: str) -> None:
     """Create the schema, the seed's tables and indexes and the ledger row in one
     transaction (cafleet's auxiliary objects come later, each where it is first needed:
     :meth:`PgStore.create_auxiliary`). Concurrent
@@ -397,12 +396,12 @@ def _initialise(conn, where: str, schema_name: str, trusted_owner: str) -> None:
         _fill(conn, where, schema_name, trusted_owner)
         conn.execute("COMMIT")
     finally:
-        _rollback_quietly(conn)
+        rollback_quietly(conn)
 
 
 def _fill(conn, where: str, schema_name: str, trusted_owner: str) -> None:
     """The initialising transaction's work, under its lock."""
-    found = _read_shape(conn, schema_name)
+    found = read_shape(conn, schema_name)
     if found["relation"]:
         return  # another process initialised it while this one waited (the caller diagnoses it)
     check_owners(found, f"schema {schema_name} of database {where}", trusted_owner)

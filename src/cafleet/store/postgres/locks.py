@@ -14,7 +14,8 @@ from cafleet.store.postgres.session import DEFAULT_SCHEMA, connect, lock_key, tr
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.faults import Hooks
-    from cafleet.store.protocol import KeeperRecord, LockSpace, Store as StoreInterface
+    from cafleet.store.protocol import KeeperRecord, LockSpace
+    from cafleet.store.protocol import Store as StoreInterface
 
 
 # --- the pane-input lock --------------------------------------------------------------------

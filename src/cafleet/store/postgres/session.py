@@ -3,7 +3,6 @@ settings of a session), the advisory-lock keys, and a failure as cafleet's one l
 
 from __future__ import annotations
 
-
 # BLAKE2 from the interpreter's own module, without hashlib's Python layer (libpq maps
 # OpenSSL's libcrypto in anyway; docs/performance.md "On PostgreSQL").
 try:
@@ -40,7 +39,7 @@ def lock_key(*parts: str) -> int:
     return int.from_bytes(blake2b(text, digest_size=8).digest(), "big", signed=True)
 
 
-def _redact(url: str) -> str:
+def redacted(url: str) -> str:
     """:func:`cafleet.credentials.redact`, whose regular expressions (and ``re``) are
     loaded only when ``url`` can hold a password: a ``password`` parameter (or a
     percent-encoded key, which may spell one), or a colon
@@ -65,7 +64,7 @@ def translate(exc: BaseException, url: str, busy_timeout: float) -> DatabaseErro
     is never in it, nor anything libpq quoted of it (:func:`cafleet.credentials.scrub`)."""
     from cafleet.credentials import scrub
 
-    error = _translated(exc, _redact(url), busy_timeout)
+    error = _translated(exc, redacted(url), busy_timeout)
     error.message = scrub(error.message, url)
     return error
 
@@ -95,7 +94,7 @@ def connect(
 ) -> libpq.Connection:
     """An autocommit connection with keepalives, ``search_path`` set to the schema and
     ``lock_timeout`` to the busy timeout; with ``settings=False`` the caller sends
-    :func:`_settings_sql` itself (the store's open folds it into its diagnosis). With test
+    :func:`settings_sql` itself (the store's open folds it into its diagnosis). With test
     ``hooks`` that trace SQL (:mod:`cafleet.faults`), each statement sent goes to them."""
     try:
         conn = libpq.Connection.connect(url, read_timeout=busy_timeout + READ_MARGIN, **_defaults(busy_timeout))
@@ -105,7 +104,7 @@ def connect(
         conn.trace = hooks.trace_sql
     if settings:
         try:
-            conn.execute(_settings_sql(schema_name, busy_timeout))
+            conn.execute(settings_sql(schema_name, busy_timeout))
         except libpq.Error as exc:
             conn.close()
             raise translate(exc, url, busy_timeout) from None
@@ -118,7 +117,7 @@ def _defaults(busy_timeout: float) -> dict[str, Any]:
     return {**KEEPALIVES, "connect_timeout": max(2, int(busy_timeout) + 1)}
 
 
-def _settings_sql(schema_name: str, busy_timeout: float) -> str:
+def settings_sql(schema_name: str, busy_timeout: float) -> str:
     """The connection's settings as one statement. Sent as a statement rather than as the
     startup packet's ``options``: a pooler such as PgBouncer refuses a connection whose
     startup packet carries parameters it does not know. ``schema_name`` is a checked
@@ -129,7 +128,7 @@ def _settings_sql(schema_name: str, busy_timeout: float) -> str:
     )
 
 
-def _rollback_quietly(conn) -> None:
+def rollback_quietly(conn) -> None:
     try:
         if conn.info.transaction_status != libpq.IDLE:
             conn.execute("ROLLBACK")

@@ -14,21 +14,21 @@ from cafleet.store.postgres.catalogue import (
     AUX_NAMES,
     AUX_TABLE_NAMES,
     EXPECTED_COLUMNS,
-    _fast_accept,
-    _initialise,
-    _read_shape,
     ddl,
     diagnose,
     expected_aux_columns,
+    fast_accept,
+    initialise,
+    read_shape,
 )
 from cafleet.store.postgres.session import (
     ABSENCE_FRESH,
     DEFAULT_SCHEMA,
-    _redact,
-    _rollback_quietly,
-    _settings_sql,
     connect,
     lock_key,
+    redacted,
+    rollback_quietly,
+    settings_sql,
     translate,
 )
 
@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from cafleet.faults import Hooks
     from cafleet.store.postgres.locks import AdvisoryLocks
     from cafleet.store.postgres.waiter import NotifyWaiter
-    from cafleet.store.protocol import Problem, Store as StoreInterface, Trigger
+    from cafleet.store.protocol import Problem, Trigger
+    from cafleet.store.protocol import Store as StoreInterface
 
 
 class PgStore:
@@ -76,7 +77,7 @@ class PgStore:
         self.conn = conn
         self.hooks = hooks  # the command's test hooks (cafleet.faults); None outside a test
         self.url = url
-        self.path = _redact(url)  # what messages show
+        self.path = redacted(url)  # what messages show
         self.schema = schema_name
         self.busy_timeout = busy_timeout
         self.trusted_owner = trusted_owner  # CAFLEET_PG_TRUSTED_OWNER: "" trusts the connecting role alone
@@ -278,10 +279,10 @@ class _PgWrite:
             try:
                 store.conn.pipeline([(f"NOTIFY {libpq.quote_ident(store.channel)}", ()), ("COMMIT", ())])
             except libpq.Error as error:
-                _rollback_quietly(store.conn)
+                rollback_quietly(store.conn)
                 raise translate(error, store.url, store.busy_timeout) from None
         else:
-            _rollback_quietly(store.conn)
+            rollback_quietly(store.conn)
 
 
 def open_store(
@@ -304,17 +305,17 @@ def open_store(
     store = PgStore(conn, url, schema_name, busy_timeout, trusted_owner, hooks)
     try:
         try:
-            present = _fast_accept(conn, schema_name, busy_timeout, trusted_owner)
+            present = fast_accept(conn, schema_name, busy_timeout, trusted_owner)
             if present is not None:
                 store.present.update(present)
                 store.absent = set(AUX_NAMES) - present
                 store.absent_until = time.monotonic() + ABSENCE_FRESH
                 return store
-            conn.execute(_settings_sql(schema_name, busy_timeout))  # the fast path's were rolled back or unchecked
-            found = _read_shape(conn, schema_name)
+            conn.execute(settings_sql(schema_name, busy_timeout))  # the fast path's were rolled back or unchecked
+            found = read_shape(conn, schema_name)
             if diagnose(conn, store.path, schema_name, found, trusted_owner) == "empty":
-                _initialise(conn, store.path, schema_name, trusted_owner)
-                found = _read_shape(conn, schema_name)
+                initialise(conn, store.path, schema_name, trusted_owner)
+                found = read_shape(conn, schema_name)
                 diagnose(conn, store.path, schema_name, found, trusted_owner)
             store.present.update(found["column"], found["index"])
         except libpq.Error as exc:
@@ -328,7 +329,7 @@ def open_store(
 def auxiliary_problems(store: PgStore) -> dict[str, Problem]:
     """``{name: "missing" | "altered"}`` for cafleet's auxiliary indexes and tables (one
     catalogue read). Never a reason to refuse the schema: without them commands work."""
-    found = _read_shape(store.conn, store.schema)
+    found = read_shape(store.conn, store.schema)
     expected: dict[str, object] = {name: "present" for name in AUX_INDEX_NAMES}  # an index: present or missing
     expected.update((name, set(columns)) for name, columns in expected_aux_columns().items())
     shown: dict[str, object] = {name: "present" for name in AUX_INDEX_NAMES if name in found["index"]}
