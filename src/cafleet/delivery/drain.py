@@ -117,7 +117,8 @@ def _notify_at_once(
     store: Store, settings: config.Settings, sent: list[MessageRecord], opener: Callable[[], Store]
 ) -> list[Outcome]:
     """:func:`notify_after_send` of every record of ``sent``, up to
-    ``store.broadcast_workers`` recipients at a time (32 on SQLite, 8 on PostgreSQL), each worker thread on a store of its own from ``opener``. A record whose worker could not open one is notified afterwards,
+    ``store.broadcast_workers`` recipients at a time (32 on SQLite, 8 on PostgreSQL),
+    each worker thread on a store of its own from ``opener``. A record whose worker could not open one is notified afterwards,
     here, on ``store`` (the stored message never becomes an error)."""
     import threading
     from concurrent.futures import ThreadPoolExecutor

@@ -164,7 +164,7 @@ class Store(Protocol):
     def display_name(self) -> str: ...
 
     @property
-    def locks(self) -> LockSpace: ...  # this database's lock space (cafleet.store.lock_space)
+    def locks(self) -> LockSpace: ...  # this database's lock space (cafleet.store.engines.lock_space)
 
     def execute(self, sql: str, params: Any = ()) -> Cursor: ...
 
