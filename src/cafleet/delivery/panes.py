@@ -707,7 +707,7 @@ def _create_remote(store: Store, settings: config.Settings, host: str, spawn: Sp
             f"{missing} is not installed on host {host} (not on its PATH for SSH commands); "
             "install it there, or check with `cafleet doctor --host`."
         )
-    database = remote_database_url(ssh, settings.database)
+    database = remote_database_location(ssh, settings.database)
     mux = Tmux(None, remote=ssh, label=REMOTE_SERVER)
 
     def open_pane(member_id: int, workdir: str | None) -> tuple[str, str | None, dict, str | None]:
@@ -784,7 +784,7 @@ _REMOTE_PASSFILE = (
 )
 
 
-def remote_database_url(ssh, database: str) -> str:
+def remote_database_location(ssh, database: str) -> str:
     """The database location a member's pane on ``ssh``'s host gets
     (:func:`cafleet.store.remote_member_location`): a password it carries is written
     there, to a private pgpass file, through SSH's standard input (so the password is in

@@ -332,12 +332,12 @@ def _open_local(store: Store, settings: config.Settings, member: MemberDetail, p
 
 def _open_remote(settings: config.Settings, member: MemberDetail, host: str, how: Plan):
     """A new tmux session of its own on the member's host (as ``member create --host`` made)."""
-    from cafleet.delivery.panes import REMOTE_SERVER, remote_database_url, remote_pane_env
+    from cafleet.delivery.panes import REMOTE_SERVER, remote_database_location, remote_pane_env
     from cafleet.mux.ssh import Ssh, join_session
     from cafleet.mux.tmux import Tmux
 
     ssh = Ssh(host, settings.environ)
-    database = remote_database_url(ssh, settings.database)
+    database = remote_database_location(ssh, settings.database)
     mux = Tmux(None, remote=ssh, label=REMOTE_SERVER)
     session, window_id, pane_id, identity = mux.new_session(
         how.argv,
@@ -356,11 +356,11 @@ def _close_claimants(settings: config.Settings, member_id: int, placement: Place
     from cafleet.store.engines import member_location
 
     if host is not None:
-        from cafleet.delivery.panes import _close_started_session, remote_database_url
+        from cafleet.delivery.panes import _close_started_session, remote_database_location
         from cafleet.mux.ssh import Ssh
 
         ssh = Ssh(host, settings.environ)
-        said = _close_started_session(ssh, member_id, remote_database_url(ssh, settings.database))
+        said = _close_started_session(ssh, member_id, remote_database_location(ssh, settings.database))
         return said if said.startswith("closed") else ""
     if placement["backend"] != "tmux":
         return ""
