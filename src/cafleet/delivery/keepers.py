@@ -167,8 +167,10 @@ def status(store: Store, settings: config.Settings, fleet_id: int) -> Keeper:
     record = where.lock.holder(store)
     if record is None:
         return Keeper(False)
-    start = record.get("start")  # a record that can outlive its keeper: it reads as running only while
-    # a process with that pid and that start time is alive and not a zombie (a reused pid does not count)
+    # A record that can outlive its keeper (a file) carries the holder's start time: it reads as
+    # running only while a process with that pid and that start time is alive and not a
+    # zombie (dead, a zombie, or its pid now names another process: not running).
+    start = record.get("start")
     if start is not None and record["host"] == _hostname() and process_start(record["pid"] or 0) != start:
         return Keeper(False)
     found = Keeper(True, record["pid"], record["since"], record["host"], record["log"], record["age"])
