@@ -45,7 +45,7 @@ def main() -> None:
             compileall.compile_dir(tree, quiet=1)
         sys.path.insert(0, trees["after"])
         from cafleet.broker import fleets, members, messages
-        from cafleet.store.connection import open_store
+        from cafleet.store.engines import open_store
 
         db = os.path.join(work, "bench.db")
         if args.postgres:

@@ -260,7 +260,7 @@ class Fleet:
     def owed(self) -> int:
         """How many members are owed a preview now."""
         from cafleet.broker import notifications
-        from cafleet.store.connection import open_store
+        from cafleet.store.engines import open_store
 
         store = open_store(self.db)
         try:

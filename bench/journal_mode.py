@@ -21,8 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
 from cafleet.broker import fleets, members, messages  # noqa: E402
-from cafleet.store import sqlite  # noqa: E402
-from cafleet.store.connection import open_store  # noqa: E402
+from cafleet.store import sqlite_driver as sqlite  # noqa: E402
+from cafleet.store.engines import open_store  # noqa: E402
 
 
 def writer(path, ids, seconds, out):

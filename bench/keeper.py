@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 from cafleet.broker import members  # noqa: E402
-from cafleet.store.connection import open_store  # noqa: E402
+from cafleet.store.engines import open_store  # noqa: E402
 
 STANDIN = [sys.executable, "-m", "cafleet.agents.standin"]
 ISOLATED_PREFIXES = ("CAFLEET_", "TMUX", "HERDR", "XDG_")

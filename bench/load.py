@@ -65,7 +65,7 @@ sys.path.insert(0, os.path.join(ROOT, "src"))
 
 from cafleet.broker import members  # noqa: E402
 from cafleet.config import Settings  # noqa: E402
-from cafleet.store.connection import open_store  # noqa: E402
+from cafleet.store.engines import open_store  # noqa: E402
 
 from _pane_fleet import PaneFleet  # noqa: E402
 

@@ -50,7 +50,7 @@ sys.path.insert(0, HERE)
 from keeper import Fleet, cpu, epoch, p95  # noqa: E402  bench/keeper.py's fleet and readings
 
 from cafleet.broker import notices  # noqa: E402
-from cafleet.store.connection import open_store  # noqa: E402
+from cafleet.store.engines import open_store  # noqa: E402
 from tests.support.http_receiver import Receiver  # noqa: E402
 
 QUIET = {"CAFLEET_NOTICE_SILENT_AFTER": "86400", "CAFLEET_NOTICE_AWAITING_AFTER": "0"}

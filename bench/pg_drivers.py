@@ -131,7 +131,7 @@ CHECK_OPEN = """
 import sys
 from cafleet.store import postgres
 conn = postgres.connect(sys.argv[1], 5.0, postgres.DEFAULT_SCHEMA, settings=False)
-sys.exit(0 if postgres._fast_accept(conn, postgres.DEFAULT_SCHEMA, 5.0) is not None else 3)
+sys.exit(0 if postgres.fast_accept(conn, postgres.DEFAULT_SCHEMA, 5.0) is not None else 3)
 """
 
 
@@ -157,7 +157,7 @@ def main() -> None:
     from bench.hot_commands import bench_fleet, run_plan
     from cafleet.broker import messages
     from cafleet.store import postgres
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
     from tests.support.postgres import Cluster, missing_reason
 
     reason = missing_reason()

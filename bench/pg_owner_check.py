@@ -4,7 +4,7 @@
 
 Starts a private PostgreSQL cluster (tests/support/postgres.py), initialises a schema, then
 sends the fast path's round trip (``postgres._fast_query``: the settings and the digest
-query, two statements in one libpq pipeline, as ``postgres._fast_accept`` sends them) on a
+query, two statements in one libpq pipeline, as ``postgres.fast_accept`` sends them) on a
 new connection each time, as every command does, interleaved: as built without a trusted
 owner, as built with one (``owned_clause(schema, True)``: the owner goes as the query's
 parameter, given twice), and with the ownership test replaced by ``true``. A new backend's
@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 from cafleet.store import postgres, schema  # noqa: E402
-from cafleet.store.connection import open_store  # noqa: E402
+from cafleet.store.engines import open_store  # noqa: E402
 
 
 def main() -> None:

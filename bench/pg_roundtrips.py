@@ -111,7 +111,7 @@ def main() -> None:
     rtts = [0.0] + [float(x) / 1000 for x in args.rtts.split(",")]
     from bench.hot_commands import bench_fleet, cafleet_bin
     from cafleet.broker import messages
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
     from tests.support.postgres import Cluster, missing_reason
     from tests.support.rtt_proxy import DelayProxy
 

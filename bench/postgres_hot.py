@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 
 from bench.hot_commands import bench_fleet, cafleet_bin, run_plan  # noqa: E402
 from cafleet.broker import messages  # noqa: E402
-from cafleet.store.connection import open_store  # noqa: E402
+from cafleet.store.engines import open_store  # noqa: E402
 
 
 def build(url: str, acks: int):
@@ -100,7 +100,7 @@ kind, location, out = sys.argv[1:4]
 marks = [("start", time.perf_counter())]
 def mark(name):
     marks.append((name, time.perf_counter()))
-from cafleet.store import connection  # what both stores' commands import
+from cafleet.store import sqlite  # what both stores' commands import
 mark("common import")
 if kind == "postgres":
     import ctypes
@@ -113,14 +113,14 @@ if kind == "postgres":
     mark("dlopen libpq.so.5")
     libpq.lib()
     mark("declare libpq")
-    conn = postgres.connect(location, connection.DEFAULT_BUSY_TIMEOUT, postgres.DEFAULT_SCHEMA, settings=False)
+    conn = postgres.connect(location, sqlite.DEFAULT_BUSY_TIMEOUT, postgres.DEFAULT_SCHEMA, settings=False)
     mark("connect")
-    assert postgres._fast_accept(conn, postgres.DEFAULT_SCHEMA, connection.DEFAULT_BUSY_TIMEOUT) is not None
+    assert postgres.fast_accept(conn, postgres.DEFAULT_SCHEMA, sqlite.DEFAULT_BUSY_TIMEOUT) is not None
     mark("open round trip")
     conn.close()
     mark("close")
 else:
-    connection.open_store(location).close()
+    sqlite.open_store(location).close()
     mark("sqlite open+close")
 with open(out, "a") as handle:
     handle.write(" ".join(f"{name.replace(' ', '_')}={(t - marks[i][1]) * 1000:.4f}" for i, (name, t) in enumerate(marks[1:])) + "\n")
@@ -247,7 +247,7 @@ def main() -> None:
         print(f"  {'PostgreSQL open, all steps':<28} {fixed:7.2f} ms")
         print(f"  {'SQLite open+close':<28} {lite_open:7.2f} ms (what the PostgreSQL open replaces)")
         print(f"  {'open added':<28} {fixed - lite_open:7.2f} ms")
-        print(f"  (import cafleet.store.connection, both stores: {pg_steps['common import']:.2f} ms on the PostgreSQL")
+        print(f"  (import cafleet.store.sqlite, both stores: {pg_steps['common import']:.2f} ms on the PostgreSQL")
         print(f"   probe, {lite_steps['common import']:.2f} ms on the SQLite one)")
         print("\nthe milliseconds each command adds on PostgreSQL, accounted for (the steps' medians above):")
         print(

@@ -38,7 +38,7 @@ from usage_read import write_calls  # noqa: E402
 from cafleet.broker import fleets, members  # noqa: E402
 from cafleet.broker import usage as budgets  # noqa: E402
 from cafleet.delivery import usage  # noqa: E402
-from cafleet.store.connection import open_store  # noqa: E402
+from cafleet.store.engines import open_store  # noqa: E402
 
 SESSIONS = {"big": "3f1c2a4e-1111-4222-8333-444455556666", "small": "3f1c2a4e-1111-4222-8333-777788889999"}
 

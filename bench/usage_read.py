@@ -132,7 +132,7 @@ def budget_check(url: str, kind: str, rounds: int = 2000) -> None:
     them) as a fraction of one ``messages.send`` (its write transaction), on one store."""
     from cafleet.broker import fleets, members, messages
     from cafleet.broker import usage as budgets
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     store = open_store(url)
     fleet = fleets.create_fleet(

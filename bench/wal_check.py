@@ -30,14 +30,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
-from cafleet.store import sqlite, wal  # noqa: E402
-from cafleet.store.connection import _check_log, open_store  # noqa: E402
+from cafleet.store import sqlite_driver as sqlite, wal  # noqa: E402
+from cafleet.store.sqlite import _check_log, open_store  # noqa: E402
 
 WRITER = r"""
 import sys, time
 sys.path.insert(0, sys.argv[3])
 from cafleet.broker import fleets, members, messages
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 store = open_store(sys.argv[1])
 store.conn.execute("PRAGMA wal_autocheckpoint=0")
 fleet = fleets.create_fleet(store, name="b", coding_agent="claude", backend="tmux",
@@ -119,7 +119,7 @@ def main() -> None:
         imports = []
         for _ in range(args.runs):
             out = subprocess.run(
-                [sys.executable, "-X", "importtime", "-c", "import cafleet.store.connection, cafleet.store.wal, fcntl"],
+                [sys.executable, "-X", "importtime", "-c", "import cafleet.store.sqlite, cafleet.store.wal, fcntl"],
                 capture_output=True,
                 text=True,
                 env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "src")),

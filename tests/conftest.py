@@ -13,7 +13,7 @@ import pytest
 from cafleet.broker import fleets, members
 from cafleet.cli.context import Context
 from cafleet.cli.main import main
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 from tests.support.environ import isolated_environ
 from tests.support.hooked import cafleet_argv
 

@@ -18,6 +18,7 @@ STORES = ("sqlite", "postgres")
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -33,7 +34,7 @@ def fleet(env, tmp_path, monkeypatch):
 def opencode_member(fleet, data_dir, cwd: str) -> dict:
     """A member recorded as opencode (its pane a stand-in) with its usage source."""
     from cafleet.broker import members, usage
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     member = fleet.attach("oc", coding_agent="opencode")
     store = open_store(str(fleet.db))
@@ -76,10 +77,9 @@ def write_opencode_db(data_dir, cwd: str, fleet_id: int, member_id: int, user_te
 
 def note_enter(fleet, placement: dict, message_id: int) -> None:
     """What the attempt that pressed Enter left in the pane's lock file (SQLite)."""
-    from cafleet.config import lock_dir
-    from cafleet.delivery.lock import lock_path
+    from cafleet.store.engines import lock_space
 
-    path = lock_path(lock_dir(fleet.db), placement["backend"], placement["session"], placement["pane_id"])
+    path = Path(lock_space(fleet.db).pane_path(placement["backend"], placement["session"], placement["pane_id"]))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(str(message_id))
 

@@ -44,7 +44,7 @@ def notice_of(fleet, member_id: int) -> dict:
     """The awaiting_user notice the keeper posts for the member: its noticer, one look."""
     from cafleet.config import Settings
     from cafleet.delivery.notices import Noticer
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     store = open_store(fleet.db)
     try:
@@ -114,7 +114,7 @@ def look(driven, times: int = 1) -> list[dict]:
     Director's inbox (each poll returns the ones not yet polled)."""
     from cafleet.config import Settings
     from cafleet.delivery.notices import Noticer
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     fleet = driven.fleet
     store = open_store(str(fleet.db))

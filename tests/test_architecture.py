@@ -32,6 +32,21 @@ ALLOWED: dict[str, set[str]] = {
 }
 ENTRY_POINTS = {"cafleet.__main__": {"cli"}}  # `python -m cafleet` runs the command line
 
+# The store's engine modules: above store/ only its face is imported (the package, the chooser
+# store/engines.py, and what is the same for every engine: the schema, the interface, the
+# change waiter, the diagnosis's refusal), never an engine (docs/architecture.md).
+ENGINE_MODULES = {
+    "cafleet.store.sqlite",
+    "cafleet.store.sqlite_driver",
+    "cafleet.store.wal",
+    "cafleet.store.postgres",
+    "cafleet.store.libpq",
+}
+# A test of a location's scheme: the name of the one test, or a string that starts a
+# PostgreSQL URL. Only store/ asks which engine a location names; config.py (the shared
+# base, which may import no layer) keeps its own one-line test to pass a URL through unresolved.
+LOCATION_TEST_ALLOWED = {"cafleet.config"}
+
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(SRC).with_suffix("").parts
@@ -167,6 +182,67 @@ def test_an_import_inside_a_function_counts(tmp_path):
     edges = {m: imports_of(m, p, modules) for m, p in modules.items() if p.exists()}
     assert cycles(edges) == [["cafleet.broker.a", "cafleet.broker.b"]]
     assert direction_problems(edges) == ["cafleet.broker.b imports cafleet.cli.x (broker -> cli)"]
+
+
+def engine_imports(edges: dict[str, set[str]]) -> list[str]:
+    """Every import of an engine module by a module outside store/."""
+    inside = tuple(name + "." for name in ENGINE_MODULES)  # a module of an engine's package
+    return [
+        f"{module} imports {target}"
+        for module, targets in sorted(edges.items())
+        if layer(module) != "store"
+        for target in sorted(targets)
+        if target in ENGINE_MODULES or target.startswith(inside)
+    ]
+
+
+def location_tests(module: str, path: Path) -> list[str]:
+    """Where a module outside store/ tests a location's scheme itself: a name
+    ``is_postgres_url`` (called, imported or passed) or a string literal that starts a
+    PostgreSQL URL (``startswith("postgres")`` and its kin)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Name) and node.id == "is_postgres_url":
+            found.append(f"{module}:{node.lineno} names is_postgres_url")
+        elif isinstance(node, ast.Attribute) and node.attr == "is_postgres_url":
+            found.append(f"{module}:{node.lineno} names is_postgres_url")
+        elif isinstance(node, ast.alias) and node.name == "is_postgres_url":
+            found.append(f"{module}:{node.lineno} imports is_postgres_url")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("postgres"):
+            found.append(f"{module}:{node.lineno} tests a location with {node.value!r}")
+    return found
+
+
+def test_no_engine_module_is_imported_above_the_store():
+    assert engine_imports(graph()) == []
+
+
+def test_no_location_is_tested_for_its_engine_above_the_store():
+    found = []
+    for module, path in all_modules().items():
+        if layer(module) != "store" and module not in LOCATION_TEST_ALLOWED:
+            found += location_tests(module, path)
+    assert found == []
+
+
+def test_the_engine_checks_see_what_they_forbid(tmp_path):
+    """Both checks fail on the shapes they forbid, inside a function too."""
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "def f(location):\n"
+        "    from cafleet.store import is_postgres_url\n"
+        "    from cafleet.store.postgres.locks import AdvisoryLock\n"
+        "    return location.startswith(('postgresql://', 'postgres://')) or is_postgres_url(location)\n"
+    )
+    modules = {"cafleet.delivery.probe": source, "cafleet.store.postgres.locks": source, "cafleet.store": source}
+    edges = {"cafleet.delivery.probe": imports_of("cafleet.delivery.probe", source, modules)}
+    assert engine_imports(edges) == ["cafleet.delivery.probe imports cafleet.store.postgres.locks"]
+    assert sorted(location_tests("cafleet.delivery.probe", source)) == [
+        "cafleet.delivery.probe:2 imports is_postgres_url",
+        "cafleet.delivery.probe:4 names is_postgres_url",
+        "cafleet.delivery.probe:4 tests a location with 'postgres://'",
+        "cafleet.delivery.probe:4 tests a location with 'postgresql://'",
+    ]
 
 
 @pytest.mark.parametrize("name", ["architecture.md"])

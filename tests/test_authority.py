@@ -82,7 +82,7 @@ def refused(ran: dict, start: str) -> None:
 
 
 def stored_execs(fleet) -> list[tuple]:
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     store = open_store(str(fleet.db))
     try:
@@ -98,7 +98,7 @@ def asking(fleet, name: str) -> dict:
     the pane's identity (as `member create` records it), so its pane is known by its tree."""
     member = fleet.attach(name, "--permission-prompt")
     identity = fleet.server.run("display-message", "-p", "-t", member["pane_id"], "#{pid}:#{start_time}:#{pane_pid}")
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     store = open_store(str(fleet.db))
     try:
@@ -215,7 +215,7 @@ def test_exec_run_runs_only_in_its_members_pane_and_once(fleet, tmp_path):
     assert answered.code == 0, answered
     from cafleet.config import Settings
     from cafleet.delivery.execs import Watcher
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     store = open_store(str(fleet.db))
     watcher = Watcher(store, Settings(fleet.environ, fleet.db), fleet.fleet_id)
@@ -386,7 +386,7 @@ def test_a_real_member_told_to_run_director_only_commands_is_refused(agent, tmp_
     refusal says that; `message send`, which cafleet's rules file lets run outside the
     sandbox, is judged by the tree."""
     from cafleet.broker import members
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
     from tests.support.agent_drivers import keeper_fleet, missing
 
     reason = missing(agent)

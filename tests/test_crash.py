@@ -46,7 +46,7 @@ from pathlib import Path
 
 import pytest
 
-from cafleet import config
+from cafleet.store.engines import lock_space
 from cafleet.delivery.lock import pane_lock
 from tests.support.hooked import LAUNCHER
 from tests.support.pane_fleet import preview_line, tmux_fleet
@@ -126,7 +126,7 @@ def killed_sessions(url: str) -> int:
 
 def assert_lock_free(fleet, backend: str, session: str, pane_id: str) -> None:
     # timeout 0 is a single non-blocking try: the lock must be free now, whatever the load
-    with pane_lock(config.lock_dir(fleet.db), backend, session, pane_id, 0):
+    with pane_lock(lock_space(fleet.db), backend, session, pane_id, 0):
         pass
 
 

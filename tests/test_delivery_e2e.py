@@ -15,12 +15,13 @@ import json
 import os
 import signal
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
-from cafleet import config
 from cafleet.delivery.lock import pane_lock
 from cafleet.mux.tmux import text_chunks
+from cafleet.store.engines import lock_space
 from tests.support.pane_fleet import herdr_fleet, preview_line, start, tmux_fleet
 from tests.support.tmux_fixtures import wait_for
 
@@ -286,7 +287,7 @@ def test_sender_killed_while_typing_loses_nothing_and_frees_the_lock(fleet):
     assert out == f"sent message 1 to member {member}\n".encode()  # the id was printed before typing
 
     session = fleet.cafleet("member", "show", str(member), "--json").json()["placement"]["session"]
-    with pane_lock(config.lock_dir(fleet.db), "tmux", session, pane, 0):  # free at once (timeout 0: one try)
+    with pane_lock(lock_space(fleet.db), "tmux", session, pane, 0):  # free at once (timeout 0: one try)
         pass
     assert fleet.notified_at(1) is None
     assert fleet.submits(member) == []
@@ -305,11 +306,10 @@ def test_broadcast_with_one_broken_pane_lock_notifies_the_others_and_exits_0(fle
     """A fan-out where one recipient's delivery fails with an OSError (its lock file is a
     folder): every id is printed, that one failure is a warning, the others get their
     preview, and a later wait retries the owed one once the lock works again."""
-    from cafleet.delivery.lock import lock_path
 
     alice, bob = fleet.create("alice"), fleet.create("bob")
     placement = fleet.cafleet("member", "show", str(bob["member_id"]), "--json").json()["placement"]
-    broken = lock_path(config.lock_dir(fleet.db), "tmux", placement["session"], bob["pane_id"])
+    broken = Path(lock_space(fleet.db).pane_path("tmux", placement["session"], bob["pane_id"]))
     broken.unlink()  # left by member create (the pane-id patch takes the lock); nobody holds it now
     broken.mkdir()
     result = fleet.cafleet("message", "broadcast", "--from-member-id", str(fleet.director), "all hands")
@@ -319,7 +319,7 @@ def test_broadcast_with_one_broken_pane_lock_notifies_the_others_and_exits_0(fle
     )
     reason = (
         f"the pane-input lock for pane {bob['pane_id']} cannot be taken ([Errno 21] Is a directory: "
-        f"{str(broken)!r}); {config.lock_dir(fleet.db)} must be a folder this user can write"
+        f"{str(broken)!r}); {lock_space(fleet.db).folder} must be a folder this user can write"
     )
     assert result.err == not_notified(2, bob["member_id"], reason)
     shown = fleet.cafleet("message", "show", "1", "--json").json()
@@ -338,7 +338,7 @@ def test_a_broadcast_types_into_its_recipients_panes_at_once_each_preview_once_a
     only after several were typed), and each recipient's drain is the one a send runs: one
     owed an older message gets that one first, and every preview arrives exactly once."""
     from cafleet.broker import messages
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     created = [fleet.create(f"crew{i}") for i in range(6)]
     ids = [record["member_id"] for record in created]

@@ -200,7 +200,7 @@ def test_previews_hold_while_an_exec_runs(fleet, tmp_path):
 @pytest.mark.stores("sqlite")
 def test_a_member_that_took_no_turn_after_an_exec_is_told_once_to_continue(fleet):
     from cafleet.delivery.execs import Watcher
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     quiet = fleet.create("quiet")["member_id"]
     talker = fleet.create("talker")["member_id"]

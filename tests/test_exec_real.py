@@ -62,7 +62,7 @@ def nudge(fleet) -> None:
     """The keeper's grace-period step, now (grace 0): the member is told to go on."""
     from cafleet.config import Settings
     from cafleet.delivery.execs import Watcher
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     store = open_store(fleet.db)
     try:

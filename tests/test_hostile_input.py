@@ -503,7 +503,7 @@ def test_any_environment_value_gives_success_or_one_error_line(cli, env, paned, 
     base = {k: v for k, v in env.items() if not k.startswith("TMUX")}
     environ = realise(values, base, root)
     try:
-        db = config.database_path(environ)
+        db = config.database_location(environ)
     except ConfigError:  # what the commands must report in one line
         db = None
     if db is not None:  # the fixture's database, its XDG/HOME default, or one under root

@@ -38,11 +38,11 @@ CORE = {
     "cafleet.render",
     "cafleet.validation",
     "cafleet.store",
-    "cafleet.store.connection",
-    "cafleet.store.diagnosis",
-    "cafleet.store.faults",
-    "cafleet.store.schema",
     "cafleet.store.sqlite",
+    "cafleet.store.diagnosis",
+    "cafleet.store.engines",  # the chooser (store/sqlite.py took in store/faults.py: as many modules as before)
+    "cafleet.store.schema",
+    "cafleet.store.sqlite_driver",
     "cafleet.broker",
     "cafleet.broker.records",
     # While another connection has the log open (here: the test's own store; in a fleet,
@@ -58,7 +58,7 @@ MESSAGE = CORE | {
     "cafleet.broker.messages",
     "cafleet.broker.fleets",  # a live fleet (its Director) is checked on reads too
     "fcntl",
-}  # the writers' queue (store/connection.py)
+}  # the writers' queue (store/sqlite.py)
 MEMBER = CORE | {"cafleet.cli.member", "cafleet.broker.members", "cafleet.broker.fleets", "cafleet.broker.activity"}
 FLEET = CORE | {"cafleet.cli.fleet", "cafleet.broker.fleets"}
 SEND = MESSAGE | {
@@ -217,7 +217,7 @@ def test_postgres_path_loads_libpq_through_cafleets_binding_and_no_driver(env, t
     """On PostgreSQL a hot command loads libpq through cafleet's thin binding
     (cafleet.store.libpq, ctypes): no driver package, and no Python ``ssl`` (libpq does TLS)."""
     from cafleet.broker import fleets
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     url = pg_cluster.fresh_database()
     store = open_store(url)
@@ -236,10 +236,10 @@ def test_postgres_path_loads_libpq_through_cafleets_binding_and_no_driver(env, t
 
 def test_a_quiet_database_never_loads_the_log_check(env, tmp_path):
     """With no other connection the last one removed the -wal: one stat, no import."""
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     path = str(tmp_path / "quiet.db")
     open_store(path).close()
     loaded = loaded_by(dict(env, CAFLEET_DATABASE_URL=path), tmp_path, "fleet", "list")
-    assert "cafleet.store.connection" in loaded
+    assert "cafleet.store.sqlite" in loaded
     assert {"cafleet.store.wal", "fcntl"} & loaded == set()

@@ -21,7 +21,7 @@ STORES = ("sqlite", "postgres")  # the tests below are PostgreSQL's (tests/conft
 
 import pytest
 
-from cafleet.delivery.lock import advisory_key
+from cafleet.store.postgres import pane_key
 from tests.support.pane_fleet import preview_line, tmux_fleet
 from tests.support.pause import held_commands
 from tests.support.tmux_fixtures import wait_for
@@ -60,7 +60,7 @@ def lock_holders(fleet, member_id: int) -> list[tuple[int, str]]:
     import psycopg
 
     placement = fleet.cafleet("member", "show", str(member_id), "--json").json()["placement"]
-    key = advisory_key("tmux", placement["session"], placement["pane_id"])
+    key = pane_key("tmux", placement["session"], placement["pane_id"])
     with psycopg.connect(fleet.db, autocommit=True) as conn:
         return [
             (int(pid), str(name))

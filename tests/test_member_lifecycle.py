@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from cafleet import config
 from cafleet.broker import members
 from cafleet.delivery.lock import pane_lock
-from cafleet.store.connection import open_store
+from cafleet.store.engines import lock_space
+from cafleet.store.engines import open_store
 from tests.support.pane_fleet import preview_line, tmux_fleet
 
 
@@ -308,7 +308,7 @@ def test_failure_after_the_split_closes_the_new_pane(fleet):
     existing = panes(fleet.server)
     next_pane = f"%{max(int(p[1:]) for p in existing) + 1}"  # tmux numbers panes in order
     environ = dict(fleet.environ, CAFLEET_LOCK_TIMEOUT="0.3")
-    with pane_lock(config.lock_dir(fleet.db), "tmux", session, next_pane, 5):
+    with pane_lock(lock_space(fleet.db), "tmux", session, next_pane, 5):
         result = fleet.cafleet(*create_args(fleet, "hank", "--coding-agent", "standin"), "Hi", environ=environ)
     assert (result.code, result.out) == (1, "")
     assert result.err == (
@@ -422,13 +422,12 @@ def test_fleet_delete_leaves_a_pane_whose_lock_is_held_alone_and_says_so(fleet):
     """A pane somebody is typing into is not closed under them: it stays, and the output
     says which one and why; the registry change still happens. (The lock is the flock
     file on SQLite, the advisory lock on PostgreSQL, held here by the test's own process.)"""
-    from cafleet.delivery.lock import lock_path
 
     alice, bob = fleet.create("alice"), fleet.create("bob")
     session = director_placement(fleet)["session"]
     environ = dict(fleet.environ, CAFLEET_LOCK_TIMEOUT="0.3")
-    lock_dir = config.lock_dir(fleet.db)
-    with pane_lock(lock_dir, "tmux", session, alice["pane_id"], 5):
+    locks = lock_space(fleet.db)
+    with pane_lock(locks, "tmux", session, alice["pane_id"], 5):
         result = fleet.cafleet("fleet", "delete", str(fleet.fleet_id), environ=environ)
         assert alice["pane_id"] in panes(fleet.server)  # still there while the holder works
     assert (result.code, result.err) == (0, "")
@@ -441,8 +440,8 @@ def test_fleet_delete_leaves_a_pane_whose_lock_is_held_alone_and_says_so(fleet):
     assert set(panes(fleet.server)) == {fleet.director_pane, alice["pane_id"]}
     assert fleet.member_count("active") == 0
     if not fleet.db.startswith(("postgresql:", "postgres:")):
-        assert lock_path(lock_dir, "tmux", session, alice["pane_id"]).exists()  # lock files are never deleted
-    with pane_lock(lock_dir, "tmux", session, alice["pane_id"], 0):
+        assert os.path.exists(locks.pane_path("tmux", session, alice["pane_id"]))  # lock files are never deleted
+    with pane_lock(locks, "tmux", session, alice["pane_id"], 0):
         pass  # free again at once (timeout 0: one try) once its holder let go
 
 
@@ -454,11 +453,11 @@ def test_a_member_created_while_fleet_delete_runs_leaves_no_orphan_pane(fleet, t
 
     alice = fleet.create("alice")
     session = director_placement(fleet)["session"]
-    lock_dir = config.lock_dir(fleet.db)
+    locks = lock_space(fleet.db)
     # Each try that finds a pane-input lock held is counted here (cafleet.faults): only
     # alice's is held, so a count means fleet delete has listed the panes and is waiting.
     trace = tmp_path / "delete-trace.txt"
-    with pane_lock(lock_dir, "tmux", session, alice["pane_id"], 5):
+    with pane_lock(locks, "tmux", session, alice["pane_id"], 5):
         deleting = start(
             ["fleet", "delete", str(fleet.fleet_id)],
             dict(fleet.environ, CAFLEET_LOCK_TIMEOUT="60", CAFLEET_TEST_TRACE=str(trace)),

@@ -235,7 +235,7 @@ def test_a_keepers_notice_is_shown_whole_with_its_dialog_and_answer_command(flee
     """`message poll`, `show`, `wait` and `listen` used to cut a notice at 200 code points:
     the command being approved, the options and the answer command were not shown."""
     from cafleet.delivery.notices import Noticer
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     member = fleet.attach("asking", "--permission-prompt")
     member_id = member["member_id"]

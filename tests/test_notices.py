@@ -64,7 +64,7 @@ def kept(env, tmp_path, monkeypatch):
 def noticer(fleet):
     """The keeper's noticer for the fleet, in this process: ``look()`` is one round."""
     from cafleet.delivery.notices import Noticer
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     store = open_store(str(fleet.db))
     try:
@@ -222,7 +222,7 @@ def test_a_silent_member_is_noticed_once_and_the_episode_ends_when_it_speaks(fle
 @pytest.mark.slow
 def test_an_unreachable_host_is_noticed_once_and_the_episode_ends_when_it_answers(env, tmp_path, monkeypatch):
     from cafleet.delivery.notices import Noticer
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     notice_env(env, monkeypatch)
     with short_directory() as short_dir:
@@ -482,7 +482,7 @@ def test_a_send_whose_drain_fails_unexpectedly_names_the_keeper_that_retries_it(
     from cafleet import config
     from cafleet.broker import messages
     from cafleet.delivery import drain
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     fleet = kept
     member = fleet.attach("worker")

@@ -97,7 +97,7 @@ def keeper_log(fleet) -> list[str]:
 
 def post_notice(fleet, text: str, kind: str = "unreachable", subject: str = "host:box", member_id=None, digest=None):
     """A notice put in the Director's inbox as the keeper puts one (a real row), from here."""
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     store = open_store(str(fleet.db))
     try:

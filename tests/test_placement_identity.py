@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cafleet.clock import to_epoch
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 from cafleet.web import api
 from tests.support import herdr_standin
 from tests.support.pane_fleet import herdr_fleet, tmux_fleet

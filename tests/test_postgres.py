@@ -17,7 +17,8 @@ import pytest
 
 from cafleet.broker import fleets, members, messages
 from cafleet.errors import Conflict, DatabaseError, LockTimeout
-from cafleet.store.connection import add_auxiliary_indexes, open_store
+from cafleet.store.engines import open_store
+from cafleet.store.schema import add_auxiliary_indexes
 
 
 @pytest.fixture
@@ -82,7 +83,7 @@ def _snapshot(url: str) -> list:
 def test_fresh_schema_reads_back_exactly_the_expected_shape(pg, url):
     from cafleet.store import postgres
 
-    found = postgres._read_shape(pg.conn, "cafleet")
+    found = postgres.read_shape(pg.conn, "cafleet")
     assert {t: found["column"][t] for t in postgres.EXPECTED_COLUMNS} == {
         t: set(c) for t, c in postgres.EXPECTED_COLUMNS.items()
     }
@@ -108,12 +109,12 @@ def test_fresh_schema_reads_back_exactly_the_expected_shape(pg, url):
     assert pg.execute("SELECT version, name FROM refinery_schema_history").fetchall() == [(1, "baseline")]
     assert postgres.first_shape_problem(found) is None
     # the baseline's digest is the catalogue's; the fast path sees no auxiliary object yet
-    assert postgres._fast_accept(pg.conn, "cafleet", 5.0) == set(postgres.EXPECTED_COLUMNS)
+    assert postgres.fast_accept(pg.conn, "cafleet", 5.0) == set(postgres.EXPECTED_COLUMNS)
 
     # the auxiliary objects as `cafleet setup` adds them: the usage tables with the same
     # columns as SQLite's in the same order, and the fast path sees them
     assert add_auxiliary_indexes(pg) == [*schema.AUX_TABLES, *schema.AUX_INDEXES]
-    found = postgres._read_shape(pg.conn, "cafleet")
+    found = postgres.read_shape(pg.conn, "cafleet")
     assert "idx_cafleet_aux_messages_pending" in found["index"]
     assert {t: found["column"][t] for t in postgres.EXPECTED_AUX_COLUMNS} == {
         t: set(c) for t, c in postgres.EXPECTED_AUX_COLUMNS.items()
@@ -127,7 +128,7 @@ def test_fresh_schema_reads_back_exactly_the_expected_shape(pg, url):
         ]
     assert postgres.auxiliary_problems(pg) == {}
     assert postgres.first_shape_problem(found) is None
-    assert postgres._fast_accept(pg.conn, "cafleet", 5.0) == {
+    assert postgres.fast_accept(pg.conn, "cafleet", 5.0) == {
         *postgres.EXPECTED_COLUMNS,
         *postgres.AUX_TABLES,
         *postgres.AUX_INDEXES,
@@ -415,22 +416,24 @@ def test_waiter_wakes_on_a_commit_and_survives_a_dropped_connection(pg, url):
 
 
 def test_advisory_pane_lock_is_exclusive_bounded_and_freed_when_the_holder_dies(url):
-    from cafleet.delivery.lock import advisory_key, pane_lock
+    from cafleet.delivery.lock import pane_lock
+    from cafleet.store.engines import lock_space
+    from cafleet.store.postgres import pane_key
 
-    assert advisory_key("tmux", "$0@/s", "%1") != advisory_key("tmux", "$0@/s", "%2")
-    assert -(2**63) <= advisory_key("tmux", "$0@/s", "%1") < 2**63
-    with pane_lock(url, "tmux", "$0@/s", "%1", timeout=1):
+    assert pane_key("tmux", "$0@/s", "%1") != pane_key("tmux", "$0@/s", "%2")
+    assert -(2**63) <= pane_key("tmux", "$0@/s", "%1") < 2**63
+    with pane_lock(lock_space(url), "tmux", "$0@/s", "%1", timeout=1):
         with pytest.raises(LockTimeout):
-            with pane_lock(url, "tmux", "$0@/s", "%1", timeout=0.2):
+            with pane_lock(lock_space(url), "tmux", "$0@/s", "%1", timeout=0.2):
                 pass
-        with pane_lock(url, "tmux", "$0@/s", "%2", timeout=0):
+        with pane_lock(lock_space(url), "tmux", "$0@/s", "%2", timeout=0):
             pass  # another pane is another key
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import sys, time\nfrom cafleet.delivery.lock import pane_lock\n"
-            f"with pane_lock({url!r}, 'tmux', '$0@/s', '%1', 5):\n    print('held', flush=True)\n    time.sleep(600)\n",
+            "import sys, time\nfrom cafleet.delivery.lock import pane_lock\nfrom cafleet.store.engines import lock_space\n"
+            f"with pane_lock(lock_space({url!r}), 'tmux', '$0@/s', '%1', 5):\n    print('held', flush=True)\n    time.sleep(600)\n",
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -438,11 +441,11 @@ def test_advisory_pane_lock_is_exclusive_bounded_and_freed_when_the_holder_dies(
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(LockTimeout):
-            with pane_lock(url, "tmux", "$0@/s", "%1", timeout=0.2):
+            with pane_lock(lock_space(url), "tmux", "$0@/s", "%1", timeout=0.2):
                 pass
         holder.kill()
         holder.wait(timeout=30)
-        with pane_lock(url, "tmux", "$0@/s", "%1", timeout=30):
+        with pane_lock(lock_space(url), "tmux", "$0@/s", "%1", timeout=30):
             pass  # the server ended the dead holder's session, and with it the lock
     finally:
         if holder.poll() is None:

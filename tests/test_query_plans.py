@@ -22,8 +22,8 @@ from cafleet.broker import fleets, members, messages, notifications, timeline
 from cafleet.delivery import inbox
 from cafleet.config import Settings
 from cafleet.delivery.watch import Watcher
-from cafleet.store import connection, schema
-from cafleet.store.connection import open_store
+from cafleet.store import schema, sqlite
+from cafleet.store.engines import open_store
 
 SESSION = "$0@/nonexistent/cafleet-plans-socket"  # panes that do not exist: delivery fails fast
 OLD_FLEETS, OLD_MESSAGES_EACH, HOT_MESSAGES = 30, 1000, 3000
@@ -176,7 +176,7 @@ def build_database(path: str, analyze: bool, auxiliary: bool = True) -> dict:
     owed = messages.send(store, director, crew[1], "next task")["message_id"]  # no preview typed: owed
     to_ack = [messages.send(store, director, pending_member, f"ack me {i}")["message_id"] for i in range(4)]
     if auxiliary:  # every auxiliary object, as `cafleet setup` leaves the file
-        connection.add_auxiliary_indexes(store)
+        schema.add_auxiliary_indexes(store)
     else:  # a file made by another implementation, or an older cafleet, without them
         for name in schema.AUX_INDEXES:
             store.execute(f"DROP INDEX IF EXISTS {name}")
@@ -216,7 +216,7 @@ class Recorder:
         self.statements: list[tuple[str, str, tuple]] = []
 
     def install(self, monkeypatch) -> None:
-        original = connection.Store.execute
+        original = sqlite.SqliteStore.execute
         recorder = self
 
         def execute(store, sql, params=()):
@@ -227,7 +227,7 @@ class Recorder:
             recorder.statements.append((caller, sql, tuple(params)))
             return original(store, sql, params)
 
-        monkeypatch.setattr(connection.Store, "execute", execute)
+        monkeypatch.setattr(sqlite.SqliteStore, "execute", execute)
 
 
 @pytest.fixture

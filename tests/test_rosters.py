@@ -7,20 +7,20 @@ import sys
 
 import pytest
 
-from cafleet.store import connection
+from cafleet.store import sqlite
 
 
 @pytest.fixture
 def readers(monkeypatch) -> list[str]:
     """The name of the function behind every statement sent through ``Store.execute``."""
     names: list[str] = []
-    original = connection.Store.execute
+    original = sqlite.SqliteStore.execute
 
     def execute(store, sql, params=()):
         names.append(sys._getframe(1).f_code.co_name)
         return original(store, sql, params)
 
-    monkeypatch.setattr(connection.Store, "execute", execute)
+    monkeypatch.setattr(sqlite.SqliteStore, "execute", execute)
     return names
 
 

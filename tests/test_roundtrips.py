@@ -21,7 +21,7 @@ def proxied(env, pg_cluster):
     """(environment naming the database through the proxy, the proxy, the id of a message
     to ack, its recipient)."""
     from cafleet.broker import messages
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     url = pg_cluster.fresh_database()
     store = open_store(url)
@@ -86,7 +86,7 @@ def test_member_lists_round_trips_do_not_grow_with_the_fleet(proxied, pg_cluster
     """The roster's activity is walked for all members together (broker/activity.py): ten
     more members, each given a task it answered and had ACKed, cost no round trip more."""
     from cafleet.broker import messages
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     environ, proxy, message_id, worker = proxied
     small = counted(proxy, environ, "member", "list", "1")

@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 
 from cafleet import clock
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 
 PAUSED = "has an unknown status 'paused' in the database (expected active or deregistered)"
 ARCHIVED = "has an unknown status_state 'archived' in the database (expected input_required or completed)"

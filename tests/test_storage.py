@@ -14,7 +14,7 @@ import pytest
 
 from cafleet.errors import DatabaseError
 from cafleet.store import schema
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 from tests.conftest import file_digest
 
 
@@ -153,9 +153,9 @@ def test_parent_folder_created_on_first_use(cli, env, tmp_path):
 def test_a_sqlite_library_older_than_the_minimum_is_one_line_and_creates_nothing(cli, env, tmp_path, monkeypatch):
     """The SQL cafleet writes needs SQLite 3.35 (``UPDATE ... RETURNING``); an older system
     library (a stand-in here: this machine's is newer) is named before anything is made."""
-    from cafleet.store import sqlite
+    from cafleet.store import sqlite_driver
 
-    monkeypatch.setattr(sqlite.driver, "sqlite_version", "3.34.1")
+    monkeypatch.setattr(sqlite_driver.driver, "sqlite_version", "3.34.1")
     path = tmp_path / "new" / "x.db"
     result = cli("fleet", "list", environ=dict(env, CAFLEET_DATABASE_URL=str(path)))
     assert result.code == 1 and result.out == ""
@@ -409,20 +409,20 @@ def test_bad_database_url(cli, env, url, message):
 
 
 def test_sqlite_url_forms_resolve_to_the_same_file(env, tmp_path):
-    from cafleet.config import database_path
+    from cafleet.config import database_location
 
     path = tmp_path / "same.db"
-    assert database_path({"CAFLEET_DATABASE_URL": f"sqlite:///{path}"}) == str(path)
-    assert database_path({"CAFLEET_DATABASE_URL": f"sqlite:////{str(path).lstrip('/')}"}) == str(path)
-    assert database_path({"HOME": "/h"}) == "/h/.local/share/cafleet/cafleet_v8.db"
-    assert database_path({"HOME": "/h", "XDG_DATA_HOME": "/d"}) == "/d/cafleet/cafleet_v8.db"
+    assert database_location({"CAFLEET_DATABASE_URL": f"sqlite:///{path}"}) == str(path)
+    assert database_location({"CAFLEET_DATABASE_URL": f"sqlite:////{str(path).lstrip('/')}"}) == str(path)
+    assert database_location({"HOME": "/h"}) == "/h/.local/share/cafleet/cafleet_v8.db"
+    assert database_location({"HOME": "/h", "XDG_DATA_HOME": "/d"}) == "/d/cafleet/cafleet_v8.db"
 
 
 @pytest.mark.parametrize("form", ["plain", "sqlite:///"])
 def test_a_path_through_a_symlink_and_dotdot_names_the_file_the_kernel_opens(cli, env, tmp_path, form):
     """``link/..`` is the parent of the link's target for the kernel, not the folder that
     holds the link (what a textual normalisation would make of it)."""
-    from cafleet.config import database_path
+    from cafleet.config import database_location
     from tests.conftest import FleetBuilder
 
     (tmp_path / "real" / "inner").mkdir(parents=True)
@@ -431,7 +431,7 @@ def test_a_path_through_a_symlink_and_dotdot_names_the_file_the_kernel_opens(cli
     kernel = tmp_path / "real" / "cafleet.db"
     spelled = f"{tmp_path}/other/link/../cafleet.db"
     url = spelled if form == "plain" else "sqlite:///" + spelled
-    assert database_path({"CAFLEET_DATABASE_URL": url}) == str(kernel)
+    assert database_location({"CAFLEET_DATABASE_URL": url}) == str(kernel)
     store = open_store(str(kernel))
     FleetBuilder(store).fleet("kernel")
     store.close()
@@ -480,7 +480,7 @@ def test_concurrent_first_use_initialises_once(env, tmp_path):
 OPEN_CLOSE_LOOP = """
 import sys
 from cafleet.errors import DatabaseError
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 failures = []
 for _ in range(int(sys.argv[2])):
     try:
@@ -536,7 +536,7 @@ def test_open_store_error_type(tmp_path):
 REOPEN_SCRIPT = r"""
 import subprocess, sys
 from cafleet.broker import fleets, members, messages
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 from cafleet.store.diagnosis import read_header_state
 
 path = sys.argv[1]
@@ -546,7 +546,7 @@ member = members.register_member(store, fleet_id=1, name="m", description="d", b
                                  window_id="@0", coding_agent="claude")
 store.execute("SELECT count(*) FROM messages").fetchone()
 read_header_state(path)  # what every further open_store in this process does first
-writer = "from cafleet.store.connection import open_store; from cafleet.broker import messages; import sys\n" \
+writer = "from cafleet.store.engines import open_store; from cafleet.broker import messages; import sys\n" \
          "s = open_store(sys.argv[1]); messages.send(s, 1, 2, sys.argv[2]); s.close()"
 seen = []
 for body in ("first", "second"):

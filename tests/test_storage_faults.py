@@ -18,7 +18,7 @@ import pytest
 from cafleet.cli.context import Context
 from cafleet.cli.main import main
 from cafleet.store import schema
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 from tests.conftest import FleetBuilder, Result
 
 SIDES = ("", "-wal", "-shm", "-journal")
@@ -416,7 +416,7 @@ def test_activity_walk_is_bounded_with_equal_timestamps(store, build, monkeypatc
     """Sent messages sharing one status_timestamp (a bulk import) cost one step, and the
     walk stays bounded; the answer is still the newest send."""
     from cafleet.broker import activity
-    from cafleet.store import connection
+    from cafleet.store import sqlite
 
     fleet_id, director, (m1, m2) = build.fleet()
     same = "2025-03-01T00:00:00.000000+00:00"
@@ -439,13 +439,13 @@ def test_activity_walk_is_bounded_with_equal_timestamps(store, build, monkeypatc
             rows,
         )
     calls = []
-    original = connection.Store.execute
+    original = sqlite.SqliteStore.execute
 
     def counting(self, sql, params=()):
         calls.append(sql)
         return original(self, sql, params)
 
-    monkeypatch.setattr(connection.Store, "execute", counting)
+    monkeypatch.setattr(sqlite.SqliteStore, "execute", counting)
     steps = []  # SQLite virtual-machine work, in units of 100 instructions: counts rows read
     store.conn.set_progress_handler(lambda: steps.append(1), 100)
     assert activity.last_activity(store, m1) == "2025-02-01T00:00:59.000000+00:00"
@@ -507,7 +507,7 @@ def test_writers_queue_serialises_concurrent_writers(env, db_path):
     fleet_id, director, (m1, m2) = FleetBuilder(store).fleet()
     store.close()
     script = (
-        "import sys\nfrom cafleet.store.connection import open_store\nfrom cafleet.broker import messages\n"
+        "import sys\nfrom cafleet.store.engines import open_store\nfrom cafleet.broker import messages\n"
         "s = open_store(sys.argv[1])\n"
         "for i in range(20):\n    messages.send(s, int(sys.argv[2]), int(sys.argv[3]), f'{sys.argv[4]}-{i}')\n"
         "s.close()\n"

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from cafleet.broker import members
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 from cafleet.web import screens
 from tests.support.pane_fleet import herdr_fleet, tmux_fleet
 from tests.support.tmux_fixtures import HerdrEnv

@@ -13,7 +13,7 @@ import pytest
 
 from cafleet.broker import spawns, usage
 from cafleet.store import schema
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 from tests.conftest import FleetBuilder
 from tests.support.pane_fleet import tmux_fleet
 from tests.support.usage_records import call_lines, write_calls

@@ -18,7 +18,7 @@ import pytest
 
 from cafleet.agents import usage as agent_usage
 from cafleet.broker import usage
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 from tests.support.pane_fleet import tmux_fleet
 from tests.support.tmux_fixtures import wait_for
 from tests.support.usage_records import call_line, call_lines, user_line, write_calls, write_live_session

@@ -19,7 +19,7 @@ import pytest
 
 from cafleet.broker import usage
 from cafleet.delivery import usage as spend
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 from tests.conftest import FleetBuilder
 from tests.support.keeper import assert_none_left, kill
 from tests.support.pane_fleet import tmux_fleet

@@ -312,7 +312,7 @@ def test_wait_and_listen_resume_across_a_server_restart(env, tmp_path):
     every session, the server stays down while both commands retry, then comes back; each
     reads again and gets what was sent, once. Stopped for good, a listener gives up."""
     from cafleet.broker import fleets, members, messages
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
     from tests.support.postgres import Cluster
 
     cluster = Cluster()

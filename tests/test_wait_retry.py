@@ -18,7 +18,6 @@ import textwrap
 
 import pytest
 
-from cafleet import config
 from cafleet.broker import messages
 
 SESSION = "$0@/nonexistent/socket"  # the placement FleetBuilder records
@@ -26,7 +25,8 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     from cafleet.delivery.lock import pane_lock
-    with pane_lock(sys.argv[1], "tmux", sys.argv[2], sys.argv[3], timeout=5):
+    from cafleet.store.engines import lock_space
+    with pane_lock(lock_space(sys.argv[1]), "tmux", sys.argv[2], sys.argv[3], timeout=5):
         print("held", flush=True)
         time.sleep(600)
     """
@@ -37,7 +37,7 @@ HOLDER = textwrap.dedent(
 def busy_pane(env, db_path):
     """Hold the pane-input lock of pane %5 in another process until the test ends."""
     child = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, config.lock_dir(db_path), SESSION, "%5"],
+        [sys.executable, "-c", HOLDER, db_path, SESSION, "%5"],
         stdout=subprocess.PIPE,
         text=True,
         env=env,

@@ -17,7 +17,7 @@ import pytest
 
 from cafleet.broker import fleets, members, messages
 from cafleet.store.changes import Changes
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 from tests.support.hooked import cafleet_argv
 from tests.support.pause import default_sigint, held_commands
 

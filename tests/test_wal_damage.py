@@ -27,7 +27,7 @@ HEADER, FRAME_HEADER = 32, 24
 WRITER = r"""
 import sys, time
 from cafleet.broker import fleets, members, messages
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 
 store = open_store(sys.argv[1])
 store.conn.execute("PRAGMA wal_autocheckpoint=0")  # every write stays in the -wal
@@ -282,7 +282,7 @@ def test_a_log_in_use_is_never_read(cli, env, tmp_path, crashed, monkeypatch):
         holder.wait()
     assert os.path.getsize(str(path) + "-wal") > HEADER and not wal.in_use(str(path))
 
-    from cafleet.store.connection import open_store
+    from cafleet.store.engines import open_store
 
     own = open_store(str(path))  # this process's own connection: recovers the log, and was checked
     try:

@@ -281,7 +281,7 @@ HOLD_WRITE_LOCK = {
     ),
     "postgres": (
         "import sys\n"
-        "from cafleet.store.connection import open_store\n"
+        "from cafleet.store.engines import open_store\n"
         "store = open_store(sys.argv[1])\n"
         "with store.write():\n"
         "    store.execute('SELECT 1')  # the writers' lock goes with a transaction's first statement\n"

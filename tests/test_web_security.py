@@ -22,7 +22,7 @@ BASE = "http://127.0.0.1:8000"
 
 def make_client(db_path, env, host="127.0.0.1", port=8000, loopback=True):
     config = WebConfig(
-        db_path=db_path, allowed_hosts=allowed_hosts(host, port, loopback), environ=env, login=Login(TOKEN)
+        database=db_path, allowed_hosts=allowed_hosts(host, port, loopback), environ=env, login=Login(TOKEN)
     )
     return web_client(create_app(config), base_url=f"http://{host}:{port}", raise_server_exceptions=False)
 

@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from cafleet.broker import fleets, members
-from cafleet.store.connection import open_store
+from cafleet.store.engines import open_store
 from cafleet.web.app import POOL_SIZE
 from tests.support import postgres
 from tests.support.environ import isolated_environ

@@ -656,27 +656,23 @@ class Settings:
     (:func:`child_environ`).
     """
 
-    __slots__ = (*(s.attr for s in ENVIRONMENT if s.checked), "environ", "_db_path")
+    __slots__ = (*(s.attr for s in ENVIRONMENT if s.checked), "environ", "_database")
 
-    def __init__(self, environ, db_path: str | None = None) -> None:
+    def __init__(self, environ, database: str | None = None) -> None:
         self.environ = environ
-        self._db_path = db_path  # given when the caller already chose the database (the WebUI's server)
+        self._database = database  # given when the caller already chose the database (the WebUI's server)
         for setting in ENVIRONMENT:
             if setting.checked:
                 setattr(self, setting.attr, setting.read(environ))
 
     @property
-    def db_path(self) -> str:
-        """The database location (:func:`database_path`), read on first use: a command that
-        needs no database works without one."""
-        if self._db_path is None:
-            self._db_path = database_path(self.environ)
-        return self._db_path
-
-    @property
-    def lock_dir(self) -> str:
-        """Where the pane-input locks live (:func:`lock_dir`)."""
-        return lock_dir(self.db_path)
+    def database(self) -> str:
+        """The database location (:func:`database_location`: a SQLite file's resolved path
+        or a PostgreSQL URL), read on first use: a command that needs no database works
+        without one. Only the store package (:mod:`cafleet.store`) tells which it is."""
+        if self._database is None:
+            self._database = database_location(self.environ)
+        return self._database
 
     if TYPE_CHECKING:  # the attributes are the declarations' names, set above
 
@@ -703,10 +699,12 @@ def child_environ(environ=None, drop=(), **overrides: str) -> dict[str, str]:
 # --- readers used by the library (each goes through the declarations above) ---------------
 
 
-def database_path(environ) -> str:
-    """The database file chosen by ``CAFLEET_DATABASE_URL`` or the XDG default.
+def database_location(environ) -> str:
+    """The database chosen by ``CAFLEET_DATABASE_URL`` or the XDG default: a file's resolved
+    path, or a ``postgresql://`` URL passed through as it is.
 
-    Accepted: ``sqlite:///ABS/PATH`` (``sqlite:////abs/path`` too) or a plain absolute path.
+    Accepted: ``sqlite:///ABS/PATH`` (``sqlite:////abs/path`` too), a plain absolute path or
+    a PostgreSQL URL.
     """
     url = environ.get("CAFLEET_DATABASE_URL", "")
     if url:
@@ -776,16 +774,6 @@ def _shown_location(url: str) -> str:
 
 def is_postgres(url: str) -> bool:
     return url.startswith(("postgresql://", "postgres://"))
-
-
-def lock_dir(db_path: str) -> str:
-    """Pane-input lock files live beside the database, shared by every process using it:
-    beside the resolved file, so every spelling of one database (a symlink, ``..``) meets
-    on one lock per pane, as SQLite puts its own -wal/-shm beside the resolved file.
-    On PostgreSQL the locks are advisory locks in the database itself: the URL."""
-    if is_postgres(db_path):
-        return db_path
-    return os.path.join(os.path.dirname(os.path.realpath(db_path)), "locks")
 
 
 def debug(environ) -> bool:

@@ -40,10 +40,6 @@ def _secret_key(key: str) -> bool:
     return unquote(key).lower() in ("password", "sslpassword")
 
 
-def is_url(location: str) -> bool:
-    return location.startswith(("postgresql://", "postgres://"))
-
-
 def redact(text: str) -> str:
     """``text`` with every password it spells (userinfo, query parameter, keyword) as ``***``."""
     if "://" not in text and "password" not in text.lower():
@@ -104,12 +100,10 @@ def _other_spellings(found: list[str], location: str) -> list[str]:
     import base64
     from urllib.parse import quote, unquote, urlsplit
 
-    user = ""
-    if is_url(location):
-        try:
-            user = unquote(urlsplit(location).username or "")
-        except ValueError:
-            user = ""
+    try:  # a file path has no user name
+        user = unquote(urlsplit(location).username or "")
+    except ValueError:
+        user = ""
     forms = set(found)
     for secret in found:
         encoded = quote(secret, safe="")
@@ -214,15 +208,3 @@ def write_private(folder: str, name: str, content: str) -> str:
     except OSError as error:
         raise ConfigError(f"cannot write {path} ({error.strerror}).") from None
     return path
-
-
-def member_url(url: str, environ) -> str:
-    """The database location a member's pane on this machine gets: ``url`` itself when it
-    carries no password, else the URL without it and naming a private pgpass file."""
-    if not is_url(url):
-        return url
-    bare, password = split_password(url)
-    if password is None:
-        return bare
-    path = write_private(private_dir(environ), passfile_name(url), pgpass_line(password))
-    return with_passfile(bare, path)

@@ -27,7 +27,7 @@ class Drawn:
 
     def __init__(self, fleet, folder: Path, rows: list[str], agent: str = "claude") -> None:
         from cafleet.broker import members
-        from cafleet.store.connection import open_store
+        from cafleet.store.engines import open_store
 
         self.fleet = fleet
         self.screen, self.keys = folder / "drawn.screen", folder / "drawn.keys"

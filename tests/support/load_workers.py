@@ -159,9 +159,9 @@ def main() -> None:
     p_poll.add_argument("--gap", type=float, default=0.0)
     args = parser.parse_args()
     if os.environ.get(NO_WRITERS_QUEUE) == "1":  # bench/write_queue.py: SQLite's busy handler alone
-        from cafleet.store.connection import Store
+        from cafleet.store.sqlite import SqliteStore
 
-        Store.write_queue = lambda self: None  # type: ignore[method-assign]
+        SqliteStore.write_queue = lambda self: None  # type: ignore[method-assign]
     run = Runner(args.spawn)
     if args.role == "send":
         send(run, args.sender, args.targets.split(","), args.count, args.tag, args.gap, args.until)

@@ -136,7 +136,7 @@ class PaneFleet:
         ``member create`` would register it, recorded as ``coding_agent`` (another agent's
         name: a pane that never draws that agent's input box): ``{"member_id", "pane_id"}``."""
         from cafleet.broker import members
-        from cafleet.store.connection import open_store
+        from cafleet.store.engines import open_store
 
         shown = self.cafleet("member", "show", str(self.director), "--json").json()["placement"]
         store = open_store(str(self.db))
@@ -184,7 +184,7 @@ class PaneFleet:
     def query(self, sql: str, *params):
         """A read straight from the database (``notified_at`` is not public)."""
         if str(self.db).startswith(("postgresql://", "postgres://")):
-            from cafleet.store.connection import open_store
+            from cafleet.store.engines import open_store
 
             store = open_store(str(self.db))
             try:

@@ -327,7 +327,7 @@ class RealFleet:
     def start_plain(self, agent: str, name: str) -> dict:
         """The pinned program by absolute path, no cafleet flags, registered as a member."""
         from cafleet.broker import members
-        from cafleet.store.connection import open_store
+        from cafleet.store.engines import open_store
 
         shown = self.cafleet("member", "show", str(self.director), "--json").json()["placement"]
         store = open_store(self.db)

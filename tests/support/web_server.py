@@ -31,7 +31,7 @@ AUTH = {"authorization": f"Bearer {TOKEN}"}
 
 def make_app(db_path: str, env: dict, **options):
     options.setdefault("login", Login(TOKEN))
-    config = WebConfig(db_path=db_path, allowed_hosts=allowed_hosts("127.0.0.1", 8000, True), environ=env, **options)
+    config = WebConfig(database=db_path, allowed_hosts=allowed_hosts("127.0.0.1", 8000, True), environ=env, **options)
     return create_app(config)
 
 
@@ -60,7 +60,7 @@ def threaded_server(db_path: str, env: dict, **options):
     sock.listen(16)
     port = sock.getsockname()[1]
     options.setdefault("login", Login(TOKEN))
-    config = WebConfig(db_path=db_path, allowed_hosts=allowed_hosts("127.0.0.1", port, True), environ=env, **options)
+    config = WebConfig(database=db_path, allowed_hosts=allowed_hosts("127.0.0.1", port, True), environ=env, **options)
     server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning", lifespan="on", ws="none"))
     config.stopping = lambda: server.should_exit
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

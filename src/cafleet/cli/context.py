@@ -31,7 +31,7 @@ class Context:
         self.json = json_output
         self.hooks = hooks
         self._store: Store | None = None
-        self._db_path: str | None = None
+        self._database: str | None = None
         self._settings: config.Settings | None = None
         self._scrub: Callable[[str], str] | None = None
 
@@ -43,10 +43,11 @@ class Context:
         return self._settings
 
     @property
-    def db_path(self) -> str:
-        if self._db_path is None:
-            self._db_path = config.database_path(self.environ)
-        return self._db_path
+    def database(self) -> str:
+        """The database location (:func:`cafleet.config.database_location`)."""
+        if self._database is None:
+            self._database = config.database_location(self.environ)
+        return self._database
 
     def store(self) -> Store:
         """The database connection, diagnosed on first use (docs/storage.md) and reused after."""
@@ -57,10 +58,10 @@ class Context:
     def open_store(self) -> Store:
         """A connection of its own to the same database, opened as :meth:`store` opens its
         one (for a thread of this command: a connection is never shared between threads)."""
-        from cafleet.store.connection import open_store
+        from cafleet.store.engines import open_store
 
         return open_store(
-            self.db_path,
+            self.database,
             self.busy_timeout,
             self.settings.pg_schema,
             self.settings.pg_trusted_owner or "",

@@ -142,7 +142,7 @@ class _Demo:
             return
         from cafleet import config
         from cafleet.delivery import keepers
-        from cafleet.store.connection import open_store
+        from cafleet.store.engines import open_store
 
         store = open_store(self.db)
         try:
@@ -180,7 +180,7 @@ class _Demo:
 
     def _timeline(self, fleet_id: int, director: int, member_ids: dict) -> list[AdminMessage]:
         from cafleet.broker.timeline import fleet_timeline
-        from cafleet.store.connection import open_store
+        from cafleet.store.engines import open_store
 
         names = {director: "Director", **{v: k for k, v in member_ids.items()}}
         store = open_store(self.db)

@@ -41,15 +41,12 @@ def multiplexer_section(environ) -> dict:
 
 def database_section(ctx: Context) -> dict:
     try:
-        path = ctx.db_path
+        path = ctx.database
     except CafleetError as error:
         return {"ok": False, "path": None, "error": str(error), "fix": "set CAFLEET_DATABASE_URL to an absolute path"}
-    from cafleet.store import is_postgres_url
+    from cafleet.store.engines import shown_location
 
-    if is_postgres_url(path):
-        from cafleet.credentials import redact
-
-        path = redact(path)  # never print a password
+    path = shown_location(path)  # never print a password
     try:
         store = ctx.store()
     except CafleetError as error:
@@ -92,7 +89,7 @@ def database_section(ctx: Context) -> dict:
 
 def trigger_text(item: Trigger) -> str:
     """One trigger or rule as doctor names it."""
-    from cafleet.store.postgres import role_text
+    from cafleet.store import role_text
 
     text = f"{item['kind']} {item['name']} on {item['table']}"
     if item["kind"] == "trigger":

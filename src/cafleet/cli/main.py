@@ -63,12 +63,10 @@ def _storage_fault(ctx: Context, error: Exception):
     store = getattr(ctx, "_store", None)
     if store is not None:
         return store.classify(error)
-    if not hasattr(error, "sqlite_errorname"):
-        return None
-    from cafleet.store.faults import as_database_error
+    from cafleet.store.engines import escaped_error
 
-    return as_database_error(
-        error, getattr(ctx, "_db_path", None), ctx.busy_timeout if hasattr(ctx, "busy_timeout") else 5.0
+    return escaped_error(
+        error, getattr(ctx, "_database", None), ctx.busy_timeout if hasattr(ctx, "busy_timeout") else 5.0
     )
 
 

@@ -164,7 +164,7 @@ def _serve(ctx: Context, sock: socket.socket, host: str, port: int, loopback: bo
     login = Login(new_token(), port, secure=public is not None and public.secure)
 
     config = WebConfig(
-        db_path=ctx.db_path,
+        database=ctx.database,
         allowed_hosts=allowed_hosts(host, port, loopback),
         environ=ctx.environ,
         busy_timeout=ctx.busy_timeout,

@@ -21,9 +21,7 @@ def setup(ctx: Context, coding_agents):
             raise UsageError(f"unknown coding agent {agent!r} for --coding-agent; choose {', '.join(AGENTS)}.")
     agents = list(dict.fromkeys(coding_agents)) or list(AGENTS)
     store = ctx.store()  # diagnosis, and baseline initialisation of a new file
-    from cafleet.store.connection import add_auxiliary_indexes
-
-    from cafleet.store.schema import AUX_TABLES
+    from cafleet.store.schema import AUX_TABLES, add_auxiliary_indexes
 
     added = add_auxiliary_indexes(store)  # a file made by an older cafleet gets them (and the tables) here
     tables = [name for name in added if name in AUX_TABLES]

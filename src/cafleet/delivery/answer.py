@@ -75,9 +75,9 @@ def answer_member(
         label = label.strip(" ")
     placement, pane = _live_placement(store, member_id)
     agent = placement["coding_agent"]
-    lock_dir, timeout = settings.lock_dir, settings.lock_timeout
+    timeout = settings.lock_timeout
     mux = reach(placement)
-    with lock.placement_lock(lock_dir, placement, timeout, store.hooks) as held:
+    with lock.placement_lock(store.locks, placement, timeout, store.hooks) as held:
         guarded = held.guard(mux)
         shown = dialog.capture(mux, pane, marked=True)  # the window the notice was read from
         seen = dialog.read(agent, shown, marked=True)

@@ -43,13 +43,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from cafleet.broker.records import BroadcastResult, MessageRecord, NotificationTarget
-    from cafleet.store.protocol import Store
-
-
-BROADCAST_WORKERS = 32  # recipients of a broadcast whose previews are typed at the same time
-# On PostgreSQL each worker holds a session and each pane-input lock is one more: 8 workers
-# take at most 16 of a server's connections (max_connections is 100 by default).
-BROADCAST_WORKERS_POSTGRES = 8
+    from cafleet.store.protocol import LockSpace, Store
 
 
 class Outcome:
@@ -96,7 +90,7 @@ def broadcast(
     :func:`cafleet.broker.messages.broadcast`, with each recipient's record or failure).
 
     With ``opener`` (a new connection to the same database), the recipients are notified
-    at once, up to :data:`BROADCAST_WORKERS` at a time (fewer on PostgreSQL), each by a
+    at once, up to ``store.broadcast_workers`` at a time (fewer on PostgreSQL), each by a
     thread with a connection of its own: each recipient's drain is the one a single send
     runs (its own pane's lock, oldest first, revalidated under the lock, stamped after a
     confirmed submission), and different recipients share nothing but the database.
@@ -123,15 +117,13 @@ def _notify_at_once(
     store: Store, settings: config.Settings, sent: list[MessageRecord], opener: Callable[[], Store]
 ) -> list[Outcome]:
     """:func:`notify_after_send` of every record of ``sent``, up to
-    :data:`BROADCAST_WORKERS` recipients at a time (:data:`BROADCAST_WORKERS_POSTGRES` on
-    PostgreSQL), each worker thread on a store of its own from ``opener``. A record whose worker could not open one is notified afterwards,
+    ``store.broadcast_workers`` recipients at a time (32 on SQLite, 8 on PostgreSQL),
+    each worker thread on a store of its own from ``opener``. A record whose worker could not open one is notified afterwards,
     here, on ``store`` (the stored message never becomes an error)."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from cafleet.store import is_postgres_url
-
-    workers = BROADCAST_WORKERS_POSTGRES if is_postgres_url(settings.db_path) else BROADCAST_WORKERS
+    workers = store.broadcast_workers
     local = threading.local()
     opened: list[Store] = []
     guard = threading.Lock()
@@ -348,7 +340,7 @@ def drain(
             return None
         mux = text = None
         try:
-            with lock.placement_lock(settings.lock_dir, target, timeout, store.hooks) as held:
+            with lock.placement_lock(store.locks, target, timeout, store.hooks) as held:
                 refusal = _refusal(store, recipient_id, target, message_id)
                 if refusal == "":
                     continue  # ACKed or notified by another process meanwhile
@@ -396,7 +388,7 @@ def drain(
             return _with_pane(error, target["pane_id"])
         except lock.LockLost as error:
             typed = getattr(mux, "typed", False)
-            return after_lost_lock(settings.lock_dir, target, text or "", timeout, error, typed)
+            return after_lost_lock(store.locks, target, text or "", timeout, error, typed)
         except (CafleetError, OSError) as error:  # OSError: the multiplexer client could not run
             return _with_pane(error, target["pane_id"])
 
@@ -480,7 +472,7 @@ def _our_preview_line(store: Store, recipient_id: int):
 
 
 def after_lost_lock(
-    lock_dir, placement: Mapping[str, Any], text: str, timeout: float, error: CafleetError, typed: bool
+    locks: LockSpace, placement: Mapping[str, Any], text: str, timeout: float, error: CafleetError, typed: bool
 ) -> str:
     """What to say after the pane-input lock was lost while typing ``text`` into the
     placement's pane: if anything was typed, the lock is taken again (bounded by
@@ -493,7 +485,7 @@ def after_lost_lock(
         return f"{reason}; nothing had been typed"
     pane_id = placement["pane_id"]
     try:
-        with lock.placement_lock(lock_dir, placement, timeout) as held:
+        with lock.placement_lock(locks, placement, timeout) as held:
             return f"{reason}; " + submit.take_back(
                 held.guard(reach(placement)), pane_id, text, placement["coding_agent"]
             )

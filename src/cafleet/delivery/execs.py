@@ -94,7 +94,7 @@ def dispatch(store: Store, settings, exec_id: int, *, wait_for_lock: bool = True
         return f"member {member_id} has no pane that can take input"
     timeout = settings.lock_timeout if wait_for_lock else 0
     try:
-        with lock.placement_lock(settings.lock_dir, target, timeout, store.hooks) as held:
+        with lock.placement_lock(store.locks, target, timeout, store.hooks) as held:
             if notifications.notification_target(store, member_id) != target:
                 return f"member {member_id}'s placement changed"
             if execs.get(store, exec_id)["state"] != "created":
@@ -318,7 +318,7 @@ class Watcher:
             return "no pane"
         text = NUDGE.format(exec_id=record["exec_id"], status=execs.status_text(record["exit_status"]))
         try:
-            with lock.placement_lock(self.settings.lock_dir, target, 0, self.store.hooks) as held:
+            with lock.placement_lock(self.store.locks, target, 0, self.store.hooks) as held:
                 submit.type_prompt(
                     held.guard(reach(target)),
                     target["pane_id"],

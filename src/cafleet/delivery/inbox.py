@@ -9,7 +9,7 @@ read again. A check asks the store's change waiter (``store.change_waiter``):
   commits), a few microseconds of CPU;
 - PostgreSQL: a notification queued on a ``LISTEN`` connection of its own (every write
   transaction sends a ``NOTIFY``), with a fallback read every few seconds (a notification
-  is a hint, and is lost while the connection is down; see ``store/postgres.py``).
+  is a hint, and is lost while the connection is down; see ``store/postgres/waiter.py``).
 
 Between checks the process sleeps; the check interval bounds how soon a message from
 another process is seen (default 0.05 s, ``CAFLEET_WAIT_INTERVAL``).

@@ -57,7 +57,6 @@ rounds when the keeper is turned off (``CAFLEET_KEEPER=off``).
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 
@@ -190,12 +189,12 @@ def _keep(store: Store, settings: config.Settings, fleet_id: int, say, reconnect
     try:
         acquired = lock.acquire(clock.now())
     except OSError as error:
-        return f"its lock or record in {os.path.dirname(lock.where.lock_path)} cannot be written ({error})"
+        return f"its lock or record in {lock.where.lock.folder} cannot be written ({error})"
     if not acquired:
         other = keepers.status(store, settings, fleet_id)
         return f"another keeper already runs for fleet {fleet_id} ({other.describe()}), so this one is not needed"
     try:
-        say(f"keeper for fleet {fleet_id} started (database {_shown(settings.db_path)})")
+        say(f"keeper for fleet {fleet_id} started (database {_shown(settings.database)})")
         if store.hooks is not None:  # test-only hook (cafleet.faults): said it started, not running yet
             store.hooks.pause("keep.started")
         return _run(store, settings, fleet_id, lock, say, reconnect, stop)
@@ -393,7 +392,7 @@ def _deleted(store: Store, fleet_id: int) -> bool:
     return fleets.get_fleet(store, fleet_id)["deleted_at"] is not None
 
 
-def _shown(db_path: str) -> str:
+def _shown(database: str) -> str:
     from cafleet.credentials import redact
 
-    return redact(db_path)
+    return redact(database)

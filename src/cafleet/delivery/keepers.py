@@ -5,13 +5,17 @@ module is what every other command needs of it, kept apart so that a command can
 "does one run?" without loading the keeper's loop (and so that the drain, which the keeper
 runs, can ask it without an import cycle).
 
+The lock, the record and the log live in the database's lock space (``store.locks``,
+:meth:`~cafleet.store.protocol.LockSpace.keeper`), which the store package chooses; what
+follows is what each space does.
+
 **One per fleet: the lock.** A keeper runs only while it holds its fleet's keeper lock, and
 the lock dies with its holder:
 
 - SQLite: an ``flock`` on ``<lock folder>/keeper-<tag>-<fleet id>.lock``, in the folder of
-  the pane-input locks (beside the resolved database file, :func:`cafleet.config.lock_dir`);
-  ``<tag>`` is a hash of the resolved database path, so two databases in one folder never
-  share a keeper. The kernel releases it when the process dies, however it dies.
+  the pane-input locks (beside the resolved database file); ``<tag>`` is a hash of the
+  resolved database path, so two databases in one folder never share a keeper. The kernel
+  releases it when the process dies, however it dies.
 - PostgreSQL: a session advisory lock (key: BLAKE2b of ``fleet-keeper``, the schema and the
   fleet id) held by a connection the keeper opens for nothing else; the server releases it
   when that session ends (the process died, its host vanished: TCP keepalives, seconds).
@@ -62,12 +66,9 @@ from cafleet.errors import clause
 
 TYPE_CHECKING = False  # `typing` stays off the send path, which reads the record
 if TYPE_CHECKING:
-    from typing import Any
-
     from cafleet.store.protocol import Store
 
 LOG_LIMIT = 1 << 20  # bytes: a larger log is moved to <log>.1 when the next keeper starts
-APP_NAME = "cafleet-keeper"
 HEARTBEAT = 5.0  # seconds between two heartbeats of a keeper, at most (a quarter of the stalled threshold)
 RUNNING, STALLED, NOT_RUNNING = "running", "stalled", "not running"
 
@@ -140,39 +141,16 @@ class Keeper:
 
 
 class Where:
-    """Where a fleet's keeper lock, record and log are, for one store."""
+    """Where a fleet's keeper lock, record and log are, for one store: ``lock``, the
+    :class:`~cafleet.store.protocol.KeeperLock` of the store's lock space."""
 
-    __slots__ = ("fleet_id", "postgres", "lock_path", "state_path", "log_path", "key", "url", "schema")
+    __slots__ = ("fleet_id", "lock", "log_path")
 
     def __init__(self, store: Store, settings: config.Settings, fleet_id: int) -> None:
-        import hashlib
-
-        db_path = settings.db_path
-
         self.fleet_id = fleet_id
-        from cafleet.store import is_postgres_url
-
-        self.postgres = is_postgres_url(db_path)
-        self.url = db_path
-        self.schema = store.schema  # read on PostgreSQL only: the lock's key
-        identity = store.location_key()  # where the database is, not how it was spelled
-        folder = _state_home(settings.environ) if self.postgres else settings.lock_dir
-        tag = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-        base = os.path.join(folder, f"keeper-{tag}-{fleet_id}")
-        self.lock_path, self.state_path, self.log_path = base + ".lock", base + ".state", base + ".log"
-        self.key = 0
-        if self.postgres:
-            from cafleet.store.postgres import lock_key
-
-            self.key = lock_key("fleet-keeper", self.schema, str(fleet_id))
-
-
-def _state_home(environ) -> str:
-    state = environ.get("XDG_STATE_HOME", "")
-    if not os.path.isabs(state):
-        home = environ.get("HOME", "")
-        state = os.path.join(home if os.path.isabs(home) else "/tmp", ".local", "state")
-    return os.path.join(state, "cafleet", "keepers")
+        # where the database is (not how it was spelled) and, on PostgreSQL, its schema: the lock's key
+        self.lock = store.locks.keeper(fleet_id, store.location_key(), store.schema, settings.environ)
+        self.log_path = self.lock.log_path
 
 
 def _hostname() -> str:
@@ -186,45 +164,20 @@ def status(store: Store, settings: config.Settings, fleet_id: int) -> Keeper:
     """Whether a keeper runs for the fleet now, and which (never touches the lock): one
     that holds the lock but has not beaten for ``CAFLEET_KEEPER_STALLED_AFTER`` s is stalled."""
     where = Where(store, settings, fleet_id)
-    found = _pg_status(store, where) if where.postgres else _file_status(where)
-    age = found.heartbeat_age
-    if found.running and age is not None and age > settings.keeper_stalled_after:
-        found.state = STALLED
-    return found
-
-
-def _file_status(where: Where) -> Keeper:
-    record = read_record(where.state_path)
+    record = where.lock.holder(store)
     if record is None:
         return Keeper(False)
-    try:
-        pid, start = int(record["pid"]), record["start"]
-    except (KeyError, ValueError):
+    # A record that can outlive its keeper (a file) carries the holder's start time: it reads as
+    # running only while a process with that pid and that start time is alive and not a
+    # zombie (dead, a zombie, or its pid now names another process: not running).
+    start = record.get("start")
+    if start is not None and record["host"] == _hostname() and process_start(record["pid"] or 0) != start:
         return Keeper(False)
-    host = record.get("host")
-    if host == _hostname() and process_start(pid) != start:
-        return Keeper(False)  # dead, a zombie, or its pid now names another process
-    try:
-        import time
-
-        age: float | None = max(0.0, time.time() - os.stat(where.state_path).st_mtime)  # the heartbeat
-    except OSError:
-        age = None  # removed as it was read: its keeper is ending
-    return Keeper(True, pid, record.get("since"), host, record.get("log"), age)
-
-
-def read_record(path: str) -> dict | None:
-    """The ``key value`` lines of a state file; None when there is none (or it is unreadable)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read(4096)
-    except OSError:
-        return None
-    record = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(" ")
-        record[key] = value
-    return record
+    found = Keeper(True, record["pid"], record["since"], record["host"], record["log"], record["age"])
+    age = found.heartbeat_age
+    if age is not None and age > settings.keeper_stalled_after:
+        found.state = STALLED
+    return found
 
 
 def process_start(pid: int) -> str | None:
@@ -240,35 +193,6 @@ def process_start(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-_PG_HOLDER = (  # the holder's record, and how long ago its session last ran a statement: its heartbeat
-    "SELECT a.application_name, EXTRACT(EPOCH FROM clock_timestamp() - a.state_change)::float8 "
-    "FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
-    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
-    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-    "AND l.classid::text = ? AND l.objid::text = ?"
-)
-
-
-def _pg_status(store: Store, where: Where) -> Keeper:
-    unsigned = where.key & 0xFFFFFFFFFFFFFFFF
-    rows = store.execute(_PG_HOLDER, (str(unsigned >> 32), str(unsigned & 0xFFFFFFFF))).fetchall()
-    if not rows:
-        return Keeper(False)
-    name, age = rows[0][0], rows[0][1]
-    age = None if age is None else max(0.0, float(age))  # None: a session this role may not see
-    words = (name or "").split(" ")
-    if len(words) < 3 or words[0] != APP_NAME or not words[1].isdigit():
-        return Keeper(True, log=where.log_path, heartbeat_age=age)  # held, by a session whose name cannot be read
-    since = None
-    try:
-        from cafleet.clock import from_epoch
-
-        since = from_epoch(float(words[2]))
-    except ValueError:
-        pass
-    return Keeper(True, int(words[1]), since, " ".join(words[3:]) or None, where.log_path, age)
-
-
 # --- holding the lock (the keeper's side) --------------------------------------------------
 
 
@@ -278,15 +202,11 @@ class FleetLock:
     def __init__(self, store: Store, settings: config.Settings, fleet_id: int) -> None:
         self.where = Where(store, settings, fleet_id)
         self.busy_timeout = store.busy_timeout
-        self.fd: int | None = None
-        self.advisory: Any = None  # PostgreSQL: the advisory lock, on a session of its own
         self.record: dict | None = None
 
     def acquire(self, since: str) -> bool:
         """Take the lock without waiting and publish this process's record; False when
         another keeper holds it."""
-        from cafleet import clock
-
         record = {
             "pid": str(os.getpid()),
             "start": process_start(os.getpid()) or "",
@@ -294,63 +214,16 @@ class FleetLock:
             "host": _hostname(),
             "log": self.where.log_path,
         }
-        where = self.where
-        if where.postgres:
-            from cafleet.store.postgres import AdvisoryLock
-
-            advisory = AdvisoryLock(where.url, where.key)
-            advisory.open(self.busy_timeout)
-            try:
-                acquired = advisory.try_acquire_as(
-                    f"{APP_NAME} {record['pid']} {clock.to_epoch(since):.6f} {record['host']}"
-                )
-            except BaseException:
-                advisory.release()
-                raise
-            if not acquired:
-                advisory.release()
-                return False
-            self.advisory = advisory
-            self.record = record
-            return True
-        import fcntl
-
-        os.makedirs(os.path.dirname(where.lock_path), mode=0o700, exist_ok=True)
-        fd = os.open(where.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        if not self.where.lock.acquire(record, self.busy_timeout):
             return False
-        self.fd = fd
         self.record = record
-        self._write_record()
         return True
-
-    def _write_record(self) -> None:
-        assert self.record is not None
-        temporary = f"{self.where.state_path}.{self.record['pid']}.tmp"
-        out = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        with open(out, "w", encoding="utf-8") as handle:
-            handle.write("".join(f"{key} {value}\n" for key, value in self.record.items()))
-        os.replace(temporary, self.where.state_path)  # a reader sees the old record or the new one, never half
 
     def beat(self) -> bool:
         """The keeper's heartbeat (see the module's text): the record's modification time
         moved (a record removed by hand is written again), or on PostgreSQL one round trip
         on the lock's session. False when that session is gone (and the lock with it)."""
-        if self.advisory is not None:
-            return self.advisory.beat()
-        if self.fd is None:
-            return False
-        try:
-            os.utime(self.where.state_path)
-        except OSError:
-            try:
-                self._write_record()
-            except OSError:
-                pass  # readers see no record: "not running", which the next command's start corrects
-        return True
+        return self.where.lock.beat()
 
     def retake(self) -> bool:
         """After the lock's session ended (a server restart, a failover to a standby, an
@@ -362,28 +235,14 @@ class FleetLock:
         return self.acquire(since)
 
     def held(self) -> bool:
-        """Whether the lock is still ours: always on SQLite; on PostgreSQL, whether the
-        lock's session is still open (:meth:`AdvisoryLock.alive
-        <cafleet.store.postgres.AdvisoryLock.alive>`: no round trip while nothing arrived,
+        """Whether the lock is still ours: always, once taken, on SQLite; on PostgreSQL,
+        whether the lock's session is still open (no round trip while nothing arrived,
         unless the server ends idle sessions)."""
-        if self.advisory is None:
-            return self.fd is not None
-        return self.advisory.alive()
+        return self.where.lock.alive()
 
     def release(self) -> None:
         """Withdraw the record (if it is still ours) and let go of the lock."""
-        if self.advisory is not None:
-            self.advisory.release()
-            self.advisory = None
-        if self.fd is not None:
-            mine = read_record(self.where.state_path)
-            if mine is not None and self.record is not None and mine.get("pid") == self.record["pid"]:
-                try:
-                    os.unlink(self.where.state_path)
-                except OSError:
-                    pass
-            os.close(self.fd)  # closing the only descriptor releases the flock
-            self.fd = None
+        self.where.lock.release()
 
 
 # --- the Director's pane ------------------------------------------------------------------
@@ -546,12 +405,7 @@ def _untrusted(store: Store, settings: config.Settings) -> tuple[str, ...]:
 
 
 def _unwritable(where: Where, fleet_id: int, error: OSError) -> str:
-    folder = os.path.dirname(where.log_path)
-    if where.postgres:
-        which, fix = "log", "make it a writable folder, or point XDG_STATE_HOME at one"
-    else:
-        which, fix = "lock", "make it a writable folder (it holds the pane-input locks and the keeper's lock and log)"
-    return f"No fleet keeper could be started for fleet {fleet_id}: its {which} folder {folder} cannot be written ({error}); {fix}"
+    return f"No fleet keeper could be started for fleet {fleet_id}: {where.lock.unwritable(error)}"
 
 
 def _started(store: Store, settings: config.Settings, fleet_id: int, child, where: Where) -> Keeper:

@@ -98,14 +98,14 @@ def best_split(
     return None
 
 
-def fleet_tag(fleet_id: int, db_path: str) -> str:
+def fleet_tag(fleet_id: int, database: str) -> str:
     """The window option value marking the fleet's own windows: its id and a digest of the
     database it lives in (two databases may both have a fleet 1)."""
     import hashlib
 
     from cafleet.credentials import redact
 
-    return f"{fleet_id}:{hashlib.sha256(redact(db_path).encode()).hexdigest()[:12]}"  # no password in it
+    return f"{fleet_id}:{hashlib.sha256(redact(database).encode()).hexdigest()[:12]}"  # no password in it
 
 
 def window_name(fleet_id: int, fleet_name: str | None) -> str:
@@ -140,9 +140,11 @@ def open_local(
     ``mux`` its client); ``member_panes``: the fleet's members' panes (those a split may
     halve besides the Director's). (pane id, identity, window id)."""
     from cafleet.delivery.lock import pane_lock
+    from cafleet.store.engines import lock_space
 
+    locks = lock_space(settings.database)
     if director["backend"] != "tmux":
-        with pane_lock(settings.lock_dir, "herdr", director["session"], "layout", settings.lock_timeout, hooks):
+        with pane_lock(locks, "herdr", director["session"], "layout", settings.lock_timeout, hooks):
             return _open_herdr(
                 settings,
                 director,
@@ -159,7 +161,7 @@ def open_local(
     fleet_id = int(env["CAFLEET_FLEET_ID"])
     session_id = check_session(director["session"])[0]
     min_w, min_h = settings.pane_min_width, settings.pane_min_height
-    with pane_lock(settings.lock_dir, "tmux", director["session"], "layout", settings.lock_timeout, hooks):
+    with pane_lock(locks, "tmux", director["session"], "layout", settings.lock_timeout, hooks):
         if mode != WINDOW:
             window = director["window_id"]
             _w, _h, panes = mux.window_panes(window)
@@ -171,7 +173,7 @@ def open_local(
                     window, argv, cwd=cwd, env=env, target_pane=target, beside=beside
                 )
                 return pane_id, identity, window
-        tag = fleet_tag(fleet_id, settings.db_path)
+        tag = fleet_tag(fleet_id, settings.database)
         for window, width, height, count in mux.tagged_windows(session_id, tag):
             if tiled_fits(width, height, count + 1, min_w, min_h):
                 _w, _h, panes = mux.window_panes(window)

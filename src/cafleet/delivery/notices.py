@@ -50,7 +50,6 @@ class Noticer:
     def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say=None) -> None:
         self.store = store
         self.environ = settings.environ
-        self.lock_dir = settings.lock_dir
         self.fleet_id = fleet_id
         self.say = say or (lambda _: None)
         self.awaiting_after = settings.notice_awaiting_after
@@ -148,7 +147,7 @@ class Noticer:
                     f"{render.inline(detail)}). Previews owed to its members wait until it answers again; "
                     f"check it with `ssh {render.inline(host)} true`.",
                 )
-        elif state == supervision.DEAD and supervision.still_dead(self.store, self.lock_dir, entry):
+        elif state == supervision.DEAD and supervision.still_dead(self.store, entry):
             from cafleet.delivery.revival import REVIVED, WAITING
 
             revived = self.director and self.reviver.consider(entry, self.director, detail)

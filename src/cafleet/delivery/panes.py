@@ -97,7 +97,7 @@ def delete_fleet(store: Store, settings: config.Settings, fleet_id: int, *, disc
 
     fleets.get_fleet(store, fleet_id)
     listed = [p for p in fleets.fleet_placements(store, fleet_id) if p["pane_id"]]
-    lock_dir, timeout = settings.lock_dir, settings.lock_timeout
+    locks, timeout = store.locks, settings.lock_timeout
     closed: dict[int, PaneOutcome] = {}
     removed: list[MemberPlacement] = []
     late: list[MemberPlacement] = []
@@ -108,7 +108,7 @@ def delete_fleet(store: Store, settings: config.Settings, fleet_id: int, *, disc
 
             for key in sorted({_key(p) for p in listed}):  # sorted: no deadlock with other multi-lock holders
                 try:
-                    held.enter_context(pane_lock(lock_dir, *key, timeout, store.hooks))
+                    held.enter_context(pane_lock(locks, *key, timeout, store.hooks))
                     locked.add(key)
                 except LockTimeout:
                     busy.add(key)
@@ -127,7 +127,7 @@ def delete_fleet(store: Store, settings: config.Settings, fleet_id: int, *, disc
         from cafleet.delivery.lock import placement_lock
 
         try:
-            with placement_lock(lock_dir, placement, timeout, store.hooks):
+            with placement_lock(locks, placement, timeout, store.hooks):
                 closed[placement["member_id"]] = _kill(placement)
         except LockTimeout:
             closed[placement["member_id"]] = _busy(placement)
@@ -216,7 +216,7 @@ def _delete_member(store: Store, settings: config.Settings, member: MemberDetail
         return NO_PANE
     from cafleet.delivery.lock import placement_lock
 
-    with placement_lock(settings.lock_dir, placement, settings.lock_timeout, store.hooks):
+    with placement_lock(store.locks, placement, settings.lock_timeout, store.hooks):
         status = _kill(placement)
         if store.hooks is not None:
             store.hooks.pause("delete.killed")
@@ -416,10 +416,12 @@ def _create_local(
 ):
     """A member in a new pane placed by ``mode`` (:mod:`cafleet.delivery.layout`), in
     ``cwd`` (or its new worktree), with its usage source recorded before its agent starts."""
-    from cafleet.credentials import member_url
     from cafleet.delivery import layout
+    from cafleet.store.engines import member_location
 
-    database = member_url(settings.db_path, settings.environ)  # no password in the pane's argv: a private pgpass file
+    database = member_location(
+        settings.database, settings.environ
+    )  # no password in the pane's argv: a private pgpass file
 
     def open_pane(member_id: int, workdir: str | None) -> tuple[str, str | None, dict, str | None]:
         workdir = workdir or cwd
@@ -572,7 +574,7 @@ def _spawn(
         from cafleet.delivery.lock import placement_lock
 
         # the pane id (and, for a member on another host, its session and window) under the new pane's lock
-        with placement_lock(settings.lock_dir, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id):
+        with placement_lock(store.locks, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id):
             window = (recorded["session"], window_id) if window_id else None
             members.set_pane_id(store, member_id, pane_id, identity, window)
         if store.hooks is not None:
@@ -669,7 +671,7 @@ _HOST_LOCAL = frozenset(
 )
 
 
-def remote_pane_env(environ, db_path: str, host: str, fleet_id: int, member_id: int) -> dict[str, str]:
+def remote_pane_env(environ, database: str, host: str, fleet_id: int, member_id: int) -> dict[str, str]:
     """What a member's pane on ``host`` starts with: the caller's cafleet settings, those
     declared in :mod:`cafleet.config` only (a local pane inherits them from its tmux server;
     a remote server has its own), the database location, the member's ids, and
@@ -677,7 +679,7 @@ def remote_pane_env(environ, db_path: str, host: str, fleet_id: int, member_id: 
     forwarded = config.declared_names() - _HOST_LOCAL
     env = {key: value for key, value in environ.items() if key in forwarded and value}
     env.update(
-        CAFLEET_DATABASE_URL=db_path,
+        CAFLEET_DATABASE_URL=database,
         CAFLEET_MEMBER_ID=str(member_id),
         CAFLEET_FLEET_ID=str(fleet_id),
         CAFLEET_HOST=host,
@@ -705,7 +707,7 @@ def _create_remote(store: Store, settings: config.Settings, host: str, spawn: Sp
             f"{missing} is not installed on host {host} (not on its PATH for SSH commands); "
             "install it there, or check with `cafleet doctor --host`."
         )
-    database = remote_database_url(ssh, settings.db_path)
+    database = remote_database_location(ssh, settings.database)
     mux = Tmux(None, remote=ssh, label=REMOTE_SERVER)
 
     def open_pane(member_id: int, workdir: str | None) -> tuple[str, str | None, dict, str | None]:
@@ -782,31 +784,27 @@ _REMOTE_PASSFILE = (
 )
 
 
-def remote_database_url(ssh, db_path: str) -> str:
-    """The database location a member's pane on ``ssh``'s host gets: the URL without its
-    password, naming a pgpass file written there through SSH's standard input (so the
-    password is in no argv on either machine); a location without a password as it is."""
-    from cafleet import credentials
-    from cafleet.errors import MuxError
-    from cafleet.mux import first_line
-    from cafleet.store import is_postgres_url
+def remote_database_location(ssh, database: str) -> str:
+    """The database location a member's pane on ``ssh``'s host gets
+    (:func:`cafleet.store.remote_member_location`): a password it carries is written
+    there, to a private pgpass file, through SSH's standard input (so the password is in
+    no argv on either machine)."""
+    from cafleet.store.engines import remote_member_location
 
-    if not is_postgres_url(db_path):
-        return db_path
-    bare, password = credentials.split_password(db_path)
-    if password is None:
-        return bare
-    name = credentials.passfile_name(db_path)
-    code, out, err = ssh.run(
-        ["sh", "-c", _REMOTE_PASSFILE, "sh", name], input=credentials.pgpass_line(password).encode()
-    )
-    path = (out.strip().splitlines() or [""])[-1]
-    if code != 0 or not (path.startswith("/") and path.endswith("/" + name)):
-        raise MuxError(
-            f"host {ssh.host} could not keep the database password in a private file "
-            f"({first_line(err) or f'exit status {code}'}); nothing was written."
-        )
-    return credentials.with_passfile(bare, path)
+    def keep_password(name: str, line: str) -> str:
+        from cafleet.errors import MuxError
+        from cafleet.mux import first_line
+
+        code, out, err = ssh.run(["sh", "-c", _REMOTE_PASSFILE, "sh", name], input=line.encode())
+        path = (out.strip().splitlines() or [""])[-1]
+        if code != 0 or not (path.startswith("/") and path.endswith("/" + name)):
+            raise MuxError(
+                f"host {ssh.host} could not keep the database password in a private file "
+                f"({first_line(err) or f'exit status {code}'}); nothing was written."
+            )
+        return path
+
+    return remote_member_location(database, keep_password)
 
 
 def remote_missing(ssh, programs: list[str]) -> str | None:
@@ -878,10 +876,10 @@ def prompt_member(store: Store, settings: config.Settings, member_id: int, text:
     placement, pane_id = _live_placement(store, member_id)
     if not force:
         refuse_over_budget(store, settings.environ, member_id, "prompt")
-    lock_dir, timeout = settings.lock_dir, settings.lock_timeout
+    locks, timeout = store.locks, settings.lock_timeout
     mux = reach(placement)
     try:
-        with lock.placement_lock(lock_dir, placement, timeout, store.hooks) as held:
+        with lock.placement_lock(locks, placement, timeout, store.hooks) as held:
             mux = held.guard(mux)  # the lock is checked before each keystroke too
             submit.type_prompt(
                 mux,
@@ -895,5 +893,5 @@ def prompt_member(store: Store, settings: config.Settings, member_id: int, text:
         from cafleet.delivery.drain import after_lost_lock
 
         typed = getattr(mux, "typed", False)
-        raise CafleetError(after_lost_lock(lock_dir, placement, text, timeout, error, typed) + ".") from None
+        raise CafleetError(after_lost_lock(locks, placement, text, timeout, error, typed) + ".") from None
     return {"member_id": member_id, "pane_id": pane_id, "submitted": True}

@@ -104,7 +104,7 @@ def _take_directors_pane(store: Store, settings: config.Settings, fleet_id: int,
         )
     from cafleet.delivery.lock import placement_lock
 
-    with placement_lock(settings.lock_dir, placement, settings.lock_timeout, store.hooks):
+    with placement_lock(store.locks, placement, settings.lock_timeout, store.hooks):
         moved = members.move_placement(
             store,
             director_id,
@@ -249,7 +249,7 @@ def _restart(
 
     member_id = member["member_id"]
     host, _ = split_session(placement["session"])
-    with placement_lock(settings.lock_dir, placement, settings.lock_timeout, store.hooks):
+    with placement_lock(store.locks, placement, settings.lock_timeout, store.hooks):
         now = members.get_member(store, member_id)
         if now["status"] != "active" or now["placement"] != placement:
             pane_id = now["placement"] and now["placement"]["pane_id"]
@@ -274,7 +274,7 @@ def _restart(
             new_lock = (
                 nullcontext()
                 if same
-                else placement_lock(settings.lock_dir, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id)
+                else placement_lock(store.locks, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id)
             )
             with new_lock:
                 moved = members.move_placement(
@@ -299,13 +299,13 @@ def _restart(
 def _open_local(store: Store, settings: config.Settings, member: MemberDetail, placement: PlacementRecord, how: Plan):
     """A new pane where ``member create`` would open one now (beside the Director's pane,
     ``placement``, or in the fleet's own window: :mod:`cafleet.delivery.layout`)."""
-    from cafleet.credentials import member_url
+    from cafleet.store.engines import member_location
     from cafleet.delivery import layout
     from cafleet.delivery.panes import fleet_panes
 
     mux = reach(placement)
     env = {
-        "CAFLEET_DATABASE_URL": member_url(settings.db_path, settings.environ),
+        "CAFLEET_DATABASE_URL": member_location(settings.database, settings.environ),
         "CAFLEET_MEMBER_ID": str(member["member_id"]),
         "CAFLEET_FLEET_ID": str(member["fleet_id"]),
     }
@@ -332,12 +332,12 @@ def _open_local(store: Store, settings: config.Settings, member: MemberDetail, p
 
 def _open_remote(settings: config.Settings, member: MemberDetail, host: str, how: Plan):
     """A new tmux session of its own on the member's host (as ``member create --host`` made)."""
-    from cafleet.delivery.panes import REMOTE_SERVER, remote_database_url, remote_pane_env
+    from cafleet.delivery.panes import REMOTE_SERVER, remote_database_location, remote_pane_env
     from cafleet.mux.ssh import Ssh, join_session
     from cafleet.mux.tmux import Tmux
 
     ssh = Ssh(host, settings.environ)
-    database = remote_database_url(ssh, settings.db_path)
+    database = remote_database_location(ssh, settings.database)
     mux = Tmux(None, remote=ssh, label=REMOTE_SERVER)
     session, window_id, pane_id, identity = mux.new_session(
         how.argv,
@@ -353,18 +353,18 @@ def _close_claimants(settings: config.Settings, member_id: int, placement: Place
     revive killed half-way): on this machine, the panes of the Director's server whose
     process's environment names the member and this database; on another host, the
     sessions of cafleet's server there that do. What was closed, as a clause ("" for none)."""
-    from cafleet.credentials import member_url
+    from cafleet.store.engines import member_location
 
     if host is not None:
-        from cafleet.delivery.panes import _close_started_session, remote_database_url
+        from cafleet.delivery.panes import _close_started_session, remote_database_location
         from cafleet.mux.ssh import Ssh
 
         ssh = Ssh(host, settings.environ)
-        said = _close_started_session(ssh, member_id, remote_database_url(ssh, settings.db_path))
+        said = _close_started_session(ssh, member_id, remote_database_location(ssh, settings.database))
         return said if said.startswith("closed") else ""
     if placement["backend"] != "tmux":
         return ""
-    database = member_url(settings.db_path, settings.environ)
+    database = member_location(settings.database, settings.environ)
     want = {b"CAFLEET_MEMBER_ID=" + str(member_id).encode(), b"CAFLEET_DATABASE_URL=" + database.encode()}
     mux = reach(placement)
     closed = []

@@ -180,7 +180,7 @@ def pane_state(
     return ALIVE, "ok"
 
 
-def still_dead(store: Store, lock_dir: str, member: MemberDetail) -> bool:
+def still_dead(store: Store, member: MemberDetail) -> bool:
     """A ``dead`` verdict on ``member`` (a detail record) checked again under its pane's
     input lock, tried once without waiting: `member delete` closes the pane and then
     deregisters the member, holding that lock, so a look between the two must not call the
@@ -194,7 +194,7 @@ def still_dead(store: Store, lock_dir: str, member: MemberDetail) -> bool:
     if placement is None:  # no pane to be dead (pane_state calls such a member pending)
         return False
     try:
-        with placement_lock(lock_dir, placement, 0, store.hooks):
+        with placement_lock(store.locks, placement, 0, store.hooks):
             return members.get_member(store, member["member_id"])["status"] == "active"
     except LockTimeout:
         return False

@@ -231,7 +231,7 @@ class Watcher:
             key = (state, last) if state == supervision.IDLE else state
             new = state in ACTIONS and self.last_state.get(member_id) != key
             if new and state == supervision.DEAD:
-                if not supervision.still_dead(self.store, self.settings.lock_dir, entries[member_id]):
+                if not supervision.still_dead(self.store, entries[member_id]):
                     continue  # being deleted (or a delivery holds the pane): the next round looks again
             if new:
                 found = event(

@@ -94,15 +94,13 @@ def hot_journal(path: str) -> Refused:
 def _no_such_object(exc: Exception) -> bool:
     """A query failed because the schema lacks what it names (SQLITE_ERROR: no such
     table/column), as opposed to a fault of the file system or of the file itself."""
-    from cafleet.store.faults import errorname
-
-    return errorname(exc) == "SQLITE_ERROR"
+    return getattr(exc, "sqlite_errorname", None) == "SQLITE_ERROR"  # SQLite's own name for the error
 
 
 def check_ledger_and_shape(conn, path: str) -> None:
     """The common case in one query: the ledger version and the stored DDL of every
     required object; anything unexpected falls back to the step-by-step checks."""
-    from cafleet.store.sqlite import OperationalError
+    from cafleet.store.sqlite_driver import OperationalError
 
     required = (*schema.TABLES.items(), *schema.INDEXES.items())
     names = tuple(name for name, _ in required)
@@ -157,7 +155,7 @@ def compare_auxiliary(found: dict, expected: dict) -> dict[str, Problem]:
 
 def check_ledger(conn, path: str) -> int:
     """Return the ledger version; refuse a newer or missing ledger before any shape check."""
-    from cafleet.store.sqlite import OperationalError
+    from cafleet.store.sqlite_driver import OperationalError
 
     try:
         row = conn.execute(f"SELECT max(version) FROM {schema.LEDGER_TABLE}").fetchone()

@@ -3,14 +3,14 @@
 Everything above ``store/`` (the broker, delivery, the CLI and the WebUI) reaches the
 database through these methods only: it never touches a driver connection, never asks
 which engine it has, and never parses a location's scheme (:func:`cafleet.store.
-is_postgres_url` is the one place that does). :class:`cafleet.store.connection.Store`
-(a SQLite file) and :class:`cafleet.store.postgres.PgStore` (a PostgreSQL schema) are
+is_postgres_url` is the one test, and :mod:`cafleet.store.engines` the one chooser). :class:`cafleet.store.sqlite.SqliteStore`
+(a SQLite file) and :class:`cafleet.store.postgres.store.PgStore` (a PostgreSQL schema) are
 held to it by the type checker (each module ends with a conformance check).
 
 A third engine is a module beside those two: a class with these methods, its own open
 (diagnosing its catalogue against :mod:`cafleet.store.schema`'s declaration, rendered in
-its dialect) and a branch in :func:`cafleet.store.connection.open_store` chosen by the
-location's scheme.
+its dialect) and a branch in :func:`cafleet.store.engines.open_store` (and its lock
+space's in :func:`cafleet.store.engines.lock_space`) chosen by the location's scheme.
 
 This module is imported only by the type checker (``TYPE_CHECKING``): ``typing`` stays
 off the hot commands' path (tests/test_hot_imports.py).
@@ -18,7 +18,7 @@ off the hot commands' path (tests/test_hot_imports.py).
 
 from __future__ import annotations
 
-from typing import Any, ContextManager, Iterable, Iterator, Literal, Protocol, TypedDict
+from typing import Any, ContextManager, Iterable, Iterator, Literal, NotRequired, Protocol, TypedDict
 
 from cafleet.errors import DatabaseError
 from cafleet.faults import Hooks
@@ -67,17 +67,83 @@ class ChangeWaiter(Protocol):
     def close(self) -> None: ...
 
 
+class PaneLock(Protocol):
+    """One pane-input lock of a :class:`LockSpace`, not yet taken. :mod:`cafleet.delivery.lock`
+    holds the one bounded wait around :meth:`try_acquire` and turns a failure into its line."""
+
+    failures: tuple[type[BaseException], ...]  # what open() and try_acquire() raise when the lock cannot be had at all
+    fix: str  # appended to that refusal: what the user can do ("" when the error says it)
+    can_be_lost: bool  # whether a living holder can lose it (its database session ended)
+    keeps_notes: bool  # whether it keeps a small note for its holders (read_note, write_note)
+
+    def open(self) -> None: ...
+
+    def try_acquire(self) -> bool: ...  # one attempt that never waits
+
+    def held(self) -> bool: ...  # still held (one round trip where it can be lost); never raises
+
+    def read_note(self) -> bytes: ...
+
+    def write_note(self, data: bytes) -> None: ...
+
+    def release(self) -> None: ...
+
+
+class KeeperRecord(TypedDict):
+    """Who holds a fleet's keeper lock, as its record says: ``pid``, ``since`` and ``host``
+    (None when unknown), its ``log``, ``age`` (seconds since its last heartbeat, None when
+    unknown) and, for a record that can outlive its holder (a file), the holder's process
+    ``start`` time, which a reader on that host checks."""
+
+    pid: int | None
+    since: str | None
+    host: str | None
+    log: str | None
+    age: float | None
+    start: NotRequired[str]
+
+
+class KeeperLock(Protocol):
+    """A fleet keeper's lock, its record and its log, in a :class:`LockSpace`."""
+
+    folder: str  # where its log is (a file lock space keeps its lock and record there too)
+    log_path: str
+
+    def unwritable(self, error: OSError) -> str: ...  # why no keeper starts here: its folder, and the fix
+
+    def holder(self, store: Store) -> KeeperRecord | None: ...  # never touches the lock
+
+    def acquire(self, record: dict[str, str], busy_timeout: float) -> bool: ...
+
+    def beat(self) -> bool: ...
+
+    def alive(self) -> bool: ...
+
+    def release(self) -> None: ...
+
+
+class LockSpace(Protocol):
+    """Where a database's pane-input locks and fleet keepers' locks live: ``flock``'d files
+    beside a SQLite file (:class:`cafleet.store.sqlite.FileLocks`), or advisory locks on
+    the PostgreSQL server (:class:`cafleet.store.postgres.locks.AdvisoryLocks`)."""
+
+    def pane(self, backend: str, session: str, pane_id: str, hooks: Hooks | None = None) -> PaneLock: ...
+
+    def keeper(self, fleet_id: int, location_key: str, schema: str, environ: Any) -> KeeperLock: ...
+
+
 class Store(Protocol):
     """A diagnosed connection to cafleet's tables.
 
-    - open and diagnose: :func:`cafleet.store.connection.open_store` (the location
+    - open and diagnose: :func:`cafleet.store.engines.open_store` (the location
       chooses the engine); :meth:`reopen` where a server can end the session;
     - reads: :meth:`execute` (``?`` placeholders), inside :meth:`read` for one snapshot;
     - writes: :meth:`write`, one transaction at a time per database, and :meth:`insert`;
     - waiting: :meth:`change_waiter`;
-    - the pane-input lock's primitive: an ``flock`` beside the file, an advisory lock on
-      the server (:class:`cafleet.store.postgres.AdvisoryLock`), each one attempt that
-      never waits; :mod:`cafleet.delivery.lock` holds the one bounded wait around it;
+    - locks: :attr:`locks`, the database's :class:`LockSpace` (the pane-input locks and
+      the fleet keepers' locks): ``flock``'d files beside the file, advisory locks on the
+      server, each lock one attempt that never waits; :mod:`cafleet.delivery.lock` holds
+      the one bounded wait around it;
     - auxiliary tables and indexes: :meth:`tables_present`, :meth:`create_auxiliary`,
       :meth:`auxiliary_problems`;
     - errors: every failure is one of cafleet's own (:mod:`cafleet.errors`); a driver's
@@ -92,9 +158,13 @@ class Store(Protocol):
     schema: str  # the namespace SQL qualifies cafleet's tables with: a PostgreSQL schema, SQLite's "main"
     hooks: Hooks | None  # the command's test hooks (cafleet.faults), reached by every point; None outside a test
     BEGIN_READ: str
+    broadcast_workers: int  # how many recipients of a broadcast are notified at once, each on a store of its own
 
     @property
     def display_name(self) -> str: ...
+
+    @property
+    def locks(self) -> LockSpace: ...  # this database's lock space (cafleet.store.engines.lock_space)
 
     def execute(self, sql: str, params: Any = ()) -> Cursor: ...
 

@@ -7,11 +7,15 @@ rendered from it (:func:`render`): the fresh baseline executes it, SQLite's fast
 diagnosis compares the stored ``sqlite_master.sql`` text with it, and its detailed
 diagnosis reads the expected columns, foreign keys and indexes back from it
 (:func:`expected_shape`); PostgreSQL's expected catalogue is rendered from it too
-(:func:`cafleet.store.postgres.catalogue_shape`). tests/test_schema_declared.py holds the rendered text to
+(:func:`cafleet.store.postgres.catalogue.catalogue_shape`). tests/test_schema_declared.py holds the rendered text to
 what both engines executed before it was declared.
 """
 
 from __future__ import annotations
+
+TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
+if TYPE_CHECKING:
+    from cafleet.store.protocol import Store
 
 APPLICATION_ID = 1128351288  # ASCII "CAF8"
 HEAD_VERSION = 1
@@ -251,7 +255,7 @@ DECLARED_AUX_TABLES: tuple[Table, ...] = (
 
 # An index over one of cafleet's auxiliary tables comes with its table: while the table is
 # missing, the index is not reported on its own (the table is), and it is created with the
-# table (diagnosis.compare_auxiliary, connection.add_auxiliary_indexes). Index -> its table.
+# table (diagnosis.compare_auxiliary, add_auxiliary_indexes). Index -> its table.
 COMES_WITH: dict[str, str] = {
     index.name: index.table
     for index in DECLARED_AUX_INDEXES
@@ -385,7 +389,7 @@ class Shape:
     __slots__ = ("columns", "foreign_keys", "index_columns")
 
     def __init__(self) -> None:
-        from cafleet.store import sqlite as sqlite3
+        from cafleet.store import sqlite_driver as sqlite3
 
         conn = sqlite3.connect(":memory:")
         try:
@@ -433,3 +437,19 @@ def baseline_checksum() -> str:
         digest.update(sql.encode())
         digest.update(b";\n")
     return digest.hexdigest()[:16]
+
+
+def add_auxiliary_indexes(store: Store) -> list[str]:
+    """Create every auxiliary table and index of cafleet's that the database lacks
+    (``cafleet setup``); returns the names created, tables first. One write transaction of
+    their own; the ledger and required shape are unchanged. A table or index of that name
+    with another definition is left as it is (``cafleet doctor`` reports it)."""
+    problems = store.auxiliary_problems()
+    tables = [table.name for table in DECLARED_AUX_TABLES if problems.get(table.name) == "missing"]
+    indexes = [  # an index over a missing table is not reported on its own: it comes with it
+        index.name
+        for index in DECLARED_AUX_INDEXES
+        if problems.get(index.name) == "missing" or COMES_WITH.get(index.name) in tables
+    ]
+    missing = tables + indexes
+    return store.create_auxiliary(missing) if missing else []

@@ -33,7 +33,8 @@ from starlette.staticfiles import StaticFiles
 
 from cafleet import config as settings
 from cafleet import errors
-from cafleet.store.connection import DEFAULT_BUSY_TIMEOUT, file_identity, open_store, replaced_error
+from cafleet.store import DEFAULT_BUSY_TIMEOUT
+from cafleet.store.engines import location_identity, open_store, replaced_error
 from cafleet.store.protocol import Store
 from cafleet.web import api, events, graph, screens, security
 from cafleet.web.login import Login, PublicAddress, new_token
@@ -46,7 +47,7 @@ POOL_SIZE = 8  # database connections a server process has open at most (docs/we
 class WebConfig:
     """Everything the application needs to know about where it runs."""
 
-    db_path: str
+    database: str
     allowed_hosts: frozenset[str]
     environ: Mapping[str, str] = field(default_factory=settings.process_environ)
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT
@@ -61,7 +62,7 @@ class WebConfig:
 
     def __post_init__(self) -> None:
         if self.settings is None:
-            self.settings = settings.Settings(self.environ, self.db_path)
+            self.settings = settings.Settings(self.environ, self.database)
 
 
 class StorePool:
@@ -70,7 +71,7 @@ class StorePool:
 
     def __init__(
         self,
-        db_path: str,
+        database: str,
         busy_timeout: float,
         keep: int = 4,
         gone: Callable[[Exception], None] | None = None,
@@ -78,13 +79,13 @@ class StorePool:
         schema: str | None = None,
         trusted_owner: str | None = None,
     ) -> None:
-        self.db_path = db_path
+        self.database = database
         self.schema = schema  # PostgreSQL only: CAFLEET_PG_SCHEMA and CAFLEET_PG_TRUSTED_OWNER, from the settings
         self.trusted_owner = trusted_owner
         self.busy_timeout = busy_timeout
         self.keep = keep
         self.limit = limit
-        self.identity = file_identity(db_path)  # the file `cafleet server` diagnosed at start-up
+        self.identity = location_identity(database)  # the file `cafleet server` diagnosed at start-up
         self.gone = gone
         self._idle: list[Store] = []
         self._lock = threading.Lock()
@@ -96,17 +97,17 @@ class StorePool:
         opened and diagnosed by :func:`open_store` like every other connection (its header
         check keeps one descriptor per file open for the life of the process, so it never
         drops the locks of this process's other connections)."""
-        return open_store(self.db_path, self.busy_timeout, self.schema, self.trusted_owner)
+        return open_store(self.database, self.busy_timeout, self.schema, self.trusted_owner)
 
     def check_file(self) -> None:
         """Refuse to serve once the path names another file (or none): a new connection
         would open, or create, a file the fleet's processes do not use, and a pooled one
         reads a file nobody else sees. The server is told to stop."""
-        now = file_identity(self.db_path)
+        now = location_identity(self.database)
         if self.identity is None:  # not there yet when the app was made (only in tests): the first file counts
             self.identity = now
         elif now != self.identity:
-            error = replaced_error(self.db_path)
+            error = replaced_error(self.database)
             if self.gone is not None:
                 self.gone(error)
             raise error
@@ -270,12 +271,12 @@ async def _no_icon(_request: Request) -> Response:
 
 
 def create_app(config: WebConfig) -> Starlette:
-    """The ASGI application over ``config.db_path``, which the caller has diagnosed with
+    """The ASGI application over ``config.database``, which the caller has diagnosed with
     ``open_store`` before listening, so a refused file never gets a server."""
     chosen = config.settings
     assert chosen is not None  # filled in by WebConfig.__post_init__
     pool = StorePool(
-        config.db_path,
+        config.database,
         config.busy_timeout,
         gone=lambda error: config.gone(error),
         schema=chosen.pg_schema,
