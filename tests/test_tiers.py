@@ -42,6 +42,7 @@ def test_tests_are_marked_by_what_they_use():
         "tests/test_cli_fleet.py",
         "tests/test_web_api.py",
         "tests/test_submit.py",
+        "tests/test_submit_steps.py",
         "tests/test_parser.py",
         "tests/test_web_browser.py",
         "tests/test_storm.py",
@@ -61,6 +62,7 @@ def test_tests_are_marked_by_what_they_use():
     assert [] in [marks for test, marks in tiers.items() if test.startswith("tests/test_web_api.py")]
     assert all(marks == ["tmux"] for test, marks in tiers.items() if test.startswith("tests/test_delivery_e2e.py"))
     assert of("tests/test_submit.py") == {"tmux"}  # its own private tmux server
+    assert of("tests/test_submit_steps.py") == set()  # recorded screens, no multiplexer
     assert of("tests/test_web_browser.py") == {"browser", "tmux"}  # the screens tests use real panes
     assert tiers["tests/test_web_browser.py::test_dashboard_shows_the_fleet_sends_as_director_and_updates_live"] == [
         "browser"
