@@ -29,6 +29,7 @@ TYPED = "half typed words"  # what the recordings' box holds in the typed states
 RECORDED_HEAD = "[cafleet msg 1 from 1 "  # the recorded preview echoed in the working states
 AGENTS = ("claude", "codex", "opencode")
 WORKING = ("working", "queued")
+PANE_ID = "%7"
 
 
 def recordings(agent: str) -> dict[str, str]:
@@ -52,7 +53,7 @@ class FakeClock:
 
 class RecordedPane:
     """One pane of a pinned agent, drawn from its recordings (a stand-in for
-    :class:`cafleet.mux.base.Multiplexer`'s pane methods; its one pane is ``PANE``).
+    :class:`cafleet.mux.base.Multiplexer`'s pane methods; its one pane is ``pane``).
 
     ``state``: the recording shown while nothing was typed or submitted. ``box``: what
     the box holds at the start (a person's text, or a leftover of ours). ``enters``: what
@@ -64,7 +65,7 @@ class RecordedPane:
     Enter is not taken and that dialog opens. ``draw_after``: captures before typed text
     shows in the box (None: never, a frozen agent)."""
 
-    PANE = "%7"
+    PANE = PANE_ID  # its pane's id, unless it is given another
 
     def __init__(
         self,
@@ -72,10 +73,11 @@ class RecordedPane:
         state: str = "idle",
         *,
         box: str = "",
+        pane: str = PANE_ID,
         enters: tuple = (),
         draw_after: int | None = 0,
     ) -> None:
-        self.agent, self.state, self.box = agent, state, box
+        self.agent, self.state, self.box, self.pane = agent, state, box, pane
         self.screens = recordings(agent)
         self.enters = list(enters)
         self.draw_after = draw_after
@@ -132,7 +134,7 @@ class RecordedPane:
             self._shown_after = None
 
     def pane_exists(self, pane_id: str) -> bool:
-        return pane_id == self.PANE and not self.gone
+        return pane_id == self.pane and not self.gone
 
     def kill(self, pane_id: str) -> bool:
         existed = self.pane_exists(pane_id)
@@ -183,5 +185,5 @@ class RecordedPane:
         return recorded[: recorded.index(RECORDED_HEAD)] + line
 
     def _check(self, pane_id: str) -> None:
-        if pane_id != self.PANE or self.gone:
+        if pane_id != self.pane or self.gone:
             raise PaneGone(f"pane {pane_id} is gone.", pane=pane_id)
