@@ -68,4 +68,17 @@ def test_tests_are_marked_by_what_they_use():
         "browser"
     ]
     assert of("tests/test_storm.py") == {"slow"}
-    assert of("tests/test_parser.py") == set()
+    # one whole-tree import check is slow (conftest.SLOW_TESTS); the parser's own tests are fast
+    assert tiers["tests/test_parser.py::test_hot_commands_import_no_help_or_suggestion_machinery"] == ["slow"]
+    assert {tuple(marks) for test, marks in tiers.items() if test.startswith("tests/test_parser.py")} == {(), ("slow",)}
+
+
+def test_every_test_named_slow_exists():
+    """conftest.SLOW_TESTS names tests by module and function: a renamed or removed test
+    must leave the table too, or the table would quietly mark nothing."""
+    from tests.conftest import SLOW_TESTS
+
+    for module, names in SLOW_TESTS.items():
+        text = (ROOT / "tests" / f"{module}.py").read_text(encoding="utf-8")
+        for name in names:
+            assert f"def {name}(" in text, f"{module}::{name}"
