@@ -215,6 +215,7 @@ TIER_MODULES = {  # whole modules whose multiplexer or load is their own
     "test_agent_flags_real": ("slow",),
     "test_pg_failover": ("slow",),  # two servers, a base backup, a crash and a promotion per test
     "test_pg_conformance": ("slow",),  # each connection option beside psql, over TLS, SCRAM, a CRL
+    "test_query_plans": ("slow",),  # three databases of thousands of rows, built for the module
 }
 
 # Single tests of otherwise fast modules that take seconds each, measured with `--durations`
@@ -273,10 +274,6 @@ SLOW_TESTS = {
         "test_a_login_answered_a_byte_a_second_ends_at_the_connect_timeout",
         "test_a_query_never_answered",
     ),
-    "test_query_plans": (
-        "test_message_commands_use_indexes",
-        "test_schema_is_exactly_the_baseline",
-    ),
     "test_roundtrips": ("test_member_lists_round_trips_do_not_grow_with_the_fleet",),
     "test_secrets": (
         "test_locations_cafleet_refuses_are_quoted_without_their_password",
@@ -286,6 +283,7 @@ SLOW_TESTS = {
         "test_concurrent_first_use_initialises_once",
         "test_opening_while_others_open_and_close_is_never_refused",
     ),
+    "test_storage_faults": ("test_writers_queue_serialises_concurrent_writers",),
     "test_tiers": ("test_tests_are_marked_by_what_they_use",),
     "test_usage_hostile": ("test_an_out_of_range_number_in_a_record_is_skipped_and_counted_everywhere",),
     "test_wait_listen": ("test_wait_wakes_for_a_message_without_spinning",),
