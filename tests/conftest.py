@@ -195,6 +195,7 @@ def file_digest(path: str | Path) -> str:
 #   tmux     a real private tmux server (the herdr stand-in runs on one too)
 #   browser  headless Chromium through Playwright
 #   slow     many processes at once, kill-and-recover suites, the real agent programs
+#            and single tests that take seconds each (SLOW_TESTS, below)
 
 TIER_FIXTURES = {"tmux_server": "tmux", "herdr_env": "tmux", "mux_environ": "tmux"}
 TIER_NAMES = {  # names a test or one of its fixtures calls (directly or in a nested function)
@@ -214,6 +215,100 @@ TIER_MODULES = {  # whole modules whose multiplexer or load is their own
     "test_storm": ("slow",),
     "test_agent_flags_real": ("slow",),
     "test_pg_failover": ("slow",),  # two servers, a base backup, a crash and a promotion per test
+    "test_pg_conformance": ("slow",),  # each connection option beside psql, over TLS, SCRAM, a CRL
+    "test_query_plans": ("slow",),  # three databases of thousands of rows, built for the module
+}
+
+# Single tests of otherwise fast modules that take seconds each, measured with `--durations`
+# (docs/testing.md, "The fast tier"): waits that are the point of the test (a timeout, a byte
+# a second, a receiver that comes back), many processes or connections, exhaustive property
+# and whole-tree runs. The full suite runs them.
+SLOW_TESTS = {
+    "test_architecture": (
+        "test_imports_go_down_the_layers",
+        "test_no_module_imports_itself_through_others",
+        "test_tests_share_helpers_through_support_only",
+    ),
+    "test_authority": (
+        "test_the_caller_is_its_process_tree_whatever_its_variables_say",
+        "test_the_directors_pane_may_direct_and_its_variables_only_narrow",
+    ),
+    "test_cli_messages": (
+        "test_any_bytes_from_a_file_are_stored_exactly_or_refused_in_one_line",
+        "test_body_and_usage_errors",
+        "test_broadcast_reports_a_recipient_the_database_refuses_and_every_committed_id",
+    ),
+    "test_exec": ("test_exec_refuses_bad_input_with_one_line",),
+    "test_hostile_input": (
+        "test_any_bytes_by_file_or_stdin_round_trip_or_are_refused",
+        "test_any_environment_value_gives_success_or_one_error_line",
+        "test_any_id_is_a_usage_error_or_a_clean_not_found",
+        "test_any_text_argument_round_trips_or_is_refused_as_blank",
+        "test_argv_bytes_that_are_not_utf8_are_refused",
+        "test_bad_environment_bytes_in_a_real_process",
+        "test_five_mib_body_through_a_real_process",
+        "test_very_long_bodies_round_trip_by_file_and_stdin",
+    ),
+    "test_hot_imports": (
+        "test_hot_commands_import_only_their_allowlist",
+        "test_postgres_path_loads_libpq_through_cafleets_binding_and_no_driver",
+        "test_sqlite_path_never_imports_psycopg",
+    ),
+    "test_libpq": ("test_any_text_round_trips_as_data_whatever_the_session_settings",),
+    "test_lock": (
+        "test_different_keys_do_not_block_each_other",
+        "test_waiting_sleeps_instead_of_spinning",
+    ),
+    "test_notice_forgery": ("test_the_director_cannot_post_itself_a_notice_nor_broadcast_one",),
+    "test_notify": (
+        "test_a_fleets_own_notify_url_is_where_its_notices_go_instead_of_the_setting",
+        "test_a_keeper_a_member_starts_never_takes_the_members_notify_url",
+        "test_a_post_answered_503_is_tried_again_and_posted_exactly_once",
+        "test_a_post_to_a_receiver_that_is_down_is_made_when_it_comes_back",
+        "test_a_slow_receiver_does_not_hold_up_a_preview",
+        "test_slack_and_ntfy_get_their_own_shapes_and_no_post_holds_a_password",
+        "test_the_notice_of_a_member_blocked_on_a_dialog_is_posted_with_its_text_and_digest",
+    ),
+    "test_parser": ("test_hot_commands_import_no_help_or_suggestion_machinery",),
+    "test_pg_hostile": (
+        "test_a_huge_row_trickled_a_byte_a_second",
+        "test_a_login_answered_a_byte_a_second_ends_at_the_connect_timeout",
+        "test_a_query_never_answered",
+    ),
+    "test_roundtrips": ("test_member_lists_round_trips_do_not_grow_with_the_fleet",),
+    "test_secrets": (
+        "test_locations_cafleet_refuses_are_quoted_without_their_password",
+        "test_no_line_of_any_command_prints_the_password",
+    ),
+    "test_storage": (
+        "test_concurrent_first_use_initialises_once",
+        "test_opening_while_others_open_and_close_is_never_refused",
+    ),
+    "test_storage_faults": ("test_writers_queue_serialises_concurrent_writers",),
+    "test_tiers": ("test_tests_are_marked_by_what_they_use",),
+    "test_usage_hostile": ("test_an_out_of_range_number_in_a_record_is_skipped_and_counted_everywhere",),
+    "test_wait_listen": ("test_wait_wakes_for_a_message_without_spinning",),
+    "test_wake": (
+        "test_listen_and_watch_end_with_their_line_when_the_database_file_goes",
+        "test_server_stops_rather_than_serve_another_file",
+    ),
+    "test_web_api": (
+        "test_event_stream_pushes_writes_from_other_processes",
+        "test_server_prints_its_url_serves_and_stops_cleanly_on_sigterm",
+        "test_server_takes_host_and_port_from_the_environment_and_ends_on_ctrl_c",
+    ),
+    "test_web_limits": (
+        "test_a_half_open_request_is_closed_after_the_request_timeout",
+        "test_a_kept_alive_connection_is_closed_after_the_keepalive_timeout",
+        "test_a_slow_body_is_closed_after_the_request_timeout_too",
+    ),
+    "test_web_security": ("test_a_server_bound_by_another_spelling_of_loopback_answers_that_name",),
+    "test_web_streams": (
+        "test_a_stream_past_the_cap_is_refused_503_with_retry_after_and_a_closed_one_frees_its_slot",
+        "test_the_pool_lends_at_most_its_limit_and_answers_the_next_borrower_with_one_line",
+        "test_two_hundred_streams_against_a_hundred_session_server_leave_every_command_working",
+    ),
+    "test_worktrees": ("test_a_worktree_on_another_host_follows_the_same_rules_over_ssh",),
 }
 
 
@@ -240,7 +335,10 @@ def test_tiers(item) -> set[str]:
     for function in functions:
         if function is not None:
             tiers |= {TIER_NAMES[name] for name in _called_names(function) & TIER_NAMES.keys()}
-    tiers.update(TIER_MODULES.get(item.module.__name__.rpartition(".")[2], ()) if item.module else ())
+    module = item.module.__name__.rpartition(".")[2] if item.module else ""
+    tiers.update(TIER_MODULES.get(module, ()))
+    if getattr(item, "originalname", item.name) in SLOW_TESTS.get(module, ()):
+        tiers.add("slow")
     if item.get_closest_marker("real_agent"):
         tiers.add("slow")  # a real coding agent program
     return tiers

@@ -42,6 +42,7 @@ def test_tests_are_marked_by_what_they_use():
         "tests/test_cli_fleet.py",
         "tests/test_web_api.py",
         "tests/test_submit.py",
+        "tests/test_submit_steps.py",
         "tests/test_parser.py",
         "tests/test_web_browser.py",
         "tests/test_storm.py",
@@ -61,9 +62,23 @@ def test_tests_are_marked_by_what_they_use():
     assert [] in [marks for test, marks in tiers.items() if test.startswith("tests/test_web_api.py")]
     assert all(marks == ["tmux"] for test, marks in tiers.items() if test.startswith("tests/test_delivery_e2e.py"))
     assert of("tests/test_submit.py") == {"tmux"}  # its own private tmux server
+    assert of("tests/test_submit_steps.py") == set()  # recorded screens, no multiplexer
     assert of("tests/test_web_browser.py") == {"browser", "tmux"}  # the screens tests use real panes
     assert tiers["tests/test_web_browser.py::test_dashboard_shows_the_fleet_sends_as_director_and_updates_live"] == [
         "browser"
     ]
     assert of("tests/test_storm.py") == {"slow"}
-    assert of("tests/test_parser.py") == set()
+    # one whole-tree import check is slow (conftest.SLOW_TESTS); the parser's own tests are fast
+    assert tiers["tests/test_parser.py::test_hot_commands_import_no_help_or_suggestion_machinery"] == ["slow"]
+    assert {tuple(marks) for test, marks in tiers.items() if test.startswith("tests/test_parser.py")} == {(), ("slow",)}
+
+
+def test_every_test_named_slow_exists():
+    """conftest.SLOW_TESTS names tests by module and function: a renamed or removed test
+    must leave the table too, or the table would quietly mark nothing."""
+    from tests.conftest import SLOW_TESTS
+
+    for module, names in SLOW_TESTS.items():
+        text = (ROOT / "tests" / f"{module}.py").read_text(encoding="utf-8")
+        for name in names:
+            assert f"def {name}(" in text, f"{module}::{name}"

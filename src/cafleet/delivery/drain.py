@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from cafleet.broker.records import BroadcastResult, MessageRecord, NotificationTarget
+    from cafleet.mux.base import Multiplexer
     from cafleet.store.protocol import LockSpace, Store
 
 
@@ -317,15 +318,22 @@ def drain(
     stamped: set,
     *,
     wait_for_lock: bool = True,
+    reach: Callable[[NotificationTarget], Multiplexer] | None = None,
 ) -> str | None:
     """Deliver owed previews to one recipient; return a failure reason or None.
 
     ``wait_for_lock=False``: one attempt at the pane's lock; when another process holds
     it, stop quietly (None): the holder is delivering and the previews stay owed.
+    ``reach(target)``: the multiplexer that reaches the recipient's pane, its identity
+    checked (:func:`cafleet.delivery.placement.reach`, unless a test gives a pane that
+    replays recorded screens).
     """
     from cafleet.delivery import lock, preview, submit
-    from cafleet.delivery.placement import reach
-    from cafleet.errors import LockTimeout
+
+    if reach is None:
+        from cafleet.delivery import placement
+
+        reach = placement.reach
 
     timeout = settings.lock_timeout if wait_for_lock else 0
 
@@ -382,15 +390,23 @@ def drain(
                 held.forget_entered(message_id)
                 if store.hooks is not None:
                     store.hooks.pause("drain.stamped")
-        except LockTimeout as error:
-            if not wait_for_lock:
-                return None  # busy: its holder is delivering; nothing is wrong
-            return _with_pane(error, target["pane_id"])
         except lock.LockLost as error:
             typed = getattr(mux, "typed", False)
             return after_lost_lock(store.locks, target, text or "", timeout, error, typed)
         except (CafleetError, OSError) as error:  # OSError: the multiplexer client could not run
-            return _with_pane(error, target["pane_id"])
+            return stop_reason(error, target["pane_id"], wait_for_lock)
+
+
+def stop_reason(error: Exception, pane_id: str, wait_for_lock: bool = True) -> str | None:
+    """Why a drain stops after ``error`` (raised while it held, or waited for, the pane's
+    lock; not a lost lock, whose typed text is taken back first): the reason, naming the
+    pane once (:func:`_with_pane`), or None when it stops quietly: a lock another process
+    holds, tried once (``wait_for_lock=False``), means its holder is delivering."""
+    from cafleet.errors import LockTimeout
+
+    if isinstance(error, LockTimeout) and not wait_for_lock:
+        return None  # busy: its holder is delivering; nothing is wrong
+    return _with_pane(error, pane_id)
 
 
 def _refusal(store: Store, recipient_id: int, target: NotificationTarget, message_id: int) -> str | None:

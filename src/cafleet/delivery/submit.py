@@ -66,7 +66,7 @@ with margin at a cost paid once per message.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable, Generator, TypeVar
 
 from cafleet.config import DEFAULT_SUBMIT_SETTLE
 from cafleet.delivery import screen
@@ -90,6 +90,7 @@ HISTORY_LINES = 2000
 MARKER_LEN = 24
 PREVIEW_HEAD = "[cafleet msg "  # how every preview line starts
 _POLL = 0.05
+T = TypeVar("T")
 # What a row of the input box may start with besides the typed text itself.
 _BOX_GLYPHS = " \t│┃▌›>❯"
 
@@ -116,9 +117,11 @@ class SubmissionNotConfirmed(CafleetError):
 class Pacing:
     """How a submission is paced (steps 3 and 5): ``settle`` seconds after typing, up to
     ``echo_timeout`` for the typed line to show, ``enter_retries`` further Enter presses
-    ``confirm_timeout`` apart. The same for a preview and a prompt."""
+    ``confirm_timeout`` apart. The same for a preview and a prompt. ``clock`` is what
+    measures and waits those seconds: the real one (:class:`Clock`) unless a test gives
+    its own."""
 
-    __slots__ = ("settle", "enter_retries", "confirm_timeout", "echo_timeout")
+    __slots__ = ("settle", "enter_retries", "confirm_timeout", "echo_timeout", "clock")
 
     def __init__(
         self,
@@ -126,9 +129,128 @@ class Pacing:
         enter_retries: int = 3,
         confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
         echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
+        clock: Clock | None = None,
     ) -> None:
         self.settle, self.enter_retries = settle, enter_retries
         self.confirm_timeout, self.echo_timeout = confirm_timeout, echo_timeout
+        self.clock = clock
+
+
+# --- the steps and what carries them out ---------------------------------------------------
+#
+# A submission's decisions are generators of steps (below: :func:`_submission`,
+# :func:`_ready`, :func:`_typing`, :func:`_outcome`, :func:`_erase_ours`, ...). They never
+# touch the pane or the clock: each yields what it needs done (an action) and is sent back
+# what came of it (a screen, a pair ``(held, screen)``, a callback's value); what it
+# decides from a screen is a pure function of that screen and of what it saw before.
+# :func:`run` is the one loop that carries the actions out on a multiplexer's pane, so
+# tests can drive the same steps against recorded screens (tests/support/fake_mux.py).
+
+
+class Capture:
+    """Read the pane, ``lines`` rows (with its escapes when ``ansi``): the screen comes back."""
+
+    __slots__ = ("lines", "ansi")
+
+    def __init__(self, lines: int, ansi: bool = False) -> None:
+        self.lines, self.ansi = lines, ansi
+
+
+class Watch:
+    """Read the pane (``CAPTURE_LINES`` rows) until ``check(screen)`` holds or ``timeout``
+    seconds pass, ``_POLL`` apart: ``(held, the last screen)`` comes back."""
+
+    __slots__ = ("timeout", "check", "ansi")
+
+    def __init__(self, timeout: float, check: Callable[[str], bool], ansi: bool = False) -> None:
+        self.timeout, self.check, self.ansi = timeout, check, ansi
+
+
+class Keys:
+    """Send keys to the pane: ``text`` typed literally, else one Enter (``enter``), else
+    ``backspaces`` BackSpaces."""
+
+    __slots__ = ("text", "enter", "backspaces")
+
+    def __init__(self, text: str | None = None, enter: bool = False, backspaces: int = 0) -> None:
+        self.text, self.enter, self.backspaces = text, enter, backspaces
+
+
+class Pause:
+    """Wait ``seconds`` (the settle delay)."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+
+class Call:
+    """Ask the caller (its callbacks, the test hooks): ``function(*args)``'s value comes back."""
+
+    __slots__ = ("function", "args")
+
+    def __init__(self, function: Callable[..., Any], *args: Any) -> None:
+        self.function, self.args = function, args
+
+
+ENTER = Keys(enter=True)
+Action = Capture | Watch | Keys | Pause | Call
+Steps = Generator[Action, Any, T]
+
+
+class Clock:
+    """The real clock a submission waits on: ``monotonic()`` and ``sleep(seconds)``."""
+
+    __slots__ = ()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def run(steps: Steps[T], mux: Multiplexer, pane_id: str, clock: Clock | None = None) -> T:
+    """Carry out ``steps`` on ``pane_id``, one action at a time; their value comes back
+    (and what they raise, or what the multiplexer raises, goes up)."""
+    clock = clock or Clock()
+    reply: Any = None
+    while True:
+        try:
+            action = steps.send(reply)
+        except StopIteration as done:
+            return done.value
+        if isinstance(action, Watch):
+            reply = _watch(mux, pane_id, action, clock)
+        elif isinstance(action, Capture):
+            reply = mux.capture(pane_id, action.lines, ansi=action.ansi)
+        elif isinstance(action, Keys):
+            if action.text is not None:
+                mux.type_text(pane_id, action.text)
+            elif action.enter:
+                mux.press_enter(pane_id)
+            else:
+                mux.press_backspace(pane_id, action.backspaces)
+            reply = None
+        elif isinstance(action, Pause):
+            clock.sleep(action.seconds)
+            reply = None
+        else:
+            reply = action.function(*action.args)
+
+
+def _watch(mux: Multiplexer, pane_id: str, watch: Watch, clock: Clock) -> tuple[bool, str]:
+    """Capture until ``watch.check`` holds or its timeout passes; the last capture comes back."""
+    deadline = clock.monotonic() + watch.timeout
+    while True:
+        shown = mux.capture(pane_id, CAPTURE_LINES, ansi=watch.ansi)
+        if watch.check(shown):
+            return True, shown
+        remaining = deadline - clock.monotonic()
+        if remaining <= 0:
+            return False, shown
+        clock.sleep(min(_POLL, remaining))
 
 
 def submit_preview(
@@ -156,12 +278,12 @@ def submit_preview(
     preview (opencode, which draws in place and leaves no history to search): then too it
     counts as submitted. ``on_enter`` is called once, right before
     the first Enter. ``pacing`` defaults to ``Pacing()``."""
-    _submit(
-        mux,
+    pacing = pacing or Pacing()
+    steps = _submission(
         pane_id,
         flatten(text),
         agent,
-        pacing or Pacing(),
+        pacing,
         ours,
         once=True,
         earlier=earlier,
@@ -169,6 +291,7 @@ def submit_preview(
         on_enter=on_enter,
         hooks=hooks,
     )
+    run(steps, mux, pane_id, pacing.clock)
 
 
 def type_prompt(
@@ -184,7 +307,8 @@ def type_prompt(
     line = flatten(text)
     if not line.strip():
         raise UsageError("the prompt is empty; give the text to type.")
-    _submit(mux, pane_id, line, agent, pacing or Pacing(), hooks=hooks)
+    pacing = pacing or Pacing()
+    run(_submission(pane_id, line, agent, pacing, hooks=hooks), mux, pane_id, pacing.clock)
 
 
 def submit_shell_line(
@@ -207,13 +331,19 @@ def submit_shell_line(
     rows of the screen; Enter is pressed once it shows. Whether the command started is not
     read from the screen: the command itself records that (``member exec-run``), so Enter
     is never retried here."""
+    run(_shell_line(pane_id, line, agent, settle, echo_timeout, hooks), mux, pane_id)
+
+
+def _shell_line(
+    pane_id: str, line: str, agent: str, settle: float, echo_timeout: float, hooks: Hooks | None
+) -> Steps[None]:
     rest = line.lstrip("!").strip()
 
     def shows(shown: str) -> bool:
         rows = [row for row in screen.screen_lines(shown) if row.strip()][-SHELL_ROWS:]
         return any(rest in row for row in rows) or "".join(rest.split()) in "".join("".join(r.split()) for r in rows)
 
-    before = mux.capture(pane_id, CAPTURE_LINES, ansi=True)
+    before = yield Capture(CAPTURE_LINES, ansi=True)
     box = screen.box_text(agent, before)
     if (
         (box is None or _is_whole(box, rest))
@@ -225,14 +355,14 @@ def submit_shell_line(
         # Enter (it drew too late): no input box shows while that mode holds it, so it would
         # hold every later attempt (and every preview) for good. It names this exec only,
         # which runs once whatever happens, so it is submitted as it stands.
-        mux.press_enter(pane_id)
+        yield ENTER
         return
-    _check_ready(mux, pane_id, agent, before, line)
-    mux.type_text(pane_id, line)
+    yield from _ready(pane_id, agent, before, line)
+    yield Keys(line)
     if hooks is not None:
-        hooks.pause("submit.typed")
-    time.sleep(settle)
-    seen, shown = _poll(mux, pane_id, echo_timeout, shows)
+        yield Call(hooks.pause, "submit.typed")
+    yield Pause(settle)
+    seen, shown = yield Watch(echo_timeout, shows)
     if not seen:
         raise SubmissionNotConfirmed(
             f"the typed line never showed in the {agent} input box of pane {pane_id}, so Enter was not "
@@ -243,7 +373,7 @@ def submit_shell_line(
             f"pane {pane_id} began showing a prompt awaiting its user while the line was typed; "
             "Enter was not pressed and the typed line is still in that pane."
         )
-    mux.press_enter(pane_id)
+    yield ENTER
 
 
 SHELL_ROWS = 8  # the last non-blank rows where a shell-mode line must show before Enter
@@ -258,8 +388,7 @@ def with_terminator(line: str) -> str:
     return line + " "
 
 
-def _submit(
-    mux: Multiplexer,
+def _submission(
     pane_id: str,
     line: str,
     agent: str,
@@ -270,7 +399,8 @@ def _submit(
     recorded: Callable[[], bool] | None = None,
     on_enter: Callable[[], None] | None = None,
     hooks: Hooks | None = None,
-) -> None:
+) -> Steps[None]:
+    """The steps of one submission (the module's steps 1 to 6) of ``line`` into ``pane_id``."""
     settle, enter_retries = pacing.settle, pacing.enter_retries
     confirm_timeout, echo_timeout = pacing.confirm_timeout, pacing.echo_timeout
     if settle < 0 or enter_retries < 0 or confirm_timeout < 0 or echo_timeout < 0:
@@ -280,14 +410,14 @@ def _submit(
     cues = screen.CUES.get(agent)
     placeholder = cues.placeholder if cues else None
 
-    before = mux.capture(pane_id, CAPTURE_LINES, ansi=True)
+    before = yield Capture(CAPTURE_LINES, ansi=True)
     if once and _taken_already(agent, before, marker, placeholder):
         return
-    if once and earlier and _taken_already(agent, mux.capture(pane_id, HISTORY_LINES), marker, placeholder):
+    if once and earlier and _taken_already(agent, (yield Capture(HISTORY_LINES)), marker, placeholder):
         return  # its echo scrolled up out of the captured rows (a long answer followed it)
-    if once and recorded is not None and recorded():
+    if once and recorded is not None and (yield Call(recorded)):
         return  # the agent's own record holds it: taken, though its screen does not show it
-    before = _check_ready(mux, pane_id, agent, before, line, ours)
+    before = yield from _ready(pane_id, agent, before, line, ours)
     ends = (marker, _tail_marker(line))
     echoes = (_echoes(agent, before, ends[:1]), _echoes(agent, before, ends))
     # A placeholder already in the box before typing proves nothing about our text.
@@ -302,9 +432,9 @@ def _submit(
         # that lags, whose late submission after the confirmation gave up types it twice.
         seen, shown = True, before
     else:
-        seen, shown = _type(mux, pane_id, agent, line, settle, echo_timeout, marker, placeholder, hooks)
+        seen, shown = yield from _typing(agent, line, settle, echo_timeout, marker, placeholder, hooks)
     if not seen:
-        removed = _erase_ours(mux, pane_id, agent, shown, line)
+        removed = yield from _erase_ours(agent, shown, line)
         raise SubmissionNotConfirmed(
             f"the typed text never showed in the {agent} input box of pane {pane_id}, so "
             "Enter was not pressed" + ("; the typed text was removed." if removed else "."),
@@ -321,12 +451,12 @@ def _submit(
                 pane=pane_id,
             )
         if on_enter is not None:
-            on_enter()
+            yield Call(on_enter)
             on_enter = None
         if hooks is not None:
-            hooks.trace("submit.enter")
-        mux.press_enter(pane_id)
-        outcome, shown = _await_outcome(mux, pane_id, agent, ends, placeholder, echoes, confirm_timeout)
+            yield Call(hooks.trace, "submit.enter")
+        yield ENTER
+        outcome, shown = yield from _outcome(agent, ends, placeholder, echoes, confirm_timeout)
         if outcome == _ECHOED:
             return
         if outcome == _VANISHED:
@@ -336,7 +466,7 @@ def _submit(
                 "while starting); Enter is not retried.",
                 pane=pane_id,
             )
-    removed = _erase_ours(mux, pane_id, agent, shown, line)
+    removed = yield from _erase_ours(agent, shown, line)
     raise SubmissionNotConfirmed(
         f"the typed text was still in the input box of pane {pane_id} after "
         f"{enter_retries + 1} Enter presses; the submission is not confirmed"
@@ -345,9 +475,7 @@ def _submit(
     )
 
 
-def _type(
-    mux: Multiplexer,
-    pane_id: str,
+def _typing(
     agent: str,
     line: str,
     settle: float,
@@ -355,25 +483,24 @@ def _type(
     marker: str,
     placeholder: str | None,
     hooks: Hooks | None,
-) -> tuple[bool, str]:
+) -> Steps[tuple[bool, str]]:
     """Type ``line`` and wait (after ``settle``) for the box to show it: (seen, the screen)."""
-    mux.type_text(pane_id, line)
+    yield Keys(line)
     if hooks is not None:  # test-only (cafleet.faults): typed, Enter not pressed; bench/keeper_real.py's times
-        hooks.pause("submit.typed")
-        hooks.trace("submit.typed")
-    time.sleep(settle)
-    seen, shown = _poll(mux, pane_id, echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder))
+        yield Call(hooks.pause, "submit.typed")
+        yield Call(hooks.trace, "submit.typed")
+    yield Pause(settle)
+    seen, shown = yield Watch(echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder))
     if hooks is not None:
-        hooks.trace("submit.shown" if seen else "submit.not_shown")
+        yield Call(hooks.trace, "submit.shown" if seen else "submit.not_shown")
     return seen, shown
 
 
-def _check_ready(
-    mux: Multiplexer, pane_id: str, agent: str, shown: str, line: str, ours: Callable[[str], str | None] | None = None
-) -> str:
-    """Raise unless the pane shows the agent's empty input box (after removing a leftover
-    start of ``line``, or of another preview of ours that ``ours`` names, from an earlier
-    attempt); the screen that shows it comes back."""
+def gate(pane_id: str, agent: str, shown: str) -> str:
+    """What the agent's input box on the screen ``shown`` holds ("" when empty), when
+    typing may begin there; otherwise raise why not: :class:`PaneAwaitingUser` for a
+    prompt awaiting its user, :class:`PaneNotReady` while the agent starts or when no
+    input box of that agent shows."""
     if screen.classify(agent, shown) == screen.PaneState.AWAITING_USER:
         raise PaneAwaitingUser(
             f"pane {pane_id} shows a prompt awaiting its user, so nothing was typed; "
@@ -388,14 +515,24 @@ def _check_ready(
             f"pane {pane_id} does not show the {agent} input box (is that agent running there?), so nothing was typed.",
             pane=pane_id,
         )
+    return text
+
+
+def _ready(
+    pane_id: str, agent: str, shown: str, line: str, ours: Callable[[str], str | None] | None = None
+) -> Steps[str]:
+    """Raise unless the pane shows the agent's empty input box (after removing a leftover
+    start of ``line``, or of another preview of ours that ``ours`` names, from an earlier
+    attempt); the screen that shows it comes back."""
+    text = gate(pane_id, agent, shown)
     if not text or _is_whole(text, line):
         return shown  # empty, or this very line whole: submitted as it stands
     count = _leftover_count(text, line)
     if not count and ours is not None:
-        count = _own_preview_count(text, ours(text))
+        count = _own_preview_count(text, (yield Call(ours, text)))
     if count:
-        mux.press_backspace(pane_id, count)
-        cleared, shown = _poll(mux, pane_id, DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "", ansi=True)
+        yield Keys(backspaces=count)
+        cleared, shown = yield Watch(DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "", ansi=True)
         if cleared:
             return shown
     raise PaneInputBusy(
@@ -411,15 +548,19 @@ def take_back(mux: Multiplexer, pane_id: str, text: str, agent: str) -> str:
     :func:`type_prompt` typed it), under the lock again: only when the input box shows
     exactly that line or the start of it, with one BackSpace per typed character (the
     rule of a leftover, step 1), never Escape. What happened, as a phrase for the error."""
+    return run(_taking_back(text, agent), mux, pane_id)
+
+
+def _taking_back(text: str, agent: str) -> Steps[str]:
     line = with_terminator(flatten(text))
-    box = screen.box_text(agent, mux.capture(pane_id, CAPTURE_LINES, ansi=True))
+    box = screen.box_text(agent, (yield Capture(CAPTURE_LINES, ansi=True)))
     if not box:
         return "none of the typed text was left in the input box"
     count = _leftover_count(box, line)
     if not count:
         return "the input box holds other text, which was left as it is"
-    mux.press_backspace(pane_id, count)
-    if _poll(mux, pane_id, DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "", ansi=True)[0]:
+    yield Keys(backspaces=count)
+    if (yield Watch(DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "", ansi=True))[0]:
         return "the typed text was taken back"
     return "the typed text could not be taken back (the input box did not clear)"
 
@@ -471,28 +612,27 @@ def _own_preview_count(text: str, whole: str | None) -> int:
     return cut + len(ELLIPSIS) + 1 if cut else 0
 
 
-def _erase_ours(mux: Multiplexer, pane_id: str, agent: str, shown: str, line: str) -> bool:
+def _erase_ours(agent: str, shown: str, line: str) -> Steps[bool]:
     """Remove our typed ``line`` when the box shows exactly that and nothing else: one
     BackSpace per typed character. Whether it was removed."""
     text = screen.box_text(agent, shown)
     if not text or "".join(text.split()) != "".join(line.split()):
         return False
-    mux.press_backspace(pane_id, len(line))
-    return _poll(mux, pane_id, DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "", ansi=True)[0]
+    yield Keys(backspaces=len(line))
+    cleared, _shown = yield Watch(DEFAULT_ECHO_TIMEOUT, lambda s: screen.box_text(agent, s) == "", ansi=True)
+    return cleared
 
 
 _ECHOED, _VANISHED, _IN_BOX = "echoed", "vanished", "in box"
 
 
-def _await_outcome(
-    mux: Multiplexer,
-    pane_id: str,
+def _outcome(
     agent: str,
     ends: tuple[str, str],
     placeholder: str | None,
     echoes: tuple[int, int],
     timeout: float,
-) -> tuple[str, str]:
+) -> Steps[tuple[str, str]]:
     """After an Enter: watch until the line's first characters show outside the box more
     often than before typing (``echoes[0]``), or — once the box no longer holds them — its
     first or last characters do (``echoes[1]``: the start of a long echo may have scrolled
@@ -515,11 +655,11 @@ def _await_outcome(
         left = True
         return _echoes(agent, shown, ends) > echoes[1]
 
-    echoed, shown = _poll(mux, pane_id, timeout, check)
+    echoed, shown = yield Watch(timeout, check)
     if not echoed and left:
         # It left the box: most likely taken, and an agent on a loaded machine may draw the
         # echo late. Calling it vanished too early would owe it again and type it twice.
-        echoed, shown = _poll(mux, pane_id, timeout * (VANISH_WAIT - 1), check)
+        echoed, shown = yield Watch(timeout * (VANISH_WAIT - 1), check)
     if echoed:
         return _ECHOED, shown
     if _box_holds(agent, shown, marker, placeholder):
@@ -569,21 +709,6 @@ def _marker(line: str) -> str:
             end = i
             break
     return text[:end].rstrip() or text[:MARKER_LEN]
-
-
-def _poll(
-    mux: Multiplexer, pane_id: str, timeout: float, check: Callable[[str], bool], ansi: bool = False
-) -> tuple[bool, str]:
-    """Capture until ``check`` holds or ``timeout`` passes; the last capture comes back."""
-    deadline = time.monotonic() + timeout
-    while True:
-        shown = mux.capture(pane_id, CAPTURE_LINES, ansi=ansi)
-        if check(shown):
-            return True, shown
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False, shown
-        time.sleep(min(_POLL, remaining))
 
 
 def _box_holds(agent: str, shown: str, marker: str, placeholder: str | None) -> bool:
