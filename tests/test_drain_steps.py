@@ -107,7 +107,7 @@ def test_a_busy_lock_tried_once_is_skipped_quietly(store, settings, member):
     (record,) = sent(store, director, member_id, "later")
     target = notifications.notification_target(store, member_id)
     pane = RecordedPane("claude", pane=PANE)
-    with lock.placement_lock(settings.lock_dir, target, 0):
+    with lock.placement_lock(store.locks, target, 0):
         assert run(store, settings, member_id, pane, wait_for_lock=False) is None
         failure = run(store, settings, member_id, pane)
     assert failure == (
