@@ -219,8 +219,9 @@ CUES: dict[str, AgentCues] = {
     ),
 }
 
-# CSI, OSC (to BEL or ST) and the two-byte ESC forms, as ``capture -e`` emits them.
-_ANSI = r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-_])"
+# CSI, OSC (to BEL or ST, never past its row: an unterminated one must not swallow the
+# rows below it, a dialog's included) and the two-byte ESC forms, as ``capture -e`` emits them.
+_ANSI = r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(\x07|\x1b\\)?|[@-_])"
 
 _compiled: dict[str, re.Pattern[str]] = {}
 
