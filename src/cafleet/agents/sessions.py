@@ -1,7 +1,8 @@
 """Which of its agent's own sessions a member resumes when it is started again (``fleet
 restore``, ``member revive``; docs/delivery.md, "A fleet outlives its panes").
 
-A leaf, like :mod:`cafleet.agents.usage`, whose finding of a member's records it reuses:
+A leaf, like :mod:`cafleet.agents.usage`, whose finding of a member's records it reuses
+(:mod:`cafleet.agents.usage.codex`, :mod:`cafleet.agents.usage.opencode`):
 
 * claude: the session id cafleet chose at creation (``--session-id``), kept in the database;
   nothing is read from claude's folder.
@@ -29,7 +30,7 @@ OPENCODE_ID = re.compile(r"ses_[0-9A-Za-z]{6,64}")
 
 def codex_session(codex_home: str, *, started_at: str, fleet_id: int, member_id: int) -> str | None:
     """The session id of the member's first rollout, or None (no rollout found yet)."""
-    from cafleet.agents.usage import codex_rollouts
+    from cafleet.agents.usage.codex import codex_rollouts
 
     found = []
     for path in codex_rollouts(codex_home, started_at=started_at, fleet_id=fleet_id, member_id=member_id):
@@ -61,7 +62,8 @@ def opencode_session(data_folder: str, *, cwd: str, started_at: str, fleet_id: i
     import sqlite3
     from urllib.parse import quote
 
-    from cafleet.agents.usage import _OPENCODE_SESSIONS, _millis, _opencode_identity
+    from cafleet.agents.usage.opencode import MEMBER_SESSIONS, member_identity
+    from cafleet.agents.usage.totals import millis
 
     path = os.path.join(data_folder, "opencode.db")
     if not os.path.isfile(path):
@@ -72,9 +74,9 @@ def opencode_session(data_folder: str, *, cwd: str, started_at: str, fleet_id: i
         return None
     try:
         row = conn.execute(
-            _OPENCODE_SESSIONS + "SELECT s.id FROM session s JOIN mine ON s.id = mine.id "
+            MEMBER_SESSIONS + "SELECT s.id FROM session s JOIN mine ON s.id = mine.id "
             "WHERE s.parent_id IS NULL ORDER BY s.time_created, s.id LIMIT 1",
-            (cwd, _millis(started_at), _opencode_identity(fleet_id, member_id)),
+            (cwd, millis(started_at), member_identity(fleet_id, member_id)),
         ).fetchone()
     except sqlite3.Error:
         return None  # an opencode whose tables differ from the ones cafleet knows
