@@ -10,11 +10,10 @@ records it reuses: files and the agents' own databases only, read-only.
 from __future__ import annotations
 
 import json
-import os
 
 from cafleet.agents.usage.claude import claude_transcripts, is_session_id
-from cafleet.agents.usage.opencode import MEMBER_SESSIONS, member_identity
-from cafleet.agents.usage.totals import complete_lines, millis
+from cafleet.agents.usage.opencode import member_rows
+from cafleet.agents.usage.totals import complete_lines
 
 
 PREVIEW_START = "[cafleet msg "
@@ -84,25 +83,18 @@ def opencode_user_text_starts(
     it, so a preview's header found there was delivered, whatever the screen shows
     (opencode draws in place: no history to search). False when the file or
     its tables cannot be read."""
-    import sqlite3
-    from urllib.parse import quote
-
-    path = os.path.join(data_folder, "opencode.db")
-    if not start or not os.path.isfile(path):
+    if not start:
         return False
-    try:
-        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=5.0)
-    except sqlite3.Error:
-        return False
-    try:
-        row = conn.execute(
-            MEMBER_SESSIONS + "SELECT 1 FROM part p JOIN mine ON p.session_id = mine.id "
+    return bool(
+        member_rows(
+            data_folder,
+            "SELECT 1 FROM part p JOIN mine ON p.session_id = mine.id "
             "JOIN message m ON m.id = p.message_id WHERE json_extract(m.data, '$.role') = 'user' "
             "AND json_extract(p.data, '$.type') = 'text' AND substr(json_extract(p.data, '$.text'), 1, ?) = ? LIMIT 1",
-            (cwd, millis(started_at), member_identity(fleet_id, member_id), len(start), start),
-        ).fetchone()
-    except sqlite3.Error:
-        return False  # an opencode whose tables differ from 1.18's
-    finally:
-        conn.close()
-    return row is not None
+            (len(start), start),
+            cwd=cwd,
+            started_at=started_at,
+            fleet_id=fleet_id,
+            member_id=member_id,
+        )
+    )

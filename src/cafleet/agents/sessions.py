@@ -59,30 +59,18 @@ def _rollout_session(path: str) -> tuple[str | None, str]:
 
 def opencode_session(data_folder: str, *, cwd: str, started_at: str, fleet_id: int, member_id: int) -> str | None:
     """The id of the member's first root opencode session, or None (none found yet)."""
-    import sqlite3
-    from urllib.parse import quote
+    from cafleet.agents.usage.opencode import member_rows
 
-    from cafleet.agents.usage.opencode import MEMBER_SESSIONS, member_identity
-    from cafleet.agents.usage.totals import millis
-
-    path = os.path.join(data_folder, "opencode.db")
-    if not os.path.isfile(path):
-        return None
-    try:
-        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=5.0)
-    except sqlite3.Error:
-        return None
-    try:
-        row = conn.execute(
-            MEMBER_SESSIONS + "SELECT s.id FROM session s JOIN mine ON s.id = mine.id "
-            "WHERE s.parent_id IS NULL ORDER BY s.time_created, s.id LIMIT 1",
-            (cwd, millis(started_at), member_identity(fleet_id, member_id)),
-        ).fetchone()
-    except sqlite3.Error:
-        return None  # an opencode whose tables differ from the ones cafleet knows
-    finally:
-        conn.close()
-    session = row[0] if row else None
+    rows = member_rows(
+        data_folder,
+        "SELECT s.id FROM session s JOIN mine ON s.id = mine.id "
+        "WHERE s.parent_id IS NULL ORDER BY s.time_created, s.id LIMIT 1",
+        cwd=cwd,
+        started_at=started_at,
+        fleet_id=fleet_id,
+        member_id=member_id,
+    )
+    session = rows[0][0] if rows else None
     return session if isinstance(session, str) and OPENCODE_ID.fullmatch(session) else None
 
 

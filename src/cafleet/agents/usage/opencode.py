@@ -1,6 +1,6 @@
 """opencode's records (docs/usage.md): ``<data dir>/opencode.db``, opened read-only, its
 table ``session`` (see :func:`opencode_usage`), and the member's sessions there
-(:data:`MEMBER_SESSIONS`), which ``fleet restore`` and the preview lookups find the same way.
+(:func:`member_rows`), which ``fleet restore`` and the preview lookups ask the same way.
 """
 
 from __future__ import annotations
@@ -27,6 +27,38 @@ def member_identity(fleet_id: int, member_id: int) -> str:
     return f"%- fleet id: {int(fleet_id)}\\n- your member id: {int(member_id)}\\n%"
 
 
+def database(data_folder: str) -> str:
+    """opencode's database in its data folder."""
+    return os.path.join(data_folder, "opencode.db")
+
+
+def member_rows(
+    data_folder: str, select: str, more: tuple = (), *, cwd: str, started_at: str, fleet_id: int, member_id: int
+) -> list[tuple] | None:
+    """The rows of ``select`` (a query that joins ``mine``, the member's sessions:
+    :data:`MEMBER_SESSIONS`; ``more``, its own parameters) in the member's opencode
+    database, opened read-only. None when there is no database; no rows when it cannot be
+    opened or its tables differ from opencode 1.18's (nothing is guessed, docs/usage.md)."""
+    import sqlite3
+    from urllib.parse import quote
+
+    path = database(data_folder)
+    if not os.path.isfile(path):
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=5.0)
+    except sqlite3.Error:
+        return []
+    try:
+        return conn.execute(
+            MEMBER_SESSIONS + select, (cwd, millis(started_at), member_identity(fleet_id, member_id), *more)
+        ).fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+
+
 def opencode_usage(
     data_folder: str, *, cwd: str, started_at: str, fleet_id: int, member_id: int
 ) -> tuple[Usage, list[str]]:
@@ -38,30 +70,20 @@ def opencode_usage(
     and all their descendants (subagents; a parent's totals leave its children out).
     Dollars are opencode's own (``cost``); calls are its ``step-finish`` parts.
     """
-    import sqlite3
-    from urllib.parse import quote
-
-    path = os.path.join(data_folder, "opencode.db")
     total = Usage()
-    if not os.path.isfile(path):
+    rows = member_rows(
+        data_folder,
+        "SELECT s.model, s.cost, s.tokens_input, s.tokens_cache_write, s.tokens_cache_read, "
+        "s.tokens_output + s.tokens_reasoning, "
+        "(SELECT count(*) FROM part p WHERE p.session_id = s.id AND json_extract(p.data, '$.type') = 'step-finish') "
+        "FROM session s JOIN mine ON s.id = mine.id",
+        cwd=cwd,
+        started_at=started_at,
+        fleet_id=fleet_id,
+        member_id=member_id,
+    )
+    if rows is None:
         return total, []
-    marker = member_identity(fleet_id, member_id)
-    try:
-        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=5.0)
-    except sqlite3.Error:
-        return total, [path]
-    try:
-        rows = conn.execute(
-            MEMBER_SESSIONS + "SELECT s.model, s.cost, s.tokens_input, s.tokens_cache_write, s.tokens_cache_read, "
-            "s.tokens_output + s.tokens_reasoning, "
-            "(SELECT count(*) FROM part p WHERE p.session_id = s.id AND json_extract(p.data, '$.type') = 'step-finish') "
-            "FROM session s JOIN mine ON s.id = mine.id",
-            (cwd, millis(started_at), marker),
-        ).fetchall()
-    except sqlite3.Error:
-        rows = []  # an opencode whose tables differ from 1.18's: nothing counted (docs/usage.md)
-    finally:
-        conn.close()
     for model, cost, tokens_in, write, read, out, calls in rows:
         try:
             name = json.loads(model).get("id") if model else None
@@ -82,4 +104,4 @@ def opencode_usage(
             continue
         model_name = name if type(name) is str and 0 < len(name) <= MAX_NAME else "unknown"
         total.add(model_name, tokens, usd=usd, calls=int(calls or 0))
-    return total, [path]
+    return total, [database(data_folder)]
