@@ -243,3 +243,18 @@ def test_a_quiet_database_never_loads_the_log_check(env, tmp_path):
     loaded = loaded_by(dict(env, CAFLEET_DATABASE_URL=path), tmp_path, "fleet", "list")
     assert "cafleet.store.connection" in loaded
     assert {"cafleet.store.wal", "fcntl"} & loaded == set()
+
+
+def test_the_budget_gate_loads_no_agents_reader(env):
+    """A send to a member with a budget loads :mod:`cafleet.delivery.usage` for the stored
+    totals; the agents' readers and preview lookups come only with a read of their files."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys, cafleet.delivery.usage; print(' '.join(sorted(sys.modules)))"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "cafleet.agents.usage.totals" in out
+    readers = {"cafleet.agents.usage.claude", "cafleet.agents.usage.codex", "cafleet.agents.usage.opencode"}
+    assert sorted((readers | {"cafleet.agents.previews"}) & set(out)) == []
