@@ -24,7 +24,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
-from cafleet.agents import usage  # noqa: E402
+from cafleet.agents.usage.claude import claude_usage  # noqa: E402
+from cafleet.agents.usage.totals import TranscriptReader  # noqa: E402
 
 SESSION = "3f1c2a4e-1111-4222-8333-444455556666"
 
@@ -87,16 +88,16 @@ def main() -> int:
             calls = write_calls(handle, 0, args.megabytes << 20)
         size = os.path.getsize(path)
 
-        reader = usage.TranscriptReader()
+        reader = TranscriptReader()
         began = time.perf_counter()
-        found, _ = usage.claude_usage(root, [SESSION], reader)
+        found, _ = claude_usage(root, [SESSION], reader)
         full = time.perf_counter() - began
         counted = sum(row["calls"] for row in found.models.values())
 
         with open(path, "a", encoding="utf-8") as handle:
             more = write_calls(handle, calls, 1 << 20)
         began = time.perf_counter()
-        found, _ = usage.claude_usage(root, [SESSION], reader)
+        found, _ = claude_usage(root, [SESSION], reader)
         again = time.perf_counter() - began
         recounted = sum(row["calls"] for row in found.models.values())
 

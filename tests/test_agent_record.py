@@ -142,7 +142,7 @@ def test_another_members_session_is_not_this_ones(fleet, store_kind, sent):
 def test_an_opencode_record_that_cannot_be_read_tells_nothing(tmp_path):
     """No file, a file that is no database, tables of another shape: False (the retry
     then types as before), never an error."""
-    from cafleet.agents.usage import opencode_user_text_starts
+    from cafleet.agents.previews import opencode_user_text_starts
 
     def asked(folder) -> bool:
         return opencode_user_text_starts(

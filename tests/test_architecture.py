@@ -271,3 +271,15 @@ def test_tests_share_helpers_through_support_only():
                 if name.startswith("tests.test_") or name.startswith("test_")
             ]
     assert offenders == []
+
+
+def test_each_usage_reader_builds_on_the_shared_module_only():
+    """Each agent's usage reader (``agents/usage/<agent>.py``) builds on the shared
+    accumulator (``totals.py``), never on another agent's reader, and the shared module
+    imports none of them: an agent's record format lives in its own room."""
+    edges = graph()
+    readers = {f"cafleet.agents.usage.{agent}" for agent in ("claude", "codex", "opencode")}
+    assert readers <= set(edges)
+    assert edges["cafleet.agents.usage.totals"] & (readers | {"cafleet.agents.previews"}) == set()
+    for reader in sorted(readers):
+        assert edges[reader] & (readers - {reader}) == set(), reader

@@ -136,15 +136,20 @@ WAIT = DELIVERY | {"cafleet.delivery.inbox", "cafleet.store.changes"}  # changes
 KEEPER = DELIVERY | {"cafleet.delivery.keepers", "cafleet.broker.members", "cafleet.broker.activity"}
 
 
-def bare_modules(env) -> set[str]:
+def modules_after(env, imports: str = "") -> set[str]:
+    """The modules a fresh interpreter holds after ``imports`` (a statement), ``json`` aside."""
     out = subprocess.run(
-        [sys.executable, "-c", "import sys, json; print(json.dumps(sorted(sys.modules)))"],
+        [sys.executable, "-c", f"{imports}\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
         env=env,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
     return set(json.loads(out)) - {"json", "json.decoder", "json.scanner", "_json", "json.encoder"}
+
+
+def bare_modules(env) -> set[str]:
+    return modules_after(env)
 
 
 @pytest.fixture
@@ -243,3 +248,12 @@ def test_a_quiet_database_never_loads_the_log_check(env, tmp_path):
     loaded = loaded_by(dict(env, CAFLEET_DATABASE_URL=path), tmp_path, "fleet", "list")
     assert "cafleet.store.sqlite" in loaded
     assert {"cafleet.store.wal", "fcntl"} & loaded == set()
+
+
+def test_the_budget_gate_loads_no_agents_reader(env):
+    """A send to a member with a budget loads :mod:`cafleet.delivery.usage` for the stored
+    totals; the agents' readers and preview lookups come only with a read of their files."""
+    out = modules_after(env, "import cafleet.delivery.usage")
+    assert "cafleet.agents.usage.totals" in out
+    readers = {"cafleet.agents.usage.claude", "cafleet.agents.usage.codex", "cafleet.agents.usage.opencode"}
+    assert sorted((readers | {"cafleet.agents.previews"}) & out) == []

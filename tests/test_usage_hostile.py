@@ -16,7 +16,10 @@ import sys
 
 import pytest
 
-from cafleet.agents import usage as agent_usage
+from cafleet.agents import previews
+from cafleet.agents.usage import claude, totals
+from cafleet.agents.usage.codex import codex_usage
+from cafleet.agents.usage.opencode import opencode_usage
 from cafleet.broker import usage
 from cafleet.store.engines import open_store
 from tests.support.pane_fleet import tmux_fleet
@@ -149,7 +152,7 @@ def test_codex_and_opencode_records_out_of_range_are_skipped_and_counted(tmp_pat
         json.dumps({"type": "turn_context", "payload": {"model": ["not", "a", "name"]}}),
     ]
     (folder / "rollout-1.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    found, _ = agent_usage.codex_usage(str(tmp_path / "codex"), started_at=started, fleet_id=1, member_id=2)
+    found, _ = codex_usage(str(tmp_path / "codex"), started_at=started, fleet_id=1, member_id=2)
     assert found.report({})["tokens"]["total"] == 505
     assert found.unreadable == 4
 
@@ -179,7 +182,7 @@ def test_codex_and_opencode_records_out_of_range_are_skipped_and_counted(tmp_pat
         conn.execute("INSERT INTO part VALUES (?, ?)", (sid, marker))
     conn.commit()
     conn.close()
-    found, _ = agent_usage.opencode_usage(str(data), cwd="/work", started_at=started, fleet_id=1, member_id=2)
+    found, _ = opencode_usage(str(data), cwd="/work", started_at=started, fleet_id=1, member_id=2)
     report = found.report({})
     assert (report["tokens"]["total"], report["usd"], found.unreadable) == (110, 0.5, 3)
 
@@ -187,30 +190,30 @@ def test_codex_and_opencode_records_out_of_range_are_skipped_and_counted(tmp_pat
 def test_a_transcript_line_past_its_bound_is_skipped_and_reading_goes_on(tmp_path, monkeypatch):
     """A line longer than MAX_LINE is skipped unread, also when it spans reads of a file
     still being written; the calls around it count once each."""
-    monkeypatch.setattr(agent_usage, "MAX_LINE", 1000)
-    monkeypatch.setattr(agent_usage.TranscriptReader, "CHUNK", 256)
+    monkeypatch.setattr(totals, "MAX_LINE", 1000)
+    monkeypatch.setattr(totals.TranscriptReader, "CHUNK", 256)
     session = "0c0c0c0c-0000-4000-8000-000000000005"
     path = write_calls(tmp_path, session, call_lines("m1", 10, 1))
-    reader = agent_usage.TranscriptReader()
+    reader = totals.TranscriptReader()
 
-    def totals() -> tuple[int, int]:
-        found, _ = agent_usage.claude_usage(str(tmp_path), [session], reader)
+    def counted() -> tuple[int, int]:
+        found, _ = claude.claude_usage(str(tmp_path), [session], reader)
         return found.report({})["calls"], found.report({})["tokens"]["total"]
 
-    assert totals() == (1, 11)
+    assert counted() == (1, 11)
     with open(path, "a", encoding="utf-8") as out:
         out.write('{"type": "assistant", "usage": "' + "x" * 3000)  # longer than the bound, not ended yet
-    assert totals() == (1, 11)
+    assert counted() == (1, 11)
     with open(path, "a", encoding="utf-8") as out:
         out.write("y" * 3000 + '"}\n' + call_lines("m2", 20, 2) + call_lines("m3", 30, 3, blocks=2))
-    assert totals() == (3, 66)
-    fresh = agent_usage.TranscriptReader()  # the same from a first read of the whole file
-    found, _ = agent_usage.claude_usage(str(tmp_path), [session], fresh)
+    assert counted() == (3, 66)
+    fresh = totals.TranscriptReader()  # the same from a first read of the whole file
+    found, _ = claude.claude_usage(str(tmp_path), [session], fresh)
     assert (found.report({})["calls"], found.report({})["tokens"]["total"]) == (3, 66)
     assert path.stat().st_size == fresh.files[str(path)].offset
     with open(path, "a", encoding="utf-8") as out:
         out.write(user_line("[cafleet msg 7 from 1 2026-01-02T03:04:05]\u23cehi"))
-    assert agent_usage.claude_previews(str(tmp_path), session) == [(7, 1)]  # found past the long line
+    assert previews.claude_previews(str(tmp_path), session) == [(7, 1)]  # found past the long line
 
 
 # --- item 9: a bad price file is refused ---------------------------------------------------------
@@ -402,8 +405,8 @@ def test_a_live_file_of_a_process_cafleet_did_not_start_for_the_member_names_not
     try:
         wait_for(lambda: b"--session-id" in open(f"/proc/{proc.pid}/cmdline", "rb").read(), what="the process to start")
         write_live_session(config, proc.pid, "33333333-0000-4000-8000-000000000003", "/work")
-        assert agent_usage.claude_live_session(str(config), proc.pid, "/work", spawn_session=mine) is None
-        assert agent_usage.claude_live_session(str(config), proc.pid, "/work", spawn_session=other) == (
+        assert claude.claude_live_session(str(config), proc.pid, "/work", spawn_session=mine) is None
+        assert claude.claude_live_session(str(config), proc.pid, "/work", spawn_session=other) == (
             "33333333-0000-4000-8000-000000000003"
         )
     finally:

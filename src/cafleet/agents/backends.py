@@ -1,5 +1,6 @@
 """One table row per coding agent: its binary, its ``--model``/``--effort`` rules and the
-argv that starts it as a fleet member (docs/agents.md).
+argv that starts it as a fleet member (docs/agents.md); and where each agent keeps the
+records of its own usage (:func:`data_dir`, read by :mod:`cafleet.agents.usage`).
 
 The argv is built for ``execvp`` (no shell) and checked against the real tools'
 argument parsers by ``scripts/check_agent_flags.py``. Three details matter there:
@@ -246,4 +247,16 @@ def binary_version(agent: str, environ: Mapping[str, str], timeout: float = VERS
     for line in done.stdout.decode("utf-8", "replace").splitlines():
         if line.strip():
             return line.strip()
+    return None
+
+
+def data_dir(agent: str, environ: Mapping[str, str]) -> str | None:
+    """Where ``agent`` keeps its records for a pane started with ``environ``."""
+    home = environ.get("HOME") or os.path.expanduser("~")
+    if agent == "claude":
+        return environ.get("CLAUDE_CONFIG_DIR") or os.path.join(home, ".claude")
+    if agent == "codex":
+        return environ.get("CODEX_HOME") or os.path.join(home, ".codex")
+    if agent == "opencode":
+        return os.path.join(environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"), "opencode")
     return None

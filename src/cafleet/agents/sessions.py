@@ -1,7 +1,8 @@
 """Which of its agent's own sessions a member resumes when it is started again (``fleet
 restore``, ``member revive``; docs/delivery.md, "A fleet outlives its panes").
 
-A leaf, like :mod:`cafleet.agents.usage`, whose finding of a member's records it reuses:
+A leaf, like :mod:`cafleet.agents.usage`, whose finding of a member's records it reuses
+(:mod:`cafleet.agents.usage.codex`, :mod:`cafleet.agents.usage.opencode`):
 
 * claude: the session id cafleet chose at creation (``--session-id``), kept in the database;
   nothing is read from claude's folder.
@@ -29,7 +30,7 @@ OPENCODE_ID = re.compile(r"ses_[0-9A-Za-z]{6,64}")
 
 def codex_session(codex_home: str, *, started_at: str, fleet_id: int, member_id: int) -> str | None:
     """The session id of the member's first rollout, or None (no rollout found yet)."""
-    from cafleet.agents.usage import codex_rollouts
+    from cafleet.agents.usage.codex import codex_rollouts
 
     found = []
     for path in codex_rollouts(codex_home, started_at=started_at, fleet_id=fleet_id, member_id=member_id):
@@ -58,29 +59,18 @@ def _rollout_session(path: str) -> tuple[str | None, str]:
 
 def opencode_session(data_folder: str, *, cwd: str, started_at: str, fleet_id: int, member_id: int) -> str | None:
     """The id of the member's first root opencode session, or None (none found yet)."""
-    import sqlite3
-    from urllib.parse import quote
+    from cafleet.agents.usage.opencode import member_rows
 
-    from cafleet.agents.usage import _OPENCODE_SESSIONS, _millis, _opencode_identity
-
-    path = os.path.join(data_folder, "opencode.db")
-    if not os.path.isfile(path):
-        return None
-    try:
-        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=5.0)
-    except sqlite3.Error:
-        return None
-    try:
-        row = conn.execute(
-            _OPENCODE_SESSIONS + "SELECT s.id FROM session s JOIN mine ON s.id = mine.id "
-            "WHERE s.parent_id IS NULL ORDER BY s.time_created, s.id LIMIT 1",
-            (cwd, _millis(started_at), _opencode_identity(fleet_id, member_id)),
-        ).fetchone()
-    except sqlite3.Error:
-        return None  # an opencode whose tables differ from the ones cafleet knows
-    finally:
-        conn.close()
-    session = row[0] if row else None
+    rows = member_rows(
+        data_folder,
+        "SELECT s.id FROM session s JOIN mine ON s.id = mine.id "
+        "WHERE s.parent_id IS NULL ORDER BY s.time_created, s.id LIMIT 1",
+        cwd=cwd,
+        started_at=started_at,
+        fleet_id=fleet_id,
+        member_id=member_id,
+    )
+    session = rows[0][0] if rows else None
     return session if isinstance(session, str) and OPENCODE_ID.fullmatch(session) else None
 
 

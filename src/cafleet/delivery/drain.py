@@ -440,9 +440,9 @@ def _agent_record(store: Store, member_id: int, target: NotificationTarget, text
     header = text.split("]", 1)[0] + "]"
 
     def recorded() -> bool:
-        from cafleet.agents import usage as agent_usage
+        from cafleet.agents import previews
 
-        return agent_usage.opencode_user_text_starts(
+        return previews.opencode_user_text_starts(
             source["data_dir"],
             cwd=source["cwd"],
             started_at=source["started_at"],

@@ -644,7 +644,7 @@ def _record_usage_source(store: Store, environ, member_id: int, agent: str, cwd:
     """Choose what ties the member's usage records to it (claude: a new session id) and
     record it with the agent's data folder and the pane's cwd (docs/usage.md); returns
     claude's session id. The auxiliary table is created when the database has none yet."""
-    from cafleet.agents import usage as agent_usage
+    from cafleet.agents import backends
     from cafleet.broker import usage
 
     session_id = None
@@ -652,7 +652,7 @@ def _record_usage_source(store: Store, environ, member_id: int, agent: str, cwd:
         import uuid
 
         session_id = str(uuid.uuid4())
-    data_dir = agent_usage.data_dir(agent, environ)
+    data_dir = backends.data_dir(agent, environ)
     usage.record_source(
         store, member_id, coding_agent=agent, session_id=session_id, data_dir=data_dir, cwd=cwd, **budgets
     )

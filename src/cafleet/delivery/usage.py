@@ -1,12 +1,13 @@
 """What members have spent: the attribution rows the broker keeps, joined with the usage
-records each coding agent writes (:mod:`cafleet.agents.usage`; docs/usage.md)."""
+records each coding agent writes (:mod:`cafleet.agents.usage`; docs/usage.md). The agents'
+readers are imported where a read needs them: a send's budget gate mostly reads stored totals."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
 
-from cafleet.agents import usage as agent_usage
+from cafleet.agents.usage.totals import TranscriptReader, Usage, price_table
 from cafleet.broker import usage
 from cafleet.errors import CafleetError, DatabaseError
 
@@ -49,10 +50,13 @@ def _claude_live(store: Store, source: dict, record: dict, sessions: list[str]) 
     pid = identity.rpartition(":")[2]
     if record.get("backend") != "tmux" or identity.count(":") != 2 or not pid.isdigit() or len(pid) > 10:
         return None
-    live = agent_usage.claude_live_session(source["data_dir"], int(pid), source["cwd"], spawn_session=sessions[0])
+    from cafleet.agents.previews import claude_previews
+    from cafleet.agents.usage.claude import claude_live_session
+
+    live = claude_live_session(source["data_dir"], int(pid), source["cwd"], spawn_session=sessions[0])
     if live is None or live in sessions:
         return None
-    previews = agent_usage.claude_previews(source["data_dir"], live)
+    previews = claude_previews(source["data_dir"], live)
     if not previews or not usage.previews_are_for(store, source["member_id"], previews):
         return None
     if usage.session_holder(store, live, besides=source["member_id"]) is not None:
@@ -62,7 +66,7 @@ def _claude_live(store: Store, source: dict, record: dict, sessions: list[str]) 
 
 def _member_usage(
     store: Store, record: dict, source: dict | None, agent: str | None, reader, fleet_id: int
-) -> tuple[agent_usage.Usage, list[str], str | None]:
+) -> tuple[Usage, list[str], str | None]:
     """(usage, files read, why there are no records) for one member."""
     if source is None:
         return _not_read(source, agent)
@@ -75,10 +79,14 @@ def _member_usage(
                 usage.add_session(store, source["member_id"], live)
             except CafleetError:
                 pass  # counted now; remembered on a later read
-        found, paths = agent_usage.claude_usage(source["data_dir"], sessions, reader)
+        from cafleet.agents.usage.claude import claude_usage
+
+        found, paths = claude_usage(source["data_dir"], sessions, reader)
         return found, paths, _why_none(found)
     if agent == "codex" and source["data_dir"]:
-        found, paths = agent_usage.codex_usage(
+        from cafleet.agents.usage.codex import codex_usage
+
+        found, paths = codex_usage(
             source["data_dir"],
             started_at=source["started_at"],
             fleet_id=fleet_id,
@@ -87,7 +95,9 @@ def _member_usage(
         )
         return found, paths, _why_none(found)
     if agent == "opencode" and source["data_dir"]:
-        found, paths = agent_usage.opencode_usage(
+        from cafleet.agents.usage.opencode import opencode_usage
+
+        found, paths = opencode_usage(
             source["data_dir"],
             cwd=source["cwd"],
             started_at=source["started_at"],
@@ -98,21 +108,21 @@ def _member_usage(
     return _not_read(source, agent)
 
 
-def _not_read(source: dict | None, agent: str | None) -> tuple[agent_usage.Usage, list[str], str]:
+def _not_read(source: dict | None, agent: str | None) -> tuple[Usage, list[str], str]:
     """(no usage, no files, why) for a member whose records cafleet does not read."""
     if source is None:
         return (
-            agent_usage.Usage(),
+            Usage(),
             [],
             (
                 "no attribution recorded for this member (not spawned by `member create`: the "
                 "Director, or a member made by another program or an older cafleet)"
             ),
         )
-    return agent_usage.Usage(), [], f"usage of {agent or 'this agent'} is not read yet"
+    return Usage(), [], f"usage of {agent or 'this agent'} is not read yet"
 
 
-def _why_none(found: agent_usage.Usage) -> str | None:
+def _why_none(found: Usage) -> str | None:
     """Why a member's report has no rows: None when it has records (readable or not)."""
     return None if found.models or found.unreadable else "no records yet"
 
@@ -132,7 +142,7 @@ def _read_now(store: Store, record: dict, source: dict, fleet_id: int, stored, a
         state = json.loads(stored[1]) if stored is not None else {}
     except ValueError:
         state = {}  # not what cafleet wrote: read again from the start
-    reader = agent_usage.TranscriptReader.load(state, allowance)
+    reader = TranscriptReader.load(state, allowance)
     found, paths, why = _member_usage(store, record, source, record["coding_agent"], reader, fleet_id)
     if record["coding_agent"] == "opencode" and not paths and stored is not None:
         return (*_from_stored(stored[0]), 0)  # its database is gone: what was counted stays counted
@@ -152,9 +162,9 @@ def _from_stored(totals: str) -> tuple:
         data = json.loads(totals)
         files = [str(path) for path in data["files"]]
         why = data["no_records"]
-        return agent_usage.Usage.load(data["usage"]), files, why if why is None else str(why)
+        return Usage.load(data["usage"]), files, why if why is None else str(why)
     except (ValueError, TypeError, KeyError):
-        return agent_usage.Usage(), [], NEVER_READ
+        return Usage(), [], NEVER_READ
 
 
 NEVER_READ = "not read yet (the fleet keeper reads it within seconds; `cafleet member usage ID` reads it now)"
@@ -202,7 +212,7 @@ def _member_report(record: dict, source: dict | None, prices, read: dict, stored
     elif member_id in stored:
         found, paths, why = _from_stored(stored[member_id][0])
     else:
-        found, paths, why = agent_usage.Usage(), [], NEVER_READ
+        found, paths, why = Usage(), [], NEVER_READ
     report = found.report(prices)
     report.update(
         member_id=member_id,
@@ -232,7 +242,7 @@ def member_usage(store: Store, environ: Mapping[str, str], member_id: int, fresh
         "backend": placement.get("backend"),
         "identity": placement.get("identity"),
     }
-    prices = agent_usage.price_table(environ)  # a bad price file is refused before any read
+    prices = price_table(environ)  # a bad price file is refused before any read
     source = usage.sources(store, [member_id]).get(member_id)
     read = refresh(store, fleet_id, [member_id])[0] if fresh else {}
     stored = {} if fresh else usage.stored_totals(store, [member_id])
@@ -256,12 +266,12 @@ def fleet_usage(store: Store, environ: Mapping[str, str], fleet_id: int, fresh: 
     """Every member's usage (deregistered ones included) and the fleet's sum: what is new
     in the agents' records read first (``fleet usage``, ``fleet budget``), or with
     ``fresh=False`` the stored totals only (the WebUI, ``fleet watch``), no file read."""
-    prices = agent_usage.price_table(environ)
+    prices = price_table(environ)
     roster = usage.fleet_members(store, fleet_id)
     read = refresh(store, fleet_id)[0] if fresh else {}
     sources = usage.sources(store, [r["member_id"] for r in roster])
     stored = {} if fresh else usage.stored_totals(store, [r["member_id"] for r in roster])
-    total = agent_usage.Usage()
+    total = Usage()
     reports = []
     for record in roster:
         report = _member_report(record, sources.get(record["member_id"]), prices, read, stored)
@@ -304,7 +314,7 @@ def spent(store: Store, environ: Mapping[str, str], member_id: int | None = None
     stored totals) is read once, at most :data:`GATE_READ_BYTES` over all of them, and its
     totals stored: the keeper goes on from there (docs/usage.md)."""
     rows = usage.spent_totals(store, member_id=member_id, fleet_id=fleet_id)
-    total = agent_usage.Usage()
+    total = Usage()
     unread = []
     for found_id, agent, totals in rows:
         if totals is not None:
@@ -318,7 +328,7 @@ def spent(store: Store, environ: Mapping[str, str], member_id: int | None = None
             fleet_id = members.get_member(store, unread[0])["fleet_id"]
         for found, _paths, _why in refresh(store, fleet_id, unread, GATE_READ_BYTES)[0].values():
             total.merge(found)
-    return total.report(agent_usage.price_table(environ))
+    return total.report(price_table(environ))
 
 
 def check_budget(store: Store, environ: Mapping[str, str], member_id: int, budgets: dict, action: str = "send") -> None:
