@@ -47,8 +47,10 @@ def split(mux, window_id: str, argv, **options) -> str:
     return mux.split_identified(window_id, argv, **options)[0]
 
 
-def wait_for(check: Callable[[], T], timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> T:
-    """Poll ``check`` until it returns something truthy; fail the test after ``timeout`` s."""
+def wait_for(check: Callable[[], T], timeout: float = 30.0, interval: float = 0.02, what: str = "condition") -> T:
+    """Poll ``check`` until it returns something truthy; fail the test after ``timeout`` s
+    (a bound on a failure only: a check that holds returns at once, so the default is wide
+    enough for a machine loaded by other work)."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
