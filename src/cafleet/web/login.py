@@ -38,11 +38,7 @@ class Login:
         self.token = token
         self.cookie_name = COOKIE if port is None else f"{COOKIE}_{port}"
         self.secure = secure
-        self._session = hmac.new(token.encode(), b"cafleet WebUI session", hashlib.sha256).hexdigest()
-
-    @property
-    def session(self) -> str:
-        return self._session
+        self.session = hmac.new(token.encode(), b"cafleet WebUI session", hashlib.sha256).hexdigest()
 
     def token_matches(self, given: str) -> bool:
         return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self.token.encode())
@@ -55,7 +51,7 @@ class Login:
         for part in cookie_header.split(";"):
             name, _, value = part.strip().partition("=")
             if name == self.cookie_name:
-                return hmac.compare_digest(value.encode("utf-8", "surrogateescape"), self._session.encode())
+                return hmac.compare_digest(value.encode("utf-8", "surrogateescape"), self.session.encode())
         return False
 
 
