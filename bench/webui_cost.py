@@ -169,6 +169,7 @@ def main() -> None:
                     page.close()
             if args.sends:
                 page = browser.new_page(viewport={"width": 1600, "height": 2400})
+                page.goto(login)
                 page.goto(url)
                 page.wait_for_selector("#graph svg", timeout=30_000)
                 latencies = []
