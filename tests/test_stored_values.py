@@ -129,7 +129,7 @@ def test_a_damaged_member_placement_runs_nothing_types_nothing_and_closes_nothin
         dead = stream.wait_event(lambda e: e["event"] == "dead" and e["member_id"] == alice)
         assert says_damaged(dead["detail"]), dead
     finally:
-        assert stream.stop() == 0
+        assert stream.stop() == 0, (stream.events, stream.proc.stderr.read())
 
     store = open_store(fleet.db)
     try:

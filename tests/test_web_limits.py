@@ -43,11 +43,16 @@ class Server:
         )
         self.first_line = read_line(self.proc.stdout, 30)
         assert self.first_line == f"serving the cafleet WebUI at http://127.0.0.1:{self.port}/", self.stop()
+        login = read_line(self.proc.stdout, 30)
+        assert "/login?token=" in login, self.stop()
+        self.auth = f"Authorization: Bearer {login.rsplit('token=', 1)[-1]}\r\n"  # a header line of each request
 
     def get(self, path: str = "/api/fleets", timeout: float = 30) -> bytes:
         """One complete request on a fresh connection; the raw answer."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as sock:
-            sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nConnection: close\r\n\r\n".encode())
+            sock.sendall(
+                f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n{self.auth}Connection: close\r\n\r\n".encode()
+            )
             return read_all(sock)
 
     def stop(self) -> tuple[int, str, str]:
@@ -95,7 +100,9 @@ def test_a_half_open_request_is_closed_after_the_request_timeout(servers):
         socket.create_connection(("127.0.0.1", server.port), timeout=60) as idle,
         socket.create_connection(("127.0.0.1", server.port), timeout=60) as partial,
     ):
-        partial.sendall(f"GET /api/fleets HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode())  # no end
+        partial.sendall(
+            f"GET /api/fleets HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n{server.auth}".encode()
+        )  # no end
         started = time.monotonic()
         # recv returns b"" (or a reset) once the server closes; the 60 s socket timeout only
         # bounds a failure.
@@ -112,7 +119,7 @@ def test_a_slow_body_is_closed_after_the_request_timeout_too(servers):
     with socket.create_connection(("127.0.0.1", server.port), timeout=60) as slow:
         slow.sendall(
             (
-                f"POST /api/messages HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                f"POST /api/messages HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n{server.auth}"
                 "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
             ).encode()
         )
@@ -150,7 +157,7 @@ def test_bad_limits_are_refused_before_listening(cli, env, store, name, value):
 def test_a_kept_alive_connection_is_closed_after_the_keepalive_timeout(servers):
     server = servers(CAFLEET_SERVER_REQUEST_TIMEOUT="0.5")
     with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:
-        sock.sendall(f"GET /api/fleets HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n\r\n".encode())
+        sock.sendall(f"GET /api/fleets HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n{server.auth}\r\n".encode())
         answer = read_all(sock)  # the answer, then the close once the connection sat idle
     assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"[]")
 
@@ -211,7 +218,7 @@ def test_connections_beyond_the_limit_are_refused_with_one_log_line(servers):
             # The server has taken it off its listen queue: it is being served or was refused.
             # (Over the queue's length, the kernel itself would hold new ones back.)
             wait_for(lambda: accept_queue(server.port) == 0, timeout=30, what="the server to accept")
-        request = f"GET /api/fleets HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nConnection: close\r\n\r\n"
+        request = f"GET /api/fleets HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n{server.auth}Connection: close\r\n\r\n"
         results = answers(crowd, request.encode(), timeout=90)
     finally:
         for sock in crowd:

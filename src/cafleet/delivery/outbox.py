@@ -205,7 +205,7 @@ def member(store: Store, member_id: int) -> dict:
     import os
 
     from cafleet.broker import members
-    from cafleet.errors import NotFound
+    from cafleet.errors import CafleetError, NotFound
     from cafleet.mux.ssh import split_session
 
     try:
@@ -213,7 +213,10 @@ def member(store: Store, member_id: int) -> dict:
     except NotFound:
         return {"id": member_id, "name": None, "host": None}
     placement = record["placement"]
-    host = split_session(placement["session"])[0] if placement else None
+    try:
+        host = split_session(placement["session"])[0] if placement else None
+    except CafleetError:  # a damaged stored session: the notice itself says so; no host is named
+        return {"id": member_id, "name": record["name"], "host": None}
     return {"id": member_id, "name": record["name"], "host": host or os.uname().nodename}
 
 
