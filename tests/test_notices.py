@@ -512,20 +512,18 @@ def test_a_send_whose_drain_fails_unexpectedly_names_the_keeper_that_retries_it(
 
 def test_with_the_keeper_off_fleet_watch_posts_the_notices(fleet):
     """`fleet watch` does the keeper's job while the keeper is off: notices included."""
-    watch = start(["fleet", "watch", str(fleet.fleet_id), "--json"], fleet.environ)
+    from tests.support.watch_stream import Stream
+
+    watch = Stream(fleet.environ, fleet.fleet_id)
     try:
         member = asking(fleet)
         [notice] = wait_for(lambda: notices_of(fleet, "awaiting_user"), what="the watch's notice")
         assert notice["notice"]["member_id"] == member["member_id"]
+        # the watch prints it at its next look: read until it did, never stop it before
+        said = watch.wait_event(lambda e: e.get("message_id") == notice["message_id"])
+        assert said["detail"] == f"notice for the Director: awaiting_user member:{member['member_id']}", said
     finally:
-        watch.kill()  # by its own pid: the Popen this test started
-        out, _ = watch.communicate()
-    events = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
-    assert any(
-        e.get("message_id") == notice["message_id"]
-        and e.get("detail") == f"notice for the Director: awaiting_user member:{member['member_id']}"
-        for e in events
-    ), events
+        watch.stop()  # by its own pid: the Popen this test started
 
 
 # --- a dialog whose options are buttons without numbers (opencode's permission prompt) ------
