@@ -283,3 +283,14 @@ def test_each_usage_reader_builds_on_the_shared_module_only():
     assert edges["cafleet.agents.usage.totals"] & (readers | {"cafleet.agents.previews"}) == set()
     for reader in sorted(readers):
         assert edges[reader] & (readers - {reader}) == set(), reader
+
+
+def test_no_hook_point_is_guarded():
+    """The hooks are a null object (``faults.NO_HOOKS``) for every command the product runs,
+    never None: a point calls them, it does not ask whether there are any."""
+    found = []
+    for module, path in all_modules().items():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if "hooks is not None" in line or "hooks is None" in line:
+                found.append(f"{module}:{number}")
+    assert found == []

@@ -377,7 +377,7 @@ def ensure(store: Store, settings: config.Settings, fleet_id: int) -> Keeper:
     except OSError as error:
         return Keeper(False, why=_unwritable(where, fleet_id, error))
     try:
-        program = store.hooks.program if store.hooks is not None else None
+        program = store.hooks.program
         child = spawn(settings.environ, log, fleet_id, program, drop=_untrusted(store, settings))
     except OSError as error:
         return Keeper(False, why=f"No fleet keeper could be started for fleet {fleet_id}: {error}")

@@ -218,8 +218,7 @@ def _delete_member(store: Store, settings: config.Settings, member: MemberDetail
 
     with placement_lock(store.locks, placement, settings.lock_timeout, store.hooks):
         status = _kill(placement)
-        if store.hooks is not None:
-            store.hooks.pause("delete.killed")
+        store.hooks.pause("delete.killed")
         if status.fate is PaneFate.NOT_CLOSED:
             raise CafleetError(f"member {member_id} was not deleted: its pane {placement['pane_id']} {status.text()}.")
         members.deregister_member(store, member_id)
@@ -564,8 +563,7 @@ def _spawn(
         window_id=placement["window_id"],
         coding_agent=spawn.agent,
     )
-    if store.hooks is not None:
-        store.hooks.pause("create.registered")
+    store.hooks.pause("create.registered")
     pane_id = None
     added = None
     try:
@@ -574,16 +572,14 @@ def _spawn(
 
             added = worktrees.add(store, plan, spawn.fleet_id, member_id, spawn.name)
         pane_id, identity, recorded, window_id = open_pane(member_id, added["path"] if added else None)
-        if store.hooks is not None:
-            store.hooks.pause("create.split")
+        store.hooks.pause("create.split")
         from cafleet.delivery.lock import placement_lock
 
         # the pane id (and, for a member on another host, its session and window) under the new pane's lock
         with placement_lock(store.locks, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id):
             window = (recorded["session"], window_id) if window_id else None
             members.set_pane_id(store, member_id, pane_id, identity, window)
-        if store.hooks is not None:
-            store.hooks.pause("create.patched")
+        store.hooks.pause("create.patched")
     except BaseException as error:  # noqa: BLE001 -- anything, a signal included, after the registration is undone and reported
         closed = None if pane_id is not None or close_unknown is None else close_unknown(member_id)
         message = _compensate(store, mux, member_id, pane_id, error, closed)
