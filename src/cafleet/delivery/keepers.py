@@ -309,7 +309,7 @@ def director_here(store: Store, settings: config.Settings, fleet_id: int) -> boo
     """Whether this process runs on the Director's host (a keeper must run there)."""
     from cafleet.broker import fleets, members
 
-    if settings.environ.get("CAFLEET_HOST"):
+    if settings.host:
         return False  # a member's pane on another host
     director = fleets.get_fleet(store, fleet_id)["director_member_id"]
     placement = members.get_member(store, director)["placement"] if director is not None else None
@@ -359,7 +359,7 @@ def ensure(store: Store, settings: config.Settings, fleet_id: int) -> Keeper:
     if not director_here(store, settings, fleet_id):
         where_not = (
             "on a member's host (CAFLEET_HOST is set)"
-            if settings.environ.get("CAFLEET_HOST")
+            if settings.host
             else "on this host (the Director's pane, which a keeper runs beside, is elsewhere or not recorded)"
         )
         return Keeper(
