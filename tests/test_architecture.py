@@ -283,3 +283,62 @@ def test_each_usage_reader_builds_on_the_shared_module_only():
     assert edges["cafleet.agents.usage.totals"] & (readers | {"cafleet.agents.previews"}) == set()
     for reader in sorted(readers):
         assert edges[reader] & (readers - {reader}) == set(), reader
+
+
+def test_no_hook_point_is_guarded():
+    """The hooks are a null object (``faults.NO_HOOKS``) for every command the product runs,
+    never None: a point calls them, it does not ask whether there are any."""
+    found = []
+    for module, path in all_modules().items():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if "hooks is not None" in line or "hooks is None" in line:
+                found.append(f"{module}:{number}")
+    assert found == []
+
+
+PANE_VARIABLES = {"CAFLEET_HOST", "CAFLEET_MEMBER_ID", "CAFLEET_DATABASE_URL"}
+
+
+def pane_variable_reads(module: str, path: Path) -> list[str]:
+    """Where a module reads one of the pane's variables by name from a mapping
+    (``environ.get("CAFLEET_HOST")``, ``environ["CAFLEET_MEMBER_ID"]``); writing one as a
+    key of a new pane's environment is not a read."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        key = None
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+        ):
+            key = node.args[0]
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            key = node.slice
+        if isinstance(key, ast.Constant) and key.value in PANE_VARIABLES:
+            found.append(f"{module}:{node.lineno} reads {key.value}")
+    return found
+
+
+def test_the_pane_variables_are_read_through_the_settings_below_the_command_line():
+    """``CAFLEET_HOST``, ``CAFLEET_MEMBER_ID`` and ``CAFLEET_DATABASE_URL`` are read by
+    ``config.Settings`` (``host``, ``member_id``, ``database_url``) and the readers beside
+    it; below cli/ nothing reads them by name."""
+    found = []
+    for module, path in all_modules().items():
+        if layer(module) not in ("cli", BASE):
+            found += pane_variable_reads(module, path)
+    assert found == []
+
+
+def test_the_pane_variable_check_sees_what_it_forbids(tmp_path):
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "def f(environ):\n"
+        "    env = {'CAFLEET_MEMBER_ID': '1'}\n"
+        "    return environ.get('CAFLEET_HOST', ''), environ['CAFLEET_DATABASE_URL'], env\n"
+    )
+    assert pane_variable_reads("cafleet.delivery.probe", source) == [
+        "cafleet.delivery.probe:3 reads CAFLEET_HOST",
+        "cafleet.delivery.probe:3 reads CAFLEET_DATABASE_URL",
+    ]

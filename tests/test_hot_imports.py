@@ -35,6 +35,8 @@ CORE = {
     "cafleet.clock",
     "cafleet.config",
     "cafleet.errors",
+    # the null test hooks every command carries (faults.NO_HOOKS): 0.15-0.25 ms byte-compiled
+    "cafleet.faults",
     "cafleet.render",
     "cafleet.validation",
     "cafleet.store",

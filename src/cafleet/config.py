@@ -674,9 +674,50 @@ class Settings:
             self._database = database_location(self.environ)
         return self._database
 
+    @property
+    def database_url(self) -> str:
+        """``CAFLEET_DATABASE_URL`` as given, before :attr:`database` resolves it ("" when
+        unset): the text whose password a scrubber hides."""
+        return database_url(self.environ)
+
+    @property
+    def host(self) -> str:
+        """``CAFLEET_HOST``: the host this member's pane runs on ("" unless on another host)."""
+        return pane_host(self.environ)
+
+    @property
+    def member_id(self) -> str:
+        """``CAFLEET_MEMBER_ID`` as set, stripped ("" when unset): the member this pane was
+        started for, a claim that :mod:`cafleet.delivery.authority` checks."""
+        return pane_member_id(self.environ)
+
     if TYPE_CHECKING:  # the attributes are the declarations' names, set above
 
         def __getattr__(self, name: str) -> Any: ...
+
+
+# The variables cafleet sets in a member's pane (audience "pane") and the database's location
+# as given, read by their declarations: :class:`Settings` offers them as properties, and code
+# handed only an environment (a multiplexer's, the caller's identity) reads them here.
+
+
+def _text(environ, name: str) -> str:
+    return _BY_NAME[name].read(environ) or ""
+
+
+def database_url(environ) -> str:
+    """``CAFLEET_DATABASE_URL`` as given ("" when unset) (:attr:`Settings.database_url`)."""
+    return _text(environ, "CAFLEET_DATABASE_URL")
+
+
+def pane_host(environ) -> str:
+    """``CAFLEET_HOST`` ("" when unset) (:attr:`Settings.host`)."""
+    return _text(environ, "CAFLEET_HOST")
+
+
+def pane_member_id(environ) -> str:
+    """``CAFLEET_MEMBER_ID``, stripped ("" when unset) (:attr:`Settings.member_id`)."""
+    return _text(environ, "CAFLEET_MEMBER_ID").strip()
 
 
 def process_environ():

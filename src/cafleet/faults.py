@@ -1,12 +1,12 @@
 """The test seam: named pause and trace points, reached through one hooks object.
 
 Every command's context (:class:`cafleet.cli.context.Context`) carries its hooks (a
-:class:`Hooks`, or None); it opens its store with them, and each point reaches them through
-that store (``store.hooks``) or, where there is no store (the pane-input lock, the typing
-of a line), through an argument its caller passes. The product's own entry point
-(``python -m cafleet``, the ``cafleet`` script) has none: a point is then one attribute
-test (``if hooks is not None``), this module is not even imported, and no variable of the
-environment can make a command pause or write a trace. Tests start commands through their own launcher
+:class:`Hooks`, never None); it opens its store with them, and each point reaches them
+through that store (``store.hooks``) or, where there is no store (the pane-input lock, the
+typing of a line), through an argument its caller passes. The product's own entry point
+(``python -m cafleet``, the ``cafleet`` script) has the null object :data:`NO_HOOKS`: a
+point is then one call of a method that does nothing (no guard anywhere), and no variable
+of the environment can make a command pause or write a trace. Tests start commands through their own launcher
 (``python -m tests.support.hooked``, docs/testing.md), which builds hooks that act and
 runs cafleet's main with them.
 
@@ -55,7 +55,7 @@ PostgreSQL change waiter waits, and ``store.reconnect`` before each try to recon
 PostgreSQL store whose sessions the server ended (tests/test_wait_listen.py and
 tests/test_watch.py end them only once the command waits, and count its tries).
 
-``trace_sql`` (None without hooks) is given each statement a PostgreSQL store sends
+``trace_sql`` (None for :data:`NO_HOOKS`) is given each statement a PostgreSQL store sends
 (tests/test_postgres.py counts what an open sends to prove a healthy schema is accepted
 after one round trip); it is looked at once per connection, so it costs nothing per
 statement without hooks.
@@ -66,7 +66,7 @@ and never pauses: a test's pause is its own command's), and an unhooked one's ne
 
 Two points sit inside the broker's write transactions (``send.before_commit``,
 ``ack.before_commit``). The broker does no I/O but the database's, and these keep that true
-in production: without hooks they do nothing; a test's pause holds the transaction open
+in production: with :data:`NO_HOOKS` they do nothing; a test's pause holds the transaction open
 the way a process descheduled at that instant would.
 """
 
@@ -78,7 +78,8 @@ PROGRAM = (sys.executable, "-m", "cafleet")  # how a process without hooks runs 
 
 
 class Hooks:
-    """The hooks' interface, doing nothing: tests subclass it (tests/support/hooked.py)."""
+    """The hooks' interface, doing nothing: :data:`NO_HOOKS` is the product's; tests subclass
+    it (tests/support/hooked.py)."""
 
     trace_sql = None  # a callable taking each statement a PostgreSQL store sends, or None
     program: tuple[str, ...] = PROGRAM
@@ -88,3 +89,6 @@ class Hooks:
 
     def trace(self, name: str) -> None:
         """Count ``name``."""
+
+
+NO_HOOKS = Hooks()  # every command the product starts: each point is a call that does nothing

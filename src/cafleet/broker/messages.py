@@ -5,7 +5,7 @@ Who is owed a preview lives in :mod:`cafleet.broker.notifications`; the admin vi
 fleet's messages live in :mod:`cafleet.broker.timeline`.
 
 The ``store.hooks`` calls are the test seam's pause points (:mod:`cafleet.faults`):
-without hooks (every command but a test's) each is one attribute test and does nothing, so
+with the null hooks (every command but a test's) each is a call that does nothing, so
 the broker's only I/O stays the database's.
 """
 
@@ -75,8 +75,7 @@ def send(store: Store, from_id: int, to_id: int, text: str) -> MessageRecord:
             (from_id, to_id, now, now, text, now if records.is_self_send(from_id, to_id) else None),
             "message_id",
         )
-        if store.hooks is not None:
-            store.hooks.pause("send.before_commit")
+        store.hooks.pause("send.before_commit")
     return {
         "message_id": message_id,
         "from_member_id": from_id,
@@ -203,10 +202,8 @@ def ack(store: Store, message_id: int) -> MessageRecord:
         ).fetchall()
         updated = bool(rows)
         record = records.message(rows[0]) if rows else show(store, message_id)
-        if store.hooks is not None:
-            store.hooks.pause("ack.before_commit")
-    if store.hooks is not None:
-        store.hooks.pause("ack.after_commit")
+        store.hooks.pause("ack.before_commit")
+    store.hooks.pause("ack.after_commit")
     if not updated:
         raise Conflict(
             f"message {message_id} is already acknowledged (at {record['status_timestamp']})."

@@ -2,8 +2,9 @@
 
 Injectable so tests run commands in-process against temporary paths and never touch the
 real home, terminal or tmux server. ``hooks`` are the test seam (:mod:`cafleet.faults`):
-None for every command the product starts; a test's launcher passes its own, and the
-store this context opens carries them to every pause and trace point.
+the null object ``NO_HOOKS``, whose points do nothing, for every command the product
+starts; a test's launcher passes its own, and the store this context opens carries them
+to every pause and trace point.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import sys
 
 from cafleet import config
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # typing costs milliseconds on every command
 if TYPE_CHECKING:
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 
 class Context:
     def __init__(
-        self, environ=None, stdin=None, stdout=None, stderr=None, json_output: bool = False, hooks: Hooks | None = None
+        self, environ=None, stdin=None, stdout=None, stderr=None, json_output: bool = False, hooks: Hooks = NO_HOOKS
     ) -> None:
         self.environ = config.process_environ() if environ is None else environ
         self.stdin = stdin if stdin is not None else sys.stdin.buffer

@@ -170,16 +170,14 @@ def create(
         raise UsageError("--worktree and --no-worktree contradict each other; give one.")
     prompt = read_body(ctx, text, file, limit=panes.MAX_COMMAND_BYTES, what="a spawn prompt", nul=False)
     _director_only(ctx, "member create", fleet_id=fleet_id)
-    record = panes.create_member(
-        ctx.store(),
-        ctx.settings,
+    request = panes.SpawnRequest(
         fleet_id=fleet_id,
         name=name,
         description=description,
+        prompt=prompt,
         coding_agent=coding_agent,
         model=model,
         effort=effort,
-        prompt=prompt,
         host=host,
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
@@ -190,6 +188,7 @@ def create(
         repo=repo,
         placement=placement,
     )
+    record = panes.create_member(ctx.store(), ctx.settings, request)
     where = f" on host {render.inline(host)}" if host else ""
     tree = record.get("worktree")
     where += f" in worktree {render.inline(tree['path'])} (branch {render.inline(tree['branch'])})" if tree else ""

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import os
 
+from cafleet import config
 from cafleet.errors import NotAllowed
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
@@ -194,7 +195,7 @@ def _claims(
     """What names a member, from the variables and the terminals (``streams``: this
     process's own standard streams too); names given to a Director are dropped."""
     claims: dict[int, str] = {}
-    mine = environ.get("CAFLEET_MEMBER_ID", "").strip()
+    mine = config.pane_member_id(environ)
     if mine.isascii() and mine.isdigit() and int(mine) > 0:
         claims[int(mine)] = "its CAFLEET_MEMBER_ID"
     tmux_pane = environ.get("TMUX_PANE")

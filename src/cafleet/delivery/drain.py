@@ -70,8 +70,7 @@ def send(
     if not force:
         refuse_over_budget(store, settings.environ, to_id)
     record = messages.send(store, from_id, to_id, text)
-    if store.hooks is not None:
-        store.hooks.pause("send.after_commit")
+    store.hooks.pause("send.after_commit")
     if on_stored is not None:
         on_stored(record)
     return record, notify_after_send(store, settings, to_id, record)
@@ -354,8 +353,7 @@ def drain(
                     continue  # ACKed or notified by another process meanwhile
                 if refusal is not None:
                     return refusal
-                if store.hooks is not None:
-                    store.hooks.pause("drain.locked")
+                store.hooks.pause("drain.locked")
                 text = preview.render_preview(
                     message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_text_len
                 )
@@ -368,8 +366,7 @@ def drain(
                 recorded = (
                     _agent_record(store, recipient_id, target, text) if earlier or not held.keeps_entered else None
                 )
-                if store.hooks is not None:
-                    store.hooks.trace(f"drain.typing {message_id}")  # test-only count (cafleet.faults)
+                store.hooks.trace(f"drain.typing {message_id}")  # test-only count (cafleet.faults)
                 submit.submit_preview(
                     mux,
                     target["pane_id"],
@@ -382,14 +379,12 @@ def drain(
                     on_enter=_noting(held, message_id),
                     hooks=store.hooks,
                 )
-                if store.hooks is not None:
-                    store.hooks.trace(f"drain.submitted {message_id}")
-                    store.hooks.pause("drain.submitted")
+                store.hooks.trace(f"drain.submitted {message_id}")
+                store.hooks.pause("drain.submitted")
                 if notifications.stamp_notified(store, message_id):
                     stamped.add(message_id)
                 held.forget_entered(message_id)
-                if store.hooks is not None:
-                    store.hooks.pause("drain.stamped")
+                store.hooks.pause("drain.stamped")
         except lock.LockLost as error:
             typed = getattr(mux, "typed", False)
             return after_lost_lock(store.locks, target, text or "", timeout, error, typed)

@@ -101,14 +101,13 @@ def wait_for_messages(
                 if tend is not None and next_tend is not None and time.monotonic() >= next_tend:
                     tend()
                     next_tend = time.monotonic() + TEND_EVERY
-                if store.hooks is not None:
-                    store.hooks.trace("wait.read")
+                store.hooks.trace("wait.read")
                 state, fleet_id, records = messages.standing_and_inbox(store, member_id)  # one statement
                 _refuse_gone(member_id, _why_gone(member_id, state, fleet_id))
                 if records:
                     return records
-                if store.hooks is not None:  # test-only hook (cafleet.faults): read, nothing found, not waiting yet
-                    store.hooks.pause("wait.empty")
+                # test-only hook (cafleet.faults): read, nothing found, not waiting yet
+                store.hooks.pause("wait.empty")
                 if not changes.wait(until=next_tend) and (
                     next_tend is None or (deadline is not None and time.monotonic() >= deadline)
                 ):

@@ -195,8 +195,8 @@ def _keep(store: Store, settings: config.Settings, fleet_id: int, say, reconnect
         return f"another keeper already runs for fleet {fleet_id} ({other.describe()}), so this one is not needed"
     try:
         say(f"keeper for fleet {fleet_id} started (database {_shown(settings.database)})")
-        if store.hooks is not None:  # test-only hook (cafleet.faults): said it started, not running yet
-            store.hooks.pause("keep.started")
+        # test-only hook (cafleet.faults): said it started, not running yet
+        store.hooks.pause("keep.started")
         return _run(store, settings, fleet_id, lock, say, reconnect, stop)
     finally:
         lock.release()

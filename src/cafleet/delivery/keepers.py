@@ -309,7 +309,7 @@ def director_here(store: Store, settings: config.Settings, fleet_id: int) -> boo
     """Whether this process runs on the Director's host (a keeper must run there)."""
     from cafleet.broker import fleets, members
 
-    if settings.environ.get("CAFLEET_HOST"):
+    if settings.host:
         return False  # a member's pane on another host
     director = fleets.get_fleet(store, fleet_id)["director_member_id"]
     placement = members.get_member(store, director)["placement"] if director is not None else None
@@ -359,7 +359,7 @@ def ensure(store: Store, settings: config.Settings, fleet_id: int) -> Keeper:
     if not director_here(store, settings, fleet_id):
         where_not = (
             "on a member's host (CAFLEET_HOST is set)"
-            if settings.environ.get("CAFLEET_HOST")
+            if settings.host
             else "on this host (the Director's pane, which a keeper runs beside, is elsewhere or not recorded)"
         )
         return Keeper(
@@ -377,7 +377,7 @@ def ensure(store: Store, settings: config.Settings, fleet_id: int) -> Keeper:
     except OSError as error:
         return Keeper(False, why=_unwritable(where, fleet_id, error))
     try:
-        program = store.hooks.program if store.hooks is not None else None
+        program = store.hooks.program
         child = spawn(settings.environ, log, fleet_id, program, drop=_untrusted(store, settings))
     except OSError as error:
         return Keeper(False, why=f"No fleet keeper could be started for fleet {fleet_id}: {error}")

@@ -44,6 +44,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Callable, Iterator, Mapping
 
 from cafleet.errors import CafleetError, LockTimeout
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -160,7 +161,7 @@ def pane_lock(
     session: str,
     pane_id: str,
     timeout: float,
-    hooks: Hooks | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> Iterator[Held]:
     """Hold the pane-input lock for the key, in the lock space ``space`` (``store.locks``),
     while the ``with`` body runs; the body types through ``held.guard(mux)``. ``hooks``:
@@ -186,7 +187,7 @@ def placement_lock(
     space: LockSpace,
     placement: Mapping[str, Any],
     timeout: float,
-    hooks: Hooks | None = None,
+    hooks: Hooks = NO_HOOKS,
     *,
     pane_id: str | None = None,
 ) -> AbstractContextManager[Held]:
@@ -197,7 +198,7 @@ def placement_lock(
     return pane_lock(space, placement["backend"], placement["session"], pane, timeout, hooks)
 
 
-def _acquire(attempt: Callable[[], bool], pane_id: str, timeout: float, hooks: Hooks | None = None) -> None:
+def _acquire(attempt: Callable[[], bool], pane_id: str, timeout: float, hooks: Hooks = NO_HOOKS) -> None:
     """The one bounded wait for either lock space's lock: ``attempt`` (an ``flock`` or
     ``pg_try_advisory_lock``, never waiting) retried with short sleeps until ``timeout``."""
     deadline = time.monotonic() + timeout
@@ -205,8 +206,8 @@ def _acquire(attempt: Callable[[], bool], pane_id: str, timeout: float, hooks: H
     while True:
         if attempt():
             return
-        if hooks is not None:  # test-only count (cafleet.faults): a try found it held
-            hooks.trace("lock.busy")
+        # test-only count (cafleet.faults): a try found it held
+        hooks.trace("lock.busy")
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise LockTimeout(

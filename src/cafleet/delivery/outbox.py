@@ -50,7 +50,7 @@ class Outbox:
         self.fallback = notify.split_urls(settings.notify_url or "")
         self.backoff = float(settings.notify_backoff)
         self.public_url = (settings.public_url or "").rstrip("/")
-        self.location = settings.environ.get("CAFLEET_DATABASE_URL", "")
+        self.location = settings.database_url
         self.urls: dict[str, str] | None = None  # url key -> URL, read on the first round (in the loop)
         self.cursor: dict[str, int] = {}
         self.due: dict[tuple[int, str], tuple[float, int]] = {}  # (notice, key) -> (when, tries so far)
@@ -197,7 +197,7 @@ def reader(settings: config.Settings):
     settings: the same link and the same scrubbing as the keeper's posts."""
     from cafleet.credentials import Scrubber
 
-    return (settings.public_url or "").rstrip("/"), Scrubber(settings.environ.get("CAFLEET_DATABASE_URL", ""))
+    return (settings.public_url or "").rstrip("/"), Scrubber(settings.database_url)
 
 
 def member(store: Store, member_id: int) -> dict:

@@ -218,8 +218,7 @@ def _delete_member(store: Store, settings: config.Settings, member: MemberDetail
 
     with placement_lock(store.locks, placement, settings.lock_timeout, store.hooks):
         status = _kill(placement)
-        if store.hooks is not None:
-            store.hooks.pause("delete.killed")
+        store.hooks.pause("delete.killed")
         if status.fate is PaneFate.NOT_CLOSED:
             raise CafleetError(f"member {member_id} was not deleted: its pane {placement['pane_id']} {status.text()}.")
         members.deregister_member(store, member_id)
@@ -323,32 +322,38 @@ class Spawn:
         )
 
 
-def create_member(
-    store: Store,
-    settings: config.Settings,
-    *,
-    fleet_id: int,
-    name: str,
-    description: str,
-    coding_agent: str | None,
-    model: str | None,
-    effort: str | None,
-    prompt: str,
-    host: str | None = None,
-    budget_usd: float | None = None,
-    budget_tokens: int | None = None,
-    force: bool = False,
-    worktree: bool | None = None,
-    branch: str | None = None,
-    base: str | None = None,
-    repo: str | None = None,
-    placement: str | None = None,
-) -> dict:
+@dataclass(frozen=True)
+class SpawnRequest:
+    """What ``member create`` asks for, built once by its handler and passed whole: the
+    fleet, the member's name and description, its agent (None: the Director's), model and
+    effort, the spawn prompt, the host (None: this machine), its budgets, ``force`` (past
+    the fleet's budget and cap), the worktree options (``worktree`` None: the fleet's
+    default) and the placement (None: the fleet's default)."""
+
+    fleet_id: int
+    name: str
+    description: str
+    prompt: str
+    coding_agent: str | None = None
+    model: str | None = None
+    effort: str | None = None
+    host: str | None = None
+    budget_usd: float | None = None
+    budget_tokens: int | None = None
+    force: bool = False
+    worktree: bool | None = None
+    branch: str | None = None
+    base: str | None = None
+    repo: str | None = None
+    placement: str | None = None
+
+
+def create_member(store: Store, settings: config.Settings, request: SpawnRequest) -> dict:
     """Member creation: pending registration, spawn prompt, split a pane, record it under the lock.
 
-    With ``worktree`` (None: the fleet's default, ``fleet create --worktrees``), the pane
-    starts in a new git worktree of the repository holding the current directory, on a new
-    branch (``branch``, else one named after the fleet and member) from ``base`` (else the
+    ``request`` is what ``member create`` asked for, whole. With its ``worktree`` (None:
+    the fleet's default, ``fleet create --worktrees``), the pane starts in a new git
+    worktree of the repository holding the current directory, on a new branch (``branch``, else one named after the fleet and member) from ``base`` (else the
     current ``HEAD``): checked before the registry write, recorded and added after it
     (:mod:`cafleet.delivery.worktrees`).
 
@@ -362,35 +367,35 @@ def create_member(
     from cafleet.agents import backends
     from cafleet.delivery import layout
 
-    environ = settings.environ
+    environ, fleet_id, host = settings.environ, request.fleet_id, request.host
     director, director_placement, mux = _directors_pane(store, environ, fleet_id)
     spawn = Spawn(
         fleet_id,
         director["member_id"],
-        name,
-        description,
-        coding_agent or director_placement["coding_agent"],
-        model,
-        effort,
-        prompt,
+        request.name,
+        request.description,
+        request.coding_agent or director_placement["coding_agent"],
+        request.model,
+        request.effort,
+        request.prompt,
     )
-    _check_spawn(store, environ, spawn, host, budget_usd, budget_tokens, force)
-    worktree = _check_worktree_options(store, fleet_id, host, worktree, branch, base, repo)
-    if host is not None and placement is not None:
+    _check_spawn(store, environ, spawn, request)
+    worktree = _check_worktree_options(store, request)
+    if host is not None and request.placement is not None:
         from cafleet.errors import UsageError
 
         raise UsageError("--placement is for members on this machine; one on another host gets a session of its own.")
-    mode = layout.choose(placement, fleets.default_placement(store, fleet_id)) if host is None else ""
+    mode = layout.choose(request.placement, fleets.default_placement(store, fleet_id)) if host is None else ""
     from cafleet.delivery.capacity import check_room  # the fleet's cap, the host's memory: before any write
 
-    check_room(store, settings, fleet_id, spawn.agent, host, force)
+    check_room(store, settings, fleet_id, spawn.agent, host, request.force)
     if host is not None:
         plan = None
         if worktree:
             from cafleet.delivery import worktrees
 
-            where = repo or _cwd()  # the repository at the same path there, or the path given
-            plan = worktrees.plan(environ, where, branch, base, host=host)
+            where = request.repo or _cwd()  # the repository at the same path there, or the path given
+            plan = worktrees.plan(environ, where, request.branch, request.base, host=host)
         return _create_remote(store, settings, host, spawn, plan)
     backends.find_binary(spawn.agent, environ)
     cwd = _cwd()  # the new pane starts here; a deleted directory is refused before any write
@@ -398,9 +403,8 @@ def create_member(
     if worktree:
         from cafleet.delivery import worktrees
 
-        plan = worktrees.plan(environ, cwd, branch, base)  # refused here, before any write
-    budgets = {"budget_usd": budget_usd, "budget_tokens": budget_tokens}
-    return _create_local(store, settings, spawn, director_placement, mux, plan, cwd, budgets, mode)
+        plan = worktrees.plan(environ, cwd, request.branch, request.base)  # refused here, before any write
+    return _create_local(store, settings, spawn, director_placement, mux, plan, cwd, request, mode)
 
 
 def _create_local(
@@ -411,7 +415,7 @@ def _create_local(
     mux,
     plan,
     cwd: str,
-    budgets: dict,
+    request: SpawnRequest,
     mode: str,
 ):
     """A member in a new pane placed by ``mode`` (:mod:`cafleet.delivery.layout`), in
@@ -425,7 +429,15 @@ def _create_local(
 
     def open_pane(member_id: int, workdir: str | None) -> tuple[str, str | None, dict, str | None]:
         workdir = workdir or cwd
-        session_id = _record_usage_source(store, settings.environ, member_id, spawn.agent, workdir, **budgets)
+        session_id = _record_usage_source(
+            store,
+            settings.environ,
+            member_id,
+            spawn.agent,
+            workdir,
+            budget_usd=request.budget_usd,
+            budget_tokens=request.budget_tokens,
+        )
         spawn.record(store, member_id, workdir, session_id)
         pane_env = {
             "CAFLEET_DATABASE_URL": database,
@@ -482,17 +494,9 @@ def _directors_pane(store: Store, environ, fleet_id: int):
     return director, placement, mux
 
 
-def _check_spawn(
-    store: Store,
-    environ,
-    spawn: Spawn,
-    host: str | None,
-    budget_usd: float | None,
-    budget_tokens: int | None,
-    force: bool,
-) -> None:
+def _check_spawn(store: Store, environ, spawn: Spawn, request: SpawnRequest) -> None:
     """The checks on what the member starts with: its agent's options, the spawn prompt,
-    its budgets, and its fleet's budget (unless ``force``)."""
+    its budgets, and its fleet's budget (unless ``request.force``)."""
     from cafleet.agents import backends
     from cafleet.agents.prompt import check_template
 
@@ -507,30 +511,30 @@ def _check_spawn(
         fleet_id=spawn.fleet_id,
         director_id=spawn.director_id,
     )
+    budget_usd, budget_tokens = request.budget_usd, request.budget_tokens
     _check_budgets(budget_usd, budget_tokens)
-    if not force:  # the spawn prompt is new work: a fleet over its budget gets none
+    if not request.force:  # the spawn prompt is new work: a fleet over its budget gets none
         from cafleet.broker import usage
         from cafleet.delivery.usage import check_fleet_budget
 
         check_fleet_budget(store, environ, spawn.fleet_id, usage.fleet_budget(store, spawn.fleet_id), "create")
-    if (budget_usd is not None or budget_tokens is not None) and host is not None:
+    if (budget_usd is not None or budget_tokens is not None) and request.host is not None:
         raise CafleetError(
             "a member on another host has no budget: its agent's records are on that host; "
             "leave out --budget-usd/--budget-tokens."
         )
 
 
-def _check_worktree_options(
-    store: Store, fleet_id: int, host: str | None, worktree: bool | None, branch, base, repo
-) -> bool:
-    """Whether the member gets a worktree (None: the fleet's default), after checking that
-    the options that shape it go together."""
+def _check_worktree_options(store: Store, request: SpawnRequest) -> bool:
+    """Whether the member gets a worktree (``request.worktree`` None: the fleet's default),
+    after checking that the options that shape it go together."""
     from cafleet.errors import UsageError
 
+    worktree, branch, base, repo, host = request.worktree, request.branch, request.base, request.repo, request.host
     if worktree is None:
         from cafleet.broker import worktrees as worktree_records
 
-        worktree = worktree_records.fleet_default(store, fleet_id)
+        worktree = worktree_records.fleet_default(store, request.fleet_id)
     if not worktree and (branch is not None or base is not None):
         raise UsageError("--branch and --base choose the member's worktree; add --worktree.")
     if repo is not None and not (worktree and host is not None):
@@ -559,8 +563,7 @@ def _spawn(
         window_id=placement["window_id"],
         coding_agent=spawn.agent,
     )
-    if store.hooks is not None:
-        store.hooks.pause("create.registered")
+    store.hooks.pause("create.registered")
     pane_id = None
     added = None
     try:
@@ -569,16 +572,14 @@ def _spawn(
 
             added = worktrees.add(store, plan, spawn.fleet_id, member_id, spawn.name)
         pane_id, identity, recorded, window_id = open_pane(member_id, added["path"] if added else None)
-        if store.hooks is not None:
-            store.hooks.pause("create.split")
+        store.hooks.pause("create.split")
         from cafleet.delivery.lock import placement_lock
 
         # the pane id (and, for a member on another host, its session and window) under the new pane's lock
         with placement_lock(store.locks, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id):
             window = (recorded["session"], window_id) if window_id else None
             members.set_pane_id(store, member_id, pane_id, identity, window)
-        if store.hooks is not None:
-            store.hooks.pause("create.patched")
+        store.hooks.pause("create.patched")
     except BaseException as error:  # noqa: BLE001 -- anything, a signal included, after the registration is undone and reported
         closed = None if pane_id is not None or close_unknown is None else close_unknown(member_id)
         message = _compensate(store, mux, member_id, pane_id, error, closed)

@@ -257,15 +257,13 @@ def _restart(
             return {"member_id": member_id, "outcome": RUNNING, "pane_id": pane_id, "detail": detail}
         how = plan(store, member, director_id)
         closed = _close_claimants(settings, member_id, beside, host)
-        if store.hooks is not None:
-            store.hooks.pause("restore.planned")
+        store.hooks.pause("restore.planned")
         if host is None:
             pane_id, identity, recorded, window = _open_local(store, settings, member, beside, how)
         else:
             pane_id, identity, recorded, window = _open_remote(settings, member, host, how)
         try:
-            if store.hooks is not None:
-                store.hooks.pause("restore.opened")
+            store.hooks.pause("restore.opened")
             same = (recorded["backend"], recorded["session"], pane_id) == (
                 placement["backend"],
                 placement["session"],

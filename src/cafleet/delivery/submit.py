@@ -72,6 +72,7 @@ from cafleet.config import DEFAULT_SUBMIT_SETTLE
 from cafleet.delivery import screen
 from cafleet.delivery.preview import ELLIPSIS, NEWLINE_MARK, flatten
 from cafleet.errors import CafleetError, UsageError
+from cafleet.faults import NO_HOOKS
 from cafleet.mux.base import Multiplexer
 
 TYPE_CHECKING = False
@@ -186,7 +187,7 @@ class Pause:
 
 
 class Call:
-    """Ask the caller (its callbacks, the test hooks): ``function(*args)``'s value comes back."""
+    """Ask the caller (its callbacks): ``function(*args)``'s value comes back."""
 
     __slots__ = ("function", "args")
 
@@ -264,7 +265,7 @@ def submit_preview(
     earlier: bool = False,
     recorded: Callable[[], bool] | None = None,
     on_enter: Callable[[], None] | None = None,
-    hooks: Hooks | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> None:
     """Type the rendered preview ``text`` as one line into ``pane_id`` and submit it.
 
@@ -301,7 +302,7 @@ def type_prompt(
     agent: str,
     *,
     pacing: Pacing | None = None,
-    hooks: Hooks | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> None:
     """Type one prompt line (``member prompt``) into ``pane_id`` and submit it."""
     line = flatten(text)
@@ -319,7 +320,7 @@ def submit_shell_line(
     settle: float,
     *,
     echo_timeout: float = DEFAULT_ECHO_TIMEOUT,
-    hooks: Hooks | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> None:
     """Type ``line`` (``! <command>``: the agent's own shell mode) into the agent's empty
     input box and press Enter once (``member exec``'s dispatch; docs/delivery.md).
@@ -334,9 +335,7 @@ def submit_shell_line(
     run(_shell_line(pane_id, line, agent, settle, echo_timeout, hooks), mux, pane_id)
 
 
-def _shell_line(
-    pane_id: str, line: str, agent: str, settle: float, echo_timeout: float, hooks: Hooks | None
-) -> Steps[None]:
+def _shell_line(pane_id: str, line: str, agent: str, settle: float, echo_timeout: float, hooks: Hooks) -> Steps[None]:
     rest = line.lstrip("!").strip()
 
     def shows(shown: str) -> bool:
@@ -359,8 +358,7 @@ def _shell_line(
         return
     yield from _ready(pane_id, agent, before, line)
     yield Keys(line)
-    if hooks is not None:
-        yield Call(hooks.pause, "submit.typed")
+    hooks.pause("submit.typed")  # the test hooks' point (cafleet.faults): typed, Enter not pressed
     yield Pause(settle)
     seen, shown = yield Watch(echo_timeout, shows)
     if not seen:
@@ -398,7 +396,7 @@ def _submission(
     earlier: bool = False,
     recorded: Callable[[], bool] | None = None,
     on_enter: Callable[[], None] | None = None,
-    hooks: Hooks | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> Steps[None]:
     """The steps of one submission (the module's steps 1 to 6) of ``line`` into ``pane_id``."""
     settle, enter_retries = pacing.settle, pacing.enter_retries
@@ -453,8 +451,7 @@ def _submission(
         if on_enter is not None:
             yield Call(on_enter)
             on_enter = None
-        if hooks is not None:
-            yield Call(hooks.trace, "submit.enter")
+        hooks.trace("submit.enter")
         yield ENTER
         outcome, shown = yield from _outcome(agent, ends, placeholder, echoes, confirm_timeout)
         if outcome == _ECHOED:
@@ -482,17 +479,16 @@ def _typing(
     echo_timeout: float,
     marker: str,
     placeholder: str | None,
-    hooks: Hooks | None,
+    hooks: Hooks,
 ) -> Steps[tuple[bool, str]]:
     """Type ``line`` and wait (after ``settle``) for the box to show it: (seen, the screen)."""
     yield Keys(line)
-    if hooks is not None:  # test-only (cafleet.faults): typed, Enter not pressed; bench/keeper_real.py's times
-        yield Call(hooks.pause, "submit.typed")
-        yield Call(hooks.trace, "submit.typed")
+    # the test hooks' points (cafleet.faults): typed, Enter not pressed; bench/keeper_real.py's times
+    hooks.pause("submit.typed")
+    hooks.trace("submit.typed")
     yield Pause(settle)
     seen, shown = yield Watch(echo_timeout, lambda s: _box_holds(agent, s, marker, placeholder))
-    if hooks is not None:
-        yield Call(hooks.trace, "submit.shown" if seen else "submit.not_shown")
+    hooks.trace("submit.shown" if seen else "submit.not_shown")
     return seen, shown
 
 

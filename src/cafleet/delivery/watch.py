@@ -165,8 +165,7 @@ class Watcher:
     def interval_round(self) -> None:
         """What is looked at once per interval: members' states, stale previews, budgets,
         worktrees and the keeper."""
-        if self.store.hooks is not None:
-            self.store.hooks.pause("watch.round")
+        self.store.hooks.pause("watch.round")
         self.members_round()
         self.retry_stale()
         self.budgets.round(self.emit, event)

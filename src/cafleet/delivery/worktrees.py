@@ -260,15 +260,13 @@ def add(store: Store, plan_: Plan, fleet_id: int, member_id: int, name: str) -> 
         base_commit=plan_.base_commit,
         host=run.host,
     )
-    if store.hooks is not None:
-        store.hooks.pause("create.worktree_recorded")
+    store.hooks.pause("create.worktree_recorded")
     run.makedirs(plan_.root)
     code, _, err = run.git(plan_.repo, "worktree", "add", "--quiet", "-b", branch, path, plan_.base_commit)
     if code != 0:
         records.set_status(store, member_id, records.REMOVED)  # git made nothing: the row only keeps the path
         raise CafleetError(f"git could not add the worktree {path}{run.where()} ({_reason(err, code)}).")
-    if store.hooks is not None:
-        store.hooks.pause("create.worktree_added")
+    store.hooks.pause("create.worktree_added")
     records.set_status(store, member_id, records.READY)
     out = {"path": path, "branch": branch, "base": plan_.base, "base_commit": plan_.base_commit}
     if run.host is not None:

@@ -125,7 +125,9 @@ def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
 
 
 def _here(environ: Mapping[str, str] | None) -> str:
-    return _environ(environ).get("CAFLEET_HOST", "")
+    from cafleet.config import pane_host
+
+    return pane_host(_environ(environ))
 
 
 def _remote(backend: str, session: str, timeout: float, environ: Mapping[str, str] | None) -> Multiplexer:

@@ -199,8 +199,7 @@ class Changes:
                 else:
                     time.sleep(nap)
             self._pause = min(max(self._pause * 2, RECONNECT_FIRST), RECONNECT_LONGEST)
-            if self.store.hooks is not None:
-                self.store.hooks.trace("store.reconnect")  # test-only count (cafleet.faults)
+            self.store.hooks.trace("store.reconnect")  # test-only count (cafleet.faults)
             try:
                 reopen()
                 waiter_reopen = getattr(self.waiter, "reopen", None)
@@ -222,8 +221,7 @@ class Changes:
         end = min(ends) if ends else None
         blocks = self.waiter.blocks  # it can wait for a change itself (LISTEN)
         while True:
-            if self.store.hooks is not None:
-                self.store.hooks.trace("changes.check")  # test-only count (cafleet.faults)
+            self.store.hooks.trace("changes.check")  # test-only count (cafleet.faults)
             step = max(self.interval, BLOCKING_STEP) if blocks else self.interval
             if end is None:
                 nap = step

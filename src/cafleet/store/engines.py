@@ -9,6 +9,7 @@ tests a location's scheme itself (tests/test_architecture.py).
 
 from __future__ import annotations
 
+from cafleet.faults import NO_HOOKS
 from cafleet.store import DEFAULT_BUSY_TIMEOUT, is_postgres_url
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
@@ -25,7 +26,7 @@ def open_store(
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     schema: str | None = None,
     trusted_owner: str | None = None,
-    hooks: Hooks | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> Store:
     """The diagnosed store at ``location``: a ``postgresql://`` or ``postgres://`` URL opens
     the PostgreSQL store (:mod:`cafleet.store.postgres`, imported only then; ``schema`` is

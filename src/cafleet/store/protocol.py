@@ -127,7 +127,7 @@ class LockSpace(Protocol):
     beside a SQLite file (:class:`cafleet.store.sqlite.FileLocks`), or advisory locks on
     the PostgreSQL server (:class:`cafleet.store.postgres.locks.AdvisoryLocks`)."""
 
-    def pane(self, backend: str, session: str, pane_id: str, hooks: Hooks | None = None) -> PaneLock: ...
+    def pane(self, backend: str, session: str, pane_id: str, hooks: Hooks = ...) -> PaneLock: ...
 
     def keeper(self, fleet_id: int, location_key: str, schema: str, environ: Any) -> KeeperLock: ...
 
@@ -156,7 +156,7 @@ class Store(Protocol):
     identity: Any  # what tells this database from another one opened later at the same location
     engine: str  # a name for tests and reports, never branched on above store/
     schema: str  # the namespace SQL qualifies cafleet's tables with: a PostgreSQL schema, SQLite's "main"
-    hooks: Hooks | None  # the command's test hooks (cafleet.faults), reached by every point; None outside a test
+    hooks: Hooks  # the command's test hooks (cafleet.faults), reached by every point; faults.NO_HOOKS outside a test
     BEGIN_READ: str
     broadcast_workers: int  # how many recipients of a broadcast are notified at once, each on a store of its own
 

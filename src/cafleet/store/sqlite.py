@@ -17,6 +17,7 @@ import os
 
 from cafleet import clock
 from cafleet.errors import DatabaseError, DatabaseGone
+from cafleet.faults import NO_HOOKS
 from cafleet.store import (
     DEFAULT_BUSY_TIMEOUT,
     ReadSnapshot,
@@ -184,10 +185,10 @@ class SqliteStore:
     broadcast_workers = 32  # recipients of a broadcast whose previews are typed at the same time
 
     def __init__(
-        self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None, hooks: Hooks | None = None
+        self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None, hooks: Hooks = NO_HOOKS
     ) -> None:
         self.conn = conn
-        self.hooks = hooks  # the command's test hooks (cafleet.faults); None outside a test
+        self.hooks = hooks  # the command's test hooks (cafleet.faults); NO_HOOKS outside a test
         self.path = path
         self.busy_timeout = busy_timeout
         self.identity = identity if identity is not None else file_identity(path)
@@ -551,7 +552,7 @@ def _check_sqlite_version() -> None:
 def open_store(
     path: str,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
-    hooks: Hooks | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> StoreInterface:
     """Diagnose the SQLite file at ``path`` and return a SqliteStore ready for use, initialising
     it if new/empty. The layers above open a store with
@@ -798,7 +799,7 @@ class FileLocks:
         key = "\0".join((backend, session, pane_id)).encode("utf-8", "surrogatepass")
         return os.path.join(self.folder, f"pane-{hashlib.sha256(key).hexdigest()[:32]}.lock")
 
-    def pane(self, backend: str, session: str, pane_id: str, hooks: Hooks | None = None) -> FileLock:  # noqa: ARG002 -- the protocol's signature; an flock has no test point
+    def pane(self, backend: str, session: str, pane_id: str, hooks: Hooks = NO_HOOKS) -> FileLock:  # noqa: ARG002 -- the protocol's signature; an flock has no test point
         return FileLock(self.pane_path(backend, session, pane_id), self.folder)
 
     def keeper(self, fleet_id: int, location_key: str, schema: str, environ) -> KeeperFiles:  # noqa: ARG002 -- the protocol's signature; the file names the database

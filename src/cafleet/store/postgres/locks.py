@@ -8,6 +8,7 @@ import select
 
 from cafleet import clock
 from cafleet.errors import DatabaseError
+from cafleet.faults import NO_HOOKS
 from cafleet.store import keeper_base, libpq
 from cafleet.store.postgres.session import DEFAULT_SCHEMA, connect, lock_key, translate
 
@@ -39,7 +40,7 @@ class AdvisoryLocks:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def pane(self, backend: str, session: str, pane_id: str, hooks: Hooks | None = None) -> AdvisoryLock:
+    def pane(self, backend: str, session: str, pane_id: str, hooks: Hooks = NO_HOOKS) -> AdvisoryLock:
         return AdvisoryLock(self.url, pane_key(backend, session, pane_id), hooks)
 
     def keeper(self, fleet_id: int, location_key: str, schema_name: str, environ) -> KeeperSession:
@@ -85,7 +86,7 @@ class AdvisoryLock:
     can_be_lost = True
     keeps_notes = False
 
-    def __init__(self, url: str, key: int, hooks: Hooks | None = None) -> None:
+    def __init__(self, url: str, key: int, hooks: Hooks = NO_HOOKS) -> None:
         self.url = url
         self.key = key
         self.hooks = hooks  # the command's test hooks (cafleet.faults)

@@ -11,6 +11,7 @@ except ImportError:  # an interpreter built without it
     from hashlib import blake2b
 
 from cafleet.errors import DatabaseError, DatabaseUnreachable
+from cafleet.faults import NO_HOOKS
 from cafleet.store import libpq
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
@@ -90,7 +91,7 @@ def _translated(exc: BaseException, where: str, busy_timeout: float) -> Database
 
 
 def connect(
-    url: str, busy_timeout: float, schema_name: str, settings: bool = True, hooks: Hooks | None = None
+    url: str, busy_timeout: float, schema_name: str, settings: bool = True, hooks: Hooks = NO_HOOKS
 ) -> libpq.Connection:
     """An autocommit connection with keepalives, ``search_path`` set to the schema and
     ``lock_timeout`` to the busy timeout; with ``settings=False`` the caller sends
@@ -100,7 +101,7 @@ def connect(
         conn = libpq.Connection.connect(url, read_timeout=busy_timeout + READ_MARGIN, **_defaults(busy_timeout))
     except libpq.Error as exc:
         raise translate(exc, url, busy_timeout) from None
-    if hooks is not None and hooks.trace_sql is not None:
+    if hooks.trace_sql is not None:
         conn.trace = hooks.trace_sql
     if settings:
         try:

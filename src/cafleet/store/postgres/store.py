@@ -8,6 +8,7 @@ import select
 import time
 
 from cafleet.errors import DatabaseError
+from cafleet.faults import NO_HOOKS
 from cafleet.store import ReadSnapshot, diagnosis, libpq, schema
 from cafleet.store.postgres.catalogue import (
     AUX_INDEX_NAMES,
@@ -72,10 +73,10 @@ class PgStore:
         schema_name: str,
         busy_timeout: float,
         trusted_owner: str = "",
-        hooks: Hooks | None = None,
+        hooks: Hooks = NO_HOOKS,
     ) -> None:
         self.conn = conn
-        self.hooks = hooks  # the command's test hooks (cafleet.faults); None outside a test
+        self.hooks = hooks  # the command's test hooks (cafleet.faults); NO_HOOKS outside a test
         self.url = url
         self.path = redacted(url)  # what messages show
         self.schema = schema_name
@@ -290,7 +291,7 @@ def open_store(
     busy_timeout: float,
     schema_name: str | None = None,
     trusted_owner: str | None = None,
-    hooks: Hooks | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> PgStore:
     """Connect, diagnose the schema (initialising an empty one) and return the store.
     ``schema_name`` (``CAFLEET_PG_SCHEMA``, read by the command's settings; None is the

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         busy_timeout: float
         schema: str
         channel: str
-        hooks: Hooks | None
+        hooks: Hooks
 
 
 class NotifyWaiter:
@@ -70,8 +70,8 @@ class NotifyWaiter:
             self.reopen()  # the last try failed: this one raises if it fails too
             return True  # whatever came meanwhile was not announced
         while True:
-            if self.store.hooks is not None:  # test-only count (cafleet.faults)
-                self.store.hooks.trace("store.wait")
+            # test-only count (cafleet.faults)
+            self.store.hooks.trace("store.wait")
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 return False
