@@ -45,8 +45,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from cafleet.broker import members  # noqa: E402
-from cafleet.store.engines import open_store  # noqa: E402
+from cafleet.broker import members
+from cafleet.store.engines import open_store
 
 STANDIN = [sys.executable, "-m", "cafleet.agents.standin"]
 ISOLATED_PREFIXES = ("CAFLEET_", "TMUX", "HERDR", "XDG_")

@@ -47,11 +47,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
-from keeper import Fleet, cpu, epoch, p95  # noqa: E402  bench/keeper.py's fleet and readings
-
-from cafleet.broker import notices  # noqa: E402
-from cafleet.store.engines import open_store  # noqa: E402
-from tests.support.http_receiver import Receiver  # noqa: E402
+from cafleet.broker import notices
+from cafleet.store.engines import open_store
+from keeper import Fleet, cpu, epoch, p95  # bench/keeper.py's fleet and readings
+from tests.support.http_receiver import Receiver
 
 QUIET = {"CAFLEET_NOTICE_SILENT_AFTER": "86400", "CAFLEET_NOTICE_AWAITING_AFTER": "0"}
 

@@ -52,7 +52,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _pane_fleet import cafleet_argv  # noqa: E402
+from _pane_fleet import cafleet_argv
 
 ISOLATED_PREFIXES = ("CAFLEET_", "TMUX", "HERDR", "XDG_", "CLAUDE_", "CODEX_", "OPENCODE_")
 READY_TIMEOUT = 60.0

@@ -483,8 +483,7 @@ def test_any_bytes_from_a_file_are_stored_exactly_or_refused_in_one_line(cli, tr
     `message show`, or is refused with one line and stores nothing; on PostgreSQL under
     either `standard_conforming_strings` and any `backslash_quote` (set for the database, so
     every session of the command has it)."""
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
+    from hypothesis import HealthCheck, given, settings, strategies as st
 
     _, _, (m1, m2) = trio
     if store_kind == "postgres":

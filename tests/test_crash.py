@@ -46,8 +46,8 @@ from pathlib import Path
 
 import pytest
 
-from cafleet.store.engines import lock_space
 from cafleet.delivery.lock import pane_lock
+from cafleet.store.engines import lock_space
 from tests.support.hooked import LAUNCHER
 from tests.support.pane_fleet import preview_line, tmux_fleet
 from tests.support.tmux_fixtures import wait_for

@@ -21,8 +21,7 @@ import tempfile
 import unicodedata
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cafleet import clock, config, render
 from cafleet.cli.context import Context

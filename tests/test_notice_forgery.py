@@ -24,7 +24,6 @@ import pytest
 
 from cafleet.broker import notices
 from cafleet.config import Settings
-
 from tests.support.hooked import cafleet_argv
 from tests.support.pane_fleet import tmux_fleet
 from tests.support.tmux_fixtures import wait_for

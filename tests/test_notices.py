@@ -17,11 +17,10 @@ import json
 import pytest
 
 from cafleet.config import Settings
-
+from tests.support.drawn import Drawn, buttons, visible
 from tests.support.keeper import assert_none_left
 from tests.support.pane_fleet import start, tmux_fleet
 from tests.support.remote_fleet import create_remote, fleet_with_hosts, short_directory
-from tests.support.drawn import Drawn, buttons, visible
 from tests.support.tmux_fixtures import wait_for
 
 FAST_NOTICES = {"CAFLEET_NOTICE_AWAITING_AFTER": "0", "CAFLEET_NOTICE_INTERVAL": "0.2"}

@@ -19,8 +19,8 @@ import sys
 import pytest
 
 from cafleet.broker import fleets, members, messages, notifications, timeline
-from cafleet.delivery import inbox
 from cafleet.config import Settings
+from cafleet.delivery import inbox
 from cafleet.delivery.watch import Watcher
 from cafleet.store import schema, sqlite
 from cafleet.store.engines import open_store

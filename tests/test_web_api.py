@@ -17,9 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cafleet.web.app import StorePool
+# --- fixtures -----------------------------------------------------------------------------
+from starlette.routing import Route
 
-from tests.support.web_server import (  # noqa: E402
+from cafleet.broker import fleets, members, messages, notifications
+from cafleet.web.app import StorePool
+from cafleet.web.events import FleetWatch, SharedChanges
+from tests.support.web_server import (
     ServerProcess,
     SSEReader,
     count_messages,
@@ -28,14 +32,6 @@ from tests.support.web_server import (  # noqa: E402
     threaded_server,
     web_client,
 )
-
-
-# --- fixtures -----------------------------------------------------------------------------
-
-from starlette.routing import Route  # noqa: E402
-
-from cafleet.broker import fleets, members, messages, notifications  # noqa: E402
-from cafleet.web.events import FleetWatch, SharedChanges  # noqa: E402
 
 RECORD_KEYS = ["message_id", "from_member_id", "to_member_id", "created_at", "status_state", "status_timestamp", "text"]
 

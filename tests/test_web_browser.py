@@ -167,7 +167,7 @@ def test_dashboard_shows_the_fleet_sends_as_director_and_updates_live(browser, s
 
 # --- member screens, the graph and attention, against real panes -------------------------
 
-from tests.support.web_panes import HOSTILE  # noqa: E402  (the panes fixture is in conftest)
+from tests.support.web_panes import HOSTILE  # the panes fixture is in conftest
 
 COLOURED = (  # a pane with some colour, for the screenshot
     "printf '\\033[1mcargo test\\033[0m\\n'; "

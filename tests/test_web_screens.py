@@ -15,7 +15,6 @@ import pytest
 from cafleet.broker import messages, notifications
 from cafleet.web import attention, screens
 from tests.support.tmux_fixtures import wait_for
-
 from tests.support.web_panes import HOSTILE, STANDIN
 from tests.support.web_server import make_app, web_client
 

@@ -147,7 +147,7 @@ class Pair:
         while True:
             try:
                 last = check()
-            except Exception as error:  # noqa: BLE001 - a server starting up or going away; kept for the failure
+            except Exception as error:  # a server starting up or going away; kept for the failure
                 last = error
             if last and not isinstance(last, Exception):
                 return last

@@ -39,10 +39,9 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from cafleet.delivery import screen
 from tests.support.hooked import cafleet_argv

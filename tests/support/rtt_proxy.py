@@ -28,7 +28,7 @@ import time
 class Link:
     """One forwarded connection's counts."""
 
-    __slots__ = ("flights", "answered", "waiting", "opened", "client_bytes", "server_bytes")
+    __slots__ = ("answered", "client_bytes", "flights", "opened", "server_bytes", "waiting")
 
     def __init__(self) -> None:
         self.flights = 0

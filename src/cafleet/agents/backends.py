@@ -53,7 +53,7 @@ VERSION_TIMEOUT = 5.0
 class Backend:
     """What cafleet needs to know about one coding agent."""
 
-    __slots__ = ("name", "binary", "product", "efforts", "provider_model")
+    __slots__ = ("binary", "efforts", "name", "product", "provider_model")
 
     def __init__(self, name: str, binary: str, product: str, efforts: tuple[str, ...], provider_model: bool) -> None:
         self.name = name

@@ -15,7 +15,6 @@ from cafleet.agents.usage.claude import claude_transcripts, is_session_id
 from cafleet.agents.usage.opencode import member_rows
 from cafleet.agents.usage.totals import complete_lines
 
-
 PREVIEW_START = "[cafleet msg "
 
 

@@ -84,7 +84,7 @@ class Placement:
     ``window_id`` and ``pane_id`` (None while the pane is pending), the ``coding_agent``,
     and the ``identity`` stored with the pane id (``records.encode_pane``)."""
 
-    __slots__ = ("backend", "session", "window_id", "pane_id", "coding_agent", "identity")
+    __slots__ = ("backend", "coding_agent", "identity", "pane_id", "session", "window_id")
 
     def __init__(
         self,

@@ -58,7 +58,7 @@ class Caller:
     ``{member id: what names it}`` for members other than a Director that its variables or
     its terminal name; ``seen``, whether its process tree could be read at all."""
 
-    __slots__ = ("pane", "claims", "seen")
+    __slots__ = ("claims", "pane", "seen")
 
     def __init__(self, pane: list[dict], claims: dict[int, str], seen: bool) -> None:
         self.pane = pane

@@ -304,7 +304,7 @@ class Watcher:
         if member["status"] != "active":
             return True
         state, detail = supervision.pane_state(member, supervision.MuxPool(), float("inf"))
-        return state == supervision.ALIVE and detail == "working" or state == supervision.DEAD
+        return (state == supervision.ALIVE and detail == "working") or state == supervision.DEAD
 
     def type_nudge(self, record: dict) -> str | None:
         from cafleet.broker import notifications

@@ -28,7 +28,7 @@ from cafleet import clock, config
 from cafleet.broker import fleets, members, messages, notifications
 from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, Conflict, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
-from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
+from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, Stopped, StopRequests
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:

@@ -127,7 +127,7 @@ def runner(environ, host: str | None) -> Runner:
 class Plan:
     """What ``git worktree add`` will be given for a new member."""
 
-    __slots__ = ("runner", "repo", "cwd", "branch", "base", "base_commit", "root", "explicit_branch")
+    __slots__ = ("base", "base_commit", "branch", "cwd", "explicit_branch", "repo", "root", "runner")
 
     def __init__(self, run: Runner, repo, cwd, branch, base, base_commit, root, explicit_branch) -> None:
         self.runner = run

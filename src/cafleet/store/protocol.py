@@ -18,11 +18,11 @@ off the hot commands' path (tests/test_hot_imports.py).
 
 from __future__ import annotations
 
-from typing import Any, ContextManager, Iterable, Iterator, Literal, NotRequired, Protocol, TypedDict
+from collections.abc import Iterable, Iterator
+from typing import Any, ContextManager, Literal, NotRequired, Protocol, TypedDict
 
 from cafleet.errors import DatabaseError
 from cafleet.faults import Hooks
-
 
 Problem = Literal["missing", "altered"]  # what `cafleet doctor` says of an auxiliary object
 

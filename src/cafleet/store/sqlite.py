@@ -177,7 +177,7 @@ def as_database_error(exc: BaseException, path: str | None, busy_timeout: float)
 class SqliteStore:
     """A validated connection plus the write-transaction discipline (BEGIN IMMEDIATE)."""
 
-    __slots__ = ("conn", "path", "busy_timeout", "identity", "_queue", "hooks")
+    __slots__ = ("_queue", "busy_timeout", "conn", "hooks", "identity", "path")
     engine = "sqlite"
     schema = "main"  # the one database of the file, as SQL qualifies a table with it
     BEGIN_READ = "BEGIN"  # a deferred transaction: its first read fixes the snapshot
@@ -193,17 +193,17 @@ class SqliteStore:
         self.identity = identity if identity is not None else file_identity(path)
         self._queue: _WriteQueue | None = None
 
-    def write_queue(self) -> "_WriteQueue | None":
+    def write_queue(self) -> _WriteQueue | None:
         """The writers' queue beside the database, opened on the first write."""
         if self._queue is None:
             self._queue = _WriteQueue(self.path)
         return self._queue if self._queue.fd >= 0 else None
 
-    def write(self) -> "_WriteTransaction":
+    def write(self) -> _WriteTransaction:
         """``with store.write(): ...`` runs the block in one BEGIN IMMEDIATE transaction."""
         return _WriteTransaction(self)
 
-    def read(self) -> "ReadSnapshot":
+    def read(self) -> ReadSnapshot:
         """``with store.read(): ...`` runs the block's reads in one read transaction, so they
         see one state of the file (under WAL it never blocks a writer); always ended."""
         return ReadSnapshot(self)
@@ -260,7 +260,7 @@ class SqliteStore:
         PostgreSQL store reads it back with RETURNING: :meth:`cafleet.store.postgres.store.PgStore.insert`)."""
         return self.execute(sql, params).lastrowid
 
-    def change_waiter(self, interval: float) -> "DataVersionWaiter":
+    def change_waiter(self, interval: float) -> DataVersionWaiter:
         """A waiter for other connections' commits whose baseline is taken now, before
         the caller's first read."""
         return DataVersionWaiter(self, interval)
@@ -319,7 +319,7 @@ class DataVersionWaiter:
     only when another connection commits), so a waiting process costs a few microseconds
     of CPU per check. ``wait`` answers True (read again) or False once the deadline passed."""
 
-    __slots__ = ("store", "interval", "version")
+    __slots__ = ("interval", "store", "version")
     blocks = False  # :meth:`wait` sleeps in steps, reading the store's connection
     apart = False  # it reads the store's own connection: the store must stay open
 
@@ -473,7 +473,7 @@ def _polling_flock(fd: int, timeout: float) -> bool:
 
 
 class _WriteTransaction:
-    __slots__ = ("store", "queued")
+    __slots__ = ("queued", "store")
 
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
@@ -811,7 +811,7 @@ class FileLock:
     ever read or written by the lock's holder, so the note needs no lock of its own, and
     it outlives the process that wrote it."""
 
-    __slots__ = ("path", "fd", "fix")
+    __slots__ = ("fd", "fix", "path")
     failures: tuple[type[BaseException], ...] = (OSError,)
     can_be_lost = False  # a living holder keeps an flock
     keeps_notes = True
@@ -872,7 +872,7 @@ class KeeperFiles:
     ``<base>.log``. A record can outlive a keeper killed with SIGKILL, so it carries the
     holder's process start time for the reader to check."""
 
-    __slots__ = ("folder", "lock_path", "state_path", "log_path", "fd", "record")
+    __slots__ = ("fd", "folder", "lock_path", "log_path", "record", "state_path")
 
     def __init__(self, folder: str, base: str) -> None:
         self.folder = folder

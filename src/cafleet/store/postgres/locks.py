@@ -14,8 +14,7 @@ from cafleet.store.postgres.session import DEFAULT_SCHEMA, connect, lock_key, tr
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.faults import Hooks
-    from cafleet.store.protocol import KeeperRecord, LockSpace
-    from cafleet.store.protocol import Store as StoreInterface
+    from cafleet.store.protocol import KeeperRecord, LockSpace, Store as StoreInterface
 
 
 # --- the pane-input lock --------------------------------------------------------------------
@@ -205,7 +204,7 @@ class KeeperSession:
     heartbeat is the session's ``state_change``, moved by a ``SELECT 1`` (the server's own
     clock on both sides). The log is ``log_path``, in the user's state folder."""
 
-    __slots__ = ("url", "key", "folder", "log_path", "advisory")
+    __slots__ = ("advisory", "folder", "key", "log_path", "url")
 
     def __init__(self, url: str, key: int, folder: str, log_path: str) -> None:
         self.url = url

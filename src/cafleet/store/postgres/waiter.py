@@ -36,7 +36,7 @@ class NotifyWaiter:
     the caller's :meth:`~cafleet.store.changes.Changes.recover` backs off and calls
     :meth:`reopen`, bounded by its reconnection time."""
 
-    __slots__ = ("store", "conn", "last_read")
+    __slots__ = ("conn", "last_read", "store")
     blocks = True  # :meth:`wait` sleeps in the connection until a notification comes
     apart = True  # it listens on a session of its own: the store it came from may be closed
 
