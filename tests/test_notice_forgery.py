@@ -112,7 +112,7 @@ def test_a_member_cannot_send_the_director_a_message_that_begins_like_a_notice(c
 def test_the_director_cannot_post_itself_a_notice_nor_broadcast_one(cli, trio, store):
     """The Director's own self-send (the path a real notice's row looks like) and its
     broadcast are refused alike: a notice is made only by cafleet's own code."""
-    _, director, (m1, m2) = trio
+    _, director, (m1, _m2) = trio
     for what, body, line in disguises(m1):
         refused = send(cli, director, director, body)
         assert (refused.code, refused.err) == (2, refusal(line)), (what, refused)

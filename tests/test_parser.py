@@ -440,7 +440,7 @@ def loaded(env, *args) -> tuple[int, set]:
 
 
 def test_hot_commands_import_no_help_or_suggestion_machinery(env, build):
-    _, director, (m1, m2) = build.fleet()
+    _, _director, (m1, m2) = build.fleet()
     for args in (
         ["message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "- item"],
         ["message", "poll", str(m2)],

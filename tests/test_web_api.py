@@ -244,7 +244,7 @@ def test_inbox_is_the_members_pending_messages_in_poll_order(client, build, stor
 
 
 def test_send_as_the_director_stores_the_message_and_answers_201(client, trio, store):
-    fleet_id, director, (m1, _) = trio
+    _fleet_id, director, (m1, _) = trio
     body = "Please review PR 7.\nLine two — with ünïcode & <b>tags</b>"
     response = post(client, {"from_member_id": director, "to_member_id": m1, "text": body})
     assert response.status_code == 201
@@ -530,7 +530,7 @@ def without_idle(event):
 
 def test_fleet_watch_turns_commits_into_typed_events(watch_for, build, store):
     fleet_id, director, (m1, m2) = build.fleet()
-    other, _, (x1, x2) = build.fleet("other")
+    _other, _, (x1, x2) = build.fleet("other")
     watch = watch_for(fleet_id)
     assert watch.look() == []
 
@@ -570,7 +570,7 @@ def test_fleet_watch_turns_commits_into_typed_events(watch_for, build, store):
 
 
 def test_event_stream_pushes_writes_from_other_processes(db_path, env, trio, store, run_cli):
-    fleet_id, director, (m1, m2) = trio
+    fleet_id, _director, (m1, m2) = trio
     with threaded_server(db_path, env, poll_interval=0.05, keepalive_interval=0.4) as (url, _, _):
         reader = SSEReader(f"{url}/api/events?fleet_id={fleet_id}")
         assert reader.status == 200

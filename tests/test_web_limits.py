@@ -103,7 +103,7 @@ def test_a_half_open_request_is_closed_after_the_request_timeout(servers):
         assert read_all(idle) == b""
         assert time.monotonic() - started < 50
     assert server.get().startswith(b"HTTP/1.1 200 ")  # the server still answers
-    code, out, err = server.stop()
+    code, _out, err = server.stop()
     assert (code, err) == (0, "")
 
 
@@ -118,7 +118,7 @@ def test_a_slow_body_is_closed_after_the_request_timeout_too(servers):
         )
         answer = read_all(slow)
     assert answer == b"" or answer.startswith(b"HTTP/1.1 4"), answer
-    code, out, err = server.stop()
+    code, _out, err = server.stop()
     assert (code, err) == (0, "")
 
 
@@ -222,7 +222,7 @@ def test_connections_beyond_the_limit_are_refused_with_one_log_line(servers):
     assert len(served) + len(refused) == len(crowd), results
     assert 1 <= len(served) <= nofile // 4 and len(refused) == len(crowd) - len(served)
     assert server.get().startswith(b"HTTP/1.1 200 ")  # once the crowd has gone, it answers again
-    code, out, err = server.stop()
+    code, _out, err = server.stop()
     assert code == 0
     lines = err.splitlines()
     assert "Traceback" not in err

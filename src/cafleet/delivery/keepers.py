@@ -442,7 +442,7 @@ def last_words(log_path: str, fleet_id: int, pid: int) -> str | None:
     except OSError:
         return None
     for line in reversed(tail.splitlines()):
-        head, found, why = line.partition(marker)
+        _head, found, why = line.partition(marker)
         if found:
             return why
     return None
