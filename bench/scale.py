@@ -267,7 +267,7 @@ def main() -> None:
             samples.setdefault(label, []).append(elapsed)
         for _ in range(args.runs):  # listen, to its first line, interleaved the same way
             for path in paths:
-                argv = cafleet + ["message", "listen", str(ids[path]["director"])]
+                argv = [*cafleet, "message", "listen", str(ids[path]["director"])]
                 samples.setdefault(f"message listen|{path}", []).append(
                     first_line_seconds(argv, dict(base_env, CAFLEET_DATABASE_URL=path))
                 )

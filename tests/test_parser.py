@@ -377,7 +377,7 @@ def test_zsh_completion_script(tmp_path):
     for command in COMMANDS:
         flags = [p.flag for p in command.params if p.flag]
         valued = [p.flag for p in command.params if p.flag and p.kind != "flag"]
-        assert f"'{key(command)}') next=({' '.join(flags + ['--json', '--help'])}" in script
+        assert f"'{key(command)}') next=({' '.join([*flags, '--json', '--help'])}" in script
         assert f"valued=({' '.join(valued)}) ;;" in script
 
 

@@ -173,7 +173,7 @@ def test_timeline_is_newest_first_paged_and_fleet_scoped(client, build, store):
     assert full["fleet_id"] == alpha and full["next_before"] is None
     assert full["messages"] == [timeline_record(store, i) for i in a_ids]
     assert [m["text"] for m in full["messages"]] == ["a-three", "a-two", "a-one"]
-    assert list(full["messages"][0]) == RECORD_KEYS + ["notified"]
+    assert list(full["messages"][0]) == [*RECORD_KEYS, "notified"]
 
     first = client.get(f"/api/fleets/{alpha}/messages?limit=2").json()
     assert [m["message_id"] for m in first["messages"]] == a_ids[:2]
@@ -249,7 +249,7 @@ def test_send_as_the_director_stores_the_message_and_answers_201(client, trio, s
     response = post(client, {"from_member_id": director, "to_member_id": m1, "text": body})
     assert response.status_code == 201
     record = response.json()
-    assert list(record) == RECORD_KEYS + ["notified"]
+    assert list(record) == [*RECORD_KEYS, "notified"]
     assert (record["from_member_id"], record["to_member_id"], record["text"]) == (director, m1, body)
     assert record["status_state"] == "input_required"
     assert record["notified"] is False  # a pending placement has no pane to type into

@@ -433,8 +433,19 @@ def test_doctor_finds_unrecorded_and_moved_worktrees_and_watch_reports_a_vanishe
     out = tmp_path / "watch.jsonl"
     with out.open("wb") as sink:
         watch = subprocess.Popen(
-            [sys.executable, "-m", "cafleet", "fleet", "watch", str(fleet.fleet_id), "--json", "--interval", "0.2"]
-            + ["--idle-after", "0.2"],
+            [
+                sys.executable,
+                "-m",
+                "cafleet",
+                "fleet",
+                "watch",
+                str(fleet.fleet_id),
+                "--json",
+                "--interval",
+                "0.2",
+                "--idle-after",
+                "0.2",
+            ],
             env=dict(fleet.environ),
             cwd=fleet.repo,
             stdout=sink,

@@ -319,7 +319,7 @@ def at_risk(run: Runner, row: dict) -> list[str]:
             keep.insert(1, f"refs/heads/{row['base']}")
         code, out, err = run.git(repo, "rev-list", "--count", *tips, "--not", *keep)
         if code != 0:
-            return lost + [f"its commits could not be checked ({_reason(err, code)})"]
+            return [*lost, f"its commits could not be checked ({_reason(err, code)})"]
         if int(out.strip() or 0):
             lost.append(f"{int(out.strip())} commit(s) on {branch} not on {row['base']} or a remote branch")
     return lost
