@@ -47,6 +47,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
+import contextlib
+
 from cafleet.broker import notices
 from cafleet.store.engines import open_store
 from keeper import Fleet, cpu, epoch, p95  # bench/keeper.py's fleet and readings
@@ -169,10 +171,8 @@ def main() -> None:
     finally:
         for fleet in fleets:
             if getattr(fleet, "keeper_pid", None):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(fleet.keeper_pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
             subprocess.run(["tmux", "-S", fleet.socket, "kill-server"], capture_output=True)
         receiver.close()
         if cluster is not None:

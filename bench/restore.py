@@ -52,6 +52,8 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import contextlib
+
 from _pane_fleet import cafleet_argv
 
 ISOLATED_PREFIXES = ("CAFLEET_", "TMUX", "HERDR", "XDG_", "CLAUDE_", "CODEX_", "OPENCODE_")
@@ -404,10 +406,8 @@ def main() -> None:
                 for pid in ours():
                     end(pid)
                 if fleet.socket:
-                    try:
+                    with contextlib.suppress(OSError):
                         os.unlink(fleet.socket)
-                    except OSError:
-                        pass
                 shutil.rmtree(work, ignore_errors=True)
     report(summary)
 

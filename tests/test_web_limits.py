@@ -12,6 +12,7 @@ from __future__ import annotations
 
 STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
 
+import contextlib
 import resource
 import signal
 import socket
@@ -161,10 +162,9 @@ def answers(sockets: list[socket.socket], request: bytes, timeout: float) -> lis
     import selectors
 
     for sock in sockets:
-        try:
+        # refused and closed already: its answer (if any) is still readable
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             sock.sendall(request)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # refused and closed already: its answer (if any) is still readable
         sock.setblocking(False)
     results: dict[socket.socket, bytearray] = {sock: bytearray() for sock in sockets}
     done: dict[socket.socket, bool] = {}

@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from cafleet.delivery import screen
@@ -366,10 +366,8 @@ class RealFleet:
         except RuntimeError:
             return
         for pid in listed.split():
-            try:
+            with suppress(ProcessLookupError, PermissionError, ValueError):
                 os.killpg(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError, ValueError):
-                pass
 
     # -- the screen
     def capture(self, pane_id: str) -> str:

@@ -62,7 +62,8 @@ def create_fleet(
     from cafleet.errors import DatabaseError
     from cafleet.store.schema import AUX_INDEXES
 
-    try:  # the indexes over the required tables (an auxiliary table's come with that table)
+    # the indexes over the required tables (an auxiliary table's come with that table)
+    try:  # noqa: SIM105 - contextlib stays off the hot commands' path
         store.create_auxiliary([name for name, sql in AUX_INDEXES.items() if " ON cafleet_aux_" not in sql])
     except DatabaseError:  # a role that may not create it (it does not own `messages`): slower, not wrong
         pass

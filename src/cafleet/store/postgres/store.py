@@ -247,7 +247,7 @@ class PgStore:
         old, self.conn = self.conn, fresh.conn
         self.present |= fresh.present
         self.absent, self.absent_until = fresh.absent, fresh.absent_until
-        try:
+        try:  # noqa: SIM105 - contextlib stays off the hot commands' path
             old.close()
         except libpq.Error:
             pass
