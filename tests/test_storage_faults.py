@@ -420,14 +420,14 @@ def test_activity_walk_is_bounded_with_equal_timestamps(store, build, monkeypatc
 
     _fleet_id, _director, (m1, m2) = build.fleet()
     same = "2025-03-01T00:00:00.000000+00:00"
-    rows = [(m1, m2, "2025-02-01T00:00:%02d.000000+00:00" % (i % 60), "completed", same, f"t{i}") for i in range(3000)]
+    rows = [(m1, m2, f"2025-02-01T00:00:{i % 60:02d}.000000+00:00", "completed", same, f"t{i}") for i in range(3000)]
     rows += [
         (
             m1,
             m2,
             "2025-01-01T00:00:00.000000+00:00",
             "completed",
-            "2025-01-%02dT00:00:00.000000+00:00" % (2 + i % 27),
+            f"2025-01-{2 + i % 27:02d}T00:00:00.000000+00:00",
             f"o{i}",
         )
         for i in range(300)
@@ -458,7 +458,7 @@ def test_activity_walk_is_bounded_with_equal_timestamps(store, build, monkeypatc
             "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text)"
             " VALUES (?, ?, ?, 'completed', ?, 'x')",
             [
-                (m2, m1, "2024-01-01T00:00:00.000000+00:00", "2026-01-01T00:%02d:%02d.000000+00:00" % (i // 60, i % 60))
+                (m2, m1, "2024-01-01T00:00:00.000000+00:00", f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}.000000+00:00")
                 for i in range(500)
             ],
         )

@@ -54,16 +54,14 @@ GOOD = {"input_tokens": 1000, "cache_creation_input_tokens": 0, "cache_read_inpu
 
 def raw_call(message_id: str, usage_text: str) -> str:
     """An assistant line whose usage object is ``usage_text`` exactly as written."""
-    return (
-        '{"type": "assistant", "requestId": "req_%s", "message": {"id": "%s", "model": "claude-sonnet-4-5", '
-        '"usage": %s}}\n' % (message_id, message_id, usage_text)
-    )
+    head = '{"type": "assistant", "requestId": "req_' + message_id + '", "message": {"id": "' + message_id
+    return head + '", "model": "claude-sonnet-4-5", "usage": ' + usage_text + "}}\n"
 
 
 HOSTILE_RECORDS = [
     raw_call("huge", '{"input_tokens": 1' + "0" * 400 + "}"),  # 10**400: OverflowError once priced
     raw_call("digits", '{"input_tokens": ' + "7" * 5000 + "}"),  # beyond int()'s digit limit
-    raw_call("over-cap", '{"cache_read_input_tokens": %d}' % 2**53),
+    raw_call("over-cap", '{"cache_read_input_tokens": ' + str(2**53) + "}"),
     raw_call("negative", '{"output_tokens": -5}'),
     raw_call("fraction", '{"output_tokens": 1.5}'),
     raw_call("text", '{"output_tokens": "12"}'),

@@ -365,4 +365,4 @@ class Watcher:
 def _iso_seconds_ago(seconds: float) -> str:
     ns = time.time_ns() - int(seconds * 1e9)
     whole, rest = divmod(ns, 1_000_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + ".%06d+00:00" % (rest // 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{rest // 1000:06d}+00:00"

@@ -725,7 +725,7 @@ def _uri_path(path: str) -> str:
     """``path`` percent-encoded for a ``file:`` URI, byte by byte (a path that is not
     valid UTF-8 survives). Written out rather than ``urllib.parse.quote``, whose import
     would cost every command that opens the database."""
-    return "".join(chr(b) if b in _URI_SAFE else "%%%02X" % b for b in os.fsencode(path))
+    return "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in os.fsencode(path))
 
 
 def _make_parent(path: str) -> None:
