@@ -335,7 +335,7 @@ def test_wait_and_listen_resume_across_a_server_restart(env, tmp_path):
                 session="$0@/nonexistent/socket",
                 window_id="@0",
                 coding_agent="claude",
-            )  # fmt: skip
+            )
             for name in ("m1", "m2")
         )
         environ = dict(env, CAFLEET_DATABASE_URL=url, CAFLEET_PG_RECONNECT_TIMEOUT="30")

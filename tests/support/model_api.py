@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 HOLD_LIMIT = 120.0  # a held reply is released after this many seconds whatever happens
 
@@ -109,7 +109,7 @@ class Protocol:
     """A model API protocol: ``routes`` maps (method, path) to a handler."""
 
     name = "?"
-    routes: dict[tuple[str, str], Handler] = {}
+    routes: ClassVar[dict[tuple[str, str], Handler]] = {}
 
 
 class ModelAPI:

@@ -67,9 +67,9 @@ def _preview_header(text: str) -> tuple[int, int]:
     """``(message id, sender id)`` from ``[cafleet msg <id> from <sender> ...``."""
     message, _, rest = text[len(PREVIEW_START) :].partition(" from ")
     sender = rest.partition(" ")[0]
-    if 0 < len(message) <= 19 and 0 < len(sender) <= 19 and (message + sender).isascii():
-        if message.isdigit() and sender.isdigit():
-            return int(message), int(sender)
+    short = 0 < len(message) <= 19 and 0 < len(sender) <= 19
+    if short and (message + sender).isascii() and message.isdigit() and sender.isdigit():
+        return int(message), int(sender)
     return 0, 0
 
 

@@ -206,7 +206,7 @@ def _claims(
         if row["backend"] == "tmux" and tmux_pane and row["pane_id"] == tmux_pane and socket == tmux_socket:
             if _server_of(row) in (None, tmux_server):  # a pane id reused by a later server names no one
                 claims.setdefault(row["member_id"], "its TMUX_PANE")
-        elif row["backend"] == "herdr" and herdr_pane and row["pane_id"] == herdr_pane:
+        elif row["backend"] == "herdr" and herdr_pane and row["pane_id"] == herdr_pane:  # noqa: SIM102 - mirrors tmux's
             if not socket or not herdr_socket or socket == herdr_socket:
                 claims.setdefault(row["member_id"], "its HERDR_PANE_ID")
     terminals = _terminals(chain[0][3], streams) if chain else set()

@@ -374,9 +374,9 @@ def _close_claimants(settings: config.Settings, member_id: int, placement: Place
                 entries = set(handle.read().split(b"\0"))
         except OSError:
             continue
-        if want <= entries:  # the placement is dead: its own pane (an agent back at a shell) goes too
-            if _kill_quietly({"backend": "tmux", "session": placement["session"]}, pane_id):
-                closed.append(pane_id)
+        # the placement is dead: its own pane (an agent back at a shell) goes too
+        if want <= entries and _kill_quietly({"backend": "tmux", "session": placement["session"]}, pane_id):
+            closed.append(pane_id)
     return f"closed pane {', '.join(closed)} started for it earlier but never recorded" if closed else ""
 
 

@@ -230,9 +230,8 @@ class Watcher:
             last = entries[member_id]["last_activity_at"]  # from the roster's one walk
             key = (state, last) if state == supervision.IDLE else state
             new = state in ACTIONS and self.last_state.get(member_id) != key
-            if new and state == supervision.DEAD:
-                if not supervision.still_dead(self.store, entries[member_id]):
-                    continue  # being deleted (or a delivery holds the pane): the next round looks again
+            if new and state == supervision.DEAD and not supervision.still_dead(self.store, entries[member_id]):
+                continue  # being deleted (or a delivery holds the pane): the next round looks again
             if new:
                 found = event(
                     state,
