@@ -161,9 +161,11 @@ def test_same_key_from_two_placements_shares_one_lock(holder, where):
         second.backend, second.session, second.pane_id
     )
     holder(first.backend, first.session, first.pane_id)
-    with pytest.raises(LockTimeout):
-        with pane_lock(space(where), second.backend, second.session, second.pane_id, timeout=0.1):
-            pass
+    with (
+        pytest.raises(LockTimeout),
+        pane_lock(space(where), second.backend, second.session, second.pane_id, timeout=0.1),
+    ):
+        pass
 
 
 @pytest.mark.parametrize(
@@ -208,9 +210,12 @@ def test_release_on_exit_and_on_error_keeps_the_file(where):
 
 
 def test_not_reentrant_within_one_process(where):
-    with pane_lock(space(where), "tmux", SESSION, "%3", timeout=1), pytest.raises(LockTimeout):
-        with pane_lock(space(where), "tmux", SESSION, "%3", timeout=0.05):
-            pass
+    with (
+        pane_lock(space(where), "tmux", SESSION, "%3", timeout=1),
+        pytest.raises(LockTimeout),
+        pane_lock(space(where), "tmux", SESSION, "%3", timeout=0.05),
+    ):
+        pass
 
 
 # --- one lock per pane whatever the database path spelling ----------------------------------

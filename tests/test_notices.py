@@ -224,33 +224,35 @@ def test_an_unreachable_host_is_noticed_once_and_the_episode_ends_when_it_answer
     from cafleet.store.engines import open_store
 
     notice_env(env, monkeypatch)
-    with short_directory() as short_dir:
-        with fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (fleet, [host]):
+    with (
+        short_directory() as short_dir,
+        fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (fleet, [host]),
+    ):
+        try:
+            created = create_remote(fleet, host, "far", "--json")
+            assert created.code == 0, created
+            member_id = created.json()["member_id"]
+            fleet.wait_ready(member_id)
+            store = open_store(str(fleet.db))
             try:
-                created = create_remote(fleet, host, "far", "--json")
-                assert created.code == 0, created
-                member_id = created.json()["member_id"]
-                fleet.wait_ready(member_id)
-                store = open_store(str(fleet.db))
-                try:
-                    noticer = Noticer(store, Settings(fleet.environ), fleet.fleet_id)
-                    noticer.look()
-                    assert notices_of(fleet) == []
-                    host.stop()
-                    noticer.look()
-                    noticer.look()
-                    [notice] = notices_of(fleet, "unreachable")
-                    assert notice["text"].splitlines()[0] == f"[cafleet notice unreachable host:{host.alias}]"
-                    assert notice["notice"]["member_id"] == member_id
-                    host.start()
-                    noticer.look()
-                    opened = fleet.query("SELECT COUNT(*) FROM cafleet_aux_notices WHERE cleared_at IS NULL")
-                    assert opened[0][0] == 0
-                    assert len(notices_of(fleet, "unreachable")) == 1
-                finally:
-                    store.close()
+                noticer = Noticer(store, Settings(fleet.environ), fleet.fleet_id)
+                noticer.look()
+                assert notices_of(fleet) == []
+                host.stop()
+                noticer.look()
+                noticer.look()
+                [notice] = notices_of(fleet, "unreachable")
+                assert notice["text"].splitlines()[0] == f"[cafleet notice unreachable host:{host.alias}]"
+                assert notice["notice"]["member_id"] == member_id
+                host.start()
+                noticer.look()
+                opened = fleet.query("SELECT COUNT(*) FROM cafleet_aux_notices WHERE cleared_at IS NULL")
+                assert opened[0][0] == 0
+                assert len(notices_of(fleet, "unreachable")) == 1
             finally:
-                assert_none_left(fleet.db)
+                store.close()
+        finally:
+            assert_none_left(fleet.db)
 
 
 def test_a_member_over_its_budget_is_noticed_once_and_the_episode_ends_when_it_is_raised(build, store, env, tmp_path):

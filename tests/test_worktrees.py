@@ -505,16 +505,18 @@ def remote(env, tmp_path, monkeypatch):
     for key, value in {"GIT_CONFIG_GLOBAL": str(gitconfig), "GIT_CONFIG_NOSYSTEM": "1"}.items():
         env[key] = value
         monkeypatch.setenv(key, value)
-    with short_directory() as short_dir:
-        with fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (pane_fleet, [host]):
-            repo = tmp_path / "repo"
-            repo.mkdir()
-            git(repo, "init", "--quiet")
-            (repo / "README").write_text("one\n")
-            git(repo, "add", "README")
-            git(repo, "commit", "--quiet", "-m", "first")
-            pane_fleet.repo = repo
-            yield pane_fleet, host
+    with (
+        short_directory() as short_dir,
+        fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (pane_fleet, [host]),
+    ):
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        git(repo, "init", "--quiet")
+        (repo / "README").write_text("one\n")
+        git(repo, "add", "README")
+        git(repo, "commit", "--quiet", "-m", "first")
+        pane_fleet.repo = repo
+        yield pane_fleet, host
 
 
 @pytest.mark.stores("sqlite")
