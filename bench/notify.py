@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
@@ -117,7 +118,7 @@ def main() -> None:
         posting = build(os.path.join(work, "notify"), urls[1], args.members, {"CAFLEET_NOTIFY_URL": receiver.url()})
         fleets.append(posting)
         log = posting.keeper().get("log") or ""
-        posting.wait(lambda: "notices are posted to" in open(log, encoding="utf-8").read(), "the outbox to start")
+        posting.wait(lambda: "notices are posted to" in Path(log).read_text(encoding="utf-8"), "the outbox to start")
         print(
             f"store {args.store}; {args.members} stand-in members in each fleet; keepers: off pid {plain.keeper_pid}, on pid {posting.keeper_pid}"
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -107,7 +108,7 @@ def test_a_notice_reaches_a_director_blocked_in_message_wait_and_names_the_dialo
         out, err = waiting.communicate(timeout=60)
     except BaseException:
         shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id), "--json").json()["keeper"]
-        print(shown, open(shown["log"]).read() if shown.get("log") else "")  # the keeper's log, on failure
+        print(shown, Path(shown["log"]).read_text() if shown.get("log") else "")  # the keeper's log, on failure
         raise
     finally:
         if waiting.poll() is None:

@@ -13,6 +13,7 @@ import json
 import resource
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -401,7 +402,7 @@ def test_a_live_file_of_a_process_cafleet_did_not_start_for_the_member_names_not
         [sys.executable, "-c", "import sys; sys.stdin.read()", "--session-id", other], stdin=subprocess.PIPE
     )
     try:
-        wait_for(lambda: b"--session-id" in open(f"/proc/{proc.pid}/cmdline", "rb").read(), what="the process to start")
+        wait_for(lambda: b"--session-id" in Path(f"/proc/{proc.pid}/cmdline").read_bytes(), what="the process to start")
         write_live_session(config, proc.pid, "33333333-0000-4000-8000-000000000003", "/work")
         assert claude.claude_live_session(str(config), proc.pid, "/work", spawn_session=mine) is None
         assert claude.claude_live_session(str(config), proc.pid, "/work", spawn_session=other) == (
@@ -551,7 +552,7 @@ def test_a_body_file_is_read_only_to_its_allowed_length(build, env):
     _, director, (m1,) = build.fleet("zeros", 1)
     for args, stdin, where in (
         (("--file", "/dev/zero"), None, "file /dev/zero"),
-        (("--file", "-"), open("/dev/zero", "rb"), "standard input"),
+        (("--file", "-"), open("/dev/zero", "rb"), "standard input"),  # noqa: SIM115 - the child's stdin, closed below
     ):
         done = capped_cafleet(
             env, "message", "send", "--from-member-id", str(director), "--to-member-id", str(m1), *args, stdin=stdin

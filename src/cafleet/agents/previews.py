@@ -29,7 +29,7 @@ def claude_previews(config_dir: str, session_id: str, limit: int = 32) -> list[t
     marker = PREVIEW_START.encode()
     for path in claude_transcripts(config_dir, session_id):
         try:
-            handle = open(path, "rb")
+            handle = open(path, "rb")  # noqa: SIM115 - only the open's OSError is caught; the with below closes it
         except OSError:
             continue
         with handle:

@@ -364,7 +364,7 @@ class TranscriptReader:
         if info.st_size in (state.offset, state.size):
             return state  # nothing appended (a half-written last line is read again once it grows)
         try:
-            handle = open(path, "rb")
+            handle = open(path, "rb")  # noqa: SIM115 - only the open's OSError is caught; the with below closes it
         except OSError:
             return state
         with handle:
