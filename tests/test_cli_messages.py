@@ -220,7 +220,7 @@ def test_unknown_ids(cli, trio):
         assert result.code == 1 and result.out == ""
 
 
-@pytest.mark.parametrize("bad", ["abc", "0", "-3", "1.5", "", " ", "１"])
+@pytest.mark.parametrize("bad", ["abc", "0", "-3", "1.5", "", " ", "１"])  # noqa: RUF001 - a fullwidth digit, on purpose
 def test_non_integer_ids_are_usage_errors(cli, bad):
     result = cli("message", "show", "--", bad) if bad.startswith("-") else cli("message", "show", bad)
     assert result.code == 2

@@ -338,7 +338,7 @@ ID_EDGES = [
     "0x10",
     "1_000",
     "٣",
-    "１２",
+    "１２",  # noqa: RUF001 - fullwidth digits, hostile on purpose
     "²",
     "",
     " ",
