@@ -40,13 +40,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-import pytest  # noqa: E402  (MonkeyPatch: the codex fleet is built like the suite's)
+import pytest  # MonkeyPatch: the codex fleet is built like the suite's
 
-from cafleet.delivery import screen  # noqa: E402
-from tests.support.agent_drivers import AGENTS, Driven, keeper_fleet, missing  # noqa: E402
-from tests.support.environ import isolated_environ  # noqa: E402
-from tests.support.real_agents import agent_version  # noqa: E402
-from tests.support.tmux_fixtures import wait_for  # noqa: E402
+from cafleet.delivery import screen
+from tests.support.agent_drivers import AGENTS, Driven, keeper_fleet, missing
+from tests.support.environ import isolated_environ
+from tests.support.real_agents import agent_version
+from tests.support.tmux_fixtures import wait_for
 
 START_TIMEOUT = 120.0
 

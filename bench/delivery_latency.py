@@ -33,9 +33,8 @@ from datetime import datetime
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
-from cafleet.config import Settings  # noqa: E402
-
-from _pane_fleet import PaneFleet  # noqa: E402
+from _pane_fleet import PaneFleet
+from cafleet.config import Settings
 
 
 class Bench(PaneFleet):

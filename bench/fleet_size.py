@@ -77,7 +77,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
-from _pane_fleet import cafleet_argv  # noqa: E402
+from _pane_fleet import cafleet_argv
 
 ISOLATED_PREFIXES = ("CAFLEET_", "TMUX", "HERDR", "XDG_", "CLAUDE_", "CODEX_", "OPENCODE_")
 READY_TIMEOUT = 120.0

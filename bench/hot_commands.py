@@ -22,8 +22,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
-from cafleet.broker import fleets, members  # noqa: E402
-from cafleet.store.engines import open_store  # noqa: E402
+from cafleet.broker import fleets, members
+from cafleet.store.engines import open_store
 
 
 def cafleet_bin() -> list[str]:
@@ -120,7 +120,7 @@ def fill_history(store, count: int, fleets_count: int = 200, members_per_fleet: 
         for n in range(count):
             group = ids[n % fleets_count]
             a, b = group[n % members_per_fleet], group[(n + 1) % members_per_fleet]
-            ts = "2025-01-01T%02d:%02d:%02d.%06d+00:00" % ((n // 3600) % 24, (n // 60) % 60, n % 60, n % 1000000)
+            ts = f"2025-01-01T{(n // 3600) % 24:02d}:{(n // 60) % 60:02d}:{n % 60:02d}.{n % 1000000:06d}+00:00"
             rows.append((a, b, ts, ts, f"old message {n}", ts))
         store.conn.executemany(
             "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text, notified_at)"

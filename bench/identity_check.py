@@ -28,7 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
-from cafleet.mux.tmux import Tmux  # noqa: E402
+from cafleet.mux.tmux import Tmux
 
 
 def timed(call) -> float:

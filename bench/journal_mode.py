@@ -20,9 +20,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
-from cafleet.broker import fleets, members, messages  # noqa: E402
-from cafleet.store import sqlite_driver as sqlite  # noqa: E402
-from cafleet.store.engines import open_store  # noqa: E402
+from cafleet.broker import fleets, members, messages
+from cafleet.store import sqlite_driver as sqlite
+from cafleet.store.engines import open_store
 
 
 def writer(path, ids, seconds, out):

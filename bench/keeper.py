@@ -45,8 +45,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from cafleet.broker import members  # noqa: E402
-from cafleet.store.engines import open_store  # noqa: E402
+import contextlib
+
+from cafleet.broker import members
+from cafleet.store.engines import open_store
 
 STANDIN = [sys.executable, "-m", "cafleet.agents.standin"]
 ISOLATED_PREFIXES = ("CAFLEET_", "TMUX", "HERDR", "XDG_")
@@ -277,10 +279,8 @@ def main() -> None:
             print("note: the keeper was replaced during the run")
     finally:
         if fleet is not None and getattr(fleet, "keeper_pid", None):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(fleet.keeper_pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         subprocess.run(["tmux", "-S", os.path.join(work, "tmux.sock"), "kill-server"], capture_output=True)
         if cluster is not None:
             cluster.stop()

@@ -42,12 +42,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-import pytest  # noqa: E402  (MonkeyPatch: the codex fleet is built like the suite's)
+import pytest  # MonkeyPatch: the codex fleet is built like the suite's
 
-from tests.support.agent_drivers import AGENTS, PERSON_TEXT, Driven, keeper_fleet, missing  # noqa: E402
-from tests.support.environ import isolated_environ  # noqa: E402
-from tests.support.keeper import log_lines  # noqa: E402
-from tests.support.tmux_fixtures import wait_for  # noqa: E402
+from tests.support.agent_drivers import AGENTS, PERSON_TEXT, Driven, keeper_fleet, missing
+from tests.support.environ import isolated_environ
+from tests.support.keeper import log_lines
+from tests.support.tmux_fixtures import wait_for
 
 
 def p95(values: list[float]) -> float:

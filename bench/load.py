@@ -63,11 +63,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
-from cafleet.broker import members  # noqa: E402
-from cafleet.config import Settings  # noqa: E402
-from cafleet.store.engines import open_store  # noqa: E402
-
-from _pane_fleet import PaneFleet  # noqa: E402
+from _pane_fleet import PaneFleet
+from cafleet.broker import members
+from cafleet.config import Settings
+from cafleet.store.engines import open_store
 
 
 def epoch(stamp: str) -> float:

@@ -41,17 +41,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
-from keeper import Fleet, cpu, epoch, p95  # noqa: E402  bench/keeper.py's fleet and readings
+import contextlib
 
-from cafleet.broker import notices  # noqa: E402
-from cafleet.store.engines import open_store  # noqa: E402
-from tests.support.http_receiver import Receiver  # noqa: E402
+from cafleet.broker import notices
+from cafleet.store.engines import open_store
+from keeper import Fleet, cpu, epoch, p95  # bench/keeper.py's fleet and readings
+from tests.support.http_receiver import Receiver
 
 QUIET = {"CAFLEET_NOTICE_SILENT_AFTER": "86400", "CAFLEET_NOTICE_AWAITING_AFTER": "0"}
 
@@ -116,7 +118,7 @@ def main() -> None:
         posting = build(os.path.join(work, "notify"), urls[1], args.members, {"CAFLEET_NOTIFY_URL": receiver.url()})
         fleets.append(posting)
         log = posting.keeper().get("log") or ""
-        posting.wait(lambda: "notices are posted to" in open(log, encoding="utf-8").read(), "the outbox to start")
+        posting.wait(lambda: "notices are posted to" in Path(log).read_text(encoding="utf-8"), "the outbox to start")
         print(
             f"store {args.store}; {args.members} stand-in members in each fleet; keepers: off pid {plain.keeper_pid}, on pid {posting.keeper_pid}"
         )
@@ -170,10 +172,8 @@ def main() -> None:
     finally:
         for fleet in fleets:
             if getattr(fleet, "keeper_pid", None):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(fleet.keeper_pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
             subprocess.run(["tmux", "-S", fleet.socket, "kill-server"], capture_output=True)
         receiver.close()
         if cluster is not None:

@@ -216,8 +216,15 @@ def main() -> None:
             fleet_id, director, workers = setups[kind]
             return {
                 "message poll": ["message", "poll", str(workers[0])],
-                "message send": ["message", "send", "--from-member-id", str(workers[2]), "--to-member-id"]
-                + [str(director), "status: ok"],
+                "message send": [
+                    "message",
+                    "send",
+                    "--from-member-id",
+                    str(workers[2]),
+                    "--to-member-id",
+                    str(director),
+                    "status: ok",
+                ],
                 "member list": ["member", "list", str(fleet_id)],
                 "fleet list": ["fleet", "list"],
             }

@@ -24,8 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from cafleet.store import postgres, schema  # noqa: E402
-from cafleet.store.engines import open_store  # noqa: E402
+from cafleet.store import postgres, schema
+from cafleet.store.engines import open_store
 
 
 def main() -> None:

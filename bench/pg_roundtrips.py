@@ -58,8 +58,15 @@ def tcp_url(unix_url: str, port: int) -> str:
 def hot_commands(fleet_id: int, director: int, workers: list[int], ack_id) -> dict[str, list[str]]:
     return {
         "message poll": ["message", "poll", str(workers[0])],
-        "message send": ["message", "send", "--from-member-id", str(workers[2]), "--to-member-id", str(director)]
-        + ["status: ok"],
+        "message send": [
+            "message",
+            "send",
+            "--from-member-id",
+            str(workers[2]),
+            "--to-member-id",
+            str(director),
+            "status: ok",
+        ],
         "message ack": ["message", "ack", str(ack_id())],
         "member list": ["member", "list", str(fleet_id)],
         "message show": ["message", "show", "1"],
@@ -86,7 +93,7 @@ def wake_time(cafleet, env, store, member: int, sender: int, proxy) -> float:
     from cafleet.broker import messages
 
     waiter = subprocess.Popen(
-        cafleet + ["message", "wait", str(member), "--timeout", "30"],
+        [*cafleet, "message", "wait", str(member), "--timeout", "30"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

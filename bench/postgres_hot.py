@@ -42,9 +42,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from bench.hot_commands import bench_fleet, cafleet_bin, run_plan  # noqa: E402
-from cafleet.broker import messages  # noqa: E402
-from cafleet.store.engines import open_store  # noqa: E402
+from bench.hot_commands import bench_fleet, cafleet_bin, run_plan
+from cafleet.broker import messages
+from cafleet.store.engines import open_store
 
 
 def build(url: str, acks: int):

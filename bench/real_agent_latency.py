@@ -118,7 +118,7 @@ def _texts(body) -> list[str]:
 
 
 def _line(row: dict) -> str:
-    ms = lambda s: f"{s * 1000:,.0f} ms"  # noqa: E731
+    ms = lambda s: f"{s * 1000:,.0f} ms"
     return (
         f"| {row['agent']} | {row['settle'] * 1000:.0f} ms | {row['n']} | {ms(row['submitted_p50'])} | "
         f"{ms(row['submitted_p95'])} | {ms(row['exited_p50'])} | {ms(row['exited_p95'])} | "

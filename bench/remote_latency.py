@@ -40,9 +40,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from _pane_fleet import PaneFleet  # noqa: E402
-
-from tests.support.sshd import running_sshd  # noqa: E402
+from _pane_fleet import PaneFleet
+from tests.support.sshd import running_sshd
 
 
 def percentile(values: list[float], fraction: float) -> float:

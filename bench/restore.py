@@ -52,7 +52,9 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _pane_fleet import cafleet_argv  # noqa: E402
+import contextlib
+
+from _pane_fleet import cafleet_argv
 
 ISOLATED_PREFIXES = ("CAFLEET_", "TMUX", "HERDR", "XDG_", "CLAUDE_", "CODEX_", "OPENCODE_")
 READY_TIMEOUT = 60.0
@@ -404,10 +406,8 @@ def main() -> None:
                 for pid in ours():
                     end(pid)
                 if fleet.socket:
-                    try:
+                    with contextlib.suppress(OSError):
                         os.unlink(fleet.socket)
-                    except OSError:
-                        pass
                 shutil.rmtree(work, ignore_errors=True)
     report(summary)
 

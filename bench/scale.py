@@ -34,10 +34,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from hot_commands import cafleet_bin, fill_history, pending_ids, run_plan  # noqa: E402
-
-from cafleet.broker import fleets, members  # noqa: E402
-from cafleet.store.engines import open_store  # noqa: E402
+from cafleet.broker import fleets, members
+from cafleet.store.engines import open_store
+from hot_commands import cafleet_bin, fill_history, pending_ids, run_plan
 
 SESSION = "$0@/nonexistent/cafleet-bench-socket"  # never reached: nothing is owed a preview
 HOT_START = 1_738_368_000  # 2025-02-01T00:00:00Z: the hot fleet's traffic follows the old fleets'
@@ -268,7 +267,7 @@ def main() -> None:
             samples.setdefault(label, []).append(elapsed)
         for _ in range(args.runs):  # listen, to its first line, interleaved the same way
             for path in paths:
-                argv = cafleet + ["message", "listen", str(ids[path]["director"])]
+                argv = [*cafleet, "message", "listen", str(ids[path]["director"])]
                 samples.setdefault(f"message listen|{path}", []).append(
                     first_line_seconds(argv, dict(base_env, CAFLEET_DATABASE_URL=path))
                 )

@@ -32,13 +32,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
-from hot_commands import cafleet_bin, run_plan  # noqa: E402
-from usage_read import write_calls  # noqa: E402
-
-from cafleet.broker import fleets, members  # noqa: E402
-from cafleet.broker import usage as budgets  # noqa: E402
-from cafleet.delivery import usage  # noqa: E402
-from cafleet.store.engines import open_store  # noqa: E402
+from cafleet.broker import fleets, members, usage as budgets
+from cafleet.delivery import usage
+from cafleet.store.engines import open_store
+from hot_commands import cafleet_bin, run_plan
+from usage_read import write_calls
 
 SESSIONS = {"big": "3f1c2a4e-1111-4222-8333-444455556666", "small": "3f1c2a4e-1111-4222-8333-777788889999"}
 

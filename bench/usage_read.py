@@ -24,8 +24,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
-from cafleet.agents.usage.claude import claude_usage  # noqa: E402
-from cafleet.agents.usage.totals import TranscriptReader  # noqa: E402
+from cafleet.agents.usage.claude import claude_usage
+from cafleet.agents.usage.totals import TranscriptReader
 
 SESSION = "3f1c2a4e-1111-4222-8333-444455556666"
 
@@ -131,8 +131,7 @@ def main() -> int:
 def budget_check(url: str, kind: str, rounds: int = 2000) -> None:
     """``budgets_for_send`` with no budget set (tables present, and a database without
     them) as a fraction of one ``messages.send`` (its write transaction), on one store."""
-    from cafleet.broker import fleets, members, messages
-    from cafleet.broker import usage as budgets
+    from cafleet.broker import fleets, members, messages, usage as budgets
     from cafleet.store.engines import open_store
 
     store = open_store(url)

@@ -30,8 +30,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
-from cafleet.store import sqlite_driver as sqlite, wal  # noqa: E402
-from cafleet.store.sqlite import _check_log, open_store  # noqa: E402
+from cafleet.store import sqlite_driver as sqlite, wal
+from cafleet.store.sqlite import _check_log, open_store
 
 WRITER = r"""
 import sys, time

@@ -16,18 +16,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
-from cafleet.broker import fleets, members  # noqa: E402
-from cafleet.store.engines import open_store  # noqa: E402
+from cafleet.broker import fleets, members
+from cafleet.store.engines import open_store
 
 
 def cpu(pid: int) -> float:
     """User + system time of the process and of its waited-for children (the tmux clients
     it runs), in seconds."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 

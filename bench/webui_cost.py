@@ -34,9 +34,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from cafleet.broker import fleets, members, messages  # noqa: E402
-from cafleet.store.engines import open_store  # noqa: E402
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from cafleet.broker import fleets, members, messages
+from cafleet.store.engines import open_store
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 
 SHIM = '#!/bin/sh\nprintf . >> "$CAFLEET_BENCH_TMUX_CALLS"\nexec {tmux} "$@"\n'
 

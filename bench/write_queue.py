@@ -32,9 +32,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 
-from load import Bench, Load, build_parser, percentile  # noqa: E402
-
-from tests.support.load_workers import NO_WRITERS_QUEUE  # noqa: E402
+from load import Bench, Load, build_parser, percentile
+from tests.support.load_workers import NO_WRITERS_QUEUE
 
 MODES = ("busy handler", "queue")
 

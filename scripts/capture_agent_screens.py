@@ -167,7 +167,7 @@ def capture(agent: str, out: Path, log=print) -> dict[str, str]:
         fleet.press(ppane, "Enter")
         keep("permission", fleet.wait_state(ppane, agent, screen.PaneState.AWAITING_USER, 30))
         if agent == "opencode":  # its buttons: the selection is drawn in colour only
-            marked = lambda: fleet.server.run("capture-pane", "-p", "-e", "-t", ppane)  # noqa: E731
+            marked = lambda: fleet.server.run("capture-pane", "-p", "-e", "-t", ppane)
             time.sleep(1.0)
             keep("permission.ansi", marked())
             fleet.press(ppane, "Right")
@@ -211,8 +211,7 @@ def capture_codex(out: Path, log=print) -> dict[str, str]:
     import pytest
 
     from cafleet.delivery import screen
-    from tests.support import openai_responses as responses
-    from tests.support import real_codex
+    from tests.support import openai_responses as responses, real_codex
     from tests.support.environ import isolated_environ
     from tests.support.real_agents import agent_version, write_fixture
 

@@ -56,7 +56,7 @@ PROBE_EFFORT = {"claude": "high", "codex": "high", "opencode": None}
 class Check:
     """One line of the report."""
 
-    __slots__ = ("name", "status", "detail")
+    __slots__ = ("detail", "name", "status")
 
     def __init__(self, name: str, status: str, detail: str = "") -> None:
         self.name = name

@@ -202,9 +202,9 @@ def location_tests(module: str, path: Path) -> list[str]:
     PostgreSQL URL (``startswith("postgres")`` and its kin)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Name) and node.id == "is_postgres_url":
-            found.append(f"{module}:{node.lineno} names is_postgres_url")
-        elif isinstance(node, ast.Attribute) and node.attr == "is_postgres_url":
+        if (isinstance(node, ast.Name) and node.id == "is_postgres_url") or (
+            isinstance(node, ast.Attribute) and node.attr == "is_postgres_url"
+        ):
             found.append(f"{module}:{node.lineno} names is_postgres_url")
         elif isinstance(node, ast.alias) and node.name == "is_postgres_url":
             found.append(f"{module}:{node.lineno} imports is_postgres_url")

@@ -312,7 +312,7 @@ def fake_proc(root: Path, tree: dict[int, tuple[int, str, int]]) -> str:
 def test_the_caller_is_its_process_tree_whatever_its_variables_say(store, build, tmp_path):
     from cafleet.delivery import authority
 
-    fleet_id, director, (m1, m2) = build.fleet()
+    _fleet_id, director, (m1, m2) = build.fleet()
     sock = "/nonexistent/socket"
     placements = {director: "%0 100:1700000000:200", m1: "%1 100:1700000000:300", m2: "%2 100:1700000000:400"}
     for member_id, pane in placements.items():

@@ -195,9 +195,11 @@ def create_remote(fleet, host, name: str, *extra: str, environ=None):
 
 @pytest.fixture
 def remote(env, tmp_path, monkeypatch):
-    with short_directory() as short_dir:
-        with fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (pane_fleet, [host]):
-            yield pane_fleet, host
+    with (
+        short_directory() as short_dir,
+        fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (pane_fleet, [host]),
+    ):
+        yield pane_fleet, host
 
 
 @pytest.mark.slow

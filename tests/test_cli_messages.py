@@ -26,7 +26,7 @@ def send(cli, a, b, *body, json=True):
 
 
 def test_send_text_and_json(cli, trio):
-    _, director, (m1, m2) = trio
+    _, _director, (m1, m2) = trio
     result = send(cli, m1, m2, "hello", json=False)
     assert (result.code, result.err) == (0, "")
     assert result.out == f"sent message 1 to member {m2}\n"
@@ -49,7 +49,7 @@ def test_send_text_and_json(cli, trio):
 
 
 def test_poll_order_newest_first_and_exact_text(cli, trio):
-    _, director, (m1, m2) = trio
+    _, _director, (m1, m2) = trio
     ids = [send(cli, m1, m2, f"body {i}").json()["message_id"] for i in range(3)]
     polled = cli("message", "poll", str(m2), "--json").json()
     assert [r["message_id"] for r in polled] == ids[::-1]
@@ -174,7 +174,7 @@ def test_text_output_shows_bidi_and_format_characters_as_escapes(cli, build):
     """A stored name, description or body in text output can never reorder what the reader
     sees; ZWJ stays (emoji sequences need it); --json keeps every character."""
     hostile = "ab" + INVISIBLE + "cd 👩\u200d💻"
-    fleet_id, director, (m1, m2) = build.fleet(f"fleet {hostile}")
+    fleet_id, _director, (m1, _m2) = build.fleet(f"fleet {hostile}")
     m3 = build.member(fleet_id, f"name {hostile}")
     message_id = send(cli, m1, m3, f"body {hostile}").json()["message_id"]
     outputs = {
@@ -220,7 +220,7 @@ def test_unknown_ids(cli, trio):
         assert result.code == 1 and result.out == ""
 
 
-@pytest.mark.parametrize("bad", ["abc", "0", "-3", "1.5", "", " ", "１"])
+@pytest.mark.parametrize("bad", ["abc", "0", "-3", "1.5", "", " ", "１"])  # noqa: RUF001 - a fullwidth digit, on purpose
 def test_non_integer_ids_are_usage_errors(cli, bad):
     result = cli("message", "show", "--", bad) if bad.startswith("-") else cli("message", "show", bad)
     assert result.code == 2
@@ -422,7 +422,7 @@ def test_member_list_and_show(cli, build, store):
 
 
 def test_activity_counts_sent_received_and_acked(cli, build, store):
-    fleet_id, director, (m1, m2) = build.fleet()
+    _fleet_id, _director, (m1, m2) = build.fleet()
     first = send(cli, m1, m2, "x").json()
     assert cli("member", "show", str(m1), "--json").json()["last_activity_at"] == first["created_at"]
     acked = cli("message", "ack", str(first["message_id"]), "--json").json()
@@ -483,8 +483,7 @@ def test_any_bytes_from_a_file_are_stored_exactly_or_refused_in_one_line(cli, tr
     `message show`, or is refused with one line and stores nothing; on PostgreSQL under
     either `standard_conforming_strings` and any `backslash_quote` (set for the database, so
     every session of the command has it)."""
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
+    from hypothesis import HealthCheck, given, settings, strategies as st
 
     _, _, (m1, m2) = trio
     if store_kind == "postgres":

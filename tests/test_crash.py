@@ -46,8 +46,8 @@ from pathlib import Path
 
 import pytest
 
-from cafleet.store.engines import lock_space
 from cafleet.delivery.lock import pane_lock
+from cafleet.store.engines import lock_space
 from tests.support.hooked import LAUNCHER
 from tests.support.pane_fleet import preview_line, tmux_fleet
 from tests.support.tmux_fixtures import wait_for
@@ -311,7 +311,7 @@ def test_sender_killed_during_the_drain(fleet, paused, point, recover_by):
     # Typed once in every case: our text still in the box is taken back and typed once,
     # never glued to the retry; a submitted but unstamped preview whose header still shows
     # in the member's transcript counts as delivered and is stamped, not typed again.
-    assert fleet.submits(member) == [owed] + extra
+    assert fleet.submits(member) == [owed, *extra]
     assert copies(fleet, member, 1) == 1
     assert fleet.query("SELECT COUNT(*) FROM messages WHERE notified_at IS NULL") == [(0,)]
     assert stored(fleet, 1)["status_state"] == "input_required"  # delivery never consumes

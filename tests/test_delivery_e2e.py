@@ -282,7 +282,7 @@ def test_sender_killed_while_typing_loses_nothing_and_frees_the_lock(fleet):
     owed = f"[cafleet msg 1 from {fleet.director} {stored[0][0]}]\u23ceowed task"
     wait_for(lambda: fleet.input_row(pane) == "> " + owed, what="the preview to be typed")
     os.kill(sender.pid, signal.SIGKILL)
-    out, err = sender.communicate(timeout=10)
+    out, _err = sender.communicate(timeout=10)
     assert sender.returncode == -signal.SIGKILL
     assert out == f"sent message 1 to member {member}\n".encode()  # the id was printed before typing
 

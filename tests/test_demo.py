@@ -96,7 +96,7 @@ def test_demo_interrupted_tears_everything_down(env, tmp_path):
             assert line, demo.stderr.read()
         time.sleep(0.5)
         demo.send_signal(signal.SIGINT)
-        out, err = demo.communicate(timeout=60)
+        _out, err = demo.communicate(timeout=60)
     finally:
         if demo.poll() is None:
             demo.kill()

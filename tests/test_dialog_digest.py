@@ -16,8 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from cafleet.delivery import dialog
 
@@ -137,9 +136,9 @@ def test_a_hidden_character_makes_another_dialog_and_the_notice_shows_it(agent, 
     failures = []
     for ch in HIDDEN + SPACES:
         if ch in SPACES:
-            change = lambda indent, text, ch=ch: [indent + text.replace(" ", ch, 1)]  # noqa: E731
+            change = lambda indent, text, ch=ch: [indent + text.replace(" ", ch, 1)]
         else:
-            change = lambda indent, text, ch=ch: [indent + text[:5] + ch + text[5:]]  # noqa: E731
+            change = lambda indent, text, ch=ch: [indent + text[:5] + ch + text[5:]]
         hidden = variant(agent, state, change)
         escape = f"\u27e6U+{ord(ch):04X}\u27e7"
         if hidden["digest"] == plain["digest"]:

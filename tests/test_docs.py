@@ -27,7 +27,7 @@ def test_every_command_is_in_the_readme_reference(command):
 
 @pytest.mark.parametrize("command", COMMANDS, ids=command_words)
 def test_every_command_has_help(command):
-    args = command_words(command).split()[1:] + ["--help"]
+    args = [*command_words(command).split()[1:], "--help"]
     parsed = parser.parse(args)
     assert parsed.help.startswith(f"Usage: {command_words(command)}")
 

@@ -183,7 +183,7 @@ def test_previews_hold_while_an_exec_runs(fleet, tmp_path):
         assert found["detail"] == entry["state_detail"]
         assert found["command"] == f"cafleet member capture {member}"
         gate.write_text("")
-        out, err = waiting.communicate(timeout=90)
+        _out, err = waiting.communicate(timeout=90)
     finally:
         if waiting.poll() is None:
             waiting.kill()

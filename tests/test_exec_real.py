@@ -163,8 +163,7 @@ def test_opencode_member_asks_for_a_denied_command_and_the_director_runs_it(tmp_
 def _asks(agent: str, tmp_path) -> None:
     import json
 
-    from tests.support import model_api as m
-    from tests.support import real_agents
+    from tests.support import model_api as m, real_agents
 
     reason = real_agents.skip_reason(agent)
     if reason:

@@ -21,8 +21,7 @@ import tempfile
 import unicodedata
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cafleet import clock, config, render
 from cafleet.cli.context import Context
@@ -339,7 +338,7 @@ ID_EDGES = [
     "0x10",
     "1_000",
     "٣",
-    "１２",
+    "１２",  # noqa: RUF001 - fullwidth digits, hostile on purpose
     "²",
     "",
     " ",
@@ -495,7 +494,7 @@ def paned(build):
 @FEW
 @given(values=hostile_environment())
 def test_any_environment_value_gives_success_or_one_error_line(cli, env, paned, tmp_path, monkeypatch, values):
-    fleet_id, director, m1, m2 = paned
+    fleet_id, _director, m1, m2 = paned
     cwd = tmp_path / "cwd"
     cwd.mkdir(exist_ok=True)
     monkeypatch.chdir(cwd)
@@ -702,7 +701,7 @@ def history(cli, build, store):
     """A fleet with an ACKed message, a deregistered member and a deleted second fleet."""
     fleet_id, director, (m1, m2) = build.fleet("live")
     gone = build.member(fleet_id, "gone")
-    dead_fleet, dead_director, (d1, _) = build.fleet("dead")
+    dead_fleet, _dead_director, (d1, _) = build.fleet("dead")
     acked = cli(*send_args(m1, m2), "done").json()["message_id"]
     assert cli("message", "ack", str(acked)).code == 0
     assert cli("member", "delete", str(gone)).code == 0

@@ -54,12 +54,14 @@ def fleet(env, tmp_path, monkeypatch):
 def remote(env, tmp_path, monkeypatch):
     """(fleet, host): a fleet with the keeper on and a host reached over a real sshd."""
     keeper_on(env, monkeypatch)
-    with short_directory() as short_dir:
-        with fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (pane_fleet, [host]):
-            try:
-                yield pane_fleet, host
-            finally:
-                end_every_keeper(pane_fleet)
+    with (
+        short_directory() as short_dir,
+        fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (pane_fleet, [host]),
+    ):
+        try:
+            yield pane_fleet, host
+        finally:
+            end_every_keeper(pane_fleet)
 
 
 @pytest.fixture

@@ -191,17 +191,19 @@ def remote(env, tmp_path, monkeypatch):
     """(fleet, host, member id): the keeper on, one stand-in member on a host reached over
     a real sshd, ready, and the host then stopped (sshd gone, the shared connection closed)."""
     keeper_on(env, monkeypatch)
-    with short_directory() as short_dir:
-        with fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (fleet, [host]):
-            try:
-                created = create_remote(fleet, host, "far", "--json")
-                assert created.code == 0, created
-                member = created.json()["member_id"]
-                fleet.wait_ready(member)
-                host.stop()
-                yield fleet, host, member
-            finally:
-                end_every_keeper(fleet)
+    with (
+        short_directory() as short_dir,
+        fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (fleet, [host]),
+    ):
+        try:
+            created = create_remote(fleet, host, "far", "--json")
+            assert created.code == 0, created
+            member = created.json()["member_id"]
+            fleet.wait_ready(member)
+            host.stop()
+            yield fleet, host, member
+        finally:
+            end_every_keeper(fleet)
 
 
 def owed_send(fleet, member: int, body: str) -> dict:

@@ -20,10 +20,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
-
-from pathlib import Path
 
 from cafleet.delivery.lock import pane_lock
 from cafleet.errors import LockTimeout
@@ -106,9 +105,8 @@ def holder(where, env):
 def test_held_lock_times_out_within_the_bound(holder, where):
     holder()
     started = time.monotonic()
-    with pytest.raises(LockTimeout) as caught:
-        with pane_lock(space(where), "tmux", SESSION, "%3", timeout=0.3):
-            pytest.fail("the lock was taken while another process holds it")
+    with pytest.raises(LockTimeout) as caught, pane_lock(space(where), "tmux", SESSION, "%3", timeout=0.3):
+        pytest.fail("the lock was taken while another process holds it")
     waited = time.monotonic() - started
     assert 0.3 <= waited < 30  # never early; the upper bound only tells "gave up" from "hung"
     assert str(caught.value) == (
@@ -121,9 +119,8 @@ def test_held_lock_times_out_within_the_bound(holder, where):
 def test_waiting_sleeps_instead_of_spinning(holder, where):
     holder()
     cpu = time.process_time()
-    with pytest.raises(LockTimeout):
-        with pane_lock(space(where), "tmux", SESSION, "%3", timeout=0.5):
-            pass
+    with pytest.raises(LockTimeout), pane_lock(space(where), "tmux", SESSION, "%3", timeout=0.5):
+        pass
     assert time.process_time() - cpu < 0.1
 
 
@@ -164,9 +161,11 @@ def test_same_key_from_two_placements_shares_one_lock(holder, where):
         second.backend, second.session, second.pane_id
     )
     holder(first.backend, first.session, first.pane_id)
-    with pytest.raises(LockTimeout):
-        with pane_lock(space(where), second.backend, second.session, second.pane_id, timeout=0.1):
-            pass
+    with (
+        pytest.raises(LockTimeout),
+        pane_lock(space(where), second.backend, second.session, second.pane_id, timeout=0.1),
+    ):
+        pass
 
 
 @pytest.mark.parametrize(
@@ -189,9 +188,8 @@ def test_key_parts_cannot_run_together(tmp_path):
 def test_release_on_exit_and_on_error(where):
     with pane_lock(space(where), "tmux", SESSION, "%3", timeout=1):
         pass
-    with pytest.raises(RuntimeError):
-        with pane_lock(space(where), "tmux", SESSION, "%3", timeout=1):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), pane_lock(space(where), "tmux", SESSION, "%3", timeout=1):
+        raise RuntimeError("boom")
     # Free again: an flock at once; a PostgreSQL advisory lock once the server has ended the
     # closed session, a moment after the client closed it (the bound only bounds a failure).
     with pane_lock(space(where), "tmux", SESSION, "%3", timeout=10):
@@ -202,9 +200,8 @@ def test_release_on_exit_and_on_error(where):
 def test_release_on_exit_and_on_error_keeps_the_file(where):
     with pane_lock(space(where), "tmux", SESSION, "%3", timeout=1):
         pass
-    with pytest.raises(RuntimeError):
-        with pane_lock(space(where), "tmux", SESSION, "%3", timeout=1):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), pane_lock(space(where), "tmux", SESSION, "%3", timeout=1):
+        raise RuntimeError("boom")
     path = lock_path(where, "tmux", SESSION, "%3")
     assert path.exists()  # never deleted: another process may be waiting on it
     assert stat.S_IMODE(where.stat().st_mode) == 0o700
@@ -213,10 +210,12 @@ def test_release_on_exit_and_on_error_keeps_the_file(where):
 
 
 def test_not_reentrant_within_one_process(where):
-    with pane_lock(space(where), "tmux", SESSION, "%3", timeout=1):
-        with pytest.raises(LockTimeout):
-            with pane_lock(space(where), "tmux", SESSION, "%3", timeout=0.05):
-                pass
+    with (
+        pane_lock(space(where), "tmux", SESSION, "%3", timeout=1),
+        pytest.raises(LockTimeout),
+        pane_lock(space(where), "tmux", SESSION, "%3", timeout=0.05),
+    ):
+        pass
 
 
 # --- one lock per pane whatever the database path spelling ----------------------------------
@@ -272,9 +271,8 @@ def test_unusable_lock_folder_is_a_one_line_lock_error(tmp_path):
 
     blocked = tmp_path / "locks"
     blocked.write_text("a file where the folder should be\n")
-    with pytest.raises(LockUnavailable) as caught:
-        with pane_lock(FileLocks(blocked), "tmux", SESSION, "%3", timeout=1):
-            pytest.fail("a lock was taken in a folder that is a file")
+    with pytest.raises(LockUnavailable) as caught, pane_lock(FileLocks(blocked), "tmux", SESSION, "%3", timeout=1):
+        pytest.fail("a lock was taken in a folder that is a file")
     assert str(caught.value) == (
         f"the pane-input lock for pane %3 cannot be taken ([Errno 17] File exists: {str(blocked)!r}); "
         f"{blocked} must be a folder this user can write"
@@ -284,9 +282,8 @@ def test_unusable_lock_folder_is_a_one_line_lock_error(tmp_path):
 def test_zero_timeout_is_one_attempt(holder, where):
     holder()
     cpu = time.process_time()
-    with pytest.raises(LockTimeout):
-        with pane_lock(space(where), "tmux", SESSION, "%3", timeout=0):
-            pass
+    with pytest.raises(LockTimeout), pane_lock(space(where), "tmux", SESSION, "%3", timeout=0):
+        pass
     assert time.process_time() - cpu < 0.1
 
 

@@ -24,8 +24,7 @@ import pytest
 
 from cafleet.broker import members
 from cafleet.delivery.lock import pane_lock
-from cafleet.store.engines import lock_space
-from cafleet.store.engines import open_store
+from cafleet.store.engines import lock_space, open_store
 from tests.support.pane_fleet import preview_line, tmux_fleet
 
 

@@ -11,9 +11,9 @@ import pytest
 from cafleet.errors import MuxError, PaneGone, PaneStale
 from cafleet.mux.base import PaneContext
 from cafleet.mux.herdr import Herdr
+from tests.support.mux_inputs import ARGV_DUMPER, HOSTILE_ARGS, HOSTILE_TEXT
 from tests.support.recorder import READY
 from tests.support.tmux_fixtures import RECORDER, split, wait_for
-from tests.support.mux_inputs import ARGV_DUMPER, HOSTILE_ARGS, HOSTILE_TEXT
 
 
 @pytest.fixture

@@ -13,15 +13,15 @@ from __future__ import annotations
 STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
 
 import json
+from pathlib import Path
 
 import pytest
 
 from cafleet.config import Settings
-
+from tests.support.drawn import Drawn, buttons, visible
 from tests.support.keeper import assert_none_left
 from tests.support.pane_fleet import start, tmux_fleet
 from tests.support.remote_fleet import create_remote, fleet_with_hosts, short_directory
-from tests.support.drawn import Drawn, buttons, visible
 from tests.support.tmux_fixtures import wait_for
 
 FAST_NOTICES = {"CAFLEET_NOTICE_AWAITING_AFTER": "0", "CAFLEET_NOTICE_INTERVAL": "0.2"}
@@ -108,7 +108,7 @@ def test_a_notice_reaches_a_director_blocked_in_message_wait_and_names_the_dialo
         out, err = waiting.communicate(timeout=60)
     except BaseException:
         shown = fleet.cafleet("fleet", "show", str(fleet.fleet_id), "--json").json()["keeper"]
-        print(shown, open(shown["log"]).read() if shown.get("log") else "")  # the keeper's log, on failure
+        print(shown, Path(shown["log"]).read_text() if shown.get("log") else "")  # the keeper's log, on failure
         raise
     finally:
         if waiting.poll() is None:
@@ -225,33 +225,35 @@ def test_an_unreachable_host_is_noticed_once_and_the_episode_ends_when_it_answer
     from cafleet.store.engines import open_store
 
     notice_env(env, monkeypatch)
-    with short_directory() as short_dir:
-        with fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (fleet, [host]):
+    with (
+        short_directory() as short_dir,
+        fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (fleet, [host]),
+    ):
+        try:
+            created = create_remote(fleet, host, "far", "--json")
+            assert created.code == 0, created
+            member_id = created.json()["member_id"]
+            fleet.wait_ready(member_id)
+            store = open_store(str(fleet.db))
             try:
-                created = create_remote(fleet, host, "far", "--json")
-                assert created.code == 0, created
-                member_id = created.json()["member_id"]
-                fleet.wait_ready(member_id)
-                store = open_store(str(fleet.db))
-                try:
-                    noticer = Noticer(store, Settings(fleet.environ), fleet.fleet_id)
-                    noticer.look()
-                    assert notices_of(fleet) == []
-                    host.stop()
-                    noticer.look()
-                    noticer.look()
-                    [notice] = notices_of(fleet, "unreachable")
-                    assert notice["text"].splitlines()[0] == f"[cafleet notice unreachable host:{host.alias}]"
-                    assert notice["notice"]["member_id"] == member_id
-                    host.start()
-                    noticer.look()
-                    opened = fleet.query("SELECT COUNT(*) FROM cafleet_aux_notices WHERE cleared_at IS NULL")
-                    assert opened[0][0] == 0
-                    assert len(notices_of(fleet, "unreachable")) == 1
-                finally:
-                    store.close()
+                noticer = Noticer(store, Settings(fleet.environ), fleet.fleet_id)
+                noticer.look()
+                assert notices_of(fleet) == []
+                host.stop()
+                noticer.look()
+                noticer.look()
+                [notice] = notices_of(fleet, "unreachable")
+                assert notice["text"].splitlines()[0] == f"[cafleet notice unreachable host:{host.alias}]"
+                assert notice["notice"]["member_id"] == member_id
+                host.start()
+                noticer.look()
+                opened = fleet.query("SELECT COUNT(*) FROM cafleet_aux_notices WHERE cleared_at IS NULL")
+                assert opened[0][0] == 0
+                assert len(notices_of(fleet, "unreachable")) == 1
             finally:
-                assert_none_left(fleet.db)
+                store.close()
+        finally:
+            assert_none_left(fleet.db)
 
 
 def test_a_member_over_its_budget_is_noticed_once_and_the_episode_ends_when_it_is_raised(build, store, env, tmp_path):

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
 
-from cafleet.broker import fleets, messages
-from cafleet.broker import notifications
+from cafleet.broker import fleets, messages, notifications
 
 EARLY = "9999-12-31T00:00:00+00:00"  # every message was created before this
 

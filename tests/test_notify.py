@@ -15,7 +15,6 @@ import time
 import pytest
 
 from cafleet.broker import notices
-
 from tests.support.http_receiver import Receiver, free_port
 from tests.support.keeper import assert_none_left, log_lines
 from tests.support.pane_fleet import tmux_fleet

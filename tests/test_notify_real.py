@@ -35,7 +35,7 @@ def test_claudes_permission_dialog_is_posted_with_its_text_within_75_s(tmp_path)
         with keeper_fleet("claude", tmp_path, None, None, {"CAFLEET_NOTIFY_URL": receiver.url()}) as driven:
             fleet = driven.fleet
             made = driven.workdir / "made-by-claude"
-            member_id, pane = driven.ask_permission(made.name)  # claude runs in the workdir: a short line
+            member_id, _pane = driven.ask_permission(made.name)  # claude runs in the workdir: a short line
             drawn = time.time()
             [request] = wait_for(receiver.ok, timeout=POSTED_WITHIN, interval=0.2, what="the dialog's notice posted")
             assert request["at"] - drawn <= POSTED_WITHIN

@@ -377,7 +377,7 @@ def test_zsh_completion_script(tmp_path):
     for command in COMMANDS:
         flags = [p.flag for p in command.params if p.flag]
         valued = [p.flag for p in command.params if p.flag and p.kind != "flag"]
-        assert f"'{key(command)}') next=({' '.join(flags + ['--json', '--help'])}" in script
+        assert f"'{key(command)}') next=({' '.join([*flags, '--json', '--help'])}" in script
         assert f"valued=({' '.join(valued)}) ;;" in script
 
 
@@ -440,7 +440,7 @@ def loaded(env, *args) -> tuple[int, set]:
 
 
 def test_hot_commands_import_no_help_or_suggestion_machinery(env, build):
-    _, director, (m1, m2) = build.fleet()
+    _, _director, (m1, m2) = build.fleet()
     for args in (
         ["message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "- item"],
         ["message", "poll", str(m2)],

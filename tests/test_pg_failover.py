@@ -40,7 +40,6 @@ from tests.support.environ import isolated_environ
 from tests.support.hooked import cafleet_argv
 from tests.support.tmux_fixtures import wait_for
 
-
 SEND_AFTER_PROMOTION = 15.0  # seconds from the promotion to the first send that works
 WAITER_AFTER_SEND = 20.0  # seconds from that send to the waiting `message wait` returning it
 DOWNTIME = 3.0  # seconds between the crash and the promotion (sends keep being tried)
@@ -366,7 +365,7 @@ class Poller:
         while not self.stopping.is_set():
             try:
                 answer = self.check()
-            except Exception as error:  # noqa: BLE001 - a server going away or coming back; kept as the answer
+            except Exception as error:  # a server going away or coming back; kept as the answer
                 answer = f"{type(error).__name__}: {error}"
             self.answers.append((time.monotonic(), answer))
             self.stopping.wait(self.interval)

@@ -246,7 +246,7 @@ def test_racing_first_opens_initialise_once(url):
         try:
             start.wait()
             stores.append(open_store(url))
-        except Exception as error:  # noqa: BLE001 - reported below
+        except Exception as error:  # reported below
             errors.append(error)
 
     threads = [threading.Thread(target=opener) for _ in range(8)]
@@ -423,9 +423,8 @@ def test_advisory_pane_lock_is_exclusive_bounded_and_freed_when_the_holder_dies(
     assert pane_key("tmux", "$0@/s", "%1") != pane_key("tmux", "$0@/s", "%2")
     assert -(2**63) <= pane_key("tmux", "$0@/s", "%1") < 2**63
     with pane_lock(lock_space(url), "tmux", "$0@/s", "%1", timeout=1):
-        with pytest.raises(LockTimeout):
-            with pane_lock(lock_space(url), "tmux", "$0@/s", "%1", timeout=0.2):
-                pass
+        with pytest.raises(LockTimeout), pane_lock(lock_space(url), "tmux", "$0@/s", "%1", timeout=0.2):
+            pass
         with pane_lock(lock_space(url), "tmux", "$0@/s", "%2", timeout=0):
             pass  # another pane is another key
     holder = subprocess.Popen(
@@ -440,9 +439,8 @@ def test_advisory_pane_lock_is_exclusive_bounded_and_freed_when_the_holder_dies(
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(LockTimeout):
-            with pane_lock(lock_space(url), "tmux", "$0@/s", "%1", timeout=0.2):
-                pass
+        with pytest.raises(LockTimeout), pane_lock(lock_space(url), "tmux", "$0@/s", "%1", timeout=0.2):
+            pass
         holder.kill()
         holder.wait(timeout=30)
         with pane_lock(lock_space(url), "tmux", "$0@/s", "%1", timeout=30):
@@ -495,7 +493,6 @@ def roles(pg_cluster, url):
     """``role()`` -> (name, the test database's URL as that role): a new login role of the
     session's cluster, with its objects and privileges dropped with it at teardown."""
     import uuid
-
     from urllib.parse import quote
 
     made: list[str] = []

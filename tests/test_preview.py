@@ -7,8 +7,7 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from cafleet.delivery.preview import flatten, render_preview, sanitise
 

@@ -19,8 +19,8 @@ import sys
 import pytest
 
 from cafleet.broker import fleets, members, messages, notifications, timeline
-from cafleet.delivery import inbox
 from cafleet.config import Settings
+from cafleet.delivery import inbox
 from cafleet.delivery.watch import Watcher
 from cafleet.store import schema, sqlite
 from cafleet.store.engines import open_store
@@ -88,12 +88,8 @@ ALLOWED = {
 
 
 def ts(seconds: int) -> str:
-    return "2025-01-%02dT%02d:%02d:%02d.000000+00:00" % (
-        1 + seconds // 86400,
-        seconds // 3600 % 24,
-        seconds // 60 % 60,
-        seconds % 60,
-    )
+    day, hour, minute, second = 1 + seconds // 86400, seconds // 3600 % 24, seconds // 60 % 60, seconds % 60
+    return f"2025-01-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.000000+00:00"
 
 
 def build_database(path: str, analyze: bool, auxiliary: bool = True) -> dict:

@@ -630,8 +630,16 @@ def test_three_hosts_eight_members_each_sixteen_senders_lose_nothing_and_preview
         out = tmp_path / f"{tag}.jsonl"
         with open(out, "wb") as handle:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.support.load_workers", "send", str(sender), ",".join(map(str, to))]
-                + [str(PER_SENDER), tag],
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.support.load_workers",
+                    "send",
+                    str(sender),
+                    ",".join(map(str, to)),
+                    str(PER_SENDER),
+                    tag,
+                ],
                 cwd=ROOT,
                 env=environ,
                 stdout=handle,

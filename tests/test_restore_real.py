@@ -21,6 +21,7 @@ carry the old conversation.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -109,10 +110,8 @@ def kill_agent(driven: Driven, pane: str) -> list[int]:
     pid = pane_pid(driven, pane)
     pids = [pid, *descendants(pid)]
     for each in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(each, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     return pids
 
 

@@ -39,12 +39,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.tmux]
 def remote(env, tmp_path, monkeypatch):
     """(fleet, host): a live local fleet with its keeper on, and a reachable host for its members."""
     keeper_on(env, monkeypatch)  # before the fleet is created: its keeper starts with it
-    with short_directory() as short_dir:
-        with fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (fleet, [host]):
-            try:
-                yield fleet, host
-            finally:
-                end_every_keeper(fleet)
+    with (
+        short_directory() as short_dir,
+        fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (fleet, [host]),
+    ):
+        try:
+            yield fleet, host
+        finally:
+            end_every_keeper(fleet)
 
 
 def remote_server_pid(host) -> int:

@@ -91,7 +91,7 @@ def test_the_rosters_activity_walk_matches_the_definition_for_every_member(build
     chance = random.Random(seed)
     fleet_id, director, crew = build.fleet(members_count=5)
     everyone = [director, *crew]
-    stamp = lambda n: "2026-01-01T00:%02d:%02d.000000+00:00" % divmod(n, 60)  # noqa: E731
+    stamp = lambda n: "2026-01-01T00:{:02d}:{:02d}.000000+00:00".format(*divmod(n, 60))
     rows = []
     with store.write():
         for _ in range(chance.randrange(0, 40)):

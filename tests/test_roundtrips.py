@@ -88,7 +88,7 @@ def test_member_lists_round_trips_do_not_grow_with_the_fleet(proxied, pg_cluster
     from cafleet.broker import messages
     from cafleet.store.engines import open_store
 
-    environ, proxy, message_id, worker = proxied
+    environ, proxy, message_id, _worker = proxied
     small = counted(proxy, environ, "member", "list", "1")
     store = open_store(environ["CAFLEET_DATABASE_URL"])
     try:

@@ -55,7 +55,7 @@ def test_fleet_list_and_show_refuse_an_unknown_member_status(cli, build, db_path
 
 
 def test_broadcast_refuses_an_unknown_member_status_and_sends_nothing(cli, build, db_path):
-    fleet_id, director, (m1, m2) = build.fleet()
+    _fleet_id, director, (_m1, m2) = build.fleet()
     raw(db_path, "UPDATE members SET status = 'paused' WHERE member_id = ?", (m2,))
     result = cli("message", "broadcast", "--from-member-id", str(director), "hello all")
     one_line_error(result, f"member {m2} {PAUSED}")
@@ -63,7 +63,7 @@ def test_broadcast_refuses_an_unknown_member_status_and_sends_nothing(cli, build
 
 
 def test_fleet_delete_refuses_an_unknown_member_status_and_changes_nothing(cli, build, db_path):
-    fleet_id, _, (m1, m2) = build.fleet()
+    fleet_id, _, (_m1, m2) = build.fleet()
     raw(db_path, "UPDATE members SET status = 'paused' WHERE member_id = ?", (m2,))
     before = raw(db_path, "SELECT * FROM members ORDER BY member_id"), raw(db_path, "SELECT * FROM fleets")
     one_line_error(cli("fleet", "delete", str(fleet_id)), f"member {m2} {PAUSED}")
@@ -78,7 +78,7 @@ def test_fleet_delete_refuses_an_unknown_member_status_and_changes_nothing(cli, 
 def archived(cli, build, db_path):
     """A fleet where member m1 has one pending message whose state another program set to
     'archived'; returns (m1, that message id)."""
-    fleet_id, director, (m1, _) = build.fleet()
+    _fleet_id, director, (m1, _) = build.fleet()
     sent = cli("message", "send", "--from-member-id", str(director), "--to-member-id", str(m1), "x", "--json")
     message_id = sent.json()["message_id"]
     raw(db_path, "UPDATE messages SET status_state = 'archived' WHERE message_id = ?", (message_id,))

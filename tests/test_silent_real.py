@@ -25,8 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import model_api as m
-from tests.support import openai_responses as responses
+from tests.support import model_api as m, openai_responses as responses
 from tests.support.agent_drivers import AGENTS, TURN_TIMEOUT, Driven, keeper_fleet, missing
 from tests.support.keeper import log_lines
 from tests.support.tmux_fixtures import wait_for

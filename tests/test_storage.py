@@ -510,7 +510,7 @@ def test_opening_while_others_open_and_close_is_never_refused(db_path):
 
 
 def test_unknown_stored_status_is_a_clear_error(cli, build, store):
-    fleet_id, director, (m1, m2) = build.fleet()
+    _fleet_id, _director, (m1, m2) = build.fleet()
     store.conn.execute("UPDATE members SET status = 'zombie' WHERE member_id = ?", (m1,))
     result = cli("member", "show", str(m1))
     assert result.code == 1

@@ -63,7 +63,7 @@ def python_cli(environ, *args, timeout=60) -> Result:
 def test_disk_full_during_send_is_one_clear_line(env, db_path):
     """SQLite's page limit makes SQLITE_FULL happen for real inside the send's transaction."""
     setup = open_store(db_path)
-    fleet_id, director, (m1, m2) = FleetBuilder(setup).fleet()
+    _fleet_id, _director, (m1, m2) = FleetBuilder(setup).fleet()
     setup.close()
     printed = []
     failure = None
@@ -126,7 +126,7 @@ def test_disk_full_at_commit_on_a_real_full_file_system(env, small_fs):
     path = small_fs / "cafleet.db"
     environ = dict(env, CAFLEET_DATABASE_URL=str(path))
     setup = open_store(str(path))
-    fleet_id, director, (m1, m2) = FleetBuilder(setup).fleet()
+    _fleet_id, _director, (m1, m2) = FleetBuilder(setup).fleet()
     setup.close()
     fill(small_fs)
     results = [
@@ -199,7 +199,7 @@ def damage_table(path: str, table: str) -> None:
 
 def test_damaged_page_is_a_clear_error(cli, env, db_path):
     store = open_store(db_path)
-    fleet_id, director, (m1, m2) = FleetBuilder(store).fleet()
+    fleet_id, _director, (m1, m2) = FleetBuilder(store).fleet()
     for i in range(3):
         cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), f"m{i}")
     store.close()
@@ -214,7 +214,7 @@ def test_damaged_page_is_a_503_in_the_webui(env, db_path):
     from tests.support.web_server import make_app, web_client
 
     store = open_store(db_path)
-    fleet_id, director, (m1, m2) = FleetBuilder(store).fleet()
+    _fleet_id, _director, (m1, m2) = FleetBuilder(store).fleet()
     from cafleet.broker import messages
 
     messages.send(store, m1, m2, "hello")
@@ -364,7 +364,7 @@ def drop_aux(path) -> None:
 
 def test_file_without_the_auxiliary_index_works_and_setup_adds_it(cli, env, db_path):
     store = open_store(db_path)
-    fleet_id, director, (m1, m2) = FleetBuilder(store).fleet()
+    _fleet_id, _director, (m1, m2) = FleetBuilder(store).fleet()
     store.close()
     drop_aux(db_path)
     sent = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(m2), "hi", "--json")
@@ -418,16 +418,16 @@ def test_activity_walk_is_bounded_with_equal_timestamps(store, build, monkeypatc
     from cafleet.broker import activity
     from cafleet.store import sqlite
 
-    fleet_id, director, (m1, m2) = build.fleet()
+    _fleet_id, _director, (m1, m2) = build.fleet()
     same = "2025-03-01T00:00:00.000000+00:00"
-    rows = [(m1, m2, "2025-02-01T00:00:%02d.000000+00:00" % (i % 60), "completed", same, f"t{i}") for i in range(3000)]
+    rows = [(m1, m2, f"2025-02-01T00:00:{i % 60:02d}.000000+00:00", "completed", same, f"t{i}") for i in range(3000)]
     rows += [
         (
             m1,
             m2,
             "2025-01-01T00:00:00.000000+00:00",
             "completed",
-            "2025-01-%02dT00:00:00.000000+00:00" % (2 + i % 27),
+            f"2025-01-{2 + i % 27:02d}T00:00:00.000000+00:00",
             f"o{i}",
         )
         for i in range(300)
@@ -458,7 +458,7 @@ def test_activity_walk_is_bounded_with_equal_timestamps(store, build, monkeypatc
             "INSERT INTO messages (from_member_id, to_member_id, created_at, status_state, status_timestamp, text)"
             " VALUES (?, ?, ?, 'completed', ?, 'x')",
             [
-                (m2, m1, "2024-01-01T00:00:00.000000+00:00", "2026-01-01T00:%02d:%02d.000000+00:00" % (i // 60, i % 60))
+                (m2, m1, "2024-01-01T00:00:00.000000+00:00", f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}.000000+00:00")
                 for i in range(500)
             ],
         )
@@ -481,7 +481,7 @@ time.sleep(60)
 
 def test_writers_queue_is_bounded_and_freed_by_a_dying_holder(cli, env, db_path):
     store = open_store(db_path)
-    fleet_id, director, (m1, m2) = FleetBuilder(store).fleet()
+    _fleet_id, _director, (m1, m2) = FleetBuilder(store).fleet()
     store.close()
     holder = subprocess.Popen([sys.executable, "-c", QUEUE_HOLDER, db_path], stdout=subprocess.PIPE)
     try:
@@ -504,7 +504,7 @@ def test_writers_queue_serialises_concurrent_writers(env, db_path):
     """Eight processes send at once through the queue: every send succeeds and is stored
     exactly once, none reports a locked database."""
     store = open_store(db_path)
-    fleet_id, director, (m1, m2) = FleetBuilder(store).fleet()
+    _fleet_id, _director, (m1, m2) = FleetBuilder(store).fleet()
     store.close()
     script = (
         "import sys\nfrom cafleet.store.engines import open_store\nfrom cafleet.broker import messages\n"

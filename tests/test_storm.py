@@ -22,7 +22,7 @@ for i in range(count):
 
 
 def test_sixteen_concurrent_senders_lose_nothing(env, build, store, store_kind):
-    fleet_id, director, (m1, m2) = build.fleet()
+    _fleet_id, director, (m1, m2) = build.fleet()
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", SCRIPT, str(m1 if i % 2 else director), str(m2), f"w{i}", str(PER_WRITER)],

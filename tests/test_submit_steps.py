@@ -78,7 +78,7 @@ def test_codex_starting_gets_no_key():
     rows = pane.screens["idle"].split("\n")
     box = next(i for i, row in enumerate(rows) if "Ask Codex to do anything" in row)
     pane.state = "idle"
-    pane.screens["idle"] = "\n".join(rows[:box] + ["• Waiting for startup", ""] + rows[box:])
+    pane.screens["idle"] = "\n".join([*rows[:box], "• Waiting for startup", "", *rows[box:]])
     with pytest.raises(PaneNotReady) as caught:
         send(pane, 27, "early")
     assert str(caught.value) == f"pane {PANE} shows codex still starting, so nothing was typed."

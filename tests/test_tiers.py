@@ -26,7 +26,7 @@ class Recorder:
 recorder = Recorder()
 code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *sys.argv[1:]], plugins=[recorder])
 print(json.dumps(recorder.tiers))
-""" % (TIERS,)
+""" % (TIERS,)  # noqa: UP031 - Python source as a template: its braces read plainer beside %r
 
 
 def tiers_of(*paths: str) -> dict[str, list[str]]:

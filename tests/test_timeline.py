@@ -10,7 +10,7 @@ from cafleet.broker import messages, timeline
 
 def test_every_admin_read_places_a_message_in_its_recipients_fleet(store, build):
     alpha, alpha_director, (a1,) = build.fleet("alpha", members_count=1)
-    beta, beta_director, (b1,) = build.fleet("beta", members_count=1)
+    beta, _beta_director, (b1,) = build.fleet("beta", members_count=1)
     ordinary = messages.send(store, alpha_director, a1, "inside alpha")["message_id"]
     # Sends across fleets are refused; a row written by hand (or by another tool) still has
     # to land in exactly one fleet's views, and the same one in each.
@@ -29,8 +29,8 @@ def test_every_admin_read_places_a_message_in_its_recipients_fleet(store, build)
             "one": {m for m in (ordinary, stray) if timeline.fleet_message(store, fleet_id, m) is not None},
             "open": set(timeline.fleet_open_messages(store, fleet_id)),
         }
-    assert views[alpha] == dict.fromkeys(views[alpha], {ordinary})
-    assert views[beta] == dict.fromkeys(views[beta], {stray})
+    assert views[alpha] == {key: {ordinary} for key in views[alpha]}
+    assert views[beta] == {key: {stray} for key in views[beta]}
 
 
 def test_every_admin_read_builds_the_same_record(store, build):

@@ -139,7 +139,7 @@ def test_the_auxiliaries_are_created_where_first_needed(cli, build, store, db_pa
 
     pending = next(iter(schema.AUX_INDEXES))
     assert auxiliaries() == ({pending: "missing"}, {name: "missing" for name in USAGE_TABLES})
-    fleet_id, director, (m1, _) = build.fleet()
+    fleet_id, _director, (m1, _) = build.fleet()
     assert auxiliaries() == ({}, {name: "missing" for name in USAGE_TABLES})
     assert cli("fleet", "budget", str(fleet_id), "--tokens", "5").code == 0
     assert auxiliaries() == ({}, {usage.TABLE: "missing"})

@@ -13,6 +13,7 @@ import json
 import resource
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -54,16 +55,14 @@ GOOD = {"input_tokens": 1000, "cache_creation_input_tokens": 0, "cache_read_inpu
 
 def raw_call(message_id: str, usage_text: str) -> str:
     """An assistant line whose usage object is ``usage_text`` exactly as written."""
-    return (
-        '{"type": "assistant", "requestId": "req_%s", "message": {"id": "%s", "model": "claude-sonnet-4-5", '
-        '"usage": %s}}\n' % (message_id, message_id, usage_text)
-    )
+    head = '{"type": "assistant", "requestId": "req_' + message_id + '", "message": {"id": "' + message_id
+    return head + '", "model": "claude-sonnet-4-5", "usage": ' + usage_text + "}}\n"
 
 
 HOSTILE_RECORDS = [
     raw_call("huge", '{"input_tokens": 1' + "0" * 400 + "}"),  # 10**400: OverflowError once priced
     raw_call("digits", '{"input_tokens": ' + "7" * 5000 + "}"),  # beyond int()'s digit limit
-    raw_call("over-cap", '{"cache_read_input_tokens": %d}' % 2**53),
+    raw_call("over-cap", '{"cache_read_input_tokens": ' + str(2**53) + "}"),
     raw_call("negative", '{"output_tokens": -5}'),
     raw_call("fraction", '{"output_tokens": 1.5}'),
     raw_call("text", '{"output_tokens": "12"}'),
@@ -403,7 +402,7 @@ def test_a_live_file_of_a_process_cafleet_did_not_start_for_the_member_names_not
         [sys.executable, "-c", "import sys; sys.stdin.read()", "--session-id", other], stdin=subprocess.PIPE
     )
     try:
-        wait_for(lambda: b"--session-id" in open(f"/proc/{proc.pid}/cmdline", "rb").read(), what="the process to start")
+        wait_for(lambda: b"--session-id" in Path(f"/proc/{proc.pid}/cmdline").read_bytes(), what="the process to start")
         write_live_session(config, proc.pid, "33333333-0000-4000-8000-000000000003", "/work")
         assert claude.claude_live_session(str(config), proc.pid, "/work", spawn_session=mine) is None
         assert claude.claude_live_session(str(config), proc.pid, "/work", spawn_session=other) == (
@@ -553,7 +552,7 @@ def test_a_body_file_is_read_only_to_its_allowed_length(build, env):
     _, director, (m1,) = build.fleet("zeros", 1)
     for args, stdin, where in (
         (("--file", "/dev/zero"), None, "file /dev/zero"),
-        (("--file", "-"), open("/dev/zero", "rb"), "standard input"),
+        (("--file", "-"), open("/dev/zero", "rb"), "standard input"),  # noqa: SIM115 - the child's stdin, closed below
     ):
         done = capped_cafleet(
             env, "message", "send", "--from-member-id", str(director), "--to-member-id", str(m1), *args, stdin=stdin

@@ -99,7 +99,8 @@ def test_usage_is_summed_exactly_per_member_in_one_cwd(fleet, tmp_path):
         {"input": 2002, "cache_write": 0, "cache_read": 0, "output": 22, "total": 2024},
     )
     assert a["no_records"] is None and len(a["files"]) == 1 and a["files"] != b["files"]
-    lines = [json.loads(line) for line in open(a["files"][0], encoding="utf-8")]
+    with open(a["files"][0], encoding="utf-8") as handle:
+        lines = [json.loads(line) for line in handle]
     assistant = [line for line in lines if line.get("type") == "assistant"]
     assert (
         len(assistant) > len({(x["message"]["id"], x.get("requestId")) for x in assistant}) == 3

@@ -55,7 +55,7 @@ def test_wait_returns_at_once_when_messages_are_pending(cli, trio):
 
 
 def test_wait_timeout_prints_nothing_and_exits_3(cli, trio):
-    _, _, (m1, m2) = trio
+    _, _, (_m1, m2) = trio
     started = time.monotonic()
     result = cli("message", "wait", str(m2), "--timeout", "0.3")
     assert (result.code, result.out, result.err) == (3, "", "")
@@ -335,7 +335,7 @@ def test_wait_and_listen_resume_across_a_server_restart(env, tmp_path):
                 session="$0@/nonexistent/socket",
                 window_id="@0",
                 coding_agent="claude",
-            )  # fmt: skip
+            )
             for name in ("m1", "m2")
         )
         environ = dict(env, CAFLEET_DATABASE_URL=url, CAFLEET_PG_RECONNECT_TIMEOUT="30")

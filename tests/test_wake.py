@@ -121,7 +121,7 @@ def expected_error(reason, member_id):
 
 @pytest.mark.parametrize("how", ["deregistered", "fleet-deleted"])
 def test_wait_for_a_member_that_cannot_receive_fails_at_once(env, store, trio, how):
-    fleet_id, _, (m1, m2) = trio
+    fleet_id, _, (_m1, m2) = trio
     reason = gone(how, store, fleet_id, m2)
     waiter = spawn(env, "message", "wait", str(m2))  # no timeout: only the check can end it
     out, err = finish(waiter, "message wait for a member that cannot receive")
@@ -130,7 +130,7 @@ def test_wait_for_a_member_that_cannot_receive_fails_at_once(env, store, trio, h
 
 @pytest.mark.parametrize("how", ["deregistered", "fleet-deleted"])
 def test_wait_ends_when_its_member_stops_receiving_while_it_waits(env, store, trio, held, how):
-    fleet_id, _, (m1, m2) = trio
+    fleet_id, _, (_m1, m2) = trio
     waiter, release = held(env, "wait.empty", "message", "wait", str(m2), "--timeout", "600")
     reason = gone(how, store, fleet_id, m2)  # after the wait's own check: only the wake-up can see it
     release()
@@ -139,7 +139,7 @@ def test_wait_ends_when_its_member_stops_receiving_while_it_waits(env, store, tr
 
 
 def test_wait_interrupted_exits_130_and_prints_nothing(env, trio, held):
-    _, _, (m1, m2) = trio
+    _, _, (_m1, m2) = trio
     waiter, _release = held(env, "wait.empty", "message", "wait", str(m2), "--timeout", "600")
     waiter.send_signal(signal.SIGINT)
     out, err = finish(waiter, "message wait after SIGINT")
@@ -153,7 +153,7 @@ def test_wait_interrupted_exits_130_and_prints_nothing(env, trio, held):
 def test_fleet_watch_ends_with_its_end_event_on_signals(env, cli, trio, sig):
     """Members without panes: the watch needs no multiplexer. A Director message proves the
     stream is running before the signal is sent."""
-    fleet_id, director, (m1, m2) = trio
+    fleet_id, director, (m1, _m2) = trio
     watcher = spawn(env, "fleet", "watch", str(fleet_id), "--json", "--idle-after", "600")
     try:
         sent = cli("message", "send", "--from-member-id", str(m1), "--to-member-id", str(director), "hi", "--json")
@@ -264,7 +264,7 @@ def test_server_stops_rather_than_serve_another_file(env, db_path, trio):
         except urllib.error.HTTPError as refused:
             assert refused.code == 503
         server.proc.wait(timeout=30)  # it stops by itself
-        out, err = server.proc.communicate(timeout=10)
+        _out, err = server.proc.communicate(timeout=10)
     finally:
         if server.proc.poll() is None:
             server.stop()

@@ -186,7 +186,7 @@ def test_a_member_without_message_activity_is_silent_and_never_idle(fleet, store
 
 
 def test_blocked_pane_reported(fleet, store, tmux_server):
-    fleet_id, director, environ, add = fleet
+    fleet_id, _director, environ, add = fleet
     member_id, pane, _ = add("asking", "--permission-prompt", store=store)
     stream = Stream(environ, fleet_id, "--interval", "0.3", "--idle-after", "600")
     try:
@@ -358,7 +358,7 @@ def test_reconnects_when_the_server_ends_its_sessions_and_ends_with_its_line_whe
     idle_session_timeout would): it reconnects and reports the next message, without
     repeating one; when no connection can be had for CAFLEET_PG_RECONNECT_TIMEOUT it ends
     with its end event and exits 1 with one line."""
-    fleet_id, director, environ, add = fleet
+    fleet_id, director, environ, _add = fleet
     trace, app = tmp_path / "watch.trace", f"cafleet-watch-{uuid.uuid4().hex[:8]}"
     watched = dict(environ, CAFLEET_TEST_TRACE=str(trace), PGAPPNAME=app, CAFLEET_PG_RECONNECT_TIMEOUT="1")
     database = db_path.split("@/", 1)[1].split("?", 1)[0]
@@ -422,7 +422,7 @@ def test_a_fleet_deleted_during_a_round_ends_the_stream_as_deleted(fleet, store,
     """The fleet is deleted after the stream found it live and before it reads its members
     (held exactly there by the pause hook): the round's refused read ends the stream with
     its `end` event and exit 0, not an error."""
-    fleet_id, director, environ, add = fleet
+    fleet_id, _director, environ, add = fleet
     add("member", store=store)
     marker, go = tmp_path / "paused", tmp_path / "go"
     held = dict(
@@ -465,7 +465,7 @@ def test_a_member_whose_deletion_closed_its_pane_is_not_reported_dead(fleet, sto
         stream.wait_event(lambda e: e["event"] == "dead" and e["member_id"] == witness, timeout=60)
         assert stream.count("dead", leaving) == 0
         release()
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
         assert (proc.returncode, err) == (0, b"")
         stream.drain_for(1.0)
         assert stream.count("dead", leaving) == 0
@@ -482,7 +482,7 @@ def test_a_fleets_panes_are_read_in_one_call_and_each_state_is_the_one_its_own_l
     from cafleet.delivery import supervision
     from cafleet.mux.tmux import Tmux
 
-    fleet_id, director, environ, add = fleet
+    fleet_id, _director, _environ, add = fleet
     alive_id, _, _ = add("alive", store=store)
     blocked_id, _, _ = add("asking", "--permission-prompt", store=store)
     gone_id, gone_pane, _ = add("gone", store=store)

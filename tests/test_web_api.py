@@ -17,9 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cafleet.web.app import StorePool
+# --- fixtures -----------------------------------------------------------------------------
+from starlette.routing import Route
 
-from tests.support.web_server import (  # noqa: E402
+from cafleet.broker import fleets, members, messages, notifications
+from cafleet.web.app import StorePool
+from cafleet.web.events import FleetWatch, SharedChanges
+from tests.support.web_server import (
     ServerProcess,
     SSEReader,
     count_messages,
@@ -28,14 +32,6 @@ from tests.support.web_server import (  # noqa: E402
     threaded_server,
     web_client,
 )
-
-
-# --- fixtures -----------------------------------------------------------------------------
-
-from starlette.routing import Route  # noqa: E402
-
-from cafleet.broker import fleets, members, messages, notifications  # noqa: E402
-from cafleet.web.events import FleetWatch, SharedChanges  # noqa: E402
 
 RECORD_KEYS = ["message_id", "from_member_id", "to_member_id", "created_at", "status_state", "status_timestamp", "text"]
 
@@ -177,7 +173,7 @@ def test_timeline_is_newest_first_paged_and_fleet_scoped(client, build, store):
     assert full["fleet_id"] == alpha and full["next_before"] is None
     assert full["messages"] == [timeline_record(store, i) for i in a_ids]
     assert [m["text"] for m in full["messages"]] == ["a-three", "a-two", "a-one"]
-    assert list(full["messages"][0]) == RECORD_KEYS + ["notified"]
+    assert list(full["messages"][0]) == [*RECORD_KEYS, "notified"]
 
     first = client.get(f"/api/fleets/{alpha}/messages?limit=2").json()
     assert [m["message_id"] for m in first["messages"]] == a_ids[:2]
@@ -248,12 +244,12 @@ def test_inbox_is_the_members_pending_messages_in_poll_order(client, build, stor
 
 
 def test_send_as_the_director_stores_the_message_and_answers_201(client, trio, store):
-    fleet_id, director, (m1, _) = trio
+    _fleet_id, director, (m1, _) = trio
     body = "Please review PR 7.\nLine two — with ünïcode & <b>tags</b>"
     response = post(client, {"from_member_id": director, "to_member_id": m1, "text": body})
     assert response.status_code == 201
     record = response.json()
-    assert list(record) == RECORD_KEYS + ["notified"]
+    assert list(record) == [*RECORD_KEYS, "notified"]
     assert (record["from_member_id"], record["to_member_id"], record["text"]) == (director, m1, body)
     assert record["status_state"] == "input_required"
     assert record["notified"] is False  # a pending placement has no pane to type into
@@ -534,7 +530,7 @@ def without_idle(event):
 
 def test_fleet_watch_turns_commits_into_typed_events(watch_for, build, store):
     fleet_id, director, (m1, m2) = build.fleet()
-    other, _, (x1, x2) = build.fleet("other")
+    _other, _, (x1, x2) = build.fleet("other")
     watch = watch_for(fleet_id)
     assert watch.look() == []
 
@@ -574,7 +570,7 @@ def test_fleet_watch_turns_commits_into_typed_events(watch_for, build, store):
 
 
 def test_event_stream_pushes_writes_from_other_processes(db_path, env, trio, store, run_cli):
-    fleet_id, director, (m1, m2) = trio
+    fleet_id, _director, (m1, m2) = trio
     with threaded_server(db_path, env, poll_interval=0.05, keepalive_interval=0.4) as (url, _, _):
         reader = SSEReader(f"{url}/api/events?fleet_id={fleet_id}")
         assert reader.status == 200

@@ -167,7 +167,7 @@ def test_dashboard_shows_the_fleet_sends_as_director_and_updates_live(browser, s
 
 # --- member screens, the graph and attention, against real panes -------------------------
 
-from tests.support.web_panes import HOSTILE  # noqa: E402  (the panes fixture is in conftest)
+from tests.support.web_panes import HOSTILE  # the panes fixture is in conftest
 
 COLOURED = (  # a pane with some colour, for the screenshot
     "printf '\\033[1mcargo test\\033[0m\\n'; "
@@ -380,7 +380,7 @@ def test_attention_shows_a_blocked_members_dialog_and_its_buttons_answer_it(
 
     record = tmp_path / "asker.jsonl"
     argv = [sys.executable, "-m", "cafleet.agents.standin", "--member-id", "0", "--permission-prompt"]
-    asker, asker_pane = panes["add"]("asker", [*argv, "--record", str(record)], ready="1. Yes")
+    asker, _asker_pane = panes["add"]("asker", [*argv, "--record", str(record)], ready="1. Yes")
     page, page_errors = open_page(browser, pane_server, panes["fleet_id"])
     item = page.locator(f'#attention-list li[data-kind="blocked"][data-member-id="{asker}"]')
     expect(item.locator("pre.attention-dialog-text")).to_contain_text("Do you want to proceed?", timeout=WAIT_MS)

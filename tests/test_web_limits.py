@@ -12,6 +12,7 @@ from __future__ import annotations
 
 STORES = ("sqlite", "postgres")  # every test here runs on both stores (tests/conftest.py)
 
+import contextlib
 import resource
 import signal
 import socket
@@ -110,7 +111,7 @@ def test_a_half_open_request_is_closed_after_the_request_timeout(servers):
         assert read_all(idle) == b""
         assert time.monotonic() - started < 50
     assert server.get().startswith(b"HTTP/1.1 200 ")  # the server still answers
-    code, out, err = server.stop()
+    code, _out, err = server.stop()
     assert (code, err) == (0, "")
 
 
@@ -125,7 +126,7 @@ def test_a_slow_body_is_closed_after_the_request_timeout_too(servers):
         )
         answer = read_all(slow)
     assert answer == b"" or answer.startswith(b"HTTP/1.1 4"), answer
-    code, out, err = server.stop()
+    code, _out, err = server.stop()
     assert (code, err) == (0, "")
 
 
@@ -168,10 +169,9 @@ def answers(sockets: list[socket.socket], request: bytes, timeout: float) -> lis
     import selectors
 
     for sock in sockets:
-        try:
+        # refused and closed already: its answer (if any) is still readable
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             sock.sendall(request)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # refused and closed already: its answer (if any) is still readable
         sock.setblocking(False)
     results: dict[socket.socket, bytearray] = {sock: bytearray() for sock in sockets}
     done: dict[socket.socket, bool] = {}
@@ -229,7 +229,7 @@ def test_connections_beyond_the_limit_are_refused_with_one_log_line(servers):
     assert len(served) + len(refused) == len(crowd), results
     assert 1 <= len(served) <= nofile // 4 and len(refused) == len(crowd) - len(served)
     assert server.get().startswith(b"HTTP/1.1 200 ")  # once the crowd has gone, it answers again
-    code, out, err = server.stop()
+    code, _out, err = server.stop()
     assert code == 0
     lines = err.splitlines()
     assert "Traceback" not in err

@@ -48,7 +48,7 @@ def test_every_api_read_without_the_login_is_refused_401(anonymous, trio, path):
 
 
 def test_writes_without_the_login_are_refused_and_store_nothing(anonymous, trio, store):
-    fleet_id, director, (m1, _m2) = trio
+    _fleet_id, director, (m1, _m2) = trio
     before = stored(store)
     sent = anonymous.post("/api/messages", json={"from_member_id": director, "to_member_id": m1, "text": "hi"})
     answered = anonymous.post(f"/api/members/{m1}/answer", json={"choice": 1, "dialog": "ab" * 6})

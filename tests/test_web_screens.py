@@ -15,7 +15,6 @@ import pytest
 from cafleet.broker import messages, notifications
 from cafleet.web import attention, screens
 from tests.support.tmux_fixtures import wait_for
-
 from tests.support.web_panes import HOSTILE, STANDIN
 from tests.support.web_server import make_app, web_client
 
@@ -104,7 +103,7 @@ def test_one_capture_per_member_per_interval_however_many_clients_one_call_per_s
 
 
 def test_screen_request_bounds(panes, app, client, build, monkeypatch):
-    member_id, pane = panes["add"](
+    member_id, _pane = panes["add"](
         "bounded",
         ["sh", "-c", "seq 1 300 | sed 's/$/ xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx/'; exec sleep 600"],
         ready="300 x",
@@ -126,7 +125,7 @@ def test_screen_request_bounds(panes, app, client, build, monkeypatch):
     ]:
         response = client.get(f"/api/fleets/{fleet_id}/screens?{query}")
         assert response.status_code == 400 and response.json()["error"].startswith(error), (query, response.text)
-    other, _, (stranger,) = build.fleet("other", 1)
+    _other, _, (stranger,) = build.fleet("other", 1)
     response = client.get(f"/api/fleets/{fleet_id}/screens?members={stranger}")
     assert (response.status_code, response.json()) == (404, {"error": f"member {stranger} is not in fleet {fleet_id}"})
 
@@ -318,7 +317,7 @@ def test_attention_shows_a_blocked_members_dialog_and_answers_it_only_while_it_i
     only), refused with nothing sent for another digest, an option the dialog lacks or a
     label the option does not show."""
     record = tmp_path / "asking.jsonl"
-    asking, pane = panes["add"](
+    asking, _pane = panes["add"](
         "asking", [*STANDIN, "--member-id", "0", "--permission-prompt", "--record", str(record)], ready="1. Yes"
     )
     detail = client.get(f"/api/fleets/{panes['fleet_id']}").json()

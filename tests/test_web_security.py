@@ -186,7 +186,7 @@ def test_cross_site_reads_of_the_api_are_refused_but_navigation_is_not(client, t
 
 def test_fleet_scoped_views_never_show_another_fleets_data(client, build, store):
     alpha, alpha_director, (a1, a2) = build.fleet("alpha")
-    beta, beta_director, (b1, b2) = build.fleet("beta")
+    _beta, _beta_director, (b1, b2) = build.fleet("beta")
     secret = messages.send(store, b1, b2, "beta secret")["message_id"]
     messages.send(store, a1, a2, "alpha note")
 

@@ -237,9 +237,8 @@ def test_the_pool_lends_at_most_its_limit_and_answers_the_next_borrower_with_one
     try:
         with pool.borrow() as one, pool.borrow() as two:
             assert one is not two
-            with pytest.raises(DatabaseError) as refused:
-                with pool.borrow():
-                    pass
+            with pytest.raises(DatabaseError) as refused, pool.borrow():
+                pass
             assert (
                 str(refused.value) == "all 2 database connections of this server are in use (waited 0.2 s); try again."
             )

@@ -433,8 +433,19 @@ def test_doctor_finds_unrecorded_and_moved_worktrees_and_watch_reports_a_vanishe
     out = tmp_path / "watch.jsonl"
     with out.open("wb") as sink:
         watch = subprocess.Popen(
-            [sys.executable, "-m", "cafleet", "fleet", "watch", str(fleet.fleet_id), "--json", "--interval", "0.2"]
-            + ["--idle-after", "0.2"],
+            [
+                sys.executable,
+                "-m",
+                "cafleet",
+                "fleet",
+                "watch",
+                str(fleet.fleet_id),
+                "--json",
+                "--interval",
+                "0.2",
+                "--idle-after",
+                "0.2",
+            ],
             env=dict(fleet.environ),
             cwd=fleet.repo,
             stdout=sink,
@@ -494,16 +505,18 @@ def remote(env, tmp_path, monkeypatch):
     for key, value in {"GIT_CONFIG_GLOBAL": str(gitconfig), "GIT_CONFIG_NOSYSTEM": "1"}.items():
         env[key] = value
         monkeypatch.setenv(key, value)
-    with short_directory() as short_dir:
-        with fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (pane_fleet, [host]):
-            repo = tmp_path / "repo"
-            repo.mkdir()
-            git(repo, "init", "--quiet")
-            (repo / "README").write_text("one\n")
-            git(repo, "add", "README")
-            git(repo, "commit", "--quiet", "-m", "first")
-            pane_fleet.repo = repo
-            yield pane_fleet, host
+    with (
+        short_directory() as short_dir,
+        fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (pane_fleet, [host]),
+    ):
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        git(repo, "init", "--quiet")
+        (repo / "README").write_text("one\n")
+        git(repo, "add", "README")
+        git(repo, "commit", "--quiet", "-m", "first")
+        pane_fleet.repo = repo
+        yield pane_fleet, host
 
 
 @pytest.mark.stores("sqlite")

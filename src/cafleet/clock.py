@@ -33,7 +33,7 @@ def from_epoch(seconds: float) -> str:
 
 def _format_ns(ns: int) -> str:
     seconds, rest = divmod(ns, 1_000_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + ".%06d+00:00" % (rest // 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{rest // 1000:06d}+00:00"
 
 
 def _days_from_civil(year: int, month: int, day: int) -> int:

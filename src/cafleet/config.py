@@ -53,17 +53,17 @@ class Setting:
     """
 
     __slots__ = (
-        "name",
-        "kind",
-        "default",
-        "low",
-        "high",
-        "meaning",
-        "choices",
-        "audience",
         "attr",
-        "noun",
+        "audience",
+        "choices",
+        "default",
         "default_text",
+        "high",
+        "kind",
+        "low",
+        "meaning",
+        "name",
+        "noun",
     )
 
     def __init__(

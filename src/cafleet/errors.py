@@ -10,7 +10,6 @@ with the message alone.
 
 from __future__ import annotations
 
-
 SHOWN_CHARS = 40
 
 

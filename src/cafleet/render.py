@@ -105,13 +105,13 @@ _ASCII_FOLD = str.maketrans(
 # Latin small capitals), as the letter they pass for; accents are gone before (NFKD).
 _LOOKALIKES = str.maketrans(
     {
-        **dict.fromkeys("\u0430\u0251\u03b1", "a"),  # а ɑ α
-        **dict.fromkeys("\u0441\u03f2\u1d04\u2ca5", "c"),  # с ϲ ᴄ ⲥ
-        **dict.fromkeys("\u0435\u04bd\u03b5\u025b\u212e", "e"),  # е ҽ ε ɛ ℮
-        **dict.fromkeys("\u0192\ua799", "f"),  # ƒ ꞙ
-        **dict.fromkeys("\u0131\u0269\u03b9\u0456\u04cf\u01c0\u05c0", "l"),  # ı ɩ ι і ӏ ǀ ׀
-        **dict.fromkeys("\u0578\u03b7\u043f", "n"),  # ո η п
-        **dict.fromkeys("\u043e\u03bf\u0585\u1d0f", "o"),  # о ο օ ᴏ
+        **dict.fromkeys("\u0430\u0251\u03b1", "a"),  # а ɑ α  # noqa: RUF003 lookalikes
+        **dict.fromkeys("\u0441\u03f2\u1d04\u2ca5", "c"),  # с ϲ ᴄ ⲥ  # noqa: RUF003 lookalikes
+        **dict.fromkeys("\u0435\u04bd\u03b5\u025b\u212e", "e"),  # е ҽ ε ɛ ℮  # noqa: RUF003 lookalikes
+        **dict.fromkeys("\u0192\ua799", "f"),  # ƒ ꞙ  # noqa: RUF003 lookalikes
+        **dict.fromkeys("\u0131\u0269\u03b9\u0456\u04cf\u01c0\u05c0", "l"),  # ı ɩ ι і ӏ ǀ ׀  # noqa: RUF003 lookalikes
+        **dict.fromkeys("\u0578\u03b7\u043f", "n"),  # ո η п  # noqa: RUF003 lookalikes
+        **dict.fromkeys("\u043e\u03bf\u0585\u1d0f", "o"),  # о ο օ ᴏ  # noqa: RUF003 lookalikes
         **dict.fromkeys("\u0442\u03c4", "t"),  # т τ
     }
 )
@@ -131,7 +131,7 @@ def notice_line(text: str) -> int | None:
 
     ASCII text costs two ``str`` calls (C speed) unless it holds the words; only other
     text consults ``unicodedata``, imported then, and reads each line's first few
-    characters."""
+    characters."""  # noqa: RUF002 - the lookalikes, named
     if text.isascii():
         folded = text.lower().translate(_ASCII_FOLD)
         if _NOTICE_KEY not in folded:

@@ -21,6 +21,7 @@ the threads; use the server as a context manager (or from a fixture) so it alway
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -290,8 +291,6 @@ class FakePg:
 
 
 def _close(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     sock.close()

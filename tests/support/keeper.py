@@ -10,6 +10,7 @@ not know of was left running).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -59,10 +60,8 @@ def kill(pid: int, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
-    try:  # reap it when it is our own child (an in-process command started it)
+    with contextlib.suppress(ChildProcessError):  # reap it when it is our own child (an in-process command started it)
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def end_keepers(database_url: str, recorded, settle: float = 10.0) -> list[int]:

@@ -25,9 +25,10 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, ClassVar
 
 HOLD_LIMIT = 120.0  # a held reply is released after this many seconds whatever happens
 
@@ -108,7 +109,7 @@ class Protocol:
     """A model API protocol: ``routes`` maps (method, path) to a handler."""
 
     name = "?"
-    routes: dict[tuple[str, str], Handler] = {}
+    routes: ClassVar[dict[tuple[str, str], Handler]] = {}
 
 
 class ModelAPI:
@@ -193,7 +194,7 @@ class _HTTPHandler(BaseHTTPRequestHandler):
     model_api: ModelAPI
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet by default
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _body(self) -> Any:
@@ -218,13 +219,13 @@ class _HTTPHandler(BaseHTTPRequestHandler):
             return
         handler(self.model_api, self, request)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._dispatch("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._dispatch("POST")
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._dispatch("HEAD")
 
     # -- helpers for protocol handlers

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
-from tests.support.model_api import HOLD_LIMIT, ModelAPI, Protocol, Reply, Request
+from tests.support.model_api import HOLD_LIMIT, Handler, ModelAPI, Protocol, Reply, Request
 
 SIDE_REPLY = "Cafleet test"
 MODEL = "claude-sonnet-4-5"
@@ -225,7 +225,7 @@ def _head(api: ModelAPI, http, request: Request) -> None:
 
 class Anthropic(Protocol):
     name = "anthropic"
-    routes = {
+    routes: ClassVar[dict[tuple[str, str], Handler]] = {
         ("POST", "/v1/messages"): _messages,
         ("POST", "/v1/messages/count_tokens"): _count_tokens,
         ("GET", "/v1/models"): _models,

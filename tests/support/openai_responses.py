@@ -116,10 +116,7 @@ class ResponsesAPI:
                     return
                 with api._lock:
                     api.requests.append(request)
-                if is_title_request(request):
-                    reply = Reply([text("Cafleet member")])
-                else:
-                    reply = api.script(request)
+                reply = Reply([text("Cafleet member")]) if is_title_request(request) else api.script(request)
                 if reply.hold is not None:
                     reply.hold.wait(120)
                 self._stream(api._next_id(), reply)

@@ -22,6 +22,7 @@ the primary's own commits.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -147,7 +148,7 @@ class Pair:
         while True:
             try:
                 last = check()
-            except Exception as error:  # noqa: BLE001 - a server starting up or going away; kept for the failure
+            except Exception as error:  # a server starting up or going away; kept for the failure
                 last = error
             if last and not isinstance(last, Exception):
                 return last
@@ -236,10 +237,8 @@ class Pair:
                 continue
             except PermissionError:
                 pass
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         for cluster in (self.standby, self.primary):
             shutil.rmtree(cluster.root, ignore_errors=True)
 
@@ -248,10 +247,8 @@ def ended(proc: subprocess.Popen) -> None:
     """End a process this test started, by its pid, and reap it."""
     if proc.poll() is None:
         proc.kill()
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def terminated(proc: subprocess.Popen, timeout: float = 30) -> int | None:
@@ -259,9 +256,7 @@ def terminated(proc: subprocess.Popen, timeout: float = 30) -> int | None:
     kill it if it is still there; returns its exit status (None when even that failed)."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass
     ended(proc)
     return proc.returncode

@@ -39,10 +39,9 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Iterator
 
 from cafleet.delivery import screen
 from tests.support.hooked import cafleet_argv
@@ -367,10 +366,8 @@ class RealFleet:
         except RuntimeError:
             return
         for pid in listed.split():
-            try:
+            with suppress(ProcessLookupError, PermissionError, ValueError):
                 os.killpg(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError, ValueError):
-                pass
 
     # -- the screen
     def capture(self, pane_id: str) -> str:

@@ -20,6 +20,7 @@ forwarded connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -28,7 +29,7 @@ import time
 class Link:
     """One forwarded connection's counts."""
 
-    __slots__ = ("flights", "answered", "waiting", "opened", "client_bytes", "server_bytes")
+    __slots__ = ("answered", "client_bytes", "flights", "opened", "server_bytes", "waiting")
 
     def __init__(self) -> None:
         self.flights = 0
@@ -94,10 +95,8 @@ class DelayProxy:
         self._loop.run_forever()
 
     async def _accept(self, client_reader, client_writer) -> None:
-        try:
+        with contextlib.suppress(asyncio.CancelledError):  # stop(): the connection ends with the proxy
             await self._forward(client_reader, client_writer)
-        except asyncio.CancelledError:
-            pass  # stop(): the connection ends with the proxy
 
     async def _forward(self, client_reader, client_writer) -> None:
         task = asyncio.current_task()
@@ -127,10 +126,8 @@ class DelayProxy:
             for pump in (upstream, downstream):
                 pump.cancel()
             for writer in (client_writer, server_writer):
-                try:
+                with contextlib.suppress(Exception):
                     writer.close()
-                except Exception:
-                    pass
             self._tasks.discard(task)
 
     async def _pump(self, reader, writer, link: Link, from_client: bool, delay: float, first_extra: float) -> None:
@@ -142,10 +139,8 @@ class DelayProxy:
             while True:
                 due, chunk = await queue.get()
                 if chunk is None:
-                    try:
+                    with contextlib.suppress(Exception):
                         writer.write_eof()
-                    except Exception:
-                        pass
                     return
                 pause = due - time.monotonic()
                 if pause > 0:

@@ -97,7 +97,7 @@ class SshHost:
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         assert self.proc is None
-        self._log_handle = open(self.log, "ab")
+        self._log_handle = open(self.log, "ab")  # noqa: SIM115 - sshd's output, held open for the child until stop
         offset = self.log.stat().st_size
         self.proc = subprocess.Popen(
             [sshd_binary(), "-D", "-e", "-f", str(self.root / "sshd_config")],

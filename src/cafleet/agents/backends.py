@@ -53,7 +53,7 @@ VERSION_TIMEOUT = 5.0
 class Backend:
     """What cafleet needs to know about one coding agent."""
 
-    __slots__ = ("name", "binary", "product", "efforts", "provider_model")
+    __slots__ = ("binary", "efforts", "name", "product", "provider_model")
 
     def __init__(self, name: str, binary: str, product: str, efforts: tuple[str, ...], provider_model: bool) -> None:
         self.name = name
@@ -177,7 +177,7 @@ def _argv(
             argv += ["--model", model]
         if effort is not None:
             argv += ["--effort", effort]
-        return argv + ["--", prompt]
+        return [*argv, "--", prompt]
     if agent == "codex":
         argv = ["codex", *(["resume"] if resume is not None else [])]
         argv += ["--no-daemon", "--ask-for-approval", "never", "--sandbox", "workspace-write"]
@@ -185,14 +185,14 @@ def _argv(
             argv += ["--model", model]
         if effort is not None:
             argv.append(f"--config=model_reasoning_effort={effort}")
-        return argv + ["--", *([resume] if resume is not None else []), prompt]
+        return [*argv, "--", *([resume] if resume is not None else []), prompt]
     if agent == "opencode":
         argv = ["opencode", "--agent", "cafleet"]
         if model is not None:
             argv += ["--model", model]
         if resume is not None:  # its TUI drops --prompt beside --session (opencode 1.18): none given
-            return argv + ["--session", resume]
-        return argv + [f"--prompt={prompt}"]
+            return [*argv, "--session", resume]
+        return [*argv, f"--prompt={prompt}"]
     if member_id is None:
         raise ValueError("build_argv needs member_id for the standin agent")
     return [sys.executable, "-m", STANDIN_MODULE, "--member-id", str(int(member_id))]

@@ -26,6 +26,7 @@ the result in ``asset_installs`` is the caller's job.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -189,10 +190,8 @@ def _write(dest: Path, data: bytes) -> str:
         ) from None
     finally:
         if tmp is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            except OSError:
-                pass
     return CREATED if old is None else UPDATED
 
 

@@ -15,7 +15,6 @@ from cafleet.agents.usage.claude import claude_transcripts, is_session_id
 from cafleet.agents.usage.opencode import member_rows
 from cafleet.agents.usage.totals import complete_lines
 
-
 PREVIEW_START = "[cafleet msg "
 
 
@@ -30,7 +29,7 @@ def claude_previews(config_dir: str, session_id: str, limit: int = 32) -> list[t
     marker = PREVIEW_START.encode()
     for path in claude_transcripts(config_dir, session_id):
         try:
-            handle = open(path, "rb")
+            handle = open(path, "rb")  # noqa: SIM115 - only the open's OSError is caught; the with below closes it
         except OSError:
             continue
         with handle:
@@ -68,9 +67,9 @@ def _preview_header(text: str) -> tuple[int, int]:
     """``(message id, sender id)`` from ``[cafleet msg <id> from <sender> ...``."""
     message, _, rest = text[len(PREVIEW_START) :].partition(" from ")
     sender = rest.partition(" ")[0]
-    if 0 < len(message) <= 19 and 0 < len(sender) <= 19 and (message + sender).isascii():
-        if message.isdigit() and sender.isdigit():
-            return int(message), int(sender)
+    short = 0 < len(message) <= 19 and 0 < len(sender) <= 19
+    if short and (message + sender).isascii() and message.isdigit() and sender.isdigit():
+        return int(message), int(sender)
     return 0, 0
 
 

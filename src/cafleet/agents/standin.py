@@ -105,7 +105,7 @@ import sys
 import termios
 import time
 import tty
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 BANNER = "cafleet stand-in agent"
 PROMPT = "> "
@@ -359,7 +359,7 @@ class StandIn:
     def record(self, kind: str, **fields: object) -> None:
         if not self.record_path:
             return
-        entry = {"ts": datetime.now(timezone.utc).isoformat(), "kind": kind, **fields}
+        entry = {"ts": datetime.now(UTC).isoformat(), "kind": kind, **fields}
         data = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
         fd = os.open(self.record_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:

@@ -62,7 +62,8 @@ def create_fleet(
     from cafleet.errors import DatabaseError
     from cafleet.store.schema import AUX_INDEXES
 
-    try:  # the indexes over the required tables (an auxiliary table's come with that table)
+    # the indexes over the required tables (an auxiliary table's come with that table)
+    try:  # noqa: SIM105 - contextlib stays off the hot commands' path
         store.create_auxiliary([name for name, sql in AUX_INDEXES.items() if " ON cafleet_aux_" not in sql])
     except DatabaseError:  # a role that may not create it (it does not own `messages`): slower, not wrong
         pass
@@ -84,7 +85,7 @@ class Placement:
     ``window_id`` and ``pane_id`` (None while the pane is pending), the ``coding_agent``,
     and the ``identity`` stored with the pane id (``records.encode_pane``)."""
 
-    __slots__ = ("backend", "session", "window_id", "pane_id", "coding_agent", "identity")
+    __slots__ = ("backend", "coding_agent", "identity", "pane_id", "session", "window_id")
 
     def __init__(
         self,

@@ -20,7 +20,6 @@ from cafleet import clock
 from cafleet.broker import records
 from cafleet.validation import check_url, shown_url, split_format, split_urls, url_fault  # noqa: F401 -- the URLs' rules
 
-
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.store.protocol import Store

@@ -56,7 +56,7 @@ def _group_arms(test: str, offer: Callable[[str], str], stop: str, second: str) 
         lines += [
             f"        {group})",
             f"            if {test}; then",
-            f"                {offer(' '.join(names + ['--help']))}",
+            f"                {offer(' '.join([*names, '--help']))}",
             f"                {stop}",
             "            fi",
             f'            key="$key {second}" ;;',

@@ -254,7 +254,7 @@ def check_host(host: str, agents, environ, meminfo: str = "") -> dict:
     except CafleetError as error:  # not a host string: its error says what to give, no ssh command would run
         return {"ok": False, "host": host, "reachable": False, "error": str(error)}
     try:
-        code, out, err = Ssh(host, environ).run(
+        code, out, _err = Ssh(host, environ).run(
             ["sh", "-c", _HOST_PROBE, "sh", meminfo, "tmux", "cafleet", *binaries.values()]
         )
     except CafleetError as error:

@@ -81,9 +81,8 @@ def list_(ctx: Context):
 
 
 def show(ctx: Context, fleet_id):
-    from cafleet.delivery import keepers
-
     from cafleet.broker import notify, revivals
+    from cafleet.delivery import keepers
 
     record = fleets.get_fleet(ctx.store(), fleet_id)
     keeper = keepers.status(ctx.store(), ctx.settings, fleet_id)

@@ -125,36 +125,40 @@ def _label(param: Param) -> str:
 
 def command_help(command: Command, width: int | None = None) -> str:
     width = width or terminal_width()
-    lines = _wrap_tokens("Usage:", usage_tokens(command) + ["[--json]"], width)
-    lines += [""] + _wrap(command.summary, width)
+    lines = _wrap_tokens("Usage:", [*usage_tokens(command), "[--json]"], width)
+    lines += ["", *_wrap(command.summary, width)]
     arguments = [(_label(p), describe(p)) for p in command.params if p.flag is None]
     options = [(_label(p), describe(p)) for p in command.params if p.flag is not None]
     options += [("--json", JSON_HELP), ("-h, --help", HELP_HELP)]
     labels = [label for label, _ in arguments + options]
     if arguments:
-        lines += ["", "Arguments:"] + _columns(arguments, width, labels)
-    lines += ["", "Options:"] + _columns(options, width, labels)
+        lines += ["", "Arguments:", *_columns(arguments, width, labels)]
+    lines += ["", "Options:", *_columns(options, width, labels)]
     return "\n".join(lines)
 
 
 def group_help(group: str, width: int | None = None) -> str:
     width = width or terminal_width()
-    lines = _wrap_tokens("Usage:", ["cafleet", group, "COMMAND", "[ARGS]", "[--json]"], width) + [""]
+    lines = [*_wrap_tokens("Usage:", ["cafleet", group, "COMMAND", "[ARGS]", "[--json]"], width), ""]
     lines += _wrap(GROUPS[group][0].upper() + GROUPS[group][1:] + ".", width)
     lines += ["", "Commands:"]
     lines += _columns([(c.name, c.summary) for c in COMMANDS if c.group == group], width)
-    lines += [""] + _wrap(f"Run `cafleet {group} COMMAND --help` for a command's parameters.", width)
+    lines += ["", *_wrap(f"Run `cafleet {group} COMMAND --help` for a command's parameters.", width)]
     return "\n".join(lines)
 
 
 def top_help(width: int | None = None) -> str:
     width = width or terminal_width()
-    lines = _wrap_tokens("Usage:", ["cafleet", "GROUP", "[COMMAND]", "[ARGS]", "[--json]"], width) + [""]
+    lines = [*_wrap_tokens("Usage:", ["cafleet", "GROUP", "[COMMAND]", "[ARGS]", "[--json]"], width), ""]
     lines += _wrap("Message broker and member registry for fleets of coding agents.", width)
-    lines += ["", "Groups and commands:"] + _columns(list(GROUPS.items()), width)
-    lines += ["", "Options:"] + _columns(
-        [("--version", "print the version"), ("-h, --help", "show help (also after any group or command)")], width
-    )
+    lines += ["", "Groups and commands:", *_columns(list(GROUPS.items()), width)]
+    lines += [
+        "",
+        "Options:",
+        *_columns(
+            [("--version", "print the version"), ("-h, --help", "show help (also after any group or command)")], width
+        ),
+    ]
     return "\n".join(lines)
 
 

@@ -72,7 +72,7 @@ def _storage_fault(ctx: Context, error: Exception):
 
 def _report(ctx: Context, message: str) -> None:
     line = " ".join(message.split("\n"))
-    try:
+    try:  # noqa: SIM105 - contextlib stays off the hot commands' path
         ctx.err(f"Error: {line}")
     except (BrokenPipeError, ValueError):
         pass

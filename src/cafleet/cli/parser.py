@@ -22,7 +22,7 @@ from cafleet.errors import UsageError, shown
 
 
 class Parsed:
-    __slots__ = ("command", "values", "json", "help")
+    __slots__ = ("command", "help", "json", "values")
 
     def __init__(self, command, values, json_output, help_text):
         self.command = command

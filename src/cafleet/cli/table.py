@@ -24,7 +24,7 @@ class Param:
     False, a multi: []); ``default_text`` says in the help what a ``None`` default means.
     """
 
-    __slots__ = ("dest", "flag", "kind", "required", "metavar", "help", "choices", "default", "default_text")
+    __slots__ = ("choices", "default", "default_text", "dest", "flag", "help", "kind", "metavar", "required")
 
     def __init__(
         self,
@@ -51,7 +51,7 @@ class Param:
 
 
 class Command:
-    __slots__ = ("group", "name", "handler", "summary", "params", "body")
+    __slots__ = ("body", "group", "handler", "name", "params", "summary")
 
     def __init__(self, group, name, handler, summary, params=(), body=False):
         self.group = group

@@ -59,7 +59,7 @@ class Caller:
     ``{member id: what names it}`` for members other than a Director that its variables or
     its terminal name; ``seen``, whether its process tree could be read at all."""
 
-    __slots__ = ("pane", "claims", "seen")
+    __slots__ = ("claims", "pane", "seen")
 
     def __init__(self, pane: list[dict], claims: dict[int, str], seen: bool) -> None:
         self.pane = pane
@@ -207,7 +207,7 @@ def _claims(
         if row["backend"] == "tmux" and tmux_pane and row["pane_id"] == tmux_pane and socket == tmux_socket:
             if _server_of(row) in (None, tmux_server):  # a pane id reused by a later server names no one
                 claims.setdefault(row["member_id"], "its TMUX_PANE")
-        elif row["backend"] == "herdr" and herdr_pane and row["pane_id"] == herdr_pane:
+        elif row["backend"] == "herdr" and herdr_pane and row["pane_id"] == herdr_pane:  # noqa: SIM102 - mirrors tmux's
             if not socket or not herdr_socket or socket == herdr_socket:
                 claims.setdefault(row["member_id"], "its HERDR_PANE_ID")
     terminals = _terminals(chain[0][3], streams) if chain else set()

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 class Outcome:
     """What one drain did for one message of interest."""
 
-    __slots__ = ("notified", "failure")
+    __slots__ = ("failure", "notified")
 
     def __init__(self, notified: bool, failure: str | None = None) -> None:
         self.notified = notified

@@ -26,6 +26,7 @@ the output above.`` is typed (the same gate), once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -61,10 +62,8 @@ def create(store: Store, settings, member_id: int, command: str, on_stored=None)
             if keeper
             else "; `cafleet member exec --wait` or `cafleet fleet watch` types it as soon as the pane can take it"
         )
-    try:
+    with contextlib.suppress(CafleetError):  # the record as stored stands
         record = execs.get(store, record["exec_id"])
-    except CafleetError:
-        pass  # the record as stored stands
     return record, failure
 
 
@@ -180,10 +179,8 @@ def run(store: Store, environ, exec_id: int, out) -> int:
 
     def forward(signum, _frame):
         if child:
-            try:
+            with contextlib.suppress(OSError):
                 child[0].send_signal(signum)
-            except OSError:
-                pass
 
     for signum in (signal.SIGHUP, signal.SIGTERM):
         signal.signal(signum, forward)
@@ -304,7 +301,7 @@ class Watcher:
         if member["status"] != "active":
             return True
         state, detail = supervision.pane_state(member, supervision.MuxPool(), float("inf"))
-        return state == supervision.ALIVE and detail == "working" or state == supervision.DEAD
+        return (state == supervision.ALIVE and detail == "working") or state == supervision.DEAD
 
     def type_nudge(self, record: dict) -> str | None:
         from cafleet.broker import notifications

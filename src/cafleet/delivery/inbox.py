@@ -37,7 +37,7 @@ import time
 from cafleet.broker import messages
 from cafleet.config import declared
 from cafleet.errors import Conflict, DatabaseGone, DatabaseUnreachable, clause
-from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
+from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, Stopped, StopRequests
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:

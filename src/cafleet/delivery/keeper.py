@@ -64,7 +64,7 @@ from cafleet import clock, config
 from cafleet.broker import notifications
 from cafleet.delivery import drain, keepers
 from cafleet.errors import CafleetError, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
-from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
+from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, Stopped, StopRequests
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
@@ -93,9 +93,7 @@ class UsageKeeper:
 
     def round(self) -> int:
         """Read what is new and store it; return the bytes read."""
-        from cafleet.delivery import usage
-
-        from cafleet.delivery import restore
+        from cafleet.delivery import restore, usage
 
         try:
             read = usage.refresh(self.store, self.fleet_id)[1]

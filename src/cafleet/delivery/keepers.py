@@ -88,7 +88,7 @@ class Keeper:
     ``heartbeat_age`` (seconds since its last heartbeat; None when unknown). ``why``, set by
     :func:`ensure` when none runs (or it is stalled): one sentence saying why, and what fixes it."""
 
-    __slots__ = ("state", "pid", "since", "host", "log", "heartbeat_age", "why")
+    __slots__ = ("heartbeat_age", "host", "log", "pid", "since", "state", "why")
 
     def __init__(self, running: bool, pid=None, since=None, host=None, log=None, heartbeat_age=None, why=None) -> None:
         self.state = RUNNING if running else NOT_RUNNING
@@ -442,7 +442,7 @@ def last_words(log_path: str, fleet_id: int, pid: int) -> str | None:
     except OSError:
         return None
     for line in reversed(tail.splitlines()):
-        head, found, why = line.partition(marker)
+        _head, found, why = line.partition(marker)
         if found:
             return why
     return None

@@ -40,8 +40,9 @@ the next keystroke call. An ``flock`` cannot be lost while its holder lives, so 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from cafleet.errors import CafleetError, LockTimeout
 from cafleet.faults import NO_HOOKS
@@ -78,7 +79,7 @@ class Held:
     ``ENTERED_KEPT`` are kept. Where it keeps none (PostgreSQL's advisory lock) nothing is
     recorded and ``entered_before`` is always false."""
 
-    __slots__ = ("pane_id", "_lock")
+    __slots__ = ("_lock", "pane_id")
 
     def __init__(self, pane_id: str, lock: PaneLock) -> None:
         self.pane_id = pane_id

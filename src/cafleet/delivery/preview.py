@@ -94,10 +94,8 @@ def _decision(ch: str) -> str | None:
     import unicodedata
 
     category = unicodedata.category(ch)
-    if category in ("Cc", "Cs") or (category == "Cf" and ch not in _KEPT_FORMAT):
-        decision = None
-    else:  # ZWJ/ZWNJ, non-ASCII spaces, private use, unassigned: inert when printed
-        decision = ch
+    # kept: ZWJ/ZWNJ, non-ASCII spaces, private use, unassigned (inert when printed)
+    decision = None if category in ("Cc", "Cs") or (category == "Cf" and ch not in _KEPT_FORMAT) else ch
     _DECISIONS[ch] = decision
     return decision
 

@@ -129,7 +129,7 @@ def _take_directors_pane(store: Store, settings: config.Settings, fleet_id: int,
 class Plan:
     """How a member is started again: its command, and what the outcome will say."""
 
-    __slots__ = ("argv", "outcome", "detail", "session_id", "cwd")
+    __slots__ = ("argv", "cwd", "detail", "outcome", "session_id")
 
     def __init__(self, argv: list[str], outcome: str, detail: str, session_id: str | None, cwd: str | None):
         self.argv = argv
@@ -287,7 +287,7 @@ def _restart(
                 )
             if not moved:
                 raise Conflict(f"member {member_id}'s placement changed meanwhile")
-        except BaseException:  # noqa: BLE001 -- a signal too: the pane just opened is closed, the member stays dead
+        except BaseException:  # a signal too: the pane just opened is closed, the member stays dead
             _kill_quietly(recorded, pane_id)
             raise
     detail = f"{why}; {how.detail}" + (f"; {closed}" if closed else "")
@@ -297,9 +297,9 @@ def _restart(
 def _open_local(store: Store, settings: config.Settings, member: MemberDetail, placement: PlacementRecord, how: Plan):
     """A new pane where ``member create`` would open one now (beside the Director's pane,
     ``placement``, or in the fleet's own window: :mod:`cafleet.delivery.layout`)."""
-    from cafleet.store.engines import member_location
     from cafleet.delivery import layout
     from cafleet.delivery.panes import fleet_panes
+    from cafleet.store.engines import member_location
 
     mux = reach(placement)
     env = {
@@ -372,9 +372,9 @@ def _close_claimants(settings: config.Settings, member_id: int, placement: Place
                 entries = set(handle.read().split(b"\0"))
         except OSError:
             continue
-        if want <= entries:  # the placement is dead: its own pane (an agent back at a shell) goes too
-            if _kill_quietly({"backend": "tmux", "session": placement["session"]}, pane_id):
-                closed.append(pane_id)
+        # the placement is dead: its own pane (an agent back at a shell) goes too
+        if want <= entries and _kill_quietly({"backend": "tmux", "session": placement["session"]}, pane_id):
+            closed.append(pane_id)
     return f"closed pane {', '.join(closed)} started for it earlier but never recorded" if closed else ""
 
 

@@ -66,7 +66,8 @@ with margin at a cost paid once per message.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Generator, TypeVar
+from collections.abc import Callable, Generator
+from typing import Any, TypeVar
 
 from cafleet.config import DEFAULT_SUBMIT_SETTLE
 from cafleet.delivery import screen
@@ -122,7 +123,7 @@ class Pacing:
     measures and waits those seconds: the real one (:class:`Clock`) unless a test gives
     its own."""
 
-    __slots__ = ("settle", "enter_retries", "confirm_timeout", "echo_timeout", "clock")
+    __slots__ = ("clock", "confirm_timeout", "echo_timeout", "enter_retries", "settle")
 
     def __init__(
         self,
@@ -151,7 +152,7 @@ class Pacing:
 class Capture:
     """Read the pane, ``lines`` rows (with its escapes when ``ansi``): the screen comes back."""
 
-    __slots__ = ("lines", "ansi")
+    __slots__ = ("ansi", "lines")
 
     def __init__(self, lines: int, ansi: bool = False) -> None:
         self.lines, self.ansi = lines, ansi
@@ -161,7 +162,7 @@ class Watch:
     """Read the pane (``CAPTURE_LINES`` rows) until ``check(screen)`` holds or ``timeout``
     seconds pass, ``_POLL`` apart: ``(held, the last screen)`` comes back."""
 
-    __slots__ = ("timeout", "check", "ansi")
+    __slots__ = ("ansi", "check", "timeout")
 
     def __init__(self, timeout: float, check: Callable[[str], bool], ansi: bool = False) -> None:
         self.timeout, self.check, self.ansi = timeout, check, ansi
@@ -171,7 +172,7 @@ class Keys:
     """Send keys to the pane: ``text`` typed literally, else one Enter (``enter``), else
     ``backspaces`` BackSpaces."""
 
-    __slots__ = ("text", "enter", "backspaces")
+    __slots__ = ("backspaces", "enter", "text")
 
     def __init__(self, text: str | None = None, enter: bool = False, backspaces: int = 0) -> None:
         self.text, self.enter, self.backspaces = text, enter, backspaces
@@ -189,7 +190,7 @@ class Pause:
 class Call:
     """Ask the caller (its callbacks): ``function(*args)``'s value comes back."""
 
-    __slots__ = ("function", "args")
+    __slots__ = ("args", "function")
 
     def __init__(self, function: Callable[..., Any], *args: Any) -> None:
         self.function, self.args = function, args

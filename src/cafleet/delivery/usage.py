@@ -75,7 +75,7 @@ def _member_usage(
         live = _claude_live(store, source, record, sessions)
         if live is not None:
             sessions.append(live)
-            try:
+            try:  # noqa: SIM105 - contextlib stays off the hot commands' path
                 usage.add_session(store, source["member_id"], live)
             except CafleetError:
                 pass  # counted now; remembered on a later read
@@ -149,7 +149,7 @@ def _read_now(store: Store, record: dict, source: dict, fleet_id: int, stored, a
     totals = json.dumps({"usage": found.dump(), "files": paths, "no_records": why}, sort_keys=True)
     new_state = json.dumps(reader.dump(), sort_keys=True)
     if stored is None or (totals, new_state) != (stored[0], stored[1]):
-        try:
+        try:  # noqa: SIM105 - contextlib stays off the hot commands' path
             usage.save_totals(store, source["member_id"], totals, new_state)
         except DatabaseError:
             pass  # busy or read-only: reported all the same, and read again (from the old offsets) next time

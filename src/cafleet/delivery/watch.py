@@ -28,7 +28,7 @@ from cafleet import clock, config
 from cafleet.broker import fleets, members, messages, notifications
 from cafleet.delivery import drain, supervision
 from cafleet.errors import CafleetError, Conflict, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
-from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, StopRequests, Stopped
+from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, Stopped, StopRequests
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
@@ -229,9 +229,8 @@ class Watcher:
             last = entries[member_id]["last_activity_at"]  # from the roster's one walk
             key = (state, last) if state == supervision.IDLE else state
             new = state in ACTIONS and self.last_state.get(member_id) != key
-            if new and state == supervision.DEAD:
-                if not supervision.still_dead(self.store, entries[member_id]):
-                    continue  # being deleted (or a delivery holds the pane): the next round looks again
+            if new and state == supervision.DEAD and not supervision.still_dead(self.store, entries[member_id]):
+                continue  # being deleted (or a delivery holds the pane): the next round looks again
             if new:
                 found = event(
                     state,
@@ -364,4 +363,4 @@ class Watcher:
 def _iso_seconds_ago(seconds: float) -> str:
     ns = time.time_ns() - int(seconds * 1e9)
     whole, rest = divmod(ns, 1_000_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + ".%06d+00:00" % (rest // 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{rest // 1000:06d}+00:00"

@@ -127,7 +127,7 @@ def runner(environ, host: str | None) -> Runner:
 class Plan:
     """What ``git worktree add`` will be given for a new member."""
 
-    __slots__ = ("runner", "repo", "cwd", "branch", "base", "base_commit", "root", "explicit_branch")
+    __slots__ = ("base", "base_commit", "branch", "cwd", "explicit_branch", "repo", "root", "runner")
 
     def __init__(self, run: Runner, repo, cwd, branch, base, base_commit, root, explicit_branch) -> None:
         self.runner = run
@@ -317,7 +317,7 @@ def at_risk(run: Runner, row: dict) -> list[str]:
             keep.insert(1, f"refs/heads/{row['base']}")
         code, out, err = run.git(repo, "rev-list", "--count", *tips, "--not", *keep)
         if code != 0:
-            return lost + [f"its commits could not be checked ({_reason(err, code)})"]
+            return [*lost, f"its commits could not be checked ({_reason(err, code)})"]
         if int(out.strip() or 0):
             lost.append(f"{int(out.strip())} commit(s) on {branch} not on {row['base']} or a remote branch")
     return lost

@@ -35,7 +35,7 @@ else:
 class PaneContext:
     """Where a pane lives: enough to store a placement and to reach the pane again."""
 
-    __slots__ = ("backend", "session", "window_id", "pane_id", "identity")
+    __slots__ = ("backend", "identity", "pane_id", "session", "window_id")
 
     def __init__(self, backend: str, session: str, window_id: str, pane_id: str, identity: str | None = None) -> None:
         self.backend = backend  # "tmux" | "herdr"

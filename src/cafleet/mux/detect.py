@@ -131,10 +131,9 @@ def _here(environ: Mapping[str, str] | None) -> str:
 
 
 def _remote(backend: str, session: str, timeout: float, environ: Mapping[str, str] | None) -> Multiplexer:
+    from cafleet.mux import damaged
     from cafleet.mux.ssh import Ssh, split_session
     from cafleet.mux.tmux import Tmux
-
-    from cafleet.mux import damaged
 
     host, rest = split_session(session)
     if host is None:

@@ -340,7 +340,7 @@ class Herdr:
             identity = self.identity(pane_id)
             self._on_pane(pane_id, ["pane", "run", pane_id, command])
         except MuxError:
-            try:
+            try:  # noqa: SIM105 - contextlib stays off the hot commands' path
                 self.kill(pane_id)
             except MuxError:
                 pass

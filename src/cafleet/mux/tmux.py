@@ -599,7 +599,7 @@ class Tmux:
                 f"tmux could not inspect pane {pane_id}: {first_line(err) or f'exit status {code}'}.", pane=pane_id
             )
         head, _, screen = out.partition("\n")
-        found, dead, identity, command = (head.split("\t", 3) + ["", "", "", ""])[:4]
+        found, dead, identity, command = ([*head.split("\t", 3), "", "", "", ""])[:4]
         if found != pane_id:
             return False, False, "", ""
         self._check(pane_id, identity)
@@ -683,7 +683,7 @@ class Tmux:
 
     def _answer(self, pane_id: str, head: str, screen: str, lines: int) -> object:
         """One pane's part of :meth:`inspect_many`, read as :meth:`inspect` reads its call."""
-        found, dead, identity, command = (head.split("\t", 3) + ["", "", "", ""])[:4]
+        found, dead, identity, command = ([*head.split("\t", 3), "", "", "", ""])[:4]
         if found != pane_id:
             return False, False, "", ""
         try:

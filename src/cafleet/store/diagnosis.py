@@ -277,7 +277,7 @@ class SqliteCatalogue:
 
 
 def _describe(column: tuple) -> str:
-    name, ctype, notnull, default, pk = column
+    _name, ctype, notnull, default, pk = column
     text = f"{ctype or 'no type'}"
     if notnull:
         text += " NOT NULL"

@@ -14,7 +14,7 @@ from cafleet.store import DEFAULT_BUSY_TIMEOUT, is_postgres_url
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
-    from typing import Callable
+    from collections.abc import Callable
 
     from cafleet.errors import DatabaseError, DatabaseGone
     from cafleet.faults import Hooks

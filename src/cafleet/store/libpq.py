@@ -493,7 +493,7 @@ def _converter(oid: int):
 class Result:
     """One statement's answer: ``rows`` (tuples), ``rowcount`` and ``columns`` (names)."""
 
-    __slots__ = ("rows", "rowcount", "columns")
+    __slots__ = ("columns", "rowcount", "rows")
 
     def __init__(self, rows: list[tuple], rowcount: int, columns: list[str] | None) -> None:
         self.rows, self.rowcount, self.columns = rows, rowcount, columns

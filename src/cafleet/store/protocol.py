@@ -18,11 +18,12 @@ off the hot commands' path (tests/test_hot_imports.py).
 
 from __future__ import annotations
 
-from typing import Any, ContextManager, Iterable, Iterator, Literal, NotRequired, Protocol, TypedDict
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
 from cafleet.errors import DatabaseError
 from cafleet.faults import Hooks
-
 
 Problem = Literal["missing", "altered"]  # what `cafleet doctor` says of an auxiliary object
 
@@ -170,9 +171,9 @@ class Store(Protocol):
 
     def insert(self, sql: str, params: Any, key: str) -> int: ...
 
-    def read(self) -> ContextManager[Any]: ...
+    def read(self) -> AbstractContextManager[Any]: ...
 
-    def write(self) -> ContextManager[Any]: ...
+    def write(self) -> AbstractContextManager[Any]: ...
 
     def end_transaction(self) -> None: ...
 

@@ -35,7 +35,7 @@ class Column:
 
     Kinds are keys of each engine's type table (:data:`TYPES`)."""
 
-    __slots__ = ("name", "kind", "not_null", "primary", "identity", "references", "default", "unique")
+    __slots__ = ("default", "identity", "kind", "name", "not_null", "primary", "references", "unique")
 
     def __init__(self, spec: str) -> None:
         name, kind, *words = spec.split()
@@ -63,7 +63,7 @@ class Table:
     """A table, declared as its columns' lines (:class:`Column`) joined by commas and, when
     it spans several columns, its primary key."""
 
-    __slots__ = ("name", "spec", "declared_key", "_columns")
+    __slots__ = ("_columns", "declared_key", "name", "spec")
 
     def __init__(self, name: str, columns: str, primary_key: tuple[str, ...] = ()) -> None:
         self.name = name
@@ -85,7 +85,7 @@ class Table:
 class Index:
     """An index: its table, its key columns and, for a partial one, its predicate."""
 
-    __slots__ = ("name", "table", "columns", "where")
+    __slots__ = ("columns", "name", "table", "where")
 
     def __init__(self, name: str, table: str, columns: tuple[str, ...], where: str = "") -> None:
         self.name, self.table, self.columns, self.where = name, table, columns, where
@@ -287,7 +287,7 @@ class Rendered:
     a reference when it is declared, and fleets and members reference each other), and
     ``indexes`` and ``aux_indexes`` (name -> CREATE INDEX)."""
 
-    __slots__ = ("tables", "late_foreign_keys", "indexes", "aux_tables", "aux_indexes")
+    __slots__ = ("aux_indexes", "aux_tables", "indexes", "late_foreign_keys", "tables")
 
     def __init__(self, engine: str) -> None:
         late: list[str] = []

@@ -178,7 +178,7 @@ def as_database_error(exc: BaseException, path: str | None, busy_timeout: float)
 class SqliteStore:
     """A validated connection plus the write-transaction discipline (BEGIN IMMEDIATE)."""
 
-    __slots__ = ("conn", "path", "busy_timeout", "identity", "_queue", "hooks")
+    __slots__ = ("_queue", "busy_timeout", "conn", "hooks", "identity", "path")
     engine = "sqlite"
     schema = "main"  # the one database of the file, as SQL qualifies a table with it
     BEGIN_READ = "BEGIN"  # a deferred transaction: its first read fixes the snapshot
@@ -194,17 +194,17 @@ class SqliteStore:
         self.identity = identity if identity is not None else file_identity(path)
         self._queue: _WriteQueue | None = None
 
-    def write_queue(self) -> "_WriteQueue | None":
+    def write_queue(self) -> _WriteQueue | None:
         """The writers' queue beside the database, opened on the first write."""
         if self._queue is None:
             self._queue = _WriteQueue(self.path)
         return self._queue if self._queue.fd >= 0 else None
 
-    def write(self) -> "_WriteTransaction":
+    def write(self) -> _WriteTransaction:
         """``with store.write(): ...`` runs the block in one BEGIN IMMEDIATE transaction."""
         return _WriteTransaction(self)
 
-    def read(self) -> "ReadSnapshot":
+    def read(self) -> ReadSnapshot:
         """``with store.read(): ...`` runs the block's reads in one read transaction, so they
         see one state of the file (under WAL it never blocks a writer); always ended."""
         return ReadSnapshot(self)
@@ -261,7 +261,7 @@ class SqliteStore:
         PostgreSQL store reads it back with RETURNING: :meth:`cafleet.store.postgres.store.PgStore.insert`)."""
         return self.execute(sql, params).lastrowid
 
-    def change_waiter(self, interval: float) -> "DataVersionWaiter":
+    def change_waiter(self, interval: float) -> DataVersionWaiter:
         """A waiter for other connections' commits whose baseline is taken now, before
         the caller's first read."""
         return DataVersionWaiter(self, interval)
@@ -320,7 +320,7 @@ class DataVersionWaiter:
     only when another connection commits), so a waiting process costs a few microseconds
     of CPU per check. ``wait`` answers True (read again) or False once the deadline passed."""
 
-    __slots__ = ("store", "interval", "version")
+    __slots__ = ("interval", "store", "version")
     blocks = False  # :meth:`wait` sleeps in steps, reading the store's connection
     apart = False  # it reads the store's own connection: the store must stay open
 
@@ -418,7 +418,7 @@ class _WriteQueue:
     def release(self) -> None:
         import fcntl
 
-        try:
+        try:  # noqa: SIM105 - contextlib stays off the hot commands' path
             fcntl.flock(self.fd, fcntl.LOCK_UN)
         except OSError:
             pass
@@ -474,7 +474,7 @@ def _polling_flock(fd: int, timeout: float) -> bool:
 
 
 class _WriteTransaction:
-    __slots__ = ("store", "queued")
+    __slots__ = ("queued", "store")
 
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
@@ -526,7 +526,7 @@ class _WriteTransaction:
 
 def _rollback_quietly(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
-        try:
+        try:  # noqa: SIM105 - contextlib stays off the hot commands' path
             conn.execute("ROLLBACK")
         except sqlite3.DatabaseError:
             pass  # the original failure is the one worth reporting
@@ -726,7 +726,7 @@ def _uri_path(path: str) -> str:
     """``path`` percent-encoded for a ``file:`` URI, byte by byte (a path that is not
     valid UTF-8 survives). Written out rather than ``urllib.parse.quote``, whose import
     would cost every command that opens the database."""
-    return "".join(chr(b) if b in _URI_SAFE else "%%%02X" % b for b in os.fsencode(path))
+    return "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in os.fsencode(path))
 
 
 def _make_parent(path: str) -> None:
@@ -812,7 +812,7 @@ class FileLock:
     ever read or written by the lock's holder, so the note needs no lock of its own, and
     it outlives the process that wrote it."""
 
-    __slots__ = ("path", "fd", "fix")
+    __slots__ = ("fd", "fix", "path")
     failures: tuple[type[BaseException], ...] = (OSError,)
     can_be_lost = False  # a living holder keeps an flock
     keeps_notes = True
@@ -873,7 +873,7 @@ class KeeperFiles:
     ``<base>.log``. A record can outlive a keeper killed with SIGKILL, so it carries the
     holder's process start time for the reader to check."""
 
-    __slots__ = ("folder", "lock_path", "state_path", "log_path", "fd", "record")
+    __slots__ = ("fd", "folder", "lock_path", "log_path", "record", "state_path")
 
     def __init__(self, folder: str, base: str) -> None:
         self.folder = folder
@@ -940,7 +940,7 @@ class KeeperFiles:
         try:
             os.utime(self.state_path)
         except OSError:
-            try:
+            try:  # noqa: SIM105 - contextlib stays off the hot commands' path
                 self._write_record()
             except OSError:
                 pass  # readers see no record: "not running", which the next command's start corrects
@@ -954,7 +954,7 @@ class KeeperFiles:
         if self.fd is not None:
             mine = read_record(self.state_path)
             if mine is not None and self.record is not None and mine.get("pid") == self.record["pid"]:
-                try:
+                try:  # noqa: SIM105 - contextlib stays off the hot commands' path
                     os.unlink(self.state_path)
                 except OSError:
                     pass

@@ -100,12 +100,15 @@ def find_loss(fd: int, size: int, header: bytes, db_page_size: int | None) -> tu
         return None
     stored_seed = (int.from_bytes(header[24:28], "big"), int.from_bytes(header[28:32], "big"))
     claimed = bool(magic & 1)
-    if known_magic and _valid_page_size(int.from_bytes(header[8:12], "big")):
-        if _checksum(_words(header[:24], claimed), 0, 0) == stored_seed:
-            if int.from_bytes(header[4:8], "big") != 3007000:
-                return None  # SQLite refuses such a log with an error of its own; it drops nothing
-            found = _scan(fd, frames, page_size, claimed, header[16:24], (stored_seed,))
-            return None if found is None else (*found, frames)
+    if (
+        known_magic
+        and _valid_page_size(int.from_bytes(header[8:12], "big"))
+        and _checksum(_words(header[:24], claimed), 0, 0) == stored_seed
+    ):
+        if int.from_bytes(header[4:8], "big") != 3007000:
+            return None  # SQLite refuses such a log with an error of its own; it drops nothing
+        found = _scan(fd, frames, page_size, claimed, header[16:24], (stored_seed,))
+        return None if found is None else (*found, frames)
     # A header that fails its own checks: SQLite ignores every frame, a loss when they are
     # a valid log with a commit. The damage may be in the magic's byte-order bit: both orders.
     salts = os.pread(fd, FRAME_HEADER, HEADER)[8:16]

@@ -31,8 +31,7 @@ from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from cafleet import config as settings
-from cafleet import errors
+from cafleet import config as settings, errors
 from cafleet.store import DEFAULT_BUSY_TIMEOUT
 from cafleet.store.engines import location_identity, open_store, replaced_error
 from cafleet.store.protocol import Store

@@ -35,6 +35,7 @@ so requests always find a connection however many pages are open.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -132,10 +133,8 @@ class SharedChanges:
         self._changes = self._store = None
         for closing in (changes, store):
             if closing is not None:
-                try:
+                with contextlib.suppress(Exception):  # already broken: nothing more to release
                     closing.close()
-                except Exception:  # noqa: BLE001 -- already broken: nothing more to release
-                    pass
 
     def rest(self) -> None:
         """Let go of the waiter while no stream is open (on PostgreSQL its LISTEN session,

@@ -161,7 +161,7 @@ def fleet_graph(store: Store, fleet_id: int, cache: GraphCache | None = None, no
 
 def _iso(epoch: float) -> str:
     whole = int(epoch)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + ".%06d+00:00" % int((epoch - whole) * 1e6)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((epoch - whole) * 1e6):06d}+00:00"
 
 
 def graph(request: Request) -> JSONResponse:

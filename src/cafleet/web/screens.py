@@ -26,7 +26,6 @@ what is left with ``textContent`` only.
 from __future__ import annotations
 
 import math
-
 import re
 import threading
 import time

@@ -108,9 +108,9 @@ class SecurityMiddleware:
             shown = host[:100] or "(none)"
             return 400, f"refused: Host header {shown!r} is not this server's address"
         fetch_site = headers.get("sec-fetch-site")
-        if fetch_site is not None and fetch_site not in ("same-origin", "none"):
-            if scope.get("path", "").startswith("/api/") or scope.get("method") in STATE_CHANGING:
-                return 403, f"refused: {fetch_site} requests are not accepted"
+        cross_site = fetch_site is not None and fetch_site not in ("same-origin", "none")
+        if cross_site and (scope.get("path", "").startswith("/api/") or scope.get("method") in STATE_CHANGING):
+            return 403, f"refused: {fetch_site} requests are not accepted"
         if scope.get("path", "").startswith("/api/") and not self.login.admits(
             headers.get("cookie", ""), headers.get("authorization", "")
         ):

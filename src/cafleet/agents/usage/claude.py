@@ -7,6 +7,7 @@ claude process says it is in now (after ``/clear``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Iterable
@@ -42,7 +43,7 @@ def _started_with(pid: int, session_id: str) -> bool:
     except OSError:
         return False
     want = session_id.encode()
-    for arg, following in zip(args, args[1:]):
+    for arg, following in itertools.pairwise(args):
         if arg == b"--":
             return False
         if (arg == b"--session-id" and following == want) or arg == b"--session-id=" + want:

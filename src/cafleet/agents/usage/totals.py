@@ -162,7 +162,7 @@ class Usage:
         return {"models": self.models, "unreadable": self.unreadable}
 
     @classmethod
-    def load(cls, data) -> "Usage":
+    def load(cls, data) -> Usage:
         """The usage :meth:`dump` gave; anything else is an empty usage (read again)."""
         found = cls()
         try:
@@ -176,7 +176,7 @@ class Usage:
             return cls()
         return found
 
-    def merge(self, other: "Usage") -> None:
+    def merge(self, other: Usage) -> None:
         for model, row in other.models.items():
             self.add(model, row, usd=row["recorded_usd"], calls=row["calls"])
         self.unreadable += other.unreadable
@@ -242,7 +242,7 @@ class FileState:
     """What a :class:`TranscriptReader` knows of one file: where its last read stopped, the
     calls counted from it, and what an agent's ``parse`` adds to with :meth:`keep`."""
 
-    __slots__ = ("ident", "offset", "size", "calls", "closed", "model", "unreadable", "skipping")
+    __slots__ = ("calls", "closed", "ident", "model", "offset", "size", "skipping", "unreadable")
 
     def __init__(self, ident) -> None:
         self.ident = ident
@@ -279,7 +279,7 @@ class FileState:
         }
 
     @classmethod
-    def load(cls, data: dict) -> "FileState":
+    def load(cls, data: dict) -> FileState:
         state = cls((int(data["dev"]), int(data["ino"])))
         state.offset = read_count(data["offset"])
         state.size = read_count(data["size"])
@@ -337,7 +337,7 @@ class TranscriptReader:
         return {path: state.dump() for path, state in sorted(self.files.items()) if state.ident is not None}
 
     @classmethod
-    def load(cls, data, allowance: int | None = None) -> "TranscriptReader":
+    def load(cls, data, allowance: int | None = None) -> TranscriptReader:
         """A reader that goes on where the one that gave ``data`` stopped; a state that is
         not what :meth:`dump` gives is dropped (that file is read again from 0)."""
         reader = cls(allowance)
@@ -364,7 +364,7 @@ class TranscriptReader:
         if info.st_size in (state.offset, state.size):
             return state  # nothing appended (a half-written last line is read again once it grows)
         try:
-            handle = open(path, "rb")
+            handle = open(path, "rb")  # noqa: SIM115 - only the open's OSError is caught; the with below closes it
         except OSError:
             return state
         with handle:

@@ -15,8 +15,7 @@ from cafleet.store.postgres.session import DEFAULT_SCHEMA, connect, lock_key, tr
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.faults import Hooks
-    from cafleet.store.protocol import KeeperRecord, LockSpace
-    from cafleet.store.protocol import Store as StoreInterface
+    from cafleet.store.protocol import KeeperRecord, LockSpace, Store as StoreInterface
 
 
 # --- the pane-input lock --------------------------------------------------------------------
@@ -206,7 +205,7 @@ class KeeperSession:
     heartbeat is the session's ``state_change``, moved by a ``SELECT 1`` (the server's own
     clock on both sides). The log is ``log_path``, in the user's state folder."""
 
-    __slots__ = ("url", "key", "folder", "log_path", "advisory")
+    __slots__ = ("advisory", "folder", "key", "log_path", "url")
 
     def __init__(self, url: str, key: int, folder: str, log_path: str) -> None:
         self.url = url
@@ -233,7 +232,7 @@ class KeeperSession:
             # held, by a session whose name cannot be read
             return {"pid": None, "since": None, "host": None, "log": self.log_path, "age": age}
         since = None
-        try:
+        try:  # noqa: SIM105 - contextlib stays off the hot commands' path
             since = clock.from_epoch(float(words[2]))
         except ValueError:
             pass

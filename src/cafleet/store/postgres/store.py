@@ -38,27 +38,26 @@ if TYPE_CHECKING:
     from cafleet.faults import Hooks
     from cafleet.store.postgres.locks import AdvisoryLocks
     from cafleet.store.postgres.waiter import NotifyWaiter
-    from cafleet.store.protocol import Problem, Trigger
-    from cafleet.store.protocol import Store as StoreInterface
+    from cafleet.store.protocol import Problem, Store as StoreInterface, Trigger
 
 
 class PgStore:
     """A diagnosed connection to the schema, with the same interface as the SQLite Store."""
 
     __slots__ = (
-        "conn",
-        "path",
-        "url",
-        "schema",
-        "busy_timeout",
-        "identity",
-        "channel",
-        "present",
-        "trusted_owner",
-        "begin",
         "absent",
         "absent_until",
+        "begin",
+        "busy_timeout",
+        "channel",
+        "conn",
         "hooks",
+        "identity",
+        "path",
+        "present",
+        "schema",
+        "trusted_owner",
+        "url",
     )
     engine = "postgresql"
     BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ"  # one consistent view, as on SQLite
@@ -159,10 +158,10 @@ class PgStore:
         """Run an INSERT and return the new row's ``key`` column (its generated id)."""
         return self.execute(sql + " RETURNING " + key, params).fetchone()[0]
 
-    def write(self) -> "_PgWrite":
+    def write(self) -> _PgWrite:
         return _PgWrite(self)
 
-    def read(self) -> "ReadSnapshot":
+    def read(self) -> ReadSnapshot:
         """``with store.read(): ...``: the block's reads in one REPEATABLE READ transaction
         (``BEGIN_READ``), one consistent view as on SQLite; always ended."""
         return ReadSnapshot(self)
@@ -249,7 +248,7 @@ class PgStore:
         old, self.conn = self.conn, fresh.conn
         self.present |= fresh.present
         self.absent, self.absent_until = fresh.absent, fresh.absent_until
-        try:
+        try:  # noqa: SIM105 - contextlib stays off the hot commands' path
             old.close()
         except libpq.Error:
             pass

@@ -36,7 +36,7 @@ class NotifyWaiter:
     the caller's :meth:`~cafleet.store.changes.Changes.recover` backs off and calls
     :meth:`reopen`, bounded by its reconnection time."""
 
-    __slots__ = ("store", "conn", "last_read")
+    __slots__ = ("conn", "last_read", "store")
     blocks = True  # :meth:`wait` sleeps in the connection until a notification comes
     apart = True  # it listens on a session of its own: the store it came from may be closed
 
@@ -89,7 +89,7 @@ class NotifyWaiter:
             except (libpq.OperationalError, DatabaseError):
                 # The session ended (a restart, an administrator, a timeout): listen again
                 # at once; if that fails too, the next wait raises. Either way, read again.
-                try:
+                try:  # noqa: SIM105 - contextlib stays off the hot commands' path
                     self.reopen()
                 except DatabaseError:
                     pass
@@ -115,7 +115,7 @@ class NotifyWaiter:
 
     def _drop(self) -> None:
         if self.conn is not None:
-            try:
+            try:  # noqa: SIM105 - contextlib stays off the hot commands' path
                 self.conn.close()
             except libpq.Error:
                 pass
