@@ -88,8 +88,9 @@ def _resolve(host: str, port: int, where: str, error: type, allow_remote: bool) 
     ``0``, ``0x0``, ``0.0``, ``::0`` and ``0:0:0:0:0:0:0:0`` all mean "every interface", like
     ``0.0.0.0`` and ``::``: refused, since the server only answers requests that name it. An
     address that is not loopback is refused unless ``--allow-remote`` says so: over plain
-    http the login token and cookie would cross the network in clear. Numeric spellings are read without any lookup (AI_NUMERICHOST); anything else
-    is a name, resolved once, and the address it gives is the one bound.
+    http the login token and cookie would cross the network in clear. Numeric spellings are
+    read without any lookup (AI_NUMERICHOST); anything else is a name, resolved once, and
+    the address it gives is the one bound.
     """
     try:
         try:
