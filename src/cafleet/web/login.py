@@ -20,6 +20,8 @@ import hmac
 import secrets
 from urllib.parse import urlsplit
 
+from starlette.requests import cookie_parser
+
 from cafleet.web.security import host_header
 
 COOKIE = "cafleet_session"
@@ -48,11 +50,10 @@ class Login:
         scheme, _, credential = authorization.strip().partition(" ")
         if scheme.lower() == "bearer" and credential:
             return self.token_matches(credential.strip())
-        for part in cookie_header.split(";"):
-            name, _, value = part.strip().partition("=")
-            if name == self.cookie_name:
-                return hmac.compare_digest(value.encode("utf-8", "surrogateescape"), self.session.encode())
-        return False
+        value = cookie_parser(cookie_header).get(self.cookie_name)  # Starlette's, as its requests read cookies
+        return value is not None and hmac.compare_digest(
+            value.encode("utf-8", "surrogateescape"), self.session.encode()
+        )
 
 
 class PublicAddress:
