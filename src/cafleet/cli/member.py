@@ -13,11 +13,11 @@ if TYPE_CHECKING:
 
 def list_(ctx: Context, fleet_id, state, idle_after):
     if state:
-        from cafleet.delivery import supervision
+        from cafleet.delivery.supervision import liveness
 
         detailed = members.roster_detail(ctx.store(), fleet_id)
-        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(), idle_after, roster=detailed)
-        records = supervision.merge_states([members.brief(record) for record in detailed], states)
+        states = liveness.fleet_states(ctx.store(), fleet_id, liveness.MuxPool(), idle_after, roster=detailed)
+        records = liveness.merge_states([members.brief(record) for record in detailed], states)
     else:
         records = members.roster(ctx.store(), fleet_id)
 
@@ -96,7 +96,7 @@ def show(ctx: Context, member_id, with_dialog):
     record["worktree"] = worktree_records.public(row)
     seen = None
     if with_dialog:
-        from cafleet.delivery.answer import dialog_on
+        from cafleet.delivery.keystrokes.answer import dialog_on
 
         seen = dialog_on(ctx.store(), member_id)
         record["dialog"] = None if seen is None else seen.as_json()
@@ -158,7 +158,7 @@ def create(
     file,
 ):
     from cafleet.cli.body import read_body
-    from cafleet.delivery import panes
+    from cafleet.delivery.spawning import panes
 
     # every input is checked before anything is written: the budgets by the parser (their
     # declarations in cafleet.config), the rest here and in panes.create_member
@@ -199,7 +199,7 @@ def create(
             f"{render.inline(record['coding_agent'])}) in pane {render.inline(record['pane_id'])}{where}"
         ),
     )
-    from cafleet.delivery import drain
+    from cafleet.delivery.keystrokes import drain
 
     warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id)  # its previews and notices need one
     if warning:
@@ -207,7 +207,7 @@ def create(
 
 
 def delete(ctx: Context, member_id, discard_worktree):
-    from cafleet.delivery import panes
+    from cafleet.delivery.spawning import panes
 
     _director_only(ctx, "member delete", member_id=member_id)
     status, tree = panes.delete_member(ctx.store(), ctx.settings, member_id, discard_worktree=discard_worktree)
@@ -226,7 +226,8 @@ def delete(ctx: Context, member_id, discard_worktree):
 
 def revive(ctx: Context, member_id):
     """Start a member whose pane or agent is gone again, its conversation resumed."""
-    from cafleet.delivery import drain, restore
+    from cafleet.delivery.keystrokes import drain
+    from cafleet.delivery.spawning import restore
 
     _director_only(ctx, "member revive", member_id=member_id)
     result = restore.revive_member(ctx.store(), ctx.settings, member_id)
@@ -264,14 +265,14 @@ def diff(ctx: Context, member_id, stat):
 
 
 def capture(ctx: Context, member_id, lines, ansi):
-    from cafleet.delivery import panes
+    from cafleet.delivery.spawning import panes
 
     record = panes.capture_member(ctx.store(), member_id, lines, ansi)
     ctx.emit(record, record["text"])
 
 
 def prompt(ctx: Context, member_id, force, text):
-    from cafleet.delivery import panes
+    from cafleet.delivery.spawning import panes
 
     _director_only(ctx, "member prompt", member_id=member_id)
     record = panes.prompt_member(ctx.store(), ctx.settings, member_id, text, force=force)
@@ -280,7 +281,7 @@ def prompt(ctx: Context, member_id, force, text):
 
 def _dialog_lines(member_id: int, seen) -> list[str]:
     """``member show --with-dialog``'s lines: the dialog as the notice shows it (its text already
-    escaped, :mod:`cafleet.delivery.dialog`) and its options as `member answer` numbers them."""
+    escaped, :mod:`cafleet.delivery.keystrokes.dialog`) and its options as `member answer` numbers them."""
     if seen is None:
         return ["dialog: none (no dialog awaiting its user on its screen, or its screen cannot be read)"]
     lines = [f"dialog {seen.digest}:", *(f"    {line}" if line else "" for line in seen.lines)]
@@ -296,7 +297,7 @@ def _dialog_lines(member_id: int, seen) -> list[str]:
 
 
 def answer(ctx: Context, member_id, choice, dialog, label):
-    from cafleet.delivery.answer import answer_member
+    from cafleet.delivery.keystrokes.answer import answer_member
 
     _director_only(ctx, "member answer", member_id=member_id)
     record = answer_member(ctx.store(), ctx.settings, member_id, choice, dialog, label)

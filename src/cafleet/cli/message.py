@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 
 def send(ctx: Context, from_id, to_id, force, text, file):
-    from cafleet.delivery import authority, drain
+    from cafleet.delivery import authority
+    from cafleet.delivery.keystrokes import drain
 
     body = read_body(ctx, text, file)
     authority.require_speaker(ctx.store(), ctx.environ, from_id)  # a member's pane sends only as that member
@@ -30,7 +31,8 @@ def send(ctx: Context, from_id, to_id, force, text, file):
 
 
 def broadcast(ctx: Context, from_id, text, file):
-    from cafleet.delivery import authority, drain
+    from cafleet.delivery import authority
+    from cafleet.delivery.keystrokes import drain
 
     body = read_body(ctx, text, file)
     authority.require_speaker(ctx.store(), ctx.environ, from_id)
@@ -74,7 +76,8 @@ def ack(ctx: Context, message_id):
 
 
 def wait(ctx: Context, member_id, timeout):
-    from cafleet.delivery import drain, inbox
+    from cafleet.delivery import inbox
+    from cafleet.delivery.keystrokes import drain
 
     settings = ctx.settings
     store = ctx.store()
@@ -127,7 +130,7 @@ def _keeper_tender(ctx: Context, store, member_id):
     returns that why ("" while one runs). None with the keeper off: nothing is started."""
     if not ctx.settings.keeper:
         return None
-    from cafleet.delivery import drain
+    from cafleet.delivery.keystrokes import drain
 
     fleet_id = messages.member_standing(store, member_id)[1]
     said = [""]

@@ -29,7 +29,7 @@ def _line(item: dict, ctx: Context) -> str:
 
 
 def watch(ctx: Context, fleet_id, interval, idle_after):
-    from cafleet.delivery.watch import Watcher, event
+    from cafleet.delivery.supervision.watch import Watcher, event
     from cafleet.errors import DatabaseError
 
     def end(reason):

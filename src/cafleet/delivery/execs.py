@@ -4,7 +4,7 @@
 The command is stored (:mod:`cafleet.broker.execs`), never typed: the member's pane gets
 one fixed line naming only the exec's id, ``! cafleet member exec-run ID``, through the
 agent's own shell mode (``!``), so no part of the command passes through keystrokes or
-quoting. The line goes through a preview's gate (:func:`cafleet.delivery.submit.
+quoting. The line goes through a preview's gate (:func:`cafleet.delivery.keystrokes.submit.
 submit_shell_line`, under the pane-input lock: never into a dialog, never onto someone's
 half-typed text, never while the agent starts); a pane that cannot take it now is tried
 again by the fleet keeper (or ``member exec --wait``) until it can.
@@ -53,7 +53,7 @@ def create(store: Store, settings, member_id: int, command: str, on_stored=None)
     try:
         failure = dispatch(store, settings, record["exec_id"])
     except Exception as error:  # noqa: BLE001 -- stored, its id printed: any fault now is a reason, never an error
-        from cafleet.delivery.drain import _unexpected
+        from cafleet.delivery.keystrokes.drain import _unexpected
 
         failure = _unexpected(error)
     if failure is not None:
@@ -69,9 +69,9 @@ def create(store: Store, settings, member_id: int, command: str, on_stored=None)
 
 def _keeper(store: Store, settings, fleet_id: int) -> bool:
     try:
-        from cafleet.delivery import keepers
+        from cafleet.delivery.supervision import keeper_control
 
-        return keepers.ensure(store, settings, fleet_id).running  # running: not off, stalled or unable to start
+        return keeper_control.ensure(store, settings, fleet_id).running  # running: not off, stalled or unable to start
     except Exception:  # noqa: BLE001 -- a keeper that cannot start only changes the advice; the exec is stored
         return False
 
@@ -80,8 +80,8 @@ def dispatch(store: Store, settings, exec_id: int, *, wait_for_lock: bool = True
     """Type the exec's line into its member's pane and submit it; None when it was (or
     needs no typing any more), else why not (it stays owed)."""
     from cafleet.broker import notifications
-    from cafleet.delivery import lock, submit
-    from cafleet.delivery.placement import reach
+    from cafleet.delivery.keystrokes import lock, submit
+    from cafleet.delivery.keystrokes.placement import reach
     from cafleet.errors import LockTimeout
 
     record = execs.get(store, exec_id)
@@ -114,7 +114,7 @@ def dispatch(store: Store, settings, exec_id: int, *, wait_for_lock: bool = True
     except LockTimeout as error:
         return None if not wait_for_lock else clause(error)
     except (CafleetError, OSError) as error:
-        from cafleet.delivery.drain import _unexpected
+        from cafleet.delivery.keystrokes.drain import _unexpected
 
         return _unexpected(error)
     return None
@@ -284,7 +284,7 @@ class Watcher:
 
     def took_a_turn(self, record: dict) -> bool:
         from cafleet.broker import members
-        from cafleet.delivery import supervision
+        from cafleet.delivery.supervision import liveness
 
         member_id = record["member_id"]
         row = self.store.execute(
@@ -300,13 +300,13 @@ class Watcher:
             return True  # gone: nobody to tell
         if member["status"] != "active":
             return True
-        state, detail = supervision.pane_state(member, supervision.MuxPool(), float("inf"))
-        return (state == supervision.ALIVE and detail == "working") or state == supervision.DEAD
+        state, detail = liveness.pane_state(member, liveness.MuxPool(), float("inf"))
+        return (state == liveness.ALIVE and detail == "working") or state == liveness.DEAD
 
     def type_nudge(self, record: dict) -> str | None:
         from cafleet.broker import notifications
-        from cafleet.delivery import lock, submit
-        from cafleet.delivery.placement import reach
+        from cafleet.delivery.keystrokes import lock, submit
+        from cafleet.delivery.keystrokes.placement import reach
         from cafleet.errors import LockTimeout
 
         target = notifications.notification_target(self.store, record["member_id"])

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from cafleet import config
 from cafleet.broker import fleets, members
-from cafleet.delivery.placement import reach, recorded_at
+from cafleet.delivery.keystrokes.placement import reach, recorded_at
 from cafleet.errors import CafleetError, clause
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
@@ -104,7 +104,7 @@ def delete_fleet(store: Store, settings: config.Settings, fleet_id: int, *, disc
     with ExitStack() as held:
         locked, busy = set(), set()
         if listed:
-            from cafleet.delivery.lock import pane_lock
+            from cafleet.delivery.keystrokes.lock import pane_lock
 
             for key in sorted({_key(p) for p in listed}):  # sorted: no deadlock with other multi-lock holders
                 try:
@@ -124,7 +124,7 @@ def delete_fleet(store: Store, settings: config.Settings, fleet_id: int, *, disc
             else:
                 late.append(placement)
     for placement in late:  # registered after the listing: its own lock, alone, so no lock-order issue
-        from cafleet.delivery.lock import placement_lock
+        from cafleet.delivery.keystrokes.lock import placement_lock
 
         try:
             with placement_lock(locks, placement, timeout, store.hooks):
@@ -214,7 +214,7 @@ def _delete_member(store: Store, settings: config.Settings, member: MemberDetail
     if placement is None or placement["pane_id"] is None:
         members.deregister_member(store, member_id)
         return NO_PANE
-    from cafleet.delivery.lock import placement_lock
+    from cafleet.delivery.keystrokes.lock import placement_lock
 
     with placement_lock(store.locks, placement, settings.lock_timeout, store.hooks):
         status = _kill(placement)
@@ -362,10 +362,10 @@ def create_member(store: Store, settings: config.Settings, request: SpawnRequest
     registry write is compensated (pane killed, member deregistered) and reported.
     With ``host``, the pane is a new tmux session on that host, over SSH
     (:func:`_create_remote`); else it opens where ``placement`` says (None: the fleet's
-    default, else ``auto``; :mod:`cafleet.delivery.layout`).
+    default, else ``auto``; :mod:`cafleet.delivery.spawning.layout`).
     """
     from cafleet.agents import backends
-    from cafleet.delivery import layout
+    from cafleet.delivery.spawning import layout
 
     environ, fleet_id, host = settings.environ, request.fleet_id, request.host
     director, director_placement, mux = _directors_pane(store, environ, fleet_id)
@@ -386,7 +386,7 @@ def create_member(store: Store, settings: config.Settings, request: SpawnRequest
 
         raise UsageError("--placement is for members on this machine; one on another host gets a session of its own.")
     mode = layout.choose(request.placement, fleets.default_placement(store, fleet_id)) if host is None else ""
-    from cafleet.delivery.capacity import check_room  # the fleet's cap, the host's memory: before any write
+    from cafleet.delivery.spawning.capacity import check_room  # the fleet's cap, the host's memory: before any write
 
     check_room(store, settings, fleet_id, spawn.agent, host, request.force)
     if host is not None:
@@ -418,9 +418,9 @@ def _create_local(
     request: SpawnRequest,
     mode: str,
 ):
-    """A member in a new pane placed by ``mode`` (:mod:`cafleet.delivery.layout`), in
+    """A member in a new pane placed by ``mode`` (:mod:`cafleet.delivery.spawning.layout`), in
     ``cwd`` (or its new worktree), with its usage source recorded before its agent starts."""
-    from cafleet.delivery import layout
+    from cafleet.delivery.spawning import layout
     from cafleet.store.engines import member_location
 
     database = member_location(
@@ -573,7 +573,7 @@ def _spawn(
             added = worktrees.add(store, plan, spawn.fleet_id, member_id, spawn.name)
         pane_id, identity, recorded, window_id = open_pane(member_id, added["path"] if added else None)
         store.hooks.pause("create.split")
-        from cafleet.delivery.lock import placement_lock
+        from cafleet.delivery.keystrokes.lock import placement_lock
 
         # the pane id (and, for a member on another host, its session and window) under the new pane's lock
         with placement_lock(store.locks, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id):
@@ -867,9 +867,9 @@ def capture_member(store: Store, member_id: int, lines: int, ansi: bool) -> dict
 def prompt_member(store: Store, settings: config.Settings, member_id: int, text: str, *, force: bool = False) -> dict:
     """Type one line into the member's agent and submit it, under the pane lock (``member
     prompt``). New work like a message: refused for a member over its budget or its
-    fleet's unless ``force`` (the one gate, :func:`cafleet.delivery.drain.refuse_over_budget`)."""
-    from cafleet.delivery import lock, submit
-    from cafleet.delivery.drain import refuse_over_budget
+    fleet's unless ``force`` (the one gate, :func:`cafleet.delivery.keystrokes.drain.refuse_over_budget`)."""
+    from cafleet.delivery.keystrokes import lock, submit
+    from cafleet.delivery.keystrokes.drain import refuse_over_budget
     from cafleet.errors import UsageError
 
     if not text.strip() or "\n" in text or "\r" in text:
@@ -891,7 +891,7 @@ def prompt_member(store: Store, settings: config.Settings, member_id: int, text:
                 hooks=store.hooks,
             )
     except lock.LockLost as error:
-        from cafleet.delivery.drain import after_lost_lock
+        from cafleet.delivery.keystrokes.drain import after_lost_lock
 
         typed = getattr(mux, "typed", False)
         raise CafleetError(after_lost_lock(locks, placement, text, timeout, error, typed) + ".") from None

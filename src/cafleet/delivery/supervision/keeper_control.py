@@ -1,6 +1,6 @@
 """Which keeper runs for a fleet, and starting one (docs/delivery.md, "The fleet keeper").
 
-The keeper itself (:mod:`cafleet.delivery.keeper`) is one resident process per fleet. This
+The keeper itself (:mod:`cafleet.delivery.supervision.keeper`) is one resident process per fleet. This
 module is what every other command needs of it, kept apart so that a command can ask
 "does one run?" without loading the keeper's loop (and so that the drain, which the keeper
 runs, can ask it without an import cycle).
@@ -261,7 +261,7 @@ def director_problem(store: Store, fleet_id: int) -> str | None:
     placement = members.get_member(store, director)["placement"] if director is not None else None
     if placement is None or placement["pane_id"] is None:
         return f"fleet {fleet_id}'s Director has no pane"
-    from cafleet.delivery.placement import reach
+    from cafleet.delivery.keystrokes.placement import reach
 
     pane = placement["pane_id"]
     try:

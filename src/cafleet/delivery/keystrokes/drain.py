@@ -6,7 +6,7 @@ preview and submit it, and only then stamp ``notified_at`` with a conditional up
 ACK that came first counts as notified). No database transaction is open while typing.
 Any per-attempt failure leaves ``notified_at`` NULL and ends the drain with a diagnostic
 naming the message ids still owed and what retries them: the fleet keeper (started here
-when none runs, :mod:`cafleet.delivery.keepers`), else, after why no keeper runs and what
+when none runs, :mod:`cafleet.delivery.supervision.keeper_control`), else, after why no keeper runs and what
 fixes that, the next send to that recipient or a later ``message wait``. A recipient whose
 pane is gone is said to be so, with what to do: nothing can deliver to it.
 
@@ -20,8 +20,8 @@ process: it tries each pane's lock once without waiting and skips a busy pane, w
 holder is delivering right now (its drain takes every owed preview of that recipient,
 oldest first); a preview still owed is retried by the next send, wait or ``fleet watch``.
 
-Keys are sent only through the lock's guard (:meth:`cafleet.delivery.lock.Held.guard`):
-on PostgreSQL a lock lost with its session stops the typing (:class:`~cafleet.delivery.lock.LockLost`), and
+Keys are sent only through the lock's guard (:meth:`cafleet.delivery.keystrokes.lock.Held.guard`):
+on PostgreSQL a lock lost with its session stops the typing (:class:`~cafleet.delivery.keystrokes.lock.LockLost`), and
 :func:`after_lost_lock` takes the lock again to remove our own typed text.
 
 The ``store.hooks`` calls are the test seam's pause and trace points (:mod:`cafleet.faults`).
@@ -237,14 +237,14 @@ def keeper_off(fleet_id: int) -> str:
 
 def fleet_keeper(store: Store, settings: config.Settings, fleet_id: int) -> str:
     """Why no keeper works for the fleet and what fixes that (one sentence); an empty
-    string while its keeper runs (started now if none did, :func:`keepers.ensure
-    <cafleet.delivery.keepers.ensure>`). Never an error."""
+    string while its keeper runs (started now if none did, :func:`keeper_control.ensure
+    <cafleet.delivery.supervision.keeper_control.ensure>`). Never an error."""
     if not settings.keeper:
         return keeper_off(fleet_id)  # off: nothing is imported or started
     try:
-        from cafleet.delivery import keepers
+        from cafleet.delivery.supervision import keeper_control
 
-        found = keepers.ensure(store, settings, fleet_id)
+        found = keeper_control.ensure(store, settings, fleet_id)
     except Exception as error:  # noqa: BLE001 -- a keeper that cannot be started leaves the message owed, never an error
         return f"No fleet keeper could be started for fleet {fleet_id} ({_unexpected(error)})"
     return "" if found.running else found.why or f"No fleet keeper runs for fleet {fleet_id}"
@@ -324,13 +324,13 @@ def drain(
     ``wait_for_lock=False``: one attempt at the pane's lock; when another process holds
     it, stop quietly (None): the holder is delivering and the previews stay owed.
     ``reach(target)``: the multiplexer that reaches the recipient's pane, its identity
-    checked (:func:`cafleet.delivery.placement.reach`, unless a test gives a pane that
+    checked (:func:`cafleet.delivery.keystrokes.placement.reach`, unless a test gives a pane that
     replays recorded screens).
     """
-    from cafleet.delivery import lock, preview, submit
+    from cafleet.delivery.keystrokes import lock, preview, submit
 
     if reach is None:
-        from cafleet.delivery import placement
+        from cafleet.delivery.keystrokes import placement
 
         reach = placement.reach
 
@@ -464,8 +464,8 @@ def _our_preview_line(store: Store, recipient_id: int):
     given the box's text, the whole uncut line a preview of the message its header names
     would start with (``[cafleet msg <id> from <sender> <created_at>]⏎<body>``), when that
     message was sent to this recipient by that sender; None otherwise."""
-    from cafleet.delivery.preview import NEWLINE_MARK, flatten
-    from cafleet.delivery.submit import PREVIEW_HEAD
+    from cafleet.delivery.keystrokes.preview import NEWLINE_MARK, flatten
+    from cafleet.delivery.keystrokes.submit import PREVIEW_HEAD
 
     def line_of(box: str) -> str | None:
         if not box.startswith(PREVIEW_HEAD):
@@ -488,8 +488,8 @@ def after_lost_lock(
     """What to say after the pane-input lock was lost while typing ``text`` into the
     placement's pane: if anything was typed, the lock is taken again (bounded by
     ``timeout``) and our own typed text removed from the input box (submit.take_back)."""
-    from cafleet.delivery import lock, submit
-    from cafleet.delivery.placement import reach
+    from cafleet.delivery.keystrokes import lock, submit
+    from cafleet.delivery.keystrokes.placement import reach
 
     reason = clause(error)
     if not typed:

@@ -1,10 +1,10 @@
 """The keeper revives a member whose agent died, in a fleet that opted in (``fleet create
 --revive``; docs/delivery.md, "The keeper revives a member").
 
-At each look of the Director's notices (:class:`cafleet.delivery.notices.Noticer`, every
+At each look of the Director's notices (:class:`cafleet.delivery.supervision.notices.Noticer`, every
 ``CAFLEET_NOTICE_INTERVAL`` s) a member found dead (its pane gone, closed or not its own,
 its agent exited; not a host that does not answer) and still dead under its pane's lock is
-started again by :func:`cafleet.delivery.restore.restore_member`, exactly as ``member
+started again by :func:`cafleet.delivery.spawning.restore.restore_member`, exactly as ``member
 revive`` does: its conversation resumed, its id, messages and options kept. Each try is a
 row of :mod:`cafleet.broker.revivals` and a notice to the Director (``revived``), whatever
 its outcome.
@@ -84,7 +84,7 @@ class Reviver:
             self._tell(member_id, "not_revived", revivals.GAVE_UP, text)
             self.say(f"gave up reviving member {member_id}: it died again after {self.per_hour} revivals in an hour")
             return GAVE_UP
-        from cafleet.delivery.restore import LOST, restore_member
+        from cafleet.delivery.spawning.restore import LOST, restore_member
 
         result = restore_member(self.store, self.settings, member, director)
         outcome = result["outcome"]

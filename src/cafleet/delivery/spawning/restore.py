@@ -3,7 +3,7 @@
 
 A member is *dead* when its pane is gone (its server died, its host rebooted, the pane was
 closed), names a pane cafleet did not create (its server restarted), or its agent exited
-(:mod:`cafleet.delivery.supervision`). Starting it again keeps everything it is: its
+(:mod:`cafleet.delivery.supervision.liveness`). Starting it again keeps everything it is: its
 member id, fleet, name, agent, model, effort, budgets, worktree, host and messages; only
 its placement moves to the new pane. Its agent resumes its own conversation (the session
 :mod:`cafleet.agents.sessions` finds for it) with one line saying it was started again and
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from cafleet import clock, config
 from cafleet.broker import fleets, members
-from cafleet.delivery.placement import reach
+from cafleet.delivery.keystrokes.placement import reach
 from cafleet.errors import CafleetError, Conflict, NotAllowed, clause
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
@@ -61,11 +61,11 @@ def _owed(store: Store, member_id: int) -> int:
 
 def _pane_alive(placement) -> tuple[bool, str]:
     """(whether the placement's pane is its own and its agent runs, why not)."""
-    from cafleet.delivery import supervision
+    from cafleet.delivery.supervision import liveness
 
     member = {"placement": placement, "member_id": 0, "last_activity_at": None, "registered_at": clock.now()}
-    state, detail = supervision.pane_state(member, supervision.MuxPool(), float("inf"))  # type: ignore[arg-type]
-    return state != supervision.DEAD, detail
+    state, detail = liveness.pane_state(member, liveness.MuxPool(), float("inf"))  # type: ignore[arg-type]
+    return state != liveness.DEAD, detail
 
 
 def _take_directors_pane(store: Store, settings: config.Settings, fleet_id: int, director: MemberDetail) -> dict:
@@ -102,7 +102,7 @@ def _take_directors_pane(store: Store, settings: config.Settings, fleet_id: int,
             f"fleet {fleet_id}'s Director is alive in pane {placement['pane_id']}; run `cafleet fleet restore "
             f"{fleet_id}` there. Nothing was done."
         )
-    from cafleet.delivery.lock import placement_lock
+    from cafleet.delivery.keystrokes.lock import placement_lock
 
     with placement_lock(store.locks, placement, settings.lock_timeout, store.hooks):
         moved = members.move_placement(
@@ -244,7 +244,7 @@ def _restart(
     the Director's (``beside``), or on its own host."""
     from contextlib import nullcontext
 
-    from cafleet.delivery.lock import placement_lock
+    from cafleet.delivery.keystrokes.lock import placement_lock
     from cafleet.mux.ssh import split_session
 
     member_id = member["member_id"]
@@ -296,9 +296,9 @@ def _restart(
 
 def _open_local(store: Store, settings: config.Settings, member: MemberDetail, placement: PlacementRecord, how: Plan):
     """A new pane where ``member create`` would open one now (beside the Director's pane,
-    ``placement``, or in the fleet's own window: :mod:`cafleet.delivery.layout`)."""
-    from cafleet.delivery import layout
-    from cafleet.delivery.panes import fleet_panes
+    ``placement``, or in the fleet's own window: :mod:`cafleet.delivery.spawning.layout`)."""
+    from cafleet.delivery.spawning import layout
+    from cafleet.delivery.spawning.panes import fleet_panes
     from cafleet.store.engines import member_location
 
     mux = reach(placement)
@@ -330,7 +330,7 @@ def _open_local(store: Store, settings: config.Settings, member: MemberDetail, p
 
 def _open_remote(settings: config.Settings, member: MemberDetail, host: str, how: Plan):
     """A new tmux session of its own on the member's host (as ``member create --host`` made)."""
-    from cafleet.delivery.panes import REMOTE_SERVER, remote_database_location, remote_pane_env
+    from cafleet.delivery.spawning.panes import REMOTE_SERVER, remote_database_location, remote_pane_env
     from cafleet.mux.ssh import Ssh, join_session
     from cafleet.mux.tmux import Tmux
 
@@ -354,7 +354,7 @@ def _close_claimants(settings: config.Settings, member_id: int, placement: Place
     from cafleet.store.engines import member_location
 
     if host is not None:
-        from cafleet.delivery.panes import _close_started_session, remote_database_location
+        from cafleet.delivery.spawning.panes import _close_started_session, remote_database_location
         from cafleet.mux.ssh import Ssh
 
         ssh = Ssh(host, settings.environ)

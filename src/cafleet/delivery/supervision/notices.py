@@ -11,7 +11,7 @@ and has no open episode:
 - ``awaiting_user``: the member's pane has shown a prompt awaiting its user for
   ``CAFLEET_NOTICE_AWAITING_AFTER`` s (30) as seen by this process; the notice holds the
   dialog's text (every row of the pane's visible screen, in full, hidden characters shown as
-  escapes: :mod:`cafleet.delivery.dialog`, read with one more multiplexer call), its digest
+  escapes: :mod:`cafleet.delivery.keystrokes.dialog`, read with one more multiplexer call), its digest
   and the command that answers it (``cafleet member answer M CHOICE --dialog DIGEST``). A
   dialog that changes into another one (another digest) is a new episode;
 - ``dead``: the member's pane is gone, exited, back at a shell or stale, with messages owed
@@ -24,7 +24,7 @@ and has no open episode:
   ``delivery.drain.refuse_over_budget``).
 
 In a fleet that opted in (``fleet create --revive``) a dead member is first started again
-(:mod:`cafleet.delivery.revival`, whose ``revived`` and ``not_revived`` notices are events,
+(:mod:`cafleet.delivery.supervision.revival`, whose ``revived`` and ``not_revived`` notices are events,
 each posted with its episode over); the ``dead`` notice is posted only for a member the
 keeper neither revived nor waits to revive.
 
@@ -38,7 +38,7 @@ import time
 
 from cafleet import config, render
 from cafleet.broker import notices
-from cafleet.delivery import supervision
+from cafleet.delivery.supervision import liveness
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
@@ -60,9 +60,9 @@ class Noticer:
         self.blocked: dict[int, tuple[str, float, float]] = {}
         self.opened: dict[tuple[str, str], dict] = {}
         self.posted = 0  # notices posted so far (the caller may reset it)
-        self.pool = supervision.MuxPool()
+        self.pool = liveness.MuxPool()
         self.down: set[str] = set()
-        from cafleet.delivery.revival import Reviver
+        from cafleet.delivery.supervision.revival import Reviver
 
         self.reviver = Reviver(store, settings, fleet_id, self.say)  # a fleet that opted in (`--revive`)
         self.director: MemberDetail | None = None
@@ -130,12 +130,12 @@ class Noticer:
         if host is not None and host in self.down:
             return  # one SSH timeout per host per look, not one per member
         screens: dict[int, str] = {}
-        state, detail = supervision.pane_state(entry, self.pool, float("inf"), screens=screens)
-        if state == supervision.BLOCKED and member_id in screens:
+        state, detail = liveness.pane_state(entry, self.pool, float("inf"), screens=screens)
+        if state == liveness.BLOCKED and member_id in screens:
             self.awaiting(entry, name, holding)
         else:
             self.blocked.pop(member_id, None)
-        if state == supervision.DEAD and host is not None and " over SSH" in detail:
+        if state == liveness.DEAD and host is not None and " over SSH" in detail:
             self.down.add(host)
             subject = f"host:{host}"
             if ("unreachable", subject) not in holding:
@@ -147,8 +147,8 @@ class Noticer:
                     f"{render.inline(detail)}). Previews owed to its members wait until it answers again; "
                     f"check it with `ssh {render.inline(host)} true`.",
                 )
-        elif state == supervision.DEAD and supervision.still_dead(self.store, entry):
-            from cafleet.delivery.revival import REVIVED, WAITING
+        elif state == liveness.DEAD and liveness.still_dead(self.store, entry):
+            from cafleet.delivery.supervision.revival import REVIVED, WAITING
 
             revived = self.director and self.reviver.consider(entry, self.director, detail)
             owed = [] if revived in (REVIVED, WAITING) else notifications.owed_message_ids(self.store, member_id)
@@ -187,7 +187,7 @@ class Noticer:
             )
 
     def awaiting(self, entry: MemberDetail, name: str, holding: dict) -> None:
-        from cafleet.delivery import dialog
+        from cafleet.delivery.keystrokes import dialog
         from cafleet.errors import CafleetError
 
         member_id = entry["member_id"]
@@ -267,7 +267,7 @@ class Noticer:
         return not row[0]
 
     def over_budget(self, member_id: int) -> str | None:
-        from cafleet.delivery.drain import refuse_over_budget
+        from cafleet.delivery.keystrokes.drain import refuse_over_budget
         from cafleet.errors import OverBudget
 
         try:

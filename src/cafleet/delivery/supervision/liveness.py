@@ -66,9 +66,9 @@ class MuxPool:
 
     def reach(self, placement):
         """This pool's client for a concrete placement, expecting the pane's recorded
-        identity (:func:`cafleet.delivery.placement.reach`, the client shared by server);
+        identity (:func:`cafleet.delivery.keystrokes.placement.reach`, the client shared by server);
         DamagedPlacement for stored values that do not match their encoding."""
-        from cafleet.delivery.placement import recorded_at
+        from cafleet.delivery.keystrokes.placement import recorded_at
         from cafleet.mux.detect import check_placement
 
         check_placement(placement)
@@ -128,7 +128,7 @@ class _Inspecting:
 
 
 def _read_key(mux, placement, lines: int) -> tuple:
-    from cafleet.delivery.placement import recorded_at
+    from cafleet.delivery.keystrokes.placement import recorded_at
 
     return (id(mux), placement["pane_id"], placement.get("identity"), recorded_at(placement), lines)
 
@@ -140,8 +140,8 @@ def pane_state(
     ``broker.members.get_member`` or ``roster_detail`` (not the member's standing in
     the broker: that is ``broker.messages.member_standing``). ``screens``: when given, the
     screen of a blocked member is put there under its id (the dialog's text)."""
-    from cafleet.delivery import screen
-    from cafleet.delivery.placement import recorded_at
+    from cafleet.delivery.keystrokes import screen
+    from cafleet.delivery.keystrokes.placement import recorded_at
     from cafleet.mux.detect import check_placement
 
     placement = member["placement"]
@@ -187,7 +187,7 @@ def still_dead(store: Store, member: MemberDetail) -> bool:
     member dead. False while the lock is held (a deletion or a delivery is under way: the
     next look sees how it ended) and once the member is deregistered."""
     from cafleet.broker import members
-    from cafleet.delivery.lock import placement_lock
+    from cafleet.delivery.keystrokes.lock import placement_lock
     from cafleet.errors import LockTimeout
 
     placement = member["placement"]
