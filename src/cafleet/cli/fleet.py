@@ -111,10 +111,12 @@ def show(ctx: Context, fleet_id):
 def delete(ctx: Context, fleet_id, discard_worktree):
     from cafleet.cli.member import worktree_line
     from cafleet.delivery import authority
-    from cafleet.delivery.spawning import panes
+    from cafleet.delivery.spawning import teardown
 
     authority.require_director(ctx.store(), ctx.environ, fleet_id, "fleet delete")
-    result, closed, trees = panes.delete_fleet(ctx.store(), ctx.settings, fleet_id, discard_worktrees=discard_worktree)
+    result, closed, trees = teardown.delete_fleet(
+        ctx.store(), ctx.settings, fleet_id, discard_worktrees=discard_worktree
+    )
 
     def text():
         lines = [f"deleted fleet {fleet_id}; deregistered {result['deregistered_count']} member(s)"]

@@ -158,19 +158,19 @@ def create(
     file,
 ):
     from cafleet.cli.body import read_body
-    from cafleet.delivery.spawning import panes
+    from cafleet.delivery.spawning import create
 
     # every input is checked before anything is written: the budgets by the parser (their
-    # declarations in cafleet.config), the rest here and in panes.create_member
+    # declarations in cafleet.config), the rest here and in create.create_member
     validation.name(name, "--name")
     validation.description(description, "--description")
     if worktree and no_worktree:
         from cafleet.errors import UsageError
 
         raise UsageError("--worktree and --no-worktree contradict each other; give one.")
-    prompt = read_body(ctx, text, file, limit=panes.MAX_COMMAND_BYTES, what="a spawn prompt", nul=False)
+    prompt = read_body(ctx, text, file, limit=create.MAX_COMMAND_BYTES, what="a spawn prompt", nul=False)
     _director_only(ctx, "member create", fleet_id=fleet_id)
-    request = panes.SpawnRequest(
+    request = create.SpawnRequest(
         fleet_id=fleet_id,
         name=name,
         description=description,
@@ -188,7 +188,7 @@ def create(
         repo=repo,
         placement=placement,
     )
-    record = panes.create_member(ctx.store(), ctx.settings, request)
+    record = create.create_member(ctx.store(), ctx.settings, request)
     where = f" on host {render.inline(host)}" if host else ""
     tree = record.get("worktree")
     where += f" in worktree {render.inline(tree['path'])} (branch {render.inline(tree['branch'])})" if tree else ""
@@ -207,10 +207,10 @@ def create(
 
 
 def delete(ctx: Context, member_id, discard_worktree):
-    from cafleet.delivery.spawning import panes
+    from cafleet.delivery.spawning import teardown
 
     _director_only(ctx, "member delete", member_id=member_id)
-    status, tree = panes.delete_member(ctx.store(), ctx.settings, member_id, discard_worktree=discard_worktree)
+    status, tree = teardown.delete_member(ctx.store(), ctx.settings, member_id, discard_worktree=discard_worktree)
 
     def text():
         lines = [f"deleted member {member_id}; pane {status.text()}"]
@@ -265,17 +265,17 @@ def diff(ctx: Context, member_id, stat):
 
 
 def capture(ctx: Context, member_id, lines, ansi):
-    from cafleet.delivery.spawning import panes
+    from cafleet.delivery.keystrokes import manual
 
-    record = panes.capture_member(ctx.store(), member_id, lines, ansi)
+    record = manual.capture_member(ctx.store(), member_id, lines, ansi)
     ctx.emit(record, record["text"])
 
 
 def prompt(ctx: Context, member_id, force, text):
-    from cafleet.delivery.spawning import panes
+    from cafleet.delivery.keystrokes import manual
 
     _director_only(ctx, "member prompt", member_id=member_id)
-    record = panes.prompt_member(ctx.store(), ctx.settings, member_id, text, force=force)
+    record = manual.prompt_member(ctx.store(), ctx.settings, member_id, text, force=force)
     ctx.emit(record, lambda: f"prompt submitted to member {member_id} (pane {record['pane_id']})")
 
 

@@ -15,9 +15,9 @@ members of one fleet. The costs are bounded on three sides:
 - **rate per client**: each client address gets ``RATE`` requests per second (a burst of
   ``BURST``); beyond that it is answered 429, saying when to retry.
 
-A pane is reached only through :func:`cafleet.delivery.spawning.panes.reach`, which checks the
-placement's recorded identity in the same call: a pane whose id now names another pane
-is reported ``stale`` and never captured. The text keeps only the colour and style
+A pane is reached only through :func:`cafleet.delivery.keystrokes.placement.reach`, which
+checks the placement's recorded identity in the same call: a pane whose id now names
+another pane is reported ``stale`` and never captured. The text keeps only the colour and style
 sequences (SGR) of the pane; every other escape or control sequence (cursor movement,
 OSC 52 clipboard writes, title changes, hyperlinks) is removed here, and the page draws
 what is left with ``textContent`` only.
@@ -159,7 +159,7 @@ class ScreenCache:
 
 def _capture(placement: Mapping[str, Any]) -> dict:
     """One multiplexer call: the pane's last ``MAX_LINES`` lines with colours, or why not."""
-    from cafleet.delivery.spawning.panes import reach
+    from cafleet.delivery.keystrokes.placement import reach
 
     pane = placement["pane_id"]
     try:

@@ -58,8 +58,8 @@ def answer_member(
 ) -> dict:
     from cafleet import render
     from cafleet.delivery.keystrokes import dialog, lock
+    from cafleet.delivery.keystrokes.manual import live_placement
     from cafleet.delivery.keystrokes.placement import reach
-    from cafleet.delivery.spawning.panes import _live_placement
 
     digest = digest.strip().lower()
     if not digest or len(digest) > 64 or any(ch not in "0123456789abcdef" for ch in digest):
@@ -73,7 +73,7 @@ def answer_member(
         raise UsageError("--label must be the option's label on one line, as the notice shows it, e.g. --label Yes.")
     if label is not None:
         label = label.strip(" ")
-    placement, pane = _live_placement(store, member_id)
+    placement, pane = live_placement(store, member_id)
     agent = placement["coding_agent"]
     timeout = settings.lock_timeout
     mux = reach(placement)

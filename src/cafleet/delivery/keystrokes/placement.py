@@ -1,7 +1,8 @@
 """Reaching a member's pane through its placement, with the pane's identity checked.
 
-Kept apart from :mod:`cafleet.delivery.spawning.panes` (member creation and deletion) so that the
-send path imports only what typing a preview needs.
+Kept apart from member creation and deletion (:mod:`cafleet.delivery.spawning.create`,
+:mod:`cafleet.delivery.spawning.teardown`) so that the send path imports only what typing a
+preview needs.
 """
 
 from __future__ import annotations

@@ -298,7 +298,7 @@ def _open_local(store: Store, settings: config.Settings, member: MemberDetail, p
     """A new pane where ``member create`` would open one now (beside the Director's pane,
     ``placement``, or in the fleet's own window: :mod:`cafleet.delivery.spawning.layout`)."""
     from cafleet.delivery.spawning import layout
-    from cafleet.delivery.spawning.panes import fleet_panes
+    from cafleet.delivery.spawning.create import fleet_panes
     from cafleet.store.engines import member_location
 
     mux = reach(placement)
@@ -330,7 +330,7 @@ def _open_local(store: Store, settings: config.Settings, member: MemberDetail, p
 
 def _open_remote(settings: config.Settings, member: MemberDetail, host: str, how: Plan):
     """A new tmux session of its own on the member's host (as ``member create --host`` made)."""
-    from cafleet.delivery.spawning.panes import REMOTE_SERVER, remote_database_location, remote_pane_env
+    from cafleet.delivery.spawning.remote import REMOTE_SERVER, remote_database_location, remote_pane_env
     from cafleet.mux.ssh import Ssh, join_session
     from cafleet.mux.tmux import Tmux
 
@@ -354,11 +354,11 @@ def _close_claimants(settings: config.Settings, member_id: int, placement: Place
     from cafleet.store.engines import member_location
 
     if host is not None:
-        from cafleet.delivery.spawning.panes import _close_started_session, remote_database_location
+        from cafleet.delivery.spawning.remote import close_started_session, remote_database_location
         from cafleet.mux.ssh import Ssh
 
         ssh = Ssh(host, settings.environ)
-        said = _close_started_session(ssh, member_id, remote_database_location(ssh, settings.database))
+        said = close_started_session(ssh, member_id, remote_database_location(ssh, settings.database))
         return said if said.startswith("closed") else ""
     if placement["backend"] != "tmux":
         return ""
