@@ -81,6 +81,7 @@ DELIVERY = SEND | {
     "cafleet.delivery.keystrokes.placement",
     "cafleet.delivery.keystrokes.preview",
     "cafleet.delivery.keystrokes.screen",
+    "cafleet.delivery.keystrokes.steps",  # the submission's actions and their loop, split from submit.py
     "cafleet.delivery.keystrokes.submit",
     "cafleet.mux",
     "cafleet.mux.base",

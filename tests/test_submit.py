@@ -18,8 +18,8 @@ import pytest
 
 from cafleet.delivery.keystrokes.preview import PREVIEW_MAX_LEN, render_preview
 from cafleet.delivery.keystrokes.screen import PaneState, classify
+from cafleet.delivery.keystrokes.steps import CAPTURE_LINES
 from cafleet.delivery.keystrokes.submit import (
-    CAPTURE_LINES,
     Pacing,
     PaneAwaitingUser,
     PaneNotReady,

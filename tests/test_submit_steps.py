@@ -1,9 +1,9 @@
 """A submission's decisions on the screens the pinned agents really drew, in milliseconds.
 
-The real code of delivery/keystrokes/submit.py (its steps and the loop that carries them out) runs
-against :class:`tests.support.fake_mux.RecordedPane`, which replays the recorded screens
-of claude, codex and opencode (tests/fixtures/screens/) and records every key it is sent,
-on a clock whose waits are instant. What the stand-in agent and a real tmux server add
+The real code of delivery/keystrokes/submit.py (its steps) and delivery/keystrokes/steps.py
+(the loop that carries them out) runs against :class:`tests.support.fake_mux.RecordedPane`,
+which replays the recorded screens of claude, codex and opencode (tests/fixtures/screens/)
+and records every key it is sent, on a clock whose waits are instant. What the stand-in agent and a real tmux server add
 (keys that arrive as typed, a real terminal's history, an agent's own timing) is proven
 by the smaller integration tier in tests/test_submit.py."""
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from cafleet.config import Settings
-from cafleet.delivery.keystrokes import submit
+from cafleet.delivery.keystrokes import steps, submit
 from cafleet.delivery.keystrokes.preview import render_preview
 from cafleet.delivery.keystrokes.submit import (
     PaneAwaitingUser,
@@ -206,7 +206,7 @@ def test_an_echo_scrolled_into_the_history_is_found_only_after_an_enter(agent):
     pane.scroll_out()
     pane.history += [f"(reply line {n} of 80)" for n in range(1, 81)]
     header = "[cafleet msg 33 from 3 "
-    assert header not in pane.capture(PANE, submit.CAPTURE_LINES)
+    assert header not in pane.capture(PANE, steps.CAPTURE_LINES)
     assert header in pane.capture(PANE, submit.HISTORY_LINES)
     keys = list(pane.keys)
     send(pane, 33, "taken late, then a long answer", earlier=True)
@@ -344,23 +344,23 @@ def test_the_steps_decide_from_the_screens_they_are_sent():
     screens = recordings("codex")
     line = line_of(40, "by hand")
     typed = screens["typed"].replace(TYPED, line)
-    steps = submit._submission(PANE, line, "codex", pacing(), once=True)
-    first = steps.send(None)
-    assert isinstance(first, submit.Capture) and first.ansi
-    keys = steps.send(screens["idle"])
-    assert isinstance(keys, submit.Keys) and keys.text == line
-    pause = steps.send(None)
-    assert isinstance(pause, submit.Pause) and pause.seconds == 0.3
-    watch = steps.send(None)
-    assert isinstance(watch, submit.Watch) and watch.check(typed) and not watch.check(screens["idle"])
-    assert steps.send((True, typed)) is submit.ENTER
-    confirm = steps.send(None)
+    submission = submit._submission(PANE, line, "codex", pacing(), once=True)
+    first = submission.send(None)
+    assert isinstance(first, steps.Capture) and first.ansi
+    keys = submission.send(screens["idle"])
+    assert isinstance(keys, steps.Keys) and keys.text == line
+    pause = submission.send(None)
+    assert isinstance(pause, steps.Pause) and pause.seconds == 0.3
+    watch = submission.send(None)
+    assert isinstance(watch, steps.Watch) and watch.check(typed) and not watch.check(screens["idle"])
+    assert submission.send((True, typed)) is steps.ENTER
+    confirm = submission.send(None)
     echoed = screens["working"].replace(
         next(r for r in screens["working"].split("\n") if "[cafleet msg 1 from 1 " in r), "› " + line
     )
-    assert isinstance(confirm, submit.Watch) and confirm.check(echoed) and not confirm.check(typed)
+    assert isinstance(confirm, steps.Watch) and confirm.check(echoed) and not confirm.check(typed)
     with pytest.raises(StopIteration):
-        steps.send((True, echoed))
+        submission.send((True, echoed))
 
 
 @agents

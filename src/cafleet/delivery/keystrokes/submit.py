@@ -53,6 +53,9 @@ bounded in time:
    text vanished too early would owe it again and type it twice);
 6. otherwise remove our text where safe and raise :class:`SubmissionNotConfirmed`.
 
+These steps are generators of actions that never touch the pane or the clock; the one loop
+that carries them out is :func:`cafleet.delivery.keystrokes.steps.run`.
+
 A failed attempt leaves the message owed: the next send, ``message wait`` or ``fleet
 watch`` retries it. Escape is never sent: it would discard a human's half-typed input or
 dismiss a permission prompt.
@@ -65,13 +68,12 @@ with margin at a cost paid once per message.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Generator
-from typing import Any, TypeVar
+from collections.abc import Callable
 
 from cafleet.config import DEFAULT_SUBMIT_SETTLE
 from cafleet.delivery.keystrokes import screen
 from cafleet.delivery.keystrokes.preview import ELLIPSIS, NEWLINE_MARK, flatten
+from cafleet.delivery.keystrokes.steps import CAPTURE_LINES, ENTER, Call, Capture, Clock, Keys, Pause, Steps, Watch, run
 from cafleet.errors import CafleetError, UsageError
 from cafleet.faults import NO_HOOKS
 from cafleet.mux.base import Multiplexer
@@ -86,13 +88,10 @@ if TYPE_CHECKING:
 DEFAULT_ECHO_TIMEOUT = 6.0
 DEFAULT_CONFIRM_TIMEOUT = 2.0
 VANISH_WAIT = 3  # confirm timeouts to wait for the echo of a text that left the box
-CAPTURE_LINES = 50
 # How far back the retry of a preview that had an Enter looks for its echo (step 1).
 HISTORY_LINES = 2000
 MARKER_LEN = 24
 PREVIEW_HEAD = "[cafleet msg "  # how every preview line starts
-_POLL = 0.05
-T = TypeVar("T")
 # What a row of the input box may start with besides the typed text itself.
 _BOX_GLYPHS = " \t│┃▌›>❯"
 
@@ -136,123 +135,6 @@ class Pacing:
         self.settle, self.enter_retries = settle, enter_retries
         self.confirm_timeout, self.echo_timeout = confirm_timeout, echo_timeout
         self.clock = clock
-
-
-# --- the steps and what carries them out ---------------------------------------------------
-#
-# A submission's decisions are generators of steps (below: :func:`_submission`,
-# :func:`_ready`, :func:`_typing`, :func:`_outcome`, :func:`_erase_ours`, ...). They never
-# touch the pane or the clock: each yields what it needs done (an action) and is sent back
-# what came of it (a screen, a pair ``(held, screen)``, a callback's value); what it
-# decides from a screen is a pure function of that screen and of what it saw before.
-# :func:`run` is the one loop that carries the actions out on a multiplexer's pane, so
-# tests can drive the same steps against recorded screens (tests/support/fake_mux.py).
-
-
-class Capture:
-    """Read the pane, ``lines`` rows (with its escapes when ``ansi``): the screen comes back."""
-
-    __slots__ = ("ansi", "lines")
-
-    def __init__(self, lines: int, ansi: bool = False) -> None:
-        self.lines, self.ansi = lines, ansi
-
-
-class Watch:
-    """Read the pane (``CAPTURE_LINES`` rows) until ``check(screen)`` holds or ``timeout``
-    seconds pass, ``_POLL`` apart: ``(held, the last screen)`` comes back."""
-
-    __slots__ = ("ansi", "check", "timeout")
-
-    def __init__(self, timeout: float, check: Callable[[str], bool], ansi: bool = False) -> None:
-        self.timeout, self.check, self.ansi = timeout, check, ansi
-
-
-class Keys:
-    """Send keys to the pane: ``text`` typed literally, else one Enter (``enter``), else
-    ``backspaces`` BackSpaces."""
-
-    __slots__ = ("backspaces", "enter", "text")
-
-    def __init__(self, text: str | None = None, enter: bool = False, backspaces: int = 0) -> None:
-        self.text, self.enter, self.backspaces = text, enter, backspaces
-
-
-class Pause:
-    """Wait ``seconds`` (the settle delay)."""
-
-    __slots__ = ("seconds",)
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-
-class Call:
-    """Ask the caller (its callbacks): ``function(*args)``'s value comes back."""
-
-    __slots__ = ("args", "function")
-
-    def __init__(self, function: Callable[..., Any], *args: Any) -> None:
-        self.function, self.args = function, args
-
-
-ENTER = Keys(enter=True)
-Action = Capture | Watch | Keys | Pause | Call
-Steps = Generator[Action, Any, T]
-
-
-class Clock:
-    """The real clock a submission waits on: ``monotonic()`` and ``sleep(seconds)``."""
-
-    __slots__ = ()
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-
-def run(steps: Steps[T], mux: Multiplexer, pane_id: str, clock: Clock | None = None) -> T:
-    """Carry out ``steps`` on ``pane_id``, one action at a time; their value comes back
-    (and what they raise, or what the multiplexer raises, goes up)."""
-    clock = clock or Clock()
-    reply: Any = None
-    while True:
-        try:
-            action = steps.send(reply)
-        except StopIteration as done:
-            return done.value
-        if isinstance(action, Watch):
-            reply = _watch(mux, pane_id, action, clock)
-        elif isinstance(action, Capture):
-            reply = mux.capture(pane_id, action.lines, ansi=action.ansi)
-        elif isinstance(action, Keys):
-            if action.text is not None:
-                mux.type_text(pane_id, action.text)
-            elif action.enter:
-                mux.press_enter(pane_id)
-            else:
-                mux.press_backspace(pane_id, action.backspaces)
-            reply = None
-        elif isinstance(action, Pause):
-            clock.sleep(action.seconds)
-            reply = None
-        else:
-            reply = action.function(*action.args)
-
-
-def _watch(mux: Multiplexer, pane_id: str, watch: Watch, clock: Clock) -> tuple[bool, str]:
-    """Capture until ``watch.check`` holds or its timeout passes; the last capture comes back."""
-    deadline = clock.monotonic() + watch.timeout
-    while True:
-        shown = mux.capture(pane_id, CAPTURE_LINES, ansi=watch.ansi)
-        if watch.check(shown):
-            return True, shown
-        remaining = deadline - clock.monotonic()
-        if remaining <= 0:
-            return False, shown
-        clock.sleep(min(_POLL, remaining))
 
 
 def submit_preview(
@@ -410,12 +292,8 @@ def _submission(
     placeholder = cues.placeholder if cues else None
 
     before = yield Capture(CAPTURE_LINES, ansi=True)
-    if once and _taken_already(agent, before, marker, placeholder):
+    if once and (yield from _taken_before(agent, before, marker, placeholder, earlier, recorded)):
         return
-    if once and earlier and _taken_already(agent, (yield Capture(HISTORY_LINES)), marker, placeholder):
-        return  # its echo scrolled up out of the captured rows (a long answer followed it)
-    if once and recorded is not None and (yield Call(recorded)):
-        return  # the agent's own record holds it: taken, though its screen does not show it
     before = yield from _ready(pane_id, agent, before, line, ours)
     ends = (marker, _tail_marker(line))
     echoes = (_echoes(agent, before, ends[:1]), _echoes(agent, before, ends))
@@ -439,6 +317,40 @@ def _submission(
             "Enter was not pressed" + ("; the typed text was removed." if removed else "."),
             pane=pane_id,
         )
+    yield from _entering(pane_id, agent, line, shown, ends, placeholder, echoes, pacing, on_enter, hooks)
+
+
+def _taken_before(
+    agent: str, before: str, marker: str, placeholder: str | None, earlier: bool, recorded: Callable[[], bool] | None
+) -> Steps[bool]:
+    """Whether a preview was taken by the agent after an earlier attempt stopped waiting for
+    its echo (step 1): its header shows outside the box on ``before``, or (``earlier``) in the
+    pane's history, or the agent's own record holds it (``recorded()``)."""
+    if _taken_already(agent, before, marker, placeholder):
+        return True
+    if earlier and _taken_already(agent, (yield Capture(HISTORY_LINES)), marker, placeholder):
+        return True  # its echo scrolled up out of the captured rows (a long answer followed it)
+    # the agent's own record holds it: taken, though its screen does not show it
+    return recorded is not None and bool((yield Call(recorded)))
+
+
+def _entering(
+    pane_id: str,
+    agent: str,
+    line: str,
+    shown: str,
+    ends: tuple[str, str],
+    placeholder: str | None,
+    echoes: tuple[int, int],
+    pacing: Pacing,
+    on_enter: Callable[[], None] | None,
+    hooks: Hooks,
+) -> Steps[None]:
+    """Steps 4 to 6 for a typed ``line`` the box shows on ``shown``: press Enter, up to
+    ``pacing.enter_retries`` more times while it stays in the box, until its echo confirms
+    it; stop before any Enter once a prompt awaiting the user shows, and fail when the text
+    vanished or never left the box (then our text is removed where safe)."""
+    enter_retries = pacing.enter_retries
     for presses in range(enter_retries + 1):
         if screen.classify(agent, _without_typed(shown, line)) == screen.PaneState.AWAITING_USER:
             raise PaneAwaitingUser(
@@ -454,7 +366,7 @@ def _submission(
             on_enter = None
         hooks.trace("submit.enter")
         yield ENTER
-        outcome, shown = yield from _outcome(agent, ends, placeholder, echoes, confirm_timeout)
+        outcome, shown = yield from _outcome(agent, ends, placeholder, echoes, pacing.confirm_timeout)
         if outcome == _ECHOED:
             return
         if outcome == _VANISHED:
