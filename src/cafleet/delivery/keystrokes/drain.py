@@ -327,69 +327,103 @@ def drain(
     checked (:func:`cafleet.delivery.keystrokes.placement.reach`, unless a test gives a pane that
     replays recorded screens).
     """
-    from cafleet.delivery.keystrokes import lock, preview, submit
-
     if reach is None:
         from cafleet.delivery.keystrokes import placement
 
         reach = placement.reach
 
-    timeout = settings.lock_timeout if wait_for_lock else 0
-
     while True:
         pending = notifications.next_pending_notification(store, recipient_id, attempted)
         if pending is None:
             return None
-        message_id = pending["message_id"]
-        attempted.add(message_id)
+        attempted.add(pending["message_id"])
         target = notifications.notification_target(store, recipient_id)
         if target is None:
             return None
-        mux = text = None
-        try:
-            with lock.placement_lock(store.locks, target, timeout, store.hooks) as held:
-                refusal = _refusal(store, recipient_id, target, message_id)
-                if refusal == "":
-                    continue  # ACKed or notified by another process meanwhile
-                if refusal is not None:
-                    return refusal
-                store.hooks.pause("drain.locked")
-                text = preview.render_preview(
-                    message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_text_len
-                )
-                # reach: the pane's recorded identity is checked before each keystroke;
-                # guard: so is the lock (on PostgreSQL it can be lost with its session).
-                mux = held.guard(reach(target))
-                earlier = held.entered_before(message_id)
-                # the agent's record is asked only when an Enter was pressed before, or may
-                # have been (PostgreSQL keeps no record of Enters)
-                recorded = (
-                    _agent_record(store, recipient_id, target, text) if earlier or not held.keeps_entered else None
-                )
-                store.hooks.trace(f"drain.typing {message_id}")  # test-only count (cafleet.faults)
-                submit.submit_preview(
-                    mux,
-                    target["pane_id"],
-                    text,
-                    target["coding_agent"],
-                    pacing=submit.Pacing(settings.submit_settle),
-                    ours=_our_preview_line(store, recipient_id),
-                    earlier=earlier,
-                    recorded=recorded,
-                    on_enter=_noting(held, message_id),
-                    hooks=store.hooks,
-                )
-                store.hooks.trace(f"drain.submitted {message_id}")
-                store.hooks.pause("drain.submitted")
-                if notifications.stamp_notified(store, message_id):
-                    stamped.add(message_id)
-                held.forget_entered(message_id)
-                store.hooks.pause("drain.stamped")
-        except lock.LockLost as error:
-            typed = getattr(mux, "typed", False)
-            return after_lost_lock(store.locks, target, text or "", timeout, error, typed)
-        except (CafleetError, OSError) as error:  # OSError: the multiplexer client could not run
-            return stop_reason(error, target["pane_id"], wait_for_lock)
+        going, reason = _attempt(store, settings, recipient_id, pending, target, reach, stamped, wait_for_lock)
+        if not going:
+            return reason
+
+
+def _attempt(
+    store: Store,
+    settings: config.Settings,
+    recipient_id: int,
+    pending: Mapping[str, Any],
+    target: NotificationTarget,
+    reach: Callable[[NotificationTarget], Multiplexer],
+    stamped: set,
+    wait_for_lock: bool,
+) -> tuple[bool, str | None]:
+    """One preview, under the recipient's pane-input lock: re-checked, typed, submitted and
+    stamped. ``(True, None)`` when the drain goes on to the next one (this one is delivered,
+    or needs no typing any more), else ``(False, why the drain stops)``."""
+    from cafleet.delivery.keystrokes import lock, preview
+
+    message_id = pending["message_id"]
+    timeout = settings.lock_timeout if wait_for_lock else 0
+    mux = text = None
+    try:
+        with lock.placement_lock(store.locks, target, timeout, store.hooks) as held:
+            refusal = _refusal(store, recipient_id, target, message_id)
+            if refusal == "":
+                return True, None  # ACKed or notified by another process meanwhile
+            if refusal is not None:
+                return False, refusal
+            store.hooks.pause("drain.locked")
+            text = preview.render_preview(
+                message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_text_len
+            )
+            # reach: the pane's recorded identity is checked before each keystroke;
+            # guard: so is the lock (on PostgreSQL it can be lost with its session).
+            mux = held.guard(reach(target))
+            _submit(store, settings, held, mux, recipient_id, target, message_id, text)
+            store.hooks.trace(f"drain.submitted {message_id}")
+            store.hooks.pause("drain.submitted")
+            if notifications.stamp_notified(store, message_id):
+                stamped.add(message_id)
+            held.forget_entered(message_id)
+            store.hooks.pause("drain.stamped")
+    except lock.LockLost as error:
+        typed = getattr(mux, "typed", False)
+        return False, after_lost_lock(store.locks, target, text or "", timeout, error, typed)
+    except (CafleetError, OSError) as error:  # OSError: the multiplexer client could not run
+        return False, stop_reason(error, target["pane_id"], wait_for_lock)
+    return True, None
+
+
+def _submit(
+    store: Store,
+    settings: config.Settings,
+    held,
+    mux: Multiplexer,
+    recipient_id: int,
+    target: NotificationTarget,
+    message_id: int,
+    text: str,
+) -> None:
+    """Type the preview ``text`` into the recipient's pane and submit it, with what tells
+    an earlier attempt's Enter (the lock file's note, the agent's own record) and our own
+    previews left in its input box."""
+    from cafleet.delivery.keystrokes import submit
+
+    earlier = held.entered_before(message_id)
+    # the agent's record is asked only when an Enter was pressed before, or may
+    # have been (PostgreSQL keeps no record of Enters)
+    recorded = _agent_record(store, recipient_id, target, text) if earlier or not held.keeps_entered else None
+    store.hooks.trace(f"drain.typing {message_id}")  # test-only count (cafleet.faults)
+    submit.submit_preview(
+        mux,
+        target["pane_id"],
+        text,
+        target["coding_agent"],
+        pacing=submit.Pacing(settings.submit_settle),
+        ours=_our_preview_line(store, recipient_id),
+        earlier=earlier,
+        recorded=recorded,
+        on_enter=_noting(held, message_id),
+        hooks=store.hooks,
+    )
 
 
 def stop_reason(error: Exception, pane_id: str, wait_for_lock: bool = True) -> str | None:
