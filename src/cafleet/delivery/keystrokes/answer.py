@@ -61,18 +61,7 @@ def answer_member(
     from cafleet.delivery.keystrokes.manual import live_placement
     from cafleet.delivery.keystrokes.placement import reach
 
-    digest = digest.strip().lower()
-    if not digest or len(digest) > 64 or any(ch not in "0123456789abcdef" for ch in digest):
-        raise UsageError(
-            "--dialog must be the dialog's digest as the notice gives it (hex digits), "
-            "e.g. `cafleet member answer 5 1 --dialog 3fa2c1d0e9ab`."
-        )
-    if not 0 <= choice <= 99:
-        raise UsageError(f"CHOICE must be the number of one of the dialog's options (0 to 99), got {choice}.")
-    if label is not None and (not label.strip() or "\n" in label or "\r" in label):
-        raise UsageError("--label must be the option's label on one line, as the notice shows it, e.g. --label Yes.")
-    if label is not None:
-        label = label.strip(" ")
+    digest, label = _checked(digest, choice, label)
     placement, pane = live_placement(store, member_id)
     agent = placement["coding_agent"]
     timeout = settings.lock_timeout
@@ -116,6 +105,23 @@ def answer_member(
         except lock.LockLost as error:
             raise CafleetError(f"{clause(error)}; check member {member_id}'s pane before answering again.") from None
     return {"member_id": member_id, "pane_id": pane, "choice": choice, "label": now, "digest": seen.digest}
+
+
+def _checked(digest: str, choice: int, label: str | None) -> tuple[str, str | None]:
+    """The answer's ``--dialog`` digest and ``--label`` as they are compared with the
+    screen's (lower-case hex; the label without edge spaces), after checking them and
+    ``choice``; UsageError for any that cannot name a dialog or an option."""
+    digest = digest.strip().lower()
+    if not digest or len(digest) > 64 or any(ch not in "0123456789abcdef" for ch in digest):
+        raise UsageError(
+            "--dialog must be the dialog's digest as the notice gives it (hex digits), "
+            "e.g. `cafleet member answer 5 1 --dialog 3fa2c1d0e9ab`."
+        )
+    if not 0 <= choice <= 99:
+        raise UsageError(f"CHOICE must be the number of one of the dialog's options (0 to 99), got {choice}.")
+    if label is not None and (not label.strip() or "\n" in label or "\r" in label):
+        raise UsageError("--label must be the option's label on one line, as the notice shows it, e.g. --label Yes.")
+    return digest, None if label is None else label.strip(" ")
 
 
 def _press_button(guarded, mux, agent: str, pane: str, member_id: int, seen, choice: int, label: str) -> None:

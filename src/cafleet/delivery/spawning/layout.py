@@ -34,12 +34,15 @@ is ``tab create``, its root shell running the member.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from cafleet import config
 from cafleet.errors import CafleetError
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Any
 
 AUTO, SPLIT, WINDOW = "auto", "split", "window"
 PLACEMENTS = (AUTO, SPLIT, WINDOW)
@@ -143,86 +146,97 @@ def open_local(
     from cafleet.store.engines import lock_space
 
     locks = lock_space(settings.database)
+    new = _NewPane(settings, director, mux, argv, cwd, env, mode, member_panes)
+    fleet_id = int(env["CAFLEET_FLEET_ID"])
     if director["backend"] != "tmux":
         with pane_lock(locks, "herdr", director["session"], "layout", settings.lock_timeout, hooks):
-            return _open_herdr(
-                settings,
-                director,
-                mux,
-                argv,
-                cwd=cwd,
-                env=env,
-                mode=mode,
-                name=window_name(int(env["CAFLEET_FLEET_ID"]), fleet_name),
-                member_panes=member_panes,
-            )
+            return _open_herdr(new, window_name(fleet_id, fleet_name))
     from cafleet.mux.tmux import check_session
 
-    fleet_id = int(env["CAFLEET_FLEET_ID"])
     session_id = check_session(director["session"])[0]
-    min_w, min_h = settings.pane_min_width, settings.pane_min_height
     with pane_lock(locks, "tmux", director["session"], "layout", settings.lock_timeout, hooks):
-        if mode != WINDOW:
-            window = director["window_id"]
-            _w, _h, panes = mux.window_panes(window)
-            splittable = [pane for pane in panes if pane[0] == director["pane_id"] or pane[0] in member_panes]
-            choice = best_split(splittable, min_w, min_h, force=mode == SPLIT)
-            if choice is not None:
-                target, beside = choice
-                pane_id, identity = mux.split_identified(
-                    window, argv, cwd=cwd, env=env, target_pane=target, beside=beside
-                )
-                return pane_id, identity, window
-        tag = fleet_tag(fleet_id, settings.database)
-        for window, width, height, count in mux.tagged_windows(session_id, tag):
-            if tiled_fits(width, height, count + 1, min_w, min_h):
-                _w, _h, panes = mux.window_panes(window)
-                target = max(panes, key=lambda pane: pane[1] * pane[2])[0]
-                pane_id, identity = mux.split_identified(window, argv, cwd=cwd, env=env, target_pane=target)
-                mux.tile(window)
-                return pane_id, identity, window
-        window, pane_id, identity = mux.new_window(
-            session_id, argv, name=window_name(fleet_id, fleet_name), tag=tag, cwd=cwd, env=env
+        return _open_tmux(new, session_id, fleet_id, fleet_name)
+
+
+@dataclass(frozen=True)
+class _NewPane:
+    """What opening one member's pane needs (:func:`open_local`'s arguments): the Director's
+    placement and its client, the member's command, directory and environment, the mode,
+    and the fleet's members' panes."""
+
+    settings: config.Settings
+    director: dict
+    mux: Any
+    argv: Sequence[str]
+    cwd: str | None
+    env: dict[str, str]
+    mode: str
+    member_panes: set[str]
+
+    def splittable(self, panes: Sequence[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+        """Those of ``panes`` a split may halve: the Director's and the fleet's members'."""
+        return [pane for pane in panes if pane[0] == self.director["pane_id"] or pane[0] in self.member_panes]
+
+    def split_best(
+        self, window: str, panes: Sequence[tuple[str, int, int]], force: bool, **sizes: int
+    ) -> tuple[str, str | None, str] | None:
+        """Split in ``window`` the one of ``panes`` :func:`best_split` chooses (``sizes``: its
+        divider and frame): (pane id, identity, window), or None when no split fits."""
+        min_w, min_h = self.settings.pane_min_width, self.settings.pane_min_height
+        choice = best_split(panes, min_w, min_h, force=force, **sizes)
+        if choice is None:
+            return None
+        target, beside = choice
+        pane_id, identity = self.mux.split_identified(
+            window, self.argv, cwd=self.cwd, env=self.env, target_pane=target, beside=beside
         )
         return pane_id, identity, window
 
 
-def _open_herdr(
-    settings: config.Settings,
-    director: dict,
-    mux,
-    argv: Sequence[str],
-    *,
-    cwd: str | None,
-    env: dict[str, str],
-    mode: str,
-    name: str,
-    member_panes: set[str],
-) -> tuple[str, str | None, str]:
+def _open_tmux(new: _NewPane, session_id: str, fleet_id: int, fleet_name: str | None) -> tuple[str, str | None, str]:
+    """:func:`open_local` on tmux (the module's text): a split in the Director's window
+    while one fits, then the fleet's tagged windows, tiled, then a new one."""
+    mux, min_w, min_h = new.mux, new.settings.pane_min_width, new.settings.pane_min_height
+    if new.mode != WINDOW:
+        window = new.director["window_id"]
+        _w, _h, panes = mux.window_panes(window)
+        opened = new.split_best(window, new.splittable(panes), force=new.mode == SPLIT)
+        if opened is not None:
+            return opened
+    tag = fleet_tag(fleet_id, new.settings.database)
+    for window, width, height, count in mux.tagged_windows(session_id, tag):
+        if tiled_fits(width, height, count + 1, min_w, min_h):
+            _w, _h, panes = mux.window_panes(window)
+            target = max(panes, key=lambda pane: pane[1] * pane[2])[0]
+            pane_id, identity = mux.split_identified(window, new.argv, cwd=new.cwd, env=new.env, target_pane=target)
+            mux.tile(window)
+            return pane_id, identity, window
+    window, pane_id, identity = mux.new_window(
+        session_id, new.argv, name=window_name(fleet_id, fleet_name), tag=tag, cwd=new.cwd, env=new.env
+    )
+    return pane_id, identity, window
+
+
+def _open_herdr(new: _NewPane, name: str) -> tuple[str, str | None, str]:
     """:func:`open_local` on herdr (the module's text): the Director's tab while a split
     fits, then the fleet's tabs, then a new one."""
-    min_w, min_h = settings.pane_min_width, settings.pane_min_height
-    if mode != WINDOW:
-        tab, panes = mux.tab_layout(director["pane_id"])
-        splittable = [pane for pane in panes if pane[0] == director["pane_id"] or pane[0] in member_panes]
-        choice = best_split(splittable, min_w, min_h, force=mode == SPLIT, divider=0, frame=HERDR_FRAME)
-        if choice is not None:
-            target, beside = choice
-            pane_id, identity = mux.split_identified(tab, argv, cwd=cwd, env=env, target_pane=target, beside=beside)
-            return pane_id, identity, tab
+    mux = new.mux
+    if new.mode != WINDOW:
+        tab, panes = mux.tab_layout(new.director["pane_id"])
+        opened = new.split_best(tab, new.splittable(panes), new.mode == SPLIT, divider=0, frame=HERDR_FRAME)
+        if opened is not None:
+            return opened
     from cafleet.errors import PaneGone
 
     for tab, pane_ids in mux.labelled_tabs(name):
-        if not member_panes.intersection(pane_ids):
+        if not new.member_panes.intersection(pane_ids):
             continue  # labelled like ours, but no member of this fleet is there
         try:
             _tab, panes = mux.tab_layout(pane_ids[0])
         except PaneGone:  # closed meanwhile
             continue
-        choice = best_split(panes, min_w, min_h, divider=0, frame=HERDR_FRAME)
-        if choice is not None:
-            target, beside = choice
-            pane_id, identity = mux.split_identified(tab, argv, cwd=cwd, env=env, target_pane=target, beside=beside)
-            return pane_id, identity, tab
-    tab, pane_id, identity = mux.new_tab(argv, label=name, cwd=cwd, env=env)
+        opened = new.split_best(tab, panes, False, divider=0, frame=HERDR_FRAME)
+        if opened is not None:
+            return opened
+    tab, pane_id, identity = mux.new_tab(new.argv, label=name, cwd=new.cwd, env=new.env)
     return pane_id, identity, tab
