@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 def create(ctx: Context, name, coding_agent, worktrees, revive, placement, notify):
     from cafleet.agents.backends import validate
+    from cafleet.delivery.keystrokes.placement import placement_of
     from cafleet.mux.detect import multiplexer_for_environment
 
     validation.name(name, "--name")
@@ -20,16 +21,7 @@ def create(ctx: Context, name, coding_agent, worktrees, revive, placement, notif
     if notify and not urls:
         validation.check_url("", "--notify")
     pane = multiplexer_for_environment(ctx.environ).current_pane()
-    record = fleets.create_fleet(
-        ctx.store(),
-        name=name,
-        coding_agent=coding_agent,
-        backend=pane.backend,
-        session=pane.session,
-        window_id=pane.window_id,
-        pane_id=pane.pane_id,
-        identity=pane.identity,
-    )
+    record = fleets.create_fleet(ctx.store(), name=name, coding_agent=coding_agent, **placement_of(pane))
     if worktrees:
         from cafleet.broker import worktrees as worktree_records
 

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+    from cafleet.mux.base import PaneContext
+
 
 def reach(placement: Mapping[str, Any]):
     """The multiplexer client for a concrete placement, checking its recorded identity
@@ -31,3 +33,16 @@ def recorded_at(placement: Mapping[str, Any]) -> float | None:
 
     created = placement.get("created_at")
     return clock.to_epoch(created) if created else None
+
+
+def placement_of(pane: PaneContext) -> dict[str, Any]:
+    """The placement that records ``pane`` (the calling pane, as ``fleet create`` records its
+    Director and ``fleet restore`` moves the Director there): the broker's ``backend``,
+    ``session``, ``window_id``, ``pane_id`` and ``identity``."""
+    return {
+        "backend": pane.backend,
+        "session": pane.session,
+        "window_id": pane.window_id,
+        "pane_id": pane.pane_id,
+        "identity": pane.identity,
+    }

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from cafleet import clock, config
 from cafleet.broker import fleets, members
-from cafleet.delivery.keystrokes.placement import reach
+from cafleet.delivery.keystrokes.placement import placement_of, reach
 from cafleet.errors import CafleetError, Conflict, NotAllowed, clause
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
@@ -105,16 +105,7 @@ def _take_directors_pane(store: Store, settings: config.Settings, fleet_id: int,
     from cafleet.delivery.keystrokes.lock import placement_lock
 
     with placement_lock(store.locks, placement, settings.lock_timeout, store.hooks):
-        moved = members.move_placement(
-            store,
-            director_id,
-            was=placement,
-            backend=pane.backend,
-            session=pane.session,
-            window_id=pane.window_id,
-            pane_id=pane.pane_id,
-            identity=pane.identity,
-        )
+        moved = members.move_placement(store, director_id, was=placement, **placement_of(pane))
     if not moved:
         raise Conflict(
             f"fleet {fleet_id}'s Director's pane was recorded again by another command meanwhile; "
@@ -242,8 +233,6 @@ def _restart(
 ) -> dict:
     """Start ``member`` (whose ``placement`` was found dead for ``why``) in a new pane beside
     the Director's (``beside``), or on its own host."""
-    from contextlib import nullcontext
-
     from cafleet.delivery.keystrokes.lock import placement_lock
     from cafleet.mux.ssh import split_session
 
@@ -264,34 +253,54 @@ def _restart(
             pane_id, identity, recorded, window = _open_remote(settings, member, host, how)
         try:
             store.hooks.pause("restore.opened")
-            same = (recorded["backend"], recorded["session"], pane_id) == (
-                placement["backend"],
-                placement["session"],
-                placement["pane_id"],
-            )  # a server restarted on the same socket numbers its panes anew: the lock held already
-            new_lock = (
-                nullcontext()
-                if same
-                else placement_lock(store.locks, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id)
-            )
-            with new_lock:
-                moved = members.move_placement(
-                    store,
-                    member_id,
-                    was=placement,
-                    backend=recorded["backend"],
-                    session=recorded["session"],
-                    window_id=window,
-                    pane_id=pane_id,
-                    identity=identity,
-                )
-            if not moved:
-                raise Conflict(f"member {member_id}'s placement changed meanwhile")
+            _record_pane(store, settings, member_id, placement, recorded, window, pane_id, identity)
         except BaseException:  # a signal too: the pane just opened is closed, the member stays dead
             _kill_quietly(recorded, pane_id)
             raise
     detail = f"{why}; {how.detail}" + (f"; {closed}" if closed else "")
     return {"member_id": member_id, "outcome": how.outcome, "pane_id": pane_id, "detail": detail}
+
+
+def _record_pane(
+    store: Store,
+    settings: config.Settings,
+    member_id: int,
+    placement: PlacementRecord,
+    recorded: dict,
+    window: str,
+    pane_id: str,
+    identity: str | None,
+) -> None:
+    """Record the member's new pane (``recorded``'s backend and session, ``window``,
+    ``pane_id``, ``identity``) in place of its dead ``placement``, under the new pane's lock;
+    Conflict when the placement changed meanwhile."""
+    from contextlib import nullcontext
+
+    from cafleet.delivery.keystrokes.lock import placement_lock
+
+    same = (recorded["backend"], recorded["session"], pane_id) == (
+        placement["backend"],
+        placement["session"],
+        placement["pane_id"],
+    )  # a server restarted on the same socket numbers its panes anew: the lock held already
+    new_lock = (
+        nullcontext()
+        if same
+        else placement_lock(store.locks, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id)
+    )
+    with new_lock:
+        moved = members.move_placement(
+            store,
+            member_id,
+            was=placement,
+            backend=recorded["backend"],
+            session=recorded["session"],
+            window_id=window,
+            pane_id=pane_id,
+            identity=identity,
+        )
+    if not moved:
+        raise Conflict(f"member {member_id}'s placement changed meanwhile")
 
 
 def _open_local(store: Store, settings: config.Settings, member: MemberDetail, placement: PlacementRecord, how: Plan):
