@@ -211,15 +211,7 @@ def _run(
     reconnect: float,
     stop: StopRequests,
 ) -> str:
-    from cafleet.delivery.execs import Watcher
-    from cafleet.delivery.supervision.notices import Noticer
-    from cafleet.delivery.supervision.outbox import Outbox
-
-    deliverer = Deliverer(store, settings, fleet_id, say)
-    commands = Watcher(store, settings, fleet_id, say)  # `member exec`: typed, judged, nudged
-    spend = UsageKeeper(store, fleet_id, say)
-    noticer = Noticer(store, settings, fleet_id, say)
-    outbox = Outbox(store, settings, fleet_id, say)  # notices posted out, off the loop's thread
+    duties = Duties(store, settings, fleet_id, say)
     changes = None
     try:
         opened = _first_changes(store, stop, reconnect)  # the baseline before the first read
@@ -229,7 +221,6 @@ def _run(
         retake = LockRetaker(lock, say, reconnect, stop)
         director = DirectorWatch(store, fleet_id, lock, retake)
         heartbeat = Heartbeat(lock, retake, keeper_control.beat_every(settings.keeper_stalled_after))
-        next_usage = time.monotonic()
         last_error = ""
         while True:
             try:
@@ -238,18 +229,7 @@ def _run(
                     ended = director.ended()
                 if ended is not None:
                     return ended
-                due = deliverer.round()
-                exec_due = commands.round()
-                if exec_due is not None:
-                    due = exec_due if due is None else min(due, exec_due)
-                if time.monotonic() >= next_usage:
-                    spend.round()
-                    next_usage = time.monotonic() + USAGE_EVERY
-                stop.check()
-                wake = min(director.wake(), next_usage, noticer.round(), heartbeat.due)  # the Director's notices
-                wake = min(wake, outbox.round() or wake)  # after the notices: one just posted goes out now
-                stop.check()
-                changes.wait(until=wake if due is None else min(due, wake))
+                changes.wait(until=duties.round(director, heartbeat, stop))
             except DatabaseGone as gone:
                 return clause(gone)
             except DatabaseUnreachable as error:  # the server ended the store's session
@@ -271,9 +251,46 @@ def _run(
                 continue
             last_error = ""
     finally:
-        outbox.close()
+        duties.outbox.close()
         if changes is not None:
             changes.close()
+
+
+class Duties:
+    """What the keeper does each round of its loop: the previews owed (:class:`Deliverer`),
+    ``member exec`` commands typed, judged and nudged, the members' usage every
+    ``USAGE_EVERY`` seconds, the Director's notices and their posts out (off the loop's
+    thread)."""
+
+    __slots__ = ("commands", "deliverer", "next_usage", "noticer", "outbox", "spend")
+
+    def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say) -> None:
+        from cafleet.delivery.execs import Watcher
+        from cafleet.delivery.supervision.notices import Noticer
+        from cafleet.delivery.supervision.outbox import Outbox
+
+        self.deliverer = Deliverer(store, settings, fleet_id, say)
+        self.commands = Watcher(store, settings, fleet_id, say)
+        self.spend = UsageKeeper(store, fleet_id, say)
+        self.noticer = Noticer(store, settings, fleet_id, say)
+        self.outbox = Outbox(store, settings, fleet_id, say)
+        self.next_usage = time.monotonic()
+
+    def round(self, director: DirectorWatch, heartbeat: Heartbeat, stop: StopRequests) -> float:
+        """One round of every duty; when the loop wakes next at the latest (monotonic
+        seconds), unless a change comes first."""
+        due = self.deliverer.round()
+        exec_due = self.commands.round()
+        if exec_due is not None:
+            due = exec_due if due is None else min(due, exec_due)
+        if time.monotonic() >= self.next_usage:
+            self.spend.round()
+            self.next_usage = time.monotonic() + USAGE_EVERY
+        stop.check()
+        wake = min(director.wake(), self.next_usage, self.noticer.round(), heartbeat.due)  # the Director's notices
+        wake = min(wake, self.outbox.round() or wake)  # after the notices: one just posted goes out now
+        stop.check()
+        return wake if due is None else min(due, wake)
 
 
 def _first_changes(store: Store, stop: StopRequests, reconnect: float):
