@@ -43,6 +43,7 @@ from cafleet.delivery.supervision import liveness
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.broker.records import MemberDetail
+    from cafleet.delivery.keystrokes.dialog import Dialog
     from cafleet.store.protocol import Store
 
 
@@ -165,8 +166,14 @@ class Noticer:
                     f"`cafleet member revive {member_id}` starts it again with its conversation resumed; "
                     f"`cafleet member delete {member_id}` and a new member take its work over instead.",
                 )
+        self.records(entry, name, holding)
+
+    def records(self, entry: MemberDetail, name: str, holding: dict) -> None:
+        """The conditions read from the member's records rather than its screen: silent
+        since it was spawned, over its budget."""
+        member_id = entry["member_id"]
+        subject = f"member:{member_id}"
         if self.silent(entry):
-            subject = f"member:{member_id}"
             holding[("silent", subject)] = (
                 member_id,
                 None,
@@ -177,7 +184,6 @@ class Noticer:
             )
         over = self.over_budget(member_id)
         if over is not None:
-            subject = f"member:{member_id}"
             holding[("over_budget", subject)] = (
                 member_id,
                 None,
@@ -225,31 +231,10 @@ class Noticer:
             waited = now - known[2]  # blocked this long, whatever it showed meanwhile
             if waited < self.awaiting_after:
                 return
-        pane = placement["pane_id"]
-        shown_lines = "\n".join(f"    {line}" if line else "" for line in seen.lines)
-        if dialog.ESCAPE_OPEN in seen.text:
-            shown_lines += (
-                f"\n({dialog.ESCAPE_OPEN}U+XXXX{dialog.ESCAPE_CLOSE}: a character the screen does not draw as itself.)"
-            )
-        if seen.options and seen.numbered:
-            answer = (
-                f"Answer it: `cafleet member answer {member_id} CHOICE --dialog {seen.digest}` "
-                f"(CHOICE: {seen.choices()}), or in pane {render.inline(pane)}."
-            )
-        elif seen.options:
-            buttons = ", ".join(f"{number} {label}" for number, label in seen.options)
-            answer = (
-                f"Answer it: `cafleet member answer {member_id} CHOICE --dialog {seen.digest}` "
-                f"(CHOICE: its buttons numbered left to right: {buttons}), or in pane {render.inline(pane)}."
-            )
-        else:
-            answer = f"It has no numbered option: answer it in pane {render.inline(pane)}."
         holding[("awaiting_user", subject)] = (
             member_id,
             seen.digest,
-            f"{notices.HEADER.format(kind='awaiting_user', subject=subject)}\n"
-            f"Member {member_id} ({name}) has waited for its user for {int(waited)} s or more; "
-            f"its screen shows (dialog {seen.digest}):\n{shown_lines}\n{answer}",
+            _awaiting_text(member_id, name, placement["pane_id"], seen, waited),
         )
 
     def silent(self, entry: MemberDetail) -> bool:
@@ -275,3 +260,34 @@ class Noticer:
         except OverBudget as error:
             return str(error)
         return None
+
+
+def _awaiting_text(member_id: int, name: str, pane: str, seen: Dialog, waited: float) -> str:
+    """The text of an ``awaiting_user`` notice: how long the member has waited, the dialog
+    ``seen`` on its screen as it shows it, and how to answer it."""
+    from cafleet.delivery.keystrokes import dialog
+
+    subject = f"member:{member_id}"
+    shown_lines = "\n".join(f"    {line}" if line else "" for line in seen.lines)
+    if dialog.ESCAPE_OPEN in seen.text:
+        shown_lines += (
+            f"\n({dialog.ESCAPE_OPEN}U+XXXX{dialog.ESCAPE_CLOSE}: a character the screen does not draw as itself.)"
+        )
+    if seen.options and seen.numbered:
+        answer = (
+            f"Answer it: `cafleet member answer {member_id} CHOICE --dialog {seen.digest}` "
+            f"(CHOICE: {seen.choices()}), or in pane {render.inline(pane)}."
+        )
+    elif seen.options:
+        buttons = ", ".join(f"{number} {label}" for number, label in seen.options)
+        answer = (
+            f"Answer it: `cafleet member answer {member_id} CHOICE --dialog {seen.digest}` "
+            f"(CHOICE: its buttons numbered left to right: {buttons}), or in pane {render.inline(pane)}."
+        )
+    else:
+        answer = f"It has no numbered option: answer it in pane {render.inline(pane)}."
+    return (
+        f"{notices.HEADER.format(kind='awaiting_user', subject=subject)}\n"
+        f"Member {member_id} ({name}) has waited for its user for {int(waited)} s or more; "
+        f"its screen shows (dialog {seen.digest}):\n{shown_lines}\n{answer}"
+    )
