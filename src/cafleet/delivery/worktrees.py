@@ -453,16 +453,6 @@ def survey(store: Store, environ, cwd: str | None) -> list[dict]:
             known_by_repo[key] = known_paths(run, repo) if run.isdir(repo) else None
         return known_by_repo[key]
 
-    def finding(kind, row, detail, command) -> dict:
-        return {
-            "kind": kind,
-            "path": row["path"],
-            "member_id": row["member_id"],
-            "host": row["host"],
-            "detail": detail,
-            "command": command,
-        }
-
     for row in rows:
         member_id, path = row["member_id"], row["path"]
         try:
@@ -473,7 +463,7 @@ def survey(store: Store, environ, cwd: str | None) -> list[dict]:
             missing = gone and row["status"] == records.ADDING and not run.exists(path)
         except CafleetError as error:
             findings.append(
-                finding(
+                _finding(
                     "unreachable",
                     row,
                     f"member {member_id}'s worktree {path} could not be checked ({clause(error)})",
@@ -481,42 +471,58 @@ def survey(store: Store, environ, cwd: str | None) -> list[dict]:
                 )
             )
             continue
-        repo = row["repo"]
-        if gone:
-            detail = (
-                f"member {member_id}'s worktree {path}{where} was recorded, but its creation stopped before git made it"
-                if missing
-                else f"git no longer knows member {member_id}'s worktree {path}{where} (moved or pruned)"
-            )
-            findings.append(
-                finding(
-                    "unknown_to_git",
-                    row,
-                    detail,
-                    f"git -C {repo} worktree repair <its new path> (if it was moved), else "
-                    f"cafleet member delete {member_id} --discard-worktree",
-                )
-            )
-        elif row["member_status"] != "active":
-            findings.append(
-                finding(
-                    "member_gone",
-                    row,
-                    f"worktree {path}{where} (branch {row['branch']}) is kept for member {member_id}, deleted",
-                    f"cafleet member delete {member_id} (removes it if nothing would be lost; --discard-worktree anyway)",
-                )
-            )
-        elif row["status"] == records.ADDING:
-            findings.append(
-                finding(
-                    "unfinished",
-                    row,
-                    f"member {member_id}'s creation stopped after git made its worktree {path}{where}",
-                    f"cafleet member delete {member_id}",
-                )
-            )
+        found = _recorded_finding(row, where, gone, missing)
+        if found is not None:
+            findings.append(found)
     findings += _unrecorded(runners[None], cwd, rows, recorded, known)
     return findings
+
+
+def _finding(kind: str, row, detail: str, command: str) -> dict:
+    """One of :func:`survey`'s findings, about the recorded worktree ``row``."""
+    return {
+        "kind": kind,
+        "path": row["path"],
+        "member_id": row["member_id"],
+        "host": row["host"],
+        "detail": detail,
+        "command": command,
+    }
+
+
+def _recorded_finding(row, where: str, gone: bool, missing: bool) -> dict | None:
+    """What ``doctor`` says of a recorded worktree (``where``: on which host), if anything:
+    unknown to git (``gone``; ``missing``: its creation stopped before git made it), kept
+    for a member that is gone, or left by a creation that stopped after git made it."""
+    member_id, path, repo = row["member_id"], row["path"], row["repo"]
+    if gone:
+        detail = (
+            f"member {member_id}'s worktree {path}{where} was recorded, but its creation stopped before git made it"
+            if missing
+            else f"git no longer knows member {member_id}'s worktree {path}{where} (moved or pruned)"
+        )
+        return _finding(
+            "unknown_to_git",
+            row,
+            detail,
+            f"git -C {repo} worktree repair <its new path> (if it was moved), else "
+            f"cafleet member delete {member_id} --discard-worktree",
+        )
+    if row["member_status"] != "active":
+        return _finding(
+            "member_gone",
+            row,
+            f"worktree {path}{where} (branch {row['branch']}) is kept for member {member_id}, deleted",
+            f"cafleet member delete {member_id} (removes it if nothing would be lost; --discard-worktree anyway)",
+        )
+    if row["status"] == records.ADDING:
+        return _finding(
+            "unfinished",
+            row,
+            f"member {member_id}'s creation stopped after git made its worktree {path}{where}",
+            f"cafleet member delete {member_id}",
+        )
+    return None
 
 
 def _unrecorded(run: Runner, cwd, rows, recorded: set[str], known) -> list[dict]:
