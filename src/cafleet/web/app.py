@@ -32,6 +32,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from cafleet import config as settings, errors
+from cafleet.config.declarations import DEFAULT_SERVER_MAX_STREAMS
 from cafleet.store import DEFAULT_BUSY_TIMEOUT
 from cafleet.store.engines import location_identity, open_store, replaced_error
 from cafleet.store.protocol import Store
@@ -54,7 +55,7 @@ class WebConfig:
     gone: Callable[[Exception], None] = lambda _error: None  # the database file was deleted or replaced
     poll_interval: float = 0.25  # how often the event streams' shared change waiter looks
     keepalive_interval: float = 15.0  # a comment line on an idle event stream
-    max_streams: int = settings.DEFAULT_SERVER_MAX_STREAMS  # open event streams at most; 503 past it
+    max_streams: int = DEFAULT_SERVER_MAX_STREAMS  # open event streams at most; 503 past it
     settings: settings.Settings | None = None  # the server command's; built from ``environ`` when not given
     login: Login = field(default_factory=lambda: Login(new_token()))  # the API's secret (cafleet.web.login)
     public: PublicAddress | None = None  # --public: the address people open, in front of the server
