@@ -164,10 +164,7 @@ def create(
     # declarations in cafleet.config), the rest here and in panes.create_member
     validation.name(name, "--name")
     validation.description(description, "--description")
-    if worktree and no_worktree:
-        from cafleet.errors import UsageError
-
-        raise UsageError("--worktree and --no-worktree contradict each other; give one.")
+    wants_worktree = _worktree_choice(worktree, no_worktree)
     prompt = read_body(ctx, text, file, limit=panes.MAX_COMMAND_BYTES, what="a spawn prompt", nul=False)
     _director_only(ctx, "member create", fleet_id=fleet_id)
     request = panes.SpawnRequest(
@@ -182,26 +179,42 @@ def create(
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
         force=force,
-        worktree=True if worktree else (False if no_worktree else None),
+        worktree=wants_worktree,
         branch=branch,
         base=base,
         repo=repo,
         placement=placement,
     )
     record = panes.create_member(ctx.store(), ctx.settings, request)
+    ctx.emit(record, lambda: _created_line(record, name, host))
+    _start_keeper(ctx, fleet_id)  # its previews and notices need one
+
+
+def _worktree_choice(worktree: bool, no_worktree: bool) -> bool | None:
+    """--worktree (True), --no-worktree (False) or neither (None: the fleet's default)."""
+    if worktree and no_worktree:
+        from cafleet.errors import UsageError
+
+        raise UsageError("--worktree and --no-worktree contradict each other; give one.")
+    return True if worktree else (False if no_worktree else None)
+
+
+def _created_line(record: dict, name: str, host: str | None) -> str:
+    """What `member create` says of the member it created, in one line."""
     where = f" on host {render.inline(host)}" if host else ""
     tree = record.get("worktree")
     where += f" in worktree {render.inline(tree['path'])} (branch {render.inline(tree['branch'])})" if tree else ""
-    ctx.emit(
-        record,
-        lambda: (
-            f"created member {record['member_id']} ({render.inline(name)}, "
-            f"{render.inline(record['coding_agent'])}) in pane {render.inline(record['pane_id'])}{where}"
-        ),
+    return (
+        f"created member {record['member_id']} ({render.inline(name)}, "
+        f"{render.inline(record['coding_agent'])}) in pane {render.inline(record['pane_id'])}{where}"
     )
+
+
+def _start_keeper(ctx: Context, fleet_id: int) -> None:
+    """Start the fleet's keeper unless it runs; a warning when it cannot be started."""
     from cafleet.delivery import drain
 
-    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id)  # its previews and notices need one
+    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id)
     if warning:
         ctx.err(warning)
 
@@ -226,14 +239,12 @@ def delete(ctx: Context, member_id, discard_worktree):
 
 def revive(ctx: Context, member_id):
     """Start a member whose pane or agent is gone again, its conversation resumed."""
-    from cafleet.delivery import drain, restore
+    from cafleet.delivery import restore
 
     _director_only(ctx, "member revive", member_id=member_id)
     result = restore.revive_member(ctx.store(), ctx.settings, member_id)
     ctx.emit(result, lambda: outcome_line(result))
-    warning = drain.start_keeper(ctx.store(), ctx.settings, members.get_member(ctx.store(), member_id)["fleet_id"])
-    if warning:
-        ctx.err(warning)
+    _start_keeper(ctx, members.get_member(ctx.store(), member_id)["fleet_id"])
     return 1 if result["outcome"] == restore.LOST else None
 
 
