@@ -188,7 +188,7 @@ def create(
         repo=repo,
         placement=placement,
     )
-    record = panes.create_member(ctx.store(), ctx.settings, request)
+    record = panes.create_member(ctx.store(), ctx.settings, request, ctx.hooks)
     where = f" on host {render.inline(host)}" if host else ""
     tree = record.get("worktree")
     where += f" in worktree {render.inline(tree['path'])} (branch {render.inline(tree['branch'])})" if tree else ""
@@ -201,7 +201,7 @@ def create(
     )
     from cafleet.delivery.keystrokes import drain
 
-    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id)  # its previews and notices need one
+    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id, ctx.hooks)  # its previews and notices need one
     if warning:
         ctx.err(warning)
 
@@ -210,7 +210,9 @@ def delete(ctx: Context, member_id, discard_worktree):
     from cafleet.delivery.spawning import panes
 
     _director_only(ctx, "member delete", member_id=member_id)
-    status, tree = panes.delete_member(ctx.store(), ctx.settings, member_id, discard_worktree=discard_worktree)
+    status, tree = panes.delete_member(
+        ctx.store(), ctx.settings, member_id, discard_worktree=discard_worktree, hooks=ctx.hooks
+    )
 
     def text():
         lines = [f"deleted member {member_id}; pane {status.text()}"]
@@ -230,9 +232,11 @@ def revive(ctx: Context, member_id):
     from cafleet.delivery.spawning import restore
 
     _director_only(ctx, "member revive", member_id=member_id)
-    result = restore.revive_member(ctx.store(), ctx.settings, member_id)
+    result = restore.revive_member(ctx.store(), ctx.settings, member_id, ctx.hooks)
     ctx.emit(result, lambda: outcome_line(result))
-    warning = drain.start_keeper(ctx.store(), ctx.settings, members.get_member(ctx.store(), member_id)["fleet_id"])
+    warning = drain.start_keeper(
+        ctx.store(), ctx.settings, members.get_member(ctx.store(), member_id)["fleet_id"], ctx.hooks
+    )
     if warning:
         ctx.err(warning)
     return 1 if result["outcome"] == restore.LOST else None
@@ -275,7 +279,7 @@ def prompt(ctx: Context, member_id, force, text):
     from cafleet.delivery.spawning import panes
 
     _director_only(ctx, "member prompt", member_id=member_id)
-    record = panes.prompt_member(ctx.store(), ctx.settings, member_id, text, force=force)
+    record = panes.prompt_member(ctx.store(), ctx.settings, member_id, text, force=force, hooks=ctx.hooks)
     ctx.emit(record, lambda: f"prompt submitted to member {member_id} (pane {record['pane_id']})")
 
 
@@ -300,7 +304,7 @@ def answer(ctx: Context, member_id, choice, dialog, label):
     from cafleet.delivery.keystrokes.answer import answer_member
 
     _director_only(ctx, "member answer", member_id=member_id)
-    record = answer_member(ctx.store(), ctx.settings, member_id, choice, dialog, label)
+    record = answer_member(ctx.store(), ctx.settings, member_id, choice, dialog, label, ctx.hooks)
     ctx.emit(
         record,
         lambda: (
@@ -334,7 +338,7 @@ def exec_(ctx: Context, member_id, command, file, wait):
         if not ctx.json:
             ctx.out(f"exec {record['exec_id']} stored for member {member_id}")
 
-    record, failure = execs.create(ctx.store(), settings, member_id, text, on_stored=print_id)
+    record, failure = execs.create(ctx.store(), settings, member_id, text, on_stored=print_id, hooks=ctx.hooks)
     if failure:
         ctx.err(
             f"Warning: exec {record['exec_id']} is stored but not typed into member {member_id}'s pane yet: {failure}."
@@ -342,7 +346,7 @@ def exec_(ctx: Context, member_id, command, file, wait):
     elif not ctx.json:
         ctx.out(f"exec {record['exec_id']} typed into member {member_id}'s pane")
     if wait:
-        record = execs.wait(ctx.store(), settings, record["exec_id"])
+        record = execs.wait(ctx.store(), settings, record["exec_id"], hooks=ctx.hooks)
     from cafleet.broker.execs import public
 
     ctx.emit(public(record), lambda: _exec_line(record, status_text) if wait else None)
