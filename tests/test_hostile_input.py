@@ -27,7 +27,7 @@ from cafleet import clock, config, render
 from cafleet.cli.context import Context
 from cafleet.cli.main import main
 from cafleet.config import declarations
-from cafleet.delivery.preview import ELLIPSIS, flatten, render_preview
+from cafleet.delivery.keystrokes.preview import ELLIPSIS, flatten, render_preview
 from cafleet.errors import ConfigError
 from tests.support.pane_fleet import tmux_fleet
 

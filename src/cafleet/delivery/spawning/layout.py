@@ -139,7 +139,7 @@ def open_local(
     Director's ``director`` placement (``backend``, ``session``, ``window_id``, ``pane_id``;
     ``mux`` its client); ``member_panes``: the fleet's members' panes (those a split may
     halve besides the Director's). (pane id, identity, window id)."""
-    from cafleet.delivery.lock import pane_lock
+    from cafleet.delivery.keystrokes.lock import pane_lock
     from cafleet.store.engines import lock_space
 
     locks = lock_space(settings.database)
