@@ -34,6 +34,10 @@ CORE = {
     "cafleet.cli.table",
     "cafleet.clock",
     "cafleet.config",
+    # the settings split by job (config/__init__.py reads them, declarations.py declares them,
+    # setting.py reads one value): 0.2 ms more than the one module they were (300 fresh imports each)
+    "cafleet.config.declarations",
+    "cafleet.config.setting",
     "cafleet.errors",
     # the null test hooks every command carries (faults.NO_HOOKS): 0.15-0.25 ms byte-compiled
     "cafleet.faults",

@@ -50,7 +50,7 @@ def create(ctx: Context, name, coding_agent, worktrees, revive, placement, notif
 
     # The fleet's keeper, started detached (docs/delivery.md); when none can run, or it is
     # stalled, a warning that says why and what fixes it: the fleet exists all the same.
-    warning = drain.start_keeper(ctx.store(), ctx.settings, record["fleet_id"])
+    warning = drain.start_keeper(ctx.store(), ctx.settings, record["fleet_id"], ctx.hooks)
     if warning:
         ctx.err(warning)
 
@@ -107,7 +107,7 @@ def delete(ctx: Context, fleet_id, discard_worktree):
 
     authority.require_director(ctx.store(), ctx.environ, fleet_id, "fleet delete")
     result, closed, trees = teardown.delete_fleet(
-        ctx.store(), ctx.settings, fleet_id, discard_worktrees=discard_worktree
+        ctx.store(), ctx.settings, fleet_id, discard_worktrees=discard_worktree, hooks=ctx.hooks
     )
 
     def text():
@@ -130,9 +130,9 @@ def restore(ctx: Context, fleet_id):
     from cafleet.delivery.keystrokes import drain
     from cafleet.delivery.spawning import restore
 
-    result = restore.restore_fleet(ctx.store(), ctx.settings, fleet_id)
+    result = restore.restore_fleet(ctx.store(), ctx.settings, fleet_id, ctx.hooks)
     ctx.emit(result, lambda: "\n".join(outcome_line(row) for row in result["members"]))
-    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id)  # owed previews need one
+    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id, ctx.hooks)  # owed previews need one
     if warning:
         ctx.err(warning)
     return 1 if any(row["outcome"] == restore.LOST for row in result["members"]) else None
@@ -206,5 +206,5 @@ def keep(ctx: Context, fleet_id):
         else:
             ctx.out(f"{at} keeper[{pid}] {event}")
 
-    reason = keeper.keep(ctx.store(), ctx.settings, fleet_id, say, ctx.settings.pg_reconnect_timeout)
+    reason = keeper.keep(ctx.store(), ctx.settings, fleet_id, say, ctx.settings.pg_reconnect_timeout, ctx.hooks)
     say(f"keeper for fleet {fleet_id} ended: {reason}", ended=ctx.hide_secrets(reason))

@@ -158,19 +158,16 @@ def create(
     file,
 ):
     from cafleet.cli.body import read_body
-    from cafleet.delivery.spawning import create
+    from cafleet.delivery.spawning.create import MAX_COMMAND_BYTES, SpawnRequest, create_member
 
     # every input is checked before anything is written: the budgets by the parser (their
-    # declarations in cafleet.config), the rest here and in create.create_member
+    # declarations in cafleet.config), the rest here and in create_member
     validation.name(name, "--name")
     validation.description(description, "--description")
-    if worktree and no_worktree:
-        from cafleet.errors import UsageError
-
-        raise UsageError("--worktree and --no-worktree contradict each other; give one.")
-    prompt = read_body(ctx, text, file, limit=create.MAX_COMMAND_BYTES, what="a spawn prompt", nul=False)
+    wants_worktree = _worktree_choice(worktree, no_worktree)
+    prompt = read_body(ctx, text, file, limit=MAX_COMMAND_BYTES, what="a spawn prompt", nul=False)
     _director_only(ctx, "member create", fleet_id=fleet_id)
-    request = create.SpawnRequest(
+    request = SpawnRequest(
         fleet_id=fleet_id,
         name=name,
         description=description,
@@ -182,26 +179,42 @@ def create(
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
         force=force,
-        worktree=True if worktree else (False if no_worktree else None),
+        worktree=wants_worktree,
         branch=branch,
         base=base,
         repo=repo,
         placement=placement,
     )
-    record = create.create_member(ctx.store(), ctx.settings, request)
+    record = create_member(ctx.store(), ctx.settings, request, ctx.hooks)
+    ctx.emit(record, lambda: _created_line(record, name, host))
+    _start_keeper(ctx, fleet_id)  # its previews and notices need one
+
+
+def _worktree_choice(worktree: bool, no_worktree: bool) -> bool | None:
+    """--worktree (True), --no-worktree (False) or neither (None: the fleet's default)."""
+    if worktree and no_worktree:
+        from cafleet.errors import UsageError
+
+        raise UsageError("--worktree and --no-worktree contradict each other; give one.")
+    return True if worktree else (False if no_worktree else None)
+
+
+def _created_line(record: dict, name: str, host: str | None) -> str:
+    """What `member create` says of the member it created, in one line."""
     where = f" on host {render.inline(host)}" if host else ""
     tree = record.get("worktree")
     where += f" in worktree {render.inline(tree['path'])} (branch {render.inline(tree['branch'])})" if tree else ""
-    ctx.emit(
-        record,
-        lambda: (
-            f"created member {record['member_id']} ({render.inline(name)}, "
-            f"{render.inline(record['coding_agent'])}) in pane {render.inline(record['pane_id'])}{where}"
-        ),
+    return (
+        f"created member {record['member_id']} ({render.inline(name)}, "
+        f"{render.inline(record['coding_agent'])}) in pane {render.inline(record['pane_id'])}{where}"
     )
+
+
+def _start_keeper(ctx: Context, fleet_id: int) -> None:
+    """Start the fleet's keeper unless it runs; a warning when it cannot be started."""
     from cafleet.delivery.keystrokes import drain
 
-    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id)  # its previews and notices need one
+    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id, ctx.hooks)
     if warning:
         ctx.err(warning)
 
@@ -210,7 +223,9 @@ def delete(ctx: Context, member_id, discard_worktree):
     from cafleet.delivery.spawning import teardown
 
     _director_only(ctx, "member delete", member_id=member_id)
-    status, tree = teardown.delete_member(ctx.store(), ctx.settings, member_id, discard_worktree=discard_worktree)
+    status, tree = teardown.delete_member(
+        ctx.store(), ctx.settings, member_id, discard_worktree=discard_worktree, hooks=ctx.hooks
+    )
 
     def text():
         lines = [f"deleted member {member_id}; pane {status.text()}"]
@@ -226,15 +241,12 @@ def delete(ctx: Context, member_id, discard_worktree):
 
 def revive(ctx: Context, member_id):
     """Start a member whose pane or agent is gone again, its conversation resumed."""
-    from cafleet.delivery.keystrokes import drain
     from cafleet.delivery.spawning import restore
 
     _director_only(ctx, "member revive", member_id=member_id)
-    result = restore.revive_member(ctx.store(), ctx.settings, member_id)
+    result = restore.revive_member(ctx.store(), ctx.settings, member_id, ctx.hooks)
     ctx.emit(result, lambda: outcome_line(result))
-    warning = drain.start_keeper(ctx.store(), ctx.settings, members.get_member(ctx.store(), member_id)["fleet_id"])
-    if warning:
-        ctx.err(warning)
+    _start_keeper(ctx, members.get_member(ctx.store(), member_id)["fleet_id"])
     return 1 if result["outcome"] == restore.LOST else None
 
 
@@ -275,7 +287,7 @@ def prompt(ctx: Context, member_id, force, text):
     from cafleet.delivery.keystrokes import manual
 
     _director_only(ctx, "member prompt", member_id=member_id)
-    record = manual.prompt_member(ctx.store(), ctx.settings, member_id, text, force=force)
+    record = manual.prompt_member(ctx.store(), ctx.settings, member_id, text, force=force, hooks=ctx.hooks)
     ctx.emit(record, lambda: f"prompt submitted to member {member_id} (pane {record['pane_id']})")
 
 
@@ -300,7 +312,7 @@ def answer(ctx: Context, member_id, choice, dialog, label):
     from cafleet.delivery.keystrokes.answer import answer_member
 
     _director_only(ctx, "member answer", member_id=member_id)
-    record = answer_member(ctx.store(), ctx.settings, member_id, choice, dialog, label)
+    record = answer_member(ctx.store(), ctx.settings, member_id, choice, dialog, label, ctx.hooks)
     ctx.emit(
         record,
         lambda: (
@@ -334,7 +346,7 @@ def exec_(ctx: Context, member_id, command, file, wait):
         if not ctx.json:
             ctx.out(f"exec {record['exec_id']} stored for member {member_id}")
 
-    record, failure = execs.create(ctx.store(), settings, member_id, text, on_stored=print_id)
+    record, failure = execs.create(ctx.store(), settings, member_id, text, on_stored=print_id, hooks=ctx.hooks)
     if failure:
         ctx.err(
             f"Warning: exec {record['exec_id']} is stored but not typed into member {member_id}'s pane yet: {failure}."
@@ -342,7 +354,7 @@ def exec_(ctx: Context, member_id, command, file, wait):
     elif not ctx.json:
         ctx.out(f"exec {record['exec_id']} typed into member {member_id}'s pane")
     if wait:
-        record = execs.wait(ctx.store(), settings, record["exec_id"])
+        record = execs.wait(ctx.store(), settings, record["exec_id"], hooks=ctx.hooks)
     from cafleet.broker.execs import public
 
     ctx.emit(public(record), lambda: _exec_line(record, status_text) if wait else None)

@@ -24,7 +24,9 @@ def send(ctx: Context, from_id, to_id, force, text, file):
             ctx.out(f"sent message {record['message_id']} to member {to_id}")
 
     settings = ctx.settings
-    record, outcome = drain.send(ctx.store(), settings, from_id, to_id, body, on_stored=print_id, force=force)
+    record, outcome = drain.send(
+        ctx.store(), settings, from_id, to_id, body, on_stored=print_id, force=force, hooks=ctx.hooks
+    )
     if ctx.json:  # one document, so it waits for "notified"
         ctx.emit(dict(record, notified=outcome.notified), None)
     _diagnose(ctx, outcome)
@@ -51,7 +53,14 @@ def broadcast(ctx: Context, from_id, text, file):
 
     settings = ctx.settings
     result, outcomes = drain.broadcast(
-        ctx.store(), settings, from_id, body, on_stored=print_none, each=print_each, opener=ctx.open_store
+        ctx.store(),
+        settings,
+        from_id,
+        body,
+        on_stored=print_none,
+        each=print_each,
+        opener=ctx.open_store,
+        hooks=ctx.hooks,
     )
     if ctx.json:
         ctx.emit(result, None)
@@ -71,7 +80,7 @@ def show(ctx: Context, message_id):
 
 
 def ack(ctx: Context, message_id):
-    record = messages.ack(ctx.store(), message_id)
+    record = messages.ack(ctx.store(), message_id, ctx.hooks)
     ctx.emit(record, lambda: f"acknowledged message {message_id}")
 
 
@@ -84,10 +93,10 @@ def wait(ctx: Context, member_id, timeout):
     inbox.require_receiving(store, member_id)  # a member that can no longer receive: exit 1 at once
     tend = _keeper_tender(ctx, store, member_id)
     keeper = tend() if tend is not None else None  # the fleet's keeper runs, started now if none did, or why not
-    for outcome in drain.retry_fleet(store, settings, member_id, keeper):
+    for outcome in drain.retry_fleet(store, settings, member_id, keeper, ctx.hooks):
         _diagnose(ctx, outcome)
     records = inbox.wait_for_messages(
-        store, member_id, timeout, settings.wait_interval, settings.pg_reconnect_timeout, tend
+        store, member_id, timeout, settings.wait_interval, settings.pg_reconnect_timeout, tend, ctx.hooks
     )
     if not records:
         return ExitCode.WAIT_TIMEOUT
@@ -115,6 +124,7 @@ def listen(ctx: Context, member_id):
             ctx.settings.wait_interval,
             ctx.settings.pg_reconnect_timeout,
             tend,
+            ctx.hooks,
         )
     except DatabaseError as error:  # gave up on the database mid-stream: the end line, then the error
         end(ctx.hide_secrets(str(error)).removesuffix("."))
@@ -136,7 +146,7 @@ def _keeper_tender(ctx: Context, store, member_id):
     said = [""]
 
     def tend() -> str:
-        why = drain.fleet_keeper(store, ctx.settings, fleet_id)
+        why = drain.fleet_keeper(store, ctx.settings, fleet_id, ctx.hooks)
         if why and why != said[0]:
             ctx.err(drain.keeper_warning(why))
         said[0] = why

@@ -43,6 +43,7 @@ def watch(ctx: Context, fleet_id, interval, idle_after):
         idle_after,
         lambda item: ctx.out(_line(item, ctx)),
         ctx.settings.pg_reconnect_timeout,
+        ctx.hooks,
     )
     try:
         reason = watcher.run()

@@ -157,7 +157,6 @@ class Store(Protocol):
     identity: Any  # what tells this database from another one opened later at the same location
     engine: str  # a name for tests and reports, never branched on above store/
     schema: str  # the namespace SQL qualifies cafleet's tables with: a PostgreSQL schema, SQLite's "main"
-    hooks: Hooks  # the command's test hooks (cafleet.faults), reached by every point; faults.NO_HOOKS outside a test
     BEGIN_READ: str
     broadcast_workers: int  # how many recipients of a broadcast are notified at once, each on a store of its own
 

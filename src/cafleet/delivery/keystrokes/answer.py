@@ -27,11 +27,13 @@ from __future__ import annotations
 
 from cafleet import config
 from cafleet.errors import CafleetError, Conflict, UsageError, clause
+from cafleet.faults import NO_HOOKS
 
 MOVE_WAIT = 5.0  # seconds the screen may take to show a moved selection (bounds a failure only)
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 
@@ -54,7 +56,13 @@ def dialog_on(store: Store, member_id: int):
 
 
 def answer_member(
-    store: Store, settings: config.Settings, member_id: int, choice: int, digest: str, label: str | None = None
+    store: Store,
+    settings: config.Settings,
+    member_id: int,
+    choice: int,
+    digest: str,
+    label: str | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> dict:
     from cafleet import render
     from cafleet.delivery.keystrokes import dialog, lock
@@ -66,7 +74,7 @@ def answer_member(
     agent = placement["coding_agent"]
     timeout = settings.lock_timeout
     mux = reach(placement)
-    with lock.placement_lock(store.locks, placement, timeout, store.hooks) as held:
+    with lock.placement_lock(store.locks, placement, timeout, hooks) as held:
         guarded = held.guard(mux)
         shown = dialog.capture(mux, pane, marked=True)  # the window the notice was read from
         seen = dialog.read(agent, shown, marked=True)

@@ -3,7 +3,7 @@ reads its screen and ``member prompt`` types one line into its agent and submits
 the pane-input lock; :func:`live_placement` finds the pane for them and for ``member
 answer`` (:mod:`cafleet.delivery.keystrokes.answer`).
 
-The ``store.hooks`` calls are the test seam's pause and trace points (:mod:`cafleet.faults`).
+The ``hooks`` calls (the command's, passed in) are the test seam's pause and trace points (:mod:`cafleet.faults`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from cafleet import config
 from cafleet.broker import members
 from cafleet.delivery.keystrokes.placement import reach
 from cafleet.errors import CafleetError
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.broker.records import PlacementRecord
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 
@@ -40,7 +42,9 @@ def capture_member(store: Store, member_id: int, lines: int, ansi: bool) -> dict
     return {"member_id": member_id, "pane_id": pane_id, "text": screen}
 
 
-def prompt_member(store: Store, settings: config.Settings, member_id: int, text: str, *, force: bool = False) -> dict:
+def prompt_member(
+    store: Store, settings: config.Settings, member_id: int, text: str, *, force: bool = False, hooks: Hooks = NO_HOOKS
+) -> dict:
     """Type one line into the member's agent and submit it, under the pane lock (``member
     prompt``). New work like a message: refused for a member over its budget or its
     fleet's unless ``force`` (the one gate, :func:`cafleet.delivery.keystrokes.drain.refuse_over_budget`)."""
@@ -56,7 +60,7 @@ def prompt_member(store: Store, settings: config.Settings, member_id: int, text:
     locks, timeout = store.locks, settings.lock_timeout
     mux = reach(placement)
     try:
-        with lock.placement_lock(locks, placement, timeout, store.hooks) as held:
+        with lock.placement_lock(locks, placement, timeout, hooks) as held:
             mux = held.guard(mux)  # the lock is checked before each keystroke too
             submit.type_prompt(
                 mux,
@@ -64,7 +68,7 @@ def prompt_member(store: Store, settings: config.Settings, member_id: int, text:
                 text,
                 placement["coding_agent"],
                 pacing=submit.Pacing(settings.submit_settle),
-                hooks=store.hooks,
+                hooks=hooks,
             )
     except lock.LockLost as error:
         from cafleet.delivery.keystrokes.drain import after_lost_lock

@@ -15,12 +15,14 @@ from cafleet.broker import fleets, members
 from cafleet.delivery.keystrokes.placement import reach, recorded_at
 from cafleet.delivery.spawning.launch import Spawn, register_and_open
 from cafleet.errors import CafleetError
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 
@@ -98,7 +100,7 @@ class SpawnRequest:
     placement: str | None = None
 
 
-def create_member(store: Store, settings: config.Settings, request: SpawnRequest) -> dict:
+def create_member(store: Store, settings: config.Settings, request: SpawnRequest, hooks: Hooks = NO_HOOKS) -> dict:
     """Member creation: pending registration, spawn prompt, split a pane, record it under the lock.
 
     ``request`` is what ``member create`` asked for, whole. With its ``worktree`` (None:
@@ -144,11 +146,11 @@ def create_member(store: Store, settings: config.Settings, request: SpawnRequest
         from cafleet.delivery.spawning.remote import create_remote
 
         plan = _worktree_plan(environ, request) if worktree else None
-        return create_remote(store, settings, host, spawn, plan)
+        return create_remote(store, settings, host, spawn, plan, hooks)
     backends.find_binary(spawn.agent, environ)
     cwd = _cwd()  # the new pane starts here; a deleted directory is refused before any write
     plan = _worktree_plan(environ, request, cwd) if worktree else None
-    return _create_local(store, settings, spawn, director_placement, mux, plan, cwd, request, mode)
+    return _create_local(store, settings, spawn, director_placement, mux, plan, cwd, request, mode, hooks)
 
 
 def _worktree_plan(environ, request: SpawnRequest, cwd: str | None = None):
@@ -172,6 +174,7 @@ def _create_local(
     cwd: str,
     request: SpawnRequest,
     mode: str,
+    hooks: Hooks,
 ):
     """A member in a new pane placed by ``mode`` (:mod:`cafleet.delivery.spawning.layout`), in
     ``cwd`` (or its new worktree), with its usage source recorded before its agent starts."""
@@ -202,7 +205,7 @@ def _create_local(
         pane_env.update(store.member_environment())  # the member's cafleet reaches the same tables
         pane_id, identity, window_id = layout.open_local(
             settings,
-            store.hooks,
+            hooks,
             placement,
             mux,
             spawn.argv(member_id, session_id),
@@ -214,7 +217,7 @@ def _create_local(
         )
         return pane_id, identity, placement, window_id
 
-    return register_and_open(store, settings, spawn, placement, mux, plan, open_pane)
+    return register_and_open(store, settings, spawn, placement, mux, plan, open_pane, hooks)
 
 
 def fleet_panes(store: Store, fleet_id: int, session: str) -> set[str]:

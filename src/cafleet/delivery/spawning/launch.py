@@ -4,7 +4,7 @@ registration, its worktree added, its new pane opened and its id recorded under 
 pane's lock (the pane-id patch), and, when anything after the registration fails, the
 creation undone and reported (:class:`CreateFailed`).
 
-The ``store.hooks`` calls are the test seam's pause points (:mod:`cafleet.faults`).
+The ``hooks`` calls (the command's, passed in) are the test seam's pause points (:mod:`cafleet.faults`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from cafleet.errors import CafleetError, clause
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 
@@ -69,16 +70,10 @@ class Spawn:
         )
 
 
-def register_and_open(
-    store: Store, settings: config.Settings, spawn: Spawn, placement: dict, mux, plan, open_pane, close_unknown=None
-) -> dict:
-    """The steps every creation shares: register the member pending (with ``placement``'s
-    backend, session and window), add its worktree (``plan``), open its pane
-    (``open_pane(member_id, worktree path or None)`` -> pane id, identity, the placement to
-    record, its window id or None) and record the pane under its lock. A failure after the
-    registration is compensated and raised as :class:`CreateFailed`; ``close_unknown(member_id)``
-    closes, when cafleet never learnt the pane, what may have been started."""
-    member_id = members.register_member(
+def _register_pending(store: Store, spawn: Spawn, placement: dict) -> int:
+    """Register the member pending, with ``placement``'s backend, session and window and no
+    pane yet; its id."""
+    return members.register_member(
         store,
         fleet_id=spawn.fleet_id,
         name=spawn.name,
@@ -88,23 +83,43 @@ def register_and_open(
         window_id=placement["window_id"],
         coding_agent=spawn.agent,
     )
-    store.hooks.pause("create.registered")
+
+
+def register_and_open(
+    store: Store,
+    settings: config.Settings,
+    spawn: Spawn,
+    placement: dict,
+    mux,
+    plan,
+    open_pane,
+    hooks: Hooks,
+    close_unknown=None,
+) -> dict:
+    """The steps every creation shares: register the member pending (with ``placement``'s
+    backend, session and window), add its worktree (``plan``), open its pane
+    (``open_pane(member_id, worktree path or None)`` -> pane id, identity, the placement to
+    record, its window id or None) and record the pane under its lock. A failure after the
+    registration is compensated and raised as :class:`CreateFailed`; ``close_unknown(member_id)``
+    closes, when cafleet never learnt the pane, what may have been started."""
+    member_id = _register_pending(store, spawn, placement)
+    hooks.pause("create.registered")
     pane_id = None
     added = None
     try:
         if plan is not None:
             from cafleet.delivery import worktrees
 
-            added = worktrees.add(store, plan, spawn.fleet_id, member_id, spawn.name)
+            added = worktrees.add(store, plan, spawn.fleet_id, member_id, spawn.name, hooks)
         pane_id, identity, recorded, window_id = open_pane(member_id, added["path"] if added else None)
-        store.hooks.pause("create.split")
+        hooks.pause("create.split")
         from cafleet.delivery.keystrokes.lock import placement_lock
 
         # the pane id (and, for a member on another host, its session and window) under the new pane's lock
-        with placement_lock(store.locks, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id):
+        with placement_lock(store.locks, recorded, settings.lock_timeout, hooks, pane_id=pane_id):
             window = (recorded["session"], window_id) if window_id else None
             members.set_pane_id(store, member_id, pane_id, identity, window)
-        store.hooks.pause("create.patched")
+        hooks.pause("create.patched")
     except BaseException as error:  # noqa: BLE001 -- anything, a signal included, after the registration is undone and reported
         closed = None if pane_id is not None or close_unknown is None else close_unknown(member_id)
         message = _compensate(store, mux, member_id, pane_id, error, closed)

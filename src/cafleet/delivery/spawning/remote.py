@@ -14,6 +14,7 @@ from cafleet.errors import CafleetError, clause
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.delivery.spawning.launch import Spawn
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 
@@ -45,7 +46,7 @@ def remote_pane_env(environ, database: str, host: str, fleet_id: int, member_id:
     return env
 
 
-def create_remote(store: Store, settings: config.Settings, host: str, spawn: Spawn, plan=None) -> dict:
+def create_remote(store: Store, settings: config.Settings, host: str, spawn: Spawn, plan, hooks: Hooks) -> dict:
     """A member on another host: check that the host answers and has tmux and the agent,
     register it pending (session ``ssh://<host>/``), open a detached tmux session of its
     own on the host's ``-L cafleet`` server, and record the session, window and pane.
@@ -91,6 +92,7 @@ def create_remote(store: Store, settings: config.Settings, host: str, spawn: Spa
         mux,
         plan,
         open_pane,
+        hooks,
         close_unknown=lambda member_id: close_started_session(ssh, member_id, database),
     )
     added = out.pop("worktree", None)

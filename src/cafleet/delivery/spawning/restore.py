@@ -23,10 +23,12 @@ from cafleet import clock, config
 from cafleet.broker import fleets, members
 from cafleet.delivery.keystrokes.placement import placement_of, reach
 from cafleet.errors import CafleetError, Conflict, NotAllowed, clause
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.broker.records import MemberDetail, PlacementRecord
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 RESTORED, FRESH, RUNNING, LOST, PENDING = "restored", "started fresh", "running", "lost", "pending"
@@ -68,7 +70,9 @@ def _pane_alive(placement) -> tuple[bool, str]:
     return state != liveness.DEAD, detail
 
 
-def _take_directors_pane(store: Store, settings: config.Settings, fleet_id: int, director: MemberDetail) -> dict:
+def _take_directors_pane(
+    store: Store, settings: config.Settings, fleet_id: int, director: MemberDetail, hooks: Hooks
+) -> dict:
     """Make the calling pane the Director's placement when the recorded one is gone;
     refused from a pane a live member holds, and while the Director's pane lives elsewhere."""
     from cafleet.delivery import authority
@@ -104,7 +108,7 @@ def _take_directors_pane(store: Store, settings: config.Settings, fleet_id: int,
         )
     from cafleet.delivery.keystrokes.lock import placement_lock
 
-    with placement_lock(store.locks, placement, settings.lock_timeout, store.hooks):
+    with placement_lock(store.locks, placement, settings.lock_timeout, hooks):
         moved = members.move_placement(store, director_id, was=placement, **placement_of(pane))
     if not moved:
         raise Conflict(
@@ -203,7 +207,9 @@ def pin_sessions(store: Store, fleet_id: int) -> None:
             _pin(store, fleet_id, member_id, agent, found.get(member_id) or {})
 
 
-def restore_member(store: Store, settings: config.Settings, member: MemberDetail, director: MemberDetail) -> dict:
+def restore_member(
+    store: Store, settings: config.Settings, member: MemberDetail, director: MemberDetail, hooks: Hooks = NO_HOOKS
+) -> dict:
     """Start ``member`` again when its pane is dead; its outcome ``{"member_id", "outcome",
     "pane_id", "detail"}`` (never raises for one member's failure: the outcome says it)."""
     member_id = member["member_id"]
@@ -217,7 +223,7 @@ def restore_member(store: Store, settings: config.Settings, member: MemberDetail
     if director["placement"] is None:  # only while the Director's own creation is under way
         return dict(out, outcome=LOST, detail="the Director has no pane recorded")
     try:
-        return _restart(store, settings, member, placement, director["member_id"], director["placement"], why)
+        return _restart(store, settings, member, placement, director["member_id"], director["placement"], why, hooks)
     except CafleetError as error:
         return dict(out, outcome=LOST, detail=clause(error))
 
@@ -230,6 +236,7 @@ def _restart(
     director_id: int,
     beside: PlacementRecord,
     why: str,
+    hooks: Hooks,
 ) -> dict:
     """Start ``member`` (whose ``placement`` was found dead for ``why``) in a new pane beside
     the Director's (``beside``), or on its own host."""
@@ -238,7 +245,7 @@ def _restart(
 
     member_id = member["member_id"]
     host, _ = split_session(placement["session"])
-    with placement_lock(store.locks, placement, settings.lock_timeout, store.hooks):
+    with placement_lock(store.locks, placement, settings.lock_timeout, hooks):
         now = members.get_member(store, member_id)
         if now["status"] != "active" or now["placement"] != placement:
             pane_id = now["placement"] and now["placement"]["pane_id"]
@@ -246,14 +253,14 @@ def _restart(
             return {"member_id": member_id, "outcome": RUNNING, "pane_id": pane_id, "detail": detail}
         how = plan(store, member, director_id)
         closed = _close_claimants(settings, member_id, beside, host)
-        store.hooks.pause("restore.planned")
+        hooks.pause("restore.planned")
         if host is None:
-            pane_id, identity, recorded, window = _open_local(store, settings, member, beside, how)
+            pane_id, identity, recorded, window = _open_local(store, settings, member, beside, how, hooks)
         else:
             pane_id, identity, recorded, window = _open_remote(settings, member, host, how)
         try:
-            store.hooks.pause("restore.opened")
-            _record_pane(store, settings, member_id, placement, recorded, window, pane_id, identity)
+            hooks.pause("restore.opened")
+            _record_pane(store, settings, member_id, placement, recorded, window, pane_id, identity, hooks)
         except BaseException:  # a signal too: the pane just opened is closed, the member stays dead
             _kill_quietly(recorded, pane_id)
             raise
@@ -270,6 +277,7 @@ def _record_pane(
     window: str,
     pane_id: str,
     identity: str | None,
+    hooks: Hooks,
 ) -> None:
     """Record the member's new pane (``recorded``'s backend and session, ``window``,
     ``pane_id``, ``identity``) in place of its dead ``placement``, under the new pane's lock;
@@ -284,9 +292,7 @@ def _record_pane(
         placement["pane_id"],
     )  # a server restarted on the same socket numbers its panes anew: the lock held already
     new_lock = (
-        nullcontext()
-        if same
-        else placement_lock(store.locks, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id)
+        nullcontext() if same else placement_lock(store.locks, recorded, settings.lock_timeout, hooks, pane_id=pane_id)
     )
     with new_lock:
         moved = members.move_placement(
@@ -303,7 +309,9 @@ def _record_pane(
         raise Conflict(f"member {member_id}'s placement changed meanwhile")
 
 
-def _open_local(store: Store, settings: config.Settings, member: MemberDetail, placement: PlacementRecord, how: Plan):
+def _open_local(
+    store: Store, settings: config.Settings, member: MemberDetail, placement: PlacementRecord, how: Plan, hooks: Hooks
+):
     """A new pane where ``member create`` would open one now (beside the Director's pane,
     ``placement``, or in the fleet's own window: :mod:`cafleet.delivery.spawning.layout`)."""
     from cafleet.delivery.spawning import layout
@@ -323,7 +331,7 @@ def _open_local(store: Store, settings: config.Settings, member: MemberDetail, p
     fleet_id = member["fleet_id"]
     pane_id, identity, window = layout.open_local(
         settings,
-        store.hooks,
+        hooks,
         dict(placement),
         mux,
         how.argv,
@@ -409,19 +417,19 @@ def _isdir(path: str) -> bool:
 # -- the commands ----------------------------------------------------------------------------
 
 
-def restore_fleet(store: Store, settings: config.Settings, fleet_id: int) -> dict:
+def restore_fleet(store: Store, settings: config.Settings, fleet_id: int, hooks: Hooks = NO_HOOKS) -> dict:
     """``cafleet fleet restore``: the Director's pane, then every member whose pane is dead."""
     director = members.get_member(store, fleets.require_live(store, fleet_id))
-    outcome = _take_directors_pane(store, settings, fleet_id, director)
+    outcome = _take_directors_pane(store, settings, fleet_id, director, hooks)
     director = members.get_member(store, director["member_id"])  # its placement now
     results = [outcome]
     for member in members.roster_detail(store, fleet_id):
         if member["member_id"] != director["member_id"]:
-            results.append(restore_member(store, settings, member, director))
+            results.append(restore_member(store, settings, member, director, hooks))
     return {"fleet_id": fleet_id, "members": results}
 
 
-def revive_member(store: Store, settings: config.Settings, member_id: int) -> dict:
+def revive_member(store: Store, settings: config.Settings, member_id: int, hooks: Hooks = NO_HOOKS) -> dict:
     """``cafleet member revive``: one member whose pane is dead started again (Director only)."""
     member = members.get_member(store, member_id)
     if member["status"] != "active":
@@ -439,7 +447,7 @@ def revive_member(store: Store, settings: config.Settings, member_id: int) -> di
             f"fleet {fleet_id}'s Director's pane is gone too ({why}); run `cafleet fleet restore {fleet_id}` "
             "from a new pane. Nothing was done."
         )
-    result = restore_member(store, settings, member, director)
+    result = restore_member(store, settings, member, director, hooks)
     if result["outcome"] in (RESTORED, FRESH):
         from cafleet.broker import revivals
 

@@ -6,7 +6,7 @@ Every pane is reached through :func:`~cafleet.delivery.keystrokes.placement.reac
 binds the placement's recorded identity to the multiplexer client: a pane whose id now
 names another pane (its server restarted) is *stale*, and it is not closed.
 
-The ``store.hooks`` calls are the test seam's pause points (:mod:`cafleet.faults`).
+The ``hooks`` calls (the command's, passed in) are the test seam's pause points (:mod:`cafleet.faults`).
 
 The registry change and the pane kill happen while the lock is held, so a concurrent
 drain that was waiting for the lock re-checks and finds the member gone instead of
@@ -23,6 +23,7 @@ from cafleet import config
 from cafleet.broker import fleets, members
 from cafleet.delivery.keystrokes.placement import reach
 from cafleet.errors import CafleetError, clause
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from cafleet.broker.records import MemberDetail, MemberPlacement
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 
@@ -83,7 +85,9 @@ def _kill(placement: Mapping[str, Any]) -> PaneOutcome:
         return PaneOutcome(PaneFate.NOT_CLOSED, str(error))
 
 
-def delete_fleet(store: Store, settings: config.Settings, fleet_id: int, *, discard_worktrees: bool = False):
+def delete_fleet(
+    store: Store, settings: config.Settings, fleet_id: int, *, discard_worktrees: bool = False, hooks: Hooks = NO_HOOKS
+):
     """Soft-delete the fleet and close its member panes (never the Director's), each under
     its pane-input lock.
 
@@ -108,7 +112,7 @@ def delete_fleet(store: Store, settings: config.Settings, fleet_id: int, *, disc
 
             for key in sorted({_key(p) for p in listed}):  # sorted: no deadlock with other multi-lock holders
                 try:
-                    held.enter_context(pane_lock(locks, *key, timeout, store.hooks))
+                    held.enter_context(pane_lock(locks, *key, timeout, hooks))
                     locked.add(key)
                 except LockTimeout:
                     busy.add(key)
@@ -127,7 +131,7 @@ def delete_fleet(store: Store, settings: config.Settings, fleet_id: int, *, disc
         from cafleet.delivery.keystrokes.lock import placement_lock
 
         try:
-            with placement_lock(locks, placement, timeout, store.hooks):
+            with placement_lock(locks, placement, timeout, hooks):
                 closed[placement["member_id"]] = _kill(placement)
         except LockTimeout:
             closed[placement["member_id"]] = _busy(placement)
@@ -178,7 +182,9 @@ def _busy(placement: Mapping[str, Any]) -> PaneOutcome:
     )
 
 
-def delete_member(store: Store, settings: config.Settings, member_id: int, *, discard_worktree: bool = False):
+def delete_member(
+    store: Store, settings: config.Settings, member_id: int, *, discard_worktree: bool = False, hooks: Hooks = NO_HOOKS
+):
     """Member deletion: under the pane lock, kill the pane (gone is fine), then deregister;
     then its worktree, if it has one, is removed when nothing would be lost (or with
     ``discard_worktree``) and kept otherwise. ``(pane status, worktree result or None)``.
@@ -194,7 +200,7 @@ def delete_member(store: Store, settings: config.Settings, member_id: int, *, di
         if record["kind"] == "director" or row is None or row["status"] == worktree_records.REMOVED:
             raise
         return ALREADY_GONE, _release(store, settings.environ, member_id, discard_worktree)
-    return _delete_member(store, settings, member, member_id), _release(
+    return _delete_member(store, settings, member, member_id, hooks), _release(
         store, settings.environ, member_id, discard_worktree
     )
 
@@ -209,16 +215,18 @@ def _release(store: Store, environ, member_id: int, discard: bool) -> dict | Non
     return worktrees.release(store, environ, member_id, discard=discard)
 
 
-def _delete_member(store: Store, settings: config.Settings, member: MemberDetail, member_id: int) -> PaneOutcome:
+def _delete_member(
+    store: Store, settings: config.Settings, member: MemberDetail, member_id: int, hooks: Hooks
+) -> PaneOutcome:
     placement = member["placement"]
     if placement is None or placement["pane_id"] is None:
         members.deregister_member(store, member_id)
         return NO_PANE
     from cafleet.delivery.keystrokes.lock import placement_lock
 
-    with placement_lock(store.locks, placement, settings.lock_timeout, store.hooks):
+    with placement_lock(store.locks, placement, settings.lock_timeout, hooks):
         status = _kill(placement)
-        store.hooks.pause("delete.killed")
+        hooks.pause("delete.killed")
         if status.fate is PaneFate.NOT_CLOSED:
             raise CafleetError(f"member {member_id} was not deleted: its pane {placement['pane_id']} {status.text()}.")
         members.deregister_member(store, member_id)

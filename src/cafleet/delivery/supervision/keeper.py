@@ -65,12 +65,14 @@ from cafleet.broker import notifications
 from cafleet.delivery.keystrokes import drain
 from cafleet.delivery.supervision import keeper_control
 from cafleet.errors import CafleetError, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
+from cafleet.faults import NO_HOOKS
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, Stopped, StopRequests
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 WAKE = 0.25  # seconds between two looks for another process's commit (SQLite)
@@ -116,11 +118,12 @@ class Deliverer:
     """Delivers the fleet's owed previews through the drain, each recipient on its own
     back-off (see the module's text); ``say`` gets one line per change worth logging."""
 
-    def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say) -> None:
+    def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say, hooks: Hooks = NO_HOOKS) -> None:
         self.store = store
         self.settings = settings
         self.fleet_id = fleet_id
         self.say = say
+        self.hooks = hooks
         self.retries: dict[int, list] = {}  # member id -> [failures so far, next try (monotonic), last reason]
         self.on_delivered: Callable[[int, int], None] | None = None  # for each preview delivered
 
@@ -143,7 +146,9 @@ class Deliverer:
             if notifications.notification_target(self.store, member_id) is None:
                 failure: str | None = "its pane is not recorded yet"
             else:
-                failure = drain.drain(self.store, self.settings, member_id, set(), stamped, wait_for_lock=False)
+                failure = drain.drain(
+                    self.store, self.settings, member_id, set(), stamped, wait_for_lock=False, hooks=self.hooks
+                )
         except DatabaseError:
             raise
         except CafleetError as error:  # the drain's own faults are reasons; nothing ends the keeper
@@ -169,19 +174,28 @@ class Deliverer:
             self.say(f"member {member_id} still owed message{'s' if len(owed) > 1 else ''} {ids}: {reason}; retrying")
 
 
-def keep(store: Store, settings: config.Settings, fleet_id: int, say, reconnect: float = RECONNECT_TIMEOUT) -> str:
+def keep(
+    store: Store,
+    settings: config.Settings,
+    fleet_id: int,
+    say,
+    reconnect: float = RECONNECT_TIMEOUT,
+    hooks: Hooks = NO_HOOKS,
+) -> str:
     """Run the fleet's keeper until it should end; return why it ended (the caller logs it).
 
     Returns at once, saying so, when another keeper holds the fleet's lock."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         with StopRequests() as stop:  # from its first step, a SIGTERM ends the keeper with its last line
-            return _keep(store, settings, fleet_id, say, reconnect, stop)
+            return _keep(store, settings, fleet_id, say, reconnect, stop, hooks)
     except Stopped as stopped:
         return str(stopped)
 
 
-def _keep(store: Store, settings: config.Settings, fleet_id: int, say, reconnect: float, stop: StopRequests) -> str:
+def _keep(
+    store: Store, settings: config.Settings, fleet_id: int, say, reconnect: float, stop: StopRequests, hooks: Hooks
+) -> str:
     problem = keeper_control.director_problem(store, fleet_id)  # the fleet exists (NotFound otherwise)
     if problem is not None:
         return problem
@@ -196,8 +210,8 @@ def _keep(store: Store, settings: config.Settings, fleet_id: int, say, reconnect
     try:
         say(f"keeper for fleet {fleet_id} started (database {_shown(settings.database)})")
         # test-only hook (cafleet.faults): said it started, not running yet
-        store.hooks.pause("keep.started")
-        return _run(store, settings, fleet_id, lock, say, reconnect, stop)
+        hooks.pause("keep.started")
+        return _run(store, settings, fleet_id, lock, say, reconnect, stop, hooks)
     finally:
         lock.release()
 
@@ -210,11 +224,12 @@ def _run(
     say,
     reconnect: float,
     stop: StopRequests,
+    hooks: Hooks,
 ) -> str:
-    duties = Duties(store, settings, fleet_id, say)
+    duties = Duties(store, settings, fleet_id, say, hooks)
     changes = None
     try:
-        opened = _first_changes(store, stop, reconnect)  # the baseline before the first read
+        opened = _first_changes(store, stop, reconnect, hooks)  # the baseline before the first read
         if isinstance(opened, str):
             return opened
         changes = opened
@@ -264,15 +279,15 @@ class Duties:
 
     __slots__ = ("commands", "deliverer", "next_usage", "noticer", "outbox", "spend")
 
-    def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say) -> None:
+    def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say, hooks: Hooks) -> None:
         from cafleet.delivery.execs import Watcher
         from cafleet.delivery.supervision.notices import Noticer
         from cafleet.delivery.supervision.outbox import Outbox
 
-        self.deliverer = Deliverer(store, settings, fleet_id, say)
-        self.commands = Watcher(store, settings, fleet_id, say)
+        self.deliverer = Deliverer(store, settings, fleet_id, say, hooks)
+        self.commands = Watcher(store, settings, fleet_id, say, hooks=hooks)
         self.spend = UsageKeeper(store, fleet_id, say)
-        self.noticer = Noticer(store, settings, fleet_id, say)
+        self.noticer = Noticer(store, settings, fleet_id, say, hooks)
         self.outbox = Outbox(store, settings, fleet_id, say)
         self.next_usage = time.monotonic()
 
@@ -293,14 +308,14 @@ class Duties:
         return wake if due is None else min(due, wake)
 
 
-def _first_changes(store: Store, stop: StopRequests, reconnect: float):
+def _first_changes(store: Store, stop: StopRequests, reconnect: float, hooks: Hooks):
     """The keeper's change stream, opened as its loop starts; a database that lets nobody
     in is tried again for ``reconnect`` seconds, as the loop's own reconnection does, and
     then the keeper ends saying so (the returned text) instead of failing with an error."""
     deadline, pause = time.monotonic() + reconnect, 0.1
     while True:
         try:
-            return Changes(store, WAKE, stop=stop, reconnect=reconnect)
+            return Changes(store, WAKE, stop=stop, reconnect=reconnect, hooks=hooks)
         except DatabaseUnreachable as error:
             if time.monotonic() + pause >= deadline:
                 return f"{clause(error)}; gave up reconnecting after {reconnect:.1f} s"

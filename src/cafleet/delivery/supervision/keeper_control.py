@@ -63,6 +63,7 @@ import os
 
 from cafleet import config
 from cafleet.errors import clause
+from cafleet.faults import PROGRAM
 
 TYPE_CHECKING = False  # `typing` stays off the send path, which reads the record
 if TYPE_CHECKING:
@@ -329,8 +330,9 @@ _ENDED: dict[tuple[str, int], tuple[str, float]] = {}
 AGAIN_AFTER = 30.0
 
 
-def ensure(store: Store, settings: config.Settings, fleet_id: int) -> Keeper:
-    """The fleet's keeper: the one that runs; else one started here, when the setting allows,
+def ensure(store: Store, settings: config.Settings, fleet_id: int, program: tuple[str, ...] = PROGRAM) -> Keeper:
+    """The fleet's keeper: the one that runs; else one started here (by ``program``: how this
+    process runs cafleet again, :attr:`cafleet.faults.Hooks.program`), when the setting allows,
     this is the Director's host and the Director's pane is there, once it holds its lock.
     When none runs (a stalled one included, which holds the lock: a second would end at
     once) its :attr:`~Keeper.why` says why and what fixes it."""
@@ -377,7 +379,6 @@ def ensure(store: Store, settings: config.Settings, fleet_id: int) -> Keeper:
     except OSError as error:
         return Keeper(False, why=_unwritable(where, fleet_id, error))
     try:
-        program = store.hooks.program
         child = spawn(settings.environ, log, fleet_id, program, drop=_untrusted(store, settings))
     except OSError as error:
         return Keeper(False, why=f"No fleet keeper could be started for fleet {fleet_id}: {error}")

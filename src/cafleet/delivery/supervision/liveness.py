@@ -27,10 +27,12 @@ from __future__ import annotations
 
 from cafleet import clock
 from cafleet.errors import CafleetError, DamagedPlacement, PaneStale, clause
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.broker.records import MemberBrief, MemberDetail
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 ALIVE, IDLE, SILENT, BLOCKED, DEAD, PENDING = "alive", "idle", "silent", "blocked", "dead", "pending"
@@ -180,7 +182,7 @@ def pane_state(
     return ALIVE, "ok"
 
 
-def still_dead(store: Store, member: MemberDetail) -> bool:
+def still_dead(store: Store, member: MemberDetail, hooks: Hooks = NO_HOOKS) -> bool:
     """A ``dead`` verdict on ``member`` (a detail record) checked again under its pane's
     input lock, tried once without waiting: `member delete` closes the pane and then
     deregisters the member, holding that lock, so a look between the two must not call the
@@ -194,7 +196,7 @@ def still_dead(store: Store, member: MemberDetail) -> bool:
     if placement is None:  # no pane to be dead (pane_state calls such a member pending)
         return False
     try:
-        with placement_lock(store.locks, placement, 0, store.hooks):
+        with placement_lock(store.locks, placement, 0, hooks):
             return members.get_member(store, member["member_id"])["status"] == "active"
     except LockTimeout:
         return False

@@ -3,7 +3,7 @@ off) tells the Director what needs it, so that a Director blocked in ``message w
 for trouble (docs/delivery.md, "Notices in the Director's inbox").
 
 Every ``CAFLEET_NOTICE_INTERVAL`` s (15) :class:`Noticer` reads the state of each active
-member other than the Director (``delivery.supervision.pane_state``, their panes read
+member other than the Director (``delivery.supervision.liveness.pane_state``, their panes read
 together: one multiplexer call per server, ``MuxPool.inspecting``) and posts one notice
 (:mod:`cafleet.broker.notices`: a self-send of the Director) for each condition that holds
 and has no open episode:
@@ -21,7 +21,7 @@ and has no open episode:
   the trace of one);
 - ``unreachable``: a remote member's host cannot be reached over SSH (one notice per host);
 - ``over_budget``: the member or its fleet is at or over its budget (the send path's gate,
-  ``delivery.drain.refuse_over_budget``).
+  ``delivery.keystrokes.drain.refuse_over_budget``).
 
 In a fleet that opted in (``fleet create --revive``) a dead member is first started again
 (:mod:`cafleet.delivery.supervision.revival`, whose ``revived`` and ``not_revived`` notices are events,
@@ -39,17 +39,22 @@ import time
 from cafleet import config, render
 from cafleet.broker import notices
 from cafleet.delivery.supervision import liveness
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.broker.records import MemberDetail
     from cafleet.delivery.keystrokes.dialog import Dialog
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 
 class Noticer:
-    def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say=None) -> None:
+    def __init__(
+        self, store: Store, settings: config.Settings, fleet_id: int, say=None, hooks: Hooks = NO_HOOKS
+    ) -> None:
         self.store = store
+        self.hooks = hooks
         self.environ = settings.environ
         self.fleet_id = fleet_id
         self.say = say or (lambda _: None)
@@ -65,7 +70,7 @@ class Noticer:
         self.down: set[str] = set()
         from cafleet.delivery.supervision.revival import Reviver
 
-        self.reviver = Reviver(store, settings, fleet_id, self.say)  # a fleet that opted in (`--revive`)
+        self.reviver = Reviver(store, settings, fleet_id, self.say, hooks)  # a fleet that opted in (`--revive`)
         self.director: MemberDetail | None = None
 
     def round(self) -> float:
@@ -148,7 +153,7 @@ class Noticer:
                     f"{render.inline(detail)}). Previews owed to its members wait until it answers again; "
                     f"check it with `ssh {render.inline(host)} true`.",
                 )
-        elif state == liveness.DEAD and liveness.still_dead(self.store, entry):
+        elif state == liveness.DEAD and liveness.still_dead(self.store, entry, self.hooks):
             from cafleet.delivery.supervision.revival import REVIVED, WAITING
 
             revived = self.director and self.reviver.consider(entry, self.director, detail)

@@ -23,10 +23,12 @@ import time
 
 from cafleet import config, render
 from cafleet.broker import notices, revivals
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.broker.records import MemberDetail
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 BACKOFF = 30.0  # seconds between a member's first two tries in an hour; doubling after
@@ -52,8 +54,9 @@ def due(history: list[tuple[float, str]], per_hour: int, now: float) -> str | fl
 class Reviver:
     """Revives the dead members of one fleet that opted in (see the module's text)."""
 
-    def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say) -> None:
+    def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say, hooks: Hooks = NO_HOOKS) -> None:
         self.store, self.settings, self.fleet_id, self.say = store, settings, fleet_id, say
+        self.hooks = hooks
         self.per_hour: int | None = None
 
     def refresh(self) -> None:
@@ -86,7 +89,7 @@ class Reviver:
             return GAVE_UP
         from cafleet.delivery.spawning.restore import LOST, restore_member
 
-        result = restore_member(self.store, self.settings, member, director)
+        result = restore_member(self.store, self.settings, member, director, hooks=self.hooks)
         outcome = result["outcome"]
         if outcome not in (LOST, "restored", "started fresh"):
             return None  # alive meanwhile, or started again by another command: nothing was tried

@@ -29,11 +29,13 @@ from cafleet.broker import fleets, members, messages, notifications
 from cafleet.delivery.keystrokes import drain
 from cafleet.delivery.supervision import liveness
 from cafleet.errors import CafleetError, Conflict, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
+from cafleet.faults import NO_HOOKS
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, Stopped, StopRequests
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.broker.records import MessageRecord
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 MESSAGE_CHECK = 0.25  # seconds between checks for new Director messages (SQLite) and member rounds
@@ -82,8 +84,10 @@ class Watcher:
         idle_after: float,
         emit,
         reconnect: float = RECONNECT_TIMEOUT,
+        hooks: Hooks = NO_HOOKS,
     ) -> None:
         self.store = store
+        self.hooks = hooks
         self.reconnect = reconnect
         self.fleet_id = fleet_id
         self.interval = interval
@@ -99,19 +103,21 @@ class Watcher:
 
         self.keeper_on = bool(settings.keeper)
         self.keeper_seen: str | None = None  # the last keeper event's detail
-        self.deliverer = None if self.keeper_on else keeper.Deliverer(store, self.settings, fleet_id, lambda _: None)
+        self.deliverer = (
+            None if self.keeper_on else keeper.Deliverer(store, self.settings, fleet_id, lambda _: None, hooks)
+        )
         self.noticer = None  # the Director's notices, the keeper's job too while it is off
         if not self.keeper_on:
             from cafleet.delivery.supervision.notices import Noticer
 
-            self.noticer = Noticer(store, settings, fleet_id)
+            self.noticer = Noticer(store, settings, fleet_id, hooks=hooks)
         if self.deliverer is not None:
             self.deliverer.on_delivered = self.delivered
         self.commands = None  # `member exec`: the keeper's job too while it is off
         if not self.keeper_on:
             from cafleet.delivery.execs import Watcher as ExecWatcher
 
-            self.commands = ExecWatcher(store, self.settings, fleet_id)
+            self.commands = ExecWatcher(store, self.settings, fleet_id, hooks=hooks)
         from cafleet.delivery.supervision.budget_watch import BudgetWatch
 
         self.budgets = BudgetWatch(
@@ -127,7 +133,9 @@ class Watcher:
         changes = None
         try:
             with StopRequests() as stop:
-                changes = Changes(self.store, MESSAGE_CHECK, stop=stop, reconnect=self.reconnect)  # baseline first
+                changes = Changes(
+                    self.store, MESSAGE_CHECK, stop=stop, reconnect=self.reconnect, hooks=self.hooks
+                )  # baseline first
                 unread = True  # the Director's inbox is owed a read (a failed read stays owed)
                 next_round = 0.0
                 while True:
@@ -166,7 +174,7 @@ class Watcher:
     def interval_round(self) -> None:
         """What is looked at once per interval: members' states, stale previews, budgets,
         worktrees and the keeper."""
-        self.store.hooks.pause("watch.round")
+        self.hooks.pause("watch.round")
         self.members_round()
         self.retry_stale()
         self.budgets.round(self.emit, event)
@@ -230,7 +238,7 @@ class Watcher:
             last = entries[member_id]["last_activity_at"]  # from the roster's one walk
             key = (state, last) if state == liveness.IDLE else state
             new = state in ACTIONS and self.last_state.get(member_id) != key
-            if new and state == liveness.DEAD and not liveness.still_dead(self.store, entries[member_id]):
+            if new and state == liveness.DEAD and not liveness.still_dead(self.store, entries[member_id], self.hooks):
                 continue  # being deleted (or a delivery holds the pane): the next round looks again
             if new:
                 found = event(
@@ -296,7 +304,7 @@ class Watcher:
 
         found = keeper_control.status(self.store, self.settings, self.fleet_id)
         if found.state == keeper_control.NOT_RUNNING and self.keeper_on:
-            found = keeper_control.ensure(self.store, self.settings, self.fleet_id)
+            found = keeper_control.ensure(self.store, self.settings, self.fleet_id, self.hooks.program)
         self.budgets.reads = not found.running  # no keeper reads the usage records: this watch does
         if found.running:
             detail = f"keeper {found.describe()}"
@@ -336,7 +344,7 @@ class Watcher:
                 continue
             stamped: set[int] = set()
             try:
-                failure = drain.drain(self.store, self.settings, recipient, set(), stamped)
+                failure = drain.drain(self.store, self.settings, recipient, set(), stamped, hooks=self.hooks)
             except CafleetError as error:
                 failure = str(error)
             for message_id in message_ids:
