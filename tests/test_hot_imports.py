@@ -87,6 +87,7 @@ DELIVERY = SEND | {
     "cafleet.mux.base",
     "cafleet.mux.detect",
     "cafleet.mux.tmux",
+    "cafleet.mux.tmux_syntax",
     "cafleet.store.sqlite_locks",  # the pane-input lock's file (store.locks), out of every other command's path
     # standard library modules the delivery path uses today
     "_ast",
