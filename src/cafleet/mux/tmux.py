@@ -283,7 +283,6 @@ class Tmux:
         beside: bool = False,
     ) -> tuple[str, str]:
         """``beside``: the new pane to the right of ``target_pane`` (``-h``), else below it."""
-
         check_argv(argv)
         fmt = f"#{{pane_id}}\t{IDENTITY_FORMAT}"
         target = check_pane(target_pane) if target_pane else window_id
@@ -358,7 +357,6 @@ class Tmux:
         """A new background window of ``session`` (an id, ``$N``) named ``name``, tagged
         ``tag`` (its window option ``@cafleet_fleet``), running ``argv`` (no shell):
         (window id, pane id, identity)."""
-
         check_argv(argv)
         fmt = f"#{{window_id}}\t#{{pane_id}}\t{IDENTITY_FORMAT}"
         args = ["new-window", "-d", "-P", "-F", fmt, "-t", f"{session}:", "-n", name]

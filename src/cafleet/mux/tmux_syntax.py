@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 IDENTITY_FORMAT = "#{pid}:#{start_time}:#{pane_pid}"
 # stderr fragments meaning "the target, or the whole server, no longer exists".
-GONE = (
+_GONE = (
     "can't find pane",
     "can't find window",
     "can't find session",
@@ -65,12 +65,12 @@ def protect(arg: str) -> str:
 
 
 def is_gone(stderr: str) -> bool:
-    return any(marker in stderr for marker in GONE)
+    return any(marker in stderr for marker in _GONE)
 
 
 def server_gone(stderr: str) -> bool:
     """Whether ``stderr`` says the whole server is gone (not one target)."""
-    return any(marker in stderr for marker in GONE[3:])
+    return any(marker in stderr for marker in _GONE[3:])
 
 
 def quote_for_tmux(text: str) -> str:
