@@ -298,6 +298,43 @@ def test_no_hook_point_is_guarded():
     assert found == []
 
 
+def store_hook_reads(module: str, path: Path) -> list[str]:
+    """Where a module reaches the test hooks through a store (``store.hooks``,
+    ``self.store.hooks``): above store/ they come from the command's context, as arguments."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute) and node.attr == "hooks":
+            owner = node.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+            if name == "store":
+                found.append(f"{module}:{node.lineno} reads store.hooks")
+    return found
+
+
+def test_the_hooks_come_from_the_command_not_the_store():
+    """The Store interface is only about data: no ``hooks`` on it, and no module above
+    store/ reaches the hooks through a store (docs/architecture.md, "The Store seam")."""
+    from cafleet.store.protocol import Store
+
+    assert "hooks" not in Store.__annotations__
+    found = []
+    for module, path in all_modules().items():
+        if not module.startswith("cafleet.store"):
+            found += store_hook_reads(module, path)
+    assert found == []
+
+
+def test_a_hook_read_through_a_store_is_found(tmp_path):
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "def f(store, self):\n    store.hooks.pause('x')\n    self.store.hooks.trace('y')\n    hooks.pause('z')\n"
+    )
+    assert store_hook_reads("cafleet.delivery.probe", source) == [
+        "cafleet.delivery.probe:2 reads store.hooks",
+        "cafleet.delivery.probe:3 reads store.hooks",
+    ]
+
+
 PANE_VARIABLES = {"CAFLEET_HOST", "CAFLEET_MEMBER_ID", "CAFLEET_DATABASE_URL"}
 
 

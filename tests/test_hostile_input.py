@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from cafleet import clock, config, render
 from cafleet.cli.context import Context
 from cafleet.cli.main import main
-from cafleet.delivery.preview import ELLIPSIS, flatten, render_preview
+from cafleet.delivery.keystrokes.preview import ELLIPSIS, flatten, render_preview
 from cafleet.errors import ConfigError
 from tests.support.pane_fleet import tmux_fleet
 

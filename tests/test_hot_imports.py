@@ -67,7 +67,8 @@ MEMBER = CORE | {"cafleet.cli.member", "cafleet.broker.members", "cafleet.broker
 FLEET = CORE | {"cafleet.cli.fleet", "cafleet.broker.fleets"}
 SEND = MESSAGE | {
     "cafleet.delivery",
-    "cafleet.delivery.drain",
+    "cafleet.delivery.keystrokes",
+    "cafleet.delivery.keystrokes.drain",
     "cafleet.broker.notifications",  # decides, per recipient, whether to notify
     "cafleet.broker.usage",
     "cafleet.delivery.authority",  # who the caller is: a walk of /proc, one query (docs/security.md)
@@ -77,12 +78,12 @@ SEND = MESSAGE | {
 DELIVERY = SEND | {
     "cafleet.broker.execs",  # previews hold while a `member exec` runs in the pane (one catalogue look)
     "cafleet.delivery",
-    "cafleet.delivery.drain",
-    "cafleet.delivery.lock",
-    "cafleet.delivery.placement",
-    "cafleet.delivery.preview",
-    "cafleet.delivery.screen",
-    "cafleet.delivery.submit",
+    "cafleet.delivery.keystrokes.drain",
+    "cafleet.delivery.keystrokes.lock",
+    "cafleet.delivery.keystrokes.placement",
+    "cafleet.delivery.keystrokes.preview",
+    "cafleet.delivery.keystrokes.screen",
+    "cafleet.delivery.keystrokes.submit",
     "cafleet.mux",
     "cafleet.mux.base",
     "cafleet.mux.detect",
@@ -134,12 +135,17 @@ DELIVERY = SEND | {
     "weakref",
     "urllib",
     "urllib.parse",
-    "ipaddress",  # imported by pathlib (delivery/lock.py)
+    "ipaddress",  # imported by pathlib (delivery/keystrokes/lock.py)
 }
 WAIT = DELIVERY | {"cafleet.delivery.inbox", "cafleet.store.changes"}  # changes: the wake-up primitive
 # A preview left owed with the keeper on: whether the fleet's keeper runs (its record), and
 # the Director's placement, to start one (the Director's pane does not exist here).
-KEEPER = DELIVERY | {"cafleet.delivery.keepers", "cafleet.broker.members", "cafleet.broker.activity"}
+KEEPER = DELIVERY | {
+    "cafleet.delivery.supervision",
+    "cafleet.delivery.supervision.keeper_control",
+    "cafleet.broker.members",
+    "cafleet.broker.activity",
+}
 
 
 def modules_after(env, imports: str = "") -> set[str]:

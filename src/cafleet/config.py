@@ -24,7 +24,7 @@ from cafleet.errors import ConfigError, SettingError, shown
 
 DATABASE_FILENAME = "cafleet_v8.db"
 DEFAULT_MAX_TEXT_LEN = 200
-DEFAULT_SUBMIT_SETTLE = 0.3  # seconds; see delivery/submit.py for why
+DEFAULT_SUBMIT_SETTLE = 0.3  # seconds; see delivery/keystrokes/submit.py for why
 DEFAULT_LOCK_TIMEOUT = 15.0  # seconds; many senders may queue behind one pane
 DEFAULT_SERVER_MAX_STREAMS = 32  # open WebUI pages (event streams) one server serves at once
 # What one member of each agent is counted to need, in MiB: the most its process tree held

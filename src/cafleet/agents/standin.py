@@ -9,7 +9,7 @@ box, for tests and demos that need a real pane without a real agent.
                                      [--reply-lines N] [--inline]
 
 It puts its terminal in raw mode and draws a banner, the lines it received (``• …``), a
-rule and the input line ``> `` (the "standin" cues of cafleet.delivery.screen). Printable
+rule and the input line ``> `` (the "standin" cues of cafleet.delivery.keystrokes.screen). Printable
 keys are echoed into the input line; Enter (CR or LF) submits it: the line moves into the
 scrollback and is appended to ``--record`` as one JSON object per line,
 ``{"ts", "kind": "submit", "text"}``, text exact. Backspace and Ctrl-U edit; Ctrl-C and

@@ -1,6 +1,6 @@
 """Notices posted out (docs/delivery.md, "Notices posted out"): the URLs a fleet's notices
 are posted to and what became of each post. Persistence and validation only: the posting is
-:mod:`cafleet.delivery.outbox`.
+:mod:`cafleet.delivery.supervision.outbox`.
 
 A URL is ``http(s)://...``, optionally prefixed by its format (``json+``, ``slack+``,
 ``ntfy+``); without a prefix, ``hooks.slack.com`` gets Slack's shape, ``ntfy.sh`` ntfy's and

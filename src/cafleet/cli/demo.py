@@ -141,12 +141,12 @@ class _Demo:
         if self.fleet_id is None or not os.path.exists(self.db):
             return
         from cafleet import config
-        from cafleet.delivery import keepers
+        from cafleet.delivery.supervision import keeper_control
         from cafleet.store.engines import open_store
 
         store = open_store(self.db)
         try:
-            keepers.stop(store, config.Settings(self.env, self.db), self.fleet_id)
+            keeper_control.stop(store, config.Settings(self.env, self.db), self.fleet_id)
         finally:
             store.close()
 

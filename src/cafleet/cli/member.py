@@ -13,11 +13,11 @@ if TYPE_CHECKING:
 
 def list_(ctx: Context, fleet_id, state, idle_after):
     if state:
-        from cafleet.delivery import supervision
+        from cafleet.delivery.supervision import liveness
 
         detailed = members.roster_detail(ctx.store(), fleet_id)
-        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(), idle_after, roster=detailed)
-        records = supervision.merge_states([members.brief(record) for record in detailed], states)
+        states = liveness.fleet_states(ctx.store(), fleet_id, liveness.MuxPool(), idle_after, roster=detailed)
+        records = liveness.merge_states([members.brief(record) for record in detailed], states)
     else:
         records = members.roster(ctx.store(), fleet_id)
 
@@ -96,7 +96,7 @@ def show(ctx: Context, member_id, with_dialog):
     record["worktree"] = worktree_records.public(row)
     seen = None
     if with_dialog:
-        from cafleet.delivery.answer import dialog_on
+        from cafleet.delivery.keystrokes.answer import dialog_on
 
         seen = dialog_on(ctx.store(), member_id)
         record["dialog"] = None if seen is None else seen.as_json()
@@ -158,7 +158,7 @@ def create(
     file,
 ):
     from cafleet.cli.body import read_body
-    from cafleet.delivery import panes
+    from cafleet.delivery.spawning import panes
 
     # every input is checked before anything is written: the budgets by the parser (their
     # declarations in cafleet.config), the rest here and in panes.create_member
@@ -188,7 +188,7 @@ def create(
         repo=repo,
         placement=placement,
     )
-    record = panes.create_member(ctx.store(), ctx.settings, request)
+    record = panes.create_member(ctx.store(), ctx.settings, request, ctx.hooks)
     where = f" on host {render.inline(host)}" if host else ""
     tree = record.get("worktree")
     where += f" in worktree {render.inline(tree['path'])} (branch {render.inline(tree['branch'])})" if tree else ""
@@ -199,18 +199,20 @@ def create(
             f"{render.inline(record['coding_agent'])}) in pane {render.inline(record['pane_id'])}{where}"
         ),
     )
-    from cafleet.delivery import drain
+    from cafleet.delivery.keystrokes import drain
 
-    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id)  # its previews and notices need one
+    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id, ctx.hooks)  # its previews and notices need one
     if warning:
         ctx.err(warning)
 
 
 def delete(ctx: Context, member_id, discard_worktree):
-    from cafleet.delivery import panes
+    from cafleet.delivery.spawning import panes
 
     _director_only(ctx, "member delete", member_id=member_id)
-    status, tree = panes.delete_member(ctx.store(), ctx.settings, member_id, discard_worktree=discard_worktree)
+    status, tree = panes.delete_member(
+        ctx.store(), ctx.settings, member_id, discard_worktree=discard_worktree, hooks=ctx.hooks
+    )
 
     def text():
         lines = [f"deleted member {member_id}; pane {status.text()}"]
@@ -226,12 +228,15 @@ def delete(ctx: Context, member_id, discard_worktree):
 
 def revive(ctx: Context, member_id):
     """Start a member whose pane or agent is gone again, its conversation resumed."""
-    from cafleet.delivery import drain, restore
+    from cafleet.delivery.keystrokes import drain
+    from cafleet.delivery.spawning import restore
 
     _director_only(ctx, "member revive", member_id=member_id)
-    result = restore.revive_member(ctx.store(), ctx.settings, member_id)
+    result = restore.revive_member(ctx.store(), ctx.settings, member_id, ctx.hooks)
     ctx.emit(result, lambda: outcome_line(result))
-    warning = drain.start_keeper(ctx.store(), ctx.settings, members.get_member(ctx.store(), member_id)["fleet_id"])
+    warning = drain.start_keeper(
+        ctx.store(), ctx.settings, members.get_member(ctx.store(), member_id)["fleet_id"], ctx.hooks
+    )
     if warning:
         ctx.err(warning)
     return 1 if result["outcome"] == restore.LOST else None
@@ -264,23 +269,23 @@ def diff(ctx: Context, member_id, stat):
 
 
 def capture(ctx: Context, member_id, lines, ansi):
-    from cafleet.delivery import panes
+    from cafleet.delivery.spawning import panes
 
     record = panes.capture_member(ctx.store(), member_id, lines, ansi)
     ctx.emit(record, record["text"])
 
 
 def prompt(ctx: Context, member_id, force, text):
-    from cafleet.delivery import panes
+    from cafleet.delivery.spawning import panes
 
     _director_only(ctx, "member prompt", member_id=member_id)
-    record = panes.prompt_member(ctx.store(), ctx.settings, member_id, text, force=force)
+    record = panes.prompt_member(ctx.store(), ctx.settings, member_id, text, force=force, hooks=ctx.hooks)
     ctx.emit(record, lambda: f"prompt submitted to member {member_id} (pane {record['pane_id']})")
 
 
 def _dialog_lines(member_id: int, seen) -> list[str]:
     """``member show --with-dialog``'s lines: the dialog as the notice shows it (its text already
-    escaped, :mod:`cafleet.delivery.dialog`) and its options as `member answer` numbers them."""
+    escaped, :mod:`cafleet.delivery.keystrokes.dialog`) and its options as `member answer` numbers them."""
     if seen is None:
         return ["dialog: none (no dialog awaiting its user on its screen, or its screen cannot be read)"]
     lines = [f"dialog {seen.digest}:", *(f"    {line}" if line else "" for line in seen.lines)]
@@ -296,10 +301,10 @@ def _dialog_lines(member_id: int, seen) -> list[str]:
 
 
 def answer(ctx: Context, member_id, choice, dialog, label):
-    from cafleet.delivery.answer import answer_member
+    from cafleet.delivery.keystrokes.answer import answer_member
 
     _director_only(ctx, "member answer", member_id=member_id)
-    record = answer_member(ctx.store(), ctx.settings, member_id, choice, dialog, label)
+    record = answer_member(ctx.store(), ctx.settings, member_id, choice, dialog, label, ctx.hooks)
     ctx.emit(
         record,
         lambda: (
@@ -333,7 +338,7 @@ def exec_(ctx: Context, member_id, command, file, wait):
         if not ctx.json:
             ctx.out(f"exec {record['exec_id']} stored for member {member_id}")
 
-    record, failure = execs.create(ctx.store(), settings, member_id, text, on_stored=print_id)
+    record, failure = execs.create(ctx.store(), settings, member_id, text, on_stored=print_id, hooks=ctx.hooks)
     if failure:
         ctx.err(
             f"Warning: exec {record['exec_id']} is stored but not typed into member {member_id}'s pane yet: {failure}."
@@ -341,7 +346,7 @@ def exec_(ctx: Context, member_id, command, file, wait):
     elif not ctx.json:
         ctx.out(f"exec {record['exec_id']} typed into member {member_id}'s pane")
     if wait:
-        record = execs.wait(ctx.store(), settings, record["exec_id"])
+        record = execs.wait(ctx.store(), settings, record["exec_id"], hooks=ctx.hooks)
     from cafleet.broker.execs import public
 
     ctx.emit(public(record), lambda: _exec_line(record, status_text) if wait else None)
