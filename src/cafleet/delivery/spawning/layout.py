@@ -156,7 +156,7 @@ def open_local(
                 name=window_name(int(env["CAFLEET_FLEET_ID"]), fleet_name),
                 member_panes=member_panes,
             )
-    from cafleet.mux.tmux import check_session
+    from cafleet.mux.tmux_syntax import check_session
 
     fleet_id = int(env["CAFLEET_FLEET_ID"])
     session_id = check_session(director["session"])[0]
