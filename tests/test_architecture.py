@@ -39,6 +39,8 @@ ENTRY_POINTS = {"cafleet.__main__": {"cli"}}  # `python -m cafleet` runs the com
 ENGINE_MODULES = {
     "cafleet.store.sqlite",
     "cafleet.store.sqlite_driver",
+    "cafleet.store.sqlite_faults",
+    "cafleet.store.sqlite_locks",
     "cafleet.store.wal",
     "cafleet.store.postgres",
     "cafleet.store.libpq",

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from cafleet.delivery.keystrokes.lock import pane_lock
-from cafleet.mux.tmux import text_chunks
+from cafleet.mux import text_chunks
 from cafleet.store.engines import lock_space
 from tests.support.pane_fleet import herdr_fleet, preview_line, start, tmux_fleet
 from tests.support.tmux_fixtures import wait_for

@@ -46,7 +46,9 @@ CORE = {
     "cafleet.store",
     "cafleet.store.sqlite",
     "cafleet.store.diagnosis",
-    "cafleet.store.engines",  # the chooser (store/sqlite.py took in store/faults.py: as many modules as before)
+    # the chooser (store/sqlite.py took in store/faults.py: as many modules as before; the
+    # fault classification, store/sqlite_faults.py, now loads only with a failure)
+    "cafleet.store.engines",
     "cafleet.store.schema",
     "cafleet.store.sqlite_driver",
     "cafleet.broker",
@@ -91,6 +93,8 @@ DELIVERY = SEND | {
     "cafleet.mux.base",
     "cafleet.mux.detect",
     "cafleet.mux.tmux",
+    "cafleet.mux.tmux_syntax",
+    "cafleet.store.sqlite_locks",  # the pane-input lock's file (store.locks), out of every other command's path
     # standard library modules the delivery path uses today
     "_ast",
     "_blake2",

@@ -28,7 +28,7 @@ from cafleet.delivery.keystrokes.lock import pane_lock
 from cafleet.errors import LockTimeout
 from cafleet.mux.base import PaneContext
 from cafleet.store.engines import lock_space
-from cafleet.store.sqlite import FileLocks
+from cafleet.store.sqlite_locks import FileLocks
 
 SESSION = "$1@/tmp/tmux-1000/default"
 HOLDER_APP = "cafleet-lock-holder"  # the holders' PostgreSQL sessions are named so (PGAPPNAME)
@@ -38,7 +38,7 @@ HOLDER = textwrap.dedent(
     import sys, time
     from cafleet.delivery.keystrokes.lock import pane_lock
     from cafleet.store.engines import lock_space
-    from cafleet.store.sqlite import FileLocks
+    from cafleet.store.sqlite_locks import FileLocks
     where, backend, session, pane = sys.argv[1:5]
     with pane_lock(lock_space(where) if "://" in where else FileLocks(where), backend, session, pane, timeout=5):
         print("held", flush=True)

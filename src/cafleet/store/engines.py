@@ -66,7 +66,7 @@ def escaped_error(error: BaseException, location: str | None, busy_timeout: floa
     line; None for anything else (an open store's own are ``store.classify``'d)."""
     if not hasattr(error, "sqlite_errorname"):
         return None
-    from cafleet.store.sqlite import as_database_error
+    from cafleet.store.sqlite_faults import as_database_error
 
     return as_database_error(error, location, busy_timeout)
 
@@ -80,7 +80,7 @@ def lock_space(location: str) -> LockSpace:
         from cafleet.store.postgres.locks import AdvisoryLocks
 
         return AdvisoryLocks(location)
-    from cafleet.store.sqlite import FileLocks
+    from cafleet.store.sqlite_locks import FileLocks
 
     return FileLocks.beside(location)
 

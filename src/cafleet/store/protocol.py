@@ -125,7 +125,7 @@ class KeeperLock(Protocol):
 
 class LockSpace(Protocol):
     """Where a database's pane-input locks and fleet keepers' locks live: ``flock``'d files
-    beside a SQLite file (:class:`cafleet.store.sqlite.FileLocks`), or advisory locks on
+    beside a SQLite file (:class:`cafleet.store.sqlite_locks.FileLocks`), or advisory locks on
     the PostgreSQL server (:class:`cafleet.store.postgres.locks.AdvisoryLocks`)."""
 
     def pane(self, backend: str, session: str, pane_id: str, hooks: Hooks = ...) -> PaneLock: ...

@@ -151,7 +151,7 @@ def open_local(
     if director["backend"] != "tmux":
         with pane_lock(locks, "herdr", director["session"], "layout", settings.lock_timeout, hooks):
             return _open_herdr(new, window_name(fleet_id, fleet_name))
-    from cafleet.mux.tmux import check_session
+    from cafleet.mux.tmux_syntax import check_session
 
     session_id = check_session(director["session"])[0]
     with pane_lock(locks, "tmux", director["session"], "layout", settings.lock_timeout, hooks):
