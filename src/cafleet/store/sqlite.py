@@ -56,9 +56,7 @@ class SqliteStore:
     BEGIN_READ = "BEGIN"  # a deferred transaction: its first read fixes the snapshot
     broadcast_workers = 32  # recipients of a broadcast whose previews are typed at the same time
 
-    def __init__(
-        self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None
-    ) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None) -> None:
         self.conn = conn
         self.path = path
         self.busy_timeout = busy_timeout
