@@ -339,6 +339,11 @@ def test_tiers(item) -> set[str]:
     tiers.update(TIER_MODULES.get(module, ()))
     if getattr(item, "originalname", item.name) in SLOW_TESTS.get(module, ()):
         tiers.add("slow")
+    if (
+        "pg_cluster" in item.fixturenames
+        or getattr(getattr(item, "callspec", None), "params", {}).get("store_kind") == "postgres"
+    ):
+        tiers.add("slow")  # a PostgreSQL server: initdb per worker, a database cloned per test
     if item.get_closest_marker("real_agent"):
         tiers.add("slow")  # a real coding agent program
     return tiers
