@@ -188,6 +188,27 @@ def file_digest(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+# --- collection ------------------------------------------------------------------------------
+# Every xdist worker imports every test module, and pytest rewrites each one's asserts as it
+# does (seconds a worker). Where PYTHONDONTWRITEBYTECODE keeps Python from writing bytecode
+# beside the sources, what collection compiles is kept in pytest's cache folder instead
+# (.pytest_cache/d/bytecode), so every run after the first reads it back.
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
+    import sys
+
+    cache = getattr(session.config, "cache", None)  # None under `-p no:cacheprovider`
+    if cache is None or not sys.dont_write_bytecode or sys.pycache_prefix:
+        return (yield)
+    sys.pycache_prefix, sys.dont_write_bytecode = str(cache.mkdir("bytecode")), False
+    try:
+        return (yield)
+    finally:
+        sys.pycache_prefix, sys.dont_write_bytecode = None, True
+
+
 # --- test tiers ------------------------------------------------------------------------------
 # Markers come from what a test uses, found here at collection, so no test file has to
 # remember them (registered in pyproject.toml; the fast tier is
