@@ -373,7 +373,29 @@ def test_tiers(item) -> set[str]:
 test_tiers.__test__ = False  # a helper, not a test
 
 
+# The fast tier (a `-m` that leaves out the slow tests collected) tries each hypothesis property
+# on at most FAST_EXAMPLES examples; any other run (the full suite, a module run on its own)
+# tries each on its own count.
+FAST_EXAMPLES = 20
+
+
+@pytest.hookimpl(wrapper=True)  # marks before `-m` deselects; counts what it left
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for tier in sorted(test_tiers(item)):
             item.add_marker(tier)
+    slow_collected = any(item.get_closest_marker("slow") for item in items)
+    yield
+    if config.option.markexpr and slow_collected and not any(item.get_closest_marker("slow") for item in items):
+        fewer_examples(items, FAST_EXAMPLES)
+
+
+def fewer_examples(items, most: int) -> None:
+    """Each hypothesis test of ``items`` tries at most ``most`` examples."""
+    from hypothesis import settings
+
+    for item in items:
+        test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+        chosen = getattr(test, "_hypothesis_internal_use_settings", None)
+        if chosen is not None and chosen.max_examples > most:
+            test._hypothesis_internal_use_settings = settings(chosen, max_examples=most)
