@@ -245,11 +245,7 @@ TIER_MODULES = {  # whole modules whose multiplexer or load is their own
 # a second, a receiver that comes back), many processes or connections, exhaustive property
 # and whole-tree runs. The full suite runs them.
 SLOW_TESTS = {
-    "test_architecture": (
-        "test_imports_go_down_the_layers",
-        "test_no_module_imports_itself_through_others",
-        "test_tests_share_helpers_through_support_only",
-    ),
+    "test_architecture": ("test_tests_share_helpers_through_support_only",),
     "test_authority": (
         "test_the_caller_is_its_process_tree_whatever_its_variables_say",
         "test_the_directors_pane_may_direct_and_its_variables_only_narrow",
