@@ -302,7 +302,7 @@ SLOW_TESTS = {
         "test_opening_while_others_open_and_close_is_never_refused",
     ),
     "test_storage_faults": ("test_writers_queue_serialises_concurrent_writers",),
-    "test_tiers": ("test_tests_are_marked_by_what_they_use",),
+    "test_tiers": ("test_tests_are_marked_by_what_they_use", "test_every_test_on_a_real_agent_program_is_slow"),
     "test_usage_hostile": ("test_an_out_of_range_number_in_a_record_is_skipped_and_counted_everywhere",),
     "test_wait_listen": ("test_wait_wakes_for_a_message_without_spinning",),
     "test_wake": (
