@@ -215,7 +215,8 @@ def pytest_collection(session):
 # `pytest -m "not tmux and not browser and not slow"`):
 #   tmux     a real private tmux server (the herdr stand-in runs on one too)
 #   browser  headless Chromium through Playwright
-#   slow     many processes at once, kill-and-recover suites, the real agent programs
+#   slow     many processes at once, kill-and-recover suites, the real agent programs,
+#            a PostgreSQL server (the session's cluster, or a test's `postgres` store)
 #            and single tests that take seconds each (SLOW_TESTS, below)
 
 TIER_FIXTURES = {"tmux_server": "tmux", "herdr_env": "tmux", "mux_environ": "tmux"}
