@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import pytest  # MonkeyPatch: the codex fleet is built like the suite's
 
-from cafleet.delivery import screen
+from cafleet.delivery.keystrokes import screen
 from tests.support.agent_drivers import AGENTS, Driven, keeper_fleet, missing
 from tests.support.environ import isolated_environ
 from tests.support.real_agents import agent_version

@@ -89,8 +89,8 @@ def transcript(config: str, name: str) -> str:
 
 def gate_alone(store, ids: dict[str, int], rounds: int) -> dict[str, float]:
     """The median seconds of one call of the send path's budget gate
-    (:func:`cafleet.delivery.drain.refuse_over_budget`) per member, interleaved."""
-    from cafleet.delivery import drain
+    (:func:`cafleet.delivery.keystrokes.drain.refuse_over_budget`) per member, interleaved."""
+    from cafleet.delivery.keystrokes import drain
 
     samples: dict[str, list[float]] = {name: [] for name in ids}
     for _ in range(rounds):

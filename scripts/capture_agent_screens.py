@@ -98,7 +98,7 @@ def shell_call(agent: str, command: str):
 
 
 def capture(agent: str, out: Path, log=print) -> dict[str, str]:
-    from cafleet.delivery import screen
+    from cafleet.delivery.keystrokes import screen
     from tests.support import model_api as m
     from tests.support.real_agents import agent_version, composer_empty, real_fleet
 
@@ -210,7 +210,7 @@ def capture_codex(out: Path, log=print) -> dict[str, str]:
     dialog; ``question`` is its ``request_user_input`` overlay, drawn in Plan mode."""
     import pytest
 
-    from cafleet.delivery import screen
+    from cafleet.delivery.keystrokes import screen
     from tests.support import openai_responses as responses, real_codex
     from tests.support.environ import isolated_environ
     from tests.support.real_agents import agent_version, write_fixture

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import pytest
 
-from cafleet.delivery import dialog, screen
+from cafleet.delivery.keystrokes import dialog, screen
 from tests.support import model_api as m
 from tests.support.agent_drivers import AGENTS, keeper_fleet, missing
 from tests.support.real_agents import real_fleet, skip_reason
@@ -43,7 +43,7 @@ def fleet(tmp_path_factory):
 def notice_of(fleet, member_id: int) -> dict:
     """The awaiting_user notice the keeper posts for the member: its noticer, one look."""
     from cafleet.config import Settings
-    from cafleet.delivery.notices import Noticer
+    from cafleet.delivery.supervision.notices import Noticer
     from cafleet.store.engines import open_store
 
     store = open_store(fleet.db)
@@ -113,7 +113,7 @@ def look(driven, times: int = 1) -> list[dict]:
     """The keeper's noticer looks ``times`` times; the awaiting_user notices in the
     Director's inbox (each poll returns the ones not yet polled)."""
     from cafleet.config import Settings
-    from cafleet.delivery.notices import Noticer
+    from cafleet.delivery.supervision.notices import Noticer
     from cafleet.store.engines import open_store
 
     fleet = driven.fleet

@@ -4,8 +4,8 @@ indirectly.
 
 Layers, top to bottom: ``cli`` (the entry point) and ``web`` → ``delivery`` → ``broker`` →
 ``store``; ``mux`` and ``agents`` are leaves that ``delivery`` (and ``cli``) may use. The
-top-level modules (``clock``, ``config``, ``errors``, ``faults``, ``render``,
-``validation``) are the shared base every layer may import; they import only each other.
+top-level modules (``clock``, ``errors``, ``faults``, ``render``, ``validation``) and the
+``config`` package are the shared base every layer may import; they import only each other.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = SRC / "cafleet"
 
 BASE = "base"  # the top-level modules
+BASE_PACKAGES = {"config"}  # packages that belong to the shared base (the settings)
 # The layers each one may import (besides itself and the base).
 ALLOWED: dict[str, set[str]] = {
     "cli": {"web", "delivery", "broker", "store", "mux", "agents"},
@@ -39,13 +40,16 @@ ENTRY_POINTS = {"cafleet.__main__": {"cli"}}  # `python -m cafleet` runs the com
 ENGINE_MODULES = {
     "cafleet.store.sqlite",
     "cafleet.store.sqlite_driver",
+    "cafleet.store.sqlite_faults",
+    "cafleet.store.sqlite_locks",
     "cafleet.store.wal",
     "cafleet.store.postgres",
     "cafleet.store.libpq",
 }
 # A test of a location's scheme: the name of the one test, or a string that starts a
-# PostgreSQL URL. Only store/ asks which engine a location names; config.py (the shared
-# base, which may import no layer) keeps its own one-line test to pass a URL through unresolved.
+# PostgreSQL URL. Only store/ asks which engine a location names; config/__init__.py (the
+# shared base, which may import no layer) keeps its own one-line test to pass a URL through
+# unresolved.
 LOCATION_TEST_ALLOWED = {"cafleet.config"}
 
 
@@ -102,7 +106,7 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
 
 def layer(module: str) -> str:
     parts = module.split(".")
-    if len(parts) >= 2 and (PACKAGE / parts[1]).is_dir():
+    if len(parts) >= 2 and (PACKAGE / parts[1]).is_dir() and parts[1] not in BASE_PACKAGES:
         return parts[1]
     return BASE
 
@@ -165,6 +169,14 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def test_every_module_is_in_a_known_layer():
     unknown = {layer(module) for module in all_modules()} - set(ALLOWED)
     assert unknown == set(), f"add these packages to docs/architecture.md and ALLOWED: {unknown}"
+
+
+def test_the_settings_package_is_in_the_base():
+    """``config/`` is a package but no layer of its own: its modules are the base's, and
+    import the base alone."""
+    config = {module for module in all_modules() if module.split(".")[:2] == ["cafleet", "config"]}
+    assert "cafleet.config.declarations" in config
+    assert {layer(module) for module in config} == {BASE}
 
 
 def test_imports_go_down_the_layers():
@@ -306,6 +318,43 @@ def test_no_hook_point_is_guarded():
             if "hooks is not None" in line or "hooks is None" in line:
                 found.append(f"{module}:{number}")
     assert found == []
+
+
+def store_hook_reads(module: str, path: Path) -> list[str]:
+    """Where a module reaches the test hooks through a store (``store.hooks``,
+    ``self.store.hooks``): above store/ they come from the command's context, as arguments."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute) and node.attr == "hooks":
+            owner = node.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+            if name == "store":
+                found.append(f"{module}:{node.lineno} reads store.hooks")
+    return found
+
+
+def test_the_hooks_come_from_the_command_not_the_store():
+    """The Store interface is only about data: no ``hooks`` on it, and no module above
+    store/ reaches the hooks through a store (docs/architecture.md, "The Store seam")."""
+    from cafleet.store.protocol import Store
+
+    assert "hooks" not in Store.__annotations__
+    found = []
+    for module, path in all_modules().items():
+        if not module.startswith("cafleet.store"):
+            found += store_hook_reads(module, path)
+    assert found == []
+
+
+def test_a_hook_read_through_a_store_is_found(tmp_path):
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "def f(store, self):\n    store.hooks.pause('x')\n    self.store.hooks.trace('y')\n    hooks.pause('z')\n"
+    )
+    assert store_hook_reads("cafleet.delivery.probe", source) == [
+        "cafleet.delivery.probe:2 reads store.hooks",
+        "cafleet.delivery.probe:3 reads store.hooks",
+    ]
 
 
 PANE_VARIABLES = {"CAFLEET_HOST", "CAFLEET_MEMBER_ID", "CAFLEET_DATABASE_URL"}

@@ -113,7 +113,7 @@ def asking(fleet, name: str) -> dict:
 
 
 def digest(fleet, member_id: int) -> str:
-    from cafleet.delivery import dialog
+    from cafleet.delivery.keystrokes import dialog
 
     seen = dialog.read("standin", fleet.cafleet("member", "capture", str(member_id), "--lines", "30").out)
     assert seen is not None
@@ -457,7 +457,7 @@ def test_a_member_cannot_answer_another_members_buttons_from_its_pane(fleet, tmp
     """opencode's permission buttons (answered with arrows and Enter) are the Director's to
     answer as numbered options are: from a member's pane, whatever its variables say, the
     answer is refused in one line and no key reaches the other member's pane."""
-    from cafleet.delivery import dialog
+    from cafleet.delivery.keystrokes import dialog
     from tests.support.drawn import Drawn, buttons, visible
 
     attacker = fleet.create("reader")

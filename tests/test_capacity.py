@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from cafleet import config
+from cafleet.config import declarations
 from cafleet.errors import shown
 from tests.support.pane_fleet import tmux_fleet
 from tests.support.remote_fleet import create_remote_args, fleet_with_hosts, remote_panes, short_directory
 
-MARGIN = config.DEFAULT_MEMORY_MARGIN_MIB
+MARGIN = declarations.DEFAULT_MEMORY_MARGIN_MIB
 STANDIN = 30  # MiB a stand-in member is counted to need
 
 
@@ -93,7 +93,7 @@ def test_a_host_short_of_memory_refuses_the_member_in_one_line_and_writes_nothin
     )
     assert claude.code == 1 and claude.err == (
         f"Error: this machine has 300 MiB of memory available; a claude member needs about "
-        f"{config.AGENT_MEMORY_MIB['claude']} MiB (CAFLEET_AGENT_MEMORY_CLAUDE); nothing was created; "
+        f"{declarations.AGENT_MEMORY_MIB['claude']} MiB (CAFLEET_AGENT_MEMORY_CLAUDE); nothing was created; "
         "give --force to create the member anyway.\n"
     ), claude
 
@@ -163,16 +163,16 @@ def test_an_unusable_meminfo_setting_is_one_line_and_writes_nothing(fleet, tmp_p
 
 @pytest.mark.stores("sqlite")  # doctor's memory lines read no store
 def test_doctor_prints_this_machines_headroom_per_agent(cli, env, tmp_path):
-    available = MARGIN + 2 * max(config.AGENT_MEMORY_MIB.values())  # room for two of each at least
+    available = MARGIN + 2 * max(declarations.AGENT_MEMORY_MIB.values())  # room for two of each at least
     environ = dict(env, CAFLEET_MEMINFO=str(meminfo(tmp_path, available * 1024)), CAFLEET_AGENT_MEMORY_CODEX="100")
     report = cli("doctor", environ=environ)
     room = {
         agent: (available - MARGIN) // (100 if agent == "codex" else mib)
-        for agent, mib in config.AGENT_MEMORY_MIB.items()
+        for agent, mib in declarations.AGENT_MEMORY_MIB.items()
     }
     expected = ", ".join(f"{n} {agent}" for agent, n in room.items())
     estimates = ", ".join(
-        f"{agent} {100 if agent == 'codex' else mib}" for agent, mib in config.AGENT_MEMORY_MIB.items()
+        f"{agent} {100 if agent == 'codex' else mib}" for agent, mib in declarations.AGENT_MEMORY_MIB.items()
     )
     lines = report.out.splitlines()
     assert f"✓ memory (MiB a member: {estimates}; {MARGIN} MiB kept free):" in lines
@@ -237,10 +237,10 @@ def test_doctor_prints_a_headroom_line_for_each_host_with_members(remote, tmp_pa
     fleet, host = remote
     made = create_remote(fleet, host, "far", "--json")
     assert made.code == 0, made
-    available = MARGIN + max(config.AGENT_MEMORY_MIB.values())  # room for one of each at least
+    available = MARGIN + max(declarations.AGENT_MEMORY_MIB.values())  # room for one of each at least
     environ = dict(fleet.environ, CAFLEET_MEMINFO=str(meminfo(tmp_path, available * 1024)))
     report = fleet.cafleet("doctor", environ=environ)
-    room = ", ".join(f"{(available - MARGIN) // mib} {agent}" for agent, mib in config.AGENT_MEMORY_MIB.items())
+    room = ", ".join(f"{(available - MARGIN) // mib} {agent}" for agent, mib in declarations.AGENT_MEMORY_MIB.items())
     lines = report.out.splitlines()
     at = lines.index(f"    ✓ this machine: {available} MiB available, room for {room} members")
     assert lines[at + 1] == f"    ✓ host {host.alias}: {available} MiB available, room for {room} members"

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import pytest
 
-from cafleet.delivery.lock import pane_lock
+from cafleet.delivery.keystrokes.lock import pane_lock
 from cafleet.store.engines import lock_space
 from tests.support.hooked import LAUNCHER
 from tests.support.pane_fleet import preview_line, tmux_fleet

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from cafleet.delivery.lock import pane_lock
-from cafleet.mux.tmux import text_chunks
+from cafleet.delivery.keystrokes.lock import pane_lock
+from cafleet.mux import text_chunks
 from cafleet.store.engines import lock_space
 from tests.support.pane_fleet import herdr_fleet, preview_line, start, tmux_fleet
 from tests.support.tmux_fixtures import wait_for
@@ -408,7 +408,7 @@ def test_a_long_body_types_a_bounded_preview_and_stays_whole_in_poll_and_show(fl
     typed is cut to ``preview.PREVIEW_MAX_LEN`` code points of body (a line that long would
     wrap over dozens of rows, or be collapsed by the agent, and could not be confirmed);
     the whole body is still what poll and show return."""
-    from cafleet.delivery.preview import PREVIEW_MAX_LEN
+    from cafleet.delivery.keystrokes.preview import PREVIEW_MAX_LEN
 
     hana = fleet.create("hana")["member_id"]
     body = "".join(f"word{n:04d} " for n in range(700))[:6000]

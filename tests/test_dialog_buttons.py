@@ -1,5 +1,5 @@
 """A dialog whose options are buttons without numbers, and which of them is selected
-(docs/delivery.md, "Answering a blocked member"; :mod:`cafleet.delivery.dialog`).
+(docs/delivery.md, "Answering a blocked member"; :mod:`cafleet.delivery.keystrokes.dialog`).
 
 Read from the screens the pinned opencode drew (``tests/fixtures/screens``, recorded by
 ``scripts/capture_agent_screens.py``): its permission prompt and the confirmation its
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cafleet.delivery import dialog, screen
+from cafleet.delivery.keystrokes import dialog, screen
 
 FOLDER = Path(__file__).resolve().parent / "fixtures" / "screens" / "opencode-1.18.33"
 PERMISSION = ((1, "Allow once"), (2, "Allow always"), (3, "Reject"))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from cafleet.delivery import dialog
+from cafleet.delivery.keystrokes import dialog
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "screens"
 AGENTS = ("claude", "codex", "opencode")

@@ -62,7 +62,7 @@ def test_readme_starts_with_the_two_setup_commands():
 def test_readme_shows_the_preview_as_the_one_line_that_is_typed():
     """The README's preview example is exactly what the drain types: one line, the header
     and the body joined by ⏎ (never "two lines")."""
-    from cafleet.delivery.preview import flatten, render_preview
+    from cafleet.delivery.keystrokes.preview import flatten, render_preview
 
     example = re.search(r"`(\[cafleet msg [^`]*)`", README).group(1)
     typed = flatten(render_preview(12, 1, "2026-11-29T13:37:38.123456+00:00", "Please review PR 7", 200))

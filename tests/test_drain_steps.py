@@ -11,8 +11,8 @@ import pytest
 
 from cafleet import config
 from cafleet.broker import messages, notifications
-from cafleet.delivery import drain, lock
-from cafleet.delivery.preview import render_preview
+from cafleet.delivery.keystrokes import drain, lock
+from cafleet.delivery.keystrokes.preview import render_preview
 from cafleet.errors import LockTimeout, PaneGone
 from tests.support.fake_mux import RecordedPane
 

@@ -426,7 +426,7 @@ def test_recorded_shell_mode_screens_show_the_line_where_the_dispatch_looks_for_
     rows, never into a dialog."""
     from pathlib import Path
 
-    from cafleet.delivery import screen, submit
+    from cafleet.delivery.keystrokes import screen, submit
 
     folders = sorted((Path(__file__).resolve().parent / "fixtures" / "exec-screens").iterdir())
     assert {f.name.rsplit("-", 1)[0] for f in folders} == {"claude", "codex", "opencode"}

@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from cafleet import clock, config, render
 from cafleet.cli.context import Context
 from cafleet.cli.main import main
-from cafleet.delivery.preview import ELLIPSIS, flatten, render_preview
+from cafleet.config import declarations
+from cafleet.delivery.keystrokes.preview import ELLIPSIS, flatten, render_preview
 from cafleet.errors import ConfigError
 from tests.support.pane_fleet import tmux_fleet
 
@@ -159,7 +160,7 @@ def check_round_trip(cli, sent, body: str, sender: int, recipient: int) -> None:
     text = cli("message", "show", str(message_id)).out
     assert text.startswith(f"[msg {message_id} | from:{sender} | {record['status_timestamp']}]\n")
     assert not any(unicodedata.category(ch) == "Cc" and ch not in "\n\t" for ch in text)  # no C0, DEL, C1
-    check_preview(message_id, sender, record["created_at"], body, config.DEFAULT_MAX_TEXT_LEN)
+    check_preview(message_id, sender, record["created_at"], body, declarations.DEFAULT_MAX_TEXT_LEN)
     assert cli("message", "ack", str(message_id)).code == 0  # keeps the inbox small
 
 

@@ -20,7 +20,7 @@ import json
 
 import pytest
 
-from cafleet.delivery import screen
+from cafleet.delivery.keystrokes import screen
 from tests.support.agent_drivers import AGENTS, PERSON_TEXT, TURN_TIMEOUT, Driven, keeper_fleet, missing
 from tests.support.keeper import (
     end_every_keeper,

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cafleet.store import libpq
+from cafleet.store.libpq import binding
 
 
 @pytest.fixture
@@ -222,7 +223,7 @@ def test_without_libpq_a_postgres_url_says_what_to_install_and_sqlite_needs_noth
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(ctypes, "CDLL", absent)
-    monkeypatch.setattr(libpq, "_LIBRARY", [])
+    monkeypatch.setattr(binding, "_LIBRARY", [])
     result = cli("fleet", "list", environ=dict(env, CAFLEET_DATABASE_URL="postgresql://nobody@/nowhere"))
     assert (result.code, result.out) == (1, "")
     assert result.err == f"Error: {libpq.MISSING}\n"

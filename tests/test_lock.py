@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from cafleet.delivery.lock import pane_lock
+from cafleet.delivery.keystrokes.lock import pane_lock
 from cafleet.errors import LockTimeout
 from cafleet.mux.base import PaneContext
 from cafleet.store.engines import lock_space
-from cafleet.store.sqlite import FileLocks
+from cafleet.store.sqlite_locks import FileLocks
 
 SESSION = "$1@/tmp/tmux-1000/default"
 HOLDER_APP = "cafleet-lock-holder"  # the holders' PostgreSQL sessions are named so (PGAPPNAME)
@@ -36,9 +36,9 @@ HOLDER_APP = "cafleet-lock-holder"  # the holders' PostgreSQL sessions are named
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from cafleet.delivery.lock import pane_lock
+    from cafleet.delivery.keystrokes.lock import pane_lock
     from cafleet.store.engines import lock_space
-    from cafleet.store.sqlite import FileLocks
+    from cafleet.store.sqlite_locks import FileLocks
     where, backend, session, pane = sys.argv[1:5]
     with pane_lock(lock_space(where) if "://" in where else FileLocks(where), backend, session, pane, timeout=5):
         print("held", flush=True)
@@ -267,7 +267,7 @@ def test_two_spellings_of_one_database_share_each_pane_lock(tmp_path, env, cli, 
 
 
 def test_unusable_lock_folder_is_a_one_line_lock_error(tmp_path):
-    from cafleet.delivery.lock import LockUnavailable
+    from cafleet.delivery.keystrokes.lock import LockUnavailable
 
     blocked = tmp_path / "locks"
     blocked.write_text("a file where the folder should be\n")
@@ -311,7 +311,7 @@ def test_keystrokes_are_checked_against_the_lock_only_where_a_living_holder_can_
     """An flock is held for as long as its holder lives: the guard is the multiplexer itself
     (nothing checked, nothing added). An advisory lock dies with its session: each call that
     sends keys asks first, and once the session was ended none is made."""
-    from cafleet.delivery.lock import LockLost
+    from cafleet.delivery.keystrokes.lock import LockLost
 
     keys = KeyLog()
     with pane_lock(space(where), "tmux", SESSION, "%3", timeout=5) as held:
@@ -361,7 +361,7 @@ def test_keystrokes_are_checked_against_the_lock_only_where_a_living_holder_can_
 def test_the_lock_file_records_the_previews_an_enter_was_pressed_for(where, store_kind):
     """The held lock file keeps, across holders, the message ids whose preview got an Enter
     in that pane and was not stamped (the retry of one of them may search the pane's
-    history for its echo: delivery/submit.py); the last 32 are kept. An advisory lock
+    history for its echo: delivery/keystrokes/submit.py); the last 32 are kept. An advisory lock
     (PostgreSQL) has no file: nothing is recorded."""
     with pane_lock(space(where), "tmux", "main", "%1", 1) as held:
         assert not held.entered_before(7)

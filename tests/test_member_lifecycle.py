@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from cafleet.broker import members
-from cafleet.delivery.lock import pane_lock
+from cafleet.delivery.keystrokes.lock import pane_lock
 from cafleet.store.engines import lock_space, open_store
 from tests.support.pane_fleet import preview_line, tmux_fleet
 

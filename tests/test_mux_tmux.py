@@ -11,8 +11,9 @@ import time
 import pytest
 
 from cafleet.errors import DamagedPlacement, MuxError, PaneGone, PaneStale
+from cafleet.mux import tail_lines, text_chunks
 from cafleet.mux.base import PaneContext
-from cafleet.mux.tmux import Tmux, tail_lines, text_chunks
+from cafleet.mux.tmux import Tmux
 from tests.support.mux_inputs import ARGV_DUMPER, HOSTILE_ARGS, HOSTILE_TEXT
 from tests.support.recorder import READY
 from tests.support.tmux_fixtures import RECORDER, split, wait_for

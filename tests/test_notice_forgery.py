@@ -233,7 +233,7 @@ def fleet(env, tmp_path, monkeypatch):
 def test_a_keepers_notice_is_shown_whole_with_its_dialog_and_answer_command(fleet, tmp_path):
     """`message poll`, `show`, `wait` and `listen` used to cut a notice at 200 code points:
     the command being approved, the options and the answer command were not shown."""
-    from cafleet.delivery.notices import Noticer
+    from cafleet.delivery.supervision.notices import Noticer
     from cafleet.store.engines import open_store
 
     member = fleet.attach("asking", "--permission-prompt")

@@ -63,7 +63,7 @@ def kept(env, tmp_path, monkeypatch):
 @pytest.fixture
 def noticer(fleet):
     """The keeper's noticer for the fleet, in this process: ``look()`` is one round."""
-    from cafleet.delivery.notices import Noticer
+    from cafleet.delivery.supervision.notices import Noticer
     from cafleet.store.engines import open_store
 
     store = open_store(str(fleet.db))
@@ -164,7 +164,7 @@ def test_a_restarted_keeper_does_not_notice_an_open_episode_again(fleet, noticer
     """The episode is in the store, not in the process: a new noticer (a keeper started
     again) that has not yet seen the member blocked for its threshold keeps the episode
     open instead of ending it and noticing it a second time."""
-    from cafleet.delivery.notices import Noticer
+    from cafleet.delivery.supervision.notices import Noticer
 
     asking(fleet)
     noticer.look()
@@ -221,7 +221,7 @@ def test_a_silent_member_is_noticed_once_and_the_episode_ends_when_it_speaks(fle
 
 @pytest.mark.slow
 def test_an_unreachable_host_is_noticed_once_and_the_episode_ends_when_it_answers(env, tmp_path, monkeypatch):
-    from cafleet.delivery.notices import Noticer
+    from cafleet.delivery.supervision.notices import Noticer
     from cafleet.store.engines import open_store
 
     notice_env(env, monkeypatch)
@@ -260,7 +260,7 @@ def test_a_member_over_its_budget_is_noticed_once_and_the_episode_ends_when_it_i
     """The send path's budget gate is the condition: a member whose agent's records (a
     claude transcript) show its token budget spent gets one notice."""
     from cafleet.broker import messages, usage
-    from cafleet.delivery.notices import Noticer
+    from cafleet.delivery.supervision.notices import Noticer
     from tests.support.usage_records import call_lines, write_calls
 
     config = tmp_path / "claude-config"
@@ -296,7 +296,7 @@ def test_a_notice_escapes_the_dialogs_text(fleet, noticer):
     """A dialog is drawn from text the agent's model chose: control and bidi characters
     never reach the Director's inbox, yet each is shown where it was (a visible escape), and
     no row is cut (tests/test_dialog_digest.py)."""
-    from cafleet.delivery import dialog
+    from cafleet.delivery.keystrokes import dialog
 
     hostile = "Run \u202erm -rf\u202c \x1b]0;x\x07 " + "y" * 500
     seen = dialog.read("standin", f"{hostile}\nDo you want to proceed?\n❯ 1. Yes\n  2. No\n")
@@ -310,7 +310,7 @@ def test_a_notice_escapes_the_dialogs_text(fleet, noticer):
 
 
 def current_digest(fleet, member_id: int) -> str:
-    from cafleet.delivery import dialog
+    from cafleet.delivery.keystrokes import dialog
 
     pane = fleet.cafleet("member", "show", str(member_id), "--json").json()["placement"]["pane_id"]
     seen = dialog.read("standin", visible(fleet, pane))
@@ -483,7 +483,7 @@ def test_a_send_whose_drain_fails_unexpectedly_names_the_keeper_that_retries_it(
     and leave the keeper unstarted. It names the keeper, which delivers it once."""
     from cafleet import config
     from cafleet.broker import messages
-    from cafleet.delivery import drain
+    from cafleet.delivery.keystrokes import drain
     from cafleet.store.engines import open_store
 
     fleet = kept

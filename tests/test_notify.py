@@ -509,7 +509,7 @@ def test_a_keeper_a_member_starts_never_takes_the_members_notify_url(kept, recei
 def test_an_ntfy_title_that_is_not_ascii_is_one_encoded_line_that_decodes_to_it():
     from email.header import decode_header
 
-    from cafleet.delivery.outbox import _header
+    from cafleet.delivery.supervision.outbox import _header
 
     assert _header("member  2\tblocked") == "member 2 blocked"  # ASCII: as it is, on one line
     title = "réunion " * 40 + "— 会議"

@@ -14,7 +14,7 @@ from contextlib import ExitStack
 
 import pytest
 
-from cafleet.delivery.layout import best_split, tiled_fits, tiled_grid
+from cafleet.delivery.spawning.layout import best_split, tiled_fits, tiled_grid
 from tests.support.keeper import end_every_keeper, keeper_on
 from tests.support.pane_fleet import PaneFleet, preview_line, tmux_fleet
 from tests.support.restart import kill_server, new_server

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from cafleet.delivery.layout import HERDR_FRAME, best_split
+from cafleet.delivery.spawning.layout import HERDR_FRAME, best_split
 from tests.support.pane_fleet import PaneFleet, herdr_fleet, preview_line
 from tests.support.tmux_fixtures import wait_for
 

@@ -416,7 +416,7 @@ def test_waiter_wakes_on_a_commit_and_survives_a_dropped_connection(pg, url):
 
 
 def test_advisory_pane_lock_is_exclusive_bounded_and_freed_when_the_holder_dies(url):
-    from cafleet.delivery.lock import pane_lock
+    from cafleet.delivery.keystrokes.lock import pane_lock
     from cafleet.store.engines import lock_space
     from cafleet.store.postgres import pane_key
 
@@ -431,7 +431,7 @@ def test_advisory_pane_lock_is_exclusive_bounded_and_freed_when_the_holder_dies(
         [
             sys.executable,
             "-c",
-            "import sys, time\nfrom cafleet.delivery.lock import pane_lock\nfrom cafleet.store.engines import lock_space\n"
+            "import sys, time\nfrom cafleet.delivery.keystrokes.lock import pane_lock\nfrom cafleet.store.engines import lock_space\n"
             f"with pane_lock(lock_space({url!r}), 'tmux', '$0@/s', '%1', 5):\n    print('held', flush=True)\n    time.sleep(600)\n",
         ],
         stdout=subprocess.PIPE,

@@ -9,7 +9,7 @@ import unicodedata
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from cafleet.delivery.preview import flatten, render_preview, sanitise
+from cafleet.delivery.keystrokes.preview import flatten, render_preview, sanitise
 
 TS = "2025-06-01T12:34:56.789012+00:00"
 KEPT_FORMAT = {"\u200c", "\u200d"}  # ZWNJ, ZWJ

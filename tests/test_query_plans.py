@@ -21,7 +21,7 @@ import pytest
 from cafleet.broker import fleets, members, messages, notifications, timeline
 from cafleet.config import Settings
 from cafleet.delivery import inbox
-from cafleet.delivery.watch import Watcher
+from cafleet.delivery.supervision.watch import Watcher
 from cafleet.store import schema, sqlite
 from cafleet.store.engines import open_store
 
@@ -436,7 +436,7 @@ def test_the_keepers_look_for_sessions_to_keep_uses_indexes(database, recorded):
     """The keeper asks every few seconds which codex or opencode members have no session
     kept yet (what `fleet restore` resumes): by the fleet's index, never a walk of members."""
     from cafleet.broker import spawns
-    from cafleet.delivery import restore
+    from cafleet.delivery.spawning import restore
 
     path, ids = database
     store = open_store(path)

@@ -18,7 +18,7 @@ import threading
 
 import pytest
 
-from cafleet.delivery import screen
+from cafleet.delivery.keystrokes import screen
 from tests.support import model_api as m
 from tests.support.real_agents import (
     AGENTS,
@@ -274,7 +274,7 @@ def test_real_long_body_types_a_bounded_preview_and_is_read_whole(fleet, idle):
     carries ``PREVIEW_MAX_LEN`` code points of it and reaches the model once (on opencode a
     6,000-character line was never seen in the box in time, so it was never confirmed and
     held the box); the member reads the whole body with ``message show``."""
-    from cafleet.delivery.preview import PREVIEW_MAX_LEN
+    from cafleet.delivery.keystrokes.preview import PREVIEW_MAX_LEN
 
     body = "".join(f"item{n:04d} " for n in range(700))[:6000]
     wide = dict(fleet.environ, CAFLEET_MAX_TEXT_LEN="1000000")
@@ -477,8 +477,8 @@ def test_real_our_own_preview_left_in_the_box_is_taken_back(fleet, idle, case):
     to this member and the rest a prefix of that message's preview, and taken back with one
     BackSpace per character (docs/delivery.md): it never holds the box. Acked meanwhile, it
     is not submitted; still owed, it is typed again whole, and each reaches the model once."""
-    from cafleet.delivery.preview import render_preview
-    from cafleet.delivery.submit import with_terminator
+    from cafleet.delivery.keystrokes.preview import render_preview
+    from cafleet.delivery.keystrokes.submit import with_terminator
 
     pane = idle["pane_id"]
     left = hold_one(fleet, idle, "Left behind in the box: please review the parser changes.")

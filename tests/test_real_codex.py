@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from cafleet.delivery import screen
+from cafleet.delivery.keystrokes import screen
 from tests.support import real_codex
 from tests.support.openai_responses import (
     PREVIEW,

@@ -19,7 +19,7 @@ import signal
 import pytest
 
 from cafleet.broker import revivals
-from cafleet.delivery.revival import BACKOFF, GIVEN_UP, HOUR, due
+from cafleet.delivery.supervision.revival import BACKOFF, GIVEN_UP, HOUR, due
 from tests.support.keeper import end_every_keeper, keeper_on
 from tests.support.pane_fleet import PaneFleet, tmux_fleet
 from tests.support.tmux_fixtures import wait_for

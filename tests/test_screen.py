@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cafleet.delivery.screen import CUES, PaneState, classify, input_box
+from cafleet.delivery.keystrokes.screen import CUES, PaneState, classify, input_box
 
 AWAITING, WORKING, IDLE, UNKNOWN = (
     PaneState.AWAITING_USER,
@@ -398,7 +398,7 @@ def test_every_cue_is_quoted_by_the_fake_table(agent):
 
 @pytest.mark.parametrize(("agent", "quoted"), [(a, q) for a in sorted(CUES) for q in CUE_TEXTS[a]])
 def test_a_message_quoting_a_cue_does_not_change_the_state(agent, quoted):
-    from cafleet.delivery.screen import box_text, starting
+    from cafleet.delivery.keystrokes.screen import box_text, starting
 
     for screen in (echoed(agent, quoted), typed(agent, quoted)):
         assert classify(agent, screen) == IDLE, screen
@@ -430,7 +430,7 @@ def test_a_message_quoting_a_cue_does_not_change_the_state(agent, quoted):
     ],
 )
 def test_an_empty_box_is_recognised_with_its_placeholder(agent, screen):
-    from cafleet.delivery.screen import box_text
+    from cafleet.delivery.keystrokes.screen import box_text
 
     assert box_text(agent, screen) == ""
 
@@ -448,13 +448,13 @@ def test_an_empty_box_is_recognised_with_its_placeholder(agent, screen):
     ],
 )
 def test_typed_text_in_the_box_is_read(agent, screen, text):
-    from cafleet.delivery.screen import box_text
+    from cafleet.delivery.keystrokes.screen import box_text
 
     assert box_text(agent, screen) == text
 
 
 def test_no_box_means_no_text():
-    from cafleet.delivery.screen import box_text
+    from cafleet.delivery.keystrokes.screen import box_text
 
     assert box_text("claude", CLAUDE_PERMISSION) is None
     assert box_text("codex", CODEX_APPROVAL) is None
@@ -464,7 +464,7 @@ def test_no_box_means_no_text():
 
 
 def test_codex_waiting_for_startup():
-    from cafleet.delivery.screen import starting
+    from cafleet.delivery.keystrokes.screen import starting
 
     screen = "• Waiting for startup\n\n› Ask Codex to do anything\n\n  100% context left\n"
     assert starting("codex", screen)
@@ -474,7 +474,7 @@ def test_codex_waiting_for_startup():
 
 
 def test_a_dim_hint_the_table_does_not_know_is_an_empty_box():
-    from cafleet.delivery.screen import box_text
+    from cafleet.delivery.keystrokes.screen import box_text
 
     # A suggestion a later codex release may draw: dim, so a placeholder.
     hint = "\x1b[1m›\x1b[0m \x1b[2mDraft the release notes\x1b[22m\n\n  100% context left\n"
@@ -489,7 +489,7 @@ def test_a_dim_hint_the_table_does_not_know_is_an_empty_box():
 def test_the_echo_of_a_submission_is_outside_the_box():
     """Confirmation counts the preview's first characters outside the input box: claude's
     transcript row, codex's queue row, opencode's user message, the stand-in's echo."""
-    from cafleet.delivery.screen import outside_box
+    from cafleet.delivery.keystrokes.screen import outside_box
 
     marker = "[cafleet msg 7 from 3 20"
     screens = {

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cafleet.delivery import screen
+from cafleet.delivery.keystrokes import screen
 from tests.support.real_agents import composer_text
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "screens"

@@ -20,10 +20,12 @@ from hypothesis import given, settings, strategies as st
 from cafleet import config
 from cafleet.cli.context import Context
 from cafleet.cli.table import COMMANDS
+from cafleet.config import declarations, readme_table
 from cafleet.errors import SettingError, shown
 
 ROOT = Path(__file__).resolve().parent.parent
-NUMERIC = [s for s in (*config.ENVIRONMENT, *config.OPTIONS) if s.kind in ("seconds", "number", "integer")]
+CONFIG_READER = ROOT / "src" / "cafleet" / "config" / "__init__.py"  # the one reader of the environment
+NUMERIC = [s for s in (*declarations.ENVIRONMENT, *declarations.OPTIONS) if s.kind in ("seconds", "number", "integer")]
 
 
 def dump(db_path: str) -> list[str]:
@@ -136,10 +138,10 @@ OPTION_COMMANDS = {
 
 def test_every_numeric_option_is_declared_and_exercised():
     numeric = {p.flag for c in COMMANDS for p in c.params if p.kind in ("count", "seconds", "number")}
-    assert numeric == {s.name for s in config.OPTIONS} == set(OPTION_COMMANDS)
+    assert numeric == {s.name for s in declarations.OPTIONS} == set(OPTION_COMMANDS)
 
 
-@pytest.mark.parametrize("setting", list(config.OPTIONS), ids=lambda s: s.name)
+@pytest.mark.parametrize("setting", list(declarations.OPTIONS), ids=lambda s: s.name)
 def test_every_numeric_option_refuses_bad_values(cli, trio, db_path, setting):
     fleet_id, _, (m1, _) = trio
     before = dump(db_path)
@@ -182,14 +184,14 @@ def test_settings_are_read_once_per_command(env):
 
 def test_readme_configuration_table_is_generated_from_the_declarations():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert config.TABLE_START in readme and config.TABLE_END in readme
-    assert config.replace_table(readme) == readme, "run: python -m cafleet.config --write-readme README.md"
+    assert readme_table.TABLE_START in readme and readme_table.TABLE_END in readme
+    assert readme_table.replace_table(readme) == readme, "run: python -m cafleet.config --write-readme README.md"
 
 
 def test_every_cafleet_variable_in_the_source_is_declared():
     """Any ``CAFLEET_NAME`` written in src/ (read, set for a pane, or documented) is one of
     the declarations, so none escapes the README table or the bounds."""
-    declared = {s.name for s in config.ENVIRONMENT}
+    declared = {s.name for s in declarations.ENVIRONMENT}
     found = {}
     for path in (ROOT / "src" / "cafleet").rglob("*"):
         if path.suffix in (".py", ".md", ".rules") and path.is_file():
@@ -201,23 +203,25 @@ def test_every_cafleet_variable_in_the_source_is_declared():
 
 
 def test_only_config_reads_the_process_environment():
-    """``os.environ`` is named in config.py alone (the command's context reads it once, through
-    ``config.process_environ``; child processes get ``config.child_environ``), and no test
-    hook variable is declared among the settings: nothing else can read a setting, or a
-    hook, behind the command's back."""
+    """``os.environ`` is named in config/__init__.py alone (the command's context reads it
+    once, through ``config.process_environ``; child processes get ``config.child_environ``),
+    and no test hook variable is declared among the settings: nothing else can read a
+    setting, or a hook, behind the command's back."""
     readers = sorted(
         str(path.relative_to(ROOT))
         for path in (ROOT / "src" / "cafleet").rglob("*.py")
-        if "os.environ" in path.read_text(encoding="utf-8") and path.name != "config.py"
+        if "os.environ" in path.read_text(encoding="utf-8") and path != CONFIG_READER
     )
     assert readers == []
-    assert [s.name for s in config.ENVIRONMENT if s.name.startswith("CAFLEET_TEST_")] == []
+    assert [s.name for s in declarations.ENVIRONMENT if s.name.startswith("CAFLEET_TEST_")] == []
 
 
 def test_generator_writes_the_table_between_the_markers(tmp_path):
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{config.TABLE_START}\nstale\n{config.TABLE_END}\n\nafter\n", encoding="utf-8")
+    readme.write_text(
+        f"# x\n\n{readme_table.TABLE_START}\nstale\n{readme_table.TABLE_END}\n\nafter\n", encoding="utf-8"
+    )
     subprocess.run([sys.executable, "-m", "cafleet.config", "--write-readme", str(readme)], check=True)
     text = readme.read_text(encoding="utf-8")
-    assert "stale" not in text and text.endswith(f"{config.TABLE_END}\n\nafter\n")
+    assert "stale" not in text and text.endswith(f"{readme_table.TABLE_END}\n\nafter\n")
     assert "| `CAFLEET_BUSY_TIMEOUT` | 5 | a number of seconds from 0 to 3600 |" in text

@@ -16,9 +16,9 @@ import uuid
 
 import pytest
 
-from cafleet.delivery.preview import PREVIEW_MAX_LEN, render_preview
-from cafleet.delivery.screen import PaneState, classify
-from cafleet.delivery.submit import (
+from cafleet.delivery.keystrokes.preview import PREVIEW_MAX_LEN, render_preview
+from cafleet.delivery.keystrokes.screen import PaneState, classify
+from cafleet.delivery.keystrokes.submit import (
     CAPTURE_LINES,
     Pacing,
     PaneAwaitingUser,

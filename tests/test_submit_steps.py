@@ -1,6 +1,6 @@
 """A submission's decisions on the screens the pinned agents really drew, in milliseconds.
 
-The real code of delivery/submit.py (its steps and the loop that carries them out) runs
+The real code of delivery/keystrokes/submit.py (its steps and the loop that carries them out) runs
 against :class:`tests.support.fake_mux.RecordedPane`, which replays the recorded screens
 of claude, codex and opencode (tests/fixtures/screens/) and records every key it is sent,
 on a clock whose waits are instant. What the stand-in agent and a real tmux server add
@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from cafleet.config import Settings
-from cafleet.delivery import submit
-from cafleet.delivery.preview import render_preview
-from cafleet.delivery.submit import (
+from cafleet.delivery.keystrokes import submit
+from cafleet.delivery.keystrokes.preview import render_preview
+from cafleet.delivery.keystrokes.submit import (
     PaneAwaitingUser,
     PaneInputBusy,
     PaneNotReady,
@@ -317,7 +317,7 @@ def test_each_agents_placeholder_hint_is_an_empty_box(agent):
 
 
 def test_with_terminator_only_where_a_completion_could_open():
-    from cafleet.delivery.submit import with_terminator
+    from cafleet.delivery.keystrokes.submit import with_terminator
 
     assert with_terminator("[m]⏎see @src/x.py") == "[m]⏎see @src/x.py "
     assert with_terminator("[m]⏎@x") == "[m]⏎@x "

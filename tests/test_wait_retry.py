@@ -24,7 +24,7 @@ SESSION = "$0@/nonexistent/socket"  # the placement FleetBuilder records
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from cafleet.delivery.lock import pane_lock
+    from cafleet.delivery.keystrokes.lock import pane_lock
     from cafleet.store.engines import lock_space
     with pane_lock(lock_space(sys.argv[1]), "tmux", sys.argv[2], sys.argv[3], timeout=5):
         print("held", flush=True)

@@ -135,7 +135,7 @@ def test_activity_between_two_rounds_starts_a_new_idle_episode(fleet, store, cli
     with activity is idle in every round, and a message it sends between two rounds still
     ends the first episode, so the second round reports a new one."""
     from cafleet.config import Settings
-    from cafleet.delivery.watch import Watcher
+    from cafleet.delivery.supervision.watch import Watcher
 
     fleet_id, director, environ, add = fleet
     member_id, _, _ = add("napper", store=store)
@@ -158,7 +158,7 @@ def test_a_member_without_message_activity_is_silent_and_never_idle(fleet, store
     registered longer than ``--idle-after`` (its own state and event, measured from
     registration), and becomes ``idle`` only by the activity it then has."""
     from cafleet.config import Settings
-    from cafleet.delivery.watch import Watcher
+    from cafleet.delivery.supervision.watch import Watcher
 
     fleet_id, director, environ, add = fleet
     member_id, _, _ = add("quiet", store=store)
@@ -479,7 +479,7 @@ def test_a_fleets_panes_are_read_in_one_call_and_each_state_is_the_one_its_own_l
     """``fleet_states`` (member list --state, fleet watch, the WebUI) reads every pane of a
     server in one tmux call: each member's state and detail are exactly what looking at its
     pane alone says, for every kind of pane, a stale id among them."""
-    from cafleet.delivery import supervision
+    from cafleet.delivery.supervision import liveness
     from cafleet.mux.tmux import Tmux
 
     fleet_id, _director, _environ, add = fleet
@@ -525,20 +525,17 @@ def test_a_fleets_panes_are_read_in_one_call_and_each_state_is_the_one_its_own_l
         what="cat to exit",
     )
     wait_for(
-        lambda: (
-            supervision.pane_state(members.get_member(store, shell_id), supervision.MuxPool(), 600)[0]
-            == supervision.DEAD
-        ),
+        lambda: liveness.pane_state(members.get_member(store, shell_id), liveness.MuxPool(), 600)[0] == liveness.DEAD,
         what="sh to be the pane's program",
     )
 
     calls = []
     real = Tmux._call
     monkeypatch.setattr(Tmux, "_call", lambda self, args: calls.append(args[0]) or real(self, args))
-    together = supervision.fleet_states(store, fleet_id, supervision.MuxPool(), 600)
+    together = liveness.fleet_states(store, fleet_id, liveness.MuxPool(), 600)
     batched = len(calls)
     alone = {
-        entry["member_id"]: supervision.pane_state(entry, supervision.MuxPool(), 600)
+        entry["member_id"]: liveness.pane_state(entry, liveness.MuxPool(), 600)
         for entry in members.roster_detail(store, fleet_id)
         if entry["kind"] != "director"
     }

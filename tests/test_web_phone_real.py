@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from cafleet.delivery import screen
+from cafleet.delivery.keystrokes import screen
 from tests.support.agent_drivers import TURN_TIMEOUT, keeper_fleet, missing
 from tests.support.browser import PHONE, chromium
 from tests.support.tmux_fixtures import wait_for

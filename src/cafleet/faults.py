@@ -1,9 +1,10 @@
 """The test seam: named pause and trace points, reached through one hooks object.
 
 Every command's context (:class:`cafleet.cli.context.Context`) carries its hooks (a
-:class:`Hooks`, never None); it opens its store with them, and each point reaches them
-through that store (``store.hooks``) or, where there is no store (the pane-input lock, the
-typing of a line), through an argument its caller passes. The product's own entry point
+:class:`Hooks`, never None) and passes them, as an argument, to the function it calls;
+each point reaches them through the arguments of its callers (``hooks=``, whose default is
+:data:`NO_HOOKS`). The store is no carrier: its interface is only about data (a PostgreSQL
+store is opened with the hooks for its own points, ``store.wait`` and the SQL trace). The product's own entry point
 (``python -m cafleet``, the ``cafleet`` script) has the null object :data:`NO_HOOKS`: a
 point is then one call of a method that does nothing (no guard anywhere), and no variable
 of the environment can make a command pause or write a trace. Tests start commands through their own launcher

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from cafleet.delivery import screen
+from cafleet.delivery.keystrokes import screen
 from tests.support import model_api as m, openai_responses as responses, real_codex
 from tests.support.keeper import end_every_keeper, running_keeper
 from tests.support.real_agents import allow_every_command, composer_text, real_fleet, received_count, skip_reason

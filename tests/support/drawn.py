@@ -62,7 +62,7 @@ class Drawn:
     def wait(self, rows: list[str]) -> None:
         import re
 
-        from cafleet.delivery import screen
+        from cafleet.delivery.keystrokes import screen
 
         plain = [re.sub(screen._ANSI, "", row).rstrip(" ") for row in rows]  # rows may be drawn in colour
 

@@ -43,7 +43,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from cafleet.delivery import screen
+from cafleet.delivery.keystrokes import screen
 from tests.support.hooked import cafleet_argv
 from tests.support.model_api import ModelAPI
 from tests.support.recorder import READY

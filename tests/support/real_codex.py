@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from cafleet.delivery import screen
+from cafleet.delivery.keystrokes import screen
 from tests.support.openai_responses import PREVIEW, ResponsesAPI, codex_config
 from tests.support.pane_fleet import tmux_fleet
 from tests.support.tmux_fixtures import wait_for

@@ -4,7 +4,7 @@ of a member's own inbox (``pending_after`` for listen and wait).
 Who is owed a preview lives in :mod:`cafleet.broker.notifications`; the admin views of a
 fleet's messages live in :mod:`cafleet.broker.timeline`.
 
-The ``store.hooks`` calls are the test seam's pause points (:mod:`cafleet.faults`):
+The ``hooks`` calls (the command's, passed in) are the test seam's pause points (:mod:`cafleet.faults`):
 with the null hooks (every command but a test's) each is a call that does nothing, so
 the broker's only I/O stays the database's.
 """
@@ -14,12 +14,14 @@ from __future__ import annotations
 from cafleet import clock, validation
 from cafleet.broker import fleets, records
 from cafleet.errors import CafleetError, Conflict, NotFound
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from cafleet.broker.records import BroadcastResult, MessageRecord, SendFailure
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 _SELECT = f"SELECT {records.MESSAGE_COLUMNS} FROM messages "
@@ -59,7 +61,7 @@ def _sender_and_recipient(store: Store, from_id: int, to_id: int) -> int:
     return fleet_id
 
 
-def send(store: Store, from_id: int, to_id: int, text: str) -> MessageRecord:
+def send(store: Store, from_id: int, to_id: int, text: str, hooks: Hooks = NO_HOOKS) -> MessageRecord:
     """Persist one message with the exact body and return its public record.
 
     A self-send is stamped notified on insert: it produces no pane input and stays
@@ -75,7 +77,7 @@ def send(store: Store, from_id: int, to_id: int, text: str) -> MessageRecord:
             (from_id, to_id, now, now, text, now if records.is_self_send(from_id, to_id) else None),
             "message_id",
         )
-        store.hooks.pause("send.before_commit")
+        hooks.pause("send.before_commit")
     return {
         "message_id": message_id,
         "from_member_id": from_id,
@@ -188,7 +190,7 @@ def show(store: Store, message_id: int) -> MessageRecord:
     return _with_notices(store, [records.message(row)])[0]
 
 
-def ack(store: Store, message_id: int) -> MessageRecord:
+def ack(store: Store, message_id: int, hooks: Hooks = NO_HOOKS) -> MessageRecord:
     """input_required → completed, stamping status_timestamp; a second ACK is refused."""
     with store.write():
         now = clock.now()
@@ -202,8 +204,8 @@ def ack(store: Store, message_id: int) -> MessageRecord:
         ).fetchall()
         updated = bool(rows)
         record = records.message(rows[0]) if rows else show(store, message_id)
-        store.hooks.pause("ack.before_commit")
-    store.hooks.pause("ack.after_commit")
+        hooks.pause("ack.before_commit")
+    hooks.pause("ack.after_commit")
     if not updated:
         raise Conflict(
             f"message {message_id} is already acknowledged (at {record['status_timestamp']})."

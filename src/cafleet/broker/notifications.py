@@ -9,7 +9,7 @@ The rules live here once, as SQL terms every read below is built from:
 - :data:`OWED` — the message is unacknowledged, no preview was recorded for it, and it is
   not a self-send (those are stamped on insert and never typed).
 
-The delivery layer (``delivery/drain.py``, ``delivery/watch.py``) asks these questions;
+The delivery layer (``delivery/keystrokes/drain.py``, ``delivery/supervision/watch.py``) asks these questions;
 it never writes its own SQL for them.
 
 The repeated ``status_state != 'completed'`` beside ``= 'input_required'`` is deliberate:
@@ -118,7 +118,7 @@ def still_pending_notification(store: Store, message_id: int) -> bool:
 def preview_source(store: Store, recipient_id: int, message_id: int) -> dict | None:
     """The sender, time and body of message ``message_id`` if it was sent to
     ``recipient_id`` (in any state, ACKed or notified included): what a preview of it
-    showed, to tell our own text left in that recipient's input box (delivery/drain.py)."""
+    showed, to tell our own text left in that recipient's input box (delivery/keystrokes/drain.py)."""
     row = store.execute(
         "SELECT from_member_id, created_at, text FROM messages WHERE message_id = ? AND to_member_id = ?",
         (message_id, recipient_id),

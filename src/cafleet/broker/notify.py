@@ -1,6 +1,6 @@
 """Notices posted out (docs/delivery.md, "Notices posted out"): the URLs a fleet's notices
 are posted to and what became of each post. Persistence and validation only: the posting is
-:mod:`cafleet.delivery.outbox`.
+:mod:`cafleet.delivery.supervision.outbox`.
 
 A URL is ``http(s)://...``, optionally prefixed by its format (``json+``, ``slack+``,
 ``ntfy+``); without a prefix, ``hooks.slack.com`` gets Slack's shape, ``ntfy.sh`` ntfy's and
@@ -93,32 +93,34 @@ def cursors(store: Store, fleet_id: int, keys: list[str]) -> dict[str, int]:
     return {key: found[key] for key in keys}
 
 
+# A notice as the posts read it: its row and its message's text and time.
+_NOTICE_KEYS = ("message_id", "kind", "subject", "member_id", "digest", "text", "created_at")
+_NOTICES = (
+    "SELECT n.message_id, n.kind, n.subject, n.member_id, n.digest, m.text, m.created_at "
+    "FROM cafleet_aux_notices n JOIN messages m ON m.message_id = n.message_id "
+)
+
+
+def _notices(store: Store, condition: str, params: tuple) -> list[dict]:
+    """The notices ``condition`` (what follows WHERE) selects, as dicts of _NOTICE_KEYS."""
+    rows = store.execute(_NOTICES + "WHERE " + condition, params).fetchall()
+    return [dict(zip(_NOTICE_KEYS, row, strict=True)) for row in rows]
+
+
 def notices_after(store: Store, fleet_id: int, after: int) -> list[dict]:
     """The fleet's notices with an id above ``after``, oldest first, each with its message's
     text and time."""
     if not records.has_table(store, "cafleet_aux_notices", recheck=True):
         return []
-    rows = store.execute(
-        "SELECT n.message_id, n.kind, n.subject, n.member_id, n.digest, m.text, m.created_at "
-        "FROM cafleet_aux_notices n JOIN messages m ON m.message_id = n.message_id "
-        "WHERE n.fleet_id = ? AND n.message_id > ? ORDER BY n.message_id",
-        (fleet_id, after),
-    ).fetchall()
-    keys = ("message_id", "kind", "subject", "member_id", "digest", "text", "created_at")
-    return [dict(zip(keys, row, strict=True)) for row in rows]
+    return _notices(store, "n.fleet_id = ? AND n.message_id > ? ORDER BY n.message_id", (fleet_id, after))
 
 
 def notice(store: Store, message_id: int) -> dict | None:
     """One notice as :func:`notices_after` gives it, or None."""
     if not records.has_table(store, "cafleet_aux_notices"):
         return None
-    row = store.execute(
-        "SELECT n.message_id, n.kind, n.subject, n.member_id, n.digest, m.text, m.created_at "
-        "FROM cafleet_aux_notices n JOIN messages m ON m.message_id = n.message_id WHERE n.message_id = ?",
-        (message_id,),
-    ).fetchone()
-    keys = ("message_id", "kind", "subject", "member_id", "digest", "text", "created_at")
-    return None if row is None else dict(zip(keys, row, strict=True))
+    found = _notices(store, "n.message_id = ?", (message_id,))
+    return found[0] if found else None
 
 
 def open_notices(store: Store, fleet_id: int, limit: int) -> list[dict]:
@@ -126,14 +128,7 @@ def open_notices(store: Store, fleet_id: int, limit: int) -> list[dict]:
     first, at most ``limit``, as :func:`notices_after` gives them."""
     if not records.has_table(store, "cafleet_aux_notices"):
         return []
-    rows = store.execute(
-        "SELECT n.message_id, n.kind, n.subject, n.member_id, n.digest, m.text, m.created_at "
-        "FROM cafleet_aux_notices n JOIN messages m ON m.message_id = n.message_id "
-        "WHERE n.fleet_id = ? AND n.cleared_at IS NULL ORDER BY n.message_id LIMIT ?",
-        (fleet_id, limit),
-    ).fetchall()
-    keys = ("message_id", "kind", "subject", "member_id", "digest", "text", "created_at")
-    return [dict(zip(keys, row, strict=True)) for row in rows]
+    return _notices(store, "n.fleet_id = ? AND n.cleared_at IS NULL ORDER BY n.message_id LIMIT ?", (fleet_id, limit))
 
 
 def add_pending(store: Store, fleet_id: int, pairs: list[tuple[int, str]]) -> None:

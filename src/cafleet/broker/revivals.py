@@ -2,7 +2,7 @@
 in (``fleet create --revive``: the auxiliary table ``cafleet_aux_fleet_revive``, with how
 many revivals of one member an hour it allows) and each revival tried (the auxiliary table
 ``cafleet_aux_revivals``: who tried it, when, and how it ended). Persistence only: the
-decisions are :mod:`cafleet.delivery.revival`.
+decisions are :mod:`cafleet.delivery.supervision.revival`.
 
 A row's ``actor`` is ``keeper`` (the keeper started the member again, or tried to),
 ``gave_up`` (the keeper reached the fleet's limit and stopped reviving the member) or

@@ -1,7 +1,7 @@
 """What a member was started with, so that it can be started again (``fleet restore``,
 ``member revive``; docs/delivery.md, "A fleet outlives its panes"): the auxiliary table
 ``cafleet_aux_member_spawns``. Persistence only: the panes are
-:mod:`cafleet.delivery.restore`.
+:mod:`cafleet.delivery.spawning.restore`.
 
 A spawn row is written by ``member create`` before the member's pane opens: its model and
 effort, the spawn prompt as given (the template: it is rendered again for the same ids),

@@ -3,8 +3,8 @@
 Injectable so tests run commands in-process against temporary paths and never touch the
 real home, terminal or tmux server. ``hooks`` are the test seam (:mod:`cafleet.faults`):
 the null object ``NO_HOOKS``, whose points do nothing, for every command the product
-starts; a test's launcher passes its own, and the store this context opens carries them
-to every pause and trace point.
+starts; a test's launcher passes its own, and each handler passes them on to the function
+it calls (the store this context opens gets them only for its engine's own points).
 """
 
 from __future__ import annotations

@@ -71,46 +71,12 @@ class _Demo:
 
     def run(self) -> None:
         self.say(f"cafleet demo: private tmux server {self.socket}, database {self.db}")
-        self.tmux(
-            "new-session",
-            "-d",
-            "-s",
-            "demo",
-            "-x",
-            "160",
-            "-y",
-            "48",
-            "sh",
-            "-c",
-            "echo Director pane; exec sleep 86400",
-        )
-        director_pane = self.tmux("display-message", "-p", "-t", "demo", "#{pane_id}")
-        self.env.update(TMUX=f"{self.socket},0,0", TMUX_PANE=director_pane, CAFLEET_MULTIPLEXER="tmux")
-
+        director_pane = self._start_director_pane()
         fleet = json.loads(self.cafleet("fleet", "create", "--name", "demo", "--coding-agent", "standin", "--json"))
         fleet_id, director = fleet["fleet_id"], fleet["director_member_id"]
         self.fleet_id = fleet_id  # its keeper (started by `fleet create`) is ended at teardown
         self.say(f"  fleet {fleet_id}, Director member {director} in pane {director_pane}")
-        member_ids = {}
-        for name in TASKS:
-            created = json.loads(
-                self.cafleet(
-                    "member",
-                    "create",
-                    "--fleet-id",
-                    str(fleet_id),
-                    "--name",
-                    name,
-                    "--description",
-                    f"{name}, a stand-in agent",
-                    "--coding-agent",
-                    "standin",
-                    "--json",
-                    f"You are {name} (member {{member_id}}). Wait for tasks from the Director {{director_member_id}}.",
-                )
-            )
-            member_ids[name] = created["member_id"]
-            self.say(f"  {name} is member {created['member_id']} in pane {created['pane_id']}")
+        member_ids = {name: self._create_member(fleet_id, name) for name in TASKS}
         self._wait_for_prompts(member_ids)
         self.cafleet("member", "list", str(fleet_id))
         for name, task in TASKS.items():
@@ -127,13 +93,54 @@ class _Demo:
         if not all(r["notified"] for r in tasks) or not all(r["status_state"] == "completed" for r in records):
             raise CafleetError("the exchange did not complete: see the timeline above.")
         self.say("")
-        self.say("alice's pane:")
-        for line in self.cafleet(
-            "member", "capture", str(member_ids["alice"]), "--lines", "12", show=False
-        ).splitlines():
-            self.say(("  | " + line).rstrip())
+        self._show_pane("alice", member_ids["alice"])
         self.say("")
         self.cafleet("fleet", "delete", str(fleet_id))
+
+    def _start_director_pane(self) -> str:
+        """The private server's first pane, where the Director's commands run; its id."""
+        self.tmux(
+            "new-session",
+            "-d",
+            "-s",
+            "demo",
+            "-x",
+            "160",
+            "-y",
+            "48",
+            "sh",
+            "-c",
+            "echo Director pane; exec sleep 86400",
+        )
+        director_pane = self.tmux("display-message", "-p", "-t", "demo", "#{pane_id}")
+        self.env.update(TMUX=f"{self.socket},0,0", TMUX_PANE=director_pane, CAFLEET_MULTIPLEXER="tmux")
+        return director_pane
+
+    def _create_member(self, fleet_id: int, name: str) -> int:
+        """A stand-in member named ``name``; its member id."""
+        created = json.loads(
+            self.cafleet(
+                "member",
+                "create",
+                "--fleet-id",
+                str(fleet_id),
+                "--name",
+                name,
+                "--description",
+                f"{name}, a stand-in agent",
+                "--coding-agent",
+                "standin",
+                "--json",
+                f"You are {name} (member {{member_id}}). Wait for tasks from the Director {{director_member_id}}.",
+            )
+        )
+        self.say(f"  {name} is member {created['member_id']} in pane {created['pane_id']}")
+        return created["member_id"]
+
+    def _show_pane(self, name: str, member_id: int) -> None:
+        self.say(f"{name}'s pane:")
+        for line in self.cafleet("member", "capture", str(member_id), "--lines", "12", show=False).splitlines():
+            self.say(("  | " + line).rstrip())
 
     def stop_keeper(self) -> None:
         """End the fleet's keeper if it still runs (`fleet delete` ends it by itself; an
@@ -141,12 +148,12 @@ class _Demo:
         if self.fleet_id is None or not os.path.exists(self.db):
             return
         from cafleet import config
-        from cafleet.delivery import keepers
+        from cafleet.delivery.supervision import keeper_control
         from cafleet.store.engines import open_store
 
         store = open_store(self.db)
         try:
-            keepers.stop(store, config.Settings(self.env, self.db), self.fleet_id)
+            keeper_control.stop(store, config.Settings(self.env, self.db), self.fleet_id)
         finally:
             store.close()
 

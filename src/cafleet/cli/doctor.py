@@ -244,7 +244,7 @@ def check_host(host: str, agents, environ, meminfo: str = "") -> dict:
     """One SSH call: is ``host`` reachable, does it have tmux and the agents' programs, and
     its available memory in MiB (``memory_mib``, None when the file ``meminfo`` gives none)."""
     from cafleet.agents.backends import AGENTS, backend
-    from cafleet.delivery.capacity import meminfo_available
+    from cafleet.delivery.spawning.capacity import meminfo_available
     from cafleet.mux.ssh import Ssh, check_host as checked
 
     names = sorted(agents) if agents else list(AGENTS)
@@ -320,7 +320,7 @@ def hosts_section(ctx: Context, hosts) -> dict | None:
 def _meminfo_path(environ) -> str | None:
     """The memory file the check reads (/proc/meminfo, or CAFLEET_MEMINFO); None when that
     setting is unusable (the memory section says why)."""
-    from cafleet.delivery.capacity import meminfo_path
+    from cafleet.delivery.spawning.capacity import meminfo_path
 
     try:
         return meminfo_path(environ)
@@ -335,7 +335,7 @@ def memory_section(ctx: Context, remote: dict | None) -> dict:
     its own). Warnings, never a failure: a host short of memory is busy, not broken, and
     ``member create`` refuses there with the figures."""
     from cafleet.agents.backends import AGENTS
-    from cafleet.delivery import capacity
+    from cafleet.delivery.spawning import capacity
 
     settings = ctx.settings
     section: dict = {
@@ -375,7 +375,7 @@ def keepers_section(ctx: Context) -> dict | None:
     a command runs."""
     from cafleet.broker import fleets, notifications, notify
     from cafleet.cli.fleet import keeper_text
-    from cafleet.delivery import keepers
+    from cafleet.delivery.supervision import keeper_control
 
     try:
         store = ctx.store()
@@ -387,10 +387,10 @@ def keepers_section(ctx: Context) -> dict | None:
     enabled = bool(ctx.settings.keeper)
     entries = []
     for fleet in live:
-        found = keepers.status(store, ctx.settings, fleet["fleet_id"])
+        found = keeper_control.status(store, ctx.settings, fleet["fleet_id"])
         owed = len(notifications.recipients_owed_notifications(store, fleet["fleet_id"]))
         entry = dict(found.as_dict(), fleet_id=fleet["fleet_id"], members_owed=owed)
-        entry["ok"] = found.running or (found.state == keepers.NOT_RUNNING and (not enabled or not owed))
+        entry["ok"] = found.running or (found.state == keeper_control.NOT_RUNNING and (not enabled or not owed))
         entry["text"] = keeper_text(found, ctx.settings)
         posts = notify.status(store, fleet["fleet_id"])
         if posts["failing"]:  # a warning: the fleet works, a person away is not told
@@ -400,7 +400,7 @@ def keepers_section(ctx: Context) -> dict | None:
     if not section["ok"]:
         failing, found = next((e, found) for e, found in entries if not e["ok"])
         fleet_id = failing["fleet_id"]
-        if found.state == keepers.STALLED:
+        if found.state == keeper_control.STALLED:
             section["fix"] = f"fleet {fleet_id}'s keeper is stalled (stopped or hung): {found.remedy()}"
         else:
             section["fix"] = (

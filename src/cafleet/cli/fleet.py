@@ -54,11 +54,11 @@ def create(ctx: Context, name, coding_agent, worktrees, revive, placement, notif
             f"you are its Director, member {record['director_member_id']}"
         ),
     )
-    from cafleet.delivery import drain
+    from cafleet.delivery.keystrokes import drain
 
     # The fleet's keeper, started detached (docs/delivery.md); when none can run, or it is
     # stalled, a warning that says why and what fixes it: the fleet exists all the same.
-    warning = drain.start_keeper(ctx.store(), ctx.settings, record["fleet_id"])
+    warning = drain.start_keeper(ctx.store(), ctx.settings, record["fleet_id"], ctx.hooks)
     if warning:
         ctx.err(warning)
 
@@ -82,10 +82,10 @@ def list_(ctx: Context):
 
 def show(ctx: Context, fleet_id):
     from cafleet.broker import notify, revivals
-    from cafleet.delivery import keepers
+    from cafleet.delivery.supervision import keeper_control
 
     record = fleets.get_fleet(ctx.store(), fleet_id)
-    keeper = keepers.status(ctx.store(), ctx.settings, fleet_id)
+    keeper = keeper_control.status(ctx.store(), ctx.settings, fleet_id)
     per_hour = revivals.per_hour(ctx.store(), fleet_id)
     urls = notify.urls_for(ctx.store(), fleet_id, notify.split_urls(ctx.settings.notify_url or ""))
     posts = dict(notify.status(ctx.store(), fleet_id), urls=[notify.shown_url(url) for url in urls])
@@ -110,10 +110,13 @@ def show(ctx: Context, fleet_id):
 
 def delete(ctx: Context, fleet_id, discard_worktree):
     from cafleet.cli.member import worktree_line
-    from cafleet.delivery import authority, panes
+    from cafleet.delivery import authority
+    from cafleet.delivery.spawning import panes
 
     authority.require_director(ctx.store(), ctx.environ, fleet_id, "fleet delete")
-    result, closed, trees = panes.delete_fleet(ctx.store(), ctx.settings, fleet_id, discard_worktrees=discard_worktree)
+    result, closed, trees = panes.delete_fleet(
+        ctx.store(), ctx.settings, fleet_id, discard_worktrees=discard_worktree, hooks=ctx.hooks
+    )
 
     def text():
         lines = [f"deleted fleet {fleet_id}; deregistered {result['deregistered_count']} member(s)"]
@@ -132,11 +135,12 @@ def restore(ctx: Context, fleet_id):
     gone again (its conversation resumed), then the keeper (docs/delivery.md); exit status 1
     when a member is left lost (each outcome is printed all the same)."""
     from cafleet.cli.member import outcome_line
-    from cafleet.delivery import drain, restore
+    from cafleet.delivery.keystrokes import drain
+    from cafleet.delivery.spawning import restore
 
-    result = restore.restore_fleet(ctx.store(), ctx.settings, fleet_id)
+    result = restore.restore_fleet(ctx.store(), ctx.settings, fleet_id, ctx.hooks)
     ctx.emit(result, lambda: "\n".join(outcome_line(row) for row in result["members"]))
-    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id)  # owed previews need one
+    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id, ctx.hooks)  # owed previews need one
     if warning:
         ctx.err(warning)
     return 1 if any(row["outcome"] == restore.LOST for row in result["members"]) else None
@@ -199,7 +203,7 @@ def keep(ctx: Context, fleet_id):
     import os
 
     from cafleet import clock
-    from cafleet.delivery import keeper
+    from cafleet.delivery.supervision import keeper
 
     pid = os.getpid()
 
@@ -210,5 +214,5 @@ def keep(ctx: Context, fleet_id):
         else:
             ctx.out(f"{at} keeper[{pid}] {event}")
 
-    reason = keeper.keep(ctx.store(), ctx.settings, fleet_id, say, ctx.settings.pg_reconnect_timeout)
+    reason = keeper.keep(ctx.store(), ctx.settings, fleet_id, say, ctx.settings.pg_reconnect_timeout, ctx.hooks)
     say(f"keeper for fleet {fleet_id} ended: {reason}", ended=ctx.hide_secrets(reason))

@@ -13,11 +13,11 @@ if TYPE_CHECKING:
 
 def list_(ctx: Context, fleet_id, state, idle_after):
     if state:
-        from cafleet.delivery import supervision
+        from cafleet.delivery.supervision import liveness
 
         detailed = members.roster_detail(ctx.store(), fleet_id)
-        states = supervision.fleet_states(ctx.store(), fleet_id, supervision.MuxPool(), idle_after, roster=detailed)
-        records = supervision.merge_states([members.brief(record) for record in detailed], states)
+        states = liveness.fleet_states(ctx.store(), fleet_id, liveness.MuxPool(), idle_after, roster=detailed)
+        records = liveness.merge_states([members.brief(record) for record in detailed], states)
     else:
         records = members.roster(ctx.store(), fleet_id)
 
@@ -96,7 +96,7 @@ def show(ctx: Context, member_id, with_dialog):
     record["worktree"] = worktree_records.public(row)
     seen = None
     if with_dialog:
-        from cafleet.delivery.answer import dialog_on
+        from cafleet.delivery.keystrokes.answer import dialog_on
 
         seen = dialog_on(ctx.store(), member_id)
         record["dialog"] = None if seen is None else seen.as_json()
@@ -158,16 +158,13 @@ def create(
     file,
 ):
     from cafleet.cli.body import read_body
-    from cafleet.delivery import panes
+    from cafleet.delivery.spawning import panes
 
     # every input is checked before anything is written: the budgets by the parser (their
     # declarations in cafleet.config), the rest here and in panes.create_member
     validation.name(name, "--name")
     validation.description(description, "--description")
-    if worktree and no_worktree:
-        from cafleet.errors import UsageError
-
-        raise UsageError("--worktree and --no-worktree contradict each other; give one.")
+    wants_worktree = _worktree_choice(worktree, no_worktree)
     prompt = read_body(ctx, text, file, limit=panes.MAX_COMMAND_BYTES, what="a spawn prompt", nul=False)
     _director_only(ctx, "member create", fleet_id=fleet_id)
     request = panes.SpawnRequest(
@@ -182,35 +179,53 @@ def create(
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
         force=force,
-        worktree=True if worktree else (False if no_worktree else None),
+        worktree=wants_worktree,
         branch=branch,
         base=base,
         repo=repo,
         placement=placement,
     )
-    record = panes.create_member(ctx.store(), ctx.settings, request)
+    record = panes.create_member(ctx.store(), ctx.settings, request, ctx.hooks)
+    ctx.emit(record, lambda: _created_line(record, name, host))
+    _start_keeper(ctx, fleet_id)  # its previews and notices need one
+
+
+def _worktree_choice(worktree: bool, no_worktree: bool) -> bool | None:
+    """--worktree (True), --no-worktree (False) or neither (None: the fleet's default)."""
+    if worktree and no_worktree:
+        from cafleet.errors import UsageError
+
+        raise UsageError("--worktree and --no-worktree contradict each other; give one.")
+    return True if worktree else (False if no_worktree else None)
+
+
+def _created_line(record: dict, name: str, host: str | None) -> str:
+    """What `member create` says of the member it created, in one line."""
     where = f" on host {render.inline(host)}" if host else ""
     tree = record.get("worktree")
     where += f" in worktree {render.inline(tree['path'])} (branch {render.inline(tree['branch'])})" if tree else ""
-    ctx.emit(
-        record,
-        lambda: (
-            f"created member {record['member_id']} ({render.inline(name)}, "
-            f"{render.inline(record['coding_agent'])}) in pane {render.inline(record['pane_id'])}{where}"
-        ),
+    return (
+        f"created member {record['member_id']} ({render.inline(name)}, "
+        f"{render.inline(record['coding_agent'])}) in pane {render.inline(record['pane_id'])}{where}"
     )
-    from cafleet.delivery import drain
 
-    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id)  # its previews and notices need one
+
+def _start_keeper(ctx: Context, fleet_id: int) -> None:
+    """Start the fleet's keeper unless it runs; a warning when it cannot be started."""
+    from cafleet.delivery.keystrokes import drain
+
+    warning = drain.start_keeper(ctx.store(), ctx.settings, fleet_id, ctx.hooks)
     if warning:
         ctx.err(warning)
 
 
 def delete(ctx: Context, member_id, discard_worktree):
-    from cafleet.delivery import panes
+    from cafleet.delivery.spawning import panes
 
     _director_only(ctx, "member delete", member_id=member_id)
-    status, tree = panes.delete_member(ctx.store(), ctx.settings, member_id, discard_worktree=discard_worktree)
+    status, tree = panes.delete_member(
+        ctx.store(), ctx.settings, member_id, discard_worktree=discard_worktree, hooks=ctx.hooks
+    )
 
     def text():
         lines = [f"deleted member {member_id}; pane {status.text()}"]
@@ -226,14 +241,12 @@ def delete(ctx: Context, member_id, discard_worktree):
 
 def revive(ctx: Context, member_id):
     """Start a member whose pane or agent is gone again, its conversation resumed."""
-    from cafleet.delivery import drain, restore
+    from cafleet.delivery.spawning import restore
 
     _director_only(ctx, "member revive", member_id=member_id)
-    result = restore.revive_member(ctx.store(), ctx.settings, member_id)
+    result = restore.revive_member(ctx.store(), ctx.settings, member_id, ctx.hooks)
     ctx.emit(result, lambda: outcome_line(result))
-    warning = drain.start_keeper(ctx.store(), ctx.settings, members.get_member(ctx.store(), member_id)["fleet_id"])
-    if warning:
-        ctx.err(warning)
+    _start_keeper(ctx, members.get_member(ctx.store(), member_id)["fleet_id"])
     return 1 if result["outcome"] == restore.LOST else None
 
 
@@ -264,23 +277,23 @@ def diff(ctx: Context, member_id, stat):
 
 
 def capture(ctx: Context, member_id, lines, ansi):
-    from cafleet.delivery import panes
+    from cafleet.delivery.spawning import panes
 
     record = panes.capture_member(ctx.store(), member_id, lines, ansi)
     ctx.emit(record, record["text"])
 
 
 def prompt(ctx: Context, member_id, force, text):
-    from cafleet.delivery import panes
+    from cafleet.delivery.spawning import panes
 
     _director_only(ctx, "member prompt", member_id=member_id)
-    record = panes.prompt_member(ctx.store(), ctx.settings, member_id, text, force=force)
+    record = panes.prompt_member(ctx.store(), ctx.settings, member_id, text, force=force, hooks=ctx.hooks)
     ctx.emit(record, lambda: f"prompt submitted to member {member_id} (pane {record['pane_id']})")
 
 
 def _dialog_lines(member_id: int, seen) -> list[str]:
     """``member show --with-dialog``'s lines: the dialog as the notice shows it (its text already
-    escaped, :mod:`cafleet.delivery.dialog`) and its options as `member answer` numbers them."""
+    escaped, :mod:`cafleet.delivery.keystrokes.dialog`) and its options as `member answer` numbers them."""
     if seen is None:
         return ["dialog: none (no dialog awaiting its user on its screen, or its screen cannot be read)"]
     lines = [f"dialog {seen.digest}:", *(f"    {line}" if line else "" for line in seen.lines)]
@@ -296,10 +309,10 @@ def _dialog_lines(member_id: int, seen) -> list[str]:
 
 
 def answer(ctx: Context, member_id, choice, dialog, label):
-    from cafleet.delivery.answer import answer_member
+    from cafleet.delivery.keystrokes.answer import answer_member
 
     _director_only(ctx, "member answer", member_id=member_id)
-    record = answer_member(ctx.store(), ctx.settings, member_id, choice, dialog, label)
+    record = answer_member(ctx.store(), ctx.settings, member_id, choice, dialog, label, ctx.hooks)
     ctx.emit(
         record,
         lambda: (
@@ -333,7 +346,7 @@ def exec_(ctx: Context, member_id, command, file, wait):
         if not ctx.json:
             ctx.out(f"exec {record['exec_id']} stored for member {member_id}")
 
-    record, failure = execs.create(ctx.store(), settings, member_id, text, on_stored=print_id)
+    record, failure = execs.create(ctx.store(), settings, member_id, text, on_stored=print_id, hooks=ctx.hooks)
     if failure:
         ctx.err(
             f"Warning: exec {record['exec_id']} is stored but not typed into member {member_id}'s pane yet: {failure}."
@@ -341,7 +354,7 @@ def exec_(ctx: Context, member_id, command, file, wait):
     elif not ctx.json:
         ctx.out(f"exec {record['exec_id']} typed into member {member_id}'s pane")
     if wait:
-        record = execs.wait(ctx.store(), settings, record["exec_id"])
+        record = execs.wait(ctx.store(), settings, record["exec_id"], hooks=ctx.hooks)
     from cafleet.broker.execs import public
 
     ctx.emit(public(record), lambda: _exec_line(record, status_text) if wait else None)

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 
 def send(ctx: Context, from_id, to_id, force, text, file):
-    from cafleet.delivery import authority, drain
+    from cafleet.delivery import authority
+    from cafleet.delivery.keystrokes import drain
 
     body = read_body(ctx, text, file)
     authority.require_speaker(ctx.store(), ctx.environ, from_id)  # a member's pane sends only as that member
@@ -23,14 +24,17 @@ def send(ctx: Context, from_id, to_id, force, text, file):
             ctx.out(f"sent message {record['message_id']} to member {to_id}")
 
     settings = ctx.settings
-    record, outcome = drain.send(ctx.store(), settings, from_id, to_id, body, on_stored=print_id, force=force)
+    record, outcome = drain.send(
+        ctx.store(), settings, from_id, to_id, body, on_stored=print_id, force=force, hooks=ctx.hooks
+    )
     if ctx.json:  # one document, so it waits for "notified"
         ctx.emit(dict(record, notified=outcome.notified), None)
     _diagnose(ctx, outcome)
 
 
 def broadcast(ctx: Context, from_id, text, file):
-    from cafleet.delivery import authority, drain
+    from cafleet.delivery import authority
+    from cafleet.delivery.keystrokes import drain
 
     body = read_body(ctx, text, file)
     authority.require_speaker(ctx.store(), ctx.environ, from_id)
@@ -49,7 +53,14 @@ def broadcast(ctx: Context, from_id, text, file):
 
     settings = ctx.settings
     result, outcomes = drain.broadcast(
-        ctx.store(), settings, from_id, body, on_stored=print_none, each=print_each, opener=ctx.open_store
+        ctx.store(),
+        settings,
+        from_id,
+        body,
+        on_stored=print_none,
+        each=print_each,
+        opener=ctx.open_store,
+        hooks=ctx.hooks,
     )
     if ctx.json:
         ctx.emit(result, None)
@@ -69,22 +80,23 @@ def show(ctx: Context, message_id):
 
 
 def ack(ctx: Context, message_id):
-    record = messages.ack(ctx.store(), message_id)
+    record = messages.ack(ctx.store(), message_id, ctx.hooks)
     ctx.emit(record, lambda: f"acknowledged message {message_id}")
 
 
 def wait(ctx: Context, member_id, timeout):
-    from cafleet.delivery import drain, inbox
+    from cafleet.delivery import inbox
+    from cafleet.delivery.keystrokes import drain
 
     settings = ctx.settings
     store = ctx.store()
     inbox.require_receiving(store, member_id)  # a member that can no longer receive: exit 1 at once
     tend = _keeper_tender(ctx, store, member_id)
     keeper = tend() if tend is not None else None  # the fleet's keeper runs, started now if none did, or why not
-    for outcome in drain.retry_fleet(store, settings, member_id, keeper):
+    for outcome in drain.retry_fleet(store, settings, member_id, keeper, ctx.hooks):
         _diagnose(ctx, outcome)
     records = inbox.wait_for_messages(
-        store, member_id, timeout, settings.wait_interval, settings.pg_reconnect_timeout, tend
+        store, member_id, timeout, settings.wait_interval, settings.pg_reconnect_timeout, tend, ctx.hooks
     )
     if not records:
         return ExitCode.WAIT_TIMEOUT
@@ -112,6 +124,7 @@ def listen(ctx: Context, member_id):
             ctx.settings.wait_interval,
             ctx.settings.pg_reconnect_timeout,
             tend,
+            ctx.hooks,
         )
     except DatabaseError as error:  # gave up on the database mid-stream: the end line, then the error
         end(ctx.hide_secrets(str(error)).removesuffix("."))
@@ -127,13 +140,13 @@ def _keeper_tender(ctx: Context, store, member_id):
     returns that why ("" while one runs). None with the keeper off: nothing is started."""
     if not ctx.settings.keeper:
         return None
-    from cafleet.delivery import drain
+    from cafleet.delivery.keystrokes import drain
 
     fleet_id = messages.member_standing(store, member_id)[1]
     said = [""]
 
     def tend() -> str:
-        why = drain.fleet_keeper(store, ctx.settings, fleet_id)
+        why = drain.fleet_keeper(store, ctx.settings, fleet_id, ctx.hooks)
         if why and why != said[0]:
             ctx.err(drain.keeper_warning(why))
         said[0] = why

@@ -15,7 +15,10 @@ from cafleet.errors import CafleetError, ConfigError, UsageError
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    import uvicorn
+
     from cafleet.cli.context import Context
+    from cafleet.web.app import WebConfig
 
 DEFAULT_HOST = "127.0.0.1"
 
@@ -155,16 +158,41 @@ def _serve(ctx: Context, sock: socket.socket, host: str, port: int, loopback: bo
     """Run uvicorn on ``sock`` until Ctrl-C or SIGTERM, then return normally (exit 0)."""
     import signal
 
-    import uvicorn
+    from cafleet.web.app import create_app
 
-    from cafleet.web.app import WebConfig, create_app
-    from cafleet.web.connections import protocol_class
+    config = _web_config(ctx, host, port, loopback, public)
+    uv_server = _uvicorn(create_app(config), limits)
+    config.stopping = lambda: uv_server.should_exit  # event streams end so shutdown is prompt
+    gone: list[Exception] = []
+
+    def database_gone(error: Exception) -> None:  # the file was deleted or replaced: stop serving
+        if not gone:
+            gone.append(error)
+        uv_server.should_exit = True
+
+    config.gone = database_gone
+    _announce(ctx, host, port, loopback, public, config.login.token)
+    # uvicorn re-raises the signal that stopped it once it has shut down; these handlers
+    # absorb that so Ctrl-C and SIGTERM end the command quietly with exit 0.
+    previous = {sig: signal.signal(sig, lambda _signum, _frame: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        uv_server.run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if gone:
+        raise gone[0]  # one line, exit 1: the WebUI stopped rather than serve another file
+
+
+def _web_config(ctx: Context, host: str, port: int, loopback: bool, public) -> WebConfig:
+    """What the application needs: the command's settings, the hosts it answers to, and
+    a login with a new token."""
+    from cafleet.web.app import WebConfig
     from cafleet.web.login import Login, new_token
     from cafleet.web.security import allowed_hosts
 
     login = Login(new_token(), port, secure=public is not None and public.secure)
-
-    config = WebConfig(
+    return WebConfig(
         database=ctx.database,
         allowed_hosts=allowed_hosts(host, port, loopback),
         environ=ctx.environ,
@@ -174,9 +202,17 @@ def _serve(ctx: Context, sock: socket.socket, host: str, port: int, loopback: bo
         login=login,
         public=public,
     )
-    uv_server = uvicorn.Server(
+
+
+def _uvicorn(app, limits) -> uvicorn.Server:
+    """The uvicorn server for ``app``, with cafleet's connection limits and protocol."""
+    import uvicorn
+
+    from cafleet.web.connections import protocol_class
+
+    return uvicorn.Server(
         uvicorn.Config(
-            create_app(config),
+            app,
             log_level="warning",
             access_log=False,
             server_header=False,
@@ -189,15 +225,10 @@ def _serve(ctx: Context, sock: socket.socket, host: str, port: int, loopback: bo
             timeout_graceful_shutdown=5,
         )
     )
-    config.stopping = lambda: uv_server.should_exit  # event streams end so shutdown is prompt
-    gone: list[Exception] = []
 
-    def database_gone(error: Exception) -> None:  # the file was deleted or replaced: stop serving
-        if not gone:
-            gone.append(error)
-        uv_server.should_exit = True
 
-    config.gone = database_gone
+def _announce(ctx: Context, host: str, port: int, loopback: bool, public, token: str) -> None:
+    """Where the WebUI is served and its login link, after a warning when that is not loopback."""
     if not loopback:
         ctx.err(
             f"Warning: {_authority(host, port)} is not a loopback address; over plain http the login token and "
@@ -205,14 +236,4 @@ def _serve(ctx: Context, sock: socket.socket, host: str, port: int, loopback: bo
         )
     local = f"http://{_authority(host, port)}"
     ctx.out(f"serving the cafleet WebUI at {local}/")
-    ctx.out(f"log in: {public.origin if public is not None else local}/login?token={login.token}")
-    # uvicorn re-raises the signal that stopped it once it has shut down; these handlers
-    # absorb that so Ctrl-C and SIGTERM end the command quietly with exit 0.
-    previous = {sig: signal.signal(sig, lambda _signum, _frame: None) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        uv_server.run(sockets=[sock])
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if gone:
-        raise gone[0]  # one line, exit 1: the WebUI stopped rather than serve another file
+    ctx.out(f"log in: {public.origin if public is not None else local}/login?token={token}")

@@ -8,9 +8,10 @@ completion scripts and the README's command reference are generated from this ta
 
 from __future__ import annotations
 
-# The default of a numeric option is its declaration in ``cafleet.config.OPTIONS`` (which
-# also bounds it); the parser looks it up only when the option was not given.
-FROM_SETTINGS = "from cafleet.config.OPTIONS"
+# The default of a numeric option is its declaration in
+# ``cafleet.config.declarations.OPTIONS`` (which also bounds it); the parser looks it up
+# only when the option was not given.
+FROM_SETTINGS = "from cafleet.config.declarations.OPTIONS"
 
 
 class Param:
@@ -18,7 +19,7 @@ class Param:
 
     kind: "id" (positive integer, :func:`cafleet.validation.parse_id`), "count" (integer),
     "seconds" and "number" (a finite number) bounded by the option's declaration in
-    ``cafleet.config.OPTIONS`` (checked by the parser, before the handler runs),
+    ``cafleet.config.declarations.OPTIONS`` (checked by the parser, before the handler runs),
     "text", "flag" (boolean switch), "multi" (repeatable text).
     ``default`` is the value the handler gets when the parameter is not given (a flag:
     False, a multi: []); ``default_text`` says in the help what a ``None`` default means.

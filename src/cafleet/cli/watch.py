@@ -29,7 +29,7 @@ def _line(item: dict, ctx: Context) -> str:
 
 
 def watch(ctx: Context, fleet_id, interval, idle_after):
-    from cafleet.delivery.watch import Watcher, event
+    from cafleet.delivery.supervision.watch import Watcher, event
     from cafleet.errors import DatabaseError
 
     def end(reason):
@@ -43,6 +43,7 @@ def watch(ctx: Context, fleet_id, interval, idle_after):
         idle_after,
         lambda item: ctx.out(_line(item, ctx)),
         ctx.settings.pg_reconnect_timeout,
+        ctx.hooks,
     )
     try:
         reason = watcher.run()

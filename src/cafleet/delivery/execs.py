@@ -4,7 +4,7 @@
 The command is stored (:mod:`cafleet.broker.execs`), never typed: the member's pane gets
 one fixed line naming only the exec's id, ``! cafleet member exec-run ID``, through the
 agent's own shell mode (``!``), so no part of the command passes through keystrokes or
-quoting. The line goes through a preview's gate (:func:`cafleet.delivery.submit.
+quoting. The line goes through a preview's gate (:func:`cafleet.delivery.keystrokes.submit.
 submit_shell_line`, under the pane-input lock: never into a dialog, never onto someone's
 half-typed text, never while the agent starts); a pane that cannot take it now is tried
 again by the fleet keeper (or ``member exec --wait``) until it can.
@@ -33,9 +33,11 @@ import time
 from cafleet import clock
 from cafleet.broker import execs
 from cafleet.errors import CafleetError, DatabaseError, clause
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 LINE = "! cafleet member exec-run {exec_id}"
@@ -44,16 +46,18 @@ FIRST_RETRY = 0.25
 MAX_RETRY = 2.0
 
 
-def create(store: Store, settings, member_id: int, command: str, on_stored=None) -> tuple[dict, str | None]:
+def create(
+    store: Store, settings, member_id: int, command: str, on_stored=None, hooks: Hooks = NO_HOOKS
+) -> tuple[dict, str | None]:
     """Store the exec, then try its dispatch once; (record, why it was not dispatched)."""
     record = execs.create(store, member_id, command)
     if on_stored is not None:
         on_stored(record)
-    keeper = _keeper(store, settings, record["fleet_id"])  # it judges, and nudges, whatever happens here
+    keeper = _keeper(store, settings, record["fleet_id"], hooks)  # it judges, and nudges, whatever happens here
     try:
-        failure = dispatch(store, settings, record["exec_id"])
+        failure = dispatch(store, settings, record["exec_id"], hooks=hooks)
     except Exception as error:  # noqa: BLE001 -- stored, its id printed: any fault now is a reason, never an error
-        from cafleet.delivery.drain import _unexpected
+        from cafleet.delivery.keystrokes.drain import _unexpected
 
         failure = _unexpected(error)
     if failure is not None:
@@ -67,21 +71,25 @@ def create(store: Store, settings, member_id: int, command: str, on_stored=None)
     return record, failure
 
 
-def _keeper(store: Store, settings, fleet_id: int) -> bool:
+def _keeper(store: Store, settings, fleet_id: int, hooks: Hooks) -> bool:
     try:
-        from cafleet.delivery import keepers
+        from cafleet.delivery.supervision import keeper_control
 
-        return keepers.ensure(store, settings, fleet_id).running  # running: not off, stalled or unable to start
+        return keeper_control.ensure(
+            store, settings, fleet_id, hooks.program
+        ).running  # running: not off, stalled or unable to start
     except Exception:  # noqa: BLE001 -- a keeper that cannot start only changes the advice; the exec is stored
         return False
 
 
-def dispatch(store: Store, settings, exec_id: int, *, wait_for_lock: bool = True) -> str | None:
+def dispatch(
+    store: Store, settings, exec_id: int, *, wait_for_lock: bool = True, hooks: Hooks = NO_HOOKS
+) -> str | None:
     """Type the exec's line into its member's pane and submit it; None when it was (or
     needs no typing any more), else why not (it stays owed)."""
     from cafleet.broker import notifications
-    from cafleet.delivery import lock, submit
-    from cafleet.delivery.placement import reach
+    from cafleet.delivery.keystrokes import lock, submit
+    from cafleet.delivery.keystrokes.placement import reach
     from cafleet.errors import LockTimeout
 
     record = execs.get(store, exec_id)
@@ -93,7 +101,7 @@ def dispatch(store: Store, settings, exec_id: int, *, wait_for_lock: bool = True
         return f"member {member_id} has no pane that can take input"
     timeout = settings.lock_timeout if wait_for_lock else 0
     try:
-        with lock.placement_lock(store.locks, target, timeout, store.hooks) as held:
+        with lock.placement_lock(store.locks, target, timeout, hooks) as held:
             if notifications.notification_target(store, member_id) != target:
                 return f"member {member_id}'s placement changed"
             if execs.get(store, exec_id)["state"] != "created":
@@ -108,13 +116,13 @@ def dispatch(store: Store, settings, exec_id: int, *, wait_for_lock: bool = True
                 LINE.format(exec_id=exec_id),
                 target["coding_agent"],
                 settings.submit_settle,
-                hooks=store.hooks,
+                hooks=hooks,
             )
             execs.mark_dispatched(store, exec_id)
     except LockTimeout as error:
         return None if not wait_for_lock else clause(error)
     except (CafleetError, OSError) as error:
-        from cafleet.delivery.drain import _unexpected
+        from cafleet.delivery.keystrokes.drain import _unexpected
 
         return _unexpected(error)
     return None
@@ -207,8 +215,11 @@ class Watcher:
     """Moves a fleet's execs on (see the module's text); ``only``: one exec alone (``member
     exec --wait`` with the keeper off or not yet at it)."""
 
-    def __init__(self, store: Store, settings, fleet_id: int, say=None, only: int | None = None) -> None:
+    def __init__(
+        self, store: Store, settings, fleet_id: int, say=None, only: int | None = None, hooks: Hooks = NO_HOOKS
+    ) -> None:
         self.store = store
+        self.hooks = hooks
         self.settings = settings
         self.fleet_id = fleet_id
         self.say = say or (lambda _: None)
@@ -237,7 +248,7 @@ class Watcher:
             entry = self.retries.get(exec_id)
             if entry is not None and entry[1] > time.monotonic():
                 return entry[1]
-            failure = dispatch(self.store, self.settings, exec_id, wait_for_lock=False)
+            failure = dispatch(self.store, self.settings, exec_id, wait_for_lock=False, hooks=self.hooks)
             if execs.get(self.store, exec_id)["state"] != "created":
                 self.retries.pop(exec_id, None)
                 self.say(f"typed exec {exec_id}'s line into member {record['member_id']}'s pane")
@@ -284,7 +295,7 @@ class Watcher:
 
     def took_a_turn(self, record: dict) -> bool:
         from cafleet.broker import members
-        from cafleet.delivery import supervision
+        from cafleet.delivery.supervision import liveness
 
         member_id = record["member_id"]
         row = self.store.execute(
@@ -300,13 +311,13 @@ class Watcher:
             return True  # gone: nobody to tell
         if member["status"] != "active":
             return True
-        state, detail = supervision.pane_state(member, supervision.MuxPool(), float("inf"))
-        return (state == supervision.ALIVE and detail == "working") or state == supervision.DEAD
+        state, detail = liveness.pane_state(member, liveness.MuxPool(), float("inf"))
+        return (state == liveness.ALIVE and detail == "working") or state == liveness.DEAD
 
     def type_nudge(self, record: dict) -> str | None:
         from cafleet.broker import notifications
-        from cafleet.delivery import lock, submit
-        from cafleet.delivery.placement import reach
+        from cafleet.delivery.keystrokes import lock, submit
+        from cafleet.delivery.keystrokes.placement import reach
         from cafleet.errors import LockTimeout
 
         target = notifications.notification_target(self.store, record["member_id"])
@@ -315,14 +326,14 @@ class Watcher:
             return "no pane"
         text = NUDGE.format(exec_id=record["exec_id"], status=execs.status_text(record["exit_status"]))
         try:
-            with lock.placement_lock(self.store.locks, target, 0, self.store.hooks) as held:
+            with lock.placement_lock(self.store.locks, target, 0, self.hooks) as held:
                 submit.type_prompt(
                     held.guard(reach(target)),
                     target["pane_id"],
                     text,
                     target["coding_agent"],
                     pacing=submit.Pacing(self.settings.submit_settle),
-                    hooks=self.store.hooks,
+                    hooks=self.hooks,
                 )
         except LockTimeout:
             return "busy"
@@ -331,13 +342,13 @@ class Watcher:
         return None
 
 
-def wait(store: Store, settings, exec_id: int, interval: float = 0.25) -> dict:
+def wait(store: Store, settings, exec_id: int, interval: float = 0.25, hooks: Hooks = NO_HOOKS) -> dict:
     """Block until the exec ended (finished, never started, vanished); its record. Moves
     this exec on itself meanwhile (the keeper may be off)."""
     from cafleet.errors import DatabaseGone
 
     record = execs.get(store, exec_id)
-    watcher = Watcher(store, settings, record["fleet_id"], only=exec_id)
+    watcher = Watcher(store, settings, record["fleet_id"], only=exec_id, hooks=hooks)
     while record["outcome"] is None:
         due = None
         try:

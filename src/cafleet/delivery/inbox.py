@@ -37,6 +37,7 @@ import time
 from cafleet.broker import messages
 from cafleet.config import declared
 from cafleet.errors import Conflict, DatabaseGone, DatabaseUnreachable, clause
+from cafleet.faults import NO_HOOKS
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, Stopped, StopRequests
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from cafleet.broker.records import MessageRecord
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 DEFAULT_INTERVAL = declared("CAFLEET_WAIT_INTERVAL").default  # commands pass their own setting
@@ -84,6 +86,7 @@ def wait_for_messages(
     interval: float = DEFAULT_INTERVAL,
     reconnect: float = RECONNECT_TIMEOUT,
     tend: Callable[[], object] | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> list[MessageRecord]:
     """Unacknowledged incoming messages as soon as there is one; [] after ``timeout``.
 
@@ -94,20 +97,20 @@ def wait_for_messages(
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     next_tend = None if tend is None else time.monotonic() + TEND_EVERY
-    changes = Changes(store, interval, deadline=deadline, reconnect=reconnect)  # baseline before the read
+    changes = Changes(store, interval, deadline=deadline, reconnect=reconnect, hooks=hooks)  # baseline before the read
     try:
         while True:
             try:
                 if tend is not None and next_tend is not None and time.monotonic() >= next_tend:
                     tend()
                     next_tend = time.monotonic() + TEND_EVERY
-                store.hooks.trace("wait.read")
+                hooks.trace("wait.read")
                 state, fleet_id, records = messages.standing_and_inbox(store, member_id)  # one statement
                 _refuse_gone(member_id, _why_gone(member_id, state, fleet_id))
                 if records:
                     return records
                 # test-only hook (cafleet.faults): read, nothing found, not waiting yet
-                store.hooks.pause("wait.empty")
+                hooks.pause("wait.empty")
                 if not changes.wait(until=next_tend) and (
                     next_tend is None or (deadline is not None and time.monotonic() >= deadline)
                 ):
@@ -125,6 +128,7 @@ def listen(
     interval: float = DEFAULT_INTERVAL,
     reconnect: float = RECONNECT_TIMEOUT,
     tend: Callable[[], object] | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> str:
     """Emit each pending incoming message once, oldest first, then new ones as they come.
 
@@ -138,7 +142,9 @@ def listen(
     next_tend = None if tend is None else time.monotonic() + TEND_EVERY
     try:
         with StopRequests() as stop:
-            changes = Changes(store, interval, stop=stop, reconnect=reconnect)  # baseline before the first read
+            changes = Changes(
+                store, interval, stop=stop, reconnect=reconnect, hooks=hooks
+            )  # baseline before the first read
             last_id = 0
             while True:
                 try:

@@ -180,7 +180,7 @@ def _reads(source: dict | None, agent: str | None) -> bool:
 def refresh(store: Store, fleet_id: int, member_ids=None, allowance: int | None = None) -> tuple[dict, int]:
     """Read what is new in the records of the fleet's members (or of ``member_ids`` among
     them) and store their totals: ``({member_id: (usage, files, why)}, bytes read)``.
-    The fleet keeper runs this every :data:`cafleet.delivery.keeper.USAGE_EVERY` s, and
+    The fleet keeper runs this every :data:`cafleet.delivery.supervision.keeper.USAGE_EVERY` s, and
     ``fleet watch`` every round when the keeper is off. ``allowance`` bounds the bytes read
     over all of them (None: no bound)."""
     roster = [
@@ -333,7 +333,7 @@ def spent(store: Store, environ: Mapping[str, str], member_id: int | None = None
 
 def check_budget(store: Store, environ: Mapping[str, str], member_id: int, budgets: dict, action: str = "send") -> None:
     """Refuse new work for a member over its own budget or its fleet's (the gate,
-    :func:`cafleet.delivery.drain.refuse_over_budget`, calls this only when a budget is
+    :func:`cafleet.delivery.keystrokes.drain.refuse_over_budget`, calls this only when a budget is
     set: :func:`cafleet.broker.usage.budgets_for_send`), from the stored totals
     (:func:`spent`). ``action`` names the way the work would reach the member, for the hint."""
     from cafleet.errors import OverBudget

@@ -24,9 +24,11 @@ import os
 from cafleet import config
 from cafleet.broker import worktrees as records
 from cafleet.errors import CafleetError, UsageError, clause
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
@@ -237,7 +239,7 @@ def default_branch(fleet_id: int, member_id: int, name: str) -> str:
     return f"cafleet/f{fleet_id}-m{member_id}-{slug(name)}"
 
 
-def add(store: Store, plan_: Plan, fleet_id: int, member_id: int, name: str) -> dict:
+def add(store: Store, plan_: Plan, fleet_id: int, member_id: int, name: str, hooks: Hooks = NO_HOOKS) -> dict:
     """Record, then add, the member's worktree on its new branch; the row is ``ready``
     once git has made it. Raises with nothing left in git when git refuses."""
 
@@ -260,13 +262,13 @@ def add(store: Store, plan_: Plan, fleet_id: int, member_id: int, name: str) -> 
         base_commit=plan_.base_commit,
         host=run.host,
     )
-    store.hooks.pause("create.worktree_recorded")
+    hooks.pause("create.worktree_recorded")
     run.makedirs(plan_.root)
     code, _, err = run.git(plan_.repo, "worktree", "add", "--quiet", "-b", branch, path, plan_.base_commit)
     if code != 0:
         records.set_status(store, member_id, records.REMOVED)  # git made nothing: the row only keeps the path
         raise CafleetError(f"git could not add the worktree {path}{run.where()} ({_reason(err, code)}).")
-    store.hooks.pause("create.worktree_added")
+    hooks.pause("create.worktree_added")
     records.set_status(store, member_id, records.READY)
     out = {"path": path, "branch": branch, "base": plan_.base, "base_commit": plan_.base_commit}
     if run.host is not None:

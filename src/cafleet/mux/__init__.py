@@ -4,9 +4,21 @@ Stored placement values are checked against their backend's encoding before any 
 reaches a multiplexer, SSH or a shell (each backend's ``check_*`` functions, called where
 a stored value enters it: ``from_session``, ``expect``, ``split_identified``). The checks use string
 methods, not ``re``: they run on every send.
+
+This module holds what every backend shares: those checks' building blocks, the checks
+of a new pane's command and directory, and how a screen, a text to type and a stale pane
+are handled.
 """
 
-from cafleet.errors import DamagedPlacement
+from __future__ import annotations
+
+from cafleet.errors import DamagedPlacement, MuxError, PaneStale
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+CHUNK_BYTES = 8192  # the most one call types: a tmux command must fit in 16 KiB
 
 
 def first_line(text: str) -> str:
@@ -55,3 +67,52 @@ def damaged(what: str, value: object, form: str, *, pane: str | None = None) -> 
         "typed into its pane, read from it or closed; repair the row or delete the member",
         pane=pane,
     )
+
+
+def check_argv(argv: Sequence[str]) -> None:
+    """A new pane's command: at least one word (it runs without a shell)."""
+    if not argv:
+        raise MuxError("cannot open a pane without a command to run.")
+
+
+def check_cwd(cwd: str | None) -> None:
+    """A new pane's working directory, when one is given: an existing directory."""
+    import os
+
+    if cwd is not None and not os.path.isdir(cwd):
+        raise MuxError(f"the working directory {cwd} does not exist.")
+
+
+def stale(backend: str, pane_id: str, why: str) -> PaneStale:
+    """The one-line error for a pane id that now names a pane cafleet did not create."""
+    return PaneStale(
+        f"{backend} pane {pane_id} is stale: {why}, so its id now names a pane cafleet did not "
+        "create; nothing was typed into it or closed",
+        pane=pane_id,
+    )
+
+
+def tail_lines(text: str, lines: int) -> str:
+    """The last ``lines`` lines of a screen dump (every line when ``lines`` is 0), after
+    dropping trailing blank lines."""
+    rows = text.split("\n")
+    while rows and not rows[-1].strip():
+        rows.pop()
+    return "\n".join(rows[-lines:] if lines > 0 else rows)
+
+
+def text_chunks(text: str, limit: int = CHUNK_BYTES) -> list[str]:
+    """Split ``text`` into pieces of at most ``limit`` UTF-8 bytes on character boundaries.
+
+    Lone surrogates cannot be encoded (nor typed) and become ``?``.
+    """
+    data = text.encode("utf-8", "replace")
+    chunks = []
+    start = 0
+    while start < len(data):
+        end = min(start + limit, len(data))
+        while end < len(data) and data[end] & 0xC0 == 0x80:  # inside a multi-byte character
+            end -= 1
+        chunks.append(data[start:end].decode("utf-8"))
+        start = end
+    return chunks

@@ -94,18 +94,18 @@ def check_placement(placement: Mapping) -> None:
     if backend not in BACKENDS:
         raise damaged("multiplexer backend", backend, "tmux or herdr")
     if backend == "tmux":
-        from cafleet.mux import tmux
+        from cafleet.mux import tmux_syntax
 
         host, rest = None, session
         if session.startswith("ssh://"):  # cafleet.mux.ssh loads only for a placement on another host
             from cafleet.mux.ssh import split_session
 
             host, rest = split_session(session)
-        tmux.check_session(rest)
+        tmux_syntax.check_session(rest)
         if host is None or placement["window_id"]:  # a member on another host may predate its window id
-            tmux.check_window(placement["window_id"])
-        tmux.check_pane(placement["pane_id"])
-        tmux.check_identity(placement.get("identity"))
+            tmux_syntax.check_window(placement["window_id"])
+        tmux_syntax.check_pane(placement["pane_id"])
+        tmux_syntax.check_identity(placement.get("identity"))
     else:
         from cafleet.mux import herdr
 

@@ -52,8 +52,17 @@ Choices where herdr's documentation is silent or that are ours:
 from __future__ import annotations
 
 from cafleet.errors import MuxError, PaneGone, PaneStale
-from cafleet.mux import damaged, first_line, is_number, is_socket_path
-from cafleet.mux.tmux import stale, tail_lines, text_chunks
+from cafleet.mux import (
+    check_argv,
+    check_cwd,
+    damaged,
+    first_line,
+    is_number,
+    is_socket_path,
+    stale,
+    tail_lines,
+    text_chunks,
+)
 
 TYPE_CHECKING = False  # typing (and base's dataclasses) cost milliseconds on every command
 if TYPE_CHECKING:
@@ -102,21 +111,13 @@ def _process_identity(info: dict[str, Any]) -> str:
     return f"{pid}:{started}"
 
 
-def _check_cwd(cwd: str | None) -> None:
-    import os
-
-    if cwd is not None and not os.path.isdir(cwd):
-        raise MuxError(f"the working directory {cwd} does not exist.")
-
-
 def _command_line(argv: Sequence[str], env: dict[str, str] | None) -> str:
     """What ``pane run`` types into a new shell pane: `` exec env K=V argv...``. The
     variables travel on the command line, not as a split option, so they reach the
     program whatever options a herdr version accepts."""
     import shlex
 
-    if not argv:
-        raise MuxError("cannot open a pane without a command to run.")
+    check_argv(argv)
     assignments = []
     for key, value in (env or {}).items():
         if not key or "=" in key:
@@ -319,7 +320,7 @@ class Herdr:
     ) -> tuple[str, str | None]:
         """``beside``: the new pane to the right of ``target_pane``, else below it."""
         command = _command_line(argv, env)
-        _check_cwd(cwd)
+        check_cwd(cwd)
         check_id("tab", window_id)
         target = check_id("pane", target_pane) if target_pane else self._pane_in_tab(window_id)
         args = ["pane", "split", "--pane", target, "--direction", "right" if beside else _SPLIT_DIRECTION]
@@ -392,7 +393,7 @@ class Herdr:
         is, whose root pane (a shell) then runs ``argv`` as :meth:`split_identified` runs
         one: (tab id, pane id, identity)."""
         command = _command_line(argv, env)
-        _check_cwd(cwd)
+        check_cwd(cwd)
         args = ["tab", "create", "--workspace", self._workspace(), "--label", label, "--no-focus"]
         if cwd is not None:
             args += ["--cwd", cwd]

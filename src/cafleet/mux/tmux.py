@@ -4,14 +4,14 @@ Facts about tmux (checked against tmux 3.3a) that shape this module:
 
 * tmux re-parses its own argv: an argument ending in ``;`` ends the command (the rest of
   the argv becomes a second command), and a trailing ``\\;`` becomes ``;``. Every argument
-  is therefore passed through :func:`_protect`, which turns a final ``;`` into ``\\;`` so the
-  argument arrives exactly as given.
+  is therefore passed through :func:`~cafleet.mux.tmux_syntax.protect`, which turns a final
+  ``;`` into ``\\;`` so the argument arrives exactly as given.
 * ``split-window`` runs a command given as several arguments directly (no shell), but a
   single argument through ``sh -c``; a one-element argv is therefore quoted and prefixed
   with ``exec`` so that it, too, runs exactly.
 * ``-c start-directory`` is format-expanded (``#{...}``), so ``#`` is doubled there.
 * One client command must fit in a 16 KiB message ("command too long"), so text is typed
-  in chunks of at most :data:`_CHUNK_BYTES` UTF-8 bytes, never splitting a character.
+  in chunks of at most :data:`cafleet.mux.CHUNK_BYTES` UTF-8 bytes, never splitting a character.
 * ``display-message -t <missing pane>`` succeeds with empty output, so existence checks
   compare the printed pane id instead of relying on the exit status.
 * A pane's identity is ``<server pid>:<server start time>:<pane pid>``
@@ -24,8 +24,8 @@ Facts about tmux (checked against tmux 3.3a) that shape this module:
   check and input. That command is a string tmux parses; single quotes keep everything in
   it literal (no format, variable or ``~`` expansion, ``;`` included), and ``'`` itself is
   written ``'\\''``.
-* Stored values are checked before use (:func:`check_session`, :func:`check_pane`,
-  :func:`check_window`, :func:`check_identity`): only ``$N@<absolute socket path>``,
+* Stored values are checked before use (:mod:`cafleet.mux.tmux_syntax`'s ``check_session``,
+  ``check_pane``, ``check_window``, ``check_identity``): only ``$N@<absolute socket path>``,
   ``%N``, ``@N`` and three numbers pass, so no stored text becomes part of a format or a
   command string, and no stored pane id or socket is an option to tmux.
 * On another host (``remote``, :mod:`cafleet.mux.ssh`) the same argv runs there through one
@@ -35,7 +35,23 @@ Facts about tmux (checked against tmux 3.3a) that shape this module:
 from __future__ import annotations
 
 from cafleet.errors import MuxError, PaneGone, PaneStale
-from cafleet.mux import damaged, first_line, is_number, is_socket_path
+from cafleet.mux import check_argv, check_cwd, first_line, is_number, is_socket_path, stale, tail_lines, text_chunks
+from cafleet.mux.tmux_syntax import (
+    COMMAND_SEPARATOR,
+    IDENTITY_FORMAT,
+    check_identity,
+    check_pane,
+    check_session,
+    check_window,
+    command_words,
+    env_args,
+    is_gone,
+    look,
+    marked_parts,
+    protect,
+    quote_for_tmux,
+    server_gone,
+)
 
 TYPE_CHECKING = False  # typing (and base's dataclasses) cost milliseconds on every command
 if TYPE_CHECKING:
@@ -44,164 +60,38 @@ if TYPE_CHECKING:
     from cafleet.mux.base import PaneContext
     from cafleet.mux.ssh import Ssh
 
-_CHUNK_BYTES = 8192
 _GUARDED_CHUNK_BYTES = 2048  # quoted inside an if-shell command: up to 4x longer, still < 16 KiB
 _MISMATCH = "cafleet-pane-identity-mismatch"
 ARROWS = {"left": "Left", "right": "Right", "up": "Up", "down": "Down"}  # press_arrow's keys, as send-keys names them
 _BATCH_BYTES = 12 * 1024  # the words of one batched read (inspect_many): inside the 16 KiB bound with room to spare
 CONNECT_GRACE = 5.0  # extra seconds a call to another host may take: the first one opens the connection
-IDENTITY_FORMAT = "#{pid}:#{start_time}:#{pane_pid}"
-# stderr fragments meaning "the target, or the whole server, no longer exists".
-_GONE = (
-    "can't find pane",
-    "can't find window",
-    "can't find session",
-    "no server running",
-    "error connecting to",
-    "server exited unexpectedly",
-)
 
 
-COMMAND_SEPARATOR = object()  # a literal ";" between two tmux commands in one call
+def _pane_failure(pane_id: str, args: Sequence[object], code: int, err: str) -> MuxError:
+    """A failed command on ``pane_id`` as one line: PaneGone when tmux no longer knows it."""
+    reason = first_line(err) or f"exit status {code}"
+    if is_gone(err):
+        return PaneGone(f"tmux pane {pane_id} is gone ({reason}).", pane=pane_id)
+    return MuxError(f"tmux {args[0]} on pane {pane_id} failed: {reason}.", pane=pane_id)
 
 
-def check_pane(pane_id: str) -> str:
-    """A stored tmux pane id: ``%`` and a number (DamagedPlacement otherwise)."""
-    if not (pane_id[:1] == "%" and is_number(pane_id[1:])):
-        raise damaged("tmux pane id", pane_id, "a tmux pane id (%N)", pane=pane_id)
-    return pane_id
-
-
-def check_window(window_id: str) -> str:
-    """A stored tmux window id: ``@`` and a number."""
-    if not (window_id[:1] == "@" and is_number(window_id[1:])):
-        raise damaged("tmux window id", window_id, "a tmux window id (@N)")
-    return window_id
-
-
-def check_identity(identity: str | None) -> str | None:
-    """A stored tmux pane identity: ``<server pid>:<server start>:<pane pid>``, or None."""
-    if identity is not None and not (identity.count(":") == 2 and all(map(is_number, identity.split(":")))):
-        raise damaged("tmux pane identity", identity, "<server pid>:<start time>:<pane pid>")
-    return identity
-
-
-def check_session(session: str) -> tuple[str, str]:
-    """(session id, socket path) of a stored ``<session_id>@<socket_path>``."""
-    session_id, sep, socket = session.partition("@")
-    if not (sep and session_id[:1] == "$" and is_number(session_id[1:]) and is_socket_path(socket)):
-        raise damaged("tmux session", session, "$N@<absolute socket path>")
-    return session_id, socket
-
-
-def _protect(arg: str) -> str:
-    """Escape a final ``;`` so tmux keeps it as text instead of splitting the command."""
-    return arg[:-1] + "\\;" if arg.endswith(";") else arg
-
-
-def _is_gone(stderr: str) -> bool:
-    return any(marker in stderr for marker in _GONE)
-
-
-def _server_gone(stderr: str) -> bool:
-    """Whether ``stderr`` says the whole server is gone (not one target)."""
-    return any(marker in stderr for marker in _GONE[3:])
-
-
-def text_chunks(text: str, limit: int = _CHUNK_BYTES) -> list[str]:
-    """Split ``text`` into pieces of at most ``limit`` UTF-8 bytes on character boundaries.
-
-    Lone surrogates cannot be encoded (nor typed) and become ``?``.
-    """
-    data = text.encode("utf-8", "replace")
-    chunks = []
-    start = 0
-    while start < len(data):
-        end = min(start + limit, len(data))
-        while end < len(data) and data[end] & 0xC0 == 0x80:  # inside a multi-byte character
-            end -= 1
-        chunks.append(data[start:end].decode("utf-8"))
-        start = end
-    return chunks
-
-
-def quote_for_tmux(text: str) -> str:
-    """``text`` as one single-quoted word of a tmux command string, taken literally."""
-    return "'" + text.replace("'", "'\\''") + "'"
-
-
-def stale(backend: str, pane_id: str, why: str) -> PaneStale:
-    """The one-line error for a pane id that now names a pane cafleet did not create."""
-    return PaneStale(
-        f"{backend} pane {pane_id} is stale: {why}, so its id now names a pane cafleet did not "
-        "create; nothing was typed into it or closed",
-        pane=pane_id,
-    )
-
-
-def tail_lines(text: str, lines: int) -> str:
-    """The last ``lines`` lines of a screen dump (every line when ``lines`` is 0), after
-    dropping trailing blank lines."""
-    rows = text.split("\n")
-    while rows and not rows[-1].strip():
-        rows.pop()
-    return "\n".join(rows[-lines:] if lines > 0 else rows)
-
-
-def _marked_parts(out: str, marker: str) -> list[tuple[str, str]]:
-    """``[(head, body)]`` of an output whose parts each start with a line ``marker\\thead``;
-    anything before the first marked line is dropped."""
-    parts: list[tuple[str, str]] = []
-    head: str | None = None
-    body: list[str] = []
-    start = marker + "\t"
-    for line in out.split("\n"):
-        if line.startswith(start):
-            if head is not None:
-                parts.append((head, "\n".join(body)))
-            head, body = line[len(start) :], []
-        elif head is not None:
-            body.append(line)
-    if head is not None:
-        parts.append((head, "\n".join(body)))
-    return parts
-
-
-def _env_args(env: Mapping[str, str] | None) -> list[str]:
-    args = []
-    for key, value in (env or {}).items():
-        if not key or "=" in key:
-            raise MuxError(f"{key!r} is not a valid environment variable name.")
-        args += ["-e", f"{key}={value}"]
-    return args
-
-
-def _command(argv: Sequence[str]) -> list[str]:
-    """tmux runs a one-word command through ``sh -c``: quote it and ``exec`` it so it runs exactly."""
-    import shlex
-
-    return list(argv) if len(argv) > 1 else [f"exec {shlex.quote(argv[0])}"]
-
-
-def _look(pane_id: str, lines: int, head: str = "", ansi: bool = False) -> list:
-    """One look at a pane in one client call: its id, whether dead, its identity and
-    foreground command (after ``head``), then its last ``lines`` lines."""
-    return [
-        "display-message",
-        "-p",
-        "-t",
-        pane_id,
-        f"{head}#{{pane_id}}\t#{{pane_dead}}\t{IDENTITY_FORMAT}\t#{{pane_current_command}}",
-        COMMAND_SEPARATOR,
-        "capture-pane",
-        "-p",
-        "-J",
-        *(["-e"] if ansi else []),
-        "-t",
-        pane_id,
-        "-S",
-        f"-{max(1, lines)}",
-    ]
+def _batched_looks(todo: list[str], lines: int, ansi: bool, marker: str) -> tuple[list[str], list[object]]:
+    """The first panes of ``todo`` whose looks (:func:`~cafleet.mux.tmux_syntax.look`, each
+    headed by ``marker``) fit in one client call, and that call's argv, ending in a marked
+    ``end`` line."""
+    batch: list[str] = []
+    args: list[object] = []
+    size = 0
+    for pane_id in todo:
+        part = [*look(pane_id, lines, f"{marker}\t", ansi), COMMAND_SEPARATOR]
+        cost = sum(len(str(a)) + 1 for a in part if a is not COMMAND_SEPARATOR) + 4
+        if batch and size + cost > _BATCH_BYTES:
+            break
+        batch.append(pane_id)
+        args += part
+        size += cost
+    args += ["display-message", "-p", f"{marker}\tend"]
+    return batch, args
 
 
 class Tmux:
@@ -255,7 +145,7 @@ class Tmux:
             argv += ["-S", self.socket]
         elif self.label:
             argv += ["-L", self.label]
-        argv += [";" if arg is COMMAND_SEPARATOR else _protect(str(arg)) for arg in args]
+        argv += [";" if arg is COMMAND_SEPARATOR else protect(str(arg)) for arg in args]
         if self.remote is not None:
             if any("\0" in word for word in argv):
                 raise MuxError(f"tmux {args[0]} was given text containing a NUL character.")
@@ -295,10 +185,7 @@ class Tmux:
         """Run a command that targets ``pane_id``; a missing pane is PaneGone."""
         code, out, err = self._call(args)
         if code != 0:
-            reason = first_line(err) or f"exit status {code}"
-            if _is_gone(err):
-                raise PaneGone(f"tmux pane {pane_id} is gone ({reason}).", pane=pane_id)
-            raise MuxError(f"tmux {args[0]} on pane {pane_id} failed: {reason}.", pane=pane_id)
+            raise _pane_failure(pane_id, args, code, err)
         return out
 
     def _pane_fields(self, pane_id: str, fmt: str) -> tuple[str, str]:
@@ -396,19 +283,15 @@ class Tmux:
         beside: bool = False,
     ) -> tuple[str, str]:
         """``beside``: the new pane to the right of ``target_pane`` (``-h``), else below it."""
-        import os
-
-        if not argv:
-            raise MuxError("cannot open a pane without a command to run.")
+        check_argv(argv)
         fmt = f"#{{pane_id}}\t{IDENTITY_FORMAT}"
         target = check_pane(target_pane) if target_pane else window_id
         check_window(window_id)
         args = ["split-window", "-d", "-P", "-F", fmt, "-t", target, *(["-h"] if beside else [])]
+        check_cwd(cwd)
         if cwd is not None:
-            if not os.path.isdir(cwd):
-                raise MuxError(f"the working directory {cwd} does not exist.")
             args += ["-c", cwd.replace("#", "##")]
-        out = self._run([*args, *_env_args(env), "--", *_command(argv)]).strip()
+        out = self._run([*args, *env_args(env), "--", *command_words(argv)]).strip()
         pane_id, _, identity = out.partition("\t")
         if not pane_id.startswith("%") or not identity:
             raise MuxError(f"tmux split-window did not report a pane id (got {out[:40]!r}).")
@@ -425,15 +308,14 @@ class Tmux:
         """Open a detached session of its own running ``argv`` (no shell), starting the
         server if needed: (``<session_id>@<socket_path>``, window id, pane id, identity).
         Used for members on another host, where there is no Director's window to split."""
-        if not argv:
-            raise MuxError("cannot open a pane without a command to run.")
+        check_argv(argv)
         fmt = f"#{{pane_id}}\t{IDENTITY_FORMAT}\t#{{session_id}}\t#{{window_id}}\t#{{socket_path}}"
         args = ["new-session", "-d", "-P", "-F", fmt, "-x", "200", "-y", "50"]
         if window_name:
             args += ["-n", window_name]
         if cwd:
             args += ["-c", cwd]
-        out = self._run([*args, *_env_args(env), "--", *_command(argv)]).strip()
+        out = self._run([*args, *env_args(env), "--", *command_words(argv)]).strip()
         fields = out.split("\t")
         if len(fields) != 5 or not fields[0].startswith("%") or not all(fields):
             raise MuxError(f"tmux new-session did not report its pane (got {out[:40]!r}).")
@@ -475,17 +357,13 @@ class Tmux:
         """A new background window of ``session`` (an id, ``$N``) named ``name``, tagged
         ``tag`` (its window option ``@cafleet_fleet``), running ``argv`` (no shell):
         (window id, pane id, identity)."""
-        import os
-
-        if not argv:
-            raise MuxError("cannot open a pane without a command to run.")
+        check_argv(argv)
         fmt = f"#{{window_id}}\t#{{pane_id}}\t{IDENTITY_FORMAT}"
         args = ["new-window", "-d", "-P", "-F", fmt, "-t", f"{session}:", "-n", name]
+        check_cwd(cwd)
         if cwd is not None:
-            if not os.path.isdir(cwd):
-                raise MuxError(f"the working directory {cwd} does not exist.")
             args += ["-c", cwd.replace("#", "##")]
-        out = self._run([*args, *_env_args(env), "--", *_command(argv)]).strip()
+        out = self._run([*args, *env_args(env), "--", *command_words(argv)]).strip()
         fields = out.split("\t")
         if len(fields) != 3 or not fields[0].startswith("@") or not fields[1].startswith("%") or not fields[2]:
             raise MuxError(f"tmux new-window did not report its pane (got {out[:40]!r}).")
@@ -535,7 +413,7 @@ class Tmux:
             return False
         if code == 0:
             return True
-        if _is_gone(err):
+        if is_gone(err):
             return False
         reason = first_line(err) or f"exit status {code}"
         raise MuxError(f"tmux kill-pane on pane {pane_id} failed: {reason}.", pane=pane_id)
@@ -548,8 +426,8 @@ class Tmux:
         return True
 
     def type_text(self, pane_id: str, text: str) -> None:
-        guarded = bool(self.expected.get(pane_id))
-        for chunk in text_chunks(text, _GUARDED_CHUNK_BYTES if guarded else _CHUNK_BYTES):
+        chunks = text_chunks(text, _GUARDED_CHUNK_BYTES) if self.expected.get(pane_id) else text_chunks(text)
+        for chunk in chunks:
             args = ["send-keys", "-l", "-t", pane_id, "--", chunk]
             self._on_pane_guarded(pane_id, args)
 
@@ -561,10 +439,7 @@ class Tmux:
         command = " ".join(quote_for_tmux(arg) for arg in args)
         code, _, err = self._guarded(pane_id, command, args)
         if code != 0:
-            reason = first_line(err) or f"exit status {code}"
-            if _is_gone(err):
-                raise PaneGone(f"tmux pane {pane_id} is gone ({reason}).", pane=pane_id)
-            raise MuxError(f"tmux {args[0]} on pane {pane_id} failed: {reason}.", pane=pane_id)
+            raise _pane_failure(pane_id, args, code, err)
 
     def press_backspace(self, pane_id: str, count: int) -> None:
         for done in range(0, count, 200):
@@ -591,9 +466,9 @@ class Tmux:
         """(exists, dead, foreground command, last ``lines`` of the screen) in ONE tmux call,
         so supervising a fleet costs one subprocess per member per round; the expected
         identity is checked in that call too (PaneStale)."""
-        code, out, err = self._call(_look(pane_id, lines))
+        code, out, err = self._call(look(pane_id, lines))
         if code != 0:
-            if _is_gone(err):
+            if is_gone(err):
                 return False, False, "", ""
             raise MuxError(
                 f"tmux could not inspect pane {pane_id}: {first_line(err) or f'exit status {code}'}.", pane=pane_id
@@ -625,61 +500,53 @@ class Tmux:
         no screen can pass its text off as another pane's. A gone pane stops tmux's
         command list at its capture (its identity line says it is gone): what came before
         is kept and the rest is asked for again, so each gone pane costs one more call."""
-        import os
-
         results: dict[str, object] = {}
         todo = list(dict.fromkeys(pane_ids))
         while todo:
-            batch: list[str] = []
-            args: list[object] = []
-            marker = f"cafleet-panes-{os.urandom(8).hex()}"
-            size = 0
-            for pane_id in todo:
-                part = [*_look(pane_id, lines, f"{marker}\t", ansi), COMMAND_SEPARATOR]
-                cost = sum(len(str(a)) + 1 for a in part if a is not COMMAND_SEPARATOR) + 4
-                if batch and size + cost > _BATCH_BYTES:
-                    break
-                batch.append(pane_id)
-                args += part
-                size += cost
-            args += ["display-message", "-p", f"{marker}\tend"]
-            try:
-                code, out, err = self._call(args)
-            except MuxError as error:  # the call failed as a whole: each pane's inspect would say the same
-                results.update((pane_id, error) for pane_id in batch)
-                todo = todo[len(batch) :]
-                continue
-            parts = _marked_parts(out, marker)
-            if code == 0:
-                if parts and parts[-1][0] == "end":
-                    parts.pop()
-                complete, done = parts, len(batch)
-            elif not parts:  # not even the first identity line: the server, or the call, failed
-                done = len(batch) if not _is_gone(err) or _server_gone(err) else 1
-                for pane_id in batch[:done]:
-                    results[pane_id] = (
-                        (False, False, "", "")
-                        if _is_gone(err)
-                        else MuxError(
-                            f"tmux could not inspect pane {pane_id}: {first_line(err) or f'exit status {code}'}.",
-                            pane=pane_id,
-                        )
-                    )
-                todo = todo[done:]
-                continue
-            else:  # it stopped in the last part begun: a gone pane's capture (or a failure after it)
-                complete, done = parts[:-1], len(parts)
-                stopped = batch[done - 1]
-                if parts[-1][0].split("\t", 1)[0] != stopped:
-                    results[stopped] = (False, False, "", "")  # gone, as its identity line says
-                else:
-                    results[stopped] = self._inspect_alone(stopped, lines, ansi)
-            for pane_id, (head, screen) in zip(batch, complete):
-                results[pane_id] = self._answer(pane_id, head, screen, lines)
-            for pane_id in batch[:done]:
-                results.setdefault(pane_id, MuxError(f"tmux did not answer for pane {pane_id}.", pane=pane_id))
-            todo = todo[done:]
+            todo = todo[self._read_batch(todo, lines, ansi, results) :]
         return {pane_id: results[pane_id] for pane_id in dict.fromkeys(pane_ids)}  # in the order asked
+
+    def _read_batch(self, todo: list[str], lines: int, ansi: bool, results: dict[str, object]) -> int:
+        """One client call of :meth:`inspect_many` over the first panes of ``todo`` that fit
+        in it: their answers (or errors) into ``results``; how many of them it answered."""
+        import os
+
+        marker = f"cafleet-panes-{os.urandom(8).hex()}"
+        batch, args = _batched_looks(todo, lines, ansi, marker)
+        try:
+            code, out, err = self._call(args)
+        except MuxError as error:  # the call failed as a whole: each pane's inspect would say the same
+            results.update((pane_id, error) for pane_id in batch)
+            return len(batch)
+        parts = marked_parts(out, marker)
+        if code == 0:
+            if parts and parts[-1][0] == "end":
+                parts.pop()
+            complete, done = parts, len(batch)
+        elif not parts:  # not even the first identity line: the server, or the call, failed
+            done = len(batch) if not is_gone(err) or server_gone(err) else 1
+            for pane_id in batch[:done]:
+                results[pane_id] = (
+                    (False, False, "", "")
+                    if is_gone(err)
+                    else MuxError(
+                        f"tmux could not inspect pane {pane_id}: {first_line(err) or f'exit status {code}'}.",
+                        pane=pane_id,
+                    )
+                )
+            return done
+        else:  # it stopped in the last part begun: a gone pane's capture (or a failure after it)
+            complete, done = parts[:-1], len(parts)
+            stopped = batch[done - 1]
+            if parts[-1][0].split("\t", 1)[0] != stopped:
+                results[stopped] = (False, False, "", "")  # gone, as its identity line says
+            else:
+                results[stopped] = self._inspect_alone(stopped, lines, ansi)
+        for pane_id, (head, screen) in zip(batch, complete):
+            results[pane_id] = self._answer(pane_id, head, screen, lines)
+        for pane_id in batch[:done]:
+            results.setdefault(pane_id, MuxError(f"tmux did not answer for pane {pane_id}.", pane=pane_id))
+        return done
 
     def _answer(self, pane_id: str, head: str, screen: str, lines: int) -> object:
         """One pane's part of :meth:`inspect_many`, read as :meth:`inspect` reads its call."""

@@ -37,9 +37,11 @@ import signal
 import time
 
 from cafleet.errors import DatabaseUnreachable
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 
@@ -139,8 +141,10 @@ class Changes:
         deadline: float | None = None,
         stop: StopRequests | None = None,
         reconnect: float = RECONNECT_TIMEOUT,
+        hooks: Hooks = NO_HOOKS,
     ) -> None:
         self.store = store
+        self.hooks = hooks  # the command's test hooks (cafleet.faults)
         self.interval = interval
         self.deadline = deadline
         self.stop = stop
@@ -199,7 +203,7 @@ class Changes:
                 else:
                     time.sleep(nap)
             self._pause = min(max(self._pause * 2, RECONNECT_FIRST), RECONNECT_LONGEST)
-            self.store.hooks.trace("store.reconnect")  # test-only count (cafleet.faults)
+            self.hooks.trace("store.reconnect")  # test-only count (cafleet.faults)
             try:
                 reopen()
                 waiter_reopen = getattr(self.waiter, "reopen", None)
@@ -221,7 +225,7 @@ class Changes:
         end = min(ends) if ends else None
         blocks = self.waiter.blocks  # it can wait for a change itself (LISTEN)
         while True:
-            self.store.hooks.trace("changes.check")  # test-only count (cafleet.faults)
+            self.hooks.trace("changes.check")  # test-only count (cafleet.faults)
             step = max(self.interval, BLOCKING_STEP) if blocks else self.interval
             if end is None:
                 nap = step

@@ -32,14 +32,15 @@ def open_store(
     the PostgreSQL store (:mod:`cafleet.store.postgres`, imported only then; ``schema`` is
     its schema and ``trusted_owner`` the role besides the connecting one that may own it),
     anything else the SQLite file (:mod:`cafleet.store.sqlite`). ``hooks``: the
-    command's test hooks (:mod:`cafleet.faults`), reached by every point through the store."""
+    command's test hooks (:mod:`cafleet.faults`), for the PostgreSQL store's own points
+    (``store.wait``, the SQL trace); a SQLite file has none."""
     if is_postgres_url(location):
         from cafleet.store.postgres.store import open_store as open_postgres
 
         return open_postgres(location, busy_timeout, schema, trusted_owner, hooks)
     from cafleet.store import sqlite
 
-    return sqlite.open_store(location, busy_timeout, hooks)
+    return sqlite.open_store(location, busy_timeout)
 
 
 def location_identity(location: str):
@@ -66,7 +67,7 @@ def escaped_error(error: BaseException, location: str | None, busy_timeout: floa
     line; None for anything else (an open store's own are ``store.classify``'d)."""
     if not hasattr(error, "sqlite_errorname"):
         return None
-    from cafleet.store.sqlite import as_database_error
+    from cafleet.store.sqlite_faults import as_database_error
 
     return as_database_error(error, location, busy_timeout)
 
@@ -80,7 +81,7 @@ def lock_space(location: str) -> LockSpace:
         from cafleet.store.postgres.locks import AdvisoryLocks
 
         return AdvisoryLocks(location)
-    from cafleet.store.sqlite import FileLocks
+    from cafleet.store.sqlite_locks import FileLocks
 
     return FileLocks.beside(location)
 

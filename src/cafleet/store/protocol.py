@@ -69,7 +69,7 @@ class ChangeWaiter(Protocol):
 
 
 class PaneLock(Protocol):
-    """One pane-input lock of a :class:`LockSpace`, not yet taken. :mod:`cafleet.delivery.lock`
+    """One pane-input lock of a :class:`LockSpace`, not yet taken. :mod:`cafleet.delivery.keystrokes.lock`
     holds the one bounded wait around :meth:`try_acquire` and turns a failure into its line."""
 
     failures: tuple[type[BaseException], ...]  # what open() and try_acquire() raise when the lock cannot be had at all
@@ -125,7 +125,7 @@ class KeeperLock(Protocol):
 
 class LockSpace(Protocol):
     """Where a database's pane-input locks and fleet keepers' locks live: ``flock``'d files
-    beside a SQLite file (:class:`cafleet.store.sqlite.FileLocks`), or advisory locks on
+    beside a SQLite file (:class:`cafleet.store.sqlite_locks.FileLocks`), or advisory locks on
     the PostgreSQL server (:class:`cafleet.store.postgres.locks.AdvisoryLocks`)."""
 
     def pane(self, backend: str, session: str, pane_id: str, hooks: Hooks = ...) -> PaneLock: ...
@@ -143,7 +143,7 @@ class Store(Protocol):
     - waiting: :meth:`change_waiter`;
     - locks: :attr:`locks`, the database's :class:`LockSpace` (the pane-input locks and
       the fleet keepers' locks): ``flock``'d files beside the file, advisory locks on the
-      server, each lock one attempt that never waits; :mod:`cafleet.delivery.lock` holds
+      server, each lock one attempt that never waits; :mod:`cafleet.delivery.keystrokes.lock` holds
       the one bounded wait around it;
     - auxiliary tables and indexes: :meth:`tables_present`, :meth:`create_auxiliary`,
       :meth:`auxiliary_problems`;
@@ -157,7 +157,6 @@ class Store(Protocol):
     identity: Any  # what tells this database from another one opened later at the same location
     engine: str  # a name for tests and reports, never branched on above store/
     schema: str  # the namespace SQL qualifies cafleet's tables with: a PostgreSQL schema, SQLite's "main"
-    hooks: Hooks  # the command's test hooks (cafleet.faults), reached by every point; faults.NO_HOOKS outside a test
     BEGIN_READ: str
     broadcast_workers: int  # how many recipients of a broadcast are notified at once, each on a store of its own
 

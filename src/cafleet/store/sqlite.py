@@ -9,6 +9,10 @@ writer, so ``message wait``/``listen`` loops and the WebUI do not stall senders,
 commit costs one WAL append instead of a rollback-journal write plus database write.
 ``synchronous`` stays at SQLite's default FULL so that a committed message survives a
 power loss, not only a process crash.
+
+Beside this module, loaded only when needed: :mod:`cafleet.store.sqlite_faults` (what a
+failed SQLite call means, as one line) and :mod:`cafleet.store.sqlite_locks` (the lock
+space beside the file).
 """
 
 from __future__ import annotations
@@ -17,178 +21,45 @@ import os
 
 from cafleet import clock
 from cafleet.errors import DatabaseError, DatabaseGone
-from cafleet.faults import NO_HOOKS
 from cafleet.store import (
     DEFAULT_BUSY_TIMEOUT,
     ReadSnapshot,
     diagnosis,
-    keeper_base,
     schema,
     sqlite_driver as sqlite3,
 )
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
-    from cafleet.faults import Hooks
-    from cafleet.store.protocol import KeeperRecord, LockSpace, Problem, Store as StoreInterface, Trigger
+    from cafleet.store.protocol import Problem, Store as StoreInterface, Trigger
+    from cafleet.store.sqlite_locks import FileLocks
 
 # The oldest SQLite that reads every statement cafleet sends: UPDATE ... RETURNING (ACK).
 # Python uses the system's libsqlite3 (docs/storage.md "Which SQLite").
 MIN_SQLITE = (3, 35)
 
 
-# --- what a failed SQLite call means, told by SQLite's own error name -----------------------
-# Every SQLite exception carries ``sqlite_errorname`` (``SQLITE_FULL``, ``SQLITE_BUSY``,
-# ``SQLITE_CORRUPT``, ``SQLITE_READONLY_ROLLBACK``...). cafleet classifies by that name,
-# never by the wording of the message, and turns each class into one line that says what
-# is wrong with the file or its folder and what to do. The advice never suggests moving a
-# healthy file away: a full disk or a read-only folder is not a damaged database.
+def failure(exc: BaseException, path: str, busy_timeout: float) -> DatabaseError:
+    """A failed SQLite call on ``path`` as cafleet's one line
+    (:func:`cafleet.store.sqlite_faults.translate`, imported with the first failure)."""
+    from cafleet.store import sqlite_faults
 
-
-class StorageFault(DatabaseError):
-    """The file system or the file failed under a healthy format (full, read-only, I/O,
-    damaged page). ``fix`` is the advice `cafleet doctor` prints."""
-
-    def __init__(self, message: str, fix: str) -> None:
-        super().__init__(message)
-        self.fix = fix
-
-
-def errorname(exc: BaseException) -> str:
-    return getattr(exc, "sqlite_errorname", None) or ""
-
-
-def base_name(exc: BaseException) -> str:
-    """``SQLITE_IOERR_WRITE`` -> ``SQLITE_IOERR``: the primary result code's name."""
-    name = errorname(exc)
-    parts = name.split("_")
-    return "_".join(parts[:2]) if len(parts) > 2 else name
-
-
-# The file system or the process environment failed; the format may be fine.
-ENVIRONMENT = frozenset(
-    (
-        "SQLITE_BUSY",
-        "SQLITE_LOCKED",
-        "SQLITE_FULL",
-        "SQLITE_IOERR",
-        "SQLITE_CANTOPEN",
-        "SQLITE_READONLY",
-        "SQLITE_PERM",
-        "SQLITE_NOMEM",
-        "SQLITE_AUTH",
-        "SQLITE_NOLFS",
-        "SQLITE_PROTOCOL",
-    )
-)
-
-
-def is_environment(exc: BaseException) -> bool:
-    return base_name(exc) in ENVIRONMENT
-
-
-def _disk_full(path: str) -> bool:
-    try:
-        stats = os.statvfs(os.path.dirname(path) or "/")
-    except OSError:
-        return False
-    return stats.f_bavail == 0 or (stats.f_files > 0 and stats.f_favail == 0)
-
-
-def _folder_read_only(path: str) -> bool:
-    folder = os.path.dirname(path) or "/"
-    return os.path.isdir(folder) and not os.access(folder, os.W_OK | os.X_OK)
-
-
-def full(path: str) -> StorageFault:
-    return StorageFault(
-        f"disk full: database {path} cannot be written; free space on its file system and try again.",
-        f"free space on the file system holding {path}; the database itself is fine, do not move it away",
-    )
-
-
-def translate(exc: BaseException, path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> DatabaseError:
-    """One line for a failed SQLite call on ``path``; the error keeps SQLite's base error
-    name as ``sqlite_base`` (SQLITE_CANTOPEN, ...) for callers that retry a transient one."""
-    error = _translate(exc, path, busy_timeout)
-    error.sqlite_base = base_name(exc)  # type: ignore[attr-defined]
-    error.sqlite_name = errorname(exc)  # type: ignore[attr-defined]
-    return error
-
-
-# Another process is opening the file at this moment: its log index (-shm) is being made
-# or recovered, which a connection that may not write the index cannot wait out by itself.
-OPENING_ELSEWHERE = frozenset(("SQLITE_READONLY_RECOVERY", "SQLITE_READONLY_CANTINIT", "SQLITE_BUSY_RECOVERY"))
-
-
-def _translate(exc: BaseException, path: str, busy_timeout: float) -> DatabaseError:
-    name = errorname(exc)
-    base = base_name(exc)
-    if name in OPENING_ELSEWHERE:
-        return DatabaseError(f"database {path} is being opened by another process ({name}); try again.")
-    if base in ("SQLITE_BUSY", "SQLITE_LOCKED"):
-        return DatabaseError.locked(path, busy_timeout)
-    if base == "SQLITE_FULL" or (base in ("SQLITE_IOERR", "SQLITE_CANTOPEN") and _disk_full(path)):
-        return full(path)
-    if base in ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH"):
-        folder = os.path.dirname(path) or "/"
-        if _folder_read_only(path):
-            return StorageFault(
-                f"the database folder {folder} is read-only; cafleet writes {os.path.basename(path)} and its "
-                "-wal and -shm files there, so make the folder writable or choose another CAFLEET_DATABASE_URL.",
-                f"make {folder} writable (the database itself is fine, do not move it away)",
-            )
-        if base == "SQLITE_CANTOPEN":
-            return StorageFault(
-                f"cannot open database {path}; check that the folder exists and is writable.",
-                f"check that {folder} exists and is writable",
-            )
-        return StorageFault(
-            f"database {path} is read-only; check the file and folder permissions.",
-            f"make {path} and its folder writable",
-        )
-    if base == "SQLITE_IOERR":
-        return StorageFault(
-            f"disk I/O error on database {path} ({name}); check the disk and its free space, then try again.",
-            f"check the disk holding {path}",
-        )
-    if base == "SQLITE_CONSTRAINT":  # a UNIQUE index, a trigger's RAISE, a foreign key
-        from cafleet.errors import constraint_refused
-
-        return constraint_refused(path, str(exc))
-    if base in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
-        return StorageFault(
-            f"database {path} is damaged ({exc}); cafleet cannot read it. Restore it from a backup, "
-            f"or save what can be saved with `sqlite3 {path} .recover`.",
-            f"restore {path} from a backup (`sqlite3 {path} .recover` saves what is readable)",
-        )
-    return DatabaseError(f"database {path} failed: {exc}.")
-
-
-def as_database_error(exc: BaseException, path: str | None, busy_timeout: float) -> DatabaseError | None:
-    """A SQLite exception that escaped the store (raised while a cursor was being read) as
-    the same one line; ``None`` for anything else."""
-    if not errorname(exc) or path is None:
-        return None
-    if base_name(exc) == "SQLITE_CONSTRAINT":
-        return None  # a broken rule is a bug or a foreign row, not a storage fault
-    return translate(exc, path, busy_timeout)
+    return sqlite_faults.translate(exc, path, busy_timeout)
 
 
 class SqliteStore:
     """A validated connection plus the write-transaction discipline (BEGIN IMMEDIATE)."""
 
-    __slots__ = ("_queue", "busy_timeout", "conn", "hooks", "identity", "path")
+    __slots__ = ("_queue", "busy_timeout", "conn", "identity", "path")
     engine = "sqlite"
     schema = "main"  # the one database of the file, as SQL qualifies a table with it
     BEGIN_READ = "BEGIN"  # a deferred transaction: its first read fixes the snapshot
     broadcast_workers = 32  # recipients of a broadcast whose previews are typed at the same time
 
     def __init__(
-        self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None, hooks: Hooks = NO_HOOKS
+        self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None
     ) -> None:
         self.conn = conn
-        self.hooks = hooks  # the command's test hooks (cafleet.faults); NO_HOOKS outside a test
         self.path = path
         self.busy_timeout = busy_timeout
         self.identity = identity if identity is not None else file_identity(path)
@@ -240,6 +111,8 @@ class SqliteStore:
     @property
     def locks(self) -> FileLocks:
         """The pane-input locks and the fleet keepers' locks: files beside the resolved file."""
+        from cafleet.store.sqlite_locks import FileLocks
+
         return FileLocks.beside(self.path)
 
     def classify(self, exc: BaseException) -> DatabaseError | None:
@@ -247,14 +120,14 @@ class SqliteStore:
         result was read: a damaged page, a full disk) as cafleet's one-line error; None for
         anything else, and for a refused constraint (a bug or a foreign row, not a fault)."""
         if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.IntegrityError):
-            return translate(exc, self.path, self.busy_timeout)
+            return failure(exc, self.path, self.busy_timeout)
         return None
 
     def execute(self, sql: str, params=()):
         try:
             return self.conn.execute(sql, params)
         except sqlite3.DatabaseError as exc:  # a refused constraint too: ConstraintRefused
-            raise translate(exc, self.path, self.busy_timeout) from None
+            raise failure(exc, self.path, self.busy_timeout) from None
 
     def insert(self, sql: str, params, key: str) -> int:  # noqa: ARG002 -- the protocol's signature; lastrowid needs no column name
         """Run an INSERT and return the new row's id (``key`` names its column; the
@@ -516,11 +389,11 @@ class _WriteTransaction:
                 # A COMMIT that failed on a full disk or an I/O error has already been
                 # rolled back by SQLite; only a transaction still open needs ROLLBACK.
                 _rollback_quietly(conn)
-                raise translate(error, self.store.path, self.store.busy_timeout) from None
+                raise failure(error, self.store.path, self.store.busy_timeout) from None
         else:
             _rollback_quietly(conn)
             if exc_type is not None and issubclass(exc_type, sqlite3.DatabaseError):
-                raise translate(exc, self.store.path, self.store.busy_timeout) from None
+                raise failure(exc, self.store.path, self.store.busy_timeout) from None
         return False
 
 
@@ -552,13 +425,10 @@ def _check_sqlite_version() -> None:
 def open_store(
     path: str,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
-    hooks: Hooks = NO_HOOKS,
 ) -> StoreInterface:
     """Diagnose the SQLite file at ``path`` and return a SqliteStore ready for use, initialising
     it if new/empty. The layers above open a store with
     :func:`cafleet.store.engines.open_store`, which chooses the engine by the location.
-    ``hooks``: the command's test hooks (:mod:`cafleet.faults`), reached by every point
-    through the store.
 
     An existing file is diagnosed through a connection that cannot write (see
     :func:`_diagnose_read_only`); only a file that passed is opened for writing, so a
@@ -575,7 +445,7 @@ def open_store(
     try:
         conn = _connect(path, busy_timeout)
     except sqlite3.Error as exc:
-        raise translate(exc, path, busy_timeout) from None
+        raise failure(exc, path, busy_timeout) from None
     try:
         if state in (diagnosis.MISSING, diagnosis.EMPTY):
             _initialise(conn, path, busy_timeout)
@@ -587,11 +457,11 @@ def open_store(
             try:
                 conn.execute("PRAGMA schema_version").fetchone()
             except sqlite3.DatabaseError as exc:
-                raise translate(exc, path, busy_timeout) from None
+                raise failure(exc, path, busy_timeout) from None
     except BaseException:
         conn.close()
         raise
-    return SqliteStore(conn, path, busy_timeout, identity, hooks)
+    return SqliteStore(conn, path, busy_timeout, identity)
 
 
 def _check_log(path: str) -> None:
@@ -620,13 +490,9 @@ def diagnose_open(
             raise diagnosis.not_cafleet(path)
         diagnosis.check_ledger_and_shape(conn, path)
     except sqlite3.DatabaseError as exc:
-        if errorname(exc) == "SQLITE_READONLY_ROLLBACK":
-            raise diagnosis.hot_journal(path) from None
-        if is_environment(exc):
-            raise translate(exc, path, busy_timeout) from None
-        raise diagnosis.Refused(
-            f"{path} cannot be read as a cafleet database ({exc}); it was left unchanged."
-        ) from None
+        from cafleet.store.sqlite_faults import unreadable
+
+        raise unreadable(exc, path, busy_timeout, "a cafleet database") from None
 
 
 def _read_only_uri(path: str) -> str:
@@ -657,8 +523,8 @@ def _diagnose_read_only_retrying(path: str, state: str, busy_timeout: float) -> 
     process's open or close: the side files it chose its URI by can appear or vanish in
     between (SQLITE_CANTOPEN: the last connection closing removed its ``-wal`` and
     ``-shm``), or the log index is being made by the process opening the file after it
-    (SQLITE_READONLY_RECOVERY and kin, :data:`OPENING_ELSEWHERE`), which this
-    connection, not allowed to write the index, cannot do itself. A folder that really
+    (SQLITE_READONLY_RECOVERY and kin, :data:`cafleet.store.sqlite_faults.OPENING_ELSEWHERE`),
+    which this connection, not allowed to write the index, cannot do itself. A folder that really
     cannot be read still fails, after ~0.4 s."""
     import time
 
@@ -666,6 +532,8 @@ def _diagnose_read_only_retrying(path: str, state: str, busy_timeout: float) -> 
         try:
             return _diagnose_read_only(path, state, busy_timeout)
         except DatabaseError as error:
+            from cafleet.store.sqlite_faults import OPENING_ELSEWHERE
+
             transient = getattr(error, "sqlite_base", None) == "SQLITE_CANTOPEN" or (
                 getattr(error, "sqlite_name", None) in OPENING_ELSEWHERE
             )
@@ -686,7 +554,7 @@ def _diagnose_read_only(path: str, state: str, busy_timeout: float) -> str:
     try:
         conn = sqlite3.connect(_read_only_uri(path), uri=True, timeout=busy_timeout, isolation_level=None)
     except sqlite3.Error as exc:
-        raise translate(exc, path, busy_timeout) from None
+        raise failure(exc, path, busy_timeout) from None
     try:
         if state == diagnosis.ZERO_IDENTITY:
             state = _look_inside_zero_identity(conn, path, busy_timeout)
@@ -707,11 +575,9 @@ def _look_inside_zero_identity(conn: sqlite3.Connection, path: str, busy_timeout
         application_id = conn.execute("PRAGMA application_id").fetchone()[0]
         count = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     except sqlite3.DatabaseError as exc:
-        if errorname(exc) == "SQLITE_READONLY_ROLLBACK":
-            raise diagnosis.hot_journal(path) from None
-        if is_environment(exc):
-            raise translate(exc, path, busy_timeout) from None
-        raise diagnosis.Refused(f"{path} cannot be read as a SQLite database ({exc}); it was left unchanged.") from None
+        from cafleet.store.sqlite_faults import unreadable
+
+        raise unreadable(exc, path, busy_timeout, "a SQLite database") from None
     if application_id == schema.APPLICATION_ID:
         return diagnosis.CAFLEET
     if application_id == 0 and count == 0:
@@ -742,7 +608,8 @@ def _make_parent(path: str) -> None:
 def _initialise(conn: sqlite3.Connection, path: str, busy_timeout: float) -> None:
     """Create the baseline in one transaction, unless another process already did: exactly
     the seed's tables, indexes and ledger row. cafleet's auxiliary objects come later, each
-    where it is first needed, in a transaction of its own (:meth:`SqliteStore.create_auxiliary`)."""
+    where it is first needed, in a transaction of its own
+    (:meth:`SqliteStore.create_auxiliary`)."""
     try:
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -764,222 +631,10 @@ def _initialise(conn: sqlite3.Connection, path: str, busy_timeout: float) -> Non
             _rollback_quietly(conn)
             raise
     except sqlite3.DatabaseError as exc:
-        raise translate(exc, path, busy_timeout) from None
+        raise failure(exc, path, busy_timeout) from None
 
 
-# --- the lock space: flock'd files beside the file -------------------------------------------
-
-
-class FileLocks:
-    """The lock space of a SQLite file (docs/delivery.md): ``flock``'d files in ``folder``,
-    kept beside the *resolved* database file (:meth:`beside`), so every spelling of one
-    database (a symlink, ``..``) meets on one lock per pane, as SQLite puts its own
-    -wal/-shm beside the resolved file. ``flock`` belongs to the open file, so the kernel
-    releases it when the holder exits or is killed, however it dies, and a living holder
-    never loses it. Lock files are never deleted: removing one while another process
-    waits on its descriptor would let two holders in at once (the classic unlink race),
-    and a file per pane ever used costs nothing."""
-
-    __slots__ = ("folder",)
-
-    def __init__(self, folder: str | os.PathLike[str]) -> None:
-        self.folder = os.fspath(folder)
-
-    @classmethod
-    def beside(cls, path: str) -> FileLocks:
-        """The lock space of the database file at ``path``: ``locks`` beside the resolved file."""
-        return cls(os.path.join(os.path.dirname(os.path.realpath(path)), "locks"))
-
-    def pane_path(self, backend: str, session: str, pane_id: str) -> str:
-        """The lock file of a placement key (pure: nothing is created). Its name is a hash
-        of the key, so equal keys from any number of placements meet on the same file and
-        no session or pane string ever becomes a path."""
-        import hashlib
-
-        key = "\0".join((backend, session, pane_id)).encode("utf-8", "surrogatepass")
-        return os.path.join(self.folder, f"pane-{hashlib.sha256(key).hexdigest()[:32]}.lock")
-
-    def pane(self, backend: str, session: str, pane_id: str, hooks: Hooks = NO_HOOKS) -> FileLock:  # noqa: ARG002 -- the protocol's signature; an flock has no test point
-        return FileLock(self.pane_path(backend, session, pane_id), self.folder)
-
-    def keeper(self, fleet_id: int, location_key: str, schema: str, environ) -> KeeperFiles:  # noqa: ARG002 -- the protocol's signature; the file names the database
-        return KeeperFiles(self.folder, keeper_base(self.folder, location_key, fleet_id))
-
-
-class FileLock:
-    """One pane-input lock file: :meth:`try_acquire` is one non-blocking ``flock``. The file
-    also carries a note for its holders (:meth:`read_note`, :meth:`write_note`): it is only
-    ever read or written by the lock's holder, so the note needs no lock of its own, and
-    it outlives the process that wrote it."""
-
-    __slots__ = ("fd", "fix", "path")
-    failures: tuple[type[BaseException], ...] = (OSError,)
-    can_be_lost = False  # a living holder keeps an flock
-    keeps_notes = True
-
-    def __init__(self, path: str, folder: str) -> None:
-        self.path = path
-        self.fd: int | None = None
-        self.fix = f"; {folder} must be a folder this user can write"
-
-    def open(self) -> None:
-        os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-
-    def try_acquire(self) -> bool:
-        """One attempt at the ``flock``: False when another holds it (any other ``OSError``
-        is raised: ENOLCK, EBADF...)."""
-        import fcntl
-
-        assert self.fd is not None, "open() first"
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
-
-    def held(self) -> bool:
-        return self.fd is not None
-
-    def read_note(self) -> bytes:
-        if self.fd is None:
-            return b""
-        try:
-            return os.pread(self.fd, 4096, 0)
-        except OSError:
-            return b""
-
-    def write_note(self, data: bytes) -> None:
-        if self.fd is None:
-            return
-        try:
-            os.ftruncate(self.fd, 0)
-            os.pwrite(self.fd, data, 0)
-        except OSError:
-            pass  # a note that cannot be kept only means a later holder does not read it
-
-    def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # closing the only descriptor releases the flock
-            self.fd = None
-
-
-class KeeperFiles:
-    """A fleet keeper's lock, record and log in a file lock space (docs/delivery.md, "The
-    fleet keeper"): an ``flock`` on ``<base>.lock``; the record, ``key value`` lines in
-    ``<base>.state``, written (atomically: a temporary file renamed over it) once the lock
-    is held and removed when it is let go, whose modification time is the heartbeat (no
-    write to the database, so no other process's change waiter wakes for it); the log
-    ``<base>.log``. A record can outlive a keeper killed with SIGKILL, so it carries the
-    holder's process start time for the reader to check."""
-
-    __slots__ = ("fd", "folder", "lock_path", "log_path", "record", "state_path")
-
-    def __init__(self, folder: str, base: str) -> None:
-        self.folder = folder
-        self.lock_path, self.state_path, self.log_path = base + ".lock", base + ".state", base + ".log"
-        self.fd: int | None = None
-        self.record: dict[str, str] | None = None
-
-    def unwritable(self, error: OSError) -> str:
-        return (
-            f"its lock folder {self.folder} cannot be written ({error}); "
-            "make it a writable folder (it holds the pane-input locks and the keeper's lock and log)"
-        )
-
-    def holder(self, store: StoreInterface) -> KeeperRecord | None:  # noqa: ARG002 -- the protocol's signature; the record is a file
-        record = read_record(self.state_path)
-        if record is None:
-            return None
-        try:
-            pid, start = int(record["pid"]), record["start"]
-        except (KeyError, ValueError):
-            return None
-        try:
-            import time
-
-            age: float | None = max(0.0, time.time() - os.stat(self.state_path).st_mtime)  # the heartbeat
-        except OSError:
-            age = None  # removed as it was read: its keeper is ending
-        return {
-            "pid": pid,
-            "start": start,
-            "since": record.get("since"),
-            "host": record.get("host"),
-            "log": record.get("log"),
-            "age": age,
-        }
-
-    def acquire(self, record: dict[str, str], busy_timeout: float) -> bool:  # noqa: ARG002 -- the protocol's signature; an flock never waits
-        import fcntl
-
-        os.makedirs(os.path.dirname(self.lock_path), mode=0o700, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        self.fd = fd
-        self.record = record
-        self._write_record()
-        return True
-
-    def _write_record(self) -> None:
-        assert self.record is not None
-        temporary = f"{self.state_path}.{self.record['pid']}.tmp"
-        out = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        with open(out, "w", encoding="utf-8") as handle:
-            handle.write("".join(f"{key} {value}\n" for key, value in self.record.items()))
-        os.replace(temporary, self.state_path)  # a reader sees the old record or the new one, never half
-
-    def beat(self) -> bool:
-        """The record's modification time moved (a record removed by hand is written again)."""
-        if self.fd is None:
-            return False
-        try:
-            os.utime(self.state_path)
-        except OSError:
-            try:  # noqa: SIM105 - contextlib stays off the hot commands' path
-                self._write_record()
-            except OSError:
-                pass  # readers see no record: "not running", which the next command's start corrects
-        return True
-
-    def alive(self) -> bool:
-        return self.fd is not None  # an flock is never lost while its holder lives
-
-    def release(self) -> None:
-        """Withdraw the record (if it is still ours) and let go of the lock."""
-        if self.fd is not None:
-            mine = read_record(self.state_path)
-            if mine is not None and self.record is not None and mine.get("pid") == self.record["pid"]:
-                try:  # noqa: SIM105 - contextlib stays off the hot commands' path
-                    os.unlink(self.state_path)
-                except OSError:
-                    pass
-            os.close(self.fd)  # closing the only descriptor releases the flock
-            self.fd = None
-
-
-def read_record(path: str) -> dict[str, str] | None:
-    """The ``key value`` lines of a keeper's state file; None when there is none (or it is unreadable)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read(4096)
-    except OSError:
-        return None
-    record = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(" ")
-        record[key] = value
-    return record
-
-
-if TYPE_CHECKING:  # the type checker holds the SQLite store and its locks to the one interface
+if TYPE_CHECKING:  # the type checker holds the SQLite store to the one interface
 
     def _conforms(store: SqliteStore) -> StoreInterface:
         return store
-
-    def _locks_conform(space: FileLocks) -> LockSpace:
-        return space

@@ -106,22 +106,22 @@ def fleet_view(store: Store, fleet_id: int, states: dict | None = None, settings
     roster = [_placed(member) for member in detailed]
     if states is None or fleet["deleted_at"] is not None:
         return {"fleet": fleet, "members": roster}
-    from cafleet.delivery import supervision
+    from cafleet.delivery.supervision import liveness
     from cafleet.web import attention
 
-    supervision.merge_states(roster, states)
+    liveness.merge_states(roster, states)
     return {"fleet": fleet, "members": roster, "attention": attention.items(store, fleet_id, states, settings=settings)}
 
 
 def fleet_view_with_states(store: Store, fleet_id: int, settings=None) -> dict:
     """``fleet_view`` with every member pane inspected, from one read of the roster."""
-    from cafleet.delivery import supervision
+    from cafleet.delivery.supervision import liveness
 
     fleet, detailed = _fleet_and_roster(store, fleet_id, members.roster_detail)
     if not detailed:  # deleted (a live fleet has its Director)
         return {"fleet": fleet, "members": []}
-    states = supervision.fleet_states(store, fleet_id, supervision.MuxPool(), roster=detailed)
-    roster = supervision.merge_states([_placed(member) for member in detailed], states)
+    states = liveness.fleet_states(store, fleet_id, liveness.MuxPool(), roster=detailed)
+    roster = liveness.merge_states([_placed(member) for member in detailed], states)
     from cafleet.web import attention
 
     return {"fleet": fleet, "members": roster, "attention": attention.items(store, fleet_id, states, settings=settings)}
@@ -139,10 +139,10 @@ def _placed(member: MemberDetail) -> MemberBrief:
 
 def member_states(store: Store, fleet_id: int) -> dict:
     """Inspect every member pane now (one multiplexer call each); {} for a deleted fleet."""
-    from cafleet.delivery import supervision
+    from cafleet.delivery.supervision import liveness
 
     try:
-        return supervision.fleet_states(store, fleet_id, supervision.MuxPool())
+        return liveness.fleet_states(store, fleet_id, liveness.MuxPool())
     except Conflict:
         return {}
 
@@ -159,9 +159,9 @@ def fleet_detail(request: Request) -> JSONResponse:
     config = request.app.state.config
     with request.app.state.pool.borrow() as store, read_snapshot(store):
         view = fleet_view_with_states(store, fleet_id, config.settings)
-        from cafleet.delivery import keepers
+        from cafleet.delivery.supervision import keeper_control
 
-        found = keepers.status(store, config.settings, fleet_id)
+        found = keeper_control.status(store, config.settings, fleet_id)
         view["keeper"] = dict(found.as_dict(), enabled=bool(config.settings.keeper))
         return JSONResponse(view)
 
@@ -257,7 +257,7 @@ async def send_message(request: Request) -> JSONResponse:
 
 
 def _send(state, from_id: int, to_id: int, text: str) -> JSONResponse:
-    from cafleet.delivery import drain
+    from cafleet.delivery.keystrokes import drain
 
     config = state.config
     with state.pool.borrow() as store:
@@ -332,7 +332,7 @@ async def answer_member(request: Request) -> JSONResponse:
     """``{"choice": N, "dialog": DIGEST, "label": LABEL}`` (``label`` optional) → 200
     ``{"member_id", "pane_id", "choice", "label", "digest"}``: pick option N of the dialog
     on the member's screen, only while its digest is DIGEST and, when given, option N reads
-    LABEL (``cafleet member answer``'s path, :mod:`cafleet.delivery.answer`); 409 with
+    LABEL (``cafleet member answer``'s path, :mod:`cafleet.delivery.keystrokes.answer`); 409 with
     nothing sent when the dialog changed, was answered, has no option N or N reads otherwise.
     Screened like the composer's send (web/security.py: same-origin JSON only)."""
     member_id = parse_id(request.path_params.get("member_id"), "member id")
@@ -350,7 +350,7 @@ async def answer_member(request: Request) -> JSONResponse:
 
 
 def _answer(state, member_id: int, choice: int, digest: str, label: str | None) -> JSONResponse:
-    from cafleet.delivery.answer import answer_member as answer
+    from cafleet.delivery.keystrokes.answer import answer_member as answer
 
     config = state.config
     with state.pool.borrow() as store:

@@ -32,6 +32,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from cafleet import config as settings, errors
+from cafleet.config.declarations import DEFAULT_SERVER_MAX_STREAMS
 from cafleet.store import DEFAULT_BUSY_TIMEOUT
 from cafleet.store.engines import location_identity, open_store, replaced_error
 from cafleet.store.protocol import Store
@@ -54,7 +55,7 @@ class WebConfig:
     gone: Callable[[Exception], None] = lambda _error: None  # the database file was deleted or replaced
     poll_interval: float = 0.25  # how often the event streams' shared change waiter looks
     keepalive_interval: float = 15.0  # a comment line on an idle event stream
-    max_streams: int = settings.DEFAULT_SERVER_MAX_STREAMS  # open event streams at most; 503 past it
+    max_streams: int = DEFAULT_SERVER_MAX_STREAMS  # open event streams at most; 503 past it
     settings: settings.Settings | None = None  # the server command's; built from ``environ`` when not given
     login: Login = field(default_factory=lambda: Login(new_token()))  # the API's secret (cafleet.web.login)
     public: PublicAddress | None = None  # --public: the address people open, in front of the server
@@ -282,6 +283,57 @@ def create_app(config: WebConfig) -> Starlette:
         trusted_owner=chosen.pg_trusted_owner,
     )
     changes = events.SharedChanges(pool, config.poll_interval)
+    app = Starlette(
+        routes=_routes(),
+        middleware=[
+            Middleware(
+                security.SecurityMiddleware, allowed=config.allowed_hosts, login=config.login, public=config.public
+            ),
+            Middleware(ErrorBoundary, debug=chosen.debug),
+        ],
+        exception_handlers={
+            errors.CafleetError: _cafleet_error,
+            api.ApiError: _cafleet_error,
+            HTTPException: _http_error,
+        },
+        lifespan=_lifespan(pool, changes),
+    )
+    app.state.config = config
+    app.state.pool = pool
+    app.state.changes = changes
+    app.state.streams = events.StreamSlots(config.max_streams)
+    app.state.screens = screens.ScreenCache()
+    app.state.screen_rate = screens.RateLimit()
+    app.state.graphs = graph.GraphCache()
+    return app
+
+
+def _routes() -> list[Route | Mount]:
+    """The pages, the JSON API and the event stream, and the static files."""
+    return [
+        Route("/", _index),
+        Route("/favicon.ico", _no_icon),
+        Route("/login", _login),
+        Route("/attention", _attention),
+        Route("/api/attention", api.attention_everywhere),
+        Route("/api/fleets", api.list_fleets),
+        Route("/api/fleets/{fleet_id}", api.fleet_detail),
+        Route("/api/fleets/{fleet_id}/messages", api.fleet_messages),
+        Route("/api/fleets/{fleet_id}/usage", api.fleet_usage),
+        Route("/api/members/{member_id}/inbox", api.member_inbox),
+        Route("/api/members/{member_id}/diff", api.member_diff),
+        Route("/api/messages", api.send_message, methods=["POST"]),
+        Route("/api/members/{member_id}/answer", api.answer_member, methods=["POST"]),
+        Route("/api/fleets/{fleet_id}/screens", screens.fleet_screens),
+        Route("/api/fleets/{fleet_id}/graph", graph.graph),
+        Route("/api/events", events.stream),
+        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+
+
+def _lifespan(pool: StorePool, changes: events.SharedChanges):
+    """The application's lifespan: the accept-error log while it serves; the change waiter
+    and the pool closed when it ends."""
 
     @asynccontextmanager
     async def lifespan(_app):
@@ -296,44 +348,4 @@ def create_app(config: WebConfig) -> Starlette:
             changes.close()
             pool.close()
 
-    app = Starlette(
-        routes=[
-            Route("/", _index),
-            Route("/favicon.ico", _no_icon),
-            Route("/login", _login),
-            Route("/attention", _attention),
-            Route("/api/attention", api.attention_everywhere),
-            Route("/api/fleets", api.list_fleets),
-            Route("/api/fleets/{fleet_id}", api.fleet_detail),
-            Route("/api/fleets/{fleet_id}/messages", api.fleet_messages),
-            Route("/api/fleets/{fleet_id}/usage", api.fleet_usage),
-            Route("/api/members/{member_id}/inbox", api.member_inbox),
-            Route("/api/members/{member_id}/diff", api.member_diff),
-            Route("/api/messages", api.send_message, methods=["POST"]),
-            Route("/api/members/{member_id}/answer", api.answer_member, methods=["POST"]),
-            Route("/api/fleets/{fleet_id}/screens", screens.fleet_screens),
-            Route("/api/fleets/{fleet_id}/graph", graph.graph),
-            Route("/api/events", events.stream),
-            Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
-        ],
-        middleware=[
-            Middleware(
-                security.SecurityMiddleware, allowed=config.allowed_hosts, login=config.login, public=config.public
-            ),
-            Middleware(ErrorBoundary, debug=chosen.debug),
-        ],
-        exception_handlers={
-            errors.CafleetError: _cafleet_error,
-            api.ApiError: _cafleet_error,
-            HTTPException: _http_error,
-        },
-        lifespan=lifespan,
-    )
-    app.state.config = config
-    app.state.pool = pool
-    app.state.changes = changes
-    app.state.streams = events.StreamSlots(config.max_streams)
-    app.state.screens = screens.ScreenCache()
-    app.state.screen_rate = screens.RateLimit()
-    app.state.graphs = graph.GraphCache()
-    return app
+    return lifespan

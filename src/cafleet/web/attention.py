@@ -9,16 +9,16 @@ retries use (``broker.notifications.stale_notifications``). Each item carries th
 `fleet watch` suggests for it.
 
 A blocked member's item also carries its dialog (``dialog``: the visible text, the options
-and the digest, :mod:`cafleet.delivery.dialog`; options without numbers on the screen, such as
+and the digest, :mod:`cafleet.delivery.keystrokes.dialog`; options without numbers on the screen, such as
 opencode's permission buttons, numbered 1..N left to right, with ``numbered`` false; one more
 screen read per blocked member), which the page shows with one button per option; a button posts to
 ``/api/members/{id}/answer`` with the digest, the same answer path as ``cafleet member
-answer`` (:mod:`cafleet.delivery.answer`), so a dialog that changed meanwhile is refused.
+answer`` (:mod:`cafleet.delivery.keystrokes.answer`), so a dialog that changed meanwhile is refused.
 
 Beside the items, ``notices`` lists the fleet's notices whose condition still holds (an
 open episode: a member awaiting its user, a dead pane with messages owed, a silent member,
 an unreachable host, a member over budget), each as the very object the keeper posts to a
-plain-JSON webhook (:func:`cafleet.delivery.outbox.document`, its only builder), so that a
+plain-JSON webhook (:func:`cafleet.delivery.supervision.outbox.document`, its only builder), so that a
 script polling ``GET /api/fleets/{id}`` can do what a webhook's receiver does.
 
 Items hold no timestamps, so the list only changes when the situation does (a notice's
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from cafleet import config
 from cafleet.broker import notifications
-from cafleet.delivery import supervision
+from cafleet.delivery.supervision import liveness
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
@@ -54,13 +54,13 @@ def items(
     ``dead``, ``notify``; a blocked one also ``"dialog"`` (``{"text", "options", "digest"}``,
     or None when it cannot be read). ``notices``: the open notices as the keeper posts them
     (the link from ``settings``' CAFLEET_PUBLIC_URL, none without settings)."""
-    from cafleet.delivery import watch
+    from cafleet.delivery.supervision import watch
 
     owed_after = OWED_AFTER if owed_after is None else owed_after
 
     out = []
     for member_id, (state, detail) in sorted(states.items()):
-        if state in (supervision.BLOCKED, supervision.DEAD):
+        if state in (liveness.BLOCKED, liveness.DEAD):
             item = {
                 "kind": state,
                 "member_id": member_id,
@@ -68,7 +68,7 @@ def items(
                 "detail": detail,
                 "command": watch.ACTIONS[state].format(member_id=member_id),
             }
-            if state == supervision.BLOCKED:
+            if state == liveness.BLOCKED:
                 item["dialog"] = dialog_of(store, member_id)
             out.append(item)
     owed = notifications.stale_notifications(store, fleet_id, watch._iso_seconds_ago(owed_after))
@@ -94,7 +94,7 @@ def open_notices(store: Store, fleet_id: int, settings: config.Settings | None) 
         return []
     from cafleet.broker import fleets
     from cafleet.credentials import Scrubber
-    from cafleet.delivery import outbox
+    from cafleet.delivery.supervision import outbox
 
     public_url, scrub = outbox.reader(settings) if settings is not None else ("", Scrubber(""))
     fleet = fleets.get_fleet(store, fleet_id)
@@ -104,7 +104,7 @@ def open_notices(store: Store, fleet_id: int, settings: config.Settings | None) 
 def dialog_of(store: Store, member_id: int) -> dict | None:
     """The dialog on a blocked member's screen, for its buttons; None when the screen can
     no longer be read or shows no dialog now (answered meanwhile)."""
-    from cafleet.delivery.answer import dialog_on
+    from cafleet.delivery.keystrokes.answer import dialog_on
 
     seen = dialog_on(store, member_id)
     return None if seen is None else seen.as_json()
@@ -118,15 +118,15 @@ def every_fleet(store: Store) -> list[dict]:
     yet; those come last, by fleet and member)."""
     from cafleet.broker import fleets, members, notices
 
-    pool = supervision.MuxPool()
+    pool = liveness.MuxPool()
     out = []
     for fleet in fleets.list_fleets(store):
         roster = members.roster_detail(store, fleet["fleet_id"])
-        states = supervision.fleet_states(store, fleet["fleet_id"], pool, roster=roster)
+        states = liveness.fleet_states(store, fleet["fleet_id"], pool, roster=roster)
         names = {entry["member_id"]: entry["name"] for entry in roster}
         episodes = notices.open_episodes(store, fleet["fleet_id"])
         for member_id, (state, detail) in sorted(states.items()):
-            if state != supervision.BLOCKED:
+            if state != liveness.BLOCKED:
                 continue
             episode = episodes.get(("awaiting_user", f"member:{member_id}"))
             since = episode["opened_at"] if episode else None

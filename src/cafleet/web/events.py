@@ -246,9 +246,9 @@ class FleetWatch:
         """``view`` with ``GET /api/fleets/ID``'s ``keeper`` (a stalled keeper is no write
         either: it is read at each look), when this watch was given the settings."""
         if self.settings is not None:
-            from cafleet.delivery import keepers
+            from cafleet.delivery.supervision import keeper_control
 
-            found = keepers.status(store, self.settings, self.fleet_id)
+            found = keeper_control.status(store, self.settings, self.fleet_id)
             view["keeper"] = dict(found.as_dict(), enabled=bool(self.settings.keeper))
         return view
 

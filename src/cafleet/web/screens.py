@@ -15,7 +15,7 @@ members of one fleet. The costs are bounded on three sides:
 - **rate per client**: each client address gets ``RATE`` requests per second (a burst of
   ``BURST``); beyond that it is answered 429, saying when to retry.
 
-A pane is reached only through :func:`cafleet.delivery.panes.reach`, which checks the
+A pane is reached only through :func:`cafleet.delivery.spawning.panes.reach`, which checks the
 placement's recorded identity in the same call: a pane whose id now names another pane
 is reported ``stale`` and never captured. The text keeps only the colour and style
 sequences (SGR) of the pane; every other escape or control sequence (cursor movement,
@@ -159,7 +159,7 @@ class ScreenCache:
 
 def _capture(placement: Mapping[str, Any]) -> dict:
     """One multiplexer call: the pane's last ``MAX_LINES`` lines with colours, or why not."""
-    from cafleet.delivery.panes import reach
+    from cafleet.delivery.spawning.panes import reach
 
     pane = placement["pane_id"]
     try:
@@ -184,7 +184,7 @@ def _capture_many(placements: list[Mapping[str, Any]]) -> tuple[list[dict], int]
     multiplexer call (``Tmux.inspect_many``, each pane's identity checked in it); a backend
     without that read, or a pane id two placements name with different identities, is
     captured alone. (The screens, the multiplexer calls made.)"""
-    from cafleet.delivery.supervision import MuxPool
+    from cafleet.delivery.supervision.liveness import MuxPool
 
     pool = MuxPool()
     shot: list[dict | None] = [None] * len(placements)

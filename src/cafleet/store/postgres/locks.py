@@ -144,7 +144,7 @@ class AdvisoryLock:
     def beat(self) -> bool:
         """One round trip on the lock's session (``SELECT 1``), which moves the session's
         ``pg_stat_activity.state_change``: the fleet keeper's heartbeat, which other
-        processes read (:func:`cafleet.delivery.keepers.status`). False once the session is
+        processes read (:func:`cafleet.delivery.supervision.keeper_control.status`). False once the session is
         gone, and the lock with it; never an exception."""
         conn = self.conn
         if conn is None or conn.closed:

@@ -1,7 +1,7 @@
 """The dialog on a member's screen, as the Director's notice shows it and ``cafleet member
 answer`` checks it (docs/delivery.md, "The dialog and its digest").
 
-A pane whose screen reads ``awaiting_user`` (:func:`cafleet.delivery.screen.classify`)
+A pane whose screen reads ``awaiting_user`` (:func:`cafleet.delivery.keystrokes.screen.classify`)
 shows a dialog. Every reader (the keeper's notice, ``member answer``, the WebUI's answer
 buttons) reads the same window, :func:`capture`: the pane's whole visible screen, wrapped
 rows joined, so every row of the dialog as drawn is in it, however tall the dialog.
@@ -149,7 +149,7 @@ def read(agent: str, screen_text: str, marked: bool = False) -> Dialog | None:
     """The dialog on ``screen_text`` (as :func:`capture` reads it), or None when the screen
     does not read awaiting_user. ``marked``: captured with its attributes (``capture`` with
     ``marked``): they are dropped for the text and the digest, read for the selected button."""
-    from cafleet.delivery import screen
+    from cafleet.delivery.keystrokes import screen
 
     if screen.classify(agent, screen_text) != screen.PaneState.AWAITING_USER:
         return None  # (screen strips the attributes of a marked capture itself)
@@ -215,7 +215,7 @@ def _selected(marked_row: str, starts: list[int]) -> int | None:
 def _colours(raw: str) -> list[tuple[str, str | None, str | None]]:
     """The characters of a row captured with attributes, each with its foreground and
     background colour (SGR parameters as written, e.g. ``5;215``; None: the default)."""
-    from cafleet.delivery import screen
+    from cafleet.delivery.keystrokes import screen
 
     ansi = screen._regex(screen._ANSI)
     cells: list[tuple[str, str | None, str | None]] = []

@@ -32,13 +32,13 @@ bounded in time:
    this member, the rest is the start of that preview, cut with ``…`` or not), is removed
    with as many BackSpaces as it can hold, and the line typed whole;
 2. type the line literally (``send-keys -l``: never key names), after
-   :func:`~cafleet.delivery.preview.flatten`, so no control character is ever sent. A line
+   :func:`~cafleet.delivery.keystrokes.preview.flatten`, so no control character is ever sent. A line
    whose last word holds ``@``, ``$`` or ``/`` gets one trailing space, so that no file-
    mention or command completion is open when Enter is pressed (the first Enter would
    accept the completion, not submit);
 3. wait ``settle`` seconds, then up to ``echo_timeout`` for the line's first characters
    (the *marker*, ``[cafleet msg <id> from <sender> …`` for a preview) to show in the
-   agent's input box (:func:`~cafleet.delivery.screen.input_box`). If they never show, no
+   agent's input box (:func:`~cafleet.delivery.keystrokes.screen.input_box`). If they never show, no
    Enter is pressed: the typed characters are removed where that is safe (the box shows
    exactly our line: one BackSpace per typed character, never Escape) and the attempt fails;
 4. if a prompt awaiting the user appeared meanwhile, stop before Enter (rows that are
@@ -70,8 +70,8 @@ from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
 from cafleet.config import DEFAULT_SUBMIT_SETTLE
-from cafleet.delivery import screen
-from cafleet.delivery.preview import ELLIPSIS, NEWLINE_MARK, flatten
+from cafleet.delivery.keystrokes import screen
+from cafleet.delivery.keystrokes.preview import ELLIPSIS, NEWLINE_MARK, flatten
 from cafleet.errors import CafleetError, UsageError
 from cafleet.faults import NO_HOOKS
 from cafleet.mux.base import Multiplexer

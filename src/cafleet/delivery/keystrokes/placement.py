@@ -1,6 +1,6 @@
 """Reaching a member's pane through its placement, with the pane's identity checked.
 
-Kept apart from :mod:`cafleet.delivery.panes` (member creation and deletion) so that the
+Kept apart from :mod:`cafleet.delivery.spawning.panes` (member creation and deletion) so that the
 send path imports only what typing a preview needs.
 """
 

@@ -139,7 +139,7 @@ def open_local(
     Director's ``director`` placement (``backend``, ``session``, ``window_id``, ``pane_id``;
     ``mux`` its client); ``member_panes``: the fleet's members' panes (those a split may
     halve besides the Director's). (pane id, identity, window id)."""
-    from cafleet.delivery.lock import pane_lock
+    from cafleet.delivery.keystrokes.lock import pane_lock
     from cafleet.store.engines import lock_space
 
     locks = lock_space(settings.database)
@@ -156,7 +156,7 @@ def open_local(
                 name=window_name(int(env["CAFLEET_FLEET_ID"]), fleet_name),
                 member_panes=member_panes,
             )
-    from cafleet.mux.tmux import check_session
+    from cafleet.mux.tmux_syntax import check_session
 
     fleet_id = int(env["CAFLEET_FLEET_ID"])
     session_id = check_session(director["session"])[0]

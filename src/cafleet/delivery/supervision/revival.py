@@ -1,10 +1,10 @@
 """The keeper revives a member whose agent died, in a fleet that opted in (``fleet create
 --revive``; docs/delivery.md, "The keeper revives a member").
 
-At each look of the Director's notices (:class:`cafleet.delivery.notices.Noticer`, every
+At each look of the Director's notices (:class:`cafleet.delivery.supervision.notices.Noticer`, every
 ``CAFLEET_NOTICE_INTERVAL`` s) a member found dead (its pane gone, closed or not its own,
 its agent exited; not a host that does not answer) and still dead under its pane's lock is
-started again by :func:`cafleet.delivery.restore.restore_member`, exactly as ``member
+started again by :func:`cafleet.delivery.spawning.restore.restore_member`, exactly as ``member
 revive`` does: its conversation resumed, its id, messages and options kept. Each try is a
 row of :mod:`cafleet.broker.revivals` and a notice to the Director (``revived``), whatever
 its outcome.
@@ -23,10 +23,12 @@ import time
 
 from cafleet import config, render
 from cafleet.broker import notices, revivals
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.broker.records import MemberDetail
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 BACKOFF = 30.0  # seconds between a member's first two tries in an hour; doubling after
@@ -52,8 +54,9 @@ def due(history: list[tuple[float, str]], per_hour: int, now: float) -> str | fl
 class Reviver:
     """Revives the dead members of one fleet that opted in (see the module's text)."""
 
-    def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say) -> None:
+    def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say, hooks: Hooks = NO_HOOKS) -> None:
         self.store, self.settings, self.fleet_id, self.say = store, settings, fleet_id, say
+        self.hooks = hooks
         self.per_hour: int | None = None
 
     def refresh(self) -> None:
@@ -84,9 +87,9 @@ class Reviver:
             self._tell(member_id, "not_revived", revivals.GAVE_UP, text)
             self.say(f"gave up reviving member {member_id}: it died again after {self.per_hour} revivals in an hour")
             return GAVE_UP
-        from cafleet.delivery.restore import LOST, restore_member
+        from cafleet.delivery.spawning.restore import LOST, restore_member
 
-        result = restore_member(self.store, self.settings, member, director)
+        result = restore_member(self.store, self.settings, member, director, hooks=self.hooks)
         outcome = result["outcome"]
         if outcome not in (LOST, "restored", "started fresh"):
             return None  # alive meanwhile, or started again by another command: nothing was tried

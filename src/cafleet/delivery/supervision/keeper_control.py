@@ -1,6 +1,6 @@
 """Which keeper runs for a fleet, and starting one (docs/delivery.md, "The fleet keeper").
 
-The keeper itself (:mod:`cafleet.delivery.keeper`) is one resident process per fleet. This
+The keeper itself (:mod:`cafleet.delivery.supervision.keeper`) is one resident process per fleet. This
 module is what every other command needs of it, kept apart so that a command can ask
 "does one run?" without loading the keeper's loop (and so that the drain, which the keeper
 runs, can ask it without an import cycle).
@@ -63,6 +63,7 @@ import os
 
 from cafleet import config
 from cafleet.errors import clause
+from cafleet.faults import PROGRAM
 
 TYPE_CHECKING = False  # `typing` stays off the send path, which reads the record
 if TYPE_CHECKING:
@@ -261,7 +262,7 @@ def director_problem(store: Store, fleet_id: int) -> str | None:
     placement = members.get_member(store, director)["placement"] if director is not None else None
     if placement is None or placement["pane_id"] is None:
         return f"fleet {fleet_id}'s Director has no pane"
-    from cafleet.delivery.placement import reach
+    from cafleet.delivery.keystrokes.placement import reach
 
     pane = placement["pane_id"]
     try:
@@ -329,8 +330,9 @@ _ENDED: dict[tuple[str, int], tuple[str, float]] = {}
 AGAIN_AFTER = 30.0
 
 
-def ensure(store: Store, settings: config.Settings, fleet_id: int) -> Keeper:
-    """The fleet's keeper: the one that runs; else one started here, when the setting allows,
+def ensure(store: Store, settings: config.Settings, fleet_id: int, program: tuple[str, ...] = PROGRAM) -> Keeper:
+    """The fleet's keeper: the one that runs; else one started here (by ``program``: how this
+    process runs cafleet again, :attr:`cafleet.faults.Hooks.program`), when the setting allows,
     this is the Director's host and the Director's pane is there, once it holds its lock.
     When none runs (a stalled one included, which holds the lock: a second would end at
     once) its :attr:`~Keeper.why` says why and what fixes it."""
@@ -377,7 +379,6 @@ def ensure(store: Store, settings: config.Settings, fleet_id: int) -> Keeper:
     except OSError as error:
         return Keeper(False, why=_unwritable(where, fleet_id, error))
     try:
-        program = store.hooks.program
         child = spawn(settings.environ, log, fleet_id, program, drop=_untrusted(store, settings))
     except OSError as error:
         return Keeper(False, why=f"No fleet keeper could be started for fleet {fleet_id}: {error}")

@@ -4,9 +4,9 @@ the dialog the notice described (docs/delivery.md, "Answering a blocked member")
 
 Under the pane-input lock (the one every preview takes, so nothing is typed into the pane
 meanwhile), right before the key is sent, the screen is read once more, in the window every
-reader of a dialog reads (:func:`cafleet.delivery.dialog.capture`, here with its colours,
+reader of a dialog reads (:func:`cafleet.delivery.keystrokes.dialog.capture`, here with its colours,
 which the text and the digest leave out): it must read
-``awaiting_user``, its dialog's digest (:mod:`cafleet.delivery.dialog`) must be the one
+``awaiting_user``, its dialog's digest (:mod:`cafleet.delivery.keystrokes.dialog`) must be the one
 given, CHOICE one of its options and, when LABEL is given, that option's label
 LABEL exactly (as the notice and the WebUI show it). Otherwise nothing is sent and the answer
 is refused with one line saying what the screen shows now. The keys go through the lock's
@@ -14,7 +14,7 @@ guard (on PostgreSQL the lock's session is asked before each one) and the placem
 identity check, as a preview's do.
 
 A numbered option is picked by its digit. A dialog whose options are buttons without numbers
-(opencode's permission prompt; :mod:`cafleet.delivery.dialog`) is answered by the arrow keys
+(opencode's permission prompt; :mod:`cafleet.delivery.keystrokes.dialog`) is answered by the arrow keys
 that move its selection to the chosen button, then Enter; the screen is read with its
 colours, so the selected button is known before the first key. After the arrows, the screen
 is read again until it shows the same dialog (same digest) with the chosen button selected,
@@ -27,21 +27,23 @@ from __future__ import annotations
 
 from cafleet import config
 from cafleet.errors import CafleetError, Conflict, UsageError, clause
+from cafleet.faults import NO_HOOKS
 
 MOVE_WAIT = 5.0  # seconds the screen may take to show a moved selection (bounds a failure only)
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 
 def dialog_on(store: Store, member_id: int):
     """The dialog on the member's screen as every reader reads it
-    (:class:`cafleet.delivery.dialog.Dialog`), or None when it has no live pane, its screen
+    (:class:`cafleet.delivery.keystrokes.dialog.Dialog`), or None when it has no live pane, its screen
     cannot be read, or it shows no dialog awaiting its user."""
     from cafleet.broker import members
-    from cafleet.delivery import dialog
-    from cafleet.delivery.placement import reach
+    from cafleet.delivery.keystrokes import dialog
+    from cafleet.delivery.keystrokes.placement import reach
 
     try:
         placement = members.get_member(store, member_id)["placement"]
@@ -54,12 +56,18 @@ def dialog_on(store: Store, member_id: int):
 
 
 def answer_member(
-    store: Store, settings: config.Settings, member_id: int, choice: int, digest: str, label: str | None = None
+    store: Store,
+    settings: config.Settings,
+    member_id: int,
+    choice: int,
+    digest: str,
+    label: str | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> dict:
     from cafleet import render
-    from cafleet.delivery import dialog, lock
-    from cafleet.delivery.panes import _live_placement
-    from cafleet.delivery.placement import reach
+    from cafleet.delivery.keystrokes import dialog, lock
+    from cafleet.delivery.keystrokes.placement import reach
+    from cafleet.delivery.spawning.panes import _live_placement
 
     digest = digest.strip().lower()
     if not digest or len(digest) > 64 or any(ch not in "0123456789abcdef" for ch in digest):
@@ -77,7 +85,7 @@ def answer_member(
     agent = placement["coding_agent"]
     timeout = settings.lock_timeout
     mux = reach(placement)
-    with lock.placement_lock(store.locks, placement, timeout, store.hooks) as held:
+    with lock.placement_lock(store.locks, placement, timeout, hooks) as held:
         guarded = held.guard(mux)
         shown = dialog.capture(mux, pane, marked=True)  # the window the notice was read from
         seen = dialog.read(agent, shown, marked=True)
@@ -124,7 +132,7 @@ def _press_button(guarded, mux, agent: str, pane: str, member_id: int, seen, cho
     import time
 
     from cafleet import render
-    from cafleet.delivery import dialog
+    from cafleet.delivery.keystrokes import dialog
 
     move = dialog.moves(agent, seen, choice)
     if move is None:

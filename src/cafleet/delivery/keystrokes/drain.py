@@ -6,7 +6,7 @@ preview and submit it, and only then stamp ``notified_at`` with a conditional up
 ACK that came first counts as notified). No database transaction is open while typing.
 Any per-attempt failure leaves ``notified_at`` NULL and ends the drain with a diagnostic
 naming the message ids still owed and what retries them: the fleet keeper (started here
-when none runs, :mod:`cafleet.delivery.keepers`), else, after why no keeper runs and what
+when none runs, :mod:`cafleet.delivery.supervision.keeper_control`), else, after why no keeper runs and what
 fixes that, the next send to that recipient or a later ``message wait``. A recipient whose
 pane is gone is said to be so, with what to do: nothing can deliver to it.
 
@@ -20,11 +20,11 @@ process: it tries each pane's lock once without waiting and skips a busy pane, w
 holder is delivering right now (its drain takes every owed preview of that recipient,
 oldest first); a preview still owed is retried by the next send, wait or ``fleet watch``.
 
-Keys are sent only through the lock's guard (:meth:`cafleet.delivery.lock.Held.guard`):
-on PostgreSQL a lock lost with its session stops the typing (:class:`~cafleet.delivery.lock.LockLost`), and
+Keys are sent only through the lock's guard (:meth:`cafleet.delivery.keystrokes.lock.Held.guard`):
+on PostgreSQL a lock lost with its session stops the typing (:class:`~cafleet.delivery.keystrokes.lock.LockLost`), and
 :func:`after_lost_lock` takes the lock again to remove our own typed text.
 
-The ``store.hooks`` calls are the test seam's pause and trace points (:mod:`cafleet.faults`).
+The ``hooks`` calls are the test seam's pause and trace points (:mod:`cafleet.faults`).
 
 Imports of the multiplexer and typing code happen only when there is a pane to type into,
 so a send to the Director or a self-send costs nothing here.
@@ -36,6 +36,7 @@ from cafleet import config
 from cafleet.broker import messages, notifications
 from cafleet.broker.records import is_self_send
 from cafleet.errors import CafleetError, clause
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from cafleet.broker.records import BroadcastResult, MessageRecord, NotificationTarget
+    from cafleet.faults import Hooks
     from cafleet.mux.base import Multiplexer
     from cafleet.store.protocol import LockSpace, Store
 
@@ -58,7 +60,14 @@ class Outcome:
 
 
 def send(
-    store: Store, settings: config.Settings, from_id: int, to_id: int, text: str, on_stored=None, force: bool = False
+    store: Store,
+    settings: config.Settings,
+    from_id: int,
+    to_id: int,
+    text: str,
+    on_stored=None,
+    force: bool = False,
+    hooks: Hooks = NO_HOOKS,
 ) -> tuple[MessageRecord, Outcome]:
     """The one send path (CLI and WebUI): persist, then run the drain for the recipient.
 
@@ -69,11 +78,11 @@ def send(
     """
     if not force:
         refuse_over_budget(store, settings.environ, to_id)
-    record = messages.send(store, from_id, to_id, text)
-    store.hooks.pause("send.after_commit")
+    record = messages.send(store, from_id, to_id, text, hooks)
+    hooks.pause("send.after_commit")
     if on_stored is not None:
         on_stored(record)
-    return record, notify_after_send(store, settings, to_id, record)
+    return record, notify_after_send(store, settings, to_id, record, hooks)
 
 
 def broadcast(
@@ -84,6 +93,7 @@ def broadcast(
     on_stored=None,
     each=None,
     opener: Callable[[], Store] | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> tuple[BroadcastResult, list[Outcome]]:
     """Fan-out: every committed message is notified like a single send (``on_stored``
     as in :func:`send`, with the whole result; ``each`` as in
@@ -109,12 +119,12 @@ def broadcast(
         on_stored(result)
     sent = result["sent"]
     if opener is None or len(sent) < 2:
-        return result, [notify_after_send(store, settings, r["to_member_id"], r) for r in sent]
-    return result, _notify_at_once(store, settings, sent, opener)
+        return result, [notify_after_send(store, settings, r["to_member_id"], r, hooks) for r in sent]
+    return result, _notify_at_once(store, settings, sent, opener, hooks)
 
 
 def _notify_at_once(
-    store: Store, settings: config.Settings, sent: list[MessageRecord], opener: Callable[[], Store]
+    store: Store, settings: config.Settings, sent: list[MessageRecord], opener: Callable[[], Store], hooks: Hooks
 ) -> list[Outcome]:
     """:func:`notify_after_send` of every record of ``sent``, up to
     ``store.broadcast_workers`` recipients at a time (32 on SQLite, 8 on PostgreSQL),
@@ -137,7 +147,7 @@ def _notify_at_once(
                 return None
             with guard:
                 opened.append(own)
-        return notify_after_send(own, settings, record["to_member_id"], record)
+        return notify_after_send(own, settings, record["to_member_id"], record, hooks)
 
     try:
         with ThreadPoolExecutor(min(len(sent), workers), thread_name_prefix="cafleet-broadcast") as pool:
@@ -146,7 +156,7 @@ def _notify_at_once(
         for own in opened:
             own.close()
     return [
-        outcome if outcome is not None else notify_after_send(store, settings, record["to_member_id"], record)
+        outcome if outcome is not None else notify_after_send(store, settings, record["to_member_id"], record, hooks)
         for record, outcome in zip(sent, outcomes)
     ]
 
@@ -166,7 +176,9 @@ def refuse_over_budget(store: Store, environ, member_id: int, action: str = "sen
         check_budget(store, environ, member_id, budgets, action)
 
 
-def notify_after_send(store: Store, settings: config.Settings, recipient_id: int, record: MessageRecord) -> Outcome:
+def notify_after_send(
+    store: Store, settings: config.Settings, recipient_id: int, record: MessageRecord, hooks: Hooks = NO_HOOKS
+) -> Outcome:
     """Run the drain after ``record`` was committed; report whether it was notified."""
     if is_self_send(record["from_member_id"], record["to_member_id"]):
         return Outcome(True)  # self-sends are stamped on insert and type nothing
@@ -177,12 +189,12 @@ def notify_after_send(store: Store, settings: config.Settings, recipient_id: int
         if target is None:
             return Outcome(False)  # the root Director and pending placements poll/listen instead
         stamped: set[int] = set()
-        failure = drain(store, settings, recipient_id, set(), stamped)
+        failure = drain(store, settings, recipient_id, set(), stamped, hooks=hooks)
         notified = message_id in stamped or not notifications.still_pending_notification(store, message_id)
     except Exception as error:  # noqa: BLE001 -- the message is stored: a fault here is a warning, never a failure
         # still owed: the keeper (started now if none runs) retries it, as after any other failure
         if target is not None:
-            keeper = fleet_keeper(store, settings, target["fleet_id"])
+            keeper = fleet_keeper(store, settings, target["fleet_id"], hooks)
         else:
             keeper = f"Whether a fleet keeper runs is not known (member {recipient_id}'s placement could not be read)"
         return Outcome(False, not_notified(message_id, recipient_id, _unexpected(error), keeper))
@@ -192,12 +204,12 @@ def notify_after_send(store: Store, settings: config.Settings, recipient_id: int
         return Outcome(notified)
     if notified:
         return Outcome(True)
-    keeper = fleet_keeper(store, settings, target["fleet_id"])
+    keeper = fleet_keeper(store, settings, target["fleet_id"], hooks)
     return Outcome(False, not_notified(message_id, recipient_id, failure, keeper, target["fleet_id"]))
 
 
 def retry_fleet(
-    store: Store, settings: config.Settings, member_id: int, keeper_why: str | None = None
+    store: Store, settings: config.Settings, member_id: int, keeper_why: str | None = None, hooks: Hooks = NO_HOOKS
 ) -> list[Outcome]:
     """``message wait``'s first step: retry every preview owed in the member's fleet.
     ``keeper_why``: what :func:`fleet_keeper` said already (asked here at the first failure
@@ -217,15 +229,15 @@ def retry_fleet(
             target = notifications.notification_target(store, recipient_id)
             if target is None:
                 continue
-            failure = drain(store, settings, recipient_id, attempted, set(), wait_for_lock=False)
+            failure = drain(store, settings, recipient_id, attempted, set(), wait_for_lock=False, hooks=hooks)
             if failure:
                 owed = notifications.owed_message_ids(store, recipient_id)
                 if keeper is None:
-                    keeper = fleet_keeper(store, settings, fleet_id)
+                    keeper = fleet_keeper(store, settings, fleet_id, hooks)
         except Exception as error:  # noqa: BLE001 -- nothing here may keep the caller from its own messages
             failure, owed = _unexpected(error), sorted(attempted - before)  # at least the one that failed
             if keeper is None:
-                keeper = fleet_keeper(store, settings, fleet_id)
+                keeper = fleet_keeper(store, settings, fleet_id, hooks)
         if failure and owed:
             outcomes.append(Outcome(False, not_notified(owed, recipient_id, failure, keeper or "", fleet_id)))
     return outcomes
@@ -235,16 +247,16 @@ def keeper_off(fleet_id: int) -> str:
     return f"The fleet keeper is off (CAFLEET_KEEPER=off; `cafleet fleet watch {fleet_id}` does its work while it runs)"
 
 
-def fleet_keeper(store: Store, settings: config.Settings, fleet_id: int) -> str:
+def fleet_keeper(store: Store, settings: config.Settings, fleet_id: int, hooks: Hooks = NO_HOOKS) -> str:
     """Why no keeper works for the fleet and what fixes that (one sentence); an empty
-    string while its keeper runs (started now if none did, :func:`keepers.ensure
-    <cafleet.delivery.keepers.ensure>`). Never an error."""
+    string while its keeper runs (started now if none did, :func:`keeper_control.ensure
+    <cafleet.delivery.supervision.keeper_control.ensure>`). Never an error."""
     if not settings.keeper:
         return keeper_off(fleet_id)  # off: nothing is imported or started
     try:
-        from cafleet.delivery import keepers
+        from cafleet.delivery.supervision import keeper_control
 
-        found = keepers.ensure(store, settings, fleet_id)
+        found = keeper_control.ensure(store, settings, fleet_id, hooks.program)
     except Exception as error:  # noqa: BLE001 -- a keeper that cannot be started leaves the message owed, never an error
         return f"No fleet keeper could be started for fleet {fleet_id} ({_unexpected(error)})"
     return "" if found.running else found.why or f"No fleet keeper runs for fleet {fleet_id}"
@@ -258,13 +270,13 @@ def _unexpected(error: Exception) -> str:
     return f"delivery stopped by an internal error ({type(error).__name__}: {error})"
 
 
-def start_keeper(store: Store, settings: config.Settings, fleet_id: int) -> str | None:
+def start_keeper(store: Store, settings: config.Settings, fleet_id: int, hooks: Hooks = NO_HOOKS) -> str | None:
     """For a command that needs the fleet's keeper (``fleet create``, ``member create``):
     start it when none runs; the warning to print when none works (:func:`keeper_warning`),
     else None (nothing with the keeper off: that is the user's choice)."""
     if not settings.keeper:
         return None
-    why = fleet_keeper(store, settings, fleet_id)
+    why = fleet_keeper(store, settings, fleet_id, hooks)
     return keeper_warning(why) if why else None
 
 
@@ -318,19 +330,20 @@ def drain(
     *,
     wait_for_lock: bool = True,
     reach: Callable[[NotificationTarget], Multiplexer] | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> str | None:
     """Deliver owed previews to one recipient; return a failure reason or None.
 
     ``wait_for_lock=False``: one attempt at the pane's lock; when another process holds
     it, stop quietly (None): the holder is delivering and the previews stay owed.
     ``reach(target)``: the multiplexer that reaches the recipient's pane, its identity
-    checked (:func:`cafleet.delivery.placement.reach`, unless a test gives a pane that
+    checked (:func:`cafleet.delivery.keystrokes.placement.reach`, unless a test gives a pane that
     replays recorded screens).
     """
-    from cafleet.delivery import lock, preview, submit
+    from cafleet.delivery.keystrokes import lock, preview, submit
 
     if reach is None:
-        from cafleet.delivery import placement
+        from cafleet.delivery.keystrokes import placement
 
         reach = placement.reach
 
@@ -347,13 +360,13 @@ def drain(
             return None
         mux = text = None
         try:
-            with lock.placement_lock(store.locks, target, timeout, store.hooks) as held:
+            with lock.placement_lock(store.locks, target, timeout, hooks) as held:
                 refusal = _refusal(store, recipient_id, target, message_id)
                 if refusal == "":
                     continue  # ACKed or notified by another process meanwhile
                 if refusal is not None:
                     return refusal
-                store.hooks.pause("drain.locked")
+                hooks.pause("drain.locked")
                 text = preview.render_preview(
                     message_id, pending["from_member_id"], pending["created_at"], pending["text"], settings.max_text_len
                 )
@@ -366,7 +379,7 @@ def drain(
                 recorded = (
                     _agent_record(store, recipient_id, target, text) if earlier or not held.keeps_entered else None
                 )
-                store.hooks.trace(f"drain.typing {message_id}")  # test-only count (cafleet.faults)
+                hooks.trace(f"drain.typing {message_id}")  # test-only count (cafleet.faults)
                 submit.submit_preview(
                     mux,
                     target["pane_id"],
@@ -377,14 +390,14 @@ def drain(
                     earlier=earlier,
                     recorded=recorded,
                     on_enter=_noting(held, message_id),
-                    hooks=store.hooks,
+                    hooks=hooks,
                 )
-                store.hooks.trace(f"drain.submitted {message_id}")
-                store.hooks.pause("drain.submitted")
+                hooks.trace(f"drain.submitted {message_id}")
+                hooks.pause("drain.submitted")
                 if notifications.stamp_notified(store, message_id):
                     stamped.add(message_id)
                 held.forget_entered(message_id)
-                store.hooks.pause("drain.stamped")
+                hooks.pause("drain.stamped")
         except lock.LockLost as error:
             typed = getattr(mux, "typed", False)
             return after_lost_lock(store.locks, target, text or "", timeout, error, typed)
@@ -464,8 +477,8 @@ def _our_preview_line(store: Store, recipient_id: int):
     given the box's text, the whole uncut line a preview of the message its header names
     would start with (``[cafleet msg <id> from <sender> <created_at>]⏎<body>``), when that
     message was sent to this recipient by that sender; None otherwise."""
-    from cafleet.delivery.preview import NEWLINE_MARK, flatten
-    from cafleet.delivery.submit import PREVIEW_HEAD
+    from cafleet.delivery.keystrokes.preview import NEWLINE_MARK, flatten
+    from cafleet.delivery.keystrokes.submit import PREVIEW_HEAD
 
     def line_of(box: str) -> str | None:
         if not box.startswith(PREVIEW_HEAD):
@@ -488,8 +501,8 @@ def after_lost_lock(
     """What to say after the pane-input lock was lost while typing ``text`` into the
     placement's pane: if anything was typed, the lock is taken again (bounded by
     ``timeout``) and our own typed text removed from the input box (submit.take_back)."""
-    from cafleet.delivery import lock, submit
-    from cafleet.delivery.placement import reach
+    from cafleet.delivery.keystrokes import lock, submit
+    from cafleet.delivery.keystrokes.placement import reach
 
     reason = clause(error)
     if not typed:

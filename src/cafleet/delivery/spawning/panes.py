@@ -6,7 +6,7 @@ Every pane is reached through :func:`reach`, which binds the placement's recorde
 identity to the multiplexer client: a pane whose id now names another pane (its server
 restarted) is *stale*, and nothing is typed into it or closed.
 
-The ``store.hooks`` calls are the test seam's pause points (:mod:`cafleet.faults`).
+The ``hooks`` calls (the command's, passed in) are the test seam's pause points (:mod:`cafleet.faults`).
 
 The registry change and the pane kill happen while the lock is held, so a concurrent
 drain that was waiting for the lock re-checks and finds the member gone instead of
@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 from cafleet import config
 from cafleet.broker import fleets, members
-from cafleet.delivery.placement import reach, recorded_at
+from cafleet.delivery.keystrokes.placement import reach, recorded_at
 from cafleet.errors import CafleetError, clause
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from cafleet.broker.records import MemberDetail, MemberPlacement, PlacementRecord
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 
@@ -83,7 +85,9 @@ def _kill(placement: Mapping[str, Any]) -> PaneOutcome:
         return PaneOutcome(PaneFate.NOT_CLOSED, str(error))
 
 
-def delete_fleet(store: Store, settings: config.Settings, fleet_id: int, *, discard_worktrees: bool = False):
+def delete_fleet(
+    store: Store, settings: config.Settings, fleet_id: int, *, discard_worktrees: bool = False, hooks: Hooks = NO_HOOKS
+):
     """Soft-delete the fleet and close its member panes (never the Director's), each under
     its pane-input lock.
 
@@ -104,11 +108,11 @@ def delete_fleet(store: Store, settings: config.Settings, fleet_id: int, *, disc
     with ExitStack() as held:
         locked, busy = set(), set()
         if listed:
-            from cafleet.delivery.lock import pane_lock
+            from cafleet.delivery.keystrokes.lock import pane_lock
 
             for key in sorted({_key(p) for p in listed}):  # sorted: no deadlock with other multi-lock holders
                 try:
-                    held.enter_context(pane_lock(locks, *key, timeout, store.hooks))
+                    held.enter_context(pane_lock(locks, *key, timeout, hooks))
                     locked.add(key)
                 except LockTimeout:
                     busy.add(key)
@@ -124,10 +128,10 @@ def delete_fleet(store: Store, settings: config.Settings, fleet_id: int, *, disc
             else:
                 late.append(placement)
     for placement in late:  # registered after the listing: its own lock, alone, so no lock-order issue
-        from cafleet.delivery.lock import placement_lock
+        from cafleet.delivery.keystrokes.lock import placement_lock
 
         try:
-            with placement_lock(locks, placement, timeout, store.hooks):
+            with placement_lock(locks, placement, timeout, hooks):
                 closed[placement["member_id"]] = _kill(placement)
         except LockTimeout:
             closed[placement["member_id"]] = _busy(placement)
@@ -178,7 +182,9 @@ def _busy(placement: Mapping[str, Any]) -> PaneOutcome:
     )
 
 
-def delete_member(store: Store, settings: config.Settings, member_id: int, *, discard_worktree: bool = False):
+def delete_member(
+    store: Store, settings: config.Settings, member_id: int, *, discard_worktree: bool = False, hooks: Hooks = NO_HOOKS
+):
     """Member deletion: under the pane lock, kill the pane (gone is fine), then deregister;
     then its worktree, if it has one, is removed when nothing would be lost (or with
     ``discard_worktree``) and kept otherwise. ``(pane status, worktree result or None)``.
@@ -194,7 +200,7 @@ def delete_member(store: Store, settings: config.Settings, member_id: int, *, di
         if record["kind"] == "director" or row is None or row["status"] == worktree_records.REMOVED:
             raise
         return ALREADY_GONE, _release(store, settings.environ, member_id, discard_worktree)
-    return _delete_member(store, settings, member, member_id), _release(
+    return _delete_member(store, settings, member, member_id, hooks), _release(
         store, settings.environ, member_id, discard_worktree
     )
 
@@ -209,16 +215,18 @@ def _release(store: Store, environ, member_id: int, discard: bool) -> dict | Non
     return worktrees.release(store, environ, member_id, discard=discard)
 
 
-def _delete_member(store: Store, settings: config.Settings, member: MemberDetail, member_id: int) -> PaneOutcome:
+def _delete_member(
+    store: Store, settings: config.Settings, member: MemberDetail, member_id: int, hooks: Hooks
+) -> PaneOutcome:
     placement = member["placement"]
     if placement is None or placement["pane_id"] is None:
         members.deregister_member(store, member_id)
         return NO_PANE
-    from cafleet.delivery.lock import placement_lock
+    from cafleet.delivery.keystrokes.lock import placement_lock
 
-    with placement_lock(store.locks, placement, settings.lock_timeout, store.hooks):
+    with placement_lock(store.locks, placement, settings.lock_timeout, hooks):
         status = _kill(placement)
-        store.hooks.pause("delete.killed")
+        hooks.pause("delete.killed")
         if status.fate is PaneFate.NOT_CLOSED:
             raise CafleetError(f"member {member_id} was not deleted: its pane {placement['pane_id']} {status.text()}.")
         members.deregister_member(store, member_id)
@@ -348,7 +356,7 @@ class SpawnRequest:
     placement: str | None = None
 
 
-def create_member(store: Store, settings: config.Settings, request: SpawnRequest) -> dict:
+def create_member(store: Store, settings: config.Settings, request: SpawnRequest, hooks: Hooks = NO_HOOKS) -> dict:
     """Member creation: pending registration, spawn prompt, split a pane, record it under the lock.
 
     ``request`` is what ``member create`` asked for, whole. With its ``worktree`` (None:
@@ -362,10 +370,10 @@ def create_member(store: Store, settings: config.Settings, request: SpawnRequest
     registry write is compensated (pane killed, member deregistered) and reported.
     With ``host``, the pane is a new tmux session on that host, over SSH
     (:func:`_create_remote`); else it opens where ``placement`` says (None: the fleet's
-    default, else ``auto``; :mod:`cafleet.delivery.layout`).
+    default, else ``auto``; :mod:`cafleet.delivery.spawning.layout`).
     """
     from cafleet.agents import backends
-    from cafleet.delivery import layout
+    from cafleet.delivery.spawning import layout
 
     environ, fleet_id, host = settings.environ, request.fleet_id, request.host
     director, director_placement, mux = _directors_pane(store, environ, fleet_id)
@@ -386,7 +394,7 @@ def create_member(store: Store, settings: config.Settings, request: SpawnRequest
 
         raise UsageError("--placement is for members on this machine; one on another host gets a session of its own.")
     mode = layout.choose(request.placement, fleets.default_placement(store, fleet_id)) if host is None else ""
-    from cafleet.delivery.capacity import check_room  # the fleet's cap, the host's memory: before any write
+    from cafleet.delivery.spawning.capacity import check_room  # the fleet's cap, the host's memory: before any write
 
     check_room(store, settings, fleet_id, spawn.agent, host, request.force)
     if host is not None:
@@ -396,7 +404,7 @@ def create_member(store: Store, settings: config.Settings, request: SpawnRequest
 
             where = request.repo or _cwd()  # the repository at the same path there, or the path given
             plan = worktrees.plan(environ, where, request.branch, request.base, host=host)
-        return _create_remote(store, settings, host, spawn, plan)
+        return _create_remote(store, settings, host, spawn, plan, hooks)
     backends.find_binary(spawn.agent, environ)
     cwd = _cwd()  # the new pane starts here; a deleted directory is refused before any write
     plan = None
@@ -404,7 +412,7 @@ def create_member(store: Store, settings: config.Settings, request: SpawnRequest
         from cafleet.delivery import worktrees
 
         plan = worktrees.plan(environ, cwd, request.branch, request.base)  # refused here, before any write
-    return _create_local(store, settings, spawn, director_placement, mux, plan, cwd, request, mode)
+    return _create_local(store, settings, spawn, director_placement, mux, plan, cwd, request, mode, hooks)
 
 
 def _create_local(
@@ -417,10 +425,11 @@ def _create_local(
     cwd: str,
     request: SpawnRequest,
     mode: str,
+    hooks: Hooks,
 ):
-    """A member in a new pane placed by ``mode`` (:mod:`cafleet.delivery.layout`), in
+    """A member in a new pane placed by ``mode`` (:mod:`cafleet.delivery.spawning.layout`), in
     ``cwd`` (or its new worktree), with its usage source recorded before its agent starts."""
-    from cafleet.delivery import layout
+    from cafleet.delivery.spawning import layout
     from cafleet.store.engines import member_location
 
     database = member_location(
@@ -447,7 +456,7 @@ def _create_local(
         pane_env.update(store.member_environment())  # the member's cafleet reaches the same tables
         pane_id, identity, window_id = layout.open_local(
             settings,
-            store.hooks,
+            hooks,
             placement,
             mux,
             spawn.argv(member_id, session_id),
@@ -459,7 +468,7 @@ def _create_local(
         )
         return pane_id, identity, placement, window_id
 
-    return _spawn(store, settings, spawn, placement, mux, plan, open_pane)
+    return _spawn(store, settings, spawn, placement, mux, plan, open_pane, hooks)
 
 
 def fleet_panes(store: Store, fleet_id: int, session: str) -> set[str]:
@@ -545,7 +554,15 @@ def _check_worktree_options(store: Store, request: SpawnRequest) -> bool:
 
 
 def _spawn(
-    store: Store, settings: config.Settings, spawn: Spawn, placement: dict, mux, plan, open_pane, close_unknown=None
+    store: Store,
+    settings: config.Settings,
+    spawn: Spawn,
+    placement: dict,
+    mux,
+    plan,
+    open_pane,
+    hooks: Hooks,
+    close_unknown=None,
 ) -> dict:
     """The steps every creation shares: register the member pending (with ``placement``'s
     backend, session and window), add its worktree (``plan``), open its pane
@@ -563,23 +580,23 @@ def _spawn(
         window_id=placement["window_id"],
         coding_agent=spawn.agent,
     )
-    store.hooks.pause("create.registered")
+    hooks.pause("create.registered")
     pane_id = None
     added = None
     try:
         if plan is not None:
             from cafleet.delivery import worktrees
 
-            added = worktrees.add(store, plan, spawn.fleet_id, member_id, spawn.name)
+            added = worktrees.add(store, plan, spawn.fleet_id, member_id, spawn.name, hooks)
         pane_id, identity, recorded, window_id = open_pane(member_id, added["path"] if added else None)
-        store.hooks.pause("create.split")
-        from cafleet.delivery.lock import placement_lock
+        hooks.pause("create.split")
+        from cafleet.delivery.keystrokes.lock import placement_lock
 
         # the pane id (and, for a member on another host, its session and window) under the new pane's lock
-        with placement_lock(store.locks, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id):
+        with placement_lock(store.locks, recorded, settings.lock_timeout, hooks, pane_id=pane_id):
             window = (recorded["session"], window_id) if window_id else None
             members.set_pane_id(store, member_id, pane_id, identity, window)
-        store.hooks.pause("create.patched")
+        hooks.pause("create.patched")
     except BaseException as error:  # noqa: BLE001 -- anything, a signal included, after the registration is undone and reported
         closed = None if pane_id is not None or close_unknown is None else close_unknown(member_id)
         message = _compensate(store, mux, member_id, pane_id, error, closed)
@@ -688,7 +705,7 @@ def remote_pane_env(environ, database: str, host: str, fleet_id: int, member_id:
     return env
 
 
-def _create_remote(store: Store, settings: config.Settings, host: str, spawn: Spawn, plan=None) -> dict:
+def _create_remote(store: Store, settings: config.Settings, host: str, spawn: Spawn, plan, hooks: Hooks) -> dict:
     """A member on another host: check that the host answers and has tmux and the agent,
     register it pending (session ``ssh://<host>/``), open a detached tmux session of its
     own on the host's ``-L cafleet`` server, and record the session, window and pane.
@@ -734,6 +751,7 @@ def _create_remote(store: Store, settings: config.Settings, host: str, spawn: Sp
         mux,
         plan,
         open_pane,
+        hooks,
         close_unknown=lambda member_id: _close_started_session(ssh, member_id, database),
     )
     added = out.pop("worktree", None)
@@ -864,12 +882,14 @@ def capture_member(store: Store, member_id: int, lines: int, ansi: bool) -> dict
     return {"member_id": member_id, "pane_id": pane_id, "text": screen}
 
 
-def prompt_member(store: Store, settings: config.Settings, member_id: int, text: str, *, force: bool = False) -> dict:
+def prompt_member(
+    store: Store, settings: config.Settings, member_id: int, text: str, *, force: bool = False, hooks: Hooks = NO_HOOKS
+) -> dict:
     """Type one line into the member's agent and submit it, under the pane lock (``member
     prompt``). New work like a message: refused for a member over its budget or its
-    fleet's unless ``force`` (the one gate, :func:`cafleet.delivery.drain.refuse_over_budget`)."""
-    from cafleet.delivery import lock, submit
-    from cafleet.delivery.drain import refuse_over_budget
+    fleet's unless ``force`` (the one gate, :func:`cafleet.delivery.keystrokes.drain.refuse_over_budget`)."""
+    from cafleet.delivery.keystrokes import lock, submit
+    from cafleet.delivery.keystrokes.drain import refuse_over_budget
     from cafleet.errors import UsageError
 
     if not text.strip() or "\n" in text or "\r" in text:
@@ -880,7 +900,7 @@ def prompt_member(store: Store, settings: config.Settings, member_id: int, text:
     locks, timeout = store.locks, settings.lock_timeout
     mux = reach(placement)
     try:
-        with lock.placement_lock(locks, placement, timeout, store.hooks) as held:
+        with lock.placement_lock(locks, placement, timeout, hooks) as held:
             mux = held.guard(mux)  # the lock is checked before each keystroke too
             submit.type_prompt(
                 mux,
@@ -888,10 +908,10 @@ def prompt_member(store: Store, settings: config.Settings, member_id: int, text:
                 text,
                 placement["coding_agent"],
                 pacing=submit.Pacing(settings.submit_settle),
-                hooks=store.hooks,
+                hooks=hooks,
             )
     except lock.LockLost as error:
-        from cafleet.delivery.drain import after_lost_lock
+        from cafleet.delivery.keystrokes.drain import after_lost_lock
 
         typed = getattr(mux, "typed", False)
         raise CafleetError(after_lost_lock(locks, placement, text, timeout, error, typed) + ".") from None

@@ -166,7 +166,7 @@ def pane_lock(
 ) -> Iterator[Held]:
     """Hold the pane-input lock for the key, in the lock space ``space`` (``store.locks``),
     while the ``with`` body runs; the body types through ``held.guard(mux)``. ``hooks``:
-    the command's test hooks (``store.hooks``; :mod:`cafleet.faults`), which count each try
+    the command's test hooks (:mod:`cafleet.faults`), which count each try
     that finds the lock held."""
     if timeout < 0:
         raise ValueError("timeout must not be negative")

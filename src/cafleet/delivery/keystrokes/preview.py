@@ -75,7 +75,7 @@ def render_preview(message_id: int, sender_member_id: int, created_at: str, body
     """The preview's header naming the message and, after a line break, the flattened body
     cut to ``max_len`` code points, and never more than :data:`PREVIEW_MAX_LEN` (``…``
     appended only when something was cut). It is typed as one line: :func:`flatten` shows
-    that break as ``⏎`` too (delivery/submit.py)."""
+    that break as ``⏎`` too (delivery/keystrokes/submit.py)."""
     if max_len < 0:
         raise ValueError("max_len must not be negative")
     max_len = min(max_len, PREVIEW_MAX_LEN)

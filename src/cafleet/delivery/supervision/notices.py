@@ -3,7 +3,7 @@ off) tells the Director what needs it, so that a Director blocked in ``message w
 for trouble (docs/delivery.md, "Notices in the Director's inbox").
 
 Every ``CAFLEET_NOTICE_INTERVAL`` s (15) :class:`Noticer` reads the state of each active
-member other than the Director (``delivery.supervision.pane_state``, their panes read
+member other than the Director (``delivery.supervision.liveness.pane_state``, their panes read
 together: one multiplexer call per server, ``MuxPool.inspecting``) and posts one notice
 (:mod:`cafleet.broker.notices`: a self-send of the Director) for each condition that holds
 and has no open episode:
@@ -11,7 +11,7 @@ and has no open episode:
 - ``awaiting_user``: the member's pane has shown a prompt awaiting its user for
   ``CAFLEET_NOTICE_AWAITING_AFTER`` s (30) as seen by this process; the notice holds the
   dialog's text (every row of the pane's visible screen, in full, hidden characters shown as
-  escapes: :mod:`cafleet.delivery.dialog`, read with one more multiplexer call), its digest
+  escapes: :mod:`cafleet.delivery.keystrokes.dialog`, read with one more multiplexer call), its digest
   and the command that answers it (``cafleet member answer M CHOICE --dialog DIGEST``). A
   dialog that changes into another one (another digest) is a new episode;
 - ``dead``: the member's pane is gone, exited, back at a shell or stale, with messages owed
@@ -21,10 +21,10 @@ and has no open episode:
   the trace of one);
 - ``unreachable``: a remote member's host cannot be reached over SSH (one notice per host);
 - ``over_budget``: the member or its fleet is at or over its budget (the send path's gate,
-  ``delivery.drain.refuse_over_budget``).
+  ``delivery.keystrokes.drain.refuse_over_budget``).
 
 In a fleet that opted in (``fleet create --revive``) a dead member is first started again
-(:mod:`cafleet.delivery.revival`, whose ``revived`` and ``not_revived`` notices are events,
+(:mod:`cafleet.delivery.supervision.revival`, whose ``revived`` and ``not_revived`` notices are events,
 each posted with its episode over); the ``dead`` notice is posted only for a member the
 keeper neither revived nor waits to revive.
 
@@ -38,17 +38,22 @@ import time
 
 from cafleet import config, render
 from cafleet.broker import notices
-from cafleet.delivery import supervision
+from cafleet.delivery.supervision import liveness
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.broker.records import MemberDetail
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 
 class Noticer:
-    def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say=None) -> None:
+    def __init__(
+        self, store: Store, settings: config.Settings, fleet_id: int, say=None, hooks: Hooks = NO_HOOKS
+    ) -> None:
         self.store = store
+        self.hooks = hooks
         self.environ = settings.environ
         self.fleet_id = fleet_id
         self.say = say or (lambda _: None)
@@ -60,11 +65,11 @@ class Noticer:
         self.blocked: dict[int, tuple[str, float, float]] = {}
         self.opened: dict[tuple[str, str], dict] = {}
         self.posted = 0  # notices posted so far (the caller may reset it)
-        self.pool = supervision.MuxPool()
+        self.pool = liveness.MuxPool()
         self.down: set[str] = set()
-        from cafleet.delivery.revival import Reviver
+        from cafleet.delivery.supervision.revival import Reviver
 
-        self.reviver = Reviver(store, settings, fleet_id, self.say)  # a fleet that opted in (`--revive`)
+        self.reviver = Reviver(store, settings, fleet_id, self.say, hooks)  # a fleet that opted in (`--revive`)
         self.director: MemberDetail | None = None
 
     def round(self) -> float:
@@ -130,12 +135,12 @@ class Noticer:
         if host is not None and host in self.down:
             return  # one SSH timeout per host per look, not one per member
         screens: dict[int, str] = {}
-        state, detail = supervision.pane_state(entry, self.pool, float("inf"), screens=screens)
-        if state == supervision.BLOCKED and member_id in screens:
+        state, detail = liveness.pane_state(entry, self.pool, float("inf"), screens=screens)
+        if state == liveness.BLOCKED and member_id in screens:
             self.awaiting(entry, name, holding)
         else:
             self.blocked.pop(member_id, None)
-        if state == supervision.DEAD and host is not None and " over SSH" in detail:
+        if state == liveness.DEAD and host is not None and " over SSH" in detail:
             self.down.add(host)
             subject = f"host:{host}"
             if ("unreachable", subject) not in holding:
@@ -147,8 +152,8 @@ class Noticer:
                     f"{render.inline(detail)}). Previews owed to its members wait until it answers again; "
                     f"check it with `ssh {render.inline(host)} true`.",
                 )
-        elif state == supervision.DEAD and supervision.still_dead(self.store, entry):
-            from cafleet.delivery.revival import REVIVED, WAITING
+        elif state == liveness.DEAD and liveness.still_dead(self.store, entry, self.hooks):
+            from cafleet.delivery.supervision.revival import REVIVED, WAITING
 
             revived = self.director and self.reviver.consider(entry, self.director, detail)
             owed = [] if revived in (REVIVED, WAITING) else notifications.owed_message_ids(self.store, member_id)
@@ -187,7 +192,7 @@ class Noticer:
             )
 
     def awaiting(self, entry: MemberDetail, name: str, holding: dict) -> None:
-        from cafleet.delivery import dialog
+        from cafleet.delivery.keystrokes import dialog
         from cafleet.errors import CafleetError
 
         member_id = entry["member_id"]
@@ -267,7 +272,7 @@ class Noticer:
         return not row[0]
 
     def over_budget(self, member_id: int) -> str | None:
-        from cafleet.delivery.drain import refuse_over_budget
+        from cafleet.delivery.keystrokes.drain import refuse_over_budget
         from cafleet.errors import OverBudget
 
         try:

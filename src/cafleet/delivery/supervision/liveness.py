@@ -27,10 +27,12 @@ from __future__ import annotations
 
 from cafleet import clock
 from cafleet.errors import CafleetError, DamagedPlacement, PaneStale, clause
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.broker.records import MemberBrief, MemberDetail
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 ALIVE, IDLE, SILENT, BLOCKED, DEAD, PENDING = "alive", "idle", "silent", "blocked", "dead", "pending"
@@ -66,9 +68,9 @@ class MuxPool:
 
     def reach(self, placement):
         """This pool's client for a concrete placement, expecting the pane's recorded
-        identity (:func:`cafleet.delivery.placement.reach`, the client shared by server);
+        identity (:func:`cafleet.delivery.keystrokes.placement.reach`, the client shared by server);
         DamagedPlacement for stored values that do not match their encoding."""
-        from cafleet.delivery.placement import recorded_at
+        from cafleet.delivery.keystrokes.placement import recorded_at
         from cafleet.mux.detect import check_placement
 
         check_placement(placement)
@@ -128,7 +130,7 @@ class _Inspecting:
 
 
 def _read_key(mux, placement, lines: int) -> tuple:
-    from cafleet.delivery.placement import recorded_at
+    from cafleet.delivery.keystrokes.placement import recorded_at
 
     return (id(mux), placement["pane_id"], placement.get("identity"), recorded_at(placement), lines)
 
@@ -140,8 +142,8 @@ def pane_state(
     ``broker.members.get_member`` or ``roster_detail`` (not the member's standing in
     the broker: that is ``broker.messages.member_standing``). ``screens``: when given, the
     screen of a blocked member is put there under its id (the dialog's text)."""
-    from cafleet.delivery import screen
-    from cafleet.delivery.placement import recorded_at
+    from cafleet.delivery.keystrokes import screen
+    from cafleet.delivery.keystrokes.placement import recorded_at
     from cafleet.mux.detect import check_placement
 
     placement = member["placement"]
@@ -180,21 +182,21 @@ def pane_state(
     return ALIVE, "ok"
 
 
-def still_dead(store: Store, member: MemberDetail) -> bool:
+def still_dead(store: Store, member: MemberDetail, hooks: Hooks = NO_HOOKS) -> bool:
     """A ``dead`` verdict on ``member`` (a detail record) checked again under its pane's
     input lock, tried once without waiting: `member delete` closes the pane and then
     deregisters the member, holding that lock, so a look between the two must not call the
     member dead. False while the lock is held (a deletion or a delivery is under way: the
     next look sees how it ended) and once the member is deregistered."""
     from cafleet.broker import members
-    from cafleet.delivery.lock import placement_lock
+    from cafleet.delivery.keystrokes.lock import placement_lock
     from cafleet.errors import LockTimeout
 
     placement = member["placement"]
     if placement is None:  # no pane to be dead (pane_state calls such a member pending)
         return False
     try:
-        with placement_lock(store.locks, placement, 0, store.hooks):
+        with placement_lock(store.locks, placement, 0, hooks):
             return members.get_member(store, member["member_id"])["status"] == "active"
     except LockTimeout:
         return False

@@ -7,7 +7,7 @@ per member for tmux), retries previews owed for longer than one interval (each m
 at most once per interval) and reports the fleet keeper (a ``keeper`` event when it starts
 or stops running; a keeper that should run and does not is started when previews are
 owed). With the keeper turned off (``CAFLEET_KEEPER=off``) the watch does the keeper's job
-itself between rounds (:class:`cafleet.delivery.keeper.Deliverer`): each owed preview is
+itself between rounds (:class:`cafleet.delivery.supervision.keeper.Deliverer`): each owed preview is
 delivered as soon as its pane can take it. Between rounds, new messages for the Director are picked up
 within a fraction of a second by waiting on :class:`cafleet.store.changes.Changes` (the
 store's change waiter: ``PRAGMA data_version`` on SQLite, LISTEN/NOTIFY on PostgreSQL; no
@@ -26,13 +26,16 @@ import time
 
 from cafleet import clock, config
 from cafleet.broker import fleets, members, messages, notifications
-from cafleet.delivery import drain, supervision
+from cafleet.delivery.keystrokes import drain
+from cafleet.delivery.supervision import liveness
 from cafleet.errors import CafleetError, Conflict, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
+from cafleet.faults import NO_HOOKS
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, Stopped, StopRequests
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.broker.records import MessageRecord
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 MESSAGE_CHECK = 0.25  # seconds between checks for new Director messages (SQLite) and member rounds
@@ -63,11 +66,11 @@ def event(
 
 
 ACTIONS = {
-    supervision.DEAD: "cafleet member delete {member_id}",
-    supervision.BLOCKED: "cafleet member capture {member_id}",
-    supervision.IDLE: "cafleet member capture {member_id}",
-    supervision.SILENT: "cafleet member capture {member_id}",
-    supervision.EXEC: "cafleet member capture {member_id}",
+    liveness.DEAD: "cafleet member delete {member_id}",
+    liveness.BLOCKED: "cafleet member capture {member_id}",
+    liveness.IDLE: "cafleet member capture {member_id}",
+    liveness.SILENT: "cafleet member capture {member_id}",
+    liveness.EXEC: "cafleet member capture {member_id}",
 }
 
 
@@ -81,37 +84,41 @@ class Watcher:
         idle_after: float,
         emit,
         reconnect: float = RECONNECT_TIMEOUT,
+        hooks: Hooks = NO_HOOKS,
     ) -> None:
         self.store = store
+        self.hooks = hooks
         self.reconnect = reconnect
         self.fleet_id = fleet_id
         self.interval = interval
         self.idle_after = idle_after
         self.emit = emit
-        self.pool = supervision.MuxPool()
+        self.pool = liveness.MuxPool()
         self.last_state: dict[int, object] = {}
         self.retried_at: dict[int, float] = {}
         self.last_message_id = 0
         self.director = fleets.get_fleet(store, fleet_id)["director_member_id"]
         self.settings = settings  # validated before the stream starts
-        from cafleet.delivery import keeper
+        from cafleet.delivery.supervision import keeper
 
         self.keeper_on = bool(settings.keeper)
         self.keeper_seen: str | None = None  # the last keeper event's detail
-        self.deliverer = None if self.keeper_on else keeper.Deliverer(store, self.settings, fleet_id, lambda _: None)
+        self.deliverer = (
+            None if self.keeper_on else keeper.Deliverer(store, self.settings, fleet_id, lambda _: None, hooks)
+        )
         self.noticer = None  # the Director's notices, the keeper's job too while it is off
         if not self.keeper_on:
-            from cafleet.delivery.notices import Noticer
+            from cafleet.delivery.supervision.notices import Noticer
 
-            self.noticer = Noticer(store, settings, fleet_id)
+            self.noticer = Noticer(store, settings, fleet_id, hooks=hooks)
         if self.deliverer is not None:
             self.deliverer.on_delivered = self.delivered
         self.commands = None  # `member exec`: the keeper's job too while it is off
         if not self.keeper_on:
             from cafleet.delivery.execs import Watcher as ExecWatcher
 
-            self.commands = ExecWatcher(store, self.settings, fleet_id)
-        from cafleet.delivery.budget_watch import BudgetWatch
+            self.commands = ExecWatcher(store, self.settings, fleet_id, hooks=hooks)
+        from cafleet.delivery.supervision.budget_watch import BudgetWatch
 
         self.budgets = BudgetWatch(
             store, settings.environ, fleet_id, reads=not self.keeper_on
@@ -126,7 +133,9 @@ class Watcher:
         changes = None
         try:
             with StopRequests() as stop:
-                changes = Changes(self.store, MESSAGE_CHECK, stop=stop, reconnect=self.reconnect)  # baseline first
+                changes = Changes(
+                    self.store, MESSAGE_CHECK, stop=stop, reconnect=self.reconnect, hooks=self.hooks
+                )  # baseline first
                 unread = True  # the Director's inbox is owed a read (a failed read stays owed)
                 next_round = 0.0
                 while True:
@@ -165,7 +174,7 @@ class Watcher:
     def interval_round(self) -> None:
         """What is looked at once per interval: members' states, stale previews, budgets,
         worktrees and the keeper."""
-        self.store.hooks.pause("watch.round")
+        self.hooks.pause("watch.round")
         self.members_round()
         self.retry_stale()
         self.budgets.round(self.emit, event)
@@ -207,7 +216,7 @@ class Watcher:
     def notice_document(self, message_id: int) -> dict | None:
         """A notice as the keeper posts it to a plain-JSON webhook (the outbox's one builder)."""
         from cafleet.broker import notify
-        from cafleet.delivery import outbox
+        from cafleet.delivery.supervision import outbox
 
         row = notify.notice(self.store, message_id)
         if row is None:
@@ -220,16 +229,16 @@ class Watcher:
         from cafleet.broker import worktrees
 
         roster = members.roster_detail(self.store, self.fleet_id)
-        states = supervision.fleet_states(self.store, self.fleet_id, self.pool, self.idle_after, roster=roster)
+        states = liveness.fleet_states(self.store, self.fleet_id, self.pool, self.idle_after, roster=roster)
         trees = {row["member_id"]: row for row in worktrees.in_fleet(self.store, self.fleet_id)} if states else {}
         entries = {entry["member_id"]: entry for entry in roster}
         for member_id, (state, detail) in states.items():
             # An idle episode is named by the activity it follows, so activity and a new
             # episode that both fall between two rounds still give a new idle event.
             last = entries[member_id]["last_activity_at"]  # from the roster's one walk
-            key = (state, last) if state == supervision.IDLE else state
+            key = (state, last) if state == liveness.IDLE else state
             new = state in ACTIONS and self.last_state.get(member_id) != key
-            if new and state == supervision.DEAD and not supervision.still_dead(self.store, entries[member_id]):
+            if new and state == liveness.DEAD and not liveness.still_dead(self.store, entries[member_id], self.hooks):
                 continue  # being deleted (or a delivery holds the pane): the next round looks again
             if new:
                 found = event(
@@ -291,15 +300,15 @@ class Watcher:
     def keeper_round(self) -> None:
         """A ``keeper`` event when the keeper's state changed; start one when none runs (its
         notices are needed whether or not previews are owed)."""
-        from cafleet.delivery import keepers
+        from cafleet.delivery.supervision import keeper_control
 
-        found = keepers.status(self.store, self.settings, self.fleet_id)
-        if found.state == keepers.NOT_RUNNING and self.keeper_on:
-            found = keepers.ensure(self.store, self.settings, self.fleet_id)
+        found = keeper_control.status(self.store, self.settings, self.fleet_id)
+        if found.state == keeper_control.NOT_RUNNING and self.keeper_on:
+            found = keeper_control.ensure(self.store, self.settings, self.fleet_id, self.hooks.program)
         self.budgets.reads = not found.running  # no keeper reads the usage records: this watch does
         if found.running:
             detail = f"keeper {found.describe()}"
-        elif found.state == keepers.STALLED:  # said once, not once a round as its heartbeat ages
+        elif found.state == keeper_control.STALLED:  # said once, not once a round as its heartbeat ages
             detail = (
                 f"keeper stalled, pid {found.pid}: no heartbeat for over {self.settings.keeper_stalled_after:g} s "
                 f"(stopped or hung: {found.remedy()})"
@@ -335,7 +344,7 @@ class Watcher:
                 continue
             stamped: set[int] = set()
             try:
-                failure = drain.drain(self.store, self.settings, recipient, set(), stamped)
+                failure = drain.drain(self.store, self.settings, recipient, set(), stamped, hooks=self.hooks)
             except CafleetError as error:
                 failure = str(error)
             for message_id in message_ids:

@@ -3,8 +3,8 @@ soon as the recipient's pane can take it, with no command running (docs/delivery
 "The fleet keeper").
 
 ``cafleet fleet keep FLEET_ID`` runs it (``fleet create`` and any command that leaves a
-preview owed start it detached when none runs: :mod:`cafleet.delivery.keepers`, which also
-holds its lock and its record). It runs the one drain (:func:`cafleet.delivery.drain.drain`)
+preview owed start it detached when none runs: :mod:`cafleet.delivery.supervision.keeper_control`, which also
+holds its lock and its record). It runs the one drain (:func:`cafleet.delivery.keystrokes.drain.drain`)
 with the seed's rules unchanged: oldest first, revalidated under the pane-input lock,
 stamped only after a confirmed submission. It only adds *when* the drain runs:
 
@@ -26,8 +26,8 @@ stamped only after a confirmed submission. It only adds *when* the drain runs:
   checked). On PostgreSQL it also checks every :data:`DIRECTOR_LOOK` s, and after any
   database error, that its lock's session is still open; once it is not, it takes the lock
   again on a new session (:class:`LockRetaker`), or ends rather than run beside a second one;
-- it beats (:class:`Heartbeat`): every :func:`keepers.beat_every
-  <cafleet.delivery.keepers.beat_every>` s (5 by default) from the loop itself, so that a
+- it beats (:class:`Heartbeat`): every :func:`keeper_control.beat_every
+  <cafleet.delivery.supervision.keeper_control.beat_every>` s (5 by default) from the loop itself, so that a
   keeper stopped (SIGSTOP) or hung in a call stops beating and its readers call it stalled.
 
 It also keeps each member's usage current (docs/usage.md, "Stored totals"): every
@@ -38,7 +38,7 @@ one row per member instead of the agent's files. A fleet with no such member cos
 query; a member whose files did not change costs a ``stat`` per file and no write.
 
 Every ``CAFLEET_NOTICE_INTERVAL`` s it also looks at every member's pane and puts a notice
-in the Director's inbox for each new trouble (:mod:`cafleet.delivery.notices`). And it moves
+in the Director's inbox for each new trouble (:mod:`cafleet.delivery.supervision.notices`). And it moves
 each ``member exec`` of the fleet on (:class:`cafleet.delivery.execs.Watcher`): types its line
 as soon as the pane can take it, gives up on one that never started or whose process
 vanished (a notice each), and nudges a member that took no turn after one ended.
@@ -62,14 +62,17 @@ import time
 
 from cafleet import clock, config
 from cafleet.broker import notifications
-from cafleet.delivery import drain, keepers
+from cafleet.delivery.keystrokes import drain
+from cafleet.delivery.supervision import keeper_control
 from cafleet.errors import CafleetError, DatabaseError, DatabaseGone, DatabaseUnreachable, clause
+from cafleet.faults import NO_HOOKS
 from cafleet.store.changes import RECONNECT_TIMEOUT, Changes, Stopped, StopRequests
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 WAKE = 0.25  # seconds between two looks for another process's commit (SQLite)
@@ -93,7 +96,8 @@ class UsageKeeper:
 
     def round(self) -> int:
         """Read what is new and store it; return the bytes read."""
-        from cafleet.delivery import restore, usage
+        from cafleet.delivery import usage
+        from cafleet.delivery.spawning import restore
 
         try:
             read = usage.refresh(self.store, self.fleet_id)[1]
@@ -114,11 +118,12 @@ class Deliverer:
     """Delivers the fleet's owed previews through the drain, each recipient on its own
     back-off (see the module's text); ``say`` gets one line per change worth logging."""
 
-    def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say) -> None:
+    def __init__(self, store: Store, settings: config.Settings, fleet_id: int, say, hooks: Hooks = NO_HOOKS) -> None:
         self.store = store
         self.settings = settings
         self.fleet_id = fleet_id
         self.say = say
+        self.hooks = hooks
         self.retries: dict[int, list] = {}  # member id -> [failures so far, next try (monotonic), last reason]
         self.on_delivered: Callable[[int, int], None] | None = None  # for each preview delivered
 
@@ -141,7 +146,9 @@ class Deliverer:
             if notifications.notification_target(self.store, member_id) is None:
                 failure: str | None = "its pane is not recorded yet"
             else:
-                failure = drain.drain(self.store, self.settings, member_id, set(), stamped, wait_for_lock=False)
+                failure = drain.drain(
+                    self.store, self.settings, member_id, set(), stamped, wait_for_lock=False, hooks=self.hooks
+                )
         except DatabaseError:
             raise
         except CafleetError as error:  # the drain's own faults are reasons; nothing ends the keeper
@@ -167,35 +174,44 @@ class Deliverer:
             self.say(f"member {member_id} still owed message{'s' if len(owed) > 1 else ''} {ids}: {reason}; retrying")
 
 
-def keep(store: Store, settings: config.Settings, fleet_id: int, say, reconnect: float = RECONNECT_TIMEOUT) -> str:
+def keep(
+    store: Store,
+    settings: config.Settings,
+    fleet_id: int,
+    say,
+    reconnect: float = RECONNECT_TIMEOUT,
+    hooks: Hooks = NO_HOOKS,
+) -> str:
     """Run the fleet's keeper until it should end; return why it ended (the caller logs it).
 
     Returns at once, saying so, when another keeper holds the fleet's lock."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         with StopRequests() as stop:  # from its first step, a SIGTERM ends the keeper with its last line
-            return _keep(store, settings, fleet_id, say, reconnect, stop)
+            return _keep(store, settings, fleet_id, say, reconnect, stop, hooks)
     except Stopped as stopped:
         return str(stopped)
 
 
-def _keep(store: Store, settings: config.Settings, fleet_id: int, say, reconnect: float, stop: StopRequests) -> str:
-    problem = keepers.director_problem(store, fleet_id)  # the fleet exists (NotFound otherwise)
+def _keep(
+    store: Store, settings: config.Settings, fleet_id: int, say, reconnect: float, stop: StopRequests, hooks: Hooks
+) -> str:
+    problem = keeper_control.director_problem(store, fleet_id)  # the fleet exists (NotFound otherwise)
     if problem is not None:
         return problem
-    lock = keepers.FleetLock(store, settings, fleet_id)
+    lock = keeper_control.FleetLock(store, settings, fleet_id)
     try:
         acquired = lock.acquire(clock.now())
     except OSError as error:
         return f"its lock or record in {lock.where.lock.folder} cannot be written ({error})"
     if not acquired:
-        other = keepers.status(store, settings, fleet_id)
+        other = keeper_control.status(store, settings, fleet_id)
         return f"another keeper already runs for fleet {fleet_id} ({other.describe()}), so this one is not needed"
     try:
         say(f"keeper for fleet {fleet_id} started (database {_shown(settings.database)})")
         # test-only hook (cafleet.faults): said it started, not running yet
-        store.hooks.pause("keep.started")
-        return _run(store, settings, fleet_id, lock, say, reconnect, stop)
+        hooks.pause("keep.started")
+        return _run(store, settings, fleet_id, lock, say, reconnect, stop, hooks)
     finally:
         lock.release()
 
@@ -204,29 +220,30 @@ def _run(
     store: Store,
     settings: config.Settings,
     fleet_id: int,
-    lock: keepers.FleetLock,
+    lock: keeper_control.FleetLock,
     say,
     reconnect: float,
     stop: StopRequests,
+    hooks: Hooks,
 ) -> str:
     from cafleet.delivery.execs import Watcher
-    from cafleet.delivery.notices import Noticer
-    from cafleet.delivery.outbox import Outbox
+    from cafleet.delivery.supervision.notices import Noticer
+    from cafleet.delivery.supervision.outbox import Outbox
 
-    deliverer = Deliverer(store, settings, fleet_id, say)
-    commands = Watcher(store, settings, fleet_id, say)  # `member exec`: typed, judged, nudged
+    deliverer = Deliverer(store, settings, fleet_id, say, hooks)
+    commands = Watcher(store, settings, fleet_id, say, hooks=hooks)  # `member exec`: typed, judged, nudged
     spend = UsageKeeper(store, fleet_id, say)
-    noticer = Noticer(store, settings, fleet_id, say)
+    noticer = Noticer(store, settings, fleet_id, say, hooks)
     outbox = Outbox(store, settings, fleet_id, say)  # notices posted out, off the loop's thread
     changes = None
     try:
-        opened = _first_changes(store, stop, reconnect)  # the baseline before the first read
+        opened = _first_changes(store, stop, reconnect, hooks)  # the baseline before the first read
         if isinstance(opened, str):
             return opened
         changes = opened
         retake = LockRetaker(lock, say, reconnect, stop)
         director = DirectorWatch(store, fleet_id, lock, retake)
-        heartbeat = Heartbeat(lock, retake, keepers.beat_every(settings.keeper_stalled_after))
+        heartbeat = Heartbeat(lock, retake, keeper_control.beat_every(settings.keeper_stalled_after))
         next_usage = time.monotonic()
         last_error = ""
         while True:
@@ -274,14 +291,14 @@ def _run(
             changes.close()
 
 
-def _first_changes(store: Store, stop: StopRequests, reconnect: float):
+def _first_changes(store: Store, stop: StopRequests, reconnect: float, hooks: Hooks):
     """The keeper's change stream, opened as its loop starts; a database that lets nobody
     in is tried again for ``reconnect`` seconds, as the loop's own reconnection does, and
     then the keeper ends saying so (the returned text) instead of failing with an error."""
     deadline, pause = time.monotonic() + reconnect, 0.1
     while True:
         try:
-            return Changes(store, WAKE, stop=stop, reconnect=reconnect)
+            return Changes(store, WAKE, stop=stop, reconnect=reconnect, hooks=hooks)
         except DatabaseUnreachable as error:
             if time.monotonic() + pause >= deadline:
                 return f"{clause(error)}; gave up reconnecting after {reconnect:.1f} s"
@@ -296,7 +313,7 @@ class LockRetaker:
     keeper's store reconnects by). Never two keepers: taking the lock never waits, so a
     keeper that started meanwhile keeps it and this one ends."""
 
-    def __init__(self, lock: keepers.FleetLock, say, reconnect: float, stop: StopRequests) -> None:
+    def __init__(self, lock: keeper_control.FleetLock, say, reconnect: float, stop: StopRequests) -> None:
         self.lock, self.say, self.reconnect, self.stop = lock, say, reconnect, stop
 
     def __call__(self, cause: Exception | None) -> str | None:
@@ -323,12 +340,12 @@ class LockRetaker:
 
 
 class Heartbeat:
-    """The keeper's heartbeat (:meth:`keepers.FleetLock.beat
-    <cafleet.delivery.keepers.FleetLock.beat>`), every ``every`` seconds, from the loop itself:
+    """The keeper's heartbeat (:meth:`keeper_control.FleetLock.beat
+    <cafleet.delivery.supervision.keeper_control.FleetLock.beat>`), every ``every`` seconds, from the loop itself:
     a keeper stopped or hung in a call stops beating. On PostgreSQL a beat that finds the
     lock's session gone takes the lock again (``retake``), or says why the keeper ends."""
 
-    def __init__(self, lock: keepers.FleetLock, retake: LockRetaker, every: float) -> None:
+    def __init__(self, lock: keeper_control.FleetLock, retake: LockRetaker, every: float) -> None:
         self.lock, self.retake, self.every = lock, retake, every
         self.due = time.monotonic() + every  # the lock was taken (and the record written) just now
 
@@ -349,9 +366,9 @@ class DirectorWatch:
     multiplexer only every ``DIRECTOR_CHECK`` (or at once when a process is gone), and
     whether the fleet was deleted on every other round."""
 
-    def __init__(self, store: Store, fleet_id: int, lock: keepers.FleetLock, retake: LockRetaker) -> None:
+    def __init__(self, store: Store, fleet_id: int, lock: keeper_control.FleetLock, retake: LockRetaker) -> None:
         self.store, self.fleet_id, self.lock, self.retake = store, fleet_id, lock, retake
-        self.processes = keepers.director_processes(store, fleet_id)
+        self.processes = keeper_control.director_processes(store, fleet_id)
         self.next_look = time.monotonic() + DIRECTOR_LOOK
         self.next_check = time.monotonic() + DIRECTOR_CHECK
 
@@ -363,16 +380,16 @@ class DirectorWatch:
         """Why the keeper ends now, or None."""
         now = time.monotonic()
         if now >= self.next_look:
-            if self.processes is not None and not keepers.processes_alive(self.processes):
+            if self.processes is not None and not keeper_control.processes_alive(self.processes):
                 self.next_check = now  # one is gone: ask the multiplexer why, now
             if not self.lock.held() and (why := self.retake(None)) is not None:
                 return why
             self.next_look = now + DIRECTOR_LOOK
         if now >= self.next_check:
-            problem = keepers.director_problem(self.store, self.fleet_id)
+            problem = keeper_control.director_problem(self.store, self.fleet_id)
             if problem is not None:
                 return problem
-            if self.processes is not None and not keepers.processes_alive(self.processes):
+            if self.processes is not None and not keeper_control.processes_alive(self.processes):
                 self.processes = None  # /proc does not show the pane's processes here: full checks only
             self.next_check = time.monotonic() + DIRECTOR_CHECK
         elif _deleted(self.store, self.fleet_id):

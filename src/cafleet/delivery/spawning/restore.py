@@ -3,7 +3,7 @@
 
 A member is *dead* when its pane is gone (its server died, its host rebooted, the pane was
 closed), names a pane cafleet did not create (its server restarted), or its agent exited
-(:mod:`cafleet.delivery.supervision`). Starting it again keeps everything it is: its
+(:mod:`cafleet.delivery.supervision.liveness`). Starting it again keeps everything it is: its
 member id, fleet, name, agent, model, effort, budgets, worktree, host and messages; only
 its placement moves to the new pane. Its agent resumes its own conversation (the session
 :mod:`cafleet.agents.sessions` finds for it) with one line saying it was started again and
@@ -21,12 +21,14 @@ from __future__ import annotations
 
 from cafleet import clock, config
 from cafleet.broker import fleets, members
-from cafleet.delivery.placement import reach
+from cafleet.delivery.keystrokes.placement import reach
 from cafleet.errors import CafleetError, Conflict, NotAllowed, clause
+from cafleet.faults import NO_HOOKS
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
     from cafleet.broker.records import MemberDetail, PlacementRecord
+    from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
 RESTORED, FRESH, RUNNING, LOST, PENDING = "restored", "started fresh", "running", "lost", "pending"
@@ -61,14 +63,16 @@ def _owed(store: Store, member_id: int) -> int:
 
 def _pane_alive(placement) -> tuple[bool, str]:
     """(whether the placement's pane is its own and its agent runs, why not)."""
-    from cafleet.delivery import supervision
+    from cafleet.delivery.supervision import liveness
 
     member = {"placement": placement, "member_id": 0, "last_activity_at": None, "registered_at": clock.now()}
-    state, detail = supervision.pane_state(member, supervision.MuxPool(), float("inf"))  # type: ignore[arg-type]
-    return state != supervision.DEAD, detail
+    state, detail = liveness.pane_state(member, liveness.MuxPool(), float("inf"))  # type: ignore[arg-type]
+    return state != liveness.DEAD, detail
 
 
-def _take_directors_pane(store: Store, settings: config.Settings, fleet_id: int, director: MemberDetail) -> dict:
+def _take_directors_pane(
+    store: Store, settings: config.Settings, fleet_id: int, director: MemberDetail, hooks: Hooks
+) -> dict:
     """Make the calling pane the Director's placement when the recorded one is gone;
     refused from a pane a live member holds, and while the Director's pane lives elsewhere."""
     from cafleet.delivery import authority
@@ -102,9 +106,9 @@ def _take_directors_pane(store: Store, settings: config.Settings, fleet_id: int,
             f"fleet {fleet_id}'s Director is alive in pane {placement['pane_id']}; run `cafleet fleet restore "
             f"{fleet_id}` there. Nothing was done."
         )
-    from cafleet.delivery.lock import placement_lock
+    from cafleet.delivery.keystrokes.lock import placement_lock
 
-    with placement_lock(store.locks, placement, settings.lock_timeout, store.hooks):
+    with placement_lock(store.locks, placement, settings.lock_timeout, hooks):
         moved = members.move_placement(
             store,
             director_id,
@@ -212,7 +216,9 @@ def pin_sessions(store: Store, fleet_id: int) -> None:
             _pin(store, fleet_id, member_id, agent, found.get(member_id) or {})
 
 
-def restore_member(store: Store, settings: config.Settings, member: MemberDetail, director: MemberDetail) -> dict:
+def restore_member(
+    store: Store, settings: config.Settings, member: MemberDetail, director: MemberDetail, hooks: Hooks = NO_HOOKS
+) -> dict:
     """Start ``member`` again when its pane is dead; its outcome ``{"member_id", "outcome",
     "pane_id", "detail"}`` (never raises for one member's failure: the outcome says it)."""
     member_id = member["member_id"]
@@ -226,7 +232,7 @@ def restore_member(store: Store, settings: config.Settings, member: MemberDetail
     if director["placement"] is None:  # only while the Director's own creation is under way
         return dict(out, outcome=LOST, detail="the Director has no pane recorded")
     try:
-        return _restart(store, settings, member, placement, director["member_id"], director["placement"], why)
+        return _restart(store, settings, member, placement, director["member_id"], director["placement"], why, hooks)
     except CafleetError as error:
         return dict(out, outcome=LOST, detail=clause(error))
 
@@ -239,17 +245,18 @@ def _restart(
     director_id: int,
     beside: PlacementRecord,
     why: str,
+    hooks: Hooks,
 ) -> dict:
     """Start ``member`` (whose ``placement`` was found dead for ``why``) in a new pane beside
     the Director's (``beside``), or on its own host."""
     from contextlib import nullcontext
 
-    from cafleet.delivery.lock import placement_lock
+    from cafleet.delivery.keystrokes.lock import placement_lock
     from cafleet.mux.ssh import split_session
 
     member_id = member["member_id"]
     host, _ = split_session(placement["session"])
-    with placement_lock(store.locks, placement, settings.lock_timeout, store.hooks):
+    with placement_lock(store.locks, placement, settings.lock_timeout, hooks):
         now = members.get_member(store, member_id)
         if now["status"] != "active" or now["placement"] != placement:
             pane_id = now["placement"] and now["placement"]["pane_id"]
@@ -257,13 +264,13 @@ def _restart(
             return {"member_id": member_id, "outcome": RUNNING, "pane_id": pane_id, "detail": detail}
         how = plan(store, member, director_id)
         closed = _close_claimants(settings, member_id, beside, host)
-        store.hooks.pause("restore.planned")
+        hooks.pause("restore.planned")
         if host is None:
-            pane_id, identity, recorded, window = _open_local(store, settings, member, beside, how)
+            pane_id, identity, recorded, window = _open_local(store, settings, member, beside, how, hooks)
         else:
             pane_id, identity, recorded, window = _open_remote(settings, member, host, how)
         try:
-            store.hooks.pause("restore.opened")
+            hooks.pause("restore.opened")
             same = (recorded["backend"], recorded["session"], pane_id) == (
                 placement["backend"],
                 placement["session"],
@@ -272,7 +279,7 @@ def _restart(
             new_lock = (
                 nullcontext()
                 if same
-                else placement_lock(store.locks, recorded, settings.lock_timeout, store.hooks, pane_id=pane_id)
+                else placement_lock(store.locks, recorded, settings.lock_timeout, hooks, pane_id=pane_id)
             )
             with new_lock:
                 moved = members.move_placement(
@@ -294,11 +301,13 @@ def _restart(
     return {"member_id": member_id, "outcome": how.outcome, "pane_id": pane_id, "detail": detail}
 
 
-def _open_local(store: Store, settings: config.Settings, member: MemberDetail, placement: PlacementRecord, how: Plan):
+def _open_local(
+    store: Store, settings: config.Settings, member: MemberDetail, placement: PlacementRecord, how: Plan, hooks: Hooks
+):
     """A new pane where ``member create`` would open one now (beside the Director's pane,
-    ``placement``, or in the fleet's own window: :mod:`cafleet.delivery.layout`)."""
-    from cafleet.delivery import layout
-    from cafleet.delivery.panes import fleet_panes
+    ``placement``, or in the fleet's own window: :mod:`cafleet.delivery.spawning.layout`)."""
+    from cafleet.delivery.spawning import layout
+    from cafleet.delivery.spawning.panes import fleet_panes
     from cafleet.store.engines import member_location
 
     mux = reach(placement)
@@ -314,7 +323,7 @@ def _open_local(store: Store, settings: config.Settings, member: MemberDetail, p
     fleet_id = member["fleet_id"]
     pane_id, identity, window = layout.open_local(
         settings,
-        store.hooks,
+        hooks,
         dict(placement),
         mux,
         how.argv,
@@ -330,7 +339,7 @@ def _open_local(store: Store, settings: config.Settings, member: MemberDetail, p
 
 def _open_remote(settings: config.Settings, member: MemberDetail, host: str, how: Plan):
     """A new tmux session of its own on the member's host (as ``member create --host`` made)."""
-    from cafleet.delivery.panes import REMOTE_SERVER, remote_database_location, remote_pane_env
+    from cafleet.delivery.spawning.panes import REMOTE_SERVER, remote_database_location, remote_pane_env
     from cafleet.mux.ssh import Ssh, join_session
     from cafleet.mux.tmux import Tmux
 
@@ -354,7 +363,7 @@ def _close_claimants(settings: config.Settings, member_id: int, placement: Place
     from cafleet.store.engines import member_location
 
     if host is not None:
-        from cafleet.delivery.panes import _close_started_session, remote_database_location
+        from cafleet.delivery.spawning.panes import _close_started_session, remote_database_location
         from cafleet.mux.ssh import Ssh
 
         ssh = Ssh(host, settings.environ)
@@ -400,19 +409,19 @@ def _isdir(path: str) -> bool:
 # -- the commands ----------------------------------------------------------------------------
 
 
-def restore_fleet(store: Store, settings: config.Settings, fleet_id: int) -> dict:
+def restore_fleet(store: Store, settings: config.Settings, fleet_id: int, hooks: Hooks = NO_HOOKS) -> dict:
     """``cafleet fleet restore``: the Director's pane, then every member whose pane is dead."""
     director = members.get_member(store, fleets.require_live(store, fleet_id))
-    outcome = _take_directors_pane(store, settings, fleet_id, director)
+    outcome = _take_directors_pane(store, settings, fleet_id, director, hooks)
     director = members.get_member(store, director["member_id"])  # its placement now
     results = [outcome]
     for member in members.roster_detail(store, fleet_id):
         if member["member_id"] != director["member_id"]:
-            results.append(restore_member(store, settings, member, director))
+            results.append(restore_member(store, settings, member, director, hooks))
     return {"fleet_id": fleet_id, "members": results}
 
 
-def revive_member(store: Store, settings: config.Settings, member_id: int) -> dict:
+def revive_member(store: Store, settings: config.Settings, member_id: int, hooks: Hooks = NO_HOOKS) -> dict:
     """``cafleet member revive``: one member whose pane is dead started again (Director only)."""
     member = members.get_member(store, member_id)
     if member["status"] != "active":
@@ -430,7 +439,7 @@ def revive_member(store: Store, settings: config.Settings, member_id: int) -> di
             f"fleet {fleet_id}'s Director's pane is gone too ({why}); run `cafleet fleet restore {fleet_id}` "
             "from a new pane. Nothing was done."
         )
-    result = restore_member(store, settings, member, director)
+    result = restore_member(store, settings, member, director, hooks)
     if result["outcome"] in (RESTORED, FRESH):
         from cafleet.broker import revivals
 
