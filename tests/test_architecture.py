@@ -324,7 +324,7 @@ def store_hook_reads(module: str, path: Path) -> list[str]:
     """Where a module reaches the test hooks through a store (``store.hooks``,
     ``self.store.hooks``): above store/ they come from the command's context, as arguments."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in nodes(path):
         if isinstance(node, ast.Attribute) and node.attr == "hooks":
             owner = node.value
             name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
