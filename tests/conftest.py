@@ -283,6 +283,7 @@ SLOW_TESTS = {
         "test_a_keeper_a_member_starts_never_takes_the_members_notify_url",
         "test_a_post_answered_503_is_tried_again_and_posted_exactly_once",
         "test_a_post_to_a_receiver_that_is_down_is_made_when_it_comes_back",
+        "test_a_receiver_that_takes_30_s_holds_up_neither_another_url_nor_another_fleets_notice",
         "test_a_slow_receiver_does_not_hold_up_a_preview",
         "test_slack_and_ntfy_get_their_own_shapes_and_no_post_holds_a_password",
         "test_the_notice_of_a_member_blocked_on_a_dialog_is_posted_with_its_text_and_digest",
