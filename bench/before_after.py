@@ -6,7 +6,9 @@ Extracts ``src/`` of git revision REV into a temporary folder, byte-compiles bot
 and runs `message poll`, `message send` and `fleet list` through the installed `cafleet`
 console script with PYTHONPATH pointing at one tree or the other, interleaved, on one
 SQLite file, or with ``--postgres`` on one database of a private PostgreSQL cluster
-(tests/support/postgres.py). Prints the medians and their ratio (this tree over REV).
+(tests/support/postgres.py). Prints the medians and their ratio (this tree over REV): of
+the wall time, and of the CPU time the command itself used (user + system, from
+``getrusage``), which a loaded machine disturbs far less than the wall clock.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -95,22 +98,36 @@ def main() -> None:
             "fleet list": ["fleet", "list"],
         }
         samples: dict[tuple[str, str], list[float]] = {}
-        for _ in range(args.runs):
+        cpu: dict[tuple[str, str], list[float]] = {}
+        for run in range(args.runs):
             for name, argv in commands.items():
-                for side, tree in trees.items():
+                # each side goes first in every other round, so neither pays for the other's wake
+                for side, tree in sorted(trees.items(), reverse=bool(run % 2)):
+                    used = _child_cpu()
                     started = time.perf_counter()
                     subprocess.run(
                         [cafleet, *argv], env=dict(base, PYTHONPATH=tree), stdout=subprocess.DEVNULL, check=True
                     )
                     samples.setdefault((name, side), []).append(time.perf_counter() - started)
+                    cpu.setdefault((name, side), []).append(_child_cpu() - used)
         print(f"{args.runs} runs each, interleaved; this tree over {args.rev}")
         for name in commands:
             b, a = statistics.median(samples[(name, "before")]), statistics.median(samples[(name, "after")])
-            print(f"{name:<13} {args.rev[:10]} {b * 1000:6.1f} ms   this tree {a * 1000:6.1f} ms   ratio {a / b:.3f}")
+            cb, ca = statistics.median(cpu[(name, "before")]), statistics.median(cpu[(name, "after")])
+            print(
+                f"{name:<13} {args.rev[:10]} {b * 1000:6.1f} ms   this tree {a * 1000:6.1f} ms   ratio {a / b:.3f}"
+                f"   cpu {cb * 1000:5.1f} / {ca * 1000:5.1f} ms   ratio {ca / cb:.3f}"
+            )
     finally:
         if cluster is not None:
             cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _child_cpu() -> float:
+    """User + system seconds of every child this process waited for so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 if __name__ == "__main__":

@@ -188,13 +188,35 @@ def file_digest(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+# --- collection ------------------------------------------------------------------------------
+# Every xdist worker imports every test module, and pytest rewrites each one's asserts as it
+# does (seconds a worker). Where PYTHONDONTWRITEBYTECODE keeps Python from writing bytecode
+# beside the sources, what collection compiles is kept in pytest's cache folder instead
+# (.pytest_cache/d/bytecode), so every run after the first reads it back.
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
+    import sys
+
+    cache = getattr(session.config, "cache", None)  # None under `-p no:cacheprovider`
+    if cache is None or not sys.dont_write_bytecode or sys.pycache_prefix:
+        return (yield)
+    sys.pycache_prefix, sys.dont_write_bytecode = str(cache.mkdir("bytecode")), False
+    try:
+        return (yield)
+    finally:
+        sys.pycache_prefix, sys.dont_write_bytecode = None, True
+
+
 # --- test tiers ------------------------------------------------------------------------------
 # Markers come from what a test uses, found here at collection, so no test file has to
 # remember them (registered in pyproject.toml; the fast tier is
 # `pytest -m "not tmux and not browser and not slow"`):
 #   tmux     a real private tmux server (the herdr stand-in runs on one too)
 #   browser  headless Chromium through Playwright
-#   slow     many processes at once, kill-and-recover suites, the real agent programs
+#   slow     many processes at once, kill-and-recover suites, the real agent programs,
+#            a PostgreSQL server (the session's cluster, or a test's `postgres` store)
 #            and single tests that take seconds each (SLOW_TESTS, below)
 
 TIER_FIXTURES = {"tmux_server": "tmux", "herdr_env": "tmux", "mux_environ": "tmux"}
@@ -224,11 +246,7 @@ TIER_MODULES = {  # whole modules whose multiplexer or load is their own
 # a second, a receiver that comes back), many processes or connections, exhaustive property
 # and whole-tree runs. The full suite runs them.
 SLOW_TESTS = {
-    "test_architecture": (
-        "test_imports_go_down_the_layers",
-        "test_no_module_imports_itself_through_others",
-        "test_tests_share_helpers_through_support_only",
-    ),
+    "test_architecture": ("test_tests_share_helpers_through_support_only",),
     "test_authority": (
         "test_the_caller_is_its_process_tree_whatever_its_variables_say",
         "test_the_directors_pane_may_direct_and_its_variables_only_narrow",
@@ -265,6 +283,7 @@ SLOW_TESTS = {
         "test_a_keeper_a_member_starts_never_takes_the_members_notify_url",
         "test_a_post_answered_503_is_tried_again_and_posted_exactly_once",
         "test_a_post_to_a_receiver_that_is_down_is_made_when_it_comes_back",
+        "test_a_receiver_that_takes_30_s_holds_up_neither_another_url_nor_another_fleets_notice",
         "test_a_slow_receiver_does_not_hold_up_a_preview",
         "test_slack_and_ntfy_get_their_own_shapes_and_no_post_holds_a_password",
         "test_the_notice_of_a_member_blocked_on_a_dialog_is_posted_with_its_text_and_digest",
@@ -285,7 +304,7 @@ SLOW_TESTS = {
         "test_opening_while_others_open_and_close_is_never_refused",
     ),
     "test_storage_faults": ("test_writers_queue_serialises_concurrent_writers",),
-    "test_tiers": ("test_tests_are_marked_by_what_they_use",),
+    "test_tiers": ("test_tests_are_marked_by_what_they_use", "test_every_test_on_a_real_agent_program_is_slow"),
     "test_usage_hostile": ("test_an_out_of_range_number_in_a_record_is_skipped_and_counted_everywhere",),
     "test_wait_listen": ("test_wait_wakes_for_a_message_without_spinning",),
     "test_wake": (
@@ -302,7 +321,10 @@ SLOW_TESTS = {
         "test_a_kept_alive_connection_is_closed_after_the_keepalive_timeout",
         "test_a_slow_body_is_closed_after_the_request_timeout_too",
     ),
-    "test_web_security": ("test_a_server_bound_by_another_spelling_of_loopback_answers_that_name",),
+    "test_web_security": (
+        "test_a_server_bound_by_another_spelling_of_loopback_answers_that_name",
+        "test_every_spelling_of_every_interface_is_refused",  # a `cafleet server` each; the variable's two stay
+    ),
     "test_web_streams": (
         "test_a_stream_past_the_cap_is_refused_503_with_retry_after_and_a_closed_one_frees_its_slot",
         "test_the_pool_lends_at_most_its_limit_and_answers_the_next_borrower_with_one_line",
@@ -339,6 +361,11 @@ def test_tiers(item) -> set[str]:
     tiers.update(TIER_MODULES.get(module, ()))
     if getattr(item, "originalname", item.name) in SLOW_TESTS.get(module, ()):
         tiers.add("slow")
+    if (
+        "pg_cluster" in item.fixturenames
+        or getattr(getattr(item, "callspec", None), "params", {}).get("store_kind") == "postgres"
+    ):
+        tiers.add("slow")  # a PostgreSQL server: initdb per worker, a database cloned per test
     if item.get_closest_marker("real_agent"):
         tiers.add("slow")  # a real coding agent program
     return tiers
@@ -347,7 +374,29 @@ def test_tiers(item) -> set[str]:
 test_tiers.__test__ = False  # a helper, not a test
 
 
+# The fast tier (a `-m` that leaves out the slow tests collected) tries each hypothesis property
+# on at most FAST_EXAMPLES examples; any other run (the full suite, a module run on its own)
+# tries each on its own count.
+FAST_EXAMPLES = 20
+
+
+@pytest.hookimpl(wrapper=True)  # marks before `-m` deselects; counts what it left
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for tier in sorted(test_tiers(item)):
             item.add_marker(tier)
+    slow_collected = any(item.get_closest_marker("slow") for item in items)
+    yield
+    if config.option.markexpr and slow_collected and not any(item.get_closest_marker("slow") for item in items):
+        fewer_examples(items, FAST_EXAMPLES)
+
+
+def fewer_examples(items, most: int) -> None:
+    """Each hypothesis test of ``items`` tries at most ``most`` examples."""
+    from hypothesis import settings
+
+    for item in items:
+        test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+        chosen = getattr(test, "_hypothesis_internal_use_settings", None)
+        if chosen is not None and chosen.max_examples > most:
+            test._hypothesis_internal_use_settings = settings(chosen, max_examples=most)

@@ -11,6 +11,7 @@ top-level modules (``clock``, ``errors``, ``faults``, ``render``, ``validation``
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,17 @@ def all_modules() -> dict[str, Path]:
     return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
+def nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of the module at ``path``: the checks below walk the whole tree each, and
+    a text is parsed once a run."""
+    return _walked(path.read_text(), str(path))
+
+
+@functools.cache
+def _walked(source: str, filename: str) -> tuple[ast.AST, ...]:
+    return tuple(ast.walk(ast.parse(source, filename)))
+
+
 def resolve(name: str, modules: dict[str, Path]) -> str | None:
     """The cafleet module an imported name denotes (a module, or the module defining it)."""
     while name:
@@ -75,7 +87,7 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     is resolved against the module's package)."""
     found = set()
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in nodes(path):
         names = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -213,7 +225,7 @@ def location_tests(module: str, path: Path) -> list[str]:
     ``is_postgres_url`` (called, imported or passed) or a string literal that starts a
     PostgreSQL URL (``startswith("postgres")`` and its kin)."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in nodes(path):
         if (isinstance(node, ast.Name) and node.id == "is_postgres_url") or (
             isinstance(node, ast.Attribute) and node.attr == "is_postgres_url"
         ):
@@ -271,7 +283,7 @@ def test_tests_share_helpers_through_support_only():
     tests = Path(__file__).resolve().parent
     offenders = []
     for path in sorted(tests.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in nodes(path):
             names = (
                 [a.name for a in node.names]
                 if isinstance(node, ast.Import)
@@ -312,7 +324,7 @@ def store_hook_reads(module: str, path: Path) -> list[str]:
     """Where a module reaches the test hooks through a store (``store.hooks``,
     ``self.store.hooks``): above store/ they come from the command's context, as arguments."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in nodes(path):
         if isinstance(node, ast.Attribute) and node.attr == "hooks":
             owner = node.value
             name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
@@ -353,7 +365,7 @@ def pane_variable_reads(module: str, path: Path) -> list[str]:
     (``environ.get("CAFLEET_HOST")``, ``environ["CAFLEET_MEMBER_ID"]``); writing one as a
     key of a new pane's environment is not a read."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in nodes(path):
         key = None
         if (
             isinstance(node, ast.Call)

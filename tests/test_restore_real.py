@@ -32,6 +32,8 @@ import pytest
 from tests.support.agent_drivers import TURN_TIMEOUT, Driven, keeper_fleet, missing
 from tests.support.tmux_fixtures import wait_for
 
+pytestmark = pytest.mark.real_agent
+
 RESTORED = "[cafleet] Your pane was lost and cafleet started you again"
 DEAD_BOUND = 30.0  # the member list reading a pane whose agent was killed dead; bounds a failure only
 

@@ -32,14 +32,15 @@ def open_store(
     the PostgreSQL store (:mod:`cafleet.store.postgres`, imported only then; ``schema`` is
     its schema and ``trusted_owner`` the role besides the connecting one that may own it),
     anything else the SQLite file (:mod:`cafleet.store.sqlite`). ``hooks``: the
-    command's test hooks (:mod:`cafleet.faults`), reached by every point through the store."""
+    command's test hooks (:mod:`cafleet.faults`), for the PostgreSQL store's own points
+    (``store.wait``, the SQL trace); a SQLite file has none."""
     if is_postgres_url(location):
         from cafleet.store.postgres.store import open_store as open_postgres
 
         return open_postgres(location, busy_timeout, schema, trusted_owner, hooks)
     from cafleet.store import sqlite
 
-    return sqlite.open_store(location, busy_timeout, hooks)
+    return sqlite.open_store(location, busy_timeout)
 
 
 def location_identity(location: str):

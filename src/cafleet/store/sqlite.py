@@ -21,7 +21,6 @@ import os
 
 from cafleet import clock
 from cafleet.errors import DatabaseError, DatabaseGone
-from cafleet.faults import NO_HOOKS
 from cafleet.store import (
     DEFAULT_BUSY_TIMEOUT,
     ReadSnapshot,
@@ -32,7 +31,6 @@ from cafleet.store import (
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
-    from cafleet.faults import Hooks
     from cafleet.store.protocol import Problem, Store as StoreInterface, Trigger
     from cafleet.store.sqlite_locks import FileLocks
 
@@ -52,17 +50,14 @@ def failure(exc: BaseException, path: str, busy_timeout: float) -> DatabaseError
 class SqliteStore:
     """A validated connection plus the write-transaction discipline (BEGIN IMMEDIATE)."""
 
-    __slots__ = ("_queue", "busy_timeout", "conn", "hooks", "identity", "path")
+    __slots__ = ("_queue", "busy_timeout", "conn", "identity", "path")
     engine = "sqlite"
     schema = "main"  # the one database of the file, as SQL qualifies a table with it
     BEGIN_READ = "BEGIN"  # a deferred transaction: its first read fixes the snapshot
     broadcast_workers = 32  # recipients of a broadcast whose previews are typed at the same time
 
-    def __init__(
-        self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None, hooks: Hooks = NO_HOOKS
-    ) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: str, busy_timeout: float, identity=None) -> None:
         self.conn = conn
-        self.hooks = hooks  # the command's test hooks (cafleet.faults); NO_HOOKS outside a test
         self.path = path
         self.busy_timeout = busy_timeout
         self.identity = identity if identity is not None else file_identity(path)
@@ -428,13 +423,10 @@ def _check_sqlite_version() -> None:
 def open_store(
     path: str,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
-    hooks: Hooks = NO_HOOKS,
 ) -> StoreInterface:
     """Diagnose the SQLite file at ``path`` and return a SqliteStore ready for use, initialising
     it if new/empty. The layers above open a store with
     :func:`cafleet.store.engines.open_store`, which chooses the engine by the location.
-    ``hooks``: the command's test hooks (:mod:`cafleet.faults`), reached by every point
-    through the store.
 
     An existing file is diagnosed through a connection that cannot write (see
     :func:`_diagnose_read_only`); only a file that passed is opened for writing, so a
@@ -467,7 +459,7 @@ def open_store(
     except BaseException:
         conn.close()
         raise
-    return SqliteStore(conn, path, busy_timeout, identity, hooks)
+    return SqliteStore(conn, path, busy_timeout, identity)
 
 
 def _check_log(path: str) -> None:
