@@ -9,7 +9,7 @@ import time
 import pytest
 
 from cafleet.errors import MuxError, PaneGone, PaneStale
-from cafleet.mux.base import PaneContext
+from cafleet.mux.base import PaneContext, Program
 from cafleet.mux.herdr import Herdr
 from tests.support.mux_inputs import ARGV_DUMPER, HOSTILE_ARGS, HOSTILE_TEXT
 from tests.support.recorder import READY
@@ -190,8 +190,8 @@ def test_standin_tab_create_list_and_pane_layout_print_herdrs_shapes(herdr_env):
 
 
 def test_tab_layout_reports_the_tabs_panes_and_their_sizes(herdr_env, herdr):
-    right, _ = herdr.split_identified("w1:t1", ["sleep", "60"], target_pane="w1:p1", beside=True)
-    below, _ = herdr.split_identified("w1:t1", ["sleep", "60"], target_pane=right)
+    right, _ = herdr.split_identified("w1:t1", Program(["sleep", "60"]), target_pane="w1:p1", beside=True)
+    below, _ = herdr.split_identified("w1:t1", Program(["sleep", "60"]), target_pane=right)
     tab, panes = herdr.tab_layout("w1:p1")
     listed = herdr_env.tmux("list-panes", "-a", "-F", "#{pane_id} #{pane_width} #{pane_height}").splitlines()
     sizes = {tmux_id: (int(w), int(h)) for tmux_id, w, h in (line.split() for line in listed)}
@@ -208,7 +208,7 @@ def test_new_tab_runs_argv_exactly_with_cwd_and_env_and_leaves_the_focus(herdr_e
     workdir.mkdir()
     env = {"CFT_A": "value with spaces; $HOME `x`", "CFT_B": "#{session_name};"}
     argv = [sys.executable, "-c", ARGV_DUMPER, str(out), *HOSTILE_ARGS]
-    tab, pane, identity = herdr.new_tab(argv, label="cafleet-1-e2e", cwd=str(workdir), env=env)
+    tab, pane, identity = herdr.new_tab(Program(argv, str(workdir), env), label="cafleet-1-e2e")
     assert (tab, pane) == ("w1:t2", "w1:p2")
     assert read_json_when_present(out) == {"argv": HOSTILE_ARGS, "cwd": str(workdir), "env": env}
     assert not (workdir / "pwned").exists()
@@ -219,18 +219,18 @@ def test_new_tab_runs_argv_exactly_with_cwd_and_env_and_leaves_the_focus(herdr_e
         ("w1:t2", "cafleet-1-e2e", False),
     ]
     with pytest.raises(MuxError, match="does not exist"):
-        herdr.new_tab(["true"], label="x", cwd=str(tmp_path / "missing"))
+        herdr.new_tab(Program(["true"], cwd=str(tmp_path / "missing")), label="x")
     with pytest.raises(MuxError, match="not a valid environment variable"):
-        herdr.new_tab(["true"], label="x", env={"A=B": "c"})
+        herdr.new_tab(Program(["true"], env={"A=B": "c"}), label="x")
     assert len(envelope(herdr_env.run("tab", "list").stdout)["result"]["tabs"]) == 2  # nothing opened
 
 
 def test_labelled_tabs_are_the_workspaces_tabs_of_that_label_with_their_panes(herdr_env, herdr):
     assert herdr.labelled_tabs("cafleet-1-e2e") == []
-    first, root, _ = herdr.new_tab(["sleep", "60"], label="cafleet-1-e2e")
-    herdr.new_tab(["sleep", "60"], label="cafleet-1-e2e-other")
-    second, other, _ = herdr.new_tab(["sleep", "60"], label="cafleet-1-e2e")
-    below, _ = herdr.split_identified(first, ["sleep", "60"], target_pane=root)
+    first, root, _ = herdr.new_tab(Program(["sleep", "60"]), label="cafleet-1-e2e")
+    herdr.new_tab(Program(["sleep", "60"]), label="cafleet-1-e2e-other")
+    second, other, _ = herdr.new_tab(Program(["sleep", "60"]), label="cafleet-1-e2e")
+    below, _ = herdr.split_identified(first, Program(["sleep", "60"]), target_pane=root)
     assert herdr.labelled_tabs("cafleet-1-e2e") == [(first, [root, below]), (second, [other])]
     herdr.kill(other)  # a tab closes with its last pane
     assert herdr.labelled_tabs("cafleet-1-e2e") == [(first, [root, below])]
@@ -338,7 +338,7 @@ def test_identity_is_the_panes_shell_process_and_a_mismatch_touches_nothing(herd
 
 
 def test_split_and_current_pane_report_the_identity(herdr_env, herdr):
-    pane, identity = herdr.split_identified(herdr_env.tab, ["sleep", "60"], target_pane=herdr_env.root_pane)
+    pane, identity = herdr.split_identified(herdr_env.tab, Program(["sleep", "60"]), target_pane=herdr_env.root_pane)
     wait_for(lambda: herdr.pane_current_command(pane) == "sleep", what="sleep to replace the shell")
     assert identity and herdr.identity(pane) == identity
     here = herdr.current_pane()

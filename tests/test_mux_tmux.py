@@ -12,7 +12,7 @@ import pytest
 
 from cafleet.errors import DamagedPlacement, MuxError, PaneGone, PaneStale
 from cafleet.mux import tail_lines, text_chunks
-from cafleet.mux.base import PaneContext
+from cafleet.mux.base import PaneContext, Program
 from cafleet.mux.tmux import Tmux
 from tests.support.mux_inputs import ARGV_DUMPER, HOSTILE_ARGS, HOSTILE_TEXT
 from tests.support.recorder import READY
@@ -267,7 +267,7 @@ def test_a_pane_with_another_identity_gets_no_input_and_is_not_killed(tmux_serve
 
 
 def test_split_and_current_pane_report_the_identity(tmux_server, tmux):
-    pane, identity = tmux.split_identified(tmux.current_pane().window_id, ["sleep", "60"])
+    pane, identity = tmux.split_identified(tmux.current_pane().window_id, Program(["sleep", "60"]))
     assert (
         identity
         == tmux.identity(pane)

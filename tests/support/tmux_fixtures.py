@@ -42,9 +42,12 @@ TMUX_TIMEOUT = 10.0
 T = TypeVar("T")
 
 
-def split(mux, window_id: str, argv, **options) -> str:
-    """A new pane's id, opened as cafleet opens one (``split_identified``; options as there)."""
-    return mux.split_identified(window_id, argv, **options)[0]
+def split(mux, window_id: str, argv, *, cwd: str | None = None, env: dict[str, str] | None = None, **options) -> str:
+    """A new pane's id, opened as cafleet opens one (``split_identified``; ``cwd`` and ``env``
+    as a :class:`cafleet.mux.base.Program`'s, the other options as there)."""
+    from cafleet.mux.base import Program
+
+    return mux.split_identified(window_id, Program(argv, cwd, env), **options)[0]
 
 
 def wait_for(check: Callable[[], T], timeout: float = 30.0, interval: float = 0.02, what: str = "condition") -> T:

@@ -57,6 +57,19 @@ class PaneContext:
         return "PaneContext(backend={!r}, session={!r}, window_id={!r}, pane_id={!r})".format(*self._key())
 
 
+class Program:
+    """What a new pane runs: ``argv`` (no shell) in the directory ``cwd`` (None: the
+    backend's default), with ``env`` added to its environment. The backend checks each
+    part before it opens the pane."""
+
+    __slots__ = ("argv", "cwd", "env")
+
+    def __init__(self, argv: Sequence[str], cwd: str | None = None, env: dict[str, str] | None = None) -> None:
+        self.argv = argv
+        self.cwd = cwd
+        self.env = env
+
+
 class Multiplexer(Protocol):
     """The interface every backend provides (structural: backends do not inherit it)."""
 
@@ -66,17 +79,11 @@ class Multiplexer(Protocol):
         """The pane this process runs in (TMUX_PANE / ``herdr pane current``)."""
 
     def split_identified(
-        self,
-        window_id: str,
-        argv: Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        target_pane: str | None = None,
+        self, window_id: str, program: Program, *, target_pane: str | None = None
     ) -> tuple[str, str | None]:
         """Open a new pane in ``window_id`` (beside ``target_pane`` when given) running
-        ``argv`` (no shell), without taking focus from the current pane. Return the new
-        pane's id and identity."""
+        ``program``, without taking focus from the current pane. Return the new pane's id
+        and identity."""
 
     def identity(self, pane_id: str) -> str | None:
         """The pane's identity now; PaneGone when there is no such pane."""

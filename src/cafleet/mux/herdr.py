@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any
 
-    from cafleet.mux.base import PaneContext
+    from cafleet.mux.base import PaneContext, Program
 
 _SPLIT_DIRECTION = "down"
 # Error codes meaning the pane no longer exists: closed, or its whole server has stopped.
@@ -309,24 +309,17 @@ class Herdr:
             self._check(pane_id, self.identity(pane_id))
 
     def split_identified(
-        self,
-        window_id: str,
-        argv: Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        target_pane: str | None = None,
-        beside: bool = False,
+        self, window_id: str, program: Program, *, target_pane: str | None = None, beside: bool = False
     ) -> tuple[str, str | None]:
         """``beside``: the new pane to the right of ``target_pane``, else below it."""
-        command = _command_line(argv, env)
-        check_cwd(cwd)
+        command = _command_line(program.argv, program.env)
+        check_cwd(program.cwd)
         check_id("tab", window_id)
         target = check_id("pane", target_pane) if target_pane else self._pane_in_tab(window_id)
         args = ["pane", "split", "--pane", target, "--direction", "right" if beside else _SPLIT_DIRECTION]
         args.append("--no-focus")
-        if cwd is not None:
-            args += ["--cwd", cwd]
+        if program.cwd is not None:
+            args += ["--cwd", program.cwd]
         pane = self._on_pane(target, args, json_result=True).get("pane") or {}
         new_pane = pane.get("pane_id") if isinstance(pane, dict) else None
         if not new_pane:
@@ -381,22 +374,15 @@ class Herdr:
                 panes[pane["tab_id"]].append(str(pane["pane_id"]))
         return list(panes.items())
 
-    def new_tab(
-        self,
-        argv: Sequence[str],
-        *,
-        label: str,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-    ) -> tuple[str, str, str | None]:
+    def new_tab(self, program: Program, *, label: str) -> tuple[str, str, str | None]:
         """A new tab of this client's workspace labelled ``label``, focus left where it
-        is, whose root pane (a shell) then runs ``argv`` as :meth:`split_identified` runs
-        one: (tab id, pane id, identity)."""
-        command = _command_line(argv, env)
-        check_cwd(cwd)
+        is, whose root pane (a shell) then runs ``program`` as :meth:`split_identified`
+        runs one: (tab id, pane id, identity)."""
+        command = _command_line(program.argv, program.env)
+        check_cwd(program.cwd)
         args = ["tab", "create", "--workspace", self._workspace(), "--label", label, "--no-focus"]
-        if cwd is not None:
-            args += ["--cwd", cwd]
+        if program.cwd is not None:
+            args += ["--cwd", program.cwd]
         try:
             result = self._result(args)
         except _Failure as failure:

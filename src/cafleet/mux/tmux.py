@@ -57,7 +57,7 @@ TYPE_CHECKING = False  # typing (and base's dataclasses) cost milliseconds on ev
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from cafleet.mux.base import PaneContext
+    from cafleet.mux.base import PaneContext, Program
     from cafleet.mux.ssh import Ssh
 
 _GUARDED_CHUNK_BYTES = 2048  # quoted inside an if-shell command: up to 4x longer, still < 16 KiB
@@ -273,49 +273,35 @@ class Tmux:
         )
 
     def split_identified(
-        self,
-        window_id: str,
-        argv: Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        target_pane: str | None = None,
-        beside: bool = False,
+        self, window_id: str, program: Program, *, target_pane: str | None = None, beside: bool = False
     ) -> tuple[str, str]:
         """``beside``: the new pane to the right of ``target_pane`` (``-h``), else below it."""
-        check_argv(argv)
+        check_argv(program.argv)
         fmt = f"#{{pane_id}}\t{IDENTITY_FORMAT}"
         target = check_pane(target_pane) if target_pane else window_id
         check_window(window_id)
         args = ["split-window", "-d", "-P", "-F", fmt, "-t", target, *(["-h"] if beside else [])]
-        check_cwd(cwd)
-        if cwd is not None:
-            args += ["-c", cwd.replace("#", "##")]
-        out = self._run([*args, *env_args(env), "--", *command_words(argv)]).strip()
+        check_cwd(program.cwd)
+        if program.cwd is not None:
+            args += ["-c", program.cwd.replace("#", "##")]
+        out = self._run([*args, *env_args(program.env), "--", *command_words(program.argv)]).strip()
         pane_id, _, identity = out.partition("\t")
         if not pane_id.startswith("%") or not identity:
             raise MuxError(f"tmux split-window did not report a pane id (got {out[:40]!r}).")
         return pane_id, identity
 
-    def new_session(
-        self,
-        argv: Sequence[str],
-        *,
-        env: dict[str, str] | None = None,
-        window_name: str | None = None,
-        cwd: str | None = None,
-    ) -> tuple[str, str, str, str]:
-        """Open a detached session of its own running ``argv`` (no shell), starting the
-        server if needed: (``<session_id>@<socket_path>``, window id, pane id, identity).
-        Used for members on another host, where there is no Director's window to split."""
-        check_argv(argv)
+    def new_session(self, program: Program, *, window_name: str | None = None) -> tuple[str, str, str, str]:
+        """Open a detached session of its own running ``program``, starting the server if
+        needed: (``<session_id>@<socket_path>``, window id, pane id, identity). Used for
+        members on another host, where there is no Director's window to split."""
+        check_argv(program.argv)
         fmt = f"#{{pane_id}}\t{IDENTITY_FORMAT}\t#{{session_id}}\t#{{window_id}}\t#{{socket_path}}"
         args = ["new-session", "-d", "-P", "-F", fmt, "-x", "200", "-y", "50"]
         if window_name:
             args += ["-n", window_name]
-        if cwd:
-            args += ["-c", cwd]
-        out = self._run([*args, *env_args(env), "--", *command_words(argv)]).strip()
+        if program.cwd:
+            args += ["-c", program.cwd]
+        out = self._run([*args, *env_args(program.env), "--", *command_words(program.argv)]).strip()
         fields = out.split("\t")
         if len(fields) != 5 or not fields[0].startswith("%") or not all(fields):
             raise MuxError(f"tmux new-session did not report its pane (got {out[:40]!r}).")
@@ -344,26 +330,17 @@ class Tmux:
                 found.append((fields[0], int(fields[1]), int(fields[2]), int(fields[3])))
         return found
 
-    def new_window(
-        self,
-        session: str,
-        argv: Sequence[str],
-        *,
-        name: str,
-        tag: str,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-    ) -> tuple[str, str, str]:
+    def new_window(self, session: str, program: Program, *, name: str, tag: str) -> tuple[str, str, str]:
         """A new background window of ``session`` (an id, ``$N``) named ``name``, tagged
-        ``tag`` (its window option ``@cafleet_fleet``), running ``argv`` (no shell):
-        (window id, pane id, identity)."""
-        check_argv(argv)
+        ``tag`` (its window option ``@cafleet_fleet``), running ``program``: (window id,
+        pane id, identity)."""
+        check_argv(program.argv)
         fmt = f"#{{window_id}}\t#{{pane_id}}\t{IDENTITY_FORMAT}"
         args = ["new-window", "-d", "-P", "-F", fmt, "-t", f"{session}:", "-n", name]
-        check_cwd(cwd)
-        if cwd is not None:
-            args += ["-c", cwd.replace("#", "##")]
-        out = self._run([*args, *env_args(env), "--", *command_words(argv)]).strip()
+        check_cwd(program.cwd)
+        if program.cwd is not None:
+            args += ["-c", program.cwd.replace("#", "##")]
+        out = self._run([*args, *env_args(program.env), "--", *command_words(program.argv)]).strip()
         fields = out.split("\t")
         if len(fields) != 3 or not fields[0].startswith("@") or not fields[1].startswith("%") or not fields[2]:
             raise MuxError(f"tmux new-window did not report its pane (got {out[:40]!r}).")

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
+    from cafleet.mux.base import Program
+
 AUTO, SPLIT, WINDOW = "auto", "split", "window"
 PLACEMENTS = (AUTO, SPLIT, WINDOW)
 TAG_OPTION = "@cafleet_fleet"
@@ -143,10 +145,11 @@ def open_local(
     ``mux`` its client); ``member_panes``: the fleet's members' panes (those a split may
     halve besides the Director's). (pane id, identity, window id)."""
     from cafleet.delivery.keystrokes.lock import pane_lock
+    from cafleet.mux.base import Program
     from cafleet.store.engines import lock_space
 
     locks = lock_space(settings.database)
-    new = _NewPane(settings, director, mux, argv, cwd, env, mode, member_panes)
+    new = _NewPane(settings, director, mux, Program(argv, cwd, env), mode, member_panes)
     fleet_id = int(env["CAFLEET_FLEET_ID"])
     if director["backend"] != "tmux":
         with pane_lock(locks, "herdr", director["session"], "layout", settings.lock_timeout, hooks):
@@ -161,15 +164,13 @@ def open_local(
 @dataclass(frozen=True)
 class _NewPane:
     """What opening one member's pane needs (:func:`open_local`'s arguments): the Director's
-    placement and its client, the member's command, directory and environment, the mode,
-    and the fleet's members' panes."""
+    placement and its client, the member's program (command, directory and environment),
+    the mode, and the fleet's members' panes."""
 
     settings: config.Settings
     director: dict
     mux: Any
-    argv: Sequence[str]
-    cwd: str | None
-    env: dict[str, str]
+    program: Program
     mode: str
     member_panes: set[str]
 
@@ -187,9 +188,7 @@ class _NewPane:
         if choice is None:
             return None
         target, beside = choice
-        pane_id, identity = self.mux.split_identified(
-            window, self.argv, cwd=self.cwd, env=self.env, target_pane=target, beside=beside
-        )
+        pane_id, identity = self.mux.split_identified(window, self.program, target_pane=target, beside=beside)
         return pane_id, identity, window
 
 
@@ -208,12 +207,10 @@ def _open_tmux(new: _NewPane, session_id: str, fleet_id: int, fleet_name: str | 
         if tiled_fits(width, height, count + 1, min_w, min_h):
             _w, _h, panes = mux.window_panes(window)
             target = max(panes, key=lambda pane: pane[1] * pane[2])[0]
-            pane_id, identity = mux.split_identified(window, new.argv, cwd=new.cwd, env=new.env, target_pane=target)
+            pane_id, identity = mux.split_identified(window, new.program, target_pane=target)
             mux.tile(window)
             return pane_id, identity, window
-    window, pane_id, identity = mux.new_window(
-        session_id, new.argv, name=window_name(fleet_id, fleet_name), tag=tag, cwd=new.cwd, env=new.env
-    )
+    window, pane_id, identity = mux.new_window(session_id, new.program, name=window_name(fleet_id, fleet_name), tag=tag)
     return pane_id, identity, window
 
 
@@ -238,5 +235,5 @@ def _open_herdr(new: _NewPane, name: str) -> tuple[str, str | None, str]:
         opened = new.split_best(tab, panes, False, divider=0, frame=HERDR_FRAME)
         if opened is not None:
             return opened
-    tab, pane_id, identity = mux.new_tab(new.argv, label=name, cwd=new.cwd, env=new.env)
+    tab, pane_id, identity = mux.new_tab(new.program, label=name)
     return pane_id, identity, tab

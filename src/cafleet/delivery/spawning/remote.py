@@ -52,6 +52,7 @@ def create_remote(store: Store, settings: config.Settings, host: str, spawn: Spa
     own on the host's ``-L cafleet`` server, and record the session, window and pane.
     With ``plan`` (``--worktree``), the session starts in the member's new worktree there."""
     from cafleet.agents import backends
+    from cafleet.mux.base import Program
     from cafleet.mux.ssh import Ssh, join_session
     from cafleet.mux.tmux import Tmux
 
@@ -74,12 +75,9 @@ def create_remote(store: Store, settings: config.Settings, host: str, spawn: Spa
 
         session_id = str(uuid.uuid4()) if spawn.agent == "claude" else None  # what a restore resumes
         spawn.record(store, member_id, workdir, session_id)
-        session, window_id, pane_id, identity = mux.new_session(
-            spawn.argv(member_id, session_id),
-            env=remote_pane_env(environ, database, host, spawn.fleet_id, member_id),
-            window_name=f"cafleet-{member_id}",
-            cwd=workdir,
-        )
+        env = remote_pane_env(environ, database, host, spawn.fleet_id, member_id)
+        program = Program(spawn.argv(member_id, session_id), workdir, env)
+        session, window_id, pane_id, identity = mux.new_session(program, window_name=f"cafleet-{member_id}")
         mux.socket = session.partition("@")[2]  # from now on, exactly the server that holds the pane
         return pane_id, identity, {"backend": "tmux", "session": join_session(host, session)}, window_id
 

@@ -348,18 +348,16 @@ def _open_local(
 def _open_remote(settings: config.Settings, member: MemberDetail, host: str, how: Plan):
     """A new tmux session of its own on the member's host (as ``member create --host`` made)."""
     from cafleet.delivery.spawning.remote import REMOTE_SERVER, remote_database_location, remote_pane_env
+    from cafleet.mux.base import Program
     from cafleet.mux.ssh import Ssh, join_session
     from cafleet.mux.tmux import Tmux
 
     ssh = Ssh(host, settings.environ)
     database = remote_database_location(ssh, settings.database)
     mux = Tmux(None, remote=ssh, label=REMOTE_SERVER)
-    session, window_id, pane_id, identity = mux.new_session(
-        how.argv,
-        env=remote_pane_env(settings.environ, database, host, member["fleet_id"], member["member_id"]),
-        window_name=f"cafleet-{member['member_id']}",
-        cwd=how.cwd,
-    )
+    env = remote_pane_env(settings.environ, database, host, member["fleet_id"], member["member_id"])
+    program = Program(how.argv, how.cwd, env)
+    session, window_id, pane_id, identity = mux.new_session(program, window_name=f"cafleet-{member['member_id']}")
     return pane_id, identity, {"backend": "tmux", "session": join_session(host, session)}, window_id
 
 
