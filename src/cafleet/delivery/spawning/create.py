@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from cafleet import config
 from cafleet.broker import fleets, members
 from cafleet.delivery.keystrokes.placement import reach, recorded_at
-from cafleet.delivery.spawning.launch import Spawn, register_and_open
+from cafleet.delivery.spawning.launch import Creation, Spawn, register_and_open
 from cafleet.errors import CafleetError
 from cafleet.faults import NO_HOOKS
 
@@ -150,7 +150,8 @@ def create_member(store: Store, settings: config.Settings, request: SpawnRequest
     backends.find_binary(spawn.agent, environ)
     cwd = _cwd()  # the new pane starts here; a deleted directory is refused before any write
     plan = _worktree_plan(environ, request, cwd) if worktree else None
-    return _create_local(store, settings, spawn, director_placement, mux, plan, cwd, request, mode, hooks)
+    creation = Creation(store, settings, spawn, plan, director_placement, mux, hooks)
+    return _create_local(creation, cwd, request, mode)
 
 
 def _worktree_plan(environ, request: SpawnRequest, cwd: str | None = None):
@@ -164,22 +165,14 @@ def _worktree_plan(environ, request: SpawnRequest, cwd: str | None = None):
     return worktrees.plan(environ, cwd, request.branch, request.base)
 
 
-def _create_local(
-    store: Store,
-    settings: config.Settings,
-    spawn: Spawn,
-    placement: dict,
-    mux,
-    plan,
-    cwd: str,
-    request: SpawnRequest,
-    mode: str,
-    hooks: Hooks,
-):
-    """A member in a new pane placed by ``mode`` (:mod:`cafleet.delivery.spawning.layout`), in
-    ``cwd`` (or its new worktree), with its usage source recorded before its agent starts."""
+def _create_local(creation: Creation, cwd: str, request: SpawnRequest, mode: str):
+    """A member in a new pane beside the Director's (the creation's placement), placed by
+    ``mode`` (:mod:`cafleet.delivery.spawning.layout`), in ``cwd`` (or its new worktree),
+    with its usage source recorded before its agent starts."""
     from cafleet.delivery.spawning import layout
     from cafleet.store.engines import member_location
+
+    store, settings, spawn, placement = creation.store, creation.settings, creation.spawn, creation.placement
 
     database = member_location(
         settings.database, settings.environ
@@ -205,9 +198,9 @@ def _create_local(
         pane_env.update(store.member_environment())  # the member's cafleet reaches the same tables
         pane_id, identity, window_id = layout.open_local(
             settings,
-            hooks,
+            creation.hooks,
             placement,
-            mux,
+            creation.mux,
             spawn.argv(member_id, session_id),
             cwd=workdir,
             env=pane_env,
@@ -217,7 +210,7 @@ def _create_local(
         )
         return pane_id, identity, placement, window_id
 
-    return register_and_open(store, settings, spawn, placement, mux, plan, open_pane, hooks)
+    return register_and_open(creation, open_pane)
 
 
 def fleet_panes(store: Store, fleet_id: int, session: str) -> set[str]:

@@ -17,6 +17,8 @@ from cafleet.errors import CafleetError, clause
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
 if TYPE_CHECKING:
+    from typing import Any
+
     from cafleet.faults import Hooks
     from cafleet.store.protocol import Store
 
@@ -70,6 +72,22 @@ class Spawn:
         )
 
 
+@dataclass(frozen=True)
+class Creation:
+    """One member creation under way: the command's store, settings and hooks, what the
+    member is started with, its new worktree (``plan``; None: none), the placement its
+    pending registration records (backend, session, window) and that placement's
+    multiplexer client (what closes the pane if the creation is undone)."""
+
+    store: Store
+    settings: config.Settings
+    spawn: Spawn
+    plan: Any
+    placement: dict
+    mux: Any
+    hooks: Hooks
+
+
 def _register_pending(store: Store, spawn: Spawn, placement: dict) -> int:
     """Register the member pending, with ``placement``'s backend, session and window and no
     pane yet; its id."""
@@ -85,24 +103,15 @@ def _register_pending(store: Store, spawn: Spawn, placement: dict) -> int:
     )
 
 
-def register_and_open(
-    store: Store,
-    settings: config.Settings,
-    spawn: Spawn,
-    placement: dict,
-    mux,
-    plan,
-    open_pane,
-    hooks: Hooks,
-    close_unknown=None,
-) -> dict:
-    """The steps every creation shares: register the member pending (with ``placement``'s
-    backend, session and window), add its worktree (``plan``), open its pane
+def register_and_open(creation: Creation, open_pane, close_unknown=None) -> dict:
+    """The steps every creation shares: register the member pending (with the creation's
+    placement's backend, session and window), add its worktree (its ``plan``), open its pane
     (``open_pane(member_id, worktree path or None)`` -> pane id, identity, the placement to
     record, its window id or None) and record the pane under its lock. A failure after the
     registration is compensated and raised as :class:`CreateFailed`; ``close_unknown(member_id)``
     closes, when cafleet never learnt the pane, what may have been started."""
-    member_id = _register_pending(store, spawn, placement)
+    store, spawn, plan, hooks = creation.store, creation.spawn, creation.plan, creation.hooks
+    member_id = _register_pending(store, spawn, creation.placement)
     hooks.pause("create.registered")
     pane_id = None
     added = None
@@ -116,22 +125,22 @@ def register_and_open(
         from cafleet.delivery.keystrokes.lock import placement_lock
 
         # the pane id (and, for a member on another host, its session and window) under the new pane's lock
-        with placement_lock(store.locks, recorded, settings.lock_timeout, hooks, pane_id=pane_id):
+        with placement_lock(store.locks, recorded, creation.settings.lock_timeout, hooks, pane_id=pane_id):
             window = (recorded["session"], window_id) if window_id else None
             members.set_pane_id(store, member_id, pane_id, identity, window)
         hooks.pause("create.patched")
     except BaseException as error:  # noqa: BLE001 -- anything, a signal included, after the registration is undone and reported
         closed = None if pane_id is not None or close_unknown is None else close_unknown(member_id)
-        message = _compensate(store, mux, member_id, pane_id, error, closed)
+        message = _compensate(store, creation.mux, member_id, pane_id, error, closed)
         if plan is not None:
-            message = message[:-1] + _release_after_failure(store, settings.environ, member_id) + "."
+            message = message[:-1] + _release_after_failure(store, creation.settings.environ, member_id) + "."
         raise CreateFailed(message) from None
     out = {
         "member_id": member_id,
         "fleet_id": spawn.fleet_id,
         "name": spawn.name,
         "coding_agent": spawn.agent,
-        "backend": placement["backend"],
+        "backend": creation.placement["backend"],
         "pane_id": pane_id,
     }
     if added is not None:

@@ -8,7 +8,7 @@ its pane (docs/delivery.md).
 from __future__ import annotations
 
 from cafleet import config
-from cafleet.delivery.spawning.launch import register_and_open
+from cafleet.delivery.spawning.launch import Creation, register_and_open
 from cafleet.errors import CafleetError, clause
 
 TYPE_CHECKING = False  # true for the type checker only: `typing` stays off the hot path
@@ -82,16 +82,9 @@ def create_remote(store: Store, settings: config.Settings, host: str, spawn: Spa
         return pane_id, identity, {"backend": "tmux", "session": join_session(host, session)}, window_id
 
     pending = {"backend": "tmux", "session": join_session(host, ""), "window_id": ""}
+    creation = Creation(store, settings, spawn, plan, pending, mux, hooks)
     out = register_and_open(
-        store,
-        settings,
-        spawn,
-        pending,
-        mux,
-        plan,
-        open_pane,
-        hooks,
-        close_unknown=lambda member_id: close_started_session(ssh, member_id, database),
+        creation, open_pane, close_unknown=lambda member_id: close_started_session(ssh, member_id, database)
     )
     added = out.pop("worktree", None)
     out["host"] = host  # before the worktree, as the record has always been ordered
