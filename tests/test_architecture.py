@@ -403,3 +403,53 @@ def test_the_pane_variable_check_sees_what_it_forbids(tmp_path):
         "cafleet.delivery.probe:3 reads CAFLEET_HOST",
         "cafleet.delivery.probe:3 reads CAFLEET_DATABASE_URL",
     ]
+
+
+MODULE_LINES = 650  # a module longer than this holds more than one job (docs/architecture.md)
+FUNCTION_LINES = 60  # from its def to its last line
+
+
+def oversized(modules: dict[str, Path]) -> list[str]:
+    """Every module over :data:`MODULE_LINES` lines and every function over
+    :data:`FUNCTION_LINES` (a nested function counts inside its own too)."""
+    found = []
+    for module, path in modules.items():
+        lines = path.read_text().count("\n")
+        if lines > MODULE_LINES:
+            found.append(f"{module}: {lines} lines")
+        for node in nodes(path):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > FUNCTION_LINES:
+                    found.append(f"{module}:{node.lineno} {node.name}: {length} lines")
+    return found
+
+
+def test_modules_and_functions_stay_small():
+    assert oversized(all_modules()) == []
+
+
+def test_an_oversized_module_and_function_are_found(tmp_path):
+    source = tmp_path / "probe.py"
+    body = "".join(f"    x{i} = {i}\n" for i in range(FUNCTION_LINES))
+    source.write_text("def long():\n" + body + "\n" * (MODULE_LINES - FUNCTION_LINES))
+    assert oversized({"cafleet.probe": source}) == [
+        f"cafleet.probe: {MODULE_LINES + 1} lines",
+        f"cafleet.probe:1 long: {FUNCTION_LINES + 1} lines",
+    ]
+
+
+def test_the_module_map_is_the_trees():
+    """docs/architecture.md's module map is what scripts/module_map.py writes from the
+    tree: every module, with the first sentence of its own docstring."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("module_map", SRC.parent / "scripts" / "module_map.py")
+    assert spec is not None and spec.loader is not None
+    module_map = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module_map)
+    document = (SRC.parent / "docs" / "architecture.md").read_text()
+    assert module_map.replace(document) == document, (
+        "run: python scripts/module_map.py --write-readme docs/architecture.md"
+    )
+    assert all(text for _module, text in module_map.rows()), "a module without a docstring"
