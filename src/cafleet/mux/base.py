@@ -1,4 +1,4 @@
-"""The multiplexer protocol every backend implements.
+"""The multiplexer protocol every backend implements, and what a new pane runs (:class:`Program`).
 
 Pane ids are opaque strings (``%7`` for tmux, ``w1:p1`` for herdr). ``session`` is the
 backend's own opaque session string as stored in ``member_placements.mux_session``: for

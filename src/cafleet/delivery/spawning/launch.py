@@ -1,8 +1,8 @@
 """What every member creation shares, here or on another host: what the member is started
-with (:class:`Spawn`, recorded for ``fleet restore`` and ``member revive``), its pending
-registration, its worktree added, its new pane opened and its id recorded under the new
-pane's lock (the pane-id patch), and, when anything after the registration fails, the
-creation undone and reported (:class:`CreateFailed`).
+with (:class:`Spawn`, recorded for ``fleet restore`` and ``member revive``), the creation
+under way (:class:`Creation`), its pending registration, its worktree added, its new pane
+opened and its id recorded under the new pane's lock (the pane-id patch), and, when
+anything after the registration fails, the creation undone and reported (:class:`CreateFailed`).
 
 The ``hooks`` calls (the command's, passed in) are the test seam's pause points (:mod:`cafleet.faults`).
 """
