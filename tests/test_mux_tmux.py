@@ -102,8 +102,8 @@ def test_split_runs_argv_exactly_with_cwd_and_env(tmux_server, tmux, tmp_path):
         [sys.executable, "-c", ARGV_DUMPER, str(out), *HOSTILE_ARGS],
         cwd=str(workdir),
         env=env,
-    )[0]
-    assert pane.startswith("%") and pane != context.pane_id
+    )
+    assert pane.startswith("%") and len(pane) > 1 and pane != context.pane_id
     assert read_json_when_present(out) == {"argv": HOSTILE_ARGS, "cwd": str(workdir), "env": env}
     assert not (workdir / "pwned").exists()
 
