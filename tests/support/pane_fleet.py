@@ -30,8 +30,10 @@ SETTLE = "0.15"
 FAKE_CLAUDE = """\
 import json, os, sys
 member = os.environ["CAFLEET_MEMBER_ID"]
-with open(os.path.join(os.environ["CAFLEET_STANDIN_RECORD_DIR"], f"argv-{member}.json"), "w") as out:
+record = os.path.join(os.environ["CAFLEET_STANDIN_RECORD_DIR"], f"argv-{member}.json")
+with open(record + ".part", "w") as out:  # renamed whole: a test never reads it half written
     json.dump(sys.argv[1:], out)
+os.replace(record + ".part", record)
 os.execv(sys.executable, [sys.executable, "-m", "cafleet.agents.standin", "--member-id", member, "--prompt", "\u276f "])
 """
 
