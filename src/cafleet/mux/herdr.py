@@ -64,7 +64,7 @@ from cafleet.mux import (
     text_chunks,
 )
 
-TYPE_CHECKING = False  # typing (and base's dataclasses) cost milliseconds on every command
+TYPE_CHECKING = False  # true for the type checker only: typing costs milliseconds on every command
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any

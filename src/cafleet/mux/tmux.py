@@ -53,7 +53,7 @@ from cafleet.mux.tmux_syntax import (
     server_gone,
 )
 
-TYPE_CHECKING = False  # typing (and base's dataclasses) cost milliseconds on every command
+TYPE_CHECKING = False  # true for the type checker only: typing costs milliseconds on every command
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
