@@ -286,7 +286,7 @@ def main() -> None:
             ("import ctypes", "import ctypes"),
             ("import ctypes; ctypes.CDLL('libpq.so.5')", "ctypes + dlopen"),
             ("import cafleet.store.libpq", f"import|{LIBPQ}"),
-            ("import cafleet.store.libpq; libpq.lib()", "libpq loaded"),
+            ("from cafleet.store import libpq; libpq.lib()", "libpq loaded"),
         ]
         for text, label in lines:
             if label in med:

@@ -190,6 +190,16 @@ def show(store: Store, message_id: int) -> MessageRecord:
     return _with_notices(store, [records.message(row)])[0]
 
 
+def waiting_for(store: Store, member_id: int) -> int:
+    """How many messages wait for ``member_id``: unACKed, not sent to itself."""
+    row = store.execute(
+        "SELECT COUNT(*) FROM messages WHERE to_member_id = ? AND status_state = 'input_required' "
+        "AND from_member_id != to_member_id",
+        (member_id,),
+    ).fetchone()
+    return int(row[0])
+
+
 def ack(store: Store, message_id: int, hooks: Hooks = NO_HOOKS) -> MessageRecord:
     """input_required → completed, stamping status_timestamp; a second ACK is refused."""
     with store.write():

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from cafleet import config
 from cafleet.broker import fleets, members
 from cafleet.delivery.keystrokes.placement import reach, recorded_at
-from cafleet.delivery.spawning.launch import Creation, Spawn, register_and_open
+from cafleet.delivery.spawning.launch import Creation, Spawn, pane_environment, register_and_open
 from cafleet.errors import CafleetError
 from cafleet.faults import NO_HOOKS
 
@@ -190,12 +190,7 @@ def _create_local(creation: Creation, cwd: str, request: SpawnRequest, mode: str
             budget_tokens=request.budget_tokens,
         )
         spawn.record(store, member_id, workdir, session_id)
-        pane_env = {
-            "CAFLEET_DATABASE_URL": database,
-            "CAFLEET_MEMBER_ID": str(member_id),
-            "CAFLEET_FLEET_ID": str(spawn.fleet_id),
-        }
-        pane_env.update(store.member_environment())  # the member's cafleet reaches the same tables
+        pane_env = pane_environment(store, database, spawn.fleet_id, member_id)
         pane_id, identity, window_id = layout.open_local(
             settings,
             creation.hooks,

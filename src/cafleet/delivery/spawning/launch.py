@@ -88,6 +88,16 @@ class Creation:
     hooks: Hooks
 
 
+def pane_environment(store: Store, database: str, fleet_id: int, member_id: int) -> dict[str, str]:
+    """What a member's pane on this machine is started with besides its agent's own
+    environment: the database it reaches (``database``, as
+    :func:`cafleet.store.engines.member_location` gives it: no password), who it is, and what
+    the store adds for the member's cafleet to reach the same tables."""
+    env = {"CAFLEET_DATABASE_URL": database, "CAFLEET_MEMBER_ID": str(member_id), "CAFLEET_FLEET_ID": str(fleet_id)}
+    env.update(store.member_environment())
+    return env
+
+
 def _register_pending(store: Store, spawn: Spawn, placement: dict) -> int:
     """Register the member pending, with ``placement``'s backend, session and window and no
     pane yet; its id."""

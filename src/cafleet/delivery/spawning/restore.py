@@ -20,7 +20,7 @@ a restore run again never leaves two agents resuming one conversation.
 from __future__ import annotations
 
 from cafleet import clock, config
-from cafleet.broker import fleets, members
+from cafleet.broker import fleets, members, messages
 from cafleet.delivery.keystrokes.placement import placement_of, reach
 from cafleet.errors import CafleetError, Conflict, NotAllowed, clause
 from cafleet.faults import NO_HOOKS
@@ -46,16 +46,6 @@ def _restored_line(fleet_id: int, member_id: int, owed: int) -> str:
         f"[cafleet] Your pane was lost and cafleet started you again (fleet {fleet_id}, member {member_id}); "
         f"this is your conversation as it was. {waiting}."
     )
-
-
-def _owed(store: Store, member_id: int) -> int:
-    """How many messages wait for ``member_id`` (unACKed, not from itself)."""
-    row = store.execute(
-        "SELECT COUNT(*) FROM messages WHERE to_member_id = ? AND status_state = 'input_required' "
-        "AND from_member_id != to_member_id",
-        (member_id,),
-    ).fetchone()
-    return int(row[0])
 
 
 # -- the Director's pane ---------------------------------------------------------------------
@@ -151,7 +141,7 @@ def plan(store: Store, member: MemberDetail, director_id: int) -> Plan:
     cwd = spawn.get("cwd") if spawn else source.get("cwd")
     name, model, effort = member["name"], spawn.get("model"), spawn.get("effort")
     if agent == backends.STANDIN or (session is not None and sessions.valid(agent, session)):
-        line = _restored_line(fleet_id, member_id, _owed(store, member_id))
+        line = _restored_line(fleet_id, member_id, messages.waiting_for(store, member_id))
         argv = backends.resume_argv(
             agent, member_name=name, session=session or "", line=line, model=model, effort=effort, member_id=member_id
         )
@@ -316,15 +306,12 @@ def _open_local(
     ``placement``, or in the fleet's own window: :mod:`cafleet.delivery.spawning.layout`)."""
     from cafleet.delivery.spawning import layout
     from cafleet.delivery.spawning.create import fleet_panes
+    from cafleet.delivery.spawning.launch import pane_environment
     from cafleet.store.engines import member_location
 
     mux = reach(placement)
-    env = {
-        "CAFLEET_DATABASE_URL": member_location(settings.database, settings.environ),
-        "CAFLEET_MEMBER_ID": str(member["member_id"]),
-        "CAFLEET_FLEET_ID": str(member["fleet_id"]),
-    }
-    env.update(store.member_environment())
+    database = member_location(settings.database, settings.environ)
+    env = pane_environment(store, database, member["fleet_id"], member["member_id"])
     cwd = how.cwd if how.cwd and _isdir(how.cwd) else None
     if how.cwd and cwd is None:
         raise CafleetError(f"its folder {how.cwd} is gone; nothing was started")
