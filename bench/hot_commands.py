@@ -51,6 +51,27 @@ def run_plan(plan, env, workdir):
         return marshal.load(handle)
 
 
+def hot_argvs(fleet_id: int, director: int, workers: list[int]) -> dict[str, list[str] | None]:
+    """The hot commands every benchmark of them times, on a fleet of :func:`bench_fleet`: the
+    worker polls and reports to the Director, the roster, a message shown. ``message ack``
+    is None: each run acks a message of its own (the caller fills it in)."""
+    return {
+        "message poll": ["message", "poll", str(workers[0])],
+        "message send": [
+            "message",
+            "send",
+            "--from-member-id",
+            str(workers[2]),
+            "--to-member-id",
+            str(director),
+            "status: ok",
+        ],
+        "message ack": None,
+        "member list": ["member", "list", str(fleet_id)],
+        "message show": ["message", "show", "1"],
+    }
+
+
 def bench_fleet(store) -> tuple[int, int, list[int]]:
     """A fleet with a Director and five members on pending placements (no panes)."""
     fleet = fleets.create_fleet(
@@ -195,22 +216,7 @@ def main() -> None:
         }
 
         def commands(path):
-            fleet_id, director, workers = setups[path]
-            return {
-                "message poll": ["message", "poll", str(workers[0])],
-                "message send": [
-                    "message",
-                    "send",
-                    "--from-member-id",
-                    str(workers[2]),
-                    "--to-member-id",
-                    str(director),
-                    "status: ok",
-                ],
-                "message ack": None,  # filled per run
-                "member list": ["member", "list", str(fleet_id)],
-                "message show": ["message", "show", "1"],
-            }
+            return hot_argvs(*setups[path])  # "message ack" filled per run
 
         bare = [sys.executable, "-c", "pass"]
         # What every cafleet command pays before running a line of cafleet: the console

@@ -51,6 +51,8 @@ ROOT = os.path.abspath(os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 sys.path.insert(0, ROOT)
 
+from bench.hot_commands import hot_argvs
+
 LIBPQ = "cafleet libpq (ctypes)"
 PGWIRE = "cafleet pgwire (old)"
 PSYCOPG3 = ("psycopg 3 (pure)", "psycopg 3 + psycopg-binary", "psycopg 3 + psycopg-c")
@@ -213,20 +215,9 @@ def main() -> None:
         bare_python = installed[LIBPQ][0]
 
         def commands(kind):
-            fleet_id, director, workers = setups[kind]
-            return {
-                "message poll": ["message", "poll", str(workers[0])],
-                "message send": [
-                    "message",
-                    "send",
-                    "--from-member-id",
-                    str(workers[2]),
-                    "--to-member-id",
-                    str(director),
-                    "status: ok",
-                ],
-                "member list": ["member", "list", str(fleet_id)],
-                "fleet list": ["fleet", "list"],
+            hot = hot_argvs(*setups[kind])
+            return {name: hot[name] for name in ("message poll", "message send", "member list")} | {
+                "fleet list": ["fleet", "list"]
             }
 
         # Which store runs each command: SQLite (this tree), libpq (this tree), pgwire (the

@@ -37,6 +37,7 @@ ROOT = os.path.abspath(os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 sys.path.insert(0, ROOT)
 
+from bench.hot_commands import hot_argvs
 
 GOALS = {
     "message poll": 5,
@@ -55,21 +56,10 @@ def tcp_url(unix_url: str, port: int) -> str:
     return f"postgresql://postgres@127.0.0.1:{port}/{database}"
 
 
-def hot_commands(fleet_id: int, director: int, workers: list[int], ack_id) -> dict[str, list[str]]:
+def hot_commands(fleet_id: int, director: int, workers: list[int], ack_id) -> dict[str, list[str] | None]:
     return {
-        "message poll": ["message", "poll", str(workers[0])],
-        "message send": [
-            "message",
-            "send",
-            "--from-member-id",
-            str(workers[2]),
-            "--to-member-id",
-            str(director),
-            "status: ok",
-        ],
+        **hot_argvs(fleet_id, director, workers),
         "message ack": ["message", "ack", str(ack_id())],
-        "member list": ["member", "list", str(fleet_id)],
-        "message show": ["message", "show", "1"],
         "fleet list": ["fleet", "list"],
     }
 

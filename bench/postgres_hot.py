@@ -42,7 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from bench.hot_commands import bench_fleet, cafleet_bin, run_plan
+from bench.hot_commands import bench_fleet, cafleet_bin, hot_argvs, run_plan
 from cafleet.broker import messages
 from cafleet.store.engines import open_store
 
@@ -178,22 +178,7 @@ def main() -> None:
 
         def commands(kind):
             fleet_id, director, workers, _ = setups[kind]
-            return {
-                "message poll": ["message", "poll", str(workers[0])],
-                "message send": [
-                    "message",
-                    "send",
-                    "--from-member-id",
-                    str(workers[2]),
-                    "--to-member-id",
-                    str(director),
-                    "status: ok",
-                ],
-                "message ack": None,
-                "member list": ["member", "list", str(fleet_id)],
-                "message show": ["message", "show", "1"],
-                "fleet list": ["fleet", "list"],
-            }
+            return {**hot_argvs(fleet_id, director, workers), "fleet list": ["fleet", "list"]}
 
         python = sys.executable
         imports = {
