@@ -27,12 +27,13 @@ from tests.support.keeper import (
     keeper,
     keeper_on,
     keeper_processes,
+    kept_fleet_with_host,
     kill,
     log_lines,
     running_keeper,
 )
 from tests.support.pane_fleet import preview_line, start, tmux_fleet
-from tests.support.remote_fleet import create_remote, fleet_with_hosts, short_directory
+from tests.support.remote_fleet import create_remote
 from tests.support.tmux_fixtures import wait_for
 from tests.support.watch_stream import Stream
 
@@ -53,15 +54,8 @@ def fleet(env, tmp_path, monkeypatch):
 @pytest.fixture
 def remote(env, tmp_path, monkeypatch):
     """(fleet, host): a fleet with the keeper on and a host reached over a real sshd."""
-    keeper_on(env, monkeypatch)
-    with (
-        short_directory() as short_dir,
-        fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (pane_fleet, [host]),
-    ):
-        try:
-            yield pane_fleet, host
-        finally:
-            end_every_keeper(pane_fleet)
+    with kept_fleet_with_host(env, tmp_path, monkeypatch) as (pane_fleet, host):
+        yield pane_fleet, host
 
 
 @pytest.fixture

@@ -23,16 +23,15 @@ import pytest
 from cafleet.delivery.keystrokes import screen
 from tests.support.agent_drivers import AGENTS, PERSON_TEXT, TURN_TIMEOUT, Driven, keeper_fleet, missing
 from tests.support.keeper import (
-    end_every_keeper,
     keeper,
-    keeper_on,
     keeper_processes,
+    kept_fleet_with_host,
     kill,
     log_lines,
     running_keeper,
 )
 from tests.support.pane_fleet import preview_line, start
-from tests.support.remote_fleet import create_remote, fleet_with_hosts, short_directory
+from tests.support.remote_fleet import create_remote
 from tests.support.tmux_fixtures import wait_for
 
 real_agent = pytest.mark.real_agent
@@ -190,20 +189,13 @@ KEEPER_RETRIES = "The fleet keeper retries it as soon as the pane can take it. D
 def remote(env, tmp_path, monkeypatch):
     """(fleet, host, member id): the keeper on, one stand-in member on a host reached over
     a real sshd, ready, and the host then stopped (sshd gone, the shared connection closed)."""
-    keeper_on(env, monkeypatch)
-    with (
-        short_directory() as short_dir,
-        fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (fleet, [host]),
-    ):
-        try:
-            created = create_remote(fleet, host, "far", "--json")
-            assert created.code == 0, created
-            member = created.json()["member_id"]
-            fleet.wait_ready(member)
-            host.stop()
-            yield fleet, host, member
-        finally:
-            end_every_keeper(fleet)
+    with kept_fleet_with_host(env, tmp_path, monkeypatch) as (fleet, host):
+        created = create_remote(fleet, host, "far", "--json")
+        assert created.code == 0, created
+        member = created.json()["member_id"]
+        fleet.wait_ready(member)
+        host.stop()
+        yield fleet, host, member
 
 
 def owed_send(fleet, member: int, body: str) -> dict:

@@ -27,9 +27,9 @@ import signal
 import pytest
 
 from cafleet.mux.ssh import split_session
-from tests.support.keeper import end_every_keeper, keeper_on
+from tests.support.keeper import end_every_keeper, kept_fleet_with_host
 from tests.support.pane_fleet import preview_line
-from tests.support.remote_fleet import create_remote, fleet_with_hosts, remote_panes, short_directory
+from tests.support.remote_fleet import create_remote, remote_panes
 from tests.support.tmux_fixtures import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.tmux]
@@ -38,15 +38,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.tmux]
 @pytest.fixture
 def remote(env, tmp_path, monkeypatch):
     """(fleet, host): a live local fleet with its keeper on, and a reachable host for its members."""
-    keeper_on(env, monkeypatch)  # before the fleet is created: its keeper starts with it
-    with (
-        short_directory() as short_dir,
-        fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (fleet, [host]),
-    ):
-        try:
-            yield fleet, host
-        finally:
-            end_every_keeper(fleet)
+    with kept_fleet_with_host(env, tmp_path, monkeypatch) as (fleet, host):
+        yield fleet, host
 
 
 def remote_server_pid(host) -> int:

@@ -102,6 +102,24 @@ def keeper_on(env, monkeypatch) -> None:
     monkeypatch.setenv("CAFLEET_KEEPER", "on")
 
 
+@contextlib.contextmanager
+def kept_fleet_with_host(env, tmp_path, monkeypatch):
+    """(fleet, host): a fleet with its keeper on (turned on before the fleet is created, so
+    its keeper starts with it) and a host ``farhost`` reached over a real sshd; every keeper
+    of the database is ended by its pid afterwards."""
+    from tests.support.remote_fleet import fleet_with_hosts, short_directory
+
+    keeper_on(env, monkeypatch)
+    with (
+        short_directory() as short_dir,
+        fleet_with_hosts(env, tmp_path, monkeypatch, short_dir, ["farhost"]) as (fleet, [host]),
+    ):
+        try:
+            yield fleet, host
+        finally:
+            end_every_keeper(fleet)
+
+
 def end_every_keeper(pane_fleet) -> None:
     """End the fleet's keeper by its pid; fail if any other keeper of the database is left."""
 
